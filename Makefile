@@ -1,0 +1,119 @@
+# ktune -- one readable Makefile. Each module lists its sources in its own
+# module.mk (sources listed, never globbed); this file holds the rules.
+#
+#   make                 build build/ktune and the test programs
+#   make test            the CPU test suites (GPU suites skip without a GPU)
+#   make SANITIZE=address,undefined test    the same under ASan + UBSan
+#   make WERROR=1        warnings are errors (CI)
+#   make STATIC_DEPS=1   link SQLite, jansson, libmicrohttpd statically, for
+#                        taking the binary to a machine without them
+#   make V=1             show the full command lines
+
+CC      ?= cc
+CXX     ?= c++
+CUDA    ?= /usr/local/cuda
+BUILD   ?= build
+SANITIZE ?=
+WERROR  ?= 0
+STATIC_DEPS ?= 0
+
+WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) -MMD -MP -pthread
+CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD) -I$(CUDA)/include -DKT_CUDA_HOME='"$(CUDA)"'
+LDFLAGS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -pthread
+
+ifeq ($(WERROR),1)
+ALL_CFLAGS += -Werror
+endif
+ifneq ($(SANITIZE),)
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+ifeq ($(STATIC_DEPS),1)
+DEP_LIBS = -Wl,-Bstatic -lsqlite3 -ljansson -lmicrohttpd -Wl,-Bdynamic -lgnutls
+CUNIT_LIB = -Wl,-Bstatic -lcunit -Wl,-Bdynamic
+else
+DEP_LIBS = -lsqlite3 -ljansson -lmicrohttpd
+CUNIT_LIB = -lcunit
+endif
+LDLIBS = $(DEP_LIBS) -lnvrtc -ldl -lm
+
+ifeq ($(V),1)
+Q =
+else
+Q = @
+endif
+
+LIB_SRCS =
+CLI_SRCS =
+TESTS =
+TEST_SUPPORT_SRCS =
+TEMPLATES =
+GEN_SRCS = $(BUILD)/templates_gen.c
+
+include util/module.mk
+include kernels/module.mk
+include templates/module.mk
+include db/module.mk
+include tuner/module.mk
+include tuner/worker.mk
+include server/module.mk
+include cli/module.mk
+include tests/module.mk
+
+LIB_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/templates_gen.o
+CLI_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+TEST_SUPPORT_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SUPPORT_SRCS))
+TEST_BINS = $(patsubst %,$(BUILD)/tests/%,$(TESTS))
+
+all: $(BUILD)/ktune $(TEST_BINS)
+
+$(BUILD)/ktune: $(CLI_OBJS) $(BUILD)/libktune.a
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libktune.a $(LDLIBS)
+
+$(BUILD)/libktune.a: $(LIB_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/templates_gen.o: $(BUILD)/templates_gen.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+# Templates are embedded in the binary so that ktune is self-contained.
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(BUILD)
+	$(Q)$(CC) -std=c11 -O1 -Wall -o $@ $<
+
+$(BUILD)/templates_gen.c: $(BUILD)/embed $(TEMPLATES)
+	@echo "  EMBED   $(TEMPLATES)"
+	$(Q)$(BUILD)/embed $@ $(TEMPLATES)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libktune.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(BUILD)/libktune.a $(CUNIT_LIB) $(LDLIBS)
+
+# The README's test command. Every suite runs, then the result is summed up;
+# the ktune binary is built first because CLI and worker tests run it.
+test: $(BUILD)/ktune $(TEST_BINS)
+	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(TEST_BINS)
+
+# Every suite but the NVRTC compile-everything one (the sanitizer pass).
+test-fast: $(BUILD)/ktune $(TEST_BINS)
+	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(filter-out %/test_compile,$(TEST_BINS))
+
+clean:
+	rm -rf $(BUILD)
+
+.PHONY: all test test-fast clean
+.SECONDARY:
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,42 @@
+/*
+ * cli.h -- the ktune subcommands and the helpers they share.
+ *
+ * Each cmd_* function is a subcommand's main: it parses its own flags
+ * (every one takes --help, --json and --db PATH), prints its result and
+ * returns the process exit code: 0 success, 1 failure, 2 bad usage. None
+ * calls exit().
+ */
+#ifndef KT_CLI_H
+#define KT_CLI_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "../util/err.h"
+
+int cmd_run(int argc, char **argv);	/* the main job */
+int cmd_devices(int argc, char **argv);
+int cmd_families(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_trials(int argc, char **argv);
+int cmd_best(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+
+/* $KTUNE_DB, else "./ktune.db". */
+const char *cli_default_db(void);
+/* "ktune CMD: error: MESSAGE" on stderr (or a JSON error object on stdout
+ * when json is set); returns the exit code for the error (2 for KT_EINVAL,
+ * 1 otherwise). */
+int cli_fail(const char *cmd, int json, const struct kt_err *err);
+/* "ktune CMD: MESSAGE\nTry 'ktune CMD --help'." on stderr; returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Prints j (indented) and a newline on stdout, then drops the reference.
+ * Returns 0, or 1 when it could not be written. */
+int cli_print_json(json_t *j);
+/* The path of the running ktune binary (for exec'ing the worker). */
+const char *cli_self_exe(void);
+
+#endif

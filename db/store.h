@@ -1,0 +1,203 @@
+/*
+ * store.h -- the SQLite store: every trial, sweep, device and compiled binary.
+ *
+ * Leaf module: includes only SQLite, libc and util/. Knows nothing of kernel
+ * families beyond their names and canonical keys (text written by kernels/).
+ *
+ * One writer (a sweep's parent process or the server's job runner), any
+ * number of readers: WAL mode, foreign keys on, busy timeout set. Each
+ * trial is committed as it lands, so a kill -9 loses at most the trial in
+ * flight. The schema lives in db/schema.sql (every column commented) and
+ * is versioned with PRAGMA user_version; store_open() migrates older files
+ * and refuses newer ones (KT_ESCHEMA) and files that are not SQLite or not
+ * ktune's (KT_ECORRUPT), without writing to them.
+ *
+ * Strings returned inside structs are owned by the struct and freed by its
+ * _release() function; every function returns 0 on success and -1 with err
+ * set on failure, unless it says otherwise.
+ */
+#ifndef KT_STORE_H
+#define KT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+
+#define STORE_SCHEMA_VERSION 1
+
+struct store;
+
+enum store_mode {
+	STORE_RW = 0,		/* create if missing, migrate */
+	STORE_RO = 1,		/* must exist; never writes */
+};
+
+int store_open(const char *path, enum store_mode mode, struct store **out,
+	       struct kt_err *err);
+void store_close(struct store *st);
+/* PRAGMA user_version of the open file. */
+int store_version(struct store *st);
+
+/* ---- devices (one row per GPU, keyed by UUID) ---- */
+struct store_device {
+	int64_t id;
+	char name[128];		/* "NVIDIA H200" */
+	char uuid[64];		/* "GPU-..." */
+	char arch[16];		/* "sm_90" */
+	int sms;
+	long l2_bytes;
+	int smem_optin;		/* bytes per block */
+	int clock_mhz, mem_clock_mhz;
+	char driver[32];	/* "580.95" or the driver API version */
+	char cuda[16];		/* CUDA version the driver reports */
+	char nvrtc[16];
+};
+/* Inserts or updates by uuid; sets d->id. */
+int store_device_upsert(struct store *st, struct store_device *d, struct kt_err *err);
+/* All devices, ordered by id. *out is malloc'ed (free()). */
+int store_devices_list(struct store *st, struct store_device **out, int *n,
+		       struct kt_err *err);
+/* By uuid or by id given as decimal text; 1 found, 0 absent, -1 error. */
+int store_device_find(struct store *st, const char *uuid_or_id,
+		      struct store_device *out, struct kt_err *err);
+
+/* ---- problems and configs (interned by family + canonical key) ---- */
+int store_problem_intern(struct store *st, const char *family, const char *shape_key,
+			 const char *shape_json, int64_t *id, struct kt_err *err);
+int store_config_intern(struct store *st, const char *family, const char *config_key,
+			const char *params_json, int64_t *id, struct kt_err *err);
+
+/* ---- sweeps ---- */
+enum store_sweep_status {
+	STORE_SWEEP_RUNNING = 0,
+	STORE_SWEEP_DONE,
+	STORE_SWEEP_INTERRUPTED,	/* stopped by the user or a fatal error */
+	STORE_SWEEP_FAILED,
+};
+
+struct store_sweep_spec {
+	int64_t device_id, problem_id;
+	const char *strategy;	/* "exhaustive", "random" */
+	const char *options_key;/* canonical text of what changes the plan
+				 * (budget, seed, space version): same command,
+				 * same key -> resume */
+	const char *provenance_json;	/* device + versions + template hash */
+	long planned;		/* configs the plan will evaluate */
+};
+
+struct store_sweep {
+	int64_t id, device_id, problem_id;
+	char family[32];
+	char shape_key[256];
+	char strategy[32];
+	char *options_key;
+	char *provenance_json;
+	enum store_sweep_status status;
+	long planned, done;	/* done = trials recorded */
+	double started, finished;	/* unix seconds; finished 0 while running */
+	int owner_pid;		/* the process running it */
+	char owner_host[64];
+};
+void store_sweep_release(struct store_sweep *s);
+
+/* Starts a sweep, or finds the unfinished (or done) sweep with the same
+ * device, problem, strategy and options_key and returns it with *resumed = 1
+ * (status set back to running, owner updated). A sweep whose owner process
+ * is still alive on this host is refused with KT_ECONFLICT. */
+int store_sweep_begin(struct store *st, const struct store_sweep_spec *spec,
+		      int64_t *sweep_id, int *resumed, struct kt_err *err);
+int store_sweep_end(struct store *st, int64_t sweep_id, enum store_sweep_status status,
+		    struct kt_err *err);
+int store_sweep_get(struct store *st, int64_t sweep_id, struct store_sweep *out,
+		    struct kt_err *err);	/* KT_ENOTFOUND when absent */
+/* Newest first; limit <= 0 means all. *out malloc'ed, release each, free(). */
+int store_sweeps_list(struct store *st, int limit, struct store_sweep **out, int *n,
+		      struct kt_err *err);
+const char *store_sweep_status_name(enum store_sweep_status s);
+
+/* ---- trials ---- */
+struct store_trial {
+	int64_t sweep_id, config_id;
+	const char *status;	/* ok wrong compile_error launch_error fault timeout */
+	double median_us, min_us, p90_us, spread;	/* timing (ok only) */
+	int reps;
+	double rel_err;		/* against the reference; -1 if not checked */
+	double compile_ms;
+	const char *binary_key;	/* cache key of the compiled program(s), or NULL */
+	const char *message;	/* short error text or NULL */
+	const char *log;	/* NVRTC log or NULL */
+};
+/* Commits one trial (its own transaction). Adding the same (sweep, config)
+ * twice is an error: resume must not evaluate anything twice. */
+int store_trial_add(struct store *st, const struct store_trial *t, struct kt_err *err);
+/* Calls fn(config_key, arg) for each trial already in the sweep. */
+int store_trials_done(struct store *st, int64_t sweep_id,
+		      void (*fn)(const char *config_key, void *arg), void *arg,
+		      struct kt_err *err);
+
+/* A trial as read back. */
+struct store_trial_row {
+	int64_t sweep_id;
+	char status[16];
+	char *config_key;
+	char *params_json;
+	double median_us, min_us, p90_us, spread, rel_err, compile_ms, retime_us;
+	int reps;
+	char *message;
+	char *log;
+};
+void store_trial_row_release(struct store_trial_row *r);
+/* Trials of a sweep ordered by median (ok first), limit <= 0 all. */
+int store_trials_list(struct store *st, int64_t sweep_id, int limit,
+		      struct store_trial_row **out, int *n, struct kt_err *err);
+
+/* The winner of a sweep timed again at the end of the run. */
+int store_retime_set(struct store *st, int64_t sweep_id, const char *config_key,
+		     double retime_us, struct kt_err *err);
+
+/* ---- baselines (cuBLAS, naive reference) per device and problem ---- */
+int store_baseline_add(struct store *st, int64_t device_id, int64_t problem_id,
+		       int64_t sweep_id, const char *name, double median_us,
+		       struct kt_err *err);
+/* Newest baseline of that name; 1 found, 0 absent. */
+int store_baseline_get(struct store *st, int64_t device_id, int64_t problem_id,
+		       const char *name, double *median_us, struct kt_err *err);
+
+/* ---- winners: the fastest ok trial per (device, problem) over all sweeps ---- */
+struct store_winner {
+	int64_t device_id, problem_id, sweep_id;
+	char device_name[128], device_uuid[64], arch[16];
+	char family[32];
+	char *shape_key, *shape_json;
+	char *config_key, *params_json;
+	double median_us, min_us, p90_us, retime_us;	/* retime_us 0 if never */
+	double cublas_us, naive_us;	/* baselines; 0 when none */
+	char *provenance_json;
+};
+void store_winner_release(struct store_winner *w);
+/* Filters may be NULL (any). device: uuid, id or name; arch: "sm_90".
+ * Ordered by device, family, shape_key. */
+int store_winners_list(struct store *st, const char *device, const char *arch,
+		       const char *family, struct store_winner **out, int *n,
+		       struct kt_err *err);
+
+/* ---- compiled-binary cache ---- */
+/* 1 hit (cubin and log malloc'ed, caller frees), 0 miss. */
+int store_binary_get(struct store *st, const char *key, void **cubin, size_t *len,
+		     char **log, struct kt_err *err);
+int store_binary_put(struct store *st, const char *key, const char *arch,
+		     const char *nvrtc_version, const void *cubin, size_t len,
+		     const char *log, double compile_ms, struct kt_err *err);
+
+/* ---- maintenance ---- */
+/* Folds every row of the database at src into st (devices by uuid, problems
+ * and configs by key, sweeps with their trials and baselines, binaries by
+ * key); importing the same source twice adds nothing. A source with a newer
+ * schema: KT_ESCHEMA; not a ktune database: KT_ECORRUPT. */
+int store_merge_from(struct store *st, const char *src_path, struct kt_err *err);
+
+/* The underlying connection, for read-only queries in other db/ files. */
+struct sqlite3 *store_sqlite(struct store *st);
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * family.h -- what a kernel family tells the rest of ktune.
+ *
+ * A family is one operation with one reference (dense, lowrank, ...). A
+ * variant is one algorithm for it; a config is one point of its parameter
+ * space. This module is a leaf: it knows no database, no driver and no NVRTC.
+ * Everything here is plain data plus pure functions, so the tuner, the worker
+ * process, the server and the tests all read the same descriptor.
+ *
+ * Shapes and configs are fixed-size value arrays indexed by the family's
+ * dims[] and params[]; their canonical text form ("tokens=1024,in=4096") is
+ * the key used on the CLI, over HTTP and in the database.
+ *
+ * A candidate runs as a plan: NVRTC programs (a template plus -D defines),
+ * optional untimed prep launches (offline weight transforms) and the timed
+ * launches, in order. Arguments name buffers by index; the worker owns the
+ * device memory.
+ */
+#ifndef KT_FAMILY_H
+#define KT_FAMILY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+
+#define KT_MAX_DIMS 8
+#define KT_MAX_PARAMS 16
+#define KT_MAX_VALUES 12
+#define KT_MAX_VARIANTS 12
+#define KT_MAX_BUFS 10
+#define KT_MAX_PROGRAMS 4
+#define KT_MAX_DEFINES 24
+#define KT_MAX_LAUNCHES 6
+#define KT_MAX_ARGS 16
+#define KT_NAME_MAX 64
+
+struct kt_dim {
+	const char *name;	/* "tokens", "in", ... */
+	long min, max;		/* accepted range, inclusive */
+	int structural;		/* 1: "nearest" lookups never cross it (blocks, rank) */
+	const char *help;
+};
+
+struct kt_shape {
+	long v[KT_MAX_DIMS];	/* indexed like family->dims */
+};
+
+struct kt_param {
+	const char *name;	/* upper case, also the -D macro name: "BLOCK_M" */
+	int nvalues;
+	long values[KT_MAX_VALUES];
+	uint32_t variants;	/* bit v set: variant v uses this parameter */
+	const char *help;
+};
+
+struct kt_config {
+	int variant;		/* index into family->variants */
+	long p[KT_MAX_PARAMS];	/* indexed like family->params; 0 where unused */
+};
+
+/* What the code is compiled for and must fit in. */
+struct kt_target {
+	int sm;			/* 80, 86, 89, 90 */
+	int arch_a;		/* 1: sm_90a features (wgmma, setmaxnreg) allowed */
+	int smem_optin;		/* max dynamic shared memory per block, bytes */
+	int max_threads;	/* per block */
+	int sms;		/* multiprocessors (0 when unknown: compile-only) */
+	long l2_bytes;		/* 0 when unknown */
+};
+
+enum kt_dtype { KT_BF16 = 0, KT_F32 = 1, KT_I32 = 2 };
+enum kt_buf_role { KT_BUF_INPUT = 0, KT_BUF_OUTPUT = 1, KT_BUF_SCRATCH = 2 };
+
+struct kt_buf {
+	char name[24];
+	enum kt_buf_role role;
+	enum kt_dtype dtype;
+	size_t elems;
+	double scale;		/* inputs: values uniform in (-scale, scale) */
+};
+
+struct kt_program {
+	const char *tpl;	/* template name: "gemm" for templates/gemm.cu */
+	int ndefines;
+	char defines[KT_MAX_DEFINES][48];	/* "BLOCK_M=128" (without -D) */
+};
+
+enum kt_arg_kind { KT_ARG_BUF = 0, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 };
+
+struct kt_arg {
+	enum kt_arg_kind kind;
+	int buf;		/* KT_ARG_BUF: index into the buffer list */
+	long long i;		/* KT_ARG_I32 / KT_ARG_I64 */
+	float f;		/* KT_ARG_F32 */
+};
+
+struct kt_launch {
+	int program;		/* index into plan->programs */
+	char kernel[KT_NAME_MAX];	/* extern "C" name */
+	unsigned grid[3], block[3];
+	unsigned smem;		/* dynamic shared memory, bytes */
+	int nargs;
+	struct kt_arg args[KT_MAX_ARGS];
+};
+
+struct kt_plan {
+	int nprograms;
+	struct kt_program programs[KT_MAX_PROGRAMS];
+	int nprep;		/* untimed, run once before verification */
+	struct kt_launch prep[KT_MAX_LAUNCHES];
+	int nlaunch;		/* timed, in order: what a user runs */
+	struct kt_launch launch[KT_MAX_LAUNCHES];
+	char transform[256];	/* offline weight transform, "" if none */
+};
+
+struct kt_family {
+	const char *name;
+	const char *summary;
+	int hidden;		/* test-only family: not listed, not in `families` */
+	int ndims;
+	const struct kt_dim *dims;
+	int nvariants;
+	const char *const *variants;
+	uint32_t planted;	/* bit v: variant v is a planted failure (a kernel
+				 * that faults or hangs on purpose), visited only
+				 * when a sweep asks for planted candidates */
+	int nparams;
+	const struct kt_param *params;
+	double tol;		/* relative L2 error allowed against the reference */
+
+	/* 0 if cfg can run shape on tgt; else 1 and a reason in why. Must
+	 * reject configs whose shared memory or threads exceed tgt. */
+	int (*check)(const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *tgt, char *why, size_t whylen);
+	/* Problem buffers (cfg NULL) or problem + scratch buffers (cfg set);
+	 * problem buffers always come first and in the same order. Returns
+	 * the count. */
+	int (*buffers)(const struct kt_shape *s, const struct kt_config *cfg,
+		       struct kt_buf out[KT_MAX_BUFS]);
+	/* The candidate's programs and launches. */
+	int (*plan)(const struct kt_shape *s, const struct kt_config *c,
+		    const struct kt_target *tgt, struct kt_plan *out,
+		    struct kt_err *err);
+	/* The GPU reference: simple, obviously correct, writes the same
+	 * output buffers. Uses problem buffers only. */
+	int (*ref_plan)(const struct kt_shape *s, const struct kt_target *tgt,
+			struct kt_plan *out, struct kt_err *err);
+	/* CPU reference with double accumulation. in[] are host copies of the
+	 * input buffers in buffer order (bf16 as uint16_t, i32 as int32_t);
+	 * out[] receives each output buffer as float. */
+	int (*cpu_ref)(const struct kt_shape *s, const void *const *in,
+		       float *const *out, struct kt_err *err);
+	/* Optional: fill input buffer `buf` on the host (NULL: kt_fill_bf16). */
+	int (*fill)(const struct kt_shape *s, int buf, void *host, uint64_t seed);
+	double (*flops)(const struct kt_shape *s);
+	double (*min_bytes)(const struct kt_shape *s);
+	/* The config handed out when nothing is tuned for a device. */
+	int (*default_config)(const struct kt_shape *s, const struct kt_target *tgt,
+			      struct kt_config *out);
+};
+
+/* ---- registry ---- */
+const struct kt_family *kt_family_find(const char *name);
+int kt_family_count(void);			/* includes hidden ones */
+const struct kt_family *kt_family_at(int i);
+
+/* ---- shapes and configs as text ---- */
+/* Parses "tokens=1024,in=4096,out=4096" (any order, every dim once).
+ * Unknown key, missing key, non-number or out-of-range value: KT_EINVAL. */
+int kt_shape_parse(const struct kt_family *f, const char *text,
+		   struct kt_shape *out, struct kt_err *err);
+/* Canonical key: dims in schema order. Returns length (snprintf style). */
+int kt_shape_key(const struct kt_family *f, const struct kt_shape *s,
+		 char *buf, size_t len);
+/* "variant=fused,BLOCK_M=128,..." with only the params the variant uses. */
+int kt_config_key(const struct kt_family *f, const struct kt_config *c,
+		  char *buf, size_t len);
+int kt_config_parse(const struct kt_family *f, const char *text,
+		    struct kt_config *out, struct kt_err *err);
+int kt_variant_index(const struct kt_family *f, const char *name);
+/* Value of dim/param by name; -1 when the family has no such name. */
+long kt_shape_get(const struct kt_family *f, const struct kt_shape *s,
+		  const char *name);
+long kt_config_get(const struct kt_family *f, const struct kt_config *c,
+		   const char *name);
+
+/* ---- enumeration ---- */
+/* Calls fn for every config of the space (every variant -- planted ones
+ * only when with_planted -- and the cartesian product of its params) in a
+ * fixed order, valid or not; stops early when fn returns non-zero and
+ * returns that value. */
+int kt_space_foreach(const struct kt_family *f, int with_planted,
+		     int (*fn)(const struct kt_config *c, void *arg), void *arg);
+/* Number of configs kt_space_foreach visits. */
+long kt_space_size(const struct kt_family *f, int with_planted);
+
+/* ---- targets ---- */
+/* Known compile targets: "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a". */
+int kt_target_named(const char *name, struct kt_target *out);
+/* "sm_90a" etc. for NVRTC's --gpu-architecture. */
+void kt_target_arch(const struct kt_target *t, char *buf, size_t len);
+
+/* ---- inputs ---- */
+/* Deterministic counter-based value in (-scale, scale) for element i of a
+ * tensor seeded with seed: the same on every host, never exactly zero
+ * for all elements. */
+float kt_fill_value(uint64_t seed, size_t i, double scale);
+void kt_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, double scale);
+uint16_t kt_f32_to_bf16(float f);	/* round to nearest even */
+float kt_bf16_to_f32(uint16_t h);
+size_t kt_dtype_size(enum kt_dtype t);
+
+#endif

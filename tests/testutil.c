@@ -1,0 +1,197 @@
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static void rm_tmpdir(void)
+{
+	char cmd[300];
+
+	if (!tmpdir[0] || getenv("KTUNE_KEEP_TMP"))
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "testutil: could not remove %s\n", tmpdir);
+}
+
+const char *kt_test_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+
+	if (tmpdir[0])
+		return tmpdir;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/ktune-test-XXXXXX", base && *base ? base : "/tmp");
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		abort();
+	}
+	atexit(rm_tmpdir);
+	return tmpdir;
+}
+
+const char *kt_test_path(const char *name)
+{
+	static char bufs[8][512];
+	static int next;
+	char *b = bufs[next++ % 8];
+
+	snprintf(b, 512, "%s/%s", kt_test_tmpdir(), name);
+	return b;
+}
+
+const char *kt_test_ktune(void)
+{
+	const char *b = getenv("KTUNE_BIN");
+
+	return b && *b ? b : "build/ktune";
+}
+
+int kt_test_gpu_required(void)
+{
+	const char *v = getenv("KTUNE_REQUIRE_GPU");
+
+	return v && strcmp(v, "1") == 0;
+}
+
+int kt_test_write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	int rc = 0;
+
+	if (!f)
+		return -1;
+	if (len && fwrite(data, 1, len, f) != len)
+		rc = -1;
+	if (fclose(f) != 0)
+		rc = -1;
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int kt_test_exec(char *const argv[], const char *stdin_text, char **out, double timeout_s)
+{
+	int inp[2], outp[2], status = 0;
+	size_t cap = 4096, len = 0, wlen, woff = 0;
+	char *buf = malloc(cap);
+	double deadline = now_s() + (timeout_s > 0 ? timeout_s : 60);
+	pid_t pid;
+	int out_open = 1, timed_out = 0;
+
+	if (!buf || pipe(inp) != 0 || pipe(outp) != 0) {
+		free(buf);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		free(buf);
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(inp[0], 0);
+		dup2(outp[1], 1);
+		dup2(outp[1], 2);
+		close(inp[0]);
+		close(inp[1]);
+		close(outp[0]);
+		close(outp[1]);
+		execvp(argv[0], argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(inp[0]);
+	close(outp[1]);
+	wlen = stdin_text ? strlen(stdin_text) : 0;
+	signal(SIGPIPE, SIG_IGN);
+	fcntl(inp[1], F_SETFL, O_NONBLOCK);
+	if (wlen == 0) {
+		close(inp[1]);
+		inp[1] = -1;
+	}
+	while (out_open) {
+		struct pollfd p[2] = { { outp[0], POLLIN, 0 }, { inp[1], POLLOUT, 0 } };
+		int np = inp[1] >= 0 ? 2 : 1;
+		int left = (int)((deadline - now_s()) * 1000);
+
+		if (left <= 0) {
+			timed_out = 1;
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(p, np, left) < 0 && errno != EINTR)
+			break;
+		if (np == 2 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			ssize_t k = write(inp[1], stdin_text + woff, wlen - woff);
+
+			if (k > 0)
+				woff += k;
+			if (k < 0 || woff == wlen) {
+				close(inp[1]);
+				inp[1] = -1;
+			}
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t k;
+
+			if (len + 4096 > cap) {
+				char *nb = realloc(buf, cap * 2);
+
+				if (!nb)
+					break;
+				buf = nb;
+				cap *= 2;
+			}
+			k = read(outp[0], buf + len, cap - len - 1);
+			if (k <= 0)
+				out_open = 0;
+			else
+				len += k;
+		}
+	}
+	if (inp[1] >= 0)
+		close(inp[1]);
+	close(outp[0]);
+	waitpid(pid, &status, 0);
+	buf[len] = 0;
+	if (out)
+		*out = buf;
+	else
+		free(buf);
+	if (timed_out)
+		return 124;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+int kt_test_main(void)
+{
+	unsigned failures;
+
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_set_fail_on_inactive(CU_FALSE);
+	if (CU_basic_run_tests() != CUE_SUCCESS) {
+		fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+		CU_cleanup_registry();
+		return 1;
+	}
+	failures = CU_get_number_of_failure_records();
+	CU_cleanup_registry();
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,39 @@
+/*
+ * testutil.h -- what every CUnit test program shares.
+ *
+ * A test program registers its suites, then returns kt_test_main(). GPU
+ * suites that find no GPU are made inactive with a printed reason; with
+ * KTUNE_REQUIRE_GPU=1 (the H200 machine) a missing GPU is a failure instead.
+ */
+#ifndef KT_TESTUTIL_H
+#define KT_TESTUTIL_H
+
+#include <CUnit/Basic.h>
+#include <stddef.h>
+
+/* Runs every registered suite verbosely, prints CUnit's summary and returns
+ * the exit code: 0 when nothing failed (inactive suites are not failures). */
+int kt_test_main(void);
+
+/* A private temporary directory for this test program (created on first
+ * use, removed with its contents at exit unless KTUNE_KEEP_TMP is set). */
+const char *kt_test_tmpdir(void);
+/* kt_test_tmpdir()/name in a static rotating buffer. */
+const char *kt_test_path(const char *name);
+
+/* The ktune binary under test: $KTUNE_BIN, else build/ktune. */
+const char *kt_test_ktune(void);
+
+/* Runs argv[0] with argv (execvp), stdin from stdin_text (may be NULL),
+ * collecting stdout and stderr together into *out (malloc'ed, NUL-ended;
+ * may be NULL to discard). Gives up after timeout_s (kills, returns 124).
+ * Returns the exit status, or 128 + signal. */
+int kt_test_exec(char *const argv[], const char *stdin_text, char **out, double timeout_s);
+
+/* 1 when KTUNE_REQUIRE_GPU=1. */
+int kt_test_gpu_required(void);
+
+/* Writes len bytes to path; 0 on success. */
+int kt_test_write_file(const char *path, const void *data, size_t len);
+
+#endif

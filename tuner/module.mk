@@ -1,0 +1,3 @@
+# tuner/: space, strategy, jit, sweep orchestration (worker sources: tuner/worker.mk)
+LIB_SRCS += tuner/jit.c tuner/space.c tuner/strategy.c tuner/sweep.c
+TESTS += test_jit test_sweep

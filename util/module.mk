@@ -1,0 +1,1 @@
+LIB_SRCS += util/err.c util/hash.c
