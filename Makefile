@@ -62,12 +62,19 @@ include server/module.mk
 include cli/module.mk
 include tests/module.mk
 
-LIB_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/templates_gen.o
+# While modules are being written side by side, a partial build (one test
+# program) archives the listed sources that exist; `all` and `test` first
+# insist that every listed source is there.
+MISSING_SRCS = $(filter-out $(wildcard $(LIB_SRCS) $(CLI_SRCS) $(TEMPLATES)),$(LIB_SRCS) $(CLI_SRCS) $(TEMPLATES))
+LIB_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter $(wildcard $(LIB_SRCS)),$(LIB_SRCS))) $(BUILD)/obj/templates_gen.o
 CLI_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
 TEST_SUPPORT_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SUPPORT_SRCS))
 TEST_BINS = $(patsubst %,$(BUILD)/tests/%,$(TESTS))
 
-all: $(BUILD)/ktune $(TEST_BINS)
+all: check-sources $(BUILD)/ktune $(TEST_BINS)
+
+check-sources:
+	@if [ -n "$(strip $(MISSING_SRCS))" ]; then echo "missing sources: $(MISSING_SRCS)"; exit 1; fi
 
 $(BUILD)/ktune: $(CLI_OBJS) $(BUILD)/libktune.a
 	@echo "  LD      $@"
@@ -92,9 +99,9 @@ $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(BUILD)
 	$(Q)$(CC) -std=c11 -O1 -Wall -o $@ $<
 
-$(BUILD)/templates_gen.c: $(BUILD)/embed $(TEMPLATES)
-	@echo "  EMBED   $(TEMPLATES)"
-	$(Q)$(BUILD)/embed $@ $(TEMPLATES)
+$(BUILD)/templates_gen.c: $(BUILD)/embed $(filter $(wildcard $(TEMPLATES)),$(TEMPLATES))
+	@echo "  EMBED   $(filter $(wildcard $(TEMPLATES)),$(TEMPLATES))"
+	$(Q)$(BUILD)/embed $@ $(filter $(wildcard $(TEMPLATES)),$(TEMPLATES))
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libktune.a
 	@mkdir -p $(dir $@)
@@ -103,17 +110,17 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libktune.
 
 # The README's test command. Every suite runs, then the result is summed up;
 # the ktune binary is built first because CLI and worker tests run it.
-test: $(BUILD)/ktune $(TEST_BINS)
+test: check-sources $(BUILD)/ktune $(TEST_BINS)
 	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(TEST_BINS)
 
 # Every suite but the NVRTC compile-everything one (the sanitizer pass).
-test-fast: $(BUILD)/ktune $(TEST_BINS)
+test-fast: check-sources $(BUILD)/ktune $(TEST_BINS)
 	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(filter-out %/test_compile,$(TEST_BINS))
 
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all test test-fast clean
+.PHONY: all check-sources test test-fast clean
 .SECONDARY:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -29,6 +29,8 @@ void jit_result_release(struct jit_result *r);
 
 /* "13.0" */
 const char *jit_nvrtc_version(void);
+/* Content hash of every embedded template (provenance, cache keys). */
+const char *jit_templates_hash(void);
 /* Cache key of program p compiled for arch ("sm_90a"). */
 int jit_key(const struct kt_program *p, const char *arch, char out[33], struct kt_err *err);
 /* Compiles p for arch. Returns 0 with r->ok = 1 on success, 0 with r->ok = 0
@@ -43,7 +45,7 @@ struct jit_job {
 	const char *arch;
 	struct jit_result res;	/* filled by jit_compile_all */
 	int failed;		/* -1 from jit_compile: err_msg says why */
-	char err_msg[256];
+	char err_msg[512];
 };
 /* Compiles every job, `threads` at a time (0: one per core). */
 void jit_compile_all(struct jit_job *jobs, int n, int threads);

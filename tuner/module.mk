@@ -1,3 +1,4 @@
 # tuner/: space, strategy, jit, sweep orchestration (worker sources: tuner/worker.mk)
-LIB_SRCS += tuner/jit.c tuner/space.c tuner/strategy.c tuner/sweep.c
+LIB_SRCS += tuner/jit.c tuner/space.c tuner/strategy.c tuner/sweep.c tuner/suite.c
+TEMPLATES += templates/probe.cu
 TESTS += test_jit test_sweep
