@@ -20,6 +20,8 @@ STATIC_DEPS ?= 0
 WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) -MMD -MP -pthread
+KTUNE_VERSION ?= 0.1.0
+CPPFLAGS += -DKTUNE_VERSION='"$(KTUNE_VERSION)"'
 CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD) -I$(CUDA)/include -DKT_CUDA_HOME='"$(CUDA)"'
 LDFLAGS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -pthread
 

@@ -39,4 +39,31 @@ int cli_print_json(json_t *j);
 /* The path of the running ktune binary (for exec'ing the worker). */
 const char *cli_self_exe(void);
 
+/* One flag of a subcommand: "--name VALUE", "--name=VALUE" or "--name". */
+struct cli_opt {
+	const char *name;	/* without the dashes */
+	int has_arg;		/* 1: takes a value, stored in *val */
+	const char **val;	/* has_arg: where the value goes */
+	int *flag;		/* !has_arg: set to 1 when present */
+};
+/* Parses argv[1..argc-1] against opts (terminated by name == NULL); other
+ * words go to pos[] (at most maxpos). Returns 0, 1 when --help/-h was given
+ * (the caller prints its help and returns 0), or 2 after printing a usage
+ * error (unknown flag, missing value, too many arguments). */
+int cli_parse(const char *cmd, int argc, char **argv, const struct cli_opt *opts,
+	      char **pos, int maxpos, int *npos);
+/* Parses a whole non-negative number; -1 when text is not one. */
+long cli_parse_long(const char *text);
+
+/* Shared by `sweep` and `run` (cli/cmd_sweep.c). */
+struct sweep_opts;
+struct sweep_summary;
+/* Runs one sweep with the progress line and ^C handling of the CLI. */
+int cli_sweep_one(const char *cmd, struct sweep_opts *o, int json, struct sweep_summary *sum,
+		  struct kt_err *err);
+json_t *cli_sweep_summary_json(const char *family, const char *shape,
+			       const struct sweep_summary *s);
+void cli_sweep_summary_print(const char *family, const char *shape,
+			     const struct sweep_summary *s);
+
 #endif

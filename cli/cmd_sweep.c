@@ -1,0 +1,261 @@
+/*
+ * cmd_sweep.c -- `ktune sweep`: one family at one shape on one GPU.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../tuner/suite.h"
+#include "../tuner/sweep.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+	/* A second ^C kills at once; the sweep resumes from the store. */
+	signal(SIGINT, SIG_DFL);
+}
+
+static int sweep_cancelled(void *arg)
+{
+	(void)arg;
+	return interrupted;
+}
+
+struct progress_state {
+	const char *label;
+	int tty;
+	int printed;
+	long last_logged;
+};
+
+static void fmt_eta(double s, char *buf, size_t len)
+{
+	if (s < 0)
+		snprintf(buf, len, "?");
+	else if (s < 60)
+		snprintf(buf, len, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
+	else
+		snprintf(buf, len, "%dh%02dm", (int)(s / 3600), ((int)s % 3600) / 60);
+}
+
+/* One \r-rewritten line on a terminal; plain lines every 10% otherwise. */
+static void on_progress(const struct sweep_progress *p, void *arg)
+{
+	struct progress_state *ps = arg;
+	char eta[32], best[600];
+
+	fmt_eta(p->eta_s, eta, sizeof(eta));
+	if (p->best_us > 0)
+		snprintf(best, sizeof(best), "best %.2f us (%s)", p->best_us, p->best_config);
+	else
+		snprintf(best, sizeof(best), "no verified config yet");
+	if (ps->tty) {
+		fprintf(stderr, "\r\033[K%s: %s %ld/%ld configs, %s, ETA %s", ps->label, p->phase,
+			p->done, p->total, best, eta);
+		ps->printed = 1;
+		if (!strcmp(p->phase, "done")) {
+			fputc('\n', stderr);
+			ps->printed = 0;
+		}
+	} else if (!strcmp(p->phase, "done") || p->total == 0 ||
+		   p->done * 10 / (p->total ? p->total : 1) != ps->last_logged * 10 / (p->total ? p->total : 1)) {
+		fprintf(stderr, "%s: %s %ld/%ld configs, %s, ETA %s\n", ps->label, p->phase, p->done,
+			p->total, best, eta);
+		ps->last_logged = p->done;
+	}
+	fflush(stderr);
+}
+
+json_t *cli_sweep_summary_json(const char *family, const char *shape, const struct sweep_summary *s)
+{
+	json_t *params = json_loads(s->best_params[0] ? s->best_params : "{}", 0, NULL);
+
+	return json_pack("{s:s,s:s,s:I,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I},"
+			 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:o,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s}",
+			 "family", family, "shape", shape, "sweep_id", (json_int_t)s->sweep_id,
+			 "resumed", s->resumed, "interrupted", s->interrupted,
+			 "device", s->device, "arch", s->arch,
+			 "counts", "space", (json_int_t)s->space, "pruned", (json_int_t)s->pruned,
+			 "planned", (json_int_t)s->planned, "skipped", (json_int_t)s->skipped,
+			 "evaluated", (json_int_t)s->evaluated,
+			 "statuses", "ok", (json_int_t)s->n_ok, "wrong", (json_int_t)s->n_wrong,
+			 "compile_error", (json_int_t)s->n_compile_error,
+			 "launch_error", (json_int_t)s->n_launch_error, "fault", (json_int_t)s->n_fault,
+			 "timeout", (json_int_t)s->n_timeout,
+			 "worker_restarts", s->restarts,
+			 "verified", json_boolean(s->best_us > 0),
+			 "config", s->best_config,
+			 "params", params ? params : json_object(),
+			 "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
+			 "retime_us", s->retime_us, "rel_err", s->best_rel_err,
+			 "cublas_us", s->cublas_us, "floor_us", s->floor_us,
+			 "templates_hash", s->template_hash);
+}
+
+void cli_sweep_summary_print(const char *family, const char *shape, const struct sweep_summary *s)
+{
+	printf("sweep %lld: %s %s on %s (%s)%s%s\n", (long long)s->sweep_id, family, shape, s->device,
+	       s->arch, s->resumed ? ", resumed" : "", s->interrupted ? ", INTERRUPTED" : "");
+	printf("  space %ld valid (%ld pruned), planned %ld, already recorded %ld, evaluated now %ld\n",
+	       s->space, s->pruned, s->planned, s->skipped, s->evaluated);
+	printf("  statuses this run: ok %ld, wrong %ld, compile_error %ld, launch_error %ld, "
+	       "fault %ld, timeout %ld (worker restarts %d)\n",
+	       s->n_ok, s->n_wrong, s->n_compile_error, s->n_launch_error, s->n_fault, s->n_timeout,
+	       s->restarts);
+	if (s->best_us > 0) {
+		printf("  best   %.2f us (min %.2f, p90 %.2f), rel err %.2e: %s\n", s->best_us,
+		       s->best_min_us, s->best_p90_us, s->best_rel_err, s->best_config);
+		if (s->retime_us > 0)
+			printf("  retime %.2f us (%+.1f%%)\n", s->retime_us,
+			       (s->retime_us / s->best_us - 1) * 100);
+		if (s->cublas_us > 0)
+			printf("  cuBLAS %.2f us: ktune is %.2fx its time\n", s->cublas_us,
+			       s->best_us / s->cublas_us);
+		printf("  floor  %.2f us (%.0f%% of roofline)\n", s->floor_us,
+		       s->floor_us / s->best_us * 100);
+	} else {
+		printf("  no config verified\n");
+	}
+}
+
+int cli_sweep_one(const char *cmd, struct sweep_opts *o, int json, struct sweep_summary *sum,
+		  struct kt_err *err)
+{
+	struct progress_state ps;
+	char label[300];
+	int rc;
+
+	snprintf(label, sizeof(label), "%s %s", o->family, o->shape);
+	memset(&ps, 0, sizeof(ps));
+	ps.label = label;
+	ps.tty = isatty(2);
+	ps.last_logged = -1;
+	o->progress = on_progress;
+	o->cancel = sweep_cancelled;
+	o->arg = &ps;
+	interrupted = 0;
+	signal(SIGINT, on_sigint);
+	rc = sweep_run(o, sum, err);
+	signal(SIGINT, SIG_DFL);
+	if (ps.printed)
+		fputc('\n', stderr);
+	(void)cmd;
+	(void)json;
+	return rc;
+}
+
+static void help(void)
+{
+	printf("usage: ktune sweep (--family NAME --shape KEY=N,... | --workload ID) [options]\n\n"
+	       "Tunes one kernel family at one problem shape on one GPU: every valid config is\n"
+	       "compiled with NVRTC, run in an isolated worker process, verified against the\n"
+	       "family's reference and timed; every trial is committed to the database as it\n"
+	       "lands. Running the same command again resumes an unfinished sweep and\n"
+	       "evaluates nothing twice (^C stops cleanly; the sweep is resumable).\n\n"
+	       "options:\n"
+	       "  --family NAME      kernel family (ktune families)\n"
+	       "  --shape KEYS       e.g. tokens=1024,in=4096,out=4096\n"
+	       "  --workload ID      a development-suite workload, e.g. dense:4096x4096:N1024\n"
+	       "  --strategy NAME    exhaustive (default) or random\n"
+	       "  --budget N         random: configs to evaluate (default: all)\n"
+	       "  --seed N           seed of the sample and of the inputs (default 1)\n"
+	       "  --device N         CUDA device ordinal (default 0)\n"
+	       "  --threads N        NVRTC compile threads (default: one per core)\n"
+	       "  --timeout S        per-candidate ceiling in seconds (default 10; scaled\n"
+	       "                     down from the best time once one config verified)\n"
+	       "  --plant            add the family's planted faulting and hanging kernels\n"
+	       "  --no-retime        do not time the winner again at the end\n"
+	       "  --no-baseline      do not time cuBLAS beside it\n"
+	       "  --db PATH          database (default $KTUNE_DB, else ./ktune.db)\n"
+	       "  --json             print the summary as JSON\n"
+	       "  --help             this text\n");
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+	const char *family = NULL, *shape = NULL, *workload = NULL, *strategy = NULL;
+	const char *budget = NULL, *seed = NULL, *device = NULL, *threads = NULL, *timeout = NULL;
+	const char *db = NULL, *backend = NULL;
+	int json = 0, plant = 0, no_retime = 0, no_baseline = 0, npos, rc;
+	char *pos[1];
+	const struct cli_opt opts[] = {
+		{ "family", 1, &family, NULL }, { "shape", 1, &shape, NULL },
+		{ "workload", 1, &workload, NULL }, { "strategy", 1, &strategy, NULL },
+		{ "budget", 1, &budget, NULL }, { "seed", 1, &seed, NULL },
+		{ "device", 1, &device, NULL }, { "threads", 1, &threads, NULL },
+		{ "timeout", 1, &timeout, NULL }, { "db", 1, &db, NULL },
+		{ "worker-backend", 1, &backend, NULL },	/* test-only: cpu */
+		{ "plant", 0, NULL, &plant }, { "no-retime", 0, NULL, &no_retime },
+		{ "no-baseline", 0, NULL, &no_baseline }, { "json", 0, NULL, &json },
+		{ NULL, 0, NULL, NULL },
+	};
+	struct sweep_opts o;
+	struct sweep_summary sum;
+	struct kt_err err = { 0 };
+
+	rc = cli_parse("sweep", argc, argv, opts, pos, 0, &npos);
+	if (rc == 1) {
+		help();
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (workload) {
+		const struct suite_workload *w = suite_find(workload);
+
+		if (!w)
+			return cli_usage_error("sweep", "unknown workload '%s'", workload);
+		if (family || shape)
+			return cli_usage_error("sweep", "--workload replaces --family and --shape");
+		family = w->family;
+		shape = w->shape;
+	}
+	if (!family || !shape)
+		return cli_usage_error("sweep", "--family and --shape are required (or --workload)");
+	sweep_opts_default(&o);
+	o.db_path = db ? db : cli_default_db();
+	o.family = family;
+	o.shape = shape;
+	if (strategy)
+		o.strategy = strategy;
+#define NUM(flag, var, dst)                                                        \
+	if (var) {                                                                 \
+		long v_ = cli_parse_long(var);                                     \
+		if (v_ < 0)                                                        \
+			return cli_usage_error("sweep", "--%s wants a non-negative integer, " \
+					       "not '%s'", flag, var);             \
+		dst = v_;                                                          \
+	}
+	NUM("budget", budget, o.budget);
+	NUM("seed", seed, o.seed);
+	NUM("device", device, o.worker.device);
+	NUM("threads", threads, o.threads);
+	NUM("timeout", timeout, o.timeout_s);
+#undef NUM
+	if (timeout && o.timeout_s < 1)
+		return cli_usage_error("sweep", "--timeout must be at least 1 second");
+	if (backend) {
+		if (strcmp(backend, "cpu") == 0)
+			o.worker.backend = WORKER_BACKEND_CPU;
+		else if (strcmp(backend, "cuda") != 0)
+			return cli_usage_error("sweep", "--worker-backend is cuda or cpu");
+	}
+	o.plant = plant;
+	o.retime = !no_retime;
+	o.baseline = !no_baseline;
+	o.worker.exe = cli_self_exe();
+	if (cli_sweep_one("sweep", &o, json, &sum, &err) != 0)
+		return cli_fail("sweep", json, &err);
+	if (json)
+		return cli_print_json(cli_sweep_summary_json(family, shape, &sum)) ? 1 : 0;
+	cli_sweep_summary_print(family, shape, &sum);
+	return sum.interrupted ? 130 : 0;
+}

@@ -1,0 +1,57 @@
+#include "space.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct space_ctx {
+	const struct kt_family *f;
+	const struct kt_shape *s;
+	const struct kt_target *tgt;
+	struct space *sp;
+	long cap;
+};
+
+static int space_visit(const struct kt_config *c, void *arg)
+{
+	struct space_ctx *x = arg;
+	char why[256];
+
+	x->sp->visited++;
+	if (x->f->check(x->s, c, x->tgt, why, sizeof(why)) != 0) {
+		x->sp->pruned++;
+		return 0;
+	}
+	if (x->sp->n == x->cap) {
+		long cap = x->cap ? x->cap * 2 : 256;
+		struct kt_config *nc = realloc(x->sp->cfg, cap * sizeof(*nc));
+
+		if (!nc)
+			return 1;
+		x->sp->cfg = nc;
+		x->cap = cap;
+	}
+	x->sp->cfg[x->sp->n++] = *c;
+	return 0;
+}
+
+int space_build(const struct kt_family *f, const struct kt_shape *s,
+		const struct kt_target *tgt, int with_planted, struct space *sp,
+		struct kt_err *err)
+{
+	struct space_ctx x = { f, s, tgt, sp, 0 };
+
+	memset(sp, 0, sizeof(*sp));
+	if (kt_space_foreach(f, with_planted, space_visit, &x) != 0) {
+		space_release(sp);
+		return kt_err_set(err, KT_EINTERNAL, "out of memory enumerating %s", f->name);
+	}
+	return 0;
+}
+
+void space_release(struct space *sp)
+{
+	if (!sp)
+		return;
+	free(sp->cfg);
+	memset(sp, 0, sizeof(*sp));
+}

@@ -1,0 +1,25 @@
+/*
+ * space.h -- the candidates of one sweep: every config of a family's space
+ * that its constraints accept for a shape on a target, pruned before
+ * anything is compiled. A struct space owns its array; space_release()
+ * frees it.
+ */
+#ifndef KT_SPACE_H
+#define KT_SPACE_H
+
+#include "../kernels/family.h"
+
+struct space {
+	struct kt_config *cfg;	/* valid configs, in the family's order */
+	long n;
+	long visited;		/* configs looked at, valid or not */
+	long pruned;		/* rejected by check() */
+};
+
+/* Fills sp with the valid configs (planted variants too when with_planted). */
+int space_build(const struct kt_family *f, const struct kt_shape *s,
+		const struct kt_target *tgt, int with_planted, struct space *sp,
+		struct kt_err *err);
+void space_release(struct space *sp);
+
+#endif
