@@ -1,0 +1,215 @@
+/*
+ * test_cli.c -- the ktune binary as a user meets it: help, bad input and a
+ * corrupt database, each with a clear message, the right exit code and
+ * nothing written.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "testutil.h"
+
+/* Runs ktune with the NULL-terminated arguments; output into *out. */
+static int runv(char **out, ...)
+{
+	char *argv[16] = { (char *)kt_test_ktune() };
+	va_list ap;
+	int n = 1;
+
+	va_start(ap, out);
+	while (n < 15 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	return kt_test_exec(argv, NULL, out, 60);
+}
+
+#define RUN(out, ...) runv(out, __VA_ARGS__, (char *)NULL)
+
+static void test_help_everywhere(void)
+{
+	const char *cmds[] = { "run", "devices", "families", "sweep", "trials", "best", "serve",
+			       "export", "merge" };
+	size_t i;
+	char *out = NULL;
+
+	CU_ASSERT_EQUAL(RUN(&out, "--help"), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ktune"));
+	free(out);
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		out = NULL;
+		CU_ASSERT_EQUAL(RUN(&out, (char *)cmds[i], "--help"), 0);
+		CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "usage: ktune"));
+		if (!out || !strstr(out, "usage: ktune"))
+			fprintf(stderr, "no help for %s: %s\n", cmds[i], out ? out : "");
+		free(out);
+	}
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "frobnicate"), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown command 'frobnicate'"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--bogus"), 2);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown option '--bogus'"));
+	free(out);
+}
+
+static void test_families(void)
+{
+	char *out = NULL;
+	json_t *j;
+
+	CU_ASSERT_EQUAL(RUN(&out, "families", "--json"), 0);
+	j = json_loads(out, 0, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT(json_array_size(json_object_get(j, "families")) >= 2);
+	/* The test family stays hidden. */
+	CU_ASSERT_PTR_NULL(strstr(out, "\"selftest\""));
+	json_decref(j);
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "families", "dense"), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "tokens"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "families", "nosuch"), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown family 'nosuch'"));
+	free(out);
+}
+
+/* Bad shapes and unknown families are refused before any GPU or file is
+ * touched: the database must not even be created. */
+static void test_sweep_bad_input(void)
+{
+	char *db = (char *)kt_test_path("never.db");
+	const char *shapes[] = { "tokens=1024,in=4096", "tokens=1024,in=4096,out=4096,bogus=1",
+				 "tokens=abc,in=4096,out=4096", "tokens=-5,in=4096,out=4096",
+				 "tokens=1024,in=4096,out=4096,tokens=8", "" };
+	size_t i;
+	char *out = NULL;
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		out = NULL;
+		CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "dense", "--shape", (char *)shapes[i],
+				    "--db", db), 2);
+		CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "error"));
+		free(out);
+	}
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "nosuch", "--shape", "n=1", "--db", db), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown family 'nosuch'"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--workload", "nosuch:1", "--db", db), 2);
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "dense", "--shape", "tokens=16,in=64,out=64",
+			    "--budget", "-3", "--db", db), 2);
+	free(out);
+	CU_ASSERT_NOT_EQUAL(access(db, F_OK), 0);
+}
+
+/* A file that is not a ktune database is refused, named, and left as it was. */
+static void test_corrupt_database(void)
+{
+	const char junk[] = "this is not a database, it is a grocery list\n";
+	char *db = (char *)kt_test_path("corrupt.db");
+	char *out = NULL, buf[256];
+	FILE *f;
+	size_t n;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(db, junk, sizeof(junk) - 1), 0);
+	CU_ASSERT_EQUAL(RUN(&out, "trials", "--db", db), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "error"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "trials", "--db", db, "--json"), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"corrupt_database\""));
+	free(out);
+	out = NULL;
+	/* The sweep refuses it too (on CI after finding no GPU, on a GPU
+	 * machine when opening the store): either way, an error and no write. */
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "sweep", "--family", "selftest", "--shape", "n=64",
+				"--worker-backend", "cpu", "--db", db), 0);
+	free(out);
+	f = fopen(db, "rb");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	CU_ASSERT_EQUAL(n, sizeof(junk) - 1);
+	CU_ASSERT_EQUAL(memcmp(buf, junk, n), 0);
+	CU_ASSERT_NOT_EQUAL(access(kt_test_path("corrupt.db-wal"), F_OK), 0);
+}
+
+/* The CPU test device through the real binary, with a trials listing. */
+static void test_sweep_and_trials(void)
+{
+	char *db = (char *)kt_test_path("cli.db");
+	char *out = NULL;
+	char *argv[] = { (char *)kt_test_ktune(), "sweep", "--family", "selftest", "--shape", "n=1024",
+			 "--worker-backend", "cpu", "--db", db, NULL };
+	json_t *j;
+
+	CU_ASSERT_EQUAL(kt_test_exec(argv, NULL, &out, 120), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "best"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "trials", "--db", db, "--json"), 0);
+	j = json_loads(out, 0, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_EQUAL(json_array_size(j), 1);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(j, 0), "status")), "done");
+	json_decref(j);
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "trials", "1", "--db", db), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "variant=ok"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "wrong"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "trials", "99", "--db", db), 1);
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "trials", "x1", "--db", db), 2);
+	free(out);
+}
+
+/* Without a GPU, `devices` and `run` say so plainly and do not fail. */
+static void test_no_gpu_is_plain(void)
+{
+	char *out = NULL;
+
+	if (access("/dev/nvidia0", F_OK) == 0) {
+		printf("(a GPU is present: the no-GPU messages are not checked here) ");
+		return;
+	}
+	CU_ASSERT_EQUAL(RUN(&out, "devices", "--db", (char *)kt_test_path("nogpu.db")), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "none"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "dense", "--shape", "tokens=16,in=64,out=64",
+			    "--db", (char *)kt_test_path("nogpu.db")), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "error"));
+	free(out);
+}
+
+int main(void)
+{
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("ktune command line", NULL, NULL);
+	CU_add_test(s, "--help for every command, unknown command and option", test_help_everywhere);
+	CU_add_test(s, "families lists, describes and refuses unknown", test_families);
+	CU_add_test(s, "sweep refuses bad shapes and unknown families", test_sweep_bad_input);
+	CU_add_test(s, "a corrupt database is refused and left untouched", test_corrupt_database);
+	CU_add_test(s, "sweep on the CPU test device, then trials", test_sweep_and_trials);
+	CU_add_test(s, "no GPU: devices and sweep say so", test_no_gpu_is_plain);
+	return kt_test_main();
+}

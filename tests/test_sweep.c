@@ -1,0 +1,207 @@
+/*
+ * test_sweep.c -- the sweep engine end to end on the CPU test device: real
+ * worker processes that really crash and hang, a real SQLite file, and a
+ * `ktune sweep` killed with SIGKILL mid-run and resumed.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "db/store.h"
+#include "testutil.h"
+#include "tuner/sweep.h"
+
+static void selftest_opts(struct sweep_opts *o, const char *db, int plant)
+{
+	sweep_opts_default(o);
+	o->db_path = db;
+	o->family = "selftest";
+	o->shape = "n=4096";
+	o->plant = plant;
+	o->threads = 2;
+	o->timeout_s = 2;
+	o->worker.exe = kt_test_ktune();
+	o->worker.backend = WORKER_BACKEND_CPU;
+}
+
+static long count_trials(const char *db, int64_t sweep_id, long *ok)
+{
+	struct store *st = NULL;
+	struct store_trial_row *rows = NULL;
+	struct kt_err e = { 0 };
+	int n = 0, i;
+
+	*ok = 0;
+	if (store_open(db, STORE_RO, &st, &e) != 0)
+		return -1;
+	if (store_trials_list(st, sweep_id, 0, &rows, &n, &e) != 0)
+		n = -1;
+	for (i = 0; i < n; i++) {
+		if (!strcmp(rows[i].status, "ok"))
+			(*ok)++;
+		store_trial_row_release(&rows[i]);
+	}
+	free(rows);
+	store_close(st);
+	return n;
+}
+
+/* Crashing and hanging candidates are recorded and the sweep finishes. */
+static void test_planted_failures_do_not_stop_a_sweep(void)
+{
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct kt_err e = { 0 };
+	const char *db = kt_test_path("planted.db");
+	long ok;
+
+	selftest_opts(&o, db, 1);
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	if (e.code)
+		fprintf(stderr, "sweep: %s\n", e.msg);
+	CU_ASSERT_EQUAL(s.interrupted, 0);
+	CU_ASSERT(s.planned >= 6);
+	CU_ASSERT_EQUAL(s.evaluated, s.planned);
+	CU_ASSERT(s.n_fault >= 1);
+	CU_ASSERT(s.n_timeout >= 1);
+	CU_ASSERT(s.n_wrong >= 1);
+	CU_ASSERT(s.n_launch_error >= 1);
+	CU_ASSERT(s.n_ok >= 1);
+	CU_ASSERT_EQUAL(s.restarts, s.n_fault + s.n_timeout);
+	CU_ASSERT_EQUAL(s.n_ok + s.n_wrong + s.n_fault + s.n_timeout + s.n_launch_error +
+			s.n_compile_error, s.planned);
+	/* The winner verified and was timed again. */
+	CU_ASSERT(s.best_us > 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(s.best_config, "variant=ok"));
+	CU_ASSERT(s.retime_us > 0);
+	CU_ASSERT_EQUAL(count_trials(db, s.sweep_id, &ok), s.planned);
+	CU_ASSERT_EQUAL(ok, s.n_ok);
+
+	/* The same sweep again evaluates nothing. */
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.resumed, 1);
+	CU_ASSERT_EQUAL(s.evaluated, 0);
+	CU_ASSERT_EQUAL(s.skipped, s.planned);
+}
+
+static void test_bad_requests(void)
+{
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct kt_err e = { 0 };
+
+	selftest_opts(&o, kt_test_path("bad.db"), 0);
+	o.family = "no_such_family";
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_ENOTFOUND);
+
+	kt_err_clear(&e);
+	selftest_opts(&o, kt_test_path("bad.db"), 0);
+	o.shape = "n=banana";
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+
+	kt_err_clear(&e);
+	selftest_opts(&o, kt_test_path("bad.db"), 0);
+	o.strategy = "clairvoyant";
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	/* Nothing was created for bad input. */
+	CU_ASSERT_NOT_EQUAL(access(kt_test_path("bad.db"), F_OK), 0);
+}
+
+static void test_random_budget(void)
+{
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct kt_err e = { 0 };
+
+	selftest_opts(&o, kt_test_path("random.db"), 0);
+	o.strategy = "random";
+	o.budget = 3;
+	o.seed = 7;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.planned, 3);
+	CU_ASSERT_EQUAL(s.evaluated, 3);
+}
+
+/* kill -9 of `ktune sweep` while a candidate hangs, then the same command:
+ * it resumes, evaluates only what is missing, and nothing twice. */
+static void test_kill9_resume(void)
+{
+	const char *db = kt_test_path("resume.db");
+	char *argv[] = { (char *)kt_test_ktune(), "sweep", "--family", "selftest", "--shape", "n=4096",
+			 "--plant", "--worker-backend", "cpu", "--timeout", "3", "--threads", "2",
+			 "--db", (char *)db, "--json", NULL };
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	char *out = NULL;
+	long before = 0, ok, after;
+	pid_t pid;
+	int status, i, rc;
+	json_t *j;
+
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", 1);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	/* Wait until some trials are in (the planted fault comes first, then the
+	 * 3-second hang), then kill it mid-hang. */
+	for (i = 0; i < 200 && before < 1; i++) {
+		nanosleep(&ts, NULL);
+		before = count_trials(db, 1, &ok);
+		if (before < 0)
+			before = 0;
+	}
+	CU_ASSERT_FATAL(before >= 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	CU_ASSERT(WIFSIGNALED(status));
+	before = count_trials(db, 1, &ok);
+
+	rc = kt_test_exec(argv, NULL, &out, 120);
+	CU_ASSERT_EQUAL(rc, 0);
+	j = out ? json_loads(strchr(out, '{') ? strchr(out, '{') : out, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_TRUE(json_is_true(json_object_get(j, "resumed")));
+	after = count_trials(db, 1, &ok);
+	{
+		json_t *c = json_object_get(j, "counts");
+		long planned = (long)json_integer_value(json_object_get(c, "planned"));
+		long skipped = (long)json_integer_value(json_object_get(c, "skipped"));
+		long evaluated = (long)json_integer_value(json_object_get(c, "evaluated"));
+
+		CU_ASSERT_EQUAL(after, planned);
+		CU_ASSERT_EQUAL(skipped, before);
+		CU_ASSERT_EQUAL(evaluated, planned - before);
+	}
+	json_decref(j);
+	free(out);
+}
+
+int main(void)
+{
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("sweep on the CPU test device", NULL, NULL);
+	CU_add_test(s, "planted crash and hang are recorded, the sweep finishes",
+		    test_planted_failures_do_not_stop_a_sweep);
+	CU_add_test(s, "bad family, shape and strategy are refused", test_bad_requests);
+	CU_add_test(s, "random strategy honours its budget", test_random_budget);
+	CU_add_test(s, "kill -9 mid-sweep, then the same command resumes", test_kill9_resume);
+	return kt_test_main();
+}
