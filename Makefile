@@ -1,8 +1,10 @@
 # ktune -- one readable Makefile. Each module lists its sources in its own
 # module.mk (sources listed, never globbed); this file holds the rules.
 #
+#   make run             (README) install dependencies, build, run the main job
+#   make check           (README) install dependencies, build, run every test
 #   make                 build build/ktune and the test programs
-#   make test            the CPU test suites (GPU suites skip without a GPU)
+#   make test            the test suites (GPU suites skip without a GPU)
 #   make SANITIZE=address,undefined test    the same under ASan + UBSan
 #   make WERROR=1        warnings are errors (CI)
 #   make STATIC_DEPS=1   link SQLite, jansson, libmicrohttpd statically, for
@@ -119,10 +121,21 @@ test: check-sources $(BUILD)/ktune $(TEST_BINS)
 test-fast: check-sources $(BUILD)/ktune $(TEST_BINS)
 	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(filter-out %/test_compile,$(TEST_BINS))
 
+# The README's two commands: each installs what it needs first.
+deps:
+	@CUDA=$(CUDA) tools/deps.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/ktune run
+
+check: deps
+	@$(MAKE) --no-print-directory test
+
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all check-sources test test-fast clean
+.PHONY: all check-sources test test-fast clean deps run check
 .SECONDARY:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

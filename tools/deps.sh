@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# deps.sh -- makes sure the Debian packages ktune builds and tests with are
+# installed. As root it installs what is missing with apt-get; otherwise it
+# prints the exact apt-get line and fails, so nothing half-works.
+#   tools/deps.sh          build + test dependencies
+#   tools/deps.sh --bench  also wrk (the server benchmark)
+set -u
+pkgs=(gcc g++ make libc6-dev pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
+      libgnutls28-dev libcunit1-dev libjs-chart.js chromium)
+[ "${1:-}" = "--bench" ] && pkgs+=(wrk)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -ne 0 ]; then
+	if [ "$(id -u)" = 0 ]; then
+		echo "deps: installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+			{ echo "deps: apt-get install failed" >&2; exit 1; }
+	else
+		echo "deps: missing Debian packages; run as root:" >&2
+		echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+		exit 1
+	fi
+fi
+cuda=${CUDA:-/usr/local/cuda}
+if [ ! -f "$cuda/include/nvrtc.h" ] || [ ! -e "$cuda/lib64/libnvrtc.so" ]; then
+	echo "deps: the CUDA toolkit (NVRTC) was not found under $cuda; install CUDA 12.4+ there" >&2
+	echo "      or pass CUDA=/path/to/cuda to make" >&2
+	exit 1
+fi
+exit 0
