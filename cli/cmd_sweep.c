@@ -79,7 +79,7 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 	json_t *params = json_loads(s->best_params[0] ? s->best_params : "{}", 0, NULL);
 
 	return json_pack("{s:s,s:s,s:I,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I},"
-			 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:o,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s}",
+			 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:o,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s}",
 			 "family", family, "shape", shape, "sweep_id", (json_int_t)s->sweep_id,
 			 "resumed", s->resumed, "interrupted", s->interrupted,
 			 "device", s->device, "arch", s->arch,
@@ -97,7 +97,7 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 			 "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
 			 "retime_us", s->retime_us, "rel_err", s->best_rel_err,
 			 "cublas_us", s->cublas_us, "floor_us", s->floor_us,
-			 "templates_hash", s->template_hash);
+			 "templates_hash", s->template_hash, "template", s->best_templates);
 }
 
 void cli_sweep_summary_print(const char *family, const char *shape, const struct sweep_summary *s)
@@ -254,8 +254,13 @@ int cmd_sweep(int argc, char **argv)
 	o.worker.exe = cli_self_exe();
 	if (cli_sweep_one("sweep", &o, json, &sum, &err) != 0)
 		return cli_fail("sweep", json, &err);
-	if (json)
-		return cli_print_json(cli_sweep_summary_json(family, shape, &sum)) ? 1 : 0;
+	if (json) {
+		json_t *j = cli_sweep_summary_json(family, shape, &sum);
+
+		if (j && workload)
+			json_object_set_new(j, "workload", json_string(workload));
+		return cli_print_json(j) ? 1 : 0;
+	}
 	cli_sweep_summary_print(family, shape, &sum);
 	return sum.interrupted ? 130 : 0;
 }

@@ -428,14 +428,23 @@ static int retime_winner(struct run *r, struct kt_err *err)
 	snprintf(r->sum->best_config, sizeof(r->sum->best_config), "%s", rows[0].config_key);
 	snprintf(r->sum->best_params, sizeof(r->sum->best_params), "%s",
 		 rows[0].params_json ? rows[0].params_json : "{}");
+	if (kt_config_parse(r->f, rows[0].config_key, &c.cfg, err) != 0)
+		goto out;
+	snprintf(c.key, sizeof(c.key), "%s", rows[0].config_key);
+	if (r->f->plan(&r->shape, &c.cfg, &r->tgt, &c.plan, err) != 0)
+		goto out;
+	for (i = 0; i < c.plan.nprograms; i++) {
+		size_t used = strlen(r->sum->best_templates);
+
+		if (!strstr(r->sum->best_templates, c.plan.programs[i].tpl))
+			snprintf(r->sum->best_templates + used, sizeof(r->sum->best_templates) - used,
+				 "%s%s.cu", used ? "," : "", c.plan.programs[i].tpl);
+	}
 	if (!r->o->retime) {
 		rc = 0;
 		goto out;
 	}
-	if (kt_config_parse(r->f, rows[0].config_key, &c.cfg, err) != 0)
-		goto out;
-	snprintf(c.key, sizeof(c.key), "%s", rows[0].config_key);
-	if (r->f->plan(&r->shape, &c.cfg, &r->tgt, &c.plan, err) != 0 || single_plan(r, &c, err) != 0)
+	if (single_plan(r, &c, err) != 0)
 		goto out;
 	progress(r, "retime", 1);
 	if (worker_eval(r->w, &c.cfg, &c.plan, bins_ptrs(&c, ptrs, lens), lens, cand_timeout(r) + 5,

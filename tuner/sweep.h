@@ -62,6 +62,7 @@ struct sweep_summary {
 	double retime_us;	/* winner timed again (0 if not) */
 	char best_config[512];
 	char best_params[1024];	/* JSON object */
+	char best_templates[128];	/* template files of the winner: "gemm.cu" */
 	double cublas_us;	/* 0 when not timed */
 	double floor_us;	/* roofline floor of the shape on the H200 figures */
 	char device[128];

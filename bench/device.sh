@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# device.sh -- the H200 benchmark: run on the GPU machine from the repo root,
+# with ktune built on the build machine by
+#     make BUILD=build-dev STATIC_DEPS=1 -j2 all
+# (SQLite, jansson, libmicrohttpd and CUnit linked statically; NVRTC and the
+# driver found at run time) and the build folder taken along.
+#
+#   bench/device.sh BUILD_DIR OUT_DIR COMMIT
+#
+# 1. the GPU test suite with a missing GPU made a failure (KTUNE_REQUIRE_GPU=1);
+# 2. NVRTC compiles the whole space of every family (KTUNE_COMPILE_ALL=1);
+# 3. full sweeps of the development suite's dense and low-rank workloads
+#    (dense with a planted faulting and a planted hanging kernel);
+# 4. the peers (BENCH.md) timed in the same run;
+# 5. OUT_DIR/h200.json in BENCH.md's format, the database and its JSON export.
+# The short table comes last; logs are in OUT_DIR.
+set -uo pipefail
+B=${1:-build-dev}
+OUT=${2:-bench/out}
+COMMIT=${3:-unknown}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export KTUNE_REQUIRE_GPU=1 KTUNE_BIN=$PWD/$B/ktune
+K=$PWD/$B/ktune
+db=$OUT/h200.db
+status=0
+step() { echo "== $*" >&2; }
+
+step "GPU test suite"
+"$B/tests/test_gpu" >"$OUT/test_gpu.log" 2>&1 || { echo "test_gpu FAILED" >&2; status=1; }
+tail -n 8 "$OUT/test_gpu.log" >&2
+
+step "NVRTC compiles every config (16 cores)"
+KTUNE_COMPILE_ALL=1 "$B/tests/test_compile" >"$OUT/compile_all.log" 2>&1 || { echo "compile-all FAILED" >&2; status=1; }
+tail -n 6 "$OUT/compile_all.log" >&2
+
+sweeps=()
+for w in ${KTUNE_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024}; do
+	name=${w//:/_}
+	extra=()
+	[ "${w%%:*}" = dense ] && extra=(--plant)
+	step "sweep $w ${extra[*]}"
+	if "$K" sweep --workload "$w" --db "$db" --json "${extra[@]}" >"$OUT/sweep_$name.json" 2>"$OUT/sweep_$name.log"; then
+		sweeps+=("$OUT/sweep_$name.json")
+	else
+		echo "sweep $w FAILED (see $OUT/sweep_$name.log)" >&2
+		tail -n 5 "$OUT/sweep_$name.log" >&2
+		status=1
+	fi
+done
+"$K" trials --db "$db" >"$OUT/trials.txt" 2>&1
+
+step "peers"
+python3 bench/peers.py "$OUT/peers.json" ${KTUNE_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024} >"$OUT/peers.log" 2>&1 ||
+	{ echo "peers FAILED" >&2; cat "$OUT/peers.log" >&2; status=1; }
+
+if "$K" export --help >/dev/null 2>&1; then
+	"$K" export --format json --db "$db" >"$OUT/h200-results.json" 2>"$OUT/export.log" || status=1
+fi
+
+step "results"
+python3 bench/collect.py "$OUT/h200.json" "$COMMIT" "$OUT/peers.json" "${sweeps[@]}" || status=1
+exit $status
