@@ -19,7 +19,7 @@ SANITIZE ?=
 WERROR  ?= 0
 STATIC_DEPS ?= 0
 
-WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS = -std=c11 $(WARN) $(CFLAGS) -MMD -MP -pthread
 KTUNE_VERSION ?= 0.1.0

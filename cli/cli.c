@@ -110,12 +110,15 @@ int cli_parse(const char *cmd, int argc, char **argv, const struct cli_opt *opts
 			*o->flag = 1;
 			continue;
 		}
-		if (eq) {
-			*o->val = eq + 1;
+		if (!eq && i + 1 >= argc)
+			return cli_usage_error(cmd, "option '--%s' needs a value", o->name);
+		if (o->multi) {
+			if (*o->nmulti >= o->maxmulti)
+				return cli_usage_error(cmd, "option '--%s' given more than %d times",
+						       o->name, o->maxmulti);
+			o->multi[(*o->nmulti)++] = eq ? eq + 1 : argv[++i];
 		} else {
-			if (i + 1 >= argc)
-				return cli_usage_error(cmd, "option '--%s' needs a value", o->name);
-			*o->val = argv[++i];
+			*o->val = eq ? eq + 1 : argv[++i];
 		}
 	}
 	return 0;

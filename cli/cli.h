@@ -45,6 +45,11 @@ struct cli_opt {
 	int has_arg;		/* 1: takes a value, stored in *val */
 	const char **val;	/* has_arg: where the value goes */
 	int *flag;		/* !has_arg: set to 1 when present */
+	/* Optional, for a flag that may repeat: each value is appended to
+	 * multi[] (at most maxmulti) and counted in *nmulti; val is unused. */
+	const char **multi;
+	int *nmulti;
+	int maxmulti;
 };
 /* Parses argv[1..argc-1] against opts (terminated by name == NULL); other
  * words go to pos[] (at most maxpos). Returns 0, 1 when --help/-h was given

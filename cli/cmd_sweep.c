@@ -1,6 +1,7 @@
 /*
  * cmd_sweep.c -- `ktune sweep`: one family at one shape on one GPU.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../kernels/family.h"
+#include "../tuner/fleet.h"
 #include "../tuner/suite.h"
 #include "../tuner/sweep.h"
 
@@ -152,6 +155,82 @@ int cli_sweep_one(const char *cmd, struct sweep_opts *o, int json, struct sweep_
 	return rc;
 }
 
+#define SWEEP_MAX_ITEMS 64
+
+static pthread_mutex_t print_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Fleet mode: one line per finished problem (sweeps run side by side). */
+static void on_item_done(const struct fleet_item *it, int device, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&print_mu);
+	if (it->done && it->sum.best_us > 0)
+		fprintf(stderr, "[gpu %d] %s %s: best %.2f us (%s), %ld evaluated\n", device, it->family,
+			it->shape, it->sum.best_us, it->sum.best_config, it->sum.evaluated);
+	else if (it->done)
+		fprintf(stderr, "[gpu %d] %s %s: no config verified\n", device, it->family, it->shape);
+	else
+		fprintf(stderr, "[gpu %d] %s %s: %s\n", device, it->family, it->shape, it->err.msg);
+	pthread_mutex_unlock(&print_mu);
+}
+
+static int sweep_fleet(struct sweep_opts *o, const char *devices, struct fleet_item *items,
+		       int nitems, int json)
+{
+	int devs[FLEET_MAX_DEVICES], ndev, i, rc;
+	struct fleet_report rep;
+	struct kt_err err = { 0 };
+	json_t *arr, *out;
+
+	if ((ndev = fleet_parse_devices(devices, &o->worker, devs, &err)) < 0)
+		return cli_fail("sweep", json, &err);
+	o->cancel = sweep_cancelled;
+	o->arg = NULL;
+	interrupted = 0;
+	signal(SIGINT, on_sigint);
+	fprintf(stderr, "ktune sweep: %d problem(s) on %d GPU(s)\n", nitems, ndev);
+	rc = fleet_run(o, devs, ndev, items, nitems, &rep, on_item_done, NULL, &err);
+	signal(SIGINT, SIG_DFL);
+	if (!json) {
+		for (i = 0; i < nitems; i++) {
+			if (!items[i].done)
+				continue;
+			printf("[gpu %d] ", items[i].device);
+			cli_sweep_summary_print(items[i].family, items[i].shape, &items[i].sum);
+		}
+		for (i = 0; i < rep.ndevices; i++)
+			printf("gpu %d: %d problem(s)%s%s\n", rep.devices[i], rep.swept[i],
+			       rep.failed[i] ? ", TAKEN OUT: " : "", rep.failed[i] ? rep.why[i] : "");
+		printf("wall time %.1f s\n", rep.wall_s);
+		return rc ? cli_fail("sweep", 0, &err) : 0;
+	}
+	arr = json_array();
+	for (i = 0; i < nitems; i++) {
+		json_t *j;
+
+		if (items[i].done) {
+			j = cli_sweep_summary_json(items[i].family, items[i].shape, &items[i].sum);
+			json_object_set_new(j, "gpu", json_integer(items[i].device));
+		} else {
+			j = json_pack("{s:s,s:s,s:{s:s,s:s}}", "family", items[i].family, "shape",
+				      items[i].shape, "error", "code", kt_errcode_name(items[i].err.code),
+				      "message", items[i].err.msg);
+		}
+		if (items[i].label)
+			json_object_set_new(j, "workload", json_string(items[i].label));
+		json_array_append_new(arr, j);
+	}
+	out = json_pack("{s:o,s:f,s:[]}", "sweeps", arr, "wall_s", rep.wall_s, "devices");
+	for (i = 0; i < rep.ndevices; i++)
+		json_array_append_new(json_object_get(out, "devices"),
+				      json_pack("{s:i,s:i,s:b,s:s}", "gpu", rep.devices[i], "swept",
+						rep.swept[i], "taken_out", rep.failed[i], "why",
+						rep.failed[i] ? rep.why[i] : ""));
+	if (cli_print_json(out))
+		return 1;
+	return rc ? 1 : 0;
+}
+
 static void help(void)
 {
 	printf("usage: ktune sweep (--family NAME --shape KEY=N,... | --workload ID) [options]\n\n"
@@ -164,6 +243,10 @@ static void help(void)
 	       "  --family NAME      kernel family (ktune families)\n"
 	       "  --shape KEYS       e.g. tokens=1024,in=4096,out=4096\n"
 	       "  --workload ID      a development-suite workload, e.g. dense:4096x4096:N1024\n"
+	       "                     (--shape and --workload may repeat: several problems)\n"
+	       "  --devices LIST     all, or ordinals like 0,1: one isolated worker per GPU,\n"
+	       "                     problems shared between them; a GPU that fails is\n"
+	       "                     taken out and its problem redone on another\n"
 	       "  --strategy NAME    exhaustive (default) or random\n"
 	       "  --budget N         random: configs to evaluate (default: all)\n"
 	       "  --seed N           seed of the sample and of the inputs (default 1)\n"
@@ -181,14 +264,20 @@ static void help(void)
 
 int cmd_sweep(int argc, char **argv)
 {
-	const char *family = NULL, *shape = NULL, *workload = NULL, *strategy = NULL;
+	const char *family = NULL, *strategy = NULL, *devices = NULL;
+	const char *shapes[SWEEP_MAX_ITEMS], *workloads[SWEEP_MAX_ITEMS], *shape = NULL, *workload = NULL;
+	int nshapes = 0, nworkloads = 0;
+	struct fleet_item items[SWEEP_MAX_ITEMS];
+	int nitems = 0, i;
 	const char *budget = NULL, *seed = NULL, *device = NULL, *threads = NULL, *timeout = NULL;
 	const char *db = NULL, *backend = NULL;
 	int json = 0, plant = 0, no_retime = 0, no_baseline = 0, npos, rc;
 	char *pos[1];
 	const struct cli_opt opts[] = {
-		{ "family", 1, &family, NULL }, { "shape", 1, &shape, NULL },
-		{ "workload", 1, &workload, NULL }, { "strategy", 1, &strategy, NULL },
+		{ "family", 1, &family, NULL },
+		{ "shape", 1, NULL, NULL, shapes, &nshapes, SWEEP_MAX_ITEMS },
+		{ "workload", 1, NULL, NULL, workloads, &nworkloads, SWEEP_MAX_ITEMS },
+		{ "strategy", 1, &strategy, NULL }, { "devices", 1, &devices, NULL },
 		{ "budget", 1, &budget, NULL }, { "seed", 1, &seed, NULL },
 		{ "device", 1, &device, NULL }, { "threads", 1, &threads, NULL },
 		{ "timeout", 1, &timeout, NULL }, { "db", 1, &db, NULL },
@@ -208,18 +297,41 @@ int cmd_sweep(int argc, char **argv)
 	}
 	if (rc)
 		return rc;
-	if (workload) {
-		const struct suite_workload *w = suite_find(workload);
+	if (nworkloads && (family || nshapes))
+		return cli_usage_error("sweep", "--workload replaces --family and --shape");
+	memset(items, 0, sizeof(items));
+	for (i = 0; i < nworkloads; i++) {
+		const struct suite_workload *w = suite_find(workloads[i]);
 
 		if (!w)
-			return cli_usage_error("sweep", "unknown workload '%s'", workload);
-		if (family || shape)
-			return cli_usage_error("sweep", "--workload replaces --family and --shape");
-		family = w->family;
-		shape = w->shape;
+			return cli_usage_error("sweep", "unknown workload '%s'", workloads[i]);
+		items[nitems].family = w->family;
+		items[nitems].shape = w->shape;
+		items[nitems++].label = w->id;
 	}
-	if (!family || !shape)
+	for (i = 0; i < nshapes; i++) {
+		items[nitems].family = family;
+		items[nitems++].shape = shapes[i];
+	}
+	if (nitems == 0 || !items[0].family)
 		return cli_usage_error("sweep", "--family and --shape are required (or --workload)");
+	/* Every problem is checked before anything starts: a typo in the
+	 * fifth shape must not surface an hour into the sweep. */
+	for (i = 0; i < nitems; i++) {
+		const struct kt_family *f = kt_family_find(items[i].family);
+		struct kt_shape ks;
+
+		if (!f) {
+			kt_err_set(&err, KT_ENOTFOUND, "unknown family '%s' (ktune families lists them)",
+				   items[i].family);
+			return cli_fail("sweep", json, &err);
+		}
+		if (kt_shape_parse(f, items[i].shape, &ks, &err) != 0)
+			return cli_fail("sweep", json, &err);
+	}
+	family = items[0].family;
+	shape = items[0].shape;
+	workload = items[0].label;
 	sweep_opts_default(&o);
 	o.db_path = db ? db : cli_default_db();
 	o.family = family;
@@ -252,6 +364,8 @@ int cmd_sweep(int argc, char **argv)
 	o.retime = !no_retime;
 	o.baseline = !no_baseline;
 	o.worker.exe = cli_self_exe();
+	if (nitems > 1 || devices)
+		return sweep_fleet(&o, devices, items, nitems, json);
 	if (cli_sweep_one("sweep", &o, json, &sum, &err) != 0)
 		return cli_fail("sweep", json, &err);
 	if (json) {
