@@ -34,8 +34,9 @@ step "NVRTC compiles every config (16 cores)"
 KTUNE_COMPILE_ALL=1 "$B/tests/test_compile" >"$OUT/compile_all.log" 2>&1 || { echo "compile-all FAILED" >&2; status=1; }
 tail -n 6 "$OUT/compile_all.log" >&2
 
+read -r -a workloads <<<"${KTUNE_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024}"
 sweeps=()
-for w in ${KTUNE_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024}; do
+for w in "${workloads[@]}"; do
 	name=${w//:/_}
 	extra=()
 	[ "${w%%:*}" = dense ] && extra=(--plant)
@@ -51,7 +52,7 @@ done
 "$K" trials --db "$db" >"$OUT/trials.txt" 2>&1
 
 step "peers"
-python3 bench/peers.py "$OUT/peers.json" ${KTUNE_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024} >"$OUT/peers.log" 2>&1 ||
+python3 bench/peers.py "$OUT/peers.json" "${workloads[@]}" >"$OUT/peers.log" 2>&1 ||
 	{ echo "peers FAILED" >&2; cat "$OUT/peers.log" >&2; status=1; }
 
 if "$K" export --help >/dev/null 2>&1; then

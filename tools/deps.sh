@@ -7,7 +7,10 @@
 set -u
 pkgs=(gcc g++ make libc6-dev pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
       libgnutls28-dev libcunit1-dev libjs-chart.js chromium)
-[ "${1:-}" = "--bench" ] && pkgs+=(wrk)
+case "${1:-}" in
+--bench) pkgs+=(wrk) ;;
+--lint) pkgs+=(shellcheck python3-yaml) ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -17,8 +20,10 @@ if [ ${#missing[@]} -ne 0 ]; then
 	if [ "$(id -u)" = 0 ]; then
 		echo "deps: installing ${missing[*]}"
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-			{ echo "deps: apt-get install failed" >&2; exit 1; }
+		if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }; then
+			echo "deps: apt-get install failed" >&2
+			exit 1
+		fi
 	else
 		echo "deps: missing Debian packages; run as root:" >&2
 		echo "  apt-get update && apt-get install -y ${missing[*]}" >&2

@@ -1,0 +1,249 @@
+/*
+ * gemm_probe.cu -- dev harness for templates/gemm.cu (not part of ktune).
+ *
+ * Instantiates a list of GEMM tiles (and fused low-rank tiles) in one nvcc
+ * build, checks each against cuBLAS on the same inputs (relative L2 error)
+ * and times both with CUDA events, L2 flushed before every repetition.
+ *
+ *   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates -o build-dev/gemm_probe \
+ *        tools/gemm_probe.cu -lcublas
+ *   build-dev/gemm_probe [reps]        prints one line per (shape, config)
+ */
+#define KT_GEMM_NO_KERNELS 1
+#include "../templates/gemm.cu"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+	fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+typedef __nv_bfloat16 bf;
+
+template <int BM, int BN, int BK, int WM, int WN, int ST, int GM>
+__global__ void __launch_bounds__(WM * WN * 32, 1)
+k_gemm(const bf *A, const bf *B, bf *C, int M, int N, int K, long long lda, long long ldb,
+       long long ldc, long long sA, long long sB, long long sC)
+{
+	ktg::gemm_tn_body<BM, BN, BK, WM, WN, ST, GM>(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC);
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int ST, int R>
+__global__ void __launch_bounds__(WM * WN * 32, 1)
+k_fused(const bf *X, const bf *V, const bf *U, bf *Y, int M, int K, int N)
+{
+	ktg::lowrank_fused_body<BM, BN, BK, WM, WN, ST, R>(X, V, U, Y, M, K, N);
+}
+
+typedef void (*gemm_fn)(const bf *, const bf *, bf *, int, int, int, long long, long long,
+			long long, long long, long long, long long);
+typedef void (*fused_fn)(const bf *, const bf *, const bf *, bf *, int, int, int);
+
+struct gcfg {
+	const char *name;
+	gemm_fn fn;
+	int bm, bn, bk, wm, wn, st;
+};
+
+#define G(BM, BN, BK, WM, WN, ST, GM) \
+	{#BM "x" #BN "x" #BK " w" #WM "x" #WN " s" #ST " g" #GM, \
+	 k_gemm<BM, BN, BK, WM, WN, ST, GM>, BM, BN, BK, WM, WN, ST}
+
+static const gcfg gcfgs[] = {
+#include "gemm_probe_cfgs.h"
+};
+
+struct fcfg {
+	const char *name;
+	fused_fn fn;
+	int bm, bn, bk, wm, wn, st, r;
+};
+#define F(BM, BN, BK, WM, WN, ST, R) \
+	{#BM "x" #BN "x" #BK " w" #WM "x" #WN " s" #ST " r" #R, \
+	 k_fused<BM, BN, BK, WM, WN, ST, R>, BM, BN, BK, WM, WN, ST, R}
+static const fcfg fcfgs[] = {
+#include "gemm_probe_fcfgs.h"
+};
+
+static unsigned long long rng = 88172645463325252ull;
+static float frand(void)
+{
+	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+	return (float)((rng >> 40) + 0.5) / 16777216.0f * 2.f - 1.f;
+}
+
+static bf *dev_rand(size_t n, float scale)
+{
+	std::vector<bf> h(n);
+	bf *d;
+	for (size_t i = 0; i < n; i++)
+		h[i] = __float2bfloat16(frand() * scale);
+	CK(cudaMalloc(&d, n * 2));
+	CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
+	return d;
+}
+
+static double rel_l2(const bf *a, const bf *b, size_t n, int *nonfinite)
+{
+	std::vector<bf> ha(n), hb(n);
+	double num = 0, den = 0;
+	CK(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
+	*nonfinite = 0;
+	for (size_t i = 0; i < n; i++) {
+		double x = __bfloat162float(ha[i]), y = __bfloat162float(hb[i]);
+		if (!std::isfinite(x)) { (*nonfinite)++; continue; }
+		num += (x - y) * (x - y);
+		den += y * y;
+	}
+	return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+static void *flushbuf;
+static const size_t FLUSH = 256ull << 20;
+
+template <class Fn>
+static double time_us(Fn fn, int reps)
+{
+	cudaEvent_t e0, e1;
+	std::vector<float> t;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (int i = 0; i < 3; i++)
+		fn();
+	for (int i = 0; i < reps; i++) {
+		float ms;
+		CK(cudaMemsetAsync(flushbuf, i & 0xff, FLUSH));
+		CK(cudaEventRecord(e0));
+		fn();
+		CK(cudaEventRecord(e1));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		t.push_back(ms * 1000.f);
+	}
+	CK(cudaGetLastError());
+	std::sort(t.begin(), t.end());
+	CK(cudaEventDestroy(e0));
+	CK(cudaEventDestroy(e1));
+	return t[t.size() / 2];
+}
+
+static cublasHandle_t hb;
+
+/* C (M x N) = A (M x K) . B (N x K)^T, row-major, via column-major cuBLAS */
+static void cublas_tn(const bf *A, const bf *B, bf *C, int M, int N, int K)
+{
+	float one = 1.f, zero = 0.f;
+	cublasStatus_t s = cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, K,
+					A, CUDA_R_16BF, K, &zero, C, CUDA_R_16BF, N,
+					CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	if (s != CUBLAS_STATUS_SUCCESS) {
+		fprintf(stderr, "cublas %d\n", (int)s);
+		exit(1);
+	}
+}
+
+static void launch_g(const gcfg &c, const bf *A, const bf *B, bf *C, int M, int N, int K)
+{
+	int smem = c.st * (c.bm + c.bn) * c.bk * 2;
+	dim3 grid(((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn), 1, 1);
+	c.fn<<<grid, c.wm * c.wn * 32, smem>>>(A, B, C, M, N, K, K, K, N, 0, 0, 0);
+}
+
+int main(int argc, char **argv)
+{
+	int reps = argc > 1 ? atoi(argv[1]) : 30;
+	struct { int M, N, K; } shapes[] = {
+		{1024, 4096, 4096}, {16, 4096, 4096}, {77, 136, 264}, {1000, 4104, 4096},
+		{1024, 1024, 4096}, {4096, 4096, 4096},
+	};
+	CK(cudaMalloc(&flushbuf, FLUSH));
+	if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS)
+		return 1;
+	for (const gcfg &c : gcfgs)
+		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					c.st * (c.bm + c.bn) * c.bk * 2));
+	for (const fcfg &c : fcfgs) {
+		int ring1 = c.st * (c.bm + c.r) * c.bk * 2, ring2 = c.st * c.bn * c.bk * 2;
+		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					c.bm * c.r * 2 + std::max(ring1, ring2)));
+	}
+	printf("%-34s %6s %6s %6s %10s %10s %8s %8s\n", "config", "M", "N", "K", "us", "TFLOP/s",
+	       "xcublas", "relerr");
+	for (auto &s : shapes) {
+		int M = s.M, N = s.N, K = s.K;
+		bf *A = dev_rand((size_t)M * K, 1.f), *B = dev_rand((size_t)N * K, 1.f / sqrtf(K));
+		bf *C, *Cr;
+		double flop = 2.0 * M * N * K, tcb;
+		CK(cudaMalloc(&C, (size_t)M * N * 2));
+		CK(cudaMalloc(&Cr, (size_t)M * N * 2));
+		cublas_tn(A, B, Cr, M, N, K);
+		tcb = time_us([&] { cublas_tn(A, B, Cr, M, N, K); }, reps);
+		printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8s\n", "cublas", M, N, K, tcb,
+		       flop / tcb / 1e6, 1.0, "-");
+		for (const gcfg &c : gcfgs) {
+			int nf;
+			double err, t;
+			if (c.bm / 2 >= M && c.bm > 16)
+				continue;
+			CK(cudaMemset(C, 0xff, (size_t)M * N * 2));
+			launch_g(c, A, B, C, M, N, K);
+			CK(cudaDeviceSynchronize());
+			err = rel_l2(C, Cr, (size_t)M * N, &nf);
+			t = time_us([&] { launch_g(c, A, B, C, M, N, K); }, reps);
+			printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, M, N, K, t,
+			       flop / t / 1e6, t / tcb, err, nf || err > 1e-2 ? " WRONG" : "");
+		}
+		fflush(stdout);
+		CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(Cr));
+	}
+	/* lowrank: y = (x V^T) U^T, fused vs cuBLAS twice */
+	struct { int M, K, N, R; } ls[] = {{1024, 4096, 4096, 256}, {1024, 2048, 2048, 128}, {16, 4096, 4096, 256}, {300, 264, 136, 64}};
+	for (auto &s : ls) {
+		int M = s.M, K = s.K, N = s.N, R = s.R;
+		bf *X = dev_rand((size_t)M * K, 1.f), *V = dev_rand((size_t)R * K, 1.f / sqrtf(K));
+		bf *U = dev_rand((size_t)N * R, 1.f / sqrtf(R)), *Z, *Y, *Yr;
+		double tcb, flop = 2.0 * M * R * ((double)K + N);
+		CK(cudaMalloc(&Z, (size_t)M * R * 2));
+		CK(cudaMalloc(&Y, (size_t)M * N * 2));
+		CK(cudaMalloc(&Yr, (size_t)M * N * 2));
+		auto ref = [&] { cublas_tn(X, V, Z, M, R, K); cublas_tn(Z, U, Yr, M, N, R); };
+		ref();
+		tcb = time_us(ref, reps);
+		printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8s r=%d\n", "cublas x2", M, N, K, tcb,
+		       flop / tcb / 1e6, 1.0, "-", R);
+		for (const fcfg &c : fcfgs) {
+			if (c.r != R)
+				continue;
+			for (int split = 1; split <= 16; split *= 2) {
+				int tn = (N + c.bn - 1) / c.bn, nf;
+				int ring1 = c.st * (c.bm + c.r) * c.bk * 2, ring2 = c.st * c.bn * c.bk * 2;
+				int smem = c.bm * c.r * 2 + std::max(ring1, ring2);
+				dim3 grid((M + c.bm - 1) / c.bm, split);
+				double err, t;
+				char name[80];
+				if (split > tn)
+					break;
+				auto run = [&] { c.fn<<<grid, c.wm * c.wn * 32, smem>>>(X, V, U, Y, M, K, N); };
+				CK(cudaMemset(Y, 0xff, (size_t)M * N * 2));
+				run();
+				CK(cudaDeviceSynchronize());
+				err = rel_l2(Y, Yr, (size_t)M * N, &nf);
+				t = time_us(run, reps);
+				snprintf(name, sizeof(name), "fused %s n%d", c.name, split);
+				printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", name, M, N, K, t,
+				       flop / t / 1e6, t / tcb, err, nf || err > 1e-2 ? " WRONG" : "");
+			}
+		}
+		fflush(stdout);
+		CK(cudaFree(X)); CK(cudaFree(V)); CK(cudaFree(U)); CK(cudaFree(Z)); CK(cudaFree(Y)); CK(cudaFree(Yr));
+	}
+	cublasDestroy(hb);
+	return 0;
+}
