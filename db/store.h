@@ -15,6 +15,10 @@
  * Strings returned inside structs are owned by the struct and freed by its
  * _release() function; every function returns 0 on success and -1 with err
  * set on failure, unless it says otherwise.
+ *
+ * A struct store is used by one thread at a time: open one per thread (or
+ * per process); WAL lets readers and the writer work side by side, and
+ * writers on separate connections wait for each other (busy timeout 5 s).
  */
 #ifndef KT_STORE_H
 #define KT_STORE_H
@@ -104,7 +108,8 @@ void store_sweep_release(struct store_sweep *s);
 /* Starts a sweep, or finds the unfinished (or done) sweep with the same
  * device, problem, strategy and options_key and returns it with *resumed = 1
  * (status set back to running, owner updated). A sweep whose owner process
- * is still alive on this host is refused with KT_ECONFLICT. */
+ * is still alive on this host is refused with KT_ECONFLICT -- that includes
+ * the calling process itself, until it calls store_sweep_end(). */
 int store_sweep_begin(struct store *st, const struct store_sweep_spec *spec,
 		      int64_t *sweep_id, int *resumed, struct kt_err *err);
 int store_sweep_end(struct store *st, int64_t sweep_id, enum store_sweep_status status,
@@ -164,7 +169,9 @@ int store_baseline_add(struct store *st, int64_t device_id, int64_t problem_id,
 int store_baseline_get(struct store *st, int64_t device_id, int64_t problem_id,
 		       const char *name, double *median_us, struct kt_err *err);
 
-/* ---- winners: the fastest ok trial per (device, problem) over all sweeps ---- */
+/* ---- winners: the fastest ok trial per (device, problem) over all sweeps ----
+ * cublas_us and naive_us are the newest baselines named "cublas_dense" and
+ * "naive" for that device and problem. */
 struct store_winner {
 	int64_t device_id, problem_id, sweep_id;
 	char device_name[128], device_uuid[64], arch[16];
@@ -196,6 +203,14 @@ int store_binary_put(struct store *st, const char *key, const char *arch,
  * key); importing the same source twice adds nothing. A source with a newer
  * schema: KT_ESCHEMA; not a ktune database: KT_ECORRUPT. */
 int store_merge_from(struct store *st, const char *src_path, struct kt_err *err);
+/* Rows a merge added, by table (rows already present are not counted). */
+struct store_merge_counts {
+	long devices, problems, configs, sweeps, trials, baselines, binaries;
+};
+/* store_merge_from() that also reports what it added (added may be NULL).
+ * The whole source is one transaction: on failure nothing of it is added. */
+int store_merge_counted(struct store *st, const char *src_path,
+			struct store_merge_counts *added, struct kt_err *err);
 
 /* The underlying connection, for read-only queries in other db/ files. */
 struct sqlite3 *store_sqlite(struct store *st);
