@@ -17,6 +17,13 @@
  * The "cpu" backend runs the same protocol without a GPU: it executes the
  * hidden `selftest` family on the CPU (including a real SIGSEGV and a real
  * endless loop), which is how the tests prove the crash and hang handling.
+ * It is a test device: its device info names no GPU and its times are host
+ * wall times of a loop, meaningless as kernel timings.
+ *
+ * The child is started with PR_SET_PDEATHSIG, which Linux ties to the
+ * *thread* that forked it: call worker_start() and worker_eval() (which may
+ * restart the child) from a thread that outlives the worker.
+ * A struct worker is not thread-safe; use one per thread (one per device).
  */
 #ifndef KT_WORKER_H
 #define KT_WORKER_H
@@ -88,6 +95,8 @@ void worker_stop(struct worker *w);	/* NULL ok; kills and reaps the child */
 int worker_info(struct worker *w, struct worker_device_info *out);
 /* Times the child was restarted after a fault or timeout. */
 int worker_restarts(struct worker *w);
+/* Process id of the current child (0 when none); for tests and logs. */
+int worker_pid(struct worker *w);
 
 /* Makes (family, shape) the current problem: allocates the problem buffers,
  * fills the inputs from seed on the host (family->fill or kt_fill_bf16) and
@@ -114,6 +123,11 @@ int worker_eval(struct worker *w, const struct kt_config *c, const struct kt_pla
  * cuBLAS missing (message in res), -1 worker failure. */
 int worker_baseline(struct worker *w, const char *name, struct worker_result *res,
 		    struct kt_err *err);
+
+/* The seed input buffer `buf` of a problem is filled from (passed to
+ * family->fill, or to kt_fill_bf16), derived from worker_problem()'s seed,
+ * so that a test can rebuild the same inputs on the host. */
+uint64_t worker_buffer_seed(uint64_t seed, int buf);
 
 /* The child's entry point: `ktune __worker ARGS` calls this from main(). */
 int worker_child_main(int argc, char **argv);

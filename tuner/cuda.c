@@ -1,0 +1,1106 @@
+/*
+ * cuda.c -- the worker child's CUDA backend: the driver by dlopen, the
+ * problem buffers and the reference, candidate verification and timing, and
+ * the cuBLAS baseline (also by dlopen).
+ *
+ * Error policy: a driver error caused by a candidate is its result
+ * (WORKER_LAUNCH_ERROR), unless it poisoned the context (cu_result_sticky,
+ * or the context no longer synchronizes): then the result is WORKER_FAULT
+ * and *fatal tells the child to exit, because only a new process gets a
+ * working context. Errors that are not a candidate's (setting up a problem)
+ * go up as struct kt_err.
+ */
+#include "cuda.h"
+#include "worker_int.h"
+
+#include <cublas_api.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CU_MAX_BATCH 32		/* events for this many repetitions in flight */
+
+/* ---- the driver table ---- */
+
+static const struct {
+	const char *name;
+	int version;		/* matches the PFN_ typedef of the field */
+	int alt_version;	/* tried when version is not found; 0 none */
+	size_t off;
+} cu_syms[] = {
+	{ "cuInit", 2000, 0, offsetof(struct cu_api, Init) },
+	{ "cuDriverGetVersion", 2020, 0, offsetof(struct cu_api, DriverGetVersion) },
+	{ "cuGetErrorName", 6000, 0, offsetof(struct cu_api, GetErrorName) },
+	{ "cuGetErrorString", 6000, 0, offsetof(struct cu_api, GetErrorString) },
+	{ "cuDeviceGetCount", 2000, 0, offsetof(struct cu_api, DeviceGetCount) },
+	{ "cuDeviceGet", 2000, 0, offsetof(struct cu_api, DeviceGet) },
+	{ "cuDeviceGetName", 2000, 0, offsetof(struct cu_api, DeviceGetName) },
+	{ "cuDeviceGetUuid", 11040, 0, offsetof(struct cu_api, DeviceGetUuid) },
+	{ "cuDeviceGetAttribute", 2000, 0, offsetof(struct cu_api, DeviceGetAttribute) },
+	{ "cuDevicePrimaryCtxRetain", 7000, 0, offsetof(struct cu_api, DevicePrimaryCtxRetain) },
+	{ "cuDevicePrimaryCtxRelease", 11000, 0, offsetof(struct cu_api, DevicePrimaryCtxRelease) },
+	{ "cuCtxSetCurrent", 4000, 0, offsetof(struct cu_api, CtxSetCurrent) },
+	{ "cuCtxSynchronize", 2000, 0, offsetof(struct cu_api, CtxSynchronize) },
+	{ "cuStreamCreate", 2000, 0, offsetof(struct cu_api, StreamCreate) },
+	{ "cuStreamSynchronize", 2000, 0, offsetof(struct cu_api, StreamSynchronize) },
+	{ "cuStreamDestroy", 4000, 0, offsetof(struct cu_api, StreamDestroy) },
+	{ "cuMemAlloc", 3020, 0, offsetof(struct cu_api, MemAlloc) },
+	{ "cuMemFree", 3020, 0, offsetof(struct cu_api, MemFree) },
+	{ "cuMemcpyHtoD", 3020, 0, offsetof(struct cu_api, MemcpyHtoD) },
+	{ "cuMemcpyDtoH", 3020, 0, offsetof(struct cu_api, MemcpyDtoH) },
+	{ "cuMemsetD8Async", 3020, 0, offsetof(struct cu_api, MemsetD8Async) },
+	{ "cuMemsetD16Async", 3020, 0, offsetof(struct cu_api, MemsetD16Async) },
+	{ "cuMemsetD32Async", 3020, 0, offsetof(struct cu_api, MemsetD32Async) },
+	{ "cuModuleLoadData", 2000, 0, offsetof(struct cu_api, ModuleLoadData) },
+	{ "cuModuleUnload", 2000, 0, offsetof(struct cu_api, ModuleUnload) },
+	{ "cuModuleGetFunction", 2000, 0, offsetof(struct cu_api, ModuleGetFunction) },
+	{ "cuFuncSetAttribute", 9000, 0, offsetof(struct cu_api, FuncSetAttribute) },
+	{ "cuLaunchKernel", 4000, 0, offsetof(struct cu_api, LaunchKernel) },
+	{ "cuEventCreate", 2000, 0, offsetof(struct cu_api, EventCreate) },
+	{ "cuEventRecord", 2000, 0, offsetof(struct cu_api, EventRecord) },
+	{ "cuEventSynchronize", 2000, 0, offsetof(struct cu_api, EventSynchronize) },
+	{ "cuEventElapsedTime", 12080, 2000, offsetof(struct cu_api, EventElapsedTime) },
+	{ "cuEventDestroy", 4000, 0, offsetof(struct cu_api, EventDestroy) },
+};
+
+int cu_api_load(struct cu_api *api, struct kt_err *err)
+{
+	PFN_cuGetProcAddress_v12000 gpa;
+	void *sym;
+	size_t i;
+
+	memset(api, 0, sizeof(*api));
+	if (!(api->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)))
+		return kt_err_set(err, KT_ENOGPU, "no NVIDIA driver (libcuda.so.1 not found)");
+	/* cuGetProcAddress is itself versioned: _v2 (CUDA 12) takes a status. */
+	if (!(sym = dlsym(api->lib, "cuGetProcAddress_v2"))) {
+		dlclose(api->lib);
+		api->lib = NULL;
+		return kt_err_set(err, KT_ENOGPU,
+				  "NVIDIA driver too old (libcuda.so.1 has no cuGetProcAddress_v2; "
+				  "CUDA 12 or newer needed)");
+	}
+	memcpy(&gpa, &sym, sizeof(gpa));
+	for (i = 0; i < sizeof(cu_syms) / sizeof(cu_syms[0]); i++) {
+		CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
+		void *fn = NULL;
+		CUresult r = gpa(cu_syms[i].name, &fn, cu_syms[i].version,
+				 CU_GET_PROC_ADDRESS_DEFAULT, &found);
+
+		if ((r != CUDA_SUCCESS || !fn || found != CU_GET_PROC_ADDRESS_SUCCESS) &&
+		    cu_syms[i].alt_version) {
+			fn = NULL;
+			r = gpa(cu_syms[i].name, &fn, cu_syms[i].alt_version,
+				CU_GET_PROC_ADDRESS_DEFAULT, &found);
+		}
+		if (r == CUDA_ERROR_STUB_LIBRARY)
+			return kt_err_set(err, KT_ENOGPU, "no NVIDIA driver (libcuda.so.1 is the "
+					  "CUDA toolkit's stub library)");
+		if (r != CUDA_SUCCESS || !fn || found != CU_GET_PROC_ADDRESS_SUCCESS) {
+			/* NEEDSWORK: libcuda stays loaded (dlclose of the driver
+			 * is unsafe once it has started threads); the child exits. */
+			return kt_err_set(err, KT_ENOGPU,
+					  "NVIDIA driver lacks %s (version %d): error %d, status %d",
+					  cu_syms[i].name, cu_syms[i].version, (int)r, (int)found);
+		}
+		memcpy((char *)api + cu_syms[i].off, &fn, sizeof(fn));
+	}
+	return 0;
+}
+
+void cu_api_describe(const struct cu_api *api, CUresult r, char *buf, size_t len)
+{
+	const char *name = NULL, *text = NULL;
+
+	if (api->GetErrorName)
+		api->GetErrorName(r, &name);
+	if (api->GetErrorString)
+		api->GetErrorString(r, &text);
+	snprintf(buf, len, "%s (%d)%s%s", name ? name : "CUDA error", (int)r, text ? ": " : "",
+		 text ? text : "");
+}
+
+int cu_result_sticky(CUresult r)
+{
+	switch (r) {
+	case CUDA_ERROR_ILLEGAL_ADDRESS:
+	case CUDA_ERROR_LAUNCH_FAILED:
+	case CUDA_ERROR_LAUNCH_TIMEOUT:
+	case CUDA_ERROR_MISALIGNED_ADDRESS:
+	case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+	case CUDA_ERROR_INVALID_PC:
+	case CUDA_ERROR_HARDWARE_STACK_ERROR:
+	case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+	case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+	case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+	case CUDA_ERROR_ECC_UNCORRECTABLE:
+	case CUDA_ERROR_UNKNOWN:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ---- cuBLAS, by dlopen ---- */
+
+typedef cublasStatus_t (*fn_cublasCreate)(cublasHandle_t *);
+typedef cublasStatus_t (*fn_cublasDestroy)(cublasHandle_t);
+typedef cublasStatus_t (*fn_cublasSetStream)(cublasHandle_t, CUstream);
+typedef cublasStatus_t (*fn_cublasGemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+					  int, int, int, const void *, const void *, cudaDataType,
+					  int, const void *, cudaDataType, int, const void *, void *,
+					  cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+
+struct cu_blas {
+	void *lib;
+	cublasHandle_t h;
+	fn_cublasCreate create;
+	fn_cublasDestroy destroy;
+	fn_cublasSetStream set_stream;
+	fn_cublasGemmEx gemm;
+};
+
+/* ---- the device ---- */
+
+struct cu_dev {
+	struct cu_api api;
+	CUdevice dev;
+	CUcontext ctx;		/* the primary context, retained */
+	CUstream stream;
+	CUevent ev[2 * CU_MAX_BATCH];
+	int nev;
+	CUdeviceptr flush;	/* L2 flush buffer, 2x L2 */
+	size_t flush_bytes;
+	int smem_optin;
+	/* the current problem */
+	const struct kt_family *f;
+	struct kt_shape s;
+	int nprob;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	CUdeviceptr dptr[KT_MAX_BUFS];
+	void *host_in[KT_MAX_BUFS];	/* inputs, kept to restore them after a bad candidate */
+	float *ref[KT_MAX_BUFS];	/* expected outputs */
+	struct cu_blas blas;
+};
+
+/* Formats a failed call into err (KT_ECUDA); sets *fatal when sticky. */
+static int cu_fail(struct cu_dev *d, CUresult r, const char *what, int *fatal, struct kt_err *err)
+{
+	char desc[200];
+
+	cu_api_describe(&d->api, r, desc, sizeof(desc));
+	if (fatal && cu_result_sticky(r))
+		*fatal = 1;
+	return kt_err_set(err, KT_ECUDA, "%s: %s", what, desc);
+}
+
+/* A candidate's failure becomes its result. A non-sticky error still gets
+ * a context check, since some faults surface first as another error. */
+static void cand_fail(struct cu_dev *d, CUresult r, const char *what, int *fatal,
+		      struct worker_result *res)
+{
+	char desc[200];
+
+	cu_api_describe(&d->api, r, desc, sizeof(desc));
+	if (cu_result_sticky(r) || d->api.CtxSynchronize() != CUDA_SUCCESS) {
+		*fatal = 1;
+		res->status = WORKER_FAULT;
+	} else {
+		res->status = WORKER_LAUNCH_ERROR;
+	}
+	snprintf(res->message, sizeof(res->message), "%s: %s", what, desc);
+}
+
+static size_t buf_bytes(const struct kt_buf *b)
+{
+	return b->elems * kt_dtype_size(b->dtype);
+}
+
+int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *info,
+		struct kt_err *err)
+{
+	static const struct {
+		CUdevice_attribute a;
+		int required;
+	} attrs[] = {
+		{ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 1 },
+		{ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1 },
+		{ CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 1 },
+		{ CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 1 },
+		{ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 1 },
+		{ CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1 },
+		/* Deprecated in CUDA 13; provenance only. */
+		{ CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0 },
+		{ CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 0 },
+	};
+	int val[sizeof(attrs) / sizeof(attrs[0])];
+	struct cu_dev *d = NULL;
+	CUuuid uuid;
+	CUresult r;
+	int count = 0, i, rc = -1;
+	unsigned char *u;
+
+	*out = NULL;
+	memset(info, 0, sizeof(*info));
+	if (!(d = calloc(1, sizeof(*d)))) {
+		kt_err_set(err, KT_EINTERNAL, "out of memory");
+		goto out;
+	}
+	if (cu_api_load(&d->api, err) != 0)
+		goto out;
+	r = d->api.Init(0);
+	if (r == CUDA_ERROR_STUB_LIBRARY) {
+		kt_err_set(err, KT_ENOGPU,
+			   "no NVIDIA driver (libcuda.so.1 is the CUDA toolkit's stub library)");
+		goto out;
+	}
+	if (r == CUDA_ERROR_NO_DEVICE) {
+		kt_err_set(err, KT_ENOGPU, "no CUDA device");
+		goto out;
+	}
+	if (r != CUDA_SUCCESS) {
+		char desc[200];
+
+		cu_api_describe(&d->api, r, desc, sizeof(desc));
+		kt_err_set(err, KT_ENOGPU, "the NVIDIA driver did not initialize: cuInit: %s", desc);
+		goto out;
+	}
+	if ((r = d->api.DeviceGetCount(&count)) != CUDA_SUCCESS) {
+		cu_fail(d, r, "cuDeviceGetCount", NULL, err);
+		goto out;
+	}
+	if (count == 0) {
+		kt_err_set(err, KT_ENOGPU, "no CUDA device");
+		goto out;
+	}
+	if (ordinal < 0 || ordinal >= count) {
+		kt_err_set(err, KT_ENOGPU, "no CUDA device %d (%d found)", ordinal, count);
+		goto out;
+	}
+	if ((r = d->api.DeviceGet(&d->dev, ordinal)) != CUDA_SUCCESS ||
+	    (r = d->api.DeviceGetName(info->name, (int)sizeof(info->name), d->dev)) != CUDA_SUCCESS ||
+	    (r = d->api.DeviceGetUuid(&uuid, d->dev)) != CUDA_SUCCESS ||
+	    (r = d->api.DriverGetVersion(&info->driver_version)) != CUDA_SUCCESS) {
+		cu_fail(d, r, "reading the device's identity", NULL, err);
+		goto out;
+	}
+	for (i = 0; i < (int)(sizeof(attrs) / sizeof(attrs[0])); i++) {
+		val[i] = 0;
+		r = d->api.DeviceGetAttribute(&val[i], attrs[i].a, d->dev);
+		if (r != CUDA_SUCCESS && attrs[i].required) {
+			cu_fail(d, r, "cuDeviceGetAttribute", NULL, err);
+			goto out;
+		}
+	}
+	u = (unsigned char *)uuid.bytes;
+	snprintf(info->uuid, sizeof(info->uuid),
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
+	info->sm = val[0] * 10 + val[1];
+	info->sms = val[2];
+	info->l2_bytes = val[3];
+	info->smem_optin = val[4];
+	info->max_threads = val[5];
+	info->clock_mhz = val[6] / 1000;
+	info->mem_clock_mhz = val[7] / 1000;
+	d->smem_optin = val[4];
+	/* The primary context: the same one cuBLAS's runtime will pick up. */
+	if ((r = d->api.DevicePrimaryCtxRetain(&d->ctx, d->dev)) != CUDA_SUCCESS) {
+		cu_fail(d, r, "cuDevicePrimaryCtxRetain", NULL, err);
+		goto out;
+	}
+	if ((r = d->api.CtxSetCurrent(d->ctx)) != CUDA_SUCCESS ||
+	    (r = d->api.StreamCreate(&d->stream, CU_STREAM_DEFAULT)) != CUDA_SUCCESS) {
+		cu_fail(d, r, "setting up the context", NULL, err);
+		goto out;
+	}
+	for (d->nev = 0; d->nev < 2 * CU_MAX_BATCH; d->nev++)
+		if ((r = d->api.EventCreate(&d->ev[d->nev], CU_EVENT_DEFAULT)) != CUDA_SUCCESS) {
+			cu_fail(d, r, "cuEventCreate", NULL, err);
+			goto out;
+		}
+	/* Twice the L2, so that nothing of the last repetition stays cached. */
+	d->flush_bytes = (size_t)(info->l2_bytes > 0 ? info->l2_bytes : 64L << 20) * 2;
+	if ((r = d->api.MemAlloc(&d->flush, d->flush_bytes)) != CUDA_SUCCESS) {
+		cu_fail(d, r, "allocating the L2 flush buffer", NULL, err);
+		goto out;
+	}
+	*out = d;
+	d = NULL;
+	rc = 0;
+out:
+	cu_dev_close(d);
+	return rc;
+}
+
+static void problem_release(struct cu_dev *d)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_BUFS; i++) {
+		if (d->dptr[i])
+			d->api.MemFree(d->dptr[i]);
+		free(d->host_in[i]);
+		free(d->ref[i]);
+		d->dptr[i] = 0;
+		d->host_in[i] = NULL;
+		d->ref[i] = NULL;
+	}
+	d->nprob = 0;
+	d->f = NULL;
+}
+
+static void blas_release(struct cu_blas *b)
+{
+	if (b->h && b->destroy)
+		b->destroy(b->h);
+	if (b->lib)
+		dlclose(b->lib);
+	memset(b, 0, sizeof(*b));
+}
+
+void cu_dev_close(struct cu_dev *d)
+{
+	int i;
+
+	if (!d)
+		return;
+	if (d->ctx) {
+		blas_release(&d->blas);
+		problem_release(d);
+		if (d->flush)
+			d->api.MemFree(d->flush);
+		for (i = 0; i < d->nev; i++)
+			d->api.EventDestroy(d->ev[i]);
+		if (d->stream)
+			d->api.StreamDestroy(d->stream);
+		d->api.DevicePrimaryCtxRelease(d->dev);
+	}
+	/* NEEDSWORK: libcuda.so.1 is never dlclose'd: unloading the driver
+	 * while its threads run is unsafe, and the child exits next. */
+	free(d);
+}
+
+/* ---- modules and launches ---- */
+
+struct cu_mods {
+	CUmodule mod[KT_MAX_PROGRAMS];
+	CUfunction fn[2 * KT_MAX_LAUNCHES];	/* prep launches, then timed ones */
+};
+
+static void mods_unload(struct cu_dev *d, struct cu_mods *m)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_PROGRAMS; i++)
+		if (m->mod[i])
+			d->api.ModuleUnload(m->mod[i]);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Loads every program and finds every launch's kernel; on failure returns
+ * the driver's code and what failed. */
+static CUresult mods_load(struct cu_dev *d, const struct kt_plan *p, const void *const *cubins,
+			  const size_t *lens, struct cu_mods *m, char *what, size_t wlen)
+{
+	const struct kt_launch *l;
+	void *copy;
+	CUresult r;
+	int i;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < p->nprograms; i++) {
+		if (!cubins[i] || lens[i] < 4) {
+			snprintf(what, wlen, "program %d has no cubin", i);
+			return CUDA_ERROR_INVALID_IMAGE;
+		}
+		/* Cubins arrive packed one after another in a message: give the
+		 * driver an aligned copy of the ELF image. */
+		if (!(copy = malloc(lens[i]))) {
+			snprintf(what, wlen, "out of memory for program %d", i);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		memcpy(copy, cubins[i], lens[i]);
+		r = d->api.ModuleLoadData(&m->mod[i], copy);
+		free(copy);
+		if (r != CUDA_SUCCESS) {
+			m->mod[i] = NULL;
+			snprintf(what, wlen, "cuModuleLoadData (program %d)", i);
+			return r;
+		}
+	}
+	for (i = 0; i < p->nprep + p->nlaunch; i++) {
+		l = i < p->nprep ? &p->prep[i] : &p->launch[i - p->nprep];
+		if ((r = d->api.ModuleGetFunction(&m->fn[i], m->mod[l->program], l->kernel)) !=
+		    CUDA_SUCCESS) {
+			snprintf(what, wlen, "cuModuleGetFunction (%s)", l->kernel);
+			return r;
+		}
+		/* Also below 48 KiB: static plus dynamic above it needs the opt-in. */
+		if (l->smem > 0 &&
+		    (r = d->api.FuncSetAttribute(m->fn[i],
+						 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+						 (int)l->smem)) != CUDA_SUCCESS) {
+			snprintf(what, wlen, "%s: %u bytes of dynamic shared memory (device allows %d)",
+				 l->kernel, l->smem, d->smem_optin);
+			return r;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfunction fn,
+			   const CUdeviceptr *ptrs)
+{
+	union {
+		CUdeviceptr p;
+		int i32;
+		long long i64;
+		float f;
+	} vals[KT_MAX_ARGS];
+	void *params[KT_MAX_ARGS + 1];
+	int j;
+
+	for (j = 0; j < l->nargs; j++) {
+		switch (l->args[j].kind) {
+		case KT_ARG_BUF:
+			vals[j].p = ptrs[l->args[j].buf];
+			break;
+		case KT_ARG_I32:
+			vals[j].i32 = (int)l->args[j].i;
+			break;
+		case KT_ARG_I64:
+			vals[j].i64 = l->args[j].i;
+			break;
+		case KT_ARG_F32:
+			vals[j].f = l->args[j].f;
+			break;
+		}
+		params[j] = &vals[j];
+	}
+	params[l->nargs] = NULL;
+	return d->api.LaunchKernel(fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
+				   l->block[1], l->block[2], l->smem, d->stream, params, NULL);
+}
+
+/* What one timed repetition runs: a plan's launches or a cuBLAS GEMM. */
+struct cu_work {
+	struct cu_dev *d;
+	const struct kt_plan *p;
+	const struct cu_mods *m;
+	const CUdeviceptr *ptrs;
+	int first, count;	/* launches [first, first + count) of prep-then-timed */
+	/* cuBLAS: y = x W^T */
+	int gemm;
+	int m_, n_, k_;
+	CUdeviceptr x, w, y;
+	int flush;
+	/* the failure, when enqueue returns -1 */
+	CUresult cr;		/* CUDA_SUCCESS when cuBLAS failed */
+	int blas_status;
+	char what[96];
+};
+
+static int work_enqueue(struct cu_work *w)
+{
+	struct cu_dev *d = w->d;
+	int i;
+
+	if (w->gemm) {
+		float alpha = 1.0f, beta = 0.0f;
+		cublasStatus_t st = d->blas.gemm(d->blas.h, CUBLAS_OP_T, CUBLAS_OP_N, w->m_, w->n_,
+						 w->k_, &alpha, (const void *)(uintptr_t)w->w,
+						 CUDA_R_16BF, w->k_, (const void *)(uintptr_t)w->x,
+						 CUDA_R_16BF, w->k_, &beta, (void *)(uintptr_t)w->y,
+						 CUDA_R_16BF, w->m_, CUBLAS_COMPUTE_32F,
+						 CUBLAS_GEMM_DEFAULT);
+
+		if (st != CUBLAS_STATUS_SUCCESS) {
+			w->cr = CUDA_SUCCESS;
+			w->blas_status = (int)st;
+			snprintf(w->what, sizeof(w->what), "cublasGemmEx: status %d", (int)st);
+			return -1;
+		}
+		return 0;
+	}
+	for (i = w->first; i < w->first + w->count; i++) {
+		const struct kt_launch *l = i < w->p->nprep ? &w->p->prep[i] :
+					    &w->p->launch[i - w->p->nprep];
+
+		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs)) != CUDA_SUCCESS) {
+			snprintf(w->what, sizeof(w->what), "cuLaunchKernel (%s)", l->kernel);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Marks the failure in w as a result (candidate) or an error (baseline). */
+static void work_fail(struct cu_work *w, int *fatal, struct worker_result *res,
+		      struct kt_err *err)
+{
+	if (w->cr == CUDA_SUCCESS) {
+		/* cuBLAS said no; the context may still be poisoned. */
+		if (w->d->api.CtxSynchronize() != CUDA_SUCCESS)
+			*fatal = 1;
+		kt_err_set(err, KT_ECUDA, "%s", w->what);
+	} else if (w->gemm) {
+		cu_fail(w->d, w->cr, w->what, fatal, err);
+	} else {
+		cand_fail(w->d, w->cr, w->what, fatal, res);
+	}
+}
+
+/* One batch for wk_time: n x [flush, event, work, event], one sync. */
+static int gpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker_result *res,
+		     struct kt_err *err)
+{
+	struct cu_work *w = arg;
+	struct cu_dev *d = w->d;
+	CUresult r = CUDA_SUCCESS;
+	int i;
+
+	if (n > CU_MAX_BATCH)
+		n = CU_MAX_BATCH;	/* wk_time never asks for more */
+	for (i = 0; i < n; i++) {
+		if (w->flush &&
+		    (r = d->api.MemsetD8Async(d->flush, (unsigned char)i, d->flush_bytes,
+					      d->stream)) != CUDA_SUCCESS) {
+			snprintf(w->what, sizeof(w->what), "cuMemsetD8Async (L2 flush)");
+			goto fail;
+		}
+		if ((r = d->api.EventRecord(d->ev[2 * i], d->stream)) != CUDA_SUCCESS) {
+			snprintf(w->what, sizeof(w->what), "cuEventRecord");
+			goto fail;
+		}
+		if (work_enqueue(w) != 0)
+			goto failed;
+		if ((r = d->api.EventRecord(d->ev[2 * i + 1], d->stream)) != CUDA_SUCCESS) {
+			snprintf(w->what, sizeof(w->what), "cuEventRecord");
+			goto fail;
+		}
+	}
+	if ((r = d->api.StreamSynchronize(d->stream)) != CUDA_SUCCESS) {
+		snprintf(w->what, sizeof(w->what), "cuStreamSynchronize (timing)");
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		float ms = 0;
+
+		if ((r = d->api.EventElapsedTime(&ms, d->ev[2 * i], d->ev[2 * i + 1])) !=
+		    CUDA_SUCCESS) {
+			snprintf(w->what, sizeof(w->what), "cuEventElapsedTime");
+			goto fail;
+		}
+		out_us[i] = ms * 1000.0;
+	}
+	return 0;
+fail:
+	w->cr = r;
+failed:
+	work_fail(w, fatal, res, err);
+	return -1;
+}
+
+/* Runs work once between two events; its time in microseconds. */
+static int run_once(struct cu_work *w, double *us, const char *what, int *fatal,
+		    struct worker_result *res, struct kt_err *err)
+{
+	struct cu_dev *d = w->d;
+	CUresult r;
+	float ms = 0;
+
+	if ((r = d->api.EventRecord(d->ev[0], d->stream)) != CUDA_SUCCESS)
+		goto fail;
+	if (work_enqueue(w) != 0)
+		goto failed;
+	if ((r = d->api.EventRecord(d->ev[1], d->stream)) != CUDA_SUCCESS ||
+	    (r = d->api.StreamSynchronize(d->stream)) != CUDA_SUCCESS ||
+	    (r = d->api.EventElapsedTime(&ms, d->ev[0], d->ev[1])) != CUDA_SUCCESS)
+		goto fail;
+	if (us)
+		*us = ms * 1000.0;
+	return 0;
+fail:
+	w->cr = r;
+	snprintf(w->what, sizeof(w->what), "%s", what);
+failed:
+	work_fail(w, fatal, res, err);
+	return -1;
+}
+
+/* Poisons every output buffer with NaN so an element the kernel does not
+ * write cannot pass verification. */
+static CUresult poison_outputs(struct cu_dev *d)
+{
+	CUresult r = CUDA_SUCCESS;
+	int i;
+
+	for (i = 0; i < d->nprob && r == CUDA_SUCCESS; i++) {
+		if (d->bufs[i].role != KT_BUF_OUTPUT)
+			continue;
+		if (d->bufs[i].dtype == KT_BF16)
+			r = d->api.MemsetD16Async(d->dptr[i], 0xffff, d->bufs[i].elems, d->stream);
+		else
+			r = d->api.MemsetD32Async(d->dptr[i], 0xffffffffu, d->bufs[i].elems,
+						  d->stream);
+	}
+	return r;
+}
+
+/* Uploads the kept host inputs again. */
+static CUresult upload_inputs(struct cu_dev *d)
+{
+	CUresult r;
+	int i;
+
+	for (i = 0; i < d->nprob; i++)
+		if (d->host_in[i] &&
+		    (r = d->api.MemcpyHtoD(d->dptr[i], d->host_in[i], buf_bytes(&d->bufs[i]))) !=
+		    CUDA_SUCCESS)
+			return r;
+	return CUDA_SUCCESS;
+}
+
+/* Downloads output i as float into dst. */
+static CUresult download_output(struct cu_dev *d, int i, float *dst)
+{
+	size_t bytes = buf_bytes(&d->bufs[i]);
+	void *tmp = malloc(bytes ? bytes : 1);
+	CUresult r;
+
+	if (!tmp)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = d->api.MemcpyDtoH(tmp, d->dptr[i], bytes);
+	if (r == CUDA_SUCCESS)
+		wk_to_float(d->bufs[i].dtype, tmp, dst, d->bufs[i].elems);
+	free(tmp);
+	return r;
+}
+
+int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_shape *s,
+		   uint64_t seed, const struct kt_plan *ref, const void *const *cubins,
+		   const size_t *lens, int *fatal, struct kt_err *err)
+{
+	struct cu_mods mods;
+	struct worker_result res;
+	struct cu_work w;
+	char what[128];
+	CUresult r = CUDA_SUCCESS;
+	int i, nb, rc = -1, nonfinite = 0;
+	double sq_diff = 0, sq_ref = 0;
+
+	memset(&mods, 0, sizeof(mods));
+	memset(&res, 0, sizeof(res));
+	problem_release(d);
+	nb = f->buffers(s, NULL, d->bufs);
+	if (nb < 1 || nb > KT_MAX_BUFS) {
+		kt_err_set(err, KT_EINTERNAL, "%s: %d problem buffers", f->name, nb);
+		goto out;
+	}
+	if (wk_plan_check(ref, nb, what, sizeof(what)) != 0 || ref->nlaunch < 1) {
+		kt_err_set(err, KT_EINTERNAL, "%s: bad reference plan: %s", f->name,
+			   ref->nlaunch < 1 ? "no launches" : what);
+		goto out;
+	}
+	d->nprob = nb;
+	for (i = 0; i < nb; i++) {
+		const struct kt_buf *b = &d->bufs[i];
+		size_t bytes = buf_bytes(b);
+
+		if (b->elems == 0 || bytes / kt_dtype_size(b->dtype) != b->elems) {
+			kt_err_set(err, KT_EINTERNAL, "%s: buffer %s has %zu elements", f->name,
+				   b->name, b->elems);
+			goto out;
+		}
+		if ((r = d->api.MemAlloc(&d->dptr[i], bytes)) != CUDA_SUCCESS) {
+			d->dptr[i] = 0;
+			snprintf(what, sizeof(what), "allocating %s (%zu bytes)", b->name, bytes);
+			cu_fail(d, r, what, fatal, err);
+			goto out;
+		}
+		if (b->role == KT_BUF_INPUT) {
+			if (!(d->host_in[i] = malloc(bytes))) {
+				kt_err_set(err, KT_EINTERNAL, "out of memory for %s", b->name);
+				goto out;
+			}
+			if (wk_fill_input(f, s, i, b, d->host_in[i], seed, err) != 0)
+				goto out;
+		} else if (b->role == KT_BUF_OUTPUT) {
+			if (!(d->ref[i] = malloc(b->elems * sizeof(float)))) {
+				kt_err_set(err, KT_EINTERNAL, "out of memory for %s", b->name);
+				goto out;
+			}
+		}
+	}
+	if ((r = upload_inputs(d)) != CUDA_SUCCESS || (r = poison_outputs(d)) != CUDA_SUCCESS) {
+		cu_fail(d, r, "uploading the inputs", fatal, err);
+		goto out;
+	}
+	if ((r = mods_load(d, ref, cubins, lens, &mods, what, sizeof(what))) != CUDA_SUCCESS) {
+		cu_fail(d, r, what, fatal, err);
+		goto out;
+	}
+	/* The reference runs its prep launches and its launches in order. */
+	memset(&w, 0, sizeof(w));
+	w.d = d;
+	w.p = ref;
+	w.m = &mods;
+	w.ptrs = d->dptr;
+	w.first = 0;
+	w.count = ref->nprep + ref->nlaunch;
+	/* A reference failure is ours, not a candidate's: report it as err. */
+	if (work_enqueue(&w) != 0 || (r = d->api.StreamSynchronize(d->stream)) != CUDA_SUCCESS) {
+		if (w.cr == CUDA_SUCCESS)
+			w.cr = r;
+		cu_fail(d, w.cr, w.what[0] ? w.what : "the reference", fatal, err);
+		goto out;
+	}
+	for (i = 0; i < nb; i++) {
+		if (d->bufs[i].role != KT_BUF_OUTPUT)
+			continue;
+		if ((r = download_output(d, i, d->ref[i])) != CUDA_SUCCESS) {
+			cu_fail(d, r, "downloading the reference", fatal, err);
+			goto out;
+		}
+		wk_compare(d->ref[i], d->ref[i], d->bufs[i].elems, &sq_diff, &sq_ref, &nonfinite);
+	}
+	if (nonfinite) {
+		kt_err_set(err, KT_EINTERNAL, "%s: the GPU reference left %d non-finite outputs",
+			   f->name, nonfinite);
+		goto out;
+	}
+	d->f = f;
+	d->s = *s;
+	rc = 0;
+out:
+	mods_unload(d, &mods);
+	if (rc != 0 && !*fatal)
+		problem_release(d);
+	return rc;
+}
+
+int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_plan *p,
+		const void *const *cubins, const size_t *lens, const struct wk_timing *t,
+		struct worker_result *res, int *fatal, struct kt_err *err)
+{
+	struct kt_buf bufs[KT_MAX_BUFS];
+	CUdeviceptr ptrs[KT_MAX_BUFS];
+	struct cu_mods mods;
+	struct cu_work w;
+	char what[160];
+	CUresult r;
+	double sq_diff = 0, sq_ref = 0, est_us = 0;
+	float *got = NULL;
+	int i, nb, rc = -1;
+
+	memset(&mods, 0, sizeof(mods));
+	memset(ptrs, 0, sizeof(ptrs));
+	res->rel_err = -1;
+	if (!d->f)
+		return kt_err_set(err, KT_EINVAL, "no problem set");
+	nb = d->f->buffers(&d->s, c, bufs);
+	if (nb < d->nprob || nb > KT_MAX_BUFS) {
+		res->status = WORKER_LAUNCH_ERROR;
+		snprintf(res->message, sizeof(res->message), "family gives %d buffers for the config",
+			 nb);
+		return 0;
+	}
+	for (i = 0; i < d->nprob; i++)
+		if (bufs[i].elems != d->bufs[i].elems || bufs[i].dtype != d->bufs[i].dtype) {
+			res->status = WORKER_LAUNCH_ERROR;
+			snprintf(res->message, sizeof(res->message),
+				 "buffer %d differs from the problem's", i);
+			return 0;
+		}
+	if (wk_plan_check(p, nb, what, sizeof(what)) != 0 || p->nlaunch < 1) {
+		res->status = WORKER_LAUNCH_ERROR;
+		snprintf(res->message, sizeof(res->message), "invalid plan: %s",
+			 p->nlaunch < 1 ? "no launches" : what);
+		return 0;
+	}
+	for (i = 0; i < d->nprob; i++)
+		ptrs[i] = d->dptr[i];
+	/* Scratch: zeroed so that a prep-less candidate starts from the same
+	 * state every time. */
+	for (i = d->nprob; i < nb; i++) {
+		size_t bytes = buf_bytes(&bufs[i]);
+
+		if ((r = d->api.MemAlloc(&ptrs[i], bytes ? bytes : 1)) != CUDA_SUCCESS) {
+			ptrs[i] = 0;
+			snprintf(what, sizeof(what), "allocating scratch %s (%zu bytes)", bufs[i].name,
+				 bytes);
+			cand_fail(d, r, what, fatal, res);
+			rc = 0;
+			goto out;
+		}
+		if (bytes && (r = d->api.MemsetD8Async(ptrs[i], 0, bytes, d->stream)) != CUDA_SUCCESS) {
+			cand_fail(d, r, "clearing scratch", fatal, res);
+			rc = 0;
+			goto out;
+		}
+	}
+	if ((r = mods_load(d, p, cubins, lens, &mods, what, sizeof(what))) != CUDA_SUCCESS) {
+		cand_fail(d, r, what, fatal, res);
+		rc = 0;
+		goto out;
+	}
+	memset(&w, 0, sizeof(w));
+	w.d = d;
+	w.p = p;
+	w.m = &mods;
+	w.ptrs = ptrs;
+	if (p->nprep > 0) {
+		w.first = 0;
+		w.count = p->nprep;
+		if (run_once(&w, NULL, "prep launches", fatal, res, err) != 0) {
+			rc = 0;
+			goto out;
+		}
+	}
+	w.first = p->nprep;
+	w.count = p->nlaunch;
+	if ((r = poison_outputs(d)) != CUDA_SUCCESS) {
+		cand_fail(d, r, "poisoning the outputs", fatal, res);
+		rc = 0;
+		goto out;
+	}
+	if (run_once(&w, &est_us, "cuStreamSynchronize (verification run)", fatal, res, err) != 0) {
+		rc = 0;
+		goto out;
+	}
+	for (i = 0; i < d->nprob; i++) {
+		if (d->bufs[i].role != KT_BUF_OUTPUT)
+			continue;
+		free(got);
+		if (!(got = malloc(d->bufs[i].elems * sizeof(float)))) {
+			kt_err_set(err, KT_EINTERNAL, "out of memory");
+			goto out;
+		}
+		if ((r = download_output(d, i, got)) != CUDA_SUCCESS) {
+			cand_fail(d, r, "downloading the outputs", fatal, res);
+			rc = 0;
+			goto out;
+		}
+		wk_compare(got, d->ref[i], d->bufs[i].elems, &sq_diff, &sq_ref, &res->nonfinite);
+	}
+	res->rel_err = sq_ref > 0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
+	if (res->nonfinite || !(res->rel_err <= d->f->tol)) {
+		res->status = WORKER_WRONG;
+		snprintf(res->message, sizeof(res->message),
+			 "relative L2 error %.3g (tolerance %.3g), %d non-finite", res->rel_err,
+			 d->f->tol, res->nonfinite);
+		rc = 0;
+		goto out;
+	}
+	for (i = 0; i < t->warmup; i++)
+		if (work_enqueue(&w) != 0) {
+			work_fail(&w, fatal, res, err);
+			rc = 0;
+			goto out;
+		}
+	w.flush = t->flush_l2;
+	if (wk_time(t, est_us, gpu_batch, &w, fatal, res, err) != 0) {
+		/* A candidate failing while timed is a result; anything else
+		 * (out of memory on the host) is ours. */
+		rc = err->code == KT_OK ? 0 : -1;
+		goto out;
+	}
+	res->status = WORKER_OK;
+	rc = 0;
+out:
+	free(got);
+	mods_unload(d, &mods);
+	for (i = d->nprob; i < KT_MAX_BUFS; i++)
+		if (ptrs[i])
+			d->api.MemFree(ptrs[i]);
+	/* A candidate that went wrong may have written over the inputs.
+	 * NEEDSWORK: one that verified but wrote over an input during its
+	 * timed runs goes unnoticed; a checksum of the inputs would catch it. */
+	if (!*fatal && (rc != 0 || res->status != WORKER_OK) && upload_inputs(d) != CUDA_SUCCESS)
+		*fatal = 1;
+	return rc;
+}
+
+/* ---- the cuBLAS baseline ---- */
+
+static int blas_load(struct cu_dev *d, struct worker_result *res)
+{
+	static const char *const libs[] = { "libcublas.so.13", "libcublas.so" };
+	struct cu_blas *b = &d->blas;
+	void *sym;
+	size_t i;
+
+	if (b->h)
+		return 1;
+	for (i = 0; i < sizeof(libs) / sizeof(libs[0]) && !b->lib; i++)
+		b->lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+	if (!b->lib) {
+		snprintf(res->message, sizeof(res->message), "cuBLAS not found (libcublas.so.13)");
+		return 0;
+	}
+#define BLAS_SYM(field, name)                                     \
+	do {                                                      \
+		if (!(sym = dlsym(b->lib, name)))                 \
+			goto missing;                             \
+		memcpy(&b->field, &sym, sizeof(b->field));        \
+	} while (0)
+	BLAS_SYM(create, "cublasCreate_v2");
+	BLAS_SYM(destroy, "cublasDestroy_v2");
+	BLAS_SYM(set_stream, "cublasSetStream_v2");
+	BLAS_SYM(gemm, "cublasGemmEx");
+#undef BLAS_SYM
+	if (b->create(&b->h) != CUBLAS_STATUS_SUCCESS) {
+		b->h = NULL;
+		snprintf(res->message, sizeof(res->message), "cublasCreate failed");
+		blas_release(b);
+		return 0;
+	}
+	if (b->set_stream(b->h, d->stream) != CUBLAS_STATUS_SUCCESS) {
+		snprintf(res->message, sizeof(res->message), "cublasSetStream failed");
+		blas_release(b);
+		return 0;
+	}
+	return 1;
+missing:
+	snprintf(res->message, sizeof(res->message), "cuBLAS lacks an entry point: %s", dlerror());
+	blas_release(b);
+	return 0;
+}
+
+/* Index of the problem buffer with this name (or, failing that, the only
+ * one of this role and size), else -1. */
+static int find_buf(const struct cu_dev *d, const char *const *names, enum kt_buf_role role,
+		    size_t elems)
+{
+	int i, j, hit = -1, hits = 0;
+
+	for (j = 0; names[j]; j++)
+		for (i = 0; i < d->nprob; i++)
+			if (strcmp(d->bufs[i].name, names[j]) == 0 && d->bufs[i].role == role &&
+			    d->bufs[i].elems == elems && d->bufs[i].dtype == KT_BF16)
+				return i;
+	for (i = 0; i < d->nprob; i++)
+		if (d->bufs[i].role == role && d->bufs[i].elems == elems &&
+		    d->bufs[i].dtype == KT_BF16) {
+			hit = i;
+			hits++;
+		}
+	return hits == 1 ? hit : -1;
+}
+
+/* A temporary bf16 tensor filled from a fixed seed. */
+static CUresult temp_tensor(struct cu_dev *d, size_t elems, uint64_t seed, CUdeviceptr *out)
+{
+	uint16_t *host = malloc(elems * sizeof(uint16_t));
+	CUresult r;
+
+	*out = 0;
+	if (!host)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	kt_fill_bf16(host, elems, seed, 1.0);
+	r = d->api.MemAlloc(out, elems * sizeof(uint16_t));
+	if (r == CUDA_SUCCESS && (r = d->api.MemcpyHtoD(*out, host, elems * 2)) != CUDA_SUCCESS) {
+		d->api.MemFree(*out);
+		*out = 0;
+	}
+	free(host);
+	return r;
+}
+
+int cu_dev_baseline(struct cu_dev *d, const char *name, const struct wk_timing *t,
+		    struct worker_result *res, int *fatal, struct kt_err *err)
+{
+	static const char *const x_names[] = { "x", "X", NULL };
+	static const char *const w_names[] = { "W", "w", NULL };
+	long tokens, in, out;
+	CUdeviceptr tmp_x = 0, tmp_w = 0, tmp_y = 0;
+	struct cu_work w;
+	double est_us = 0;
+	CUresult r;
+	int i, xi, wi, rc = -1;
+
+	res->rel_err = -1;
+	if (strcmp(name, "cublas_dense") != 0) {
+		rc = 0;
+		snprintf(res->message, sizeof(res->message), "no baseline named %s", name);
+		goto out;
+	}
+	tokens = kt_shape_get(d->f, &d->s, "tokens");
+	in = kt_shape_get(d->f, &d->s, "in");
+	out = kt_shape_get(d->f, &d->s, "out");
+	if (tokens < 1 || in < 1 || out < 1) {
+		rc = 0;
+		snprintf(res->message, sizeof(res->message), "%s is not a linear family",
+			 d->f->name);
+		goto out;
+	}
+	if (tokens > 0x7fffffffL || in > 0x7fffffffL || out > 0x7fffffffL) {
+		rc = 0;
+		snprintf(res->message, sizeof(res->message), "shape too large for cuBLAS int dims");
+		goto out;
+	}
+	if (!blas_load(d, res)) {
+		rc = 0;
+		goto out;
+	}
+	memset(&w, 0, sizeof(w));
+	w.d = d;
+	w.gemm = 1;
+	w.m_ = (int)out;
+	w.n_ = (int)tokens;
+	w.k_ = (int)in;
+	/* The problem's own x and W where it has them (lowrank has no W). */
+	xi = find_buf(d, x_names, KT_BUF_INPUT, (size_t)tokens * (size_t)in);
+	wi = find_buf(d, w_names, KT_BUF_INPUT, (size_t)out * (size_t)in);
+	if (wi == xi)
+		wi = -1;
+	if (xi >= 0)
+		w.x = d->dptr[xi];
+	else if ((r = temp_tensor(d, (size_t)tokens * (size_t)in, 0x78, &tmp_x)) != CUDA_SUCCESS)
+		goto cuda_fail;
+	if (wi >= 0)
+		w.w = d->dptr[wi];
+	else if ((r = temp_tensor(d, (size_t)out * (size_t)in, 0x57, &tmp_w)) != CUDA_SUCCESS)
+		goto cuda_fail;
+	if (tmp_x)
+		w.x = tmp_x;
+	if (tmp_w)
+		w.w = tmp_w;
+	/* Its own y: the problem's outputs stay as the candidates left them. */
+	if ((r = d->api.MemAlloc(&tmp_y, (size_t)tokens * (size_t)out * 2)) != CUDA_SUCCESS) {
+		tmp_y = 0;
+		goto cuda_fail;
+	}
+	w.y = tmp_y;
+	if (run_once(&w, &est_us, "cublasGemmEx (first call)", fatal, res, err) != 0)
+		goto out;
+	for (i = 0; i < t->warmup; i++)
+		if (work_enqueue(&w) != 0) {
+			work_fail(&w, fatal, res, err);
+			goto out;
+		}
+	w.flush = t->flush_l2;
+	if (wk_time(t, est_us, gpu_batch, &w, fatal, res, err) != 0)
+		goto out;
+	res->status = WORKER_OK;
+	snprintf(res->message, sizeof(res->message), "cublasGemmEx bf16, compute 32F, %s, %s",
+		 xi >= 0 ? "problem x" : "temporary x", wi >= 0 ? "problem W" : "temporary W");
+	rc = 1;
+	goto out;
+cuda_fail:
+	cu_fail(d, r, "baseline buffers", fatal, err);
+out:
+	if (tmp_x)
+		d->api.MemFree(tmp_x);
+	if (tmp_w)
+		d->api.MemFree(tmp_w);
+	if (tmp_y)
+		d->api.MemFree(tmp_y);
+	return rc;
+}

@@ -1,0 +1,635 @@
+/*
+ * worker_child.c -- the child side of the worker: `ktune __worker`.
+ *
+ * Reads one command at a time from fd WK_FD_CMD, answers each on
+ * WK_FD_REPLY, and exits when the parent says so, when the pipe closes, or
+ * after a reply marked fatal (the CUDA context is poisoned: only a new
+ * process gets a clean one). Two backends: CUDA (tuner/cuda.c) and the CPU
+ * test device below, which runs the selftest family on the host -- a real
+ * SIGSEGV for `fault`, a real endless loop for `hang` -- so that CI proves
+ * the parent's crash and hang handling without a GPU.
+ *
+ * Also here: what both backends share (plan checks, input generation,
+ * verification, the timing policy).
+ */
+#include "worker.h"
+#include "worker_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <unistd.h>
+
+/* ---- shared by both backends ---- */
+
+int wk_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen)
+{
+	const struct kt_launch *l;
+	int i, j;
+
+	if (p->nprograms < 0 || p->nprograms > KT_MAX_PROGRAMS ||
+	    p->nprep < 0 || p->nprep > KT_MAX_LAUNCHES ||
+	    p->nlaunch < 0 || p->nlaunch > KT_MAX_LAUNCHES) {
+		snprintf(why, whylen, "plan counts out of range (%d programs, %d prep, %d launches)",
+			 p->nprograms, p->nprep, p->nlaunch);
+		return -1;
+	}
+	for (i = 0; i < p->nprep + p->nlaunch; i++) {
+		l = i < p->nprep ? &p->prep[i] : &p->launch[i - p->nprep];
+		if (l->program < 0 || l->program >= p->nprograms) {
+			snprintf(why, whylen, "launch %d uses program %d of %d", i, l->program,
+				 p->nprograms);
+			return -1;
+		}
+		if (!memchr(l->kernel, 0, sizeof(l->kernel)) || !l->kernel[0]) {
+			snprintf(why, whylen, "launch %d has no kernel name", i);
+			return -1;
+		}
+		if (l->nargs < 0 || l->nargs > KT_MAX_ARGS) {
+			snprintf(why, whylen, "launch %d has %d args", i, l->nargs);
+			return -1;
+		}
+		for (j = 0; j < l->nargs; j++) {
+			if (l->args[j].kind < KT_ARG_BUF || l->args[j].kind > KT_ARG_F32) {
+				snprintf(why, whylen, "launch %d arg %d: bad kind", i, j);
+				return -1;
+			}
+			if (l->args[j].kind == KT_ARG_BUF &&
+			    (l->args[j].buf < 0 || l->args[j].buf >= nbufs)) {
+				snprintf(why, whylen, "launch %d arg %d: buffer %d of %d", i, j,
+					 l->args[j].buf, nbufs);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+int wk_fill_input(const struct kt_family *f, const struct kt_shape *s, int i,
+		  const struct kt_buf *b, void *host, uint64_t seed, struct kt_err *err)
+{
+	uint64_t bs = worker_buffer_seed(seed, i);
+	size_t k;
+
+	if (f->fill)
+		return f->fill(s, i, host, bs) == 0 ? 0 :
+		       kt_err_set(err, KT_EINTERNAL, "%s: filling input %s failed", f->name, b->name);
+	switch (b->dtype) {
+	case KT_BF16:
+		kt_fill_bf16(host, b->elems, bs, b->scale > 0 ? b->scale : 1.0);
+		return 0;
+	case KT_F32:
+		for (k = 0; k < b->elems; k++)
+			((float *)host)[k] = kt_fill_value(bs, k, b->scale > 0 ? b->scale : 1.0);
+		return 0;
+	case KT_I32:
+		break;
+	}
+	return kt_err_set(err, KT_EINTERNAL, "%s: input %s is int32 and the family has no fill",
+			  f->name, b->name);
+}
+
+void wk_to_float(enum kt_dtype t, const void *src, float *dst, size_t n)
+{
+	size_t i;
+
+	switch (t) {
+	case KT_BF16:
+		for (i = 0; i < n; i++)
+			dst[i] = kt_bf16_to_f32(((const uint16_t *)src)[i]);
+		break;
+	case KT_F32:
+		memcpy(dst, src, n * sizeof(float));
+		break;
+	case KT_I32:
+		for (i = 0; i < n; i++)
+			dst[i] = (float)((const int32_t *)src)[i];
+		break;
+	}
+}
+
+void wk_compare(const float *got, const float *ref, size_t n, double *sq_diff,
+		double *sq_ref, int *nonfinite)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		double d;
+
+		if (!isfinite(got[i])) {
+			(*nonfinite)++;
+			continue;
+		}
+		d = (double)got[i] - (double)ref[i];
+		*sq_diff += d * d;
+		*sq_ref += (double)ref[i] * (double)ref[i];
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorted copy statistics of v[0..n). */
+static void stats(const double *v, int n, double *scratch, struct worker_result *res)
+{
+	int p90;
+
+	memcpy(scratch, v, (size_t)n * sizeof(double));
+	qsort(scratch, (size_t)n, sizeof(double), cmp_double);
+	res->min_us = scratch[0];
+	res->median_us = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+	p90 = (int)ceil(0.9 * n) - 1;
+	res->p90_us = scratch[p90 < 0 ? 0 : p90];
+	res->spread = res->median_us > 0 ? (res->p90_us - res->min_us) / res->median_us : 0;
+	res->reps = n;
+}
+
+int wk_time(const struct wk_timing *t, double est_us, wk_batch_fn fn, void *arg,
+	    int *fatal, struct worker_result *res, struct kt_err *err)
+{
+	int max_reps = t->max_reps > 0 && t->max_reps <= WK_MAX_REPS ? t->max_reps : 200;
+	int min_reps = t->min_reps > 0 ? t->min_reps : 10;
+	double budget_us = (t->budget_ms > 0 ? t->budget_ms : 400) * 1000.0;
+	double stable = t->stable_pct > 0 ? t->stable_pct : 0.5;
+	double *times = NULL, *sorted = NULL, prev = -1, start = wk_now();
+	int reps = 0, batch, rc = -1;
+
+	if (!(times = malloc((size_t)max_reps * sizeof(double))) ||
+	    !(sorted = malloc((size_t)max_reps * sizeof(double)))) {
+		kt_err_set(err, KT_EINTERNAL, "timing: out of memory");
+		goto out;
+	}
+	/* Batches amortize the host round trip; a tenth of the budget per
+	 * batch at most, so a slow candidate still stops near its budget. */
+	batch = est_us > 0 ? (int)(budget_us / 10.0 / est_us) : 10;
+	if (batch < 1)
+		batch = 1;
+	if (batch > 32)
+		batch = 32;
+	while (reps < max_reps) {
+		int n = batch < max_reps - reps ? batch : max_reps - reps;
+
+		if (fn(arg, n, times + reps, fatal, res, err) != 0)
+			goto out;
+		reps += n;
+		stats(times, reps, sorted, res);
+		if (reps >= min_reps && prev > 0 &&
+		    fabs(res->median_us - prev) <= stable / 100.0 * res->median_us)
+			break;
+		prev = res->median_us;
+		if ((wk_now() - start) * 1e6 >= budget_us)
+			break;
+	}
+	rc = 0;
+out:
+	free(times);
+	free(sorted);
+	return rc;
+}
+
+/* ---- the CPU test device ---- */
+
+struct cpu_dev {
+	const struct kt_family *f;
+	struct kt_shape s;
+	size_t n;
+	uint16_t *x, *y;	/* host "device" buffers, bf16 */
+	float *ref;		/* expected y */
+};
+
+static void cpu_problem_release(struct cpu_dev *d)
+{
+	free(d->x);
+	free(d->y);
+	free(d->ref);
+	d->x = d->y = NULL;
+	d->ref = NULL;
+	d->f = NULL;
+}
+
+static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struct kt_shape *s,
+		       uint64_t seed, struct kt_err *err)
+{
+	struct kt_buf bufs[KT_MAX_BUFS];
+	const void *in[1];
+	float *out[1];
+	int nb;
+
+	cpu_problem_release(d);
+	if (strcmp(f->name, "selftest") != 0)
+		return kt_err_set(err, KT_EINVAL,
+				  "the cpu test device runs only the selftest family, not %s", f->name);
+	nb = f->buffers(s, NULL, bufs);
+	if (nb != 2 || bufs[0].dtype != KT_BF16 || bufs[1].dtype != KT_BF16 ||
+	    bufs[0].elems != bufs[1].elems)
+		return kt_err_set(err, KT_EINTERNAL, "selftest: unexpected buffers");
+	d->n = bufs[0].elems;
+	if (!(d->x = malloc(d->n * 2)) || !(d->y = malloc(d->n * 2)) ||
+	    !(d->ref = malloc(d->n * sizeof(float)))) {
+		cpu_problem_release(d);
+		return kt_err_set(err, KT_EINTERNAL, "cpu device: out of memory for n=%zu", d->n);
+	}
+	if (wk_fill_input(f, s, 0, &bufs[0], d->x, seed, err) != 0) {
+		cpu_problem_release(d);
+		return -1;
+	}
+	in[0] = d->x;
+	out[0] = d->ref;
+	if (f->cpu_ref(s, in, out, err) != 0) {
+		cpu_problem_release(d);
+		return -1;
+	}
+	d->f = f;
+	d->s = *s;
+	return 0;
+}
+
+/* A real invalid write: a page mapped with no access. volatile keeps the
+ * compiler from dropping or reordering the store. */
+static void cpu_fault(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	volatile int *p = mmap(NULL, page > 0 ? (size_t)page : 4096, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if ((void *)p == MAP_FAILED)
+		p = (volatile int *)(uintptr_t)16;
+	/* Die of the signal itself, as a GPU fault kills the child: a
+	 * sanitizer's SEGV handler would turn it into exit(1). */
+	signal(SIGSEGV, SIG_DFL);
+	*p = 1;
+	/* Not reached: the store above raises SIGSEGV. Make sure anyway. */
+	raise(SIGSEGV);
+}
+
+static void cpu_hang(void)
+{
+	volatile int spin = 1;
+
+	while (spin)
+		;
+}
+
+struct cpu_run {
+	struct cpu_dev *d;
+	int variant;		/* 0 ok, 1 wrong */
+	int unroll;
+};
+
+/* The "kernel": y = 2x (+ 1 for wrong), UNROLL elements per step. */
+static void cpu_kernel(const struct cpu_run *r)
+{
+	const struct cpu_dev *d = r->d;
+	float add = r->variant == 1 ? 1.0f : 0.0f;
+	size_t i, u;
+
+	for (i = 0; i < d->n; i += (size_t)r->unroll)
+		for (u = 0; u < (size_t)r->unroll && i + u < d->n; u++)
+			d->y[i + u] = kt_f32_to_bf16(2.0f * kt_bf16_to_f32(d->x[i + u]) + add);
+}
+
+static int cpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker_result *res,
+		     struct kt_err *err)
+{
+	const struct cpu_run *r = arg;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		double t0 = wk_now();
+
+		cpu_kernel(r);
+		out_us[i] = (wk_now() - t0) * 1e6;
+	}
+	return 0;
+}
+
+static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct wk_timing *t,
+		    struct worker_result *res, int *fatal, struct kt_err *err)
+{
+	struct cpu_run run = { d, 0, 1 };
+	double sq_diff = 0, sq_ref = 0, t0, est;
+	const char *v;
+	float *got = NULL;
+	long unroll;
+	int i, rc = -1;
+
+	if (c->variant < 0 || c->variant >= d->f->nvariants) {
+		res->status = WORKER_LAUNCH_ERROR;
+		snprintf(res->message, sizeof(res->message), "no variant %d", c->variant);
+		return 0;
+	}
+	v = d->f->variants[c->variant];
+	unroll = kt_config_get(d->f, c, "UNROLL");
+	run.unroll = unroll == 2 ? 2 : 1;
+	if (strcmp(v, "fault") == 0)
+		cpu_fault();
+	if (strcmp(v, "hang") == 0)
+		cpu_hang();
+	if (strcmp(v, "launch_error") == 0) {
+		res->status = WORKER_LAUNCH_ERROR;
+		snprintf(res->message, sizeof(res->message),
+			 "launch refused: too many threads per block (cpu test device)");
+		return 0;
+	}
+	if (strcmp(v, "ok") != 0 && strcmp(v, "wrong") != 0) {
+		res->status = WORKER_LAUNCH_ERROR;
+		snprintf(res->message, sizeof(res->message), "cpu test device: no variant %s", v);
+		return 0;
+	}
+	run.variant = strcmp(v, "wrong") == 0;
+	/* Poison, run once, verify. */
+	for (size_t k = 0; k < d->n; k++)
+		d->y[k] = 0xffff;
+	t0 = wk_now();
+	cpu_kernel(&run);
+	est = (wk_now() - t0) * 1e6;
+	if (!(got = malloc(d->n * sizeof(float)))) {
+		kt_err_set(err, KT_EINTERNAL, "cpu device: out of memory");
+		goto out;
+	}
+	wk_to_float(KT_BF16, d->y, got, d->n);
+	wk_compare(got, d->ref, d->n, &sq_diff, &sq_ref, &res->nonfinite);
+	res->rel_err = sq_ref > 0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
+	if (res->nonfinite || !(res->rel_err <= d->f->tol)) {
+		res->status = WORKER_WRONG;
+		snprintf(res->message, sizeof(res->message),
+			 "relative L2 error %.3g (tolerance %.3g), %d non-finite", res->rel_err,
+			 d->f->tol, res->nonfinite);
+		rc = 0;
+		goto out;
+	}
+	for (i = 0; i < t->warmup; i++)
+		cpu_kernel(&run);
+	if (wk_time(t, est, cpu_batch, &run, fatal, res, err) != 0)
+		goto out;
+	res->status = WORKER_OK;
+	rc = 0;
+out:
+	free(got);
+	return rc;
+}
+
+/* ---- the command loop ---- */
+
+struct child {
+	enum worker_backend backend;
+	struct cpu_dev cpu;
+	struct cu_dev *cu;
+	const struct kt_family *f;	/* current problem's family */
+	struct kt_shape s;
+};
+
+/* Splits a payload into its fixed part and the cubins that follow. */
+static int split_cubins(const void *payload, size_t len, size_t fixed, const uint64_t *lens,
+			int nprograms, const void *cubins[KT_MAX_PROGRAMS],
+			size_t out_lens[KT_MAX_PROGRAMS])
+{
+	size_t off = fixed;
+	int i;
+
+	for (i = 0; i < KT_MAX_PROGRAMS; i++) {
+		cubins[i] = NULL;
+		out_lens[i] = 0;
+	}
+	for (i = 0; i < nprograms; i++) {
+		if (lens[i] > len - off)
+			return -1;
+		cubins[i] = (const char *)payload + off;
+		out_lens[i] = (size_t)lens[i];
+		off += (size_t)lens[i];
+	}
+	return off == len ? 0 : -1;
+}
+
+static void on_problem(struct child *ch, const void *payload, size_t len, struct wk_reply *rep,
+		       struct kt_err *err)
+{
+	struct wk_problem pb;
+	const void *cubins[KT_MAX_PROGRAMS];
+	size_t lens[KT_MAX_PROGRAMS];
+	const struct kt_family *f;
+	char why[200];
+	int fatal = 0, i;
+
+	ch->f = NULL;
+	if (len < sizeof(pb)) {
+		rep->rc = kt_err_set(err, KT_EINTERNAL, "problem message too short");
+		return;
+	}
+	memcpy(&pb, payload, sizeof(pb));
+	pb.family[sizeof(pb.family) - 1] = 0;
+	for (i = 0; i < KT_MAX_PROGRAMS; i++)
+		pb.plan.programs[i].tpl = NULL;
+	if (!(f = kt_family_find(pb.family))) {
+		rep->rc = kt_err_set(err, KT_ENOTFOUND, "no family %s in the worker", pb.family);
+		return;
+	}
+	for (i = 0; i < f->ndims; i++)
+		if (pb.shape.v[i] < f->dims[i].min || pb.shape.v[i] > f->dims[i].max) {
+			rep->rc = kt_err_set(err, KT_EINVAL, "%s: %s=%ld out of range", f->name,
+					     f->dims[i].name, pb.shape.v[i]);
+			return;
+		}
+	if (wk_plan_check(&pb.plan, KT_MAX_BUFS, why, sizeof(why)) != 0 ||
+	    split_cubins(payload, len, sizeof(pb), pb.lens, pb.plan.nprograms, cubins, lens) != 0) {
+		rep->rc = kt_err_set(err, KT_EINTERNAL, "bad reference plan for %s: %s", f->name,
+				     why[0] ? why : "cubin lengths do not add up");
+		return;
+	}
+	if (ch->backend == WORKER_BACKEND_CPU)
+		rep->rc = cpu_problem(&ch->cpu, f, &pb.shape, pb.seed, err);
+	else
+		rep->rc = cu_dev_problem(ch->cu, f, &pb.shape, pb.seed, &pb.plan, cubins, lens,
+					 &fatal, err);
+	rep->fatal = fatal;
+	if (rep->rc == 0) {
+		ch->f = f;
+		ch->s = pb.shape;
+	}
+}
+
+static void on_eval(struct child *ch, const void *payload, size_t len, struct wk_reply *rep,
+		    struct kt_err *err)
+{
+	struct wk_eval ev;
+	const void *cubins[KT_MAX_PROGRAMS];
+	size_t lens[KT_MAX_PROGRAMS];
+	int fatal = 0, i;
+
+	if (!ch->f) {
+		rep->rc = kt_err_set(err, KT_EINVAL, "no problem set in the worker");
+		return;
+	}
+	if (len < sizeof(ev)) {
+		rep->rc = kt_err_set(err, KT_EINTERNAL, "eval message too short");
+		return;
+	}
+	memcpy(&ev, payload, sizeof(ev));
+	for (i = 0; i < KT_MAX_PROGRAMS; i++)
+		ev.plan.programs[i].tpl = NULL;
+	if (ev.plan.nprograms < 0 || ev.plan.nprograms > KT_MAX_PROGRAMS ||
+	    split_cubins(payload, len, sizeof(ev), ev.lens, ev.plan.nprograms, cubins, lens) != 0) {
+		rep->rc = kt_err_set(err, KT_EINTERNAL, "eval message: cubin lengths do not add up");
+		return;
+	}
+	if (ch->backend == WORKER_BACKEND_CPU)
+		rep->rc = cpu_eval(&ch->cpu, &ev.cfg, &ev.timing, &rep->res, &fatal, err);
+	else
+		rep->rc = cu_dev_eval(ch->cu, &ev.cfg, &ev.plan, cubins, lens, &ev.timing,
+				      &rep->res, &fatal, err);
+	rep->fatal = fatal;
+}
+
+static void on_baseline(struct child *ch, const void *payload, size_t len, struct wk_reply *rep,
+			struct kt_err *err)
+{
+	struct wk_baseline b;
+	int fatal = 0;
+
+	if (!ch->f) {
+		rep->rc = kt_err_set(err, KT_EINVAL, "no problem set in the worker");
+		return;
+	}
+	if (len != sizeof(b)) {
+		rep->rc = kt_err_set(err, KT_EINTERNAL, "baseline message has %zu bytes", len);
+		return;
+	}
+	memcpy(&b, payload, sizeof(b));
+	b.name[sizeof(b.name) - 1] = 0;
+	if (ch->backend == WORKER_BACKEND_CPU) {
+		rep->rc = 0;
+		snprintf(rep->res.message, sizeof(rep->res.message),
+			 "%s: no vendor library on the cpu test device", b.name);
+		return;
+	}
+	rep->rc = cu_dev_baseline(ch->cu, b.name, &b.timing, &rep->res, &fatal, err);
+	rep->fatal = fatal;
+}
+
+static int parse_args(int argc, char **argv, enum worker_backend *backend, int *device)
+{
+	int i;
+
+	*backend = WORKER_BACKEND_CUDA;
+	*device = 0;
+	/* argv[0] is "__worker" (or the program name): options follow. */
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
+			i++;
+			if (strcmp(argv[i], "cpu") == 0)
+				*backend = WORKER_BACKEND_CPU;
+			else if (strcmp(argv[i], "cuda") == 0)
+				*backend = WORKER_BACKEND_CUDA;
+			else
+				return -1;
+		} else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end || v < 0 || v > 1024)
+				return -1;
+			*device = (int)v;
+		} else if (strcmp(argv[i], "__worker") != 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int worker_child_main(int argc, char **argv)
+{
+	struct child ch;
+	struct wk_hello hello;
+	struct kt_err err = { 0 };
+	struct iovec iov;
+	int rc = 1, device;
+
+	memset(&ch, 0, sizeof(ch));
+	memset(&hello, 0, sizeof(hello));
+	if (parse_args(argc, argv, &ch.backend, &device) != 0) {
+		fprintf(stderr, "usage: ktune __worker --backend cuda|cpu --device N\n");
+		return 2;
+	}
+	if (fcntl(WK_FD_CMD, F_GETFD) < 0 || fcntl(WK_FD_REPLY, F_GETFD) < 0) {
+		fprintf(stderr, "ktune __worker: internal command, started by a sweep "
+				"(needs its pipes on fds %d and %d)\n", WK_FD_CMD, WK_FD_REPLY);
+		return 2;
+	}
+	/* Also when exec'ed by something other than worker.c: never outlive
+	 * the parent. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (ch.backend == WORKER_BACKEND_CPU) {
+		snprintf(hello.info.name, sizeof(hello.info.name), "ktune CPU test device");
+		snprintf(hello.info.uuid, sizeof(hello.info.uuid), "CPU-%d", device);
+		hello.info.sms = 1;
+		hello.info.max_threads = 1024;
+	} else if (cu_dev_open(device, &ch.cu, &hello.info, &err) != 0) {
+		hello.rc = -1;
+		hello.code = err.code;
+		snprintf(hello.msg, sizeof(hello.msg), "%s", err.msg);
+	}
+	iov.iov_base = &hello;
+	iov.iov_len = sizeof(hello);
+	if (wk_send(WK_FD_REPLY, WK_MSG_HELLO, &iov, 1, -1) != 0 || hello.rc != 0)
+		goto out;
+	for (;;) {
+		struct wk_reply rep;
+		void *payload = NULL;
+		size_t len = 0;
+		uint32_t type = 0;
+
+		if (wk_recv(WK_FD_CMD, &type, &payload, &len, WK_MAX_PAYLOAD, -1) != 0)
+			break;	/* EOF: the parent is gone */
+		if (type == WK_MSG_QUIT) {
+			free(payload);
+			rc = 0;
+			break;
+		}
+		memset(&rep, 0, sizeof(rep));
+		rep.res.rel_err = -1;
+		kt_err_clear(&err);
+		switch (type) {
+		case WK_MSG_PROBLEM:
+			on_problem(&ch, payload, len, &rep, &err);
+			break;
+		case WK_MSG_EVAL:
+			on_eval(&ch, payload, len, &rep, &err);
+			break;
+		case WK_MSG_BASELINE:
+			on_baseline(&ch, payload, len, &rep, &err);
+			break;
+		default:
+			rep.rc = kt_err_set(&err, KT_EINTERNAL, "unknown command %u", type);
+			break;
+		}
+		free(payload);
+		if (rep.rc < 0) {
+			rep.code = err.code ? err.code : KT_EINTERNAL;
+			snprintf(rep.msg, sizeof(rep.msg), "%s", err.msg);
+		}
+		iov.iov_base = &rep;
+		iov.iov_len = sizeof(rep);
+		if (wk_send(WK_FD_REPLY, WK_MSG_REPLY, &iov, 1, -1) != 0)
+			break;
+		if (rep.fatal) {
+			rc = 3;
+			break;
+		}
+	}
+out:
+	cpu_problem_release(&ch.cpu);
+	/* A poisoned context is torn down by the exit itself. */
+	if (rc != 3)
+		cu_dev_close(ch.cu);
+	return rc;
+}
