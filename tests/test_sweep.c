@@ -67,7 +67,7 @@ static void test_planted_failures_do_not_stop_a_sweep(void)
 	if (e.code)
 		fprintf(stderr, "sweep: %s\n", e.msg);
 	CU_ASSERT_EQUAL(s.interrupted, 0);
-	CU_ASSERT(s.planned >= 6);
+	CU_ASSERT(s.planned >= 5);	/* one config per variant at least */
 	CU_ASSERT_EQUAL(s.evaluated, s.planned);
 	CU_ASSERT(s.n_fault >= 1);
 	CU_ASSERT(s.n_timeout >= 1);
