@@ -516,6 +516,19 @@ static void on_baseline(struct child *ch, const void *payload, size_t len, struc
 	rep->fatal = fatal;
 }
 
+/* How many CPU test devices there are: $KTUNE_CPU_DEVICES, else 2. */
+static int cpu_device_count(void)
+{
+	const char *v = getenv("KTUNE_CPU_DEVICES");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return 2;
+	n = strtol(v, &end, 10);
+	return *end || n < 0 || n > 64 ? 2 : (int)n;
+}
+
 static int parse_args(int argc, char **argv, enum worker_backend *backend, int *device)
 {
 	int i;
@@ -568,7 +581,14 @@ int worker_child_main(int argc, char **argv)
 	/* Also when exec'ed by something other than worker.c: never outlive
 	 * the parent. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (ch.backend == WORKER_BACKEND_CPU) {
+	if (ch.backend == WORKER_BACKEND_CPU && device >= cpu_device_count()) {
+		/* Like a GPU ordinal past the last one, so multi-device code
+		 * (probing "all", taking a device out) is testable on CI. */
+		hello.rc = -1;
+		hello.code = KT_ENOGPU;
+		snprintf(hello.msg, sizeof(hello.msg), "no CPU test device %d (%d found; "
+			 "KTUNE_CPU_DEVICES sets how many)", device, cpu_device_count());
+	} else if (ch.backend == WORKER_BACKEND_CPU) {
 		snprintf(hello.info.name, sizeof(hello.info.name), "ktune CPU test device");
 		snprintf(hello.info.uuid, sizeof(hello.info.uuid), "CPU-%d", device);
 		hello.info.sms = 1;
