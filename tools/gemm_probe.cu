@@ -5,11 +5,16 @@
  * build, checks each against cuBLAS on the same inputs (relative L2 error)
  * and times both with CUDA events, L2 flushed before every repetition.
  *
- *   nvcc -O3 -std=c++17 -arch=sm_90 -Itemplates -o build-dev/gemm_probe \
- *        tools/gemm_probe.cu -lcublas
+ *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Itemplates \
+ *        -o build-dev/gemm_probe tools/gemm_probe.cu -lcublas
  *   build-dev/gemm_probe [reps]        prints one line per (shape, config)
+ *
+ * Built on the build machine, run on the H200 with the run tool (carry
+ * build-dev, LD_LIBRARY_PATH=/usr/local/cuda/lib64); ~10 s for the lists in
+ * gemm_probe_cfgs.h / gemm_probe_fcfgs.h and the split-K list below.
  */
 #define KT_GEMM_NO_KERNELS 1
+#define KT_WGMMA 1
 #include "../templates/gemm.cu"
 
 #include <cublas_v2.h>
@@ -41,6 +46,62 @@ k_fused(const bf *X, const bf *V, const bf *U, bf *Y, int M, int K, int N)
 	ktg::lowrank_fused_body<BM, BN, BK, WM, WN, ST, R>(X, V, U, Y, M, K, N);
 }
 
+template <int BM, int BN, int ST, int GM, int INFL = 1>
+__global__ void __launch_bounds__(BM / 64 * 128, 1)
+k_wgmma(const bf *A, const bf *B, bf *C, int M, int N, int K, long long lda, long long ldb,
+	long long ldc, long long sA, long long sB, long long sC)
+{
+	ktg::gemm_tn_wgmma_body<BM, BN, ST, GM, false, INFL>(A, B, C, M, N, K, lda, ldb, ldc, sA,
+							     sB, sC);
+}
+
+/* split-K, as gemm.cu's gemm_tn does it with -DSPLIT_K: C is the fp32 workspace */
+template <int BM, int BN, int BK, int WM, int WN, int ST, int WG, int SK>
+__global__ void __launch_bounds__(WM * WN * 32, 1)
+k_split(const bf *A, const bf *B, float *W, int M, int N, int K)
+{
+	const int kc = (K + BK * SK - 1) / (BK * SK) * BK, k0 = blockIdx.y * kc;
+	const long long ld = K;	/* the row stride stays the full K */
+
+	A += k0;
+	B += k0;
+	K = min(K - k0, kc);
+	W += (long long)blockIdx.y * M * N;
+	if constexpr (WG != 0)
+		ktg::gemm_tn_wgmma_body<BM, BN, ST, 8, true>(A, B, W, M, N, K, ld, ld, N, 0, 0, 0);
+	else
+		ktg::gemm_tn_body<BM, BN, BK, WM, WN, ST, 1, true>(A, B, W, M, N, K, ld, ld, N, 0, 0,
+								  0);
+}
+
+__global__ void k_reduce(const float *W, bf *C, int M, int N, long long ldc, int splits)
+{
+	ktg::splitk_reduce_body(W, C, M, N, ldc, splits);
+}
+
+struct scfg {
+	const char *name;
+	void (*fn)(const bf *, const bf *, float *, int, int, int);
+	int bm, bn, bk, wm, wn, st, wg, sk;
+};
+#define S(BM, BN, BK, WM, WN, ST, WG, SK) \
+	{#BM "x" #BN "x" #BK " w" #WM "x" #WN " s" #ST " wg" #WG " split" #SK, \
+	 k_split<BM, BN, BK, WM, WN, ST, WG, SK>, BM, BN, BK, WM, WN, ST, WG, SK}
+static const scfg scfgs[] = {
+	S(16, 64, 64, 1, 4, 4, 0, 2),
+	S(16, 64, 64, 1, 4, 4, 0, 4),
+	S(16, 128, 64, 1, 4, 4, 0, 4),
+	S(64, 64, 64, 2, 2, 4, 0, 2),
+	S(64, 64, 64, 2, 2, 4, 0, 4),
+	S(128, 128, 64, 8, 1, 5, 1, 2),
+	S(128, 128, 64, 8, 1, 4, 1, 2),
+	S(128, 256, 64, 8, 1, 4, 1, 2),
+	S(64, 128, 64, 4, 1, 4, 1, 2),
+	S(64, 128, 64, 4, 1, 4, 1, 4),
+	S(128, 64, 64, 8, 1, 4, 1, 2),
+	S(128, 64, 64, 8, 1, 4, 1, 4),
+};
+
 typedef void (*gemm_fn)(const bf *, const bf *, bf *, int, int, int, long long, long long,
 			long long, long long, long long, long long);
 typedef void (*fused_fn)(const bf *, const bf *, const bf *, bf *, int, int, int);
@@ -49,11 +110,18 @@ struct gcfg {
 	const char *name;
 	gemm_fn fn;
 	int bm, bn, bk, wm, wn, st;
+	int wg;		/* 1: wgmma body */
 };
 
 #define G(BM, BN, BK, WM, WN, ST, GM) \
 	{#BM "x" #BN "x" #BK " w" #WM "x" #WN " s" #ST " g" #GM, \
-	 k_gemm<BM, BN, BK, WM, WN, ST, GM>, BM, BN, BK, WM, WN, ST}
+	 k_gemm<BM, BN, BK, WM, WN, ST, GM>, BM, BN, BK, WM, WN, ST, 0}
+#define W(BM, BN, ST, GM) \
+	{"wgmma " #BM "x" #BN "x64 s" #ST " g" #GM, \
+	 k_wgmma<BM, BN, ST, GM>, BM, BN, 64, BM / 16, 1, ST, 1}
+#define W0(BM, BN, ST, GM) \
+	{"wgmma0 " #BM "x" #BN "x64 s" #ST " g" #GM, \
+	 k_wgmma<BM, BN, ST, GM, 0>, BM, BN, 64, BM / 16, 1, ST, 1}
 
 static const gcfg gcfgs[] = {
 #include "gemm_probe_cfgs.h"
@@ -151,7 +219,7 @@ static void cublas_tn(const bf *A, const bf *B, bf *C, int M, int N, int K)
 
 static void launch_g(const gcfg &c, const bf *A, const bf *B, bf *C, int M, int N, int K)
 {
-	int smem = c.st * (c.bm + c.bn) * c.bk * 2;
+	int smem = c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0);
 	dim3 grid(((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn), 1, 1);
 	c.fn<<<grid, c.wm * c.wn * 32, smem>>>(A, B, C, M, N, K, K, K, N, 0, 0, 0);
 }
@@ -161,14 +229,17 @@ int main(int argc, char **argv)
 	int reps = argc > 1 ? atoi(argv[1]) : 30;
 	struct { int M, N, K; } shapes[] = {
 		{1024, 4096, 4096}, {16, 4096, 4096}, {77, 136, 264}, {1000, 4104, 4096},
-		{1024, 1024, 4096}, {4096, 4096, 4096},
+		{1024, 1024, 4096}, {1024, 4096, 1024}, {1024, 256, 4096}, {4096, 4096, 4096},
 	};
 	CK(cudaMalloc(&flushbuf, FLUSH));
 	if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS)
 		return 1;
 	for (const gcfg &c : gcfgs)
 		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-					c.st * (c.bm + c.bn) * c.bk * 2));
+					c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0)));
+	for (const scfg &c : scfgs)
+		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0)));
 	for (const fcfg &c : fcfgs) {
 		int ring1 = c.st * (c.bm + c.r) * c.bk * 2, ring2 = c.st * c.bn * c.bk * 2;
 		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -200,11 +271,32 @@ int main(int argc, char **argv)
 			printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, M, N, K, t,
 			       flop / t / 1e6, t / tcb, err, nf || err > 1e-2 ? " WRONG" : "");
 		}
+		for (const scfg &c : scfgs) {
+			int nf, tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
+			int smem = c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0);
+			double err, t;
+			float *Wk;
+			if (2 * tiles > 132 || K / c.sk < 4 * c.bk || (c.bm / 2 >= M && c.bm > 16))
+				continue;
+			CK(cudaMalloc(&Wk, (size_t)c.sk * M * N * 4));
+			auto run = [&] {
+				c.fn<<<dim3(tiles, c.sk), c.wm * c.wn * 32, smem>>>(A, B, Wk, M, N, K);
+				k_reduce<<<(unsigned)(((size_t)M * N / 4 + 255) / 256), 256>>>(Wk, C, M, N, N, c.sk);
+			};
+			CK(cudaMemset(C, 0xff, (size_t)M * N * 2));
+			run();
+			CK(cudaDeviceSynchronize());
+			err = rel_l2(C, Cr, (size_t)M * N, &nf);
+			t = time_us(run, reps);
+			printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, M, N, K, t,
+			       flop / t / 1e6, t / tcb, err, nf || err > 1e-2 ? " WRONG" : "");
+			CK(cudaFree(Wk));
+		}
 		fflush(stdout);
 		CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(Cr));
 	}
 	/* lowrank: y = (x V^T) U^T, fused vs cuBLAS twice */
-	struct { int M, K, N, R; } ls[] = {{1024, 4096, 4096, 256}, {1024, 2048, 2048, 128}, {16, 4096, 4096, 256}, {300, 264, 136, 64}};
+	struct { int M, K, N, R; } ls[] = {{1024, 4096, 4096, 256}, {16, 4096, 4096, 256}, {300, 264, 136, 64}};
 	for (auto &s : ls) {
 		int M = s.M, K = s.K, N = s.N, R = s.R;
 		bf *X = dev_rand((size_t)M * K, 1.f), *V = dev_rand((size_t)R * K, 1.f / sqrtf(K));

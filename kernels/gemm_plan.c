@@ -1,0 +1,310 @@
+#include "gemm_plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
+		      struct kt_gemm_tile *t)
+{
+	t->bm = kt_config_get(f, c, "BLOCK_M");
+	t->bn = kt_config_get(f, c, "BLOCK_N");
+	t->bk = kt_config_get(f, c, "BLOCK_K");
+	t->wm = kt_config_get(f, c, "WARPS_M");
+	t->wn = kt_config_get(f, c, "WARPS_N");
+	t->stages = kt_config_get(f, c, "STAGES");
+	t->group_m = kt_config_get(f, c, "GROUP_M");
+	if (t->group_m <= 0)
+		t->group_m = 1;
+	t->split_k = kt_config_get(f, c, "SPLIT_K");
+	if (t->split_k <= 0)
+		t->split_k = 1;
+	t->wgmma = c->variant >= 0 && c->variant < f->nvariants &&
+		   strcmp(f->variants[c->variant], "wgmma") == 0;
+	if (t->wgmma) {
+		t->bk = 64;
+		t->wm = t->bm / 16;
+		t->wn = 1;
+	}
+	if (t->bm <= 0 || t->bn <= 0 || t->bk <= 0 || t->wm <= 0 || t->wn <= 0 || t->stages <= 0)
+		return -1;
+	return 0;
+}
+
+unsigned kt_gemm_smem(const struct kt_gemm_tile *t)
+{
+	/* wgmma: + 1 KiB to align the ring to the swizzle's 1024-byte groups */
+	return (unsigned)(t->stages * (t->bm + t->bn) * t->bk * 2 + (t->wgmma ? 1024 : 0));
+}
+
+unsigned kt_gemm_threads(const struct kt_gemm_tile *t)
+{
+	return (unsigned)(t->wm * t->wn * 32);
+}
+
+long kt_gemm_acc_regs(const struct kt_gemm_tile *t)
+{
+	return t->bm * t->bn / (long)kt_gemm_threads(t);
+}
+
+long kt_gemm_reg_estimate(const struct kt_gemm_tile *t)
+{
+	long nt = kt_gemm_threads(t);
+	long mi = t->bm / t->wm / 16, ni = t->bn / t->wn / 8;
+	long chunks = (t->bm + t->bn) * (t->bk / 8);
+	long loads = (chunks + nt - 1) / nt;
+
+	if (t->wgmma)	/* operands come from shared memory: no fragments */
+		return kt_gemm_acc_regs(t) + 3 * loads + 40;
+	/* accumulators + two fragment sets + a pointer, offset and predicate
+	 * per 16-byte copy + indices and loop state */
+	return kt_gemm_acc_regs(t) + 2 * (mi * 4 + ni * 2) + 3 * loads + 24;
+}
+
+#define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)
+
+int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned extra_smem,
+		  const struct kt_target *tgt, char *why, size_t whylen)
+{
+	long threads = (long)kt_gemm_threads(t);
+	unsigned long smem = (unsigned long)kt_gemm_smem(t) + extra_smem;
+	long regs;
+
+	if (tgt->sm < 80)
+		return WHY("cp.async and bf16 mma.sync need sm_80+, target is sm_%d", tgt->sm);
+	if (t->wgmma) {
+		if (tgt->sm != 90 || !tgt->arch_a)
+			return WHY("wgmma needs sm_90a, target is sm_%d%s", tgt->sm,
+				   tgt->arch_a ? "a" : "");
+		if (t->bm % 64 || t->bm > 256)
+			return WHY("wgmma: BLOCK_M=%ld must be 64, 128 or 256 (warpgroups of 64 rows)",
+				   t->bm);
+		if (t->bn != 64 && t->bn != 128 && t->bn != 256)
+			return WHY("wgmma: BLOCK_N=%ld must be 64, 128 or 256", t->bn);
+		if (t->stages < 3)
+			return WHY("wgmma: STAGES=%ld, the pipeline needs at least 3", t->stages);
+	}
+	if (t->bk != 32 && t->bk != 64)
+		return WHY("BLOCK_K=%ld: the swizzled layout supports 32 or 64", t->bk);
+	if (t->bm % (t->wm * 16) || t->bn % (t->wn * 16))
+		return WHY("warp tile %ldx%ld is not a multiple of 16x16",
+			   t->bm / t->wm, t->bn / t->wn);
+	if (t->stages < 2)
+		return WHY("STAGES=%ld: the pipeline needs at least 2", t->stages);
+	if (threads > tgt->max_threads)
+		return WHY("%ld threads > %d per block", threads, tgt->max_threads);
+	if (smem > (unsigned long)tgt->smem_optin)
+		return WHY("shared memory %lu B > %d B opt-in limit", smem, tgt->smem_optin);
+	/* More than 128 fp32 accumulators per thread leave no room for
+	 * fragments and addresses under the 255-register cap: ptxas spills. */
+	if (kt_gemm_acc_regs(t) > 128)
+		return WHY("%ld accumulators per thread > 128 (register spills)",
+			   kt_gemm_acc_regs(t));
+	regs = kt_gemm_reg_estimate(t);
+	if (regs > 255 || regs * threads > 65536)
+		return WHY("estimated %ld registers per thread x %ld threads exceed the register file",
+			   regs, threads);
+	if (t->split_k > 1) {
+		long tiles = ((M + t->bm - 1) / t->bm) * ((N + t->bn - 1) / t->bn);
+		long sms = tgt->sms > 0 ? tgt->sms : 132;
+
+		/* splitting pays only where the tiles leave SMs idle, and only
+		 * while each slice keeps a few k-tiles to pipeline */
+		if (2 * tiles > sms)
+			return WHY("SPLIT_K=%ld: %ld tiles already fill half of %ld SMs", t->split_k,
+				   tiles, sms);
+		if (tiles * t->split_k > 2 * sms)
+			return WHY("SPLIT_K=%ld: %ld CTAs, over two waves", t->split_k,
+				   tiles * t->split_k);
+		if (K / t->split_k < 4 * t->bk)
+			return WHY("SPLIT_K=%ld: K=%ld leaves under 4 k-tiles per slice", t->split_k, K);
+	}
+	if (N % 8 || K % 8)
+		return WHY("N=%ld and K=%ld must be multiples of 8 (16-byte copies)", N, K);
+	if (M < 1 || N < 1 || K < 1)
+		return WHY("empty GEMM %ldx%ldx%ld", M, N, K);
+	/* A tile with more than half of its rows (columns) always empty is
+	 * dominated by the next smaller tile (16 rows, 32 columns: the
+	 * smallest in the spaces, kept for tiny problems). */
+	if (t->bm > 16 && t->bm / 2 >= M)
+		return WHY("BLOCK_M=%ld is over twice M=%ld", t->bm, M);
+	if (t->bn > 32 && t->bn / 2 >= N)
+		return WHY("BLOCK_N=%ld is over twice N=%ld", t->bn, N);
+	return 0;
+}
+
+int kt_program_define(struct kt_program *p, const char *name, long value)
+{
+	if (p->ndefines >= KT_MAX_DEFINES)
+		return -1;
+	snprintf(p->defines[p->ndefines++], sizeof(p->defines[0]), "%s=%ld", name, value);
+	return 0;
+}
+
+int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
+{
+	int rc = 0;
+
+	rc |= kt_program_define(p, "BLOCK_M", t->bm);
+	rc |= kt_program_define(p, "BLOCK_N", t->bn);
+	rc |= kt_program_define(p, "BLOCK_K", t->bk);
+	rc |= kt_program_define(p, "WARPS_M", t->wm);
+	rc |= kt_program_define(p, "WARPS_N", t->wn);
+	rc |= kt_program_define(p, "STAGES", t->stages);
+	rc |= kt_program_define(p, "GROUP_M", t->group_m);
+	if (t->wgmma)
+		rc |= kt_program_define(p, "WGMMA", 1);
+	if (t->split_k > 1)
+		rc |= kt_program_define(p, "SPLIT_K", t->split_k);
+	return rc;
+}
+
+static void add_arg(struct kt_launch *l, enum kt_arg_kind kind, int buf, long long v)
+{
+	struct kt_arg *a;
+
+	if (l->nargs >= KT_MAX_ARGS)
+		return;	/* callers stay far below KT_MAX_ARGS */
+	a = &l->args[l->nargs++];
+	memset(a, 0, sizeof(*a));
+	a->kind = kind;
+	a->buf = buf;
+	a->i = v;
+}
+
+void kt_launch_arg_buf(struct kt_launch *l, int buf)
+{
+	add_arg(l, KT_ARG_BUF, buf, 0);
+}
+
+void kt_launch_arg_i32(struct kt_launch *l, long long v)
+{
+	add_arg(l, KT_ARG_I32, 0, v);
+}
+
+void kt_launch_arg_i64(struct kt_launch *l, long long v)
+{
+	add_arg(l, KT_ARG_I64, 0, v);
+}
+
+void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,
+		    int bufA, long lda, long sA, int bufB, long ldb, long sB,
+		    int bufC, long ldc, long sC, long batch, struct kt_launch *out)
+{
+	long tm = (M + t->bm - 1) / t->bm, tn = (N + t->bn - 1) / t->bn;
+
+	memset(out, 0, sizeof(*out));
+	out->program = program;
+	snprintf(out->kernel, sizeof(out->kernel), "gemm_tn");
+	out->grid[0] = (unsigned)(tm * tn);
+	out->grid[1] = 1;
+	out->grid[2] = (unsigned)batch;
+	out->block[0] = kt_gemm_threads(t);
+	out->block[1] = out->block[2] = 1;
+	out->smem = kt_gemm_smem(t);
+	kt_launch_arg_buf(out, bufA);
+	kt_launch_arg_buf(out, bufB);
+	kt_launch_arg_buf(out, bufC);
+	kt_launch_arg_i32(out, M);
+	kt_launch_arg_i32(out, N);
+	kt_launch_arg_i32(out, K);
+	kt_launch_arg_i64(out, lda);
+	kt_launch_arg_i64(out, ldb);
+	kt_launch_arg_i64(out, ldc);
+	kt_launch_arg_i64(out, sA);
+	kt_launch_arg_i64(out, sB);
+	kt_launch_arg_i64(out, sC);
+}
+
+size_t kt_gemm_workspace(const struct kt_gemm_tile *t, long M, long N)
+{
+	return t->split_k > 1 ? (size_t)t->split_k * (size_t)M * (size_t)N : 0;
+}
+
+int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, long K,
+		     int bufA, long lda, int bufB, long ldb, int bufC, long ldc, int bufW,
+		     struct kt_launch out[2])
+{
+	struct kt_launch *r = &out[1];
+
+	if (t->split_k <= 1) {
+		kt_gemm_launch(t, program, M, N, K, bufA, lda, 0, bufB, ldb, 0, bufC, ldc, 0, 1,
+			       &out[0]);
+		return 1;
+	}
+	/* the workspace slices are M x N, row stride N */
+	kt_gemm_launch(t, program, M, N, K, bufA, lda, 0, bufB, ldb, 0, bufW, N, 0, 1, &out[0]);
+	out[0].grid[1] = (unsigned)t->split_k;
+	memset(r, 0, sizeof(*r));
+	r->program = program;
+	snprintf(r->kernel, sizeof(r->kernel), "splitk_reduce");
+	r->grid[0] = (unsigned)(((size_t)M * (size_t)N / 4 + 255) / 256);
+	r->grid[1] = r->grid[2] = 1;
+	r->block[0] = 256;
+	r->block[1] = r->block[2] = 1;
+	kt_launch_arg_buf(r, bufW);
+	kt_launch_arg_buf(r, bufC);
+	kt_launch_arg_i32(r, M);
+	kt_launch_arg_i32(r, N);
+	kt_launch_arg_i64(r, ldc);
+	kt_launch_arg_i32(r, t->split_k);
+	return 2;
+}
+
+void kt_ref_gemm_launch(int program, long M, long N, long K, int bufA, int a_f32, int bufB,
+			int bufC, int c_f32, struct kt_launch *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->program = program;
+	snprintf(l->kernel, sizeof(l->kernel), "ref_gemm_tn");
+	l->block[0] = 32;
+	l->block[1] = 8;
+	l->block[2] = 1;
+	l->grid[0] = (unsigned)((N + 31) / 32);
+	l->grid[1] = (unsigned)((M + 7) / 8);
+	l->grid[2] = 1;
+	kt_launch_arg_buf(l, bufA);
+	kt_launch_arg_i32(l, a_f32);
+	kt_launch_arg_buf(l, bufB);
+	kt_launch_arg_buf(l, bufC);
+	kt_launch_arg_i32(l, c_f32);
+	kt_launch_arg_i32(l, M);
+	kt_launch_arg_i32(l, N);
+	kt_launch_arg_i32(l, K);
+}
+
+/* Robust configs, best first: the first that check() accepts wins. */
+static const long defaults[][7] = {
+	/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M */
+	{128, 256, 32, 2, 4, 4, 8},
+	{128, 128, 32, 2, 2, 4, 8},
+	{64, 128, 32, 2, 2, 4, 8},
+	{32, 128, 64, 1, 4, 4, 1},
+	{16, 32, 64, 1, 2, 5, 1},	/* H200, 16 tokens: 1.27x cuBLAS */
+	{16, 64, 64, 1, 4, 4, 1},
+	{16, 32, 32, 1, 2, 2, 1},
+};
+
+int kt_gemm_default(long M, long N, long K, const struct kt_target *tgt, long p[7])
+{
+	size_t i;
+	int sms = tgt->sms > 0 ? tgt->sms : 100;
+	char why[160];
+
+	for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+		struct kt_gemm_tile t = {defaults[i][0], defaults[i][1], defaults[i][2],
+					 defaults[i][3], defaults[i][4], defaults[i][5],
+					 defaults[i][6], 0, 1};
+		long ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+		int j;
+
+		if (kt_gemm_check(&t, M, N, K, 0, tgt, why, sizeof(why)))
+			continue;
+		if (ctas < sms / 2 && i + 1 < sizeof(defaults) / sizeof(defaults[0]))
+			continue;
+		for (j = 0; j < 7; j++)
+			p[j] = defaults[i][j];
+		return 0;
+	}
+	return -1;
+}
+

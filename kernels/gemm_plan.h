@@ -1,0 +1,90 @@
+/*
+ * gemm_plan.h -- launch planning for the GEMM template (templates/gemm.cu),
+ * shared by every family whose stages are TN GEMMs (dense, lowrank, and
+ * later monarch and blast batches).
+ *
+ * A struct kt_gemm_tile is one point of the GEMM parameter space. The
+ * functions here turn it into the compile defines, the resource estimate
+ * used to prune before compiling, and the launch of one (batched) GEMM
+ * C[z] = A[z] . B[z]^T. Pure functions over plain data, like family.h.
+ */
+#ifndef KT_GEMM_PLAN_H
+#define KT_GEMM_PLAN_H
+
+#include <stddef.h>
+
+#include "family.h"
+
+struct kt_gemm_tile {
+	long bm, bn, bk;	/* CTA tile */
+	long wm, wn;		/* warp split: wm x wn warps */
+	long stages;		/* cp.async pipeline depth */
+	long group_m;		/* L2 tile-order group; 1 = plain */
+	long wgmma;		/* 1: the sm_90a warpgroup-MMA path (-DWGMMA=1):
+				 * bk = 64, bm / 64 warpgroups of 4 warps
+				 * (wm = bm / 16, wn = 1) */
+	long split_k;		/* > 1: K split over grid.y into an fp32
+				 * workspace, then splitk_reduce (0 or 1: off) */
+};
+
+/* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
+ * WARPS_N, STAGES, GROUP_M, SPLIT_K (absent: 1); a variant named "wgmma"
+ * gets the warpgroup tile (BLOCK_K and warps derived). -1 when a needed
+ * param is missing (planted variants). */
+int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
+		      struct kt_gemm_tile *t);
+
+/* Dynamic shared memory of the main loop, bytes. */
+unsigned kt_gemm_smem(const struct kt_gemm_tile *t);
+unsigned kt_gemm_threads(const struct kt_gemm_tile *t);
+/* fp32 accumulators per thread (BLOCK_M*BLOCK_N / threads). */
+long kt_gemm_acc_regs(const struct kt_gemm_tile *t);
+/* Estimated registers per thread: accumulators, double-buffered fragments,
+ * addressing. Rough, but it orders configs the way ptxas does. */
+long kt_gemm_reg_estimate(const struct kt_gemm_tile *t);
+
+/* 0 when tile t can run an M x N x K GEMM on tgt (extra_smem bytes of
+ * shared memory besides the main loop's); else 1 and why. Checks the
+ * tile's own rules (warp tiles of 16 x 16 multiples, BLOCK_K 32 or 64,
+ * threads, shared memory, registers), the alignment the template needs
+ * (N and K multiples of 8) and prunes tiles more than twice the problem
+ * in M or N (a smaller tile does the same work with less waste). */
+int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned extra_smem,
+		  const struct kt_target *tgt, char *why, size_t whylen);
+
+/* Appends BLOCK_M=... STAGES, GROUP_M defines to p (tpl left as is). */
+int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p);
+int kt_program_define(struct kt_program *p, const char *name, long value);
+
+/* The launch of gemm_tn from program `program`: C = A . B^T over `batch`
+ * batches; buffers by index, leading dimensions and batch strides in
+ * elements. */
+void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,
+		    int bufA, long lda, long sA, int bufB, long ldb, long sB,
+		    int bufC, long ldc, long sC, long batch, struct kt_launch *out);
+
+/* Elements of the fp32 split-K workspace for an M x N GEMM (0 when off). */
+size_t kt_gemm_workspace(const struct kt_gemm_tile *t, long M, long N);
+/* The launches of C = A . B^T (batch 1): gemm_tn alone, or with split-K
+ * gemm_tn into workspace buffer bufW and splitk_reduce into C (ldc).
+ * Returns the number of launches written to out (1 or 2). */
+int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, long K,
+		     int bufA, long lda, int bufB, long ldb, int bufC, long ldc, int bufW,
+		     struct kt_launch out[2]);
+
+/* Argument helpers for launch builders. */
+void kt_launch_arg_buf(struct kt_launch *l, int buf);
+void kt_launch_arg_i32(struct kt_launch *l, long long v);
+void kt_launch_arg_i64(struct kt_launch *l, long long v);
+
+/* The GPU reference GEMM of templates/ref.cu: one thread per element of
+ * C = A . B^T, fp32 accumulation; A and C bf16, or fp32 when a_f32 / c_f32. */
+void kt_ref_gemm_launch(int program, long M, long N, long K, int bufA, int a_f32, int bufB,
+			int bufC, int c_f32, struct kt_launch *l);
+
+/* A robust tile for an M x N x K GEMM on tgt, as the 7 values BLOCK_M,
+ * BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M: the first of a short
+ * list, best first, that fits and fills the machine. -1 if none fits. */
+int kt_gemm_default(long M, long N, long K, const struct kt_target *tgt, long p[7]);
+
+#endif

@@ -1,0 +1,767 @@
+/*
+ * gemm.cu -- the tiled bf16 "TN" GEMM core of ktune (sm_80+ mma.sync;
+ * sm_90a wgmma with -DWGMMA=1).
+ *
+ *   C[z] (M x N) = A[z] (M x K) . B[z] (N x K)^T      z = blockIdx.z (batch)
+ *
+ * A and B are row-major and K-contiguous (y = x W^T with M = tokens,
+ * N = out, K = in), fp32 accumulation, bf16 output, runtime M, N, K, leading
+ * dimensions and batch strides (in elements). Requirements, checked by the
+ * host plan (kernels/gemm_plan.c): K, N, lda, ldb, ldc and the batch strides
+ * are multiples of 8 and the pointers 16-byte aligned (cp.async moves 16
+ * bytes); M, N and K edges are masked, so no tile size has to divide.
+ *
+ * Compile-time parameters (-D): BLOCK_M, BLOCK_N, BLOCK_K (32 or 64),
+ * WARPS_M x WARPS_N (warp split of the CTA tile), STAGES (cp.async pipeline
+ * depth, >= 2), GROUP_M (rows of CTA tiles walked together for L2 reuse;
+ * 1 = plain row-major tile order), SPLIT_K (default 1: > 1 writes fp32
+ * partials that splitk_reduce sums), WGMMA (sm_90a warpgroup MMA path).
+ *
+ * Kernels (extern "C"):
+ *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
+ *       grid (ceil(M/BLOCK_M) * ceil(N/BLOCK_N), SPLIT_K, batch),
+ *       block WARPS_M*WARPS_N*32, dynamic smem STAGES*(BLOCK_M+BLOCK_N)*BLOCK_K*2
+ *       (+1024 with WGMMA, whose plan sets BLOCK_K=64, WARPS_M=BLOCK_M/16,
+ *       WARPS_N=1). SPLIT_K > 1: C is an fp32 workspace (batch 1 only).
+ *   splitk_reduce(W, C, M, N, ldc, splits)   the split-K sum into bf16 C.
+ *   lowrank_fused(X, V, U, Y, M, K, N)   only when RANK is defined:
+ *       Y (M x N) = (X (M x K) . V (RANK x K)^T) . U (N x RANK)^T with the
+ *       BLOCK_M x RANK intermediate kept in shared memory (see below).
+ *
+ * The body is a C++ template so that the dev harness (tools/gemm_probe.cu)
+ * can instantiate many configurations in one nvcc build; NVRTC only ever
+ * sees the -D configured instance.
+ *
+ * Measured on the H200 (probe, L2 flushed, beside cuBLAS at 1024x4096x4096
+ * ~46.5 us): wgmma 256x128 4 stages ~58-59 us (1.26x), 128x256 ~60 us;
+ * mma.sync peaks at ~88 us (128x256, 8 warps; ~390 TFLOP/s).
+ *
+ * NEEDSWORK: the epilogue stores bf16 pairs straight from the accumulators;
+ * staging the tile through shared memory would give 16-byte coalesced
+ * stores. The wgmma path feeds the tensor cores with cp.async from every
+ * thread; a TMA + mbarrier producer warp (tensor maps built on the host)
+ * with setmaxnreg would free registers and issue slots. The split-K path
+ * (SPLIT_K, splitk_reduce) compiles for every target but was not yet run
+ * on a GPU; the worker's verification keeps a wrong one from winning.
+ */
+#include "common.cuh"
+
+namespace ktg {
+
+/*
+ * Per-thread view of one operand tile (ROWS x BK, K-contiguous) being
+ * copied global -> shared: thread tid moves chunk c = tid % KCH of rows
+ * r0 + i*RS (r0 = tid / KCH, RS = NT / KCH rows per pass). Only one base
+ * pointer, the row step and a bit mask of valid rows stay live: registers
+ * are what the 128x256 tiles run short of.
+ */
+template <int ROWS, int BK, int NT>
+struct tile_loader {
+	static const int KCH = BK / 8;
+	static const int RS = NT / KCH;
+	static const int TOTAL = ROWS * KCH;
+	static const int ITERS = (TOTAL + NT - 1) / NT;
+	static_assert(NT % KCH == 0, "threads must cover whole rows");
+	static_assert(ITERS <= 32, "row mask is 32 bits");
+
+	const __nv_bfloat16 *g, *base;
+	long long step;
+	int r0, c;
+	unsigned rowok;
+
+	KT_DEV void init(const __nv_bfloat16 *g_, long long ld, int row0, int nrows, int tid)
+	{
+		g = g_;
+		r0 = tid / KCH;
+		c = tid % KCH;
+		base = g_ + (long long)(row0 + r0) * ld + c * 8;
+		step = (long long)RS * ld;
+		rowok = 0;
+#pragma unroll
+		for (int i = 0; i < ITERS; i++) {
+			int r = r0 + i * RS;
+
+			if (r < ROWS && row0 + r < nrows)
+				rowok |= 1u << i;
+		}
+	}
+
+	KT_DEV void load(unsigned sbase, int k0, int K)
+	{
+		const bool kok = k0 + c * 8 < K;
+		const int soff0 = kt_swz<KCH>(r0, c);
+
+#pragma unroll
+		for (int i = 0; i < ITERS; i++) {
+			if ((TOTAL % NT == 0) || r0 + i * RS < ROWS) {
+				bool p = kok && ((rowok >> i) & 1u);
+				/* the swizzle has period 8 rows: whole 8-row steps
+				 * only shift the offset */
+				int soff = (RS % 8 == 0) ? soff0 + i * RS * KCH * 16
+							 : kt_swz<KCH>(r0 + i * RS, c);
+
+				kt_cp_async16(sbase + soff, p ? (const void *)(base + i * step + k0)
+							     : (const void *)g, p);
+			}
+		}
+	}
+};
+
+/* A-operand fragments of one k16 step for MI 16-row tiles of a warp. */
+template <int MI, int KCH>
+KT_DEV void load_a_frags(unsigned (&af)[MI][4], unsigned sA, int wrow, int kk, int lane)
+{
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++) {
+		int row = wrow + mi * 16 + (lane & 15);
+		int ch = kk * 2 + (lane >> 4);
+
+		kt_ldmatrix_x4(af[mi], sA + kt_swz<KCH>(row, ch));
+	}
+}
+
+/* B-operand fragments: two n8 tiles per ldmatrix.x4 (WN is a multiple of 16). */
+template <int NI, int KCH>
+KT_DEV void load_b_frags(unsigned (&bf)[NI][2], unsigned sB, int wcol, int kk, int lane)
+{
+#pragma unroll
+	for (int nj = 0; nj < NI / 2; nj++) {
+		int row = wcol + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+		int ch = kk * 2 + ((lane >> 3) & 1);
+		unsigned r[4];
+
+		kt_ldmatrix_x4(r, sB + kt_swz<KCH>(row, ch));
+		bf[2 * nj][0] = r[0];
+		bf[2 * nj][1] = r[1];
+		bf[2 * nj + 1][0] = r[2];
+		bf[2 * nj + 1][1] = r[3];
+	}
+}
+
+template <int MI, int NI>
+KT_DEV void mma_step(float (&acc)[MI][NI][4], const unsigned (&af)[MI][4],
+		     const unsigned (&bf)[NI][2])
+{
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int ni = 0; ni < NI; ni++) {
+			/* serpentine over ni: the B fragment of the turn is reused */
+			int n = (mi & 1) ? NI - 1 - ni : ni;
+
+			kt_mma_bf16_16816(acc[mi][n], af[mi], bf[n]);
+		}
+}
+
+/* Stores the warp's accumulators as bf16 pairs, masked at the M/N edges
+ * (N is even, so a pair is either wholly inside or wholly outside). */
+template <int MI, int NI>
+KT_DEV void store_acc(const float (&acc)[MI][NI][4], __nv_bfloat16 *C, long long ldc,
+		      int row0, int col0, int M, int N, int lane)
+{
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int ni = 0; ni < NI; ni++) {
+			int r = row0 + mi * 16 + (lane >> 2);
+			int c = col0 + ni * 8 + (lane & 3) * 2;
+
+			if (c < N) {
+				if (r < M)
+					*reinterpret_cast<unsigned *>(C + (long long)r * ldc + c) =
+						kt_pack_bf16x2(acc[mi][ni][0], acc[mi][ni][1]);
+				if (r + 8 < M)
+					*reinterpret_cast<unsigned *>(C + (long long)(r + 8) * ldc + c) =
+						kt_pack_bf16x2(acc[mi][ni][2], acc[mi][ni][3]);
+			}
+		}
+}
+
+/* Split-K partials: the same fragments as fp32 pairs into a workspace. */
+template <int MI, int NI>
+KT_DEV void store_acc_f32(const float (&acc)[MI][NI][4], float *W, long long ldw, int row0,
+			  int col0, int M, int N, int lane)
+{
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int ni = 0; ni < NI; ni++) {
+			int r = row0 + mi * 16 + (lane >> 2);
+			int c = col0 + ni * 8 + (lane & 3) * 2;
+
+			if (c < N) {
+				if (r < M)
+					*reinterpret_cast<float2 *>(W + (long long)r * ldw + c) =
+						make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+				if (r + 8 < M)
+					*reinterpret_cast<float2 *>(W + (long long)(r + 8) * ldw + c) =
+						make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+			}
+		}
+}
+
+/*
+ * The multistage main loop: tile kt+STAGES-1 is in flight while tile kt is
+ * multiplied. Fragments are double-buffered across the k16 steps so the
+ * ldmatrix of step kk+1 overlaps the MMAs of step kk; the wait for the next
+ * stage sits before the last step's fragment load, and the refill of the
+ * stage consumed in the previous iteration follows the barrier that proves
+ * every warp has read it.
+ */
+template <int BM, int BN, int BK, int WARPS_M_, int WARPS_N_, int STAGES_>
+struct mainloop {
+	static const int NT = WARPS_M_ * WARPS_N_ * 32;
+	static const int WM = BM / WARPS_M_, WN = BN / WARPS_N_;
+	static const int MI = WM / 16, NI = WN / 8;
+	static const int KCH = BK / 8, KSTEPS = BK / 16;
+	static const int A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
+
+	KT_DEV static void run(float (&acc)[MI][NI][4], const __nv_bfloat16 *A, long long lda,
+			       const __nv_bfloat16 *B, long long ldb, int m0, int n0,
+			       int M, int N, int K, unsigned smem)
+	{
+		const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+		const int wrow = (warp / WARPS_N_) * WM, wcol = (warp % WARPS_N_) * WN;
+		const unsigned sA0 = smem, sB0 = smem + STAGES_ * A_STAGE;
+		const int KT = (K + BK - 1) / BK;
+		tile_loader<BM, BK, NT> la;
+		tile_loader<BN, BK, NT> lb;
+		unsigned af[2][MI][4], bfr[2][NI][2];
+		int rs = 0, ws = STAGES_ - 1;
+
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+			for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+					acc[mi][ni][j] = 0.f;
+
+		la.init(A, lda, m0, M, tid);
+		lb.init(B, ldb, n0, N, tid);
+#pragma unroll
+		for (int s = 0; s < STAGES_ - 1; s++) {
+			if (s < KT) {
+				la.load(sA0 + s * A_STAGE, s * BK, K);
+				lb.load(sB0 + s * B_STAGE, s * BK, K);
+			}
+			kt_cp_async_commit();
+		}
+		kt_cp_async_wait<STAGES_ - 2>();
+		__syncthreads();
+		load_a_frags<MI, KCH>(af[0], sA0, wrow, 0, lane);
+		load_b_frags<NI, KCH>(bfr[0], sB0, wcol, 0, lane);
+
+		for (int kt = 0; kt < KT; kt++) {
+#pragma unroll
+			for (int kk = 0; kk < KSTEPS; kk++) {
+				if (kk == KSTEPS - 1) {
+					kt_cp_async_wait<STAGES_ - 2>();
+					__syncthreads();
+					rs = rs == STAGES_ - 1 ? 0 : rs + 1;
+				}
+				load_a_frags<MI, KCH>(af[(kk + 1) & 1], sA0 + rs * A_STAGE, wrow,
+						      (kk + 1) % KSTEPS, lane);
+				load_b_frags<NI, KCH>(bfr[(kk + 1) & 1], sB0 + rs * B_STAGE, wcol,
+						      (kk + 1) % KSTEPS, lane);
+				if (kk == 0) {
+					int nk = kt + STAGES_ - 1;
+
+					if (nk < KT) {
+						la.load(sA0 + ws * A_STAGE, nk * BK, K);
+						lb.load(sB0 + ws * B_STAGE, nk * BK, K);
+					}
+					kt_cp_async_commit();
+					ws = ws == STAGES_ - 1 ? 0 : ws + 1;
+				}
+				mma_step<MI, NI>(acc, af[kk & 1], bfr[kk & 1]);
+			}
+		}
+		kt_cp_async_wait<0>();
+	}
+};
+
+/* CTA tile coordinates in GROUP_M-swizzled order: GROUP_M tile rows are
+ * walked column by column, so CTAs running together share A rows and B
+ * columns in L2. */
+template <int BM, int BN, int GM>
+KT_DEV void tile_coords(int M, int N, int &m0, int &n0)
+{
+	int pid = blockIdx.x;
+	int tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN;
+
+	if (GM <= 1) {
+		m0 = (pid / tn) * BM;
+		n0 = (pid % tn) * BN;
+		return;
+	}
+	int in_group = GM * tn;
+	int first = (pid / in_group) * GM;
+	int gsize = min(tm - first, GM);
+	int local = pid % in_group;
+
+	m0 = (first + local % gsize) * BM;
+	n0 = (local / gsize) * BN;
+}
+
+template <int BM, int BN, int BK, int WM_, int WN_, int ST, int GM, bool F32 = false>
+KT_DEV void gemm_tn_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, void *Cv,
+			 int M, int N, int K, long long lda, long long ldb, long long ldc,
+			 long long sA, long long sB, long long sC)
+{
+	typedef mainloop<BM, BN, BK, WM_, WN_, ST> ML;
+	extern __shared__ __align__(128) unsigned char kt_smem[];
+	float acc[ML::MI][ML::NI][4];
+	int m0, n0;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+	tile_coords<BM, BN, GM>(M, N, m0, n0);
+	A += blockIdx.z * sA;
+	B += blockIdx.z * sB;
+	ML::run(acc, A, lda, B, ldb, m0, n0, M, N, K, kt_smem_u32(kt_smem));
+	if (F32)
+		store_acc_f32<ML::MI, ML::NI>(acc, (float *)Cv + blockIdx.z * sC, ldc,
+					      m0 + (warp / WN_) * ML::WM, n0 + (warp % WN_) * ML::WN,
+					      M, N, lane);
+	else
+		store_acc<ML::MI, ML::NI>(acc, (__nv_bfloat16 *)Cv + blockIdx.z * sC, ldc,
+					  m0 + (warp / WN_) * ML::WM, n0 + (warp % WN_) * ML::WN,
+					  M, N, lane);
+}
+
+/*
+ * NEEDSWORK: N_SPLIT > 1 recomputes z once per split, and N_SPLIT = 1
+ * leaves most SMs idle at 1024 tokens: measured at r=256 the best fused
+ * config takes ~76 us where cuBLAS twice takes ~20 us. A fused kernel that
+ * wins needs z shared across CTAs (thread-block clusters / DSMEM on sm_90)
+ * or a persistent schedule.
+ *
+ * Fused low-rank layer for one BLOCK_M-row token tile:
+ *   z = X[tile] . V^T   (BLOCK_M x R, fp32 in registers -> bf16 in shared memory)
+ *   Y[tile, part] = z . U[part]^T  for this CTA's share of the out columns.
+ * z never leaves the SM, so the only DRAM traffic is X, V, U and Y. The
+ * price: CTAs that split the out columns of one token tile (blockIdx.y,
+ * gridDim.y = N_SPLIT) each recompute z. The second GEMM streams U tiles
+ * through the same cp.async ring, as one flat loop over (n-tile, k-tile)
+ * so the pipeline never drains between n-tiles.
+ */
+template <int BM, int BN, int BK, int WM_, int WN_, int ST, int R>
+KT_DEV void lowrank_fused_body(const __nv_bfloat16 *X, const __nv_bfloat16 *V,
+			       const __nv_bfloat16 *U, __nv_bfloat16 *Y, int M, int K, int N)
+{
+	typedef mainloop<BM, R, BK, WM_, WN_, ST> ML1;
+	const int NT = WM_ * WN_ * 32;
+	const int WMr = BM / WM_, WNc = BN / WN_;
+	const int MI = WMr / 16, NI = WNc / 8;
+	const int KSTEPS = BK / 16, KT2 = R / BK, ZCH = R / 8;
+	const int B_STAGE = BN * BK * 2;
+	extern __shared__ __align__(128) unsigned char kt_smem[];
+	const unsigned zs = kt_smem_u32(kt_smem), ring = zs + BM * R * 2;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int wrow = (warp / WN_) * WMr, wcol = (warp % WN_) * WNc;
+	const int m0 = blockIdx.x * BM;
+	const int tn = (N + BN - 1) / BN, per = (tn + gridDim.y - 1) / gridDim.y;
+	const int nt0 = blockIdx.y * per, nt1 = min(tn, nt0 + per);
+
+	{
+		float acc1[ML1::MI][ML1::NI][4];
+		const int r0 = (warp / WN_) * ML1::WM, c0 = (warp % WN_) * ML1::WN;
+
+		ML1::run(acc1, X, K, V, K, m0, 0, M, R, K, ring);
+#pragma unroll
+		for (int mi = 0; mi < ML1::MI; mi++)
+#pragma unroll
+			for (int ni = 0; ni < ML1::NI; ni++) {
+				int r = r0 + mi * 16 + (lane >> 2);
+				int c = c0 + ni * 8 + (lane & 3) * 2;
+				unsigned o = zs + kt_swz<ZCH>(r, c >> 3) + (c & 7) * 2;
+
+				asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
+					     "r"(kt_pack_bf16x2(acc1[mi][ni][0], acc1[mi][ni][1])));
+				o = zs + kt_swz<ZCH>(r + 8, c >> 3) + (c & 7) * 2;
+				asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
+					     "r"(kt_pack_bf16x2(acc1[mi][ni][2], acc1[mi][ni][3])));
+			}
+	}
+	/* z complete and the stage-1 ring free for U tiles */
+	__syncthreads();
+	if (nt0 >= nt1)
+		return;
+
+	const int total = (nt1 - nt0) * KT2;
+	tile_loader<BN, BK, NT> lb;
+	float acc[MI][NI][4];
+	unsigned af[2][MI][4], bfr[2][NI][2];
+	int rs = 0, ws = ST - 1, kt = 0, nt = nt0;
+
+#pragma unroll
+	for (int s = 0; s < ST - 1; s++) {
+		if (s < total) {
+			lb.init(U, R, (nt0 + s / KT2) * BN, N, tid);
+			lb.load(ring + s * B_STAGE, (s % KT2) * BK, R);
+		}
+		kt_cp_async_commit();
+	}
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				acc[mi][ni][j] = 0.f;
+	kt_cp_async_wait<ST - 2>();
+	__syncthreads();
+	load_a_frags<MI, ZCH>(af[0], zs, wrow, 0, lane);
+	load_b_frags<NI, (BK / 8)>(bfr[0], ring, wcol, 0, lane);
+
+	for (int it = 0; it < total; it++) {
+#pragma unroll
+		for (int kk = 0; kk < KSTEPS; kk++) {
+			int ka = kk + 1 < KSTEPS ? kt * KSTEPS + kk + 1
+						 : (kt + 1 == KT2 ? 0 : (kt + 1) * KSTEPS);
+
+			if (kk == KSTEPS - 1) {
+				kt_cp_async_wait<ST - 2>();
+				__syncthreads();
+				rs = rs == ST - 1 ? 0 : rs + 1;
+			}
+			load_a_frags<MI, ZCH>(af[(kk + 1) & 1], zs, wrow, ka, lane);
+			load_b_frags<NI, (BK / 8)>(bfr[(kk + 1) & 1], ring + rs * B_STAGE, wcol,
+						   (kk + 1) % KSTEPS, lane);
+			if (kk == 0) {
+				int li = it + ST - 1;
+
+				if (li < total) {
+					lb.init(U, R, (nt0 + li / KT2) * BN, N, tid);
+					lb.load(ring + ws * B_STAGE, (li % KT2) * BK, R);
+				}
+				kt_cp_async_commit();
+				ws = ws == ST - 1 ? 0 : ws + 1;
+			}
+			mma_step<MI, NI>(acc, af[kk & 1], bfr[kk & 1]);
+		}
+		if (++kt == KT2) {
+			store_acc<MI, NI>(acc, Y, N, m0 + wrow, nt * BN + wcol, M, N, lane);
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+					for (int j = 0; j < 4; j++)
+						acc[mi][ni][j] = 0.f;
+			kt = 0;
+			nt++;
+		}
+	}
+	kt_cp_async_wait<0>();
+}
+
+#if defined(KT_WGMMA) || defined(WGMMA)
+/*
+ * The sm_90a path: warpgroup MMA (wgmma.mma_async) reading both operands
+ * straight from shared memory through matrix descriptors. Each warpgroup
+ * (4 warps) owns 64 rows x BLOCK_N columns of the CTA tile. BLOCK_K is 64,
+ * so one K-contiguous row is 128 bytes and the XOR swizzle of kt_swz<8> is
+ * exactly the hardware's 128-byte swizzle (16-byte chunk ^= row % 8 within
+ * 1024-byte groups of 8 rows): cp.async fills the tiles in the layout the
+ * tensor cores read, no TMA needed.
+ */
+template <int N>
+KT_DEV void wgmma_tile(float (&d)[1][N / 8][4], unsigned long long da, unsigned long long db);
+
+template <>
+KT_DEV void wgmma_tile<64>(float (&d)[1][8][4], unsigned long long da, unsigned long long db)
+{
+	asm volatile("{\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n"
+		     "}\n"
+		     : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
+		  "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
+		  "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
+		  "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
+		  "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
+		  "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
+		  "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
+		  "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3])
+		     : "l"(da), "l"(db));
+}
+template <>
+KT_DEV void wgmma_tile<128>(float (&d)[1][16][4], unsigned long long da, unsigned long long db)
+{
+	asm volatile("{\n"
+		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n"
+		     "}\n"
+		     : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
+		  "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
+		  "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
+		  "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
+		  "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
+		  "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
+		  "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
+		  "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
+		  "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
+		  "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
+		  "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
+		  "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
+		  "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
+		  "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
+		  "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
+		  "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3])
+		     : "l"(da), "l"(db));
+}
+template <>
+KT_DEV void wgmma_tile<256>(float (&d)[1][32][4], unsigned long long da, unsigned long long db)
+{
+	asm volatile("{\n"
+		     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n"
+		     "}\n"
+		     : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
+		  "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
+		  "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
+		  "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
+		  "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
+		  "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
+		  "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
+		  "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
+		  "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
+		  "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
+		  "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
+		  "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
+		  "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
+		  "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
+		  "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
+		  "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3]),
+		  "+f"(d[0][16][0]), "+f"(d[0][16][1]), "+f"(d[0][16][2]), "+f"(d[0][16][3]),
+		  "+f"(d[0][17][0]), "+f"(d[0][17][1]), "+f"(d[0][17][2]), "+f"(d[0][17][3]),
+		  "+f"(d[0][18][0]), "+f"(d[0][18][1]), "+f"(d[0][18][2]), "+f"(d[0][18][3]),
+		  "+f"(d[0][19][0]), "+f"(d[0][19][1]), "+f"(d[0][19][2]), "+f"(d[0][19][3]),
+		  "+f"(d[0][20][0]), "+f"(d[0][20][1]), "+f"(d[0][20][2]), "+f"(d[0][20][3]),
+		  "+f"(d[0][21][0]), "+f"(d[0][21][1]), "+f"(d[0][21][2]), "+f"(d[0][21][3]),
+		  "+f"(d[0][22][0]), "+f"(d[0][22][1]), "+f"(d[0][22][2]), "+f"(d[0][22][3]),
+		  "+f"(d[0][23][0]), "+f"(d[0][23][1]), "+f"(d[0][23][2]), "+f"(d[0][23][3]),
+		  "+f"(d[0][24][0]), "+f"(d[0][24][1]), "+f"(d[0][24][2]), "+f"(d[0][24][3]),
+		  "+f"(d[0][25][0]), "+f"(d[0][25][1]), "+f"(d[0][25][2]), "+f"(d[0][25][3]),
+		  "+f"(d[0][26][0]), "+f"(d[0][26][1]), "+f"(d[0][26][2]), "+f"(d[0][26][3]),
+		  "+f"(d[0][27][0]), "+f"(d[0][27][1]), "+f"(d[0][27][2]), "+f"(d[0][27][3]),
+		  "+f"(d[0][28][0]), "+f"(d[0][28][1]), "+f"(d[0][28][2]), "+f"(d[0][28][3]),
+		  "+f"(d[0][29][0]), "+f"(d[0][29][1]), "+f"(d[0][29][2]), "+f"(d[0][29][3]),
+		  "+f"(d[0][30][0]), "+f"(d[0][30][1]), "+f"(d[0][30][2]), "+f"(d[0][30][3]),
+		  "+f"(d[0][31][0]), "+f"(d[0][31][1]), "+f"(d[0][31][2]), "+f"(d[0][31][3])
+		     : "l"(da), "l"(db));
+}
+
+/* K-major operand, 128-byte swizzle: start address, leading byte offset
+ * (unused with this swizzle), 1024 bytes between 8-row groups. */
+KT_DEV unsigned long long wgmma_desc(unsigned saddr)
+{
+	return (unsigned long long)((saddr & 0x3ffff) >> 4) | (1ull << 16) |
+	       ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+KT_DEV void wgmma_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+KT_DEV void wgmma_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N>
+KT_DEV void wgmma_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* cp.async writes through the generic proxy, wgmma reads through the async
+ * proxy: this fence orders the two. */
+KT_DEV void fence_proxy_async(void)
+{
+	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/*
+ * Pipeline: STAGES buffers. With INFL = 1 one wgmma group (four k16 steps)
+ * stays in flight across the barrier and STAGES-2 tiles load ahead: the
+ * stage refilled in iteration kt is the one read in kt-2, which every
+ * warpgroup has retired (wait_group 1 at the end of kt-1) before that
+ * barrier. INFL = 0 drains the tensor cores each k-tile but loads one tile
+ * further ahead (WG_INFLIGHT=0).
+ */
+template <int BM, int BN, int ST, int GM, bool F32 = false, int INFL = 1>
+KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, void *Cv,
+			       int M, int N, int K, long long lda, long long ldb, long long ldc,
+			       long long sA, long long sB, long long sC)
+{
+	const int BK = 64, NT = (BM / 64) * 128;
+	const int A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
+	extern __shared__ __align__(1024) unsigned char kt_smem_wg[];
+	/* the swizzle is anchored to 1024-byte address boundaries */
+	const unsigned base = (kt_smem_u32(kt_smem_wg) + 1023u) & ~1023u;
+	const unsigned sA0 = base, sB0 = base + ST * A_STAGE;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+	const int KT = (K + BK - 1) / BK;
+	tile_loader<BM, BK, NT> la;
+	tile_loader<BN, BK, NT> lb;
+	float acc[1][BN / 8][4];
+	int m0, n0;
+
+	/* INFL wgmma groups stay in flight across the barrier; the ring then
+	 * loads LA = STAGES-1-INFL tiles ahead */
+	const int LA = ST - 1 - INFL;
+	static_assert(LA >= 1, "wgmma pipeline needs STAGES > 1 + INFL");
+	tile_coords<BM, BN, GM>(M, N, m0, n0);
+	A += blockIdx.z * sA;
+	B += blockIdx.z * sB;
+#pragma unroll
+	for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			acc[0][j][q] = 0.f;
+	la.init(A, lda, m0, M, tid);
+	lb.init(B, ldb, n0, N, tid);
+#pragma unroll
+	for (int s = 0; s < LA; s++) {
+		if (s < KT) {
+			la.load(sA0 + s * A_STAGE, s * BK, K);
+			lb.load(sB0 + s * B_STAGE, s * BK, K);
+		}
+		kt_cp_async_commit();
+	}
+	for (int kt = 0; kt < KT; kt++) {
+		const int rs = kt % ST, nk = kt + LA;
+
+		kt_cp_async_wait<LA - 1>();
+		fence_proxy_async();
+		__syncthreads();
+		if (nk < KT) {
+			la.load(sA0 + (nk % ST) * A_STAGE, nk * BK, K);
+			lb.load(sB0 + (nk % ST) * B_STAGE, nk * BK, K);
+		}
+		kt_cp_async_commit();
+		{
+			unsigned long long da = wgmma_desc(sA0 + rs * A_STAGE + wg * 64 * 128);
+			unsigned long long db = wgmma_desc(sB0 + rs * B_STAGE);
+
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BK / 16; kk++)
+				/* +32 bytes per k16 step: the hardware applies the
+				 * swizzle to the advanced address */
+				wgmma_tile<BN>(acc, da + 2 * kk, db + 2 * kk);
+			wgmma_commit();
+		}
+		wgmma_wait<INFL>();
+	}
+	wgmma_wait<0>();
+	kt_cp_async_wait<0>();
+	if (F32)
+		store_acc_f32<1, BN / 8>(acc, (float *)Cv + blockIdx.z * sC, ldc,
+					 m0 + wg * 64 + (warp & 3) * 16, n0, M, N, lane);
+	else
+		store_acc<1, BN / 8>(acc, (__nv_bfloat16 *)Cv + blockIdx.z * sC, ldc,
+				     m0 + wg * 64 + (warp & 3) * 16, n0, M, N, lane);
+}
+#endif
+
+/* C (bf16, row stride ldc) = sum of the `splits` fp32 slices of W
+ * (M x N each, row stride N). Four columns per thread (N % 8 == 0).
+ * grid ceil(M*N/4 / 256), block 256. */
+KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, long long ldc,
+			       int splits)
+{
+	long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+	const long long slice = (long long)M * N;
+
+	if (i >= slice)
+		return;
+	float4 acc = *reinterpret_cast<const float4 *>(W + i);
+	for (int s = 1; s < splits; s++) {
+		float4 v = *reinterpret_cast<const float4 *>(W + s * slice + i);
+
+		acc.x += v.x;
+		acc.y += v.y;
+		acc.z += v.z;
+		acc.w += v.w;
+	}
+	long long r = i / N, c = i % N;
+	uint2 out = make_uint2(kt_pack_bf16x2(acc.x, acc.y), kt_pack_bf16x2(acc.z, acc.w));
+
+	*reinterpret_cast<uint2 *>(C + r * ldc + c) = out;
+}
+
+} /* namespace ktg */
+
+#ifndef KT_GEMM_NO_KERNELS
+
+#if !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(BLOCK_K) || !defined(WARPS_M) || \
+	!defined(WARPS_N) || !defined(STAGES)
+#error "gemm.cu needs -DBLOCK_M -DBLOCK_N -DBLOCK_K -DWARPS_M -DWARPS_N -DSTAGES"
+#endif
+#ifndef GROUP_M
+#define GROUP_M 1
+#endif
+
+#ifndef SPLIT_K
+#define SPLIT_K 1
+#endif
+#ifndef WG_INFLIGHT
+#define WG_INFLIGHT 1
+#endif
+
+/*
+ * SPLIT_K > 1: blockIdx.y picks a slice of K (whole BLOCK_K tiles); C is
+ * then an fp32 workspace of SPLIT_K slices of M x ldc, slice after slice
+ * (batch 1 only), that splitk_reduce sums into the bf16 output. A slice
+ * past the end of K still writes its (zero) partial.
+ */
+extern "C" __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 1)
+gemm_tn(const __nv_bfloat16 *A, const __nv_bfloat16 *B, void *C, int M, int N, int K,
+	long long lda, long long ldb, long long ldc, long long sA, long long sB, long long sC)
+{
+#if SPLIT_K > 1
+	const int kc = (K + BLOCK_K * SPLIT_K - 1) / (BLOCK_K * SPLIT_K) * BLOCK_K;
+	const int k0 = blockIdx.y * kc;
+	const bool f32 = true;
+
+	A += k0;
+	B += k0;
+	K = min(K - k0, kc);
+	C = (float *)C + (long long)blockIdx.y * M * ldc;
+#else
+	const bool f32 = false;
+#endif
+#ifdef WGMMA
+	/* -DWGMMA=1 (sm_90a): WARPS_M = BLOCK_M / 16, i.e. BLOCK_M / 64
+	 * warpgroups of 4 warps */
+	ktg::gemm_tn_wgmma_body<BLOCK_M, BLOCK_N, STAGES, GROUP_M, f32, WG_INFLIGHT>(A, B, C, M, N, K, lda, ldb,
+									ldc, sA, sB, sC);
+#else
+	ktg::gemm_tn_body<BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M, f32>(
+		A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+splitk_reduce(const float *W, __nv_bfloat16 *C, int M, int N, long long ldc, int splits)
+{
+	ktg::splitk_reduce_body(W, C, M, N, ldc, splits);
+}
+
+#ifdef RANK
+/* grid (ceil(M/BLOCK_M), N_SPLIT), block WARPS_M*WARPS_N*32, dynamic smem
+ * BLOCK_M*RANK*2 + STAGES*max(BLOCK_M+RANK, BLOCK_N)*BLOCK_K*2. */
+extern "C" __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 1)
+lowrank_fused(const __nv_bfloat16 *X, const __nv_bfloat16 *V, const __nv_bfloat16 *U,
+	      __nv_bfloat16 *Y, int M, int K, int N)
+{
+	ktg::lowrank_fused_body<BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, RANK>(
+		X, V, U, Y, M, K, N);
+}
+#endif
+
+#endif /* KT_GEMM_NO_KERNELS */

@@ -1,0 +1,360 @@
+/*
+ * test_compile.c -- NVRTC compiles the templates of the `dense` and
+ * `lowrank` families (no GPU needed).
+ *
+ * By default, for sm_80 and sm_90: every variant's extremes (first and last
+ * valid config in space order, the largest shared memory, the most
+ * accumulators, the fewest and the most threads) plus a fixed-seed random
+ * sample, and the reference and planted templates; the wgmma variant's for
+ * sm_90a. With KTUNE_COMPILE_ALL=1 every valid config of the development-suite
+ * shapes for sm_90a, what a sweep on the H200 compiles (the bench
+ * script runs that on the 16-core machine). Every program must compile to a
+ * non-empty CUBIN; registers and stack frame (spills) are read back from
+ * the CUBIN's .nv.info attributes and reported.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/family.h"
+#include "kernels/gemm_plan.h"
+#include "testutil.h"
+#include "tuner/jit.h"
+
+#define SAMPLE_PER_VARIANT 24
+
+struct item {
+	char label[320];
+	struct kt_program prog;
+	char arch[16];
+	unsigned smem;
+};
+
+static struct item *items;
+static int nitems, capitems;
+
+/* Adds a program unless the same (template, defines, arch) is queued. */
+static void add_program(const char *label, const struct kt_program *p, const char *arch,
+			unsigned smem)
+{
+	int i, d;
+
+	for (i = 0; i < nitems; i++) {
+		const struct kt_program *q = &items[i].prog;
+
+		if (strcmp(q->tpl, p->tpl) || q->ndefines != p->ndefines || strcmp(items[i].arch, arch))
+			continue;
+		for (d = 0; d < p->ndefines; d++)
+			if (strcmp(q->defines[d], p->defines[d]))
+				break;
+		if (d == p->ndefines)
+			return;
+	}
+	if (nitems == capitems) {
+		struct item *n;
+
+		capitems = capitems ? capitems * 2 : 256;
+		n = realloc(items, sizeof(*items) * (size_t)capitems);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+		items = n;
+	}
+	memset(&items[nitems], 0, sizeof(items[0]));
+	snprintf(items[nitems].label, sizeof(items[0].label), "%s", label);
+	items[nitems].prog = *p;
+	snprintf(items[nitems].arch, sizeof(items[0].arch), "%s", arch);
+	items[nitems].smem = smem;
+	nitems++;
+}
+
+static void add_plan(const struct kt_family *f, const struct kt_shape *s,
+		     const struct kt_config *c, const struct kt_target *t, const char *why)
+{
+	struct kt_plan plan;
+	struct kt_err e = {0};
+	char key[256], label[320], arch[16];
+	unsigned smem = 0;
+	int i;
+
+	kt_target_arch(t, arch, sizeof(arch));
+	CU_ASSERT_EQUAL_FATAL(f->plan(s, c, t, &plan, &e), 0);
+	for (i = 0; i < plan.nlaunch; i++)
+		if (plan.launch[i].smem > smem)
+			smem = plan.launch[i].smem;
+	kt_config_key(f, c, key, sizeof(key));
+	snprintf(label, sizeof(label), "%s %s [%s]", f->name, key, why);
+	for (i = 0; i < plan.nprograms; i++)
+		add_program(label, &plan.programs[i], arch, smem);
+}
+
+/* ---- picking configs ---- */
+
+struct pick {
+	const struct kt_family *f;
+	struct kt_shape s;
+	struct kt_target t;
+	int variant;
+	int all;
+	long nvalid;
+	struct kt_config first, last, max_smem, max_acc, min_thr, max_thr;
+	long v_smem, v_acc, v_min_thr, v_max_thr;
+	struct kt_config *valid;	/* every valid config, for the sample */
+	long cap;
+};
+
+static int pick_one(const struct kt_config *c, void *arg)
+{
+	struct pick *x = arg;
+	struct kt_gemm_tile t;
+	char why[200];
+	long smem, acc, thr;
+
+	if (c->variant != x->variant || x->f->check(&x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	if (x->nvalid == x->cap) {
+		struct kt_config *n;
+
+		x->cap = x->cap ? x->cap * 2 : 1024;
+		n = realloc(x->valid, sizeof(*n) * (size_t)x->cap);
+		if (!n)
+			return -1;
+		x->valid = n;
+	}
+	x->valid[x->nvalid] = *c;
+	if (x->nvalid++ == 0) {
+		x->first = x->max_smem = x->max_acc = x->min_thr = x->max_thr = *c;
+		x->v_smem = x->v_acc = x->v_max_thr = -1;
+		x->v_min_thr = 1 << 30;
+	}
+	x->last = *c;
+	if (kt_gemm_tile_from(x->f, c, &t) != 0)
+		return 0;	/* not a GEMM tile (planted): first/last only */
+	smem = kt_gemm_smem(&t);
+	acc = kt_gemm_acc_regs(&t);
+	thr = kt_gemm_threads(&t);
+	if (smem > x->v_smem)
+		x->v_smem = smem, x->max_smem = *c;
+	if (acc > x->v_acc)
+		x->v_acc = acc, x->max_acc = *c;
+	if (thr < x->v_min_thr)
+		x->v_min_thr = thr, x->min_thr = *c;
+	if (thr > x->v_max_thr)
+		x->v_max_thr = thr, x->max_thr = *c;
+	return 0;
+}
+
+static uint64_t rng_state = 0x6b74756e65ull;	/* fixed seed: the same sample every run */
+
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Queues configs of family f valid for the shape on target (only variant
+ * `only` when set): every one when all, else extremes and a sample. */
+static void add_family(const struct kt_family *f, const char *shape_text, const char *target,
+		       int all, const char *only)
+{
+	struct pick x;
+	struct kt_err e = {0};
+	int v, i;
+
+	for (v = 0; v < f->nvariants; v++) {
+		if (only && strcmp(f->variants[v], only) != 0)
+			continue;
+		memset(&x, 0, sizeof(x));
+		x.f = f;
+		x.variant = v;
+		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, shape_text, &x.s, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(kt_target_named(target, &x.t), 0);
+		CU_ASSERT_EQUAL(kt_space_foreach(f, 1, pick_one, &x), 0);
+		if (x.nvalid == 0) {
+			free(x.valid);
+			continue;	/* e.g. fused at a rank it does not support */
+		}
+		if (all) {
+			for (i = 0; i < x.nvalid; i++)
+				add_plan(f, &x.s, &x.valid[i], &x.t, "all");
+		} else {
+			add_plan(f, &x.s, &x.first, &x.t, "first");
+			add_plan(f, &x.s, &x.last, &x.t, "last");
+			add_plan(f, &x.s, &x.max_smem, &x.t, "max smem");
+			add_plan(f, &x.s, &x.max_acc, &x.t, "max acc");
+			add_plan(f, &x.s, &x.min_thr, &x.t, "min threads");
+			add_plan(f, &x.s, &x.max_thr, &x.t, "max threads");
+			for (i = 0; i < SAMPLE_PER_VARIANT && i < x.nvalid; i++)
+				add_plan(f, &x.s, &x.valid[rng_next() % (uint64_t)x.nvalid], &x.t,
+					 "sample");
+		}
+		free(x.valid);
+	}
+}
+
+static void add_refs(const struct kt_family *f, const char *shape_text, const char *target)
+{
+	struct kt_shape s;
+	struct kt_target t;
+	struct kt_plan p;
+	struct kt_err e = {0};
+	char arch[16], label[64];
+	int i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, shape_text, &s, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named(target, &t), 0);
+	kt_target_arch(&t, arch, sizeof(arch));
+	CU_ASSERT_EQUAL_FATAL(f->ref_plan(&s, &t, &p, &e), 0);
+	snprintf(label, sizeof(label), "%s reference", f->name);
+	for (i = 0; i < p.nprograms; i++)
+		add_program(label, &p.programs[i], arch, 0);
+}
+
+/* ---- reading the CUBIN ---- */
+
+/* Registers and stack frame of the CUBIN's first kernel, from the global
+ * .nv.info section (EIATTR_REGCOUNT 0x2f, EIATTR_FRAME_SIZE 0x11). A frame
+ * above 0 in these templates means spills (they use no local arrays). */
+static void cubin_usage(const unsigned char *d, size_t len, int *regs, int *frame)
+{
+	uint64_t shoff;
+	uint16_t shentsize, shnum, shstrndx;
+	int i;
+
+	*regs = *frame = -1;
+	if (len < 0x40 || memcmp(d, "\177ELF", 4) || d[4] != 2)
+		return;
+	memcpy(&shoff, d + 0x28, 8);
+	memcpy(&shentsize, d + 0x3a, 2);
+	memcpy(&shnum, d + 0x3c, 2);
+	memcpy(&shstrndx, d + 0x3e, 2);
+	if (shentsize < 64 || shoff + (uint64_t)shnum * shentsize > len || shstrndx >= shnum)
+		return;
+	for (i = 0; i < shnum; i++) {
+		const unsigned char *sh = d + shoff + (uint64_t)i * shentsize;
+		const unsigned char *strsh = d + shoff + (uint64_t)shstrndx * shentsize;
+		uint32_t name;
+		uint64_t stroff, off, size, p;
+
+		memcpy(&name, sh, 4);
+		memcpy(&stroff, strsh + 0x18, 8);
+		memcpy(&off, sh + 0x18, 8);
+		memcpy(&size, sh + 0x20, 8);
+		if (stroff + name + 9 > len || off + size > len)
+			continue;
+		if (strcmp((const char *)d + stroff + name, ".nv.info") != 0)
+			continue;
+		for (p = off; p + 4 <= off + size;) {
+			unsigned fmt = d[p], attr = d[p + 1];
+			uint16_t sz;
+			uint32_t val;
+
+			if (fmt == 1) {	/* no value */
+				p += 2;
+				continue;
+			}
+			memcpy(&sz, d + p + 2, 2);
+			if (fmt == 4 && sz == 8 && p + 12 <= off + size) {
+				memcpy(&val, d + p + 8, 4);
+				if (attr == 0x2f && *regs < 0)
+					*regs = (int)val;
+				if (attr == 0x11 && *frame < 0)
+					*frame = (int)val;
+			}
+			p += fmt == 4 ? 4u + sz : 4u;
+		}
+	}
+}
+
+static void compile_and_check(void)
+{
+	struct jit_job *jobs = calloc((size_t)nitems, sizeof(*jobs));
+	int i, ok = 0, spills = 0, reported = 0, maxregs = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
+	for (i = 0; i < nitems; i++) {
+		jobs[i].prog = &items[i].prog;
+		jobs[i].arch = items[i].arch;
+	}
+	printf("\n  compiling %d programs (NVRTC %s)\n", nitems, jit_nvrtc_version());
+	jit_compile_all(jobs, nitems, 0);
+	for (i = 0; i < nitems; i++) {
+		struct jit_result *r = &jobs[i].res;
+		int regs = -1, frame = -1;
+
+		CU_ASSERT_EQUAL(jobs[i].failed, 0);
+		CU_ASSERT_EQUAL(r->ok, 1);
+		CU_ASSERT(r->ok && r->cubin && r->cubin_len > 64);
+		if (jobs[i].failed || !r->ok || !r->cubin) {
+			fprintf(stderr, "  FAILED %s %s: %s\n%s\n", items[i].arch, items[i].label,
+				jobs[i].err_msg, r->log ? r->log : "");
+			continue;
+		}
+		ok++;
+		cubin_usage(r->cubin, r->cubin_len, &regs, &frame);
+		CU_ASSERT(regs > 0 && regs <= 255);
+		if (regs > maxregs)
+			maxregs = regs;
+		if (frame > 0)
+			spills++;
+		if (frame > 0 || (reported < 48 && strstr(items[i].label, "sample") == NULL)) {
+			printf("  %-6s %4d regs %5d B frame %6u B smem  %.1f ms  %s\n", items[i].arch,
+			       regs, frame, items[i].smem, r->ms, items[i].label);
+			reported++;
+		}
+	}
+	printf("  %d/%d compiled; %d with a stack frame (spills); max %d registers\n", ok, nitems,
+	       spills, maxregs);
+	for (i = 0; i < nitems; i++)
+		jit_result_release(&jobs[i].res);
+	free(jobs);
+}
+
+static void test_compile_space(void)
+{
+	const char *all = getenv("KTUNE_COMPILE_ALL");
+	const char *dshape = "tokens=1024,in=4096,out=4096";
+	const char *dsmall = "tokens=16,in=4096,out=4096";
+	const char *lbig = "tokens=1024,in=4096,out=4096,rank=1024";
+	const char *lsmall = "tokens=1024,in=4096,out=4096,rank=256";
+
+	nitems = 0;
+	if (all && strcmp(all, "1") == 0) {
+		/* what a sweep on the H200 compiles: sm_90a */
+		add_family(kt_family_find("dense"), dshape, "sm_90a", 1, NULL);
+		add_family(kt_family_find("dense"), dsmall, "sm_90a", 1, NULL);
+		add_family(kt_family_find("lowrank"), lbig, "sm_90a", 1, NULL);
+		add_family(kt_family_find("lowrank"), lsmall, "sm_90a", 1, NULL);
+	} else {
+		const char *targets[] = {"sm_80", "sm_90"};
+		size_t t;
+
+		for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
+			add_family(kt_family_find("dense"), dshape, targets[t], 0, NULL);
+			add_family(kt_family_find("lowrank"), lsmall, targets[t], 0, NULL);
+		}
+		add_family(kt_family_find("dense"), dshape, "sm_90a", 0, "wgmma");
+		/* decode-sized: the small tiles and split-K */
+		add_family(kt_family_find("dense"), dsmall, "sm_90", 0, "mma_sync");
+	}
+	add_refs(kt_family_find("dense"), dshape, "sm_90");
+	add_refs(kt_family_find("lowrank"), lsmall, "sm_90");
+	add_refs(kt_family_find("dense"), dshape, "sm_80");
+	compile_and_check();
+	free(items);
+	items = NULL;
+	nitems = capitems = 0;
+}
+
+int main(void)
+{
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 2;
+	s = CU_add_suite("compile", NULL, NULL);
+	CU_add_test(s, "NVRTC compiles dense and lowrank", test_compile_space);
+	return kt_test_main();
+}

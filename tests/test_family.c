@@ -1,0 +1,870 @@
+/*
+ * test_family.c -- the family descriptors on the CPU: registry, shape and
+ * config text, space enumeration, resource checks, plans, inputs, bf16
+ * conversion, and the CPU references checked against each other.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/family.h"
+#include "kernels/gemm_plan.h"
+#include "testutil.h"
+
+static const struct kt_family *dense, *lowrank;
+
+static int init_suite(void)
+{
+	dense = kt_family_find("dense");
+	lowrank = kt_family_find("lowrank");
+	return dense && lowrank ? 0 : 1;
+}
+
+static struct kt_target target(const char *name)
+{
+	struct kt_target t;
+
+	memset(&t, 0, sizeof(t));
+	CU_ASSERT_EQUAL_FATAL(kt_target_named(name, &t), 0);
+	return t;
+}
+
+static struct kt_shape shape(const struct kt_family *f, const char *text)
+{
+	struct kt_shape s;
+	struct kt_err e = {0};
+
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, text, &s, &e), 0);
+	return s;
+}
+
+/* ---- registry ---- */
+
+static void test_registry(void)
+{
+	const struct kt_family *st = kt_family_find("selftest");
+	int i, visible = 0;
+
+	CU_ASSERT_STRING_EQUAL(dense->name, "dense");
+	CU_ASSERT_STRING_EQUAL(lowrank->name, "lowrank");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+	CU_ASSERT_EQUAL(st->hidden, 1);
+	CU_ASSERT_PTR_NULL(kt_family_find("nope"));
+	CU_ASSERT_PTR_NULL(kt_family_find(NULL));
+	CU_ASSERT_PTR_NULL(kt_family_at(-1));
+	CU_ASSERT_PTR_NULL(kt_family_at(kt_family_count()));
+	CU_ASSERT(kt_family_count() >= 3);
+	for (i = 0; i < kt_family_count(); i++) {
+		const struct kt_family *f = kt_family_at(i);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		CU_ASSERT_PTR_EQUAL(kt_family_find(f->name), f);
+		visible += !f->hidden;
+		/* every descriptor is complete */
+		CU_ASSERT(f->ndims > 0 && f->ndims <= KT_MAX_DIMS);
+		CU_ASSERT(f->nparams <= KT_MAX_PARAMS);
+		CU_ASSERT(f->nvariants > 0 && f->nvariants <= KT_MAX_VARIANTS);
+		CU_ASSERT(f->check && f->buffers && f->plan && f->ref_plan && f->cpu_ref);
+		CU_ASSERT(f->flops && f->min_bytes && f->default_config);
+		CU_ASSERT(f->tol > 0 && f->tol < 0.1);
+	}
+	CU_ASSERT(visible >= 2);
+}
+
+/* ---- shapes ---- */
+
+static void test_shape_roundtrip(void)
+{
+	struct kt_shape s, s2;
+	struct kt_err e = {0};
+	char key[128], key2[128];
+	int n;
+
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(lowrank, "rank=256,out=4096,tokens=1024,in=2048", &s, &e), 0);
+	CU_ASSERT_EQUAL(kt_shape_get(lowrank, &s, "tokens"), 1024);
+	CU_ASSERT_EQUAL(kt_shape_get(lowrank, &s, "in"), 2048);
+	CU_ASSERT_EQUAL(kt_shape_get(lowrank, &s, "out"), 4096);
+	CU_ASSERT_EQUAL(kt_shape_get(lowrank, &s, "rank"), 256);
+	CU_ASSERT_EQUAL(kt_shape_get(lowrank, &s, "blocks"), -1);
+	n = kt_shape_key(lowrank, &s, key, sizeof(key));
+	CU_ASSERT_EQUAL(n, (int)strlen(key));
+	CU_ASSERT_STRING_EQUAL(key, "tokens=1024,in=2048,out=4096,rank=256");
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(lowrank, key, &s2, &e), 0);
+	kt_shape_key(lowrank, &s2, key2, sizeof(key2));
+	CU_ASSERT_STRING_EQUAL(key, key2);
+	/* snprintf semantics: the full length even when truncated */
+	CU_ASSERT_EQUAL(kt_shape_key(lowrank, &s, key2, 8), n);
+	CU_ASSERT_EQUAL(strlen(key2), 7);
+	/* range ends are inclusive */
+	CU_ASSERT_EQUAL(kt_shape_parse(dense, "tokens=1,in=16,out=65536", &s, &e), 0);
+}
+
+static void expect_shape_error(const struct kt_family *f, const char *text, const char *a,
+			       const char *b)
+{
+	struct kt_shape s;
+	struct kt_err e = {0};
+
+	CU_ASSERT_EQUAL(kt_shape_parse(f, text, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	if (a && !strstr(e.msg, a))
+		fprintf(stderr, "\n  '%s': message '%s' lacks '%s'\n", text, e.msg, a);
+	CU_ASSERT(!a || strstr(e.msg, a) != NULL);
+	CU_ASSERT(!b || strstr(e.msg, b) != NULL);
+}
+
+static void test_shape_errors(void)
+{
+	/* unknown key: names it and the keys allowed */
+	expect_shape_error(dense, "tokens=1,in=64,out=64,rank=8", "rank", "tokens, in, out");
+	/* missing key */
+	expect_shape_error(dense, "tokens=1,in=64", "missing key 'out'", NULL);
+	expect_shape_error(dense, "", "missing", NULL);
+	/* duplicate */
+	expect_shape_error(dense, "tokens=1,in=64,in=64,out=64", "'in' given twice", NULL);
+	/* non-integer */
+	expect_shape_error(dense, "tokens=1x,in=64,out=64", "not an integer", NULL);
+	expect_shape_error(dense, "tokens=1.5,in=64,out=64", "not an integer", NULL);
+	expect_shape_error(dense, "tokens=,in=64,out=64", "not an integer", NULL);
+	expect_shape_error(dense, "tokens= 1,in=64,out=64", "not an integer", NULL);
+	expect_shape_error(dense, "tokens=99999999999999999999999,in=64,out=64", "not an integer",
+			   NULL);
+	/* out of range, with the range */
+	expect_shape_error(dense, "tokens=0,in=64,out=64", "tokens=0 out of range", "[1, 1048576]");
+	expect_shape_error(dense, "tokens=8,in=8,out=64", "in=8 out of range", "[16, 65536]");
+	expect_shape_error(lowrank, "tokens=8,in=64,out=64,rank=-8", "rank", "range");
+	/* malformed lists */
+	expect_shape_error(dense, "tokens=1,in=64,out=64,", "trailing comma", NULL);
+	expect_shape_error(dense, "tokens=1,in,out=64", "not key=value", NULL);
+	expect_shape_error(dense, "=1,in=64,out=64", "bad item", NULL);
+}
+
+/* ---- configs ---- */
+
+struct rt_ctx {
+	const struct kt_family *f;
+	long n, bad;
+};
+
+static int roundtrip_one(const struct kt_config *c, void *arg)
+{
+	struct rt_ctx *x = arg;
+	struct kt_config c2;
+	struct kt_err e = {0};
+	char key[512], key2[512];
+	int i;
+
+	x->n++;
+	kt_config_key(x->f, c, key, sizeof(key));
+	if (kt_config_parse(x->f, key, &c2, &e) != 0) {
+		x->bad++;
+		return 0;
+	}
+	kt_config_key(x->f, &c2, key2, sizeof(key2));
+	if (strcmp(key, key2) != 0 || c2.variant != c->variant)
+		x->bad++;
+	for (i = 0; i < x->f->nparams; i++)
+		if (c2.p[i] != c->p[i])
+			x->bad++;
+	return 0;
+}
+
+static void test_config_roundtrip(void)
+{
+	struct rt_ctx x = {dense, 0, 0};
+	struct kt_config c;
+	struct kt_err e = {0};
+	char key[256];
+
+	kt_space_foreach(dense, 1, roundtrip_one, &x);
+	CU_ASSERT_EQUAL(x.n, kt_space_size(dense, 1));
+	CU_ASSERT_EQUAL(x.bad, 0);
+	x.f = lowrank;
+	x.n = x.bad = 0;
+	kt_space_foreach(lowrank, 1, roundtrip_one, &x);
+	CU_ASSERT_EQUAL(x.n, kt_space_size(lowrank, 1));
+	CU_ASSERT_EQUAL(x.bad, 0);
+
+	/* only the variant's own params are in the key */
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank,
+		"variant=fused,BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=4,STAGES=3,N_SPLIT=8",
+		&c, &e), 0);
+	kt_config_key(lowrank, &c, key, sizeof(key));
+	CU_ASSERT_PTR_NULL(strstr(key, "Z_BLOCK"));
+	CU_ASSERT_PTR_NULL(strstr(key, "GROUP_M"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(key, "N_SPLIT=8"));
+	CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "N_SPLIT"), 8);
+	CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "NOPE"), -1);
+	CU_ASSERT_EQUAL(kt_variant_index(lowrank, "fused"), c.variant);
+	CU_ASSERT_EQUAL(kt_variant_index(lowrank, "nope"), -1);
+	/* planted variants carry no params */
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=planted_hang", &c, &e), 0);
+	kt_config_key(dense, &c, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, "variant=planted_hang");
+}
+
+static void expect_config_error(const struct kt_family *f, const char *text, const char *want)
+{
+	struct kt_config c;
+	struct kt_err e = {0};
+
+	CU_ASSERT_EQUAL(kt_config_parse(f, text, &c, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	if (!strstr(e.msg, want))
+		fprintf(stderr, "\n  '%s': message '%s' lacks '%s'\n", text, e.msg, want);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+}
+
+static void test_config_errors(void)
+{
+	const char *ok = "BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=4,STAGES=3";
+	char buf[256];
+
+	expect_config_error(dense, ok, "missing or unknown variant");
+	snprintf(buf, sizeof(buf), "variant=wgmma9,%s,GROUP_M=8", ok);
+	expect_config_error(dense, buf, "mma_sync");	/* lists the variants */
+	snprintf(buf, sizeof(buf), "variant=mma_sync,%s", ok);
+	expect_config_error(dense, buf, "missing parameter 'GROUP_M'");
+	snprintf(buf, sizeof(buf), "variant=mma_sync,%s,GROUP_M=8,STAGES=4", ok);
+	expect_config_error(dense, buf, "'STAGES' given twice");
+	snprintf(buf, sizeof(buf), "variant=mma_sync,%s,GROUP_M=8,N_SPLIT=2", ok);
+	expect_config_error(dense, buf, "no parameter 'N_SPLIT'");
+	snprintf(buf, sizeof(buf), "variant=unfused,%s,GROUP_M=8,Z_BLOCK_M=64,Z_BLOCK_N=64,N_SPLIT=2",
+		 ok);
+	expect_config_error(lowrank, buf, "no parameter 'N_SPLIT'");
+	snprintf(buf, sizeof(buf), "variant=mma_sync,%s,GROUP_M=eight", ok);
+	expect_config_error(dense, buf, "not an integer");
+	snprintf(buf, sizeof(buf), "variant=mma_sync,%s,GROUP_M=-1", ok);
+	expect_config_error(dense, buf, "not an integer");
+	expect_config_error(dense, "variant=planted_fault,", "trailing comma");
+}
+
+/* ---- enumeration ---- */
+
+struct count_ctx {
+	const struct kt_family *f;
+	struct kt_shape s;
+	struct kt_target t;
+	long all, valid, planted;
+	struct kt_config first;
+};
+
+static int count_one(const struct kt_config *c, void *arg)
+{
+	struct count_ctx *x = arg;
+	char why[200] = "";
+
+	if (x->all++ == 0)
+		x->first = *c;
+	if ((x->f->planted >> c->variant) & 1u)
+		x->planted++;
+	if (x->f->check(&x->s, c, &x->t, why, sizeof(why)) == 0)
+		x->valid++;
+	else
+		CU_ASSERT(why[0] != 0);	/* every rejection says why */
+	return 0;
+}
+
+static int stop_at_3(const struct kt_config *c, void *arg)
+{
+	(void)c;
+	return ++*(int *)arg == 3 ? 42 : 0;
+}
+
+static void test_space(void)
+{
+	struct count_ctx a, b;
+	long product = 0;
+	int i, v, n = 0;
+
+	/* per variant, the cartesian product of the params it uses */
+	for (v = 0; v < dense->nvariants; v++) {
+		long pv = 1;
+
+		if ((dense->planted >> v) & 1u)
+			continue;
+		for (i = 0; i < dense->nparams; i++)
+			if ((dense->params[i].variants >> v) & 1u)
+				pv *= dense->params[i].nvalues;
+		product += pv;
+	}
+	memset(&a, 0, sizeof(a));
+	a.f = dense;
+	a.s = shape(dense, "tokens=1024,in=4096,out=4096");
+	a.t = target("sm_90");
+	b = a;
+	CU_ASSERT_EQUAL(kt_space_foreach(dense, 0, count_one, &a), 0);
+	CU_ASSERT_EQUAL(a.all, product);
+	CU_ASSERT_EQUAL(a.all, kt_space_size(dense, 0));
+	CU_ASSERT_EQUAL(a.planted, 0);
+	kt_space_foreach(dense, 1, count_one, &b);
+	CU_ASSERT_EQUAL(b.all, kt_space_size(dense, 1));
+	CU_ASSERT_EQUAL(b.planted, 2);	/* planted_fault, planted_hang */
+	CU_ASSERT_EQUAL(b.all, a.all + 2);
+	/* fixed order: the first config is every param's first value */
+	CU_ASSERT_EQUAL(a.first.variant, 0);
+	for (i = 0; i < dense->nparams; i++)
+		CU_ASSERT_EQUAL(a.first.p[i], dense->params[i].values[0]);
+	/* a useful but pruned space */
+	CU_ASSERT(a.valid > 20);
+	CU_ASSERT(a.valid < a.all);
+	printf("\n  dense space %ld, valid on sm_90 at 1024x4096x4096: %ld\n", a.all, a.valid);
+	/* wgmma configs join on sm_90a only */
+	memset(&b, 0, sizeof(b));
+	b.f = dense;
+	b.s = a.s;
+	b.t = target("sm_90a");
+	kt_space_foreach(dense, 0, count_one, &b);
+	CU_ASSERT(b.valid > a.valid);
+	printf("  valid on sm_90a: %ld\n", b.valid);
+	/* early stop returns fn's value */
+	CU_ASSERT_EQUAL(kt_space_foreach(dense, 0, stop_at_3, &n), 42);
+	CU_ASSERT_EQUAL(n, 3);
+
+	memset(&a, 0, sizeof(a));
+	a.f = lowrank;
+	a.s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	a.t = target("sm_90");
+	kt_space_foreach(lowrank, 0, count_one, &a);
+	CU_ASSERT_EQUAL(a.all, kt_space_size(lowrank, 0));
+	CU_ASSERT(a.valid > 20);
+	printf("  lowrank space %ld, valid on sm_90 at r=256: %ld\n", a.all, a.valid);
+}
+
+/* ---- resource checks ---- */
+
+static int dense_cfg(struct kt_config *c, long bm, long bn, long bk, long wm, long wn, long st)
+{
+	char buf[200];
+	struct kt_err e = {0};
+
+	snprintf(buf, sizeof(buf),
+		 "variant=mma_sync,BLOCK_M=%ld,BLOCK_N=%ld,BLOCK_K=%ld,WARPS_M=%ld,WARPS_N=%ld,"
+		 "STAGES=%ld,GROUP_M=8,SPLIT_K=1", bm, bn, bk, wm, wn, st);
+	return kt_config_parse(dense, buf, c, &e);
+}
+
+static void test_check(void)
+{
+	struct kt_shape s = shape(dense, "tokens=1024,in=4096,out=4096");
+	struct kt_target t90 = target("sm_90"), t86 = target("sm_86"), t80 = target("sm_80");
+	struct kt_target small;
+	struct kt_config c;
+	char why[200];
+
+	/* 3 x (128+256) x 64 x 2 = 147456 B: fits sm_90 and sm_80, not sm_86 */
+	CU_ASSERT_EQUAL_FATAL(dense_cfg(&c, 128, 256, 64, 2, 4, 3), 0);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t80, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t86, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	/* 5 stages of it exceed even sm_90's 232448 B */
+	dense_cfg(&c, 128, 256, 64, 2, 4, 5);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	/* 256 x 256 on 4 warps: 512 accumulators per thread */
+	dense_cfg(&c, 256, 256, 32, 2, 2, 2);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "accumulators"));
+	/* threads over the target's limit */
+	small = t90;
+	small.max_threads = 256;
+	dense_cfg(&c, 128, 128, 32, 4, 4, 2);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &small, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "threads"));
+	/* warp tile must be 16 x 16 multiples */
+	dense_cfg(&c, 16, 32, 32, 2, 1, 2);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "warp tile"));
+	/* alignment: out not a multiple of 8 */
+	s = shape(dense, "tokens=1024,in=4096,out=4100");
+	dense_cfg(&c, 128, 128, 32, 2, 2, 3);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "multiples of 8"));
+	/* a 256-row tile for 16 tokens is pruned, a 16-row one is not */
+	s = shape(dense, "tokens=16,in=4096,out=4096");
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	dense_cfg(&c, 16, 64, 64, 1, 4, 4);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
+	/* wgmma: sm_90a only, 64-row warpgroups, 3+ stages */
+	{
+		struct kt_err e = {0};
+		struct kt_target t90a = target("sm_90a");
+		struct kt_shape big = shape(dense, "tokens=1024,in=4096,out=4096");
+
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=wgmma,BLOCK_M=128,BLOCK_N=256,"
+					"STAGES=4,GROUP_M=8,SPLIT_K=1", &c, &e), 0);
+		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+		c.p[0] = 32;
+		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 1);
+		c.p[0] = 128;
+		c.p[5] = 5;	/* 5 x 384 x 128 B > 227 KiB */
+		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+		c.p[5] = 2;
+		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 1);
+		c.p[5] = 4;
+		{
+			struct kt_plan p;
+
+			CU_ASSERT_EQUAL_FATAL(dense->plan(&big, &c, &t90a, &p, &e), 0);
+			CU_ASSERT_EQUAL(p.launch[0].block[0], 256);	/* 2 warpgroups */
+			CU_ASSERT_EQUAL(p.launch[0].smem, 4 * (128 + 256) * 64 * 2 + 1024);
+			CU_ASSERT_STRING_EQUAL(p.programs[0].defines[p.programs[0].ndefines - 1],
+					       "WGMMA=1");
+		}
+	}
+	/* planted variants always "fit": they are meant to fail at run time */
+	c.variant = kt_variant_index(dense, "planted_fault");
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
+}
+
+static void test_check_lowrank(void)
+{
+	struct kt_shape s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
+	struct kt_target t = target("sm_90");
+	struct kt_config c;
+	struct kt_err e = {0};
+	char why[200];
+
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank,
+		"variant=fused,BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=4,STAGES=3,N_SPLIT=8",
+		&c, &e), 0);
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "rank <= 256"));
+	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+	/* N_SPLIT beyond the out tiles */
+	s = shape(lowrank, "tokens=1024,in=4096,out=512,rank=256");
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "N_SPLIT"));
+	/* z tile + ring over the sm_86 limit */
+	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	t = target("sm_86");
+	c.p[0] = 128;	/* BLOCK_M: 64 KiB z + 3 x 384 x 64 B ring */
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+}
+
+static void test_defaults(void)
+{
+	const char *dshapes[] = {"tokens=1024,in=4096,out=4096", "tokens=16,in=4096,out=4096",
+				 "tokens=1,in=16,out=16", "tokens=77,in=264,out=136",
+				 "tokens=16384,in=11008,out=4096"};
+	const char *lshapes[] = {"tokens=1024,in=4096,out=4096,rank=1024",
+				 "tokens=1024,in=4096,out=4096,rank=256",
+				 "tokens=16,in=2048,out=2048,rank=8",
+				 "tokens=1,in=16,out=16,rank=8"};
+	const char *targets[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
+	size_t i, j;
+
+	for (j = 0; j < sizeof(targets) / sizeof(targets[0]); j++) {
+		struct kt_target t = target(targets[j]);
+
+		for (i = 0; i < sizeof(dshapes) / sizeof(dshapes[0]); i++) {
+			struct kt_shape s = shape(dense, dshapes[i]);
+			struct kt_config c;
+			char why[200] = "";
+
+			CU_ASSERT_EQUAL(dense->default_config(&s, &t, &c), 0);
+			CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 0);
+		}
+		for (i = 0; i < sizeof(lshapes) / sizeof(lshapes[0]); i++) {
+			struct kt_shape s = shape(lowrank, lshapes[i]);
+			struct kt_config c;
+			char why[200] = "";
+
+			CU_ASSERT_EQUAL(lowrank->default_config(&s, &t, &c), 0);
+			CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+			if (why[0])
+				fprintf(stderr, "\n  %s %s: %s\n", targets[j], lshapes[i], why);
+		}
+	}
+}
+
+/* ---- plans ---- */
+
+static void check_args(const struct kt_plan *p, int nbufs)
+{
+	int l, a;
+
+	CU_ASSERT(p->nlaunch >= 1 && p->nlaunch <= KT_MAX_LAUNCHES);
+	CU_ASSERT(p->nprograms >= 1 && p->nprograms <= KT_MAX_PROGRAMS);
+	for (l = 0; l < p->nlaunch; l++) {
+		const struct kt_launch *x = &p->launch[l];
+
+		CU_ASSERT(x->program >= 0 && x->program < p->nprograms);
+		CU_ASSERT(x->kernel[0] != 0);
+		CU_ASSERT(x->grid[0] >= 1 && x->grid[1] >= 1 && x->grid[2] >= 1);
+		CU_ASSERT(x->block[0] * x->block[1] * x->block[2] >= 32);
+		for (a = 0; a < x->nargs; a++)
+			if (x->args[a].kind == KT_ARG_BUF)
+				CU_ASSERT(x->args[a].buf >= 0 && x->args[a].buf < nbufs);
+	}
+}
+
+static void test_plans(void)
+{
+	char why[200];
+	struct kt_shape s = shape(dense, "tokens=1000,in=4096,out=4104");
+	struct kt_target t = target("sm_90");
+	struct kt_buf bufs[KT_MAX_BUFS], pbufs[KT_MAX_BUFS];
+	struct kt_config c;
+	struct kt_plan p;
+	struct kt_err e = {0};
+	int nb, np, i;
+
+	CU_ASSERT_EQUAL_FATAL(dense_cfg(&c, 128, 256, 32, 2, 4, 4), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
+	nb = dense->buffers(&s, &c, bufs);
+	check_args(&p, nb);
+	CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "gemm");
+	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "gemm_tn");
+	/* masked edges: the grid covers ceil(1000/128) x ceil(4104/256) tiles */
+	CU_ASSERT_EQUAL(p.launch[0].grid[0], ((1000 + 127) / 128) * ((4104 + 255) / 256));
+	CU_ASSERT_EQUAL(p.launch[0].block[0], 2 * 4 * 32);
+	CU_ASSERT_EQUAL(p.launch[0].smem, 4 * (128 + 256) * 32 * 2);
+	CU_ASSERT(p.launch[0].smem <= (unsigned)t.smem_optin);
+	CU_ASSERT_EQUAL(p.launch[0].nargs, 12);
+	CU_ASSERT_EQUAL(bufs[2].role, KT_BUF_OUTPUT);
+	CU_ASSERT_EQUAL(bufs[2].elems, 1000 * 4104);
+	/* an invalid config is refused by plan() too */
+	dense_cfg(&c, 256, 256, 32, 2, 2, 2);
+	CU_ASSERT_EQUAL(dense->plan(&s, &c, &t, &p, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	/* planted */
+	kt_config_parse(dense, "variant=planted_fault", &c, &e);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "planted");
+	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "planted_fault");
+	CU_ASSERT_EQUAL_FATAL(dense->ref_plan(&s, &t, &p, &e), 0);
+	check_args(&p, dense->buffers(&s, NULL, bufs));
+	CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "ref");
+
+	/* lowrank: problem buffers first and in the same order */
+	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	np = lowrank->buffers(&s, NULL, pbufs);
+	kt_config_parse(lowrank, "variant=unfused,BLOCK_M=128,BLOCK_N=256,BLOCK_K=32,WARPS_M=2,"
+				 "WARPS_N=4,STAGES=4,GROUP_M=8,Z_BLOCK_M=64,Z_BLOCK_N=128,Z_SPLIT_K=1", &c, &e);
+	nb = lowrank->buffers(&s, &c, bufs);
+	CU_ASSERT_EQUAL(nb, np + 1);
+	for (i = 0; i < np; i++) {
+		CU_ASSERT_STRING_EQUAL(bufs[i].name, pbufs[i].name);
+		CU_ASSERT_EQUAL(bufs[i].elems, pbufs[i].elems);
+	}
+	CU_ASSERT_EQUAL(pbufs[np - 1].role, KT_BUF_SCRATCH);	/* the reference's z32 */
+	CU_ASSERT_EQUAL(pbufs[np - 1].dtype, KT_F32);
+	CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
+	CU_ASSERT_EQUAL(bufs[nb - 1].dtype, KT_BF16);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	check_args(&p, nb);
+	CU_ASSERT_EQUAL(p.nlaunch, 2);
+	CU_ASSERT_EQUAL(p.nprograms, 2);	/* two tiles, two programs */
+	CU_ASSERT_EQUAL(p.launch[0].args[2].buf, nb - 1);	/* z written ... */
+	CU_ASSERT_EQUAL(p.launch[1].args[0].buf, nb - 1);	/* ... then read */
+	CU_ASSERT_EQUAL_FATAL(lowrank->ref_plan(&s, &t, &p, &e), 0);
+	check_args(&p, np);
+	CU_ASSERT_EQUAL(p.nlaunch, 2);
+	kt_config_parse(lowrank, "variant=fused,BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,"
+				 "WARPS_N=4,STAGES=3,N_SPLIT=8", &c, &e);
+	CU_ASSERT_EQUAL(lowrank->buffers(&s, &c, bufs), np);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	check_args(&p, np);
+	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "lowrank_fused");
+	CU_ASSERT_EQUAL(p.launch[0].grid[1], 8);
+	CU_ASSERT(p.launch[0].smem <= (unsigned)t.smem_optin);
+
+	/* split-K: a second launch reduces the fp32 workspace (a scratch buffer) */
+	s = shape(dense, "tokens=16,in=4096,out=4096");
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=mma_sync,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,"
+				"WARPS_M=1,WARPS_N=4,STAGES=4,GROUP_M=1,SPLIT_K=2", &c, &e), 0);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 0);
+	nb = dense->buffers(&s, &c, bufs);
+	CU_ASSERT_EQUAL_FATAL(nb, 4);
+	CU_ASSERT_EQUAL(bufs[3].role, KT_BUF_SCRATCH);
+	CU_ASSERT_EQUAL(bufs[3].dtype, KT_F32);
+	CU_ASSERT_EQUAL(bufs[3].elems, 2 * 16 * 4096);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
+	check_args(&p, nb);
+	CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
+	CU_ASSERT_EQUAL(p.launch[0].grid[1], 2);
+	CU_ASSERT_EQUAL(p.launch[0].args[2].buf, 3);
+	CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "splitk_reduce");
+	CU_ASSERT_EQUAL(p.launch[1].args[0].buf, 3);
+	CU_ASSERT_EQUAL(p.launch[1].args[1].buf, 2);
+	CU_ASSERT_STRING_EQUAL(p.programs[0].defines[p.programs[0].ndefines - 1], "SPLIT_K=2");
+	/* where the tiles already fill the GPU, splitting is pruned */
+	s = shape(dense, "tokens=1024,in=4096,out=4096");
+	c.p[0] = 128;
+	c.p[1] = 256;
+	c.p[3] = 2;
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "SPLIT_K"));
+	/* lowrank's z GEMM split: z workspace after z, three launches */
+	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank, "variant=unfused_wgmma,BLOCK_M=128,BLOCK_N=256,"
+				"STAGES=4,GROUP_M=8,Z_BLOCK_M=128,Z_BLOCK_N=128,Z_SPLIT_K=2", &c, &e), 0);
+	{
+		struct kt_target t90a;
+
+		CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
+		CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		nb = lowrank->buffers(&s, &c, bufs);
+		CU_ASSERT_EQUAL_FATAL(nb, 7);
+		CU_ASSERT_EQUAL(bufs[6].elems, 2 * 1024 * 1024);
+		CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t90a, &p, &e), 0);
+		check_args(&p, nb);
+		CU_ASSERT_EQUAL(p.nlaunch, 3);
+		CU_ASSERT_EQUAL(p.nprograms, 2);
+		CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "splitk_reduce");
+		CU_ASSERT_EQUAL(p.launch[1].args[1].buf, 5);	/* into z */
+		CU_ASSERT_EQUAL(p.launch[2].args[0].buf, 5);	/* y GEMM reads z */
+	}
+
+	/* the roofline model */
+	s = shape(lowrank, "tokens=1024,in=4096,out=2048,rank=256");
+	CU_ASSERT_DOUBLE_EQUAL(lowrank->flops(&s), 2.0 * 1024 * 256 * (4096 + 2048), 1);
+	CU_ASSERT_DOUBLE_EQUAL(lowrank->min_bytes(&s),
+			       2.0 * (1024.0 * 4096 + 256.0 * (4096 + 2048) + 1024.0 * 2048), 1);
+	s = shape(dense, "tokens=1024,in=4096,out=2048");
+	CU_ASSERT_DOUBLE_EQUAL(dense->flops(&s), 2.0 * 1024 * 4096 * 2048, 1);
+	CU_ASSERT_DOUBLE_EQUAL(dense->min_bytes(&s),
+			       2.0 * (1024.0 * 4096 + 4096.0 * 2048 + 1024.0 * 2048), 1);
+}
+
+/* ---- targets ---- */
+
+static void test_targets(void)
+{
+	struct kt_target t;
+	char arch[16];
+
+	CU_ASSERT_EQUAL(kt_target_named("sm_90a", &t), 0);
+	CU_ASSERT_EQUAL(t.sm, 90);
+	CU_ASSERT_EQUAL(t.arch_a, 1);
+	kt_target_arch(&t, arch, sizeof(arch));
+	CU_ASSERT_STRING_EQUAL(arch, "sm_90a");
+	CU_ASSERT_EQUAL(kt_target_named("sm_80", &t), 0);
+	kt_target_arch(&t, arch, sizeof(arch));
+	CU_ASSERT_STRING_EQUAL(arch, "sm_80");
+	CU_ASSERT_EQUAL(t.smem_optin, 163 * 1024);
+	CU_ASSERT_EQUAL(t.max_threads, 1024);
+	CU_ASSERT_EQUAL(kt_target_named("sm_86", &t), 0);
+	CU_ASSERT_EQUAL(t.smem_optin, 99 * 1024);
+	CU_ASSERT_EQUAL(kt_target_named("sm_90", &t), 0);
+	CU_ASSERT_EQUAL(t.smem_optin, 227 * 1024);
+	CU_ASSERT_EQUAL(kt_target_named("sm_70", &t), -1);
+	CU_ASSERT_EQUAL(kt_target_named(NULL, &t), -1);
+}
+
+/* ---- inputs and bf16 ---- */
+
+static void test_fill(void)
+{
+	enum { N = 100000 };
+	uint16_t *a = malloc(N * 2), *b = malloc(N * 2), *c = malloc(N * 2);
+	double sum = 0, amax = 0;
+	int i, zeros = 0, same_ab = 1, diff_ac = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a && b && c);
+	kt_fill_bf16(a, N, 7, 0.5);
+	kt_fill_bf16(b, N, 7, 0.5);
+	kt_fill_bf16(c, N, 8, 0.5);
+	for (i = 0; i < N; i++) {
+		float v = kt_bf16_to_f32(a[i]);
+
+		same_ab &= a[i] == b[i];
+		diff_ac += a[i] != c[i];
+		zeros += v == 0.f;
+		sum += v;
+		if (fabs(v) > amax)
+			amax = fabs(v);
+	}
+	CU_ASSERT_EQUAL(same_ab, 1);		/* deterministic */
+	CU_ASSERT(diff_ac > N * 9 / 10);	/* the seed matters */
+	CU_ASSERT_EQUAL(zeros, 0);
+	CU_ASSERT(amax <= 0.5 && amax > 0.49);	/* fills (-scale, scale) */
+	CU_ASSERT(fabs(sum / N) < 0.01);	/* centred */
+	/* the float value is the same function */
+	CU_ASSERT_EQUAL(kt_f32_to_bf16(kt_fill_value(7, 123, 0.5)), a[123]);
+	CU_ASSERT(kt_fill_value(7, 123, 0.5) != kt_fill_value(7, 124, 0.5));
+	free(a);
+	free(b);
+	free(c);
+}
+
+static void test_bf16(void)
+{
+	unsigned h;
+	int bad = 0;
+	float one_tie = 1.0f + ldexpf(1.0f, -8), three_tie = 1.0f + 3 * ldexpf(1.0f, -8);
+
+	/* every non-NaN bf16 survives bf16 -> f32 -> bf16 */
+	for (h = 0; h < 65536; h++) {
+		float f = kt_bf16_to_f32((uint16_t)h);
+
+		if (isnan(f))
+			bad += !isnan(kt_bf16_to_f32(kt_f32_to_bf16(f)));
+		else
+			bad += kt_f32_to_bf16(f) != h;
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	/* ties go to even */
+	CU_ASSERT_EQUAL(kt_bf16_to_f32(kt_f32_to_bf16(one_tie)), 1.0f);
+	CU_ASSERT_EQUAL(kt_bf16_to_f32(kt_f32_to_bf16(three_tie)), 1.0f + ldexpf(1.0f, -6));
+	CU_ASSERT_EQUAL(kt_bf16_to_f32(kt_f32_to_bf16(nextafterf(one_tie, 2.f))),
+			1.0f + ldexpf(1.0f, -7));
+	CU_ASSERT_EQUAL(kt_bf16_to_f32(kt_f32_to_bf16(-one_tie)), -1.0f);
+	CU_ASSERT(isnan(kt_bf16_to_f32(kt_f32_to_bf16(NAN))));
+	CU_ASSERT(isinf(kt_bf16_to_f32(kt_f32_to_bf16(3.4e38f))));
+	CU_ASSERT_EQUAL(kt_dtype_size(KT_BF16), 2);
+	CU_ASSERT_EQUAL(kt_dtype_size(KT_F32), 4);
+	CU_ASSERT_EQUAL(kt_dtype_size(KT_I32), 4);
+}
+
+/* ---- CPU references ---- */
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+	double num = 0, den = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		den += (double)b[i] * b[i];
+	}
+	return sqrt(num / den);
+}
+
+/* Fills a family's inputs the way the worker does: buffer i from seed+i. */
+static void **make_inputs(const struct kt_family *f, const struct kt_shape *s, int *n)
+{
+	struct kt_buf bufs[KT_MAX_BUFS];
+	int nb = f->buffers(s, NULL, bufs), i;
+	void **in = calloc(KT_MAX_BUFS, sizeof(*in));
+
+	*n = 0;
+	for (i = 0; i < nb && in; i++) {
+		if (bufs[i].role != KT_BUF_INPUT)
+			continue;
+		in[*n] = malloc(bufs[i].elems * 2);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(in[*n]);
+		kt_fill_bf16(in[*n], bufs[i].elems, 1000 + (uint64_t)i, bufs[i].scale);
+		(*n)++;
+	}
+	return in;
+}
+
+static void free_inputs(void **in, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		free(in[i]);
+	free(in);
+}
+
+static void test_dense_ref(void)
+{
+	struct kt_shape s = shape(dense, "tokens=37,in=200,out=72");
+	long T = 37, n = 200, m = 72, t, o, k;
+	float *y = malloc(T * m * 4), *naive = malloc(T * m * 4);
+	struct kt_err e = {0};
+	void **in;
+	int nin;
+	double err, norm = 0;
+
+	in = make_inputs(dense, &s, &nin);
+	CU_ASSERT_EQUAL_FATAL(nin, 2);
+	CU_ASSERT_EQUAL_FATAL(dense->cpu_ref(&s, (const void *const *)in, &y, &e), 0);
+	/* an independent naive version: float, k descending */
+	for (t = 0; t < T; t++)
+		for (o = 0; o < m; o++) {
+			const uint16_t *x = in[0], *w = in[1];
+			float acc = 0;
+
+			for (k = n - 1; k >= 0; k--)
+				acc += kt_bf16_to_f32(x[t * n + k]) * kt_bf16_to_f32(w[o * n + k]);
+			naive[t * m + o] = acc;
+			norm += (double)acc * acc;
+		}
+	err = rel_l2(y, naive, (size_t)(T * m));
+	CU_ASSERT(err < 1e-5);
+	/* the scales make y O(1): rms between 0.1 and 10 */
+	CU_ASSERT(sqrt(norm / (T * m)) > 0.1 && sqrt(norm / (T * m)) < 10);
+	/* and it is not trivially equal to something else: a changed input moves it */
+	((uint16_t *)in[0])[0] ^= 0x0040;
+	dense->cpu_ref(&s, (const void *const *)in, &naive, &e);
+	CU_ASSERT(rel_l2(naive, y, (size_t)(T * m)) > 0);
+	free_inputs(in, nin);
+	free(y);
+	free(naive);
+}
+
+static void test_lowrank_ref(void)
+{
+	struct kt_shape ls = shape(lowrank, "tokens=29,in=96,out=56,rank=24");
+	struct kt_shape ds = shape(dense, "tokens=29,in=96,out=56");
+	long T = 29, n = 96, m = 56, R = 24, o, k, r;
+	float *yl = malloc(T * m * 4), *yd = malloc(T * m * 4);
+	uint16_t *W = malloc(m * n * 2);
+	struct kt_err e = {0};
+	const void *din[2];
+	void **in;
+	int nin;
+	double err;
+
+	in = make_inputs(lowrank, &ls, &nin);
+	CU_ASSERT_EQUAL_FATAL(nin, 3);
+	CU_ASSERT_EQUAL_FATAL(lowrank->cpu_ref(&ls, (const void *const *)in, &yl, &e), 0);
+	/* W = U . V materialized in double, then rounded to bf16 like any weight */
+	for (o = 0; o < m; o++)
+		for (k = 0; k < n; k++) {
+			const uint16_t *V = in[1], *U = in[2];
+			double acc = 0;
+
+			for (r = 0; r < R; r++)
+				acc += (double)kt_bf16_to_f32(U[o * R + r]) *
+				       (double)kt_bf16_to_f32(V[r * n + k]);
+			W[o * n + k] = kt_f32_to_bf16((float)acc);
+		}
+	din[0] = in[0];
+	din[1] = W;
+	CU_ASSERT_EQUAL_FATAL(dense->cpu_ref(&ds, din, &yd, &e), 0);
+	err = rel_l2(yl, yd, (size_t)(T * m));
+	printf("\n  lowrank vs dense(U.V) rel L2 %.2e (tol %.0e)\n", err, lowrank->tol);
+	CU_ASSERT(err < lowrank->tol);
+	CU_ASSERT(err > 0);	/* W's rounding shows: the two really are different paths */
+	free_inputs(in, nin);
+	free(yl);
+	free(yd);
+	free(W);
+}
+
+int main(void)
+{
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 2;
+	s = CU_add_suite("family", init_suite, NULL);
+	CU_add_test(s, "registry", test_registry);
+	CU_add_test(s, "shape round trip", test_shape_roundtrip);
+	CU_add_test(s, "shape errors", test_shape_errors);
+	CU_add_test(s, "config round trip", test_config_roundtrip);
+	CU_add_test(s, "config errors", test_config_errors);
+	CU_add_test(s, "space enumeration", test_space);
+	CU_add_test(s, "check dense", test_check);
+	CU_add_test(s, "check lowrank", test_check_lowrank);
+	CU_add_test(s, "default configs fit", test_defaults);
+	CU_add_test(s, "plans", test_plans);
+	CU_add_test(s, "targets", test_targets);
+	CU_add_test(s, "fill", test_fill);
+	CU_add_test(s, "bf16", test_bf16);
+	CU_add_test(s, "dense cpu_ref vs naive", test_dense_ref);
+	CU_add_test(s, "lowrank cpu_ref vs dense(U.V)", test_lowrank_ref);
+	return kt_test_main();
+}
