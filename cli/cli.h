@@ -23,6 +23,7 @@ int cmd_best(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_import(int argc, char **argv);	/* server/import.h: load a JSON export */
 
 /* $KTUNE_DB, else "./ktune.db". */
 const char *cli_default_db(void);

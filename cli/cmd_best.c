@@ -1,0 +1,107 @@
+/*
+ * cmd_best.c -- `ktune best`: the best config for a shape, with the same
+ * fallback chain as GET /v1/best (server/lookup.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../db/store.h"
+#include "../kernels/family.h"
+#include "../server/lookup.h"
+#include "cli.h"
+
+static const char best_usage[] =
+	"usage: ktune best --family NAME --shape KEY [--device D] [--arch sm_90]\n"
+	"                  [--db PATH] [--json]\n"
+	"\n"
+	"Prints the best known config for the shape: the exact tuned shape on the\n"
+	"device, else the nearest tuned shape there (same structural dims, a config\n"
+	"valid for this shape), else the same on another device of the architecture,\n"
+	"else the family's default. The answer says which (match).\n"
+	"\n"
+	"  --family NAME   kernel family (ktune families)\n"
+	"  --shape KEY     e.g. tokens=1024,in=4096,out=4096\n"
+	"  --device D      device uuid, id or name; default: the only one in the db\n"
+	"  --arch ARCH     fall back to this architecture when the device is unknown\n"
+	"  --db PATH       database (default $KTUNE_DB, else ./ktune.db)\n"
+	"  --json          machine-readable answer (the same object as GET /v1/best)\n";
+
+static void print_human(const struct lookup_query *q, const struct lookup_answer *a)
+{
+	char key[512], ck[512];
+	const struct lookup_entry *e = a->src;
+
+	kt_shape_key(q->fam, &q->shape, key, sizeof(key));
+	kt_config_key(q->fam, &a->cfg, ck, sizeof(ck));
+	printf("%s %s on %s (%s): %s\n", q->fam->name, key,
+	       a->device ? a->device->name : "no known device", a->arch,
+	       lookup_match_name(a->match));
+	printf("  config   %s\n", ck);
+	if (e) {
+		printf("  tuned    %s on %s, sweep %lld%s\n", e->w.shape_key, e->w.device_name,
+		       (long long)e->w.sweep_id,
+		       a->match == LOOKUP_EXACT ? "" : " (times below are for that shape)");
+		if (a->distance > 0)
+			printf("  distance %.3f\n", a->distance);
+		printf("  time     %.2f us median", e->w.median_us);
+		if (e->w.retime_us > 0)
+			printf(", %.2f us retimed", e->w.retime_us);
+		printf("\n");
+		if (e->w.cublas_us > 0)
+			printf("  cuBLAS   %.2f us (%.2fx)\n", e->w.cublas_us,
+			       e->w.cublas_us / e->w.median_us);
+		if (e->w.naive_us > 0)
+			printf("  naive    %.2f us (%.2fx)\n", e->w.naive_us,
+			       e->w.naive_us / e->w.median_us);
+	}
+	printf("  floor    %.2f us\n", a->floor_us);
+}
+
+int cmd_best(int argc, char **argv)
+{
+	const char *family = NULL, *shape = NULL, *db = NULL;
+	struct lookup_query q = { 0 };
+	struct lookup_answer a;
+	struct lookup_table t;
+	struct store *st = NULL;
+	struct kt_err err = { 0 };
+	int json = 0, rc;
+	const struct cli_opt opts[] = {
+		{ "family", 1, &family, NULL }, { "shape", 1, &shape, NULL },
+		{ "device", 1, &q.device, NULL }, { "arch", 1, &q.arch, NULL },
+		{ "db", 1, &db, NULL }, { "json", 0, NULL, &json }, { NULL, 0, NULL, NULL },
+	};
+	int npos;
+
+	lookup_table_init(&t);
+	if ((rc = cli_parse("best", argc, argv, opts, NULL, 0, &npos)) != 0) {
+		if (rc == 1)
+			fputs(best_usage, stdout);
+		return rc == 1 ? 0 : rc;
+	}
+	rc = 1;
+	if (!family || !shape)
+		return cli_usage_error("best", "--family and --shape are required");
+	if (!(q.fam = kt_family_find(family)) || q.fam->hidden) {
+		kt_err_set(&err, KT_EINVAL, "unknown family '%s' (see ktune families)", family);
+		goto out;
+	}
+	if (kt_shape_parse(q.fam, shape, &q.shape, &err) < 0)
+		goto out;
+	if (store_open(db ? db : cli_default_db(), STORE_RO, &st, &err) < 0)
+		goto out;
+	if (lookup_table_reload(&t, st, &err) < 0 || lookup_best(&t, &q, &a, &err) < 0)
+		goto out;
+	if (json)
+		rc = cli_print_json(lookup_answer_json(&q, &a));
+	else {
+		print_human(&q, &a);
+		rc = 0;
+	}
+out:
+	if (err.code != KT_OK)
+		rc = cli_fail("best", json, &err);
+	lookup_table_release(&t);
+	store_close(st);
+	return rc;
+}

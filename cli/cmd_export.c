@@ -1,0 +1,74 @@
+/*
+ * cmd_export.c -- `ktune export`: tuned tables as JSON, a C header or a .cu
+ * bundle (server/export.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../db/store.h"
+#include "../server/export.h"
+#include "cli.h"
+
+static const char export_usage[] =
+	"usage: ktune export [--format json|c|cuda] [--out PATH] [--device D]\n"
+	"                    [--family NAME] [--db PATH]\n"
+	"\n"
+	"  --format F    json (default): everything `ktune import` needs, plus launch data;\n"
+	"                c: a self-contained header (ktune_tuned.h) with ktune_best();\n"
+	"                cuda: the header plus one specialized .cu per winner, for nvcc\n"
+	"  --out PATH    file for json and c (default: stdout), directory for cuda\n"
+	"  --device D    only this device (uuid, id or name)\n"
+	"  --family F    only this family\n"
+	"  --db PATH     database (default $KTUNE_DB, else ./ktune.db)\n"
+	"  --json        print errors (and, for cuda, the file list) as JSON\n";
+
+int cmd_export(int argc, char **argv)
+{
+	const char *format = "json", *outp = NULL, *device = NULL, *family = NULL, *db = NULL;
+	struct export_filter f;
+	struct export_bundle b = { 0 };
+	enum export_format fmt;
+	struct store *st = NULL;
+	struct kt_err err = { 0 };
+	int json = 0, npos, rc, i;
+	const struct cli_opt opts[] = {
+		{ "format", 1, &format, NULL }, { "out", 1, &outp, NULL },
+		{ "device", 1, &device, NULL }, { "family", 1, &family, NULL },
+		{ "db", 1, &db, NULL }, { "json", 0, NULL, &json }, { NULL, 0, NULL, NULL },
+	};
+
+	if ((rc = cli_parse("export", argc, argv, opts, NULL, 0, &npos)) != 0) {
+		if (rc == 1)
+			fputs(export_usage, stdout);
+		return rc == 1 ? 0 : rc;
+	}
+	if (export_format_parse(format, &fmt) < 0)
+		return cli_usage_error("export", "--format must be json, c or cuda");
+	if (fmt == EXPORT_CUDA && !outp)
+		return cli_usage_error("export", "--format cuda writes a directory: give --out DIR");
+	f.device = device;
+	f.family = family;
+	rc = 1;
+	if (store_open(db ? db : cli_default_db(), STORE_RO, &st, &err) < 0 ||
+	    export_build(st, fmt, &f, &b, &err) < 0 ||
+	    export_bundle_write(&b, fmt, outp ? outp : "-", &err) < 0)
+		goto out;
+	rc = 0;
+	if (fmt == EXPORT_CUDA) {
+		if (json) {
+			json_t *files = json_array();
+
+			for (i = 0; i < b.n; i++)
+				json_array_append_new(files, json_string(b.files[i].name));
+			rc = cli_print_json(json_pack("{s:s,s:o}", "dir", outp, "files", files));
+		} else {
+			fprintf(stderr, "ktune export: wrote %d files to %s\n", b.n, outp);
+		}
+	}
+out:
+	if (err.code != KT_OK)
+		rc = cli_fail("export", json, &err);
+	export_bundle_release(&b);
+	store_close(st);
+	return rc;
+}

@@ -1,0 +1,639 @@
+/*
+ * http.c -- the daemon: libmicrohttpd with an internal thread pool, request
+ * bodies in capped buffers, JSON replies, the token, per-thread stores.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../db/store.h"
+#include "import.h"
+#include "server_int.h"
+
+const int srv_codes[SRV_NCODES] = { 200, 202, 400, 401, 404, 405, 409, 413, 500, 503, 0, -1 };
+
+static double now_unix(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- token ---- */
+
+int server_token_load(const char *path, char *out, size_t len, struct kt_err *err)
+{
+	unsigned char raw[16];
+	struct stat sb;
+	char buf[80];
+	int fd = -1, rfd = -1, rc = -1, i;
+	ssize_t n;
+
+	if (len < 33)
+		return kt_err_set(err, KT_EINTERNAL, "token buffer too small");
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		if (fstat(fd, &sb) != 0) {
+			kt_err_set(err, KT_EIO, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+		/* A token others can read is no secret: refuse rather than
+		 * guard writes with it. */
+		if (sb.st_mode & 077) {
+			kt_err_set(err, KT_EIO, "%s is readable by others (mode %03o): chmod 600 it",
+				   path, (unsigned)(sb.st_mode & 0777));
+			goto out;
+		}
+		n = read(fd, buf, sizeof(buf) - 1);
+		if (n < 0) {
+			kt_err_set(err, KT_EIO, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+		buf[n] = 0;
+		buf[strcspn(buf, "\r\n \t")] = 0;
+		if (strlen(buf) < 16 || strlen(buf) >= len) {
+			kt_err_set(err, KT_EIO, "%s: not a ktune token (16 to 64 characters)", path);
+			goto out;
+		}
+		snprintf(out, len, "%s", buf);
+		rc = 0;
+		goto out;
+	}
+	if (errno != ENOENT) {
+		kt_err_set(err, KT_EIO, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if ((rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) < 0 ||
+	    read(rfd, raw, sizeof(raw)) != (ssize_t)sizeof(raw)) {
+		kt_err_set(err, KT_EIO, "/dev/urandom: %s", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	/* O_EXCL: two servers starting at once must not overwrite each
+	 * other's token; the loser reads the winner's. */
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
+		if (errno == EEXIST)
+			rc = server_token_load(path, out, len, err);
+		else
+			kt_err_set(err, KT_EIO, "cannot create %s: %s", path, strerror(errno));
+		goto out;
+	}
+	snprintf(buf, sizeof(buf), "%s\n", out);
+	if (write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf)) {
+		kt_err_set(err, KT_EIO, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rfd >= 0)
+		close(rfd);
+	return rc;
+}
+
+int srv_authorized(struct request *rq)
+{
+	const char *h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *tok = rq->srv->token;
+	size_t n = strlen(tok), i;
+	unsigned char diff = 0;
+
+	if (!h || strncmp(h, "Bearer ", 7) != 0)
+		return 0;
+	h += 7;
+	if (strlen(h) != n)
+		return 0;
+	/* Constant time: the answer's timing says nothing about a prefix. */
+	for (i = 0; i < n; i++)
+		diff |= (unsigned char)(h[i] ^ tok[i]);
+	return diff == 0;
+}
+
+/* ---- per-thread stores ---- */
+
+struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err)
+{
+	struct srv_tls *t = pthread_getspecific(s->tls_key);
+
+	if (!t) {
+		if (!(t = calloc(1, sizeof(*t)))) {
+			kt_err_set(err, KT_EINTERNAL, "out of memory");
+			return NULL;
+		}
+		lookup_table_init(&t->table);
+		if (store_open(s->db_path, STORE_RO, &t->st, err) < 0) {
+			free(t);
+			return NULL;
+		}
+		pthread_setspecific(s->tls_key, t);
+		pthread_mutex_lock(&s->tls_mu);
+		t->next = s->tls_list;
+		s->tls_list = t;
+		pthread_mutex_unlock(&s->tls_mu);
+	}
+	if (lookup_table_load(&t->table, t->st, err) < 0)
+		return NULL;
+	return t;
+}
+
+struct store *srv_writer_lock(struct server *s, struct kt_err *err)
+{
+	pthread_mutex_lock(&s->write_mu);
+	if (!s->writer && store_open(s->db_path, STORE_RW, &s->writer, err) < 0) {
+		pthread_mutex_unlock(&s->write_mu);
+		return NULL;
+	}
+	return s->writer;
+}
+
+void srv_writer_unlock(struct server *s)
+{
+	pthread_mutex_unlock(&s->write_mu);
+}
+
+const char *srv_arg(struct request *rq, const char *name)
+{
+	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- requests ---- */
+
+static int route_find(const char *url, const char **tail)
+{
+	int i;
+
+	for (i = 0; i < srv_nroutes; i++) {
+		const char *p = srv_routes[i].path;
+		size_t n = strlen(p);
+
+		if (p[n - 1] == '/' && n > 1) {
+			if (strncmp(url, p, n) == 0 && url[n]) {
+				*tail = url + n;
+				return i;
+			}
+		} else if (strcmp(url, p) == 0) {
+			*tail = "";
+			return i;
+		}
+	}
+	return -1;
+}
+
+static void reply_error(struct reply *out, const struct kt_err *err)
+{
+	int status = kt_errcode_http(err->code);
+
+	json_decref(out->json);
+	free(out->text);
+	out->text = NULL;
+	out->status = status;
+	out->json = json_pack("{s:{s:s,s:s,s:i}}", "error", "code", kt_errcode_name(err->code),
+			      "message", err->msg, "status", status);
+	if (!out->json) {
+		/* The message quotes the request, which may not be UTF-8:
+		 * JSON strings must be, so send it with such bytes as '?'. */
+		char msg[sizeof(err->msg)];
+		size_t i;
+
+		for (i = 0; i < sizeof(msg) - 1 && err->msg[i]; i++)
+			msg[i] = (unsigned char)err->msg[i] < 0x20 || (unsigned char)err->msg[i] >= 0x7f ?
+				 '?' : err->msg[i];
+		msg[i] = 0;
+		out->json = json_pack("{s:{s:s,s:s,s:i}}", "error", "code",
+				      kt_errcode_name(err->code), "message", msg, "status", status);
+	}
+}
+
+static int code_bucket(int status)
+{
+	int i;
+
+	for (i = 0; i < SRV_NCODES - 2; i++)
+		if (srv_codes[i] == status)
+			return i;
+	return SRV_NCODES - 1;
+}
+
+static enum MHD_Result send_reply(struct request *rq, struct reply *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char *body;
+	size_t len;
+	const char *ctype;
+
+	if (r->json) {
+		body = json_dumps(r->json, JSON_COMPACT);
+		if (!body)
+			return MHD_NO;
+		len = strlen(body);
+		ctype = "application/json";
+	} else {
+		body = r->text ? r->text : strdup("");
+		r->text = NULL;
+		len = body ? r->len : 0;
+		ctype = r->ctype ? r->ctype : "text/plain; charset=utf-8";
+		if (!body)
+			return MHD_NO;
+	}
+	/* MUST_FREE hands the buffer to MHD, which free()s it. */
+	resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (r->allow)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+	if (r->status == 401)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	ret = MHD_queue_response(rq->conn, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	atomic_fetch_add(&rq->srv->requests[rq->route + 1][code_bucket(r->status)], 1);
+	return ret;
+}
+
+static unsigned method_bit(const char *m)
+{
+	if (strcmp(m, MHD_HTTP_METHOD_GET) == 0 || strcmp(m, MHD_HTTP_METHOD_HEAD) == 0)
+		return SRV_METHOD_GET;
+	if (strcmp(m, MHD_HTTP_METHOD_POST) == 0)
+		return SRV_METHOD_POST;
+	return 0;
+}
+
+/* Everything a request needs before it may run: known route, allowed
+ * method, token, body within its cap. 0 when it may run. */
+static int admit(struct request *rq, struct reply *out, struct kt_err *err)
+{
+	unsigned m = method_bit(rq->method);
+	const struct route *rt;
+
+	if (rq->route < 0)
+		return kt_err_set(err, KT_ENOTFOUND, "no route %s %s (see /v1/openapi.json)",
+				  rq->method, rq->url);
+	rt = &srv_routes[rq->route];
+	if (!(m & rt->methods)) {
+		out->allow = rt->allow;
+		kt_err_set(err, KT_EINVAL, "method %s not allowed on %s (allowed: %s)",
+			   rq->method, rq->url, rt->allow);
+		return -2;
+	}
+	if ((m & rt->auth) && !srv_authorized(rq))
+		return kt_err_set(err, KT_EAUTH,
+				  "%s %s needs 'Authorization: Bearer TOKEN' (the token is in %s)",
+				  rq->method, rq->url, rq->srv->token_path);
+	if (rq->too_big)
+		return kt_err_set(err, KT_ETOOBIG, "request body over %zu bytes", rq->limit);
+	return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size,
+				  void **con_cls)
+{
+	struct server *s = cls;
+	struct request *rq = *con_cls;
+	struct reply out = { 0 };
+	struct kt_err err = { 0 };
+	enum MHD_Result ret;
+	int rc;
+
+	if (!rq) {
+		if (!(rq = calloc(1, sizeof(*rq))))
+			return MHD_NO;
+		rq->srv = s;
+		rq->conn = conn;
+		rq->method = method;
+		rq->url = url;
+		rq->route = route_find(url, &rq->tail);
+		rq->limit = rq->route >= 0 && srv_routes[rq->route].body_cap ?
+			    srv_routes[rq->route].body_cap : s->body_cap;
+		*con_cls = rq;
+		atomic_fetch_add(&s->in_flight, 1);
+		/* Every request is answered on a later call, once MHD has read
+		 * all of it: an answer queued on the first call makes MHD
+		 * close the connection after it (no keep-alive), which costs
+		 * a TCP handshake per request. */
+		/* A body announced far over the cap is refused before it is
+		 * read (MHD then closes the connection); one just over it is
+		 * read and dropped, so that the client surely sees the 413. */
+		{
+			const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+			if (cl && strtoull(cl, NULL, 10) / 16 > rq->limit) {
+				rq->too_big = 1;
+				goto process;
+			}
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		size_t n = *upload_data_size;
+
+		/* A capped buffer: past the cap the rest is read and dropped,
+		 * so the client gets a 413 rather than a reset. */
+		if (!rq->too_big && rq->len + n > rq->limit) {
+			rq->too_big = 1;
+			free(rq->body);
+			rq->body = NULL;
+			rq->len = rq->cap = 0;
+		}
+		if (!rq->too_big) {
+			if (rq->len + n + 1 > rq->cap) {
+				size_t cap = rq->cap ? rq->cap : 4096;
+				char *nb;
+
+				while (cap < rq->len + n + 1)
+					cap *= 2;
+				if (!(nb = realloc(rq->body, cap)))
+					return MHD_NO;
+				rq->body = nb;
+				rq->cap = cap;
+			}
+			memcpy(rq->body + rq->len, upload_data, n);
+			rq->len += n;
+			rq->body[rq->len] = 0;
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+process:
+	out.status = 200;
+	rc = admit(rq, &out, &err);
+	if (rc == 0)
+		rc = srv_routes[rq->route].fn(rq, &out, &err);
+	if (rc < 0) {
+		if (err.code == KT_OK)
+			kt_err_set(&err, KT_EINTERNAL, "handler failed without a reason");
+		reply_error(&out, &err);
+		/* kt_errcode has no "wrong method": say it here. */
+		if (rc == -2) {
+			json_t *e = json_object_get(out.json, "error");
+
+			out.status = 405;
+			json_object_set_new(e, "status", json_integer(405));
+			json_object_set_new(e, "code", json_string("method_not_allowed"));
+		}
+	}
+	ret = send_reply(rq, &out);
+	json_decref(out.json);
+	free(out.text);
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct server *s = cls;
+	struct request *rq = *con_cls;
+
+	if (!rq)
+		return;
+	free(rq->body);
+	free(rq);
+	*con_cls = NULL;
+	atomic_fetch_sub(&s->in_flight, 1);
+}
+
+/* ---- start / stop ---- */
+
+static int parse_listen(const char *text, struct sockaddr_in *sa, struct kt_err *err)
+{
+	char host[64] = "127.0.0.1";
+	const char *colon = text ? strrchr(text, ':') : NULL;
+	const char *port = text;
+	char *end;
+	long p;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	if (!text || !*text)
+		port = "8080";
+	else if (colon) {
+		size_t n = colon - text;
+
+		if (n >= sizeof(host))
+			return kt_err_set(err, KT_EINVAL, "--listen: host too long");
+		if (n) {
+			memcpy(host, text, n);
+			host[n] = 0;
+		}
+		if (strcmp(host, "localhost") == 0)
+			snprintf(host, sizeof(host), "127.0.0.1");
+		port = colon + 1;
+	}
+	errno = 0;
+	p = strtol(port, &end, 10);
+	if (!*port || *end || errno || p < 0 || p > 65535)
+		return kt_err_set(err, KT_EINVAL, "--listen '%s': want HOST:PORT, :PORT or PORT",
+				  text);
+	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return kt_err_set(err, KT_EINVAL, "--listen: '%s' is not an IPv4 address", host);
+	sa->sin_port = htons((unsigned short)p);
+	return 0;
+}
+
+static void tls_free_all(struct server *s)
+{
+	struct srv_tls *t = s->tls_list, *next;
+
+	for (; t; t = next) {
+		next = t->next;
+		srv_cache_clear(t);
+		lookup_table_release(&t->table);
+		store_close(t->st);
+		free(t);
+	}
+	s->tls_list = NULL;
+}
+
+/* The shipped results go into an empty database on first start. */
+static int seed(struct server *s, const char *path, struct kt_err *err)
+{
+	struct store_winner *w = NULL;
+	struct store *st;
+	int n = 0, i, rc = -1;
+
+	if (!(st = srv_writer_lock(s, err)))
+		return -1;
+	if (store_winners_list(st, NULL, NULL, NULL, &w, &n, err) < 0)
+		goto out;
+	if (n == 0) {
+		struct import_stats stats;
+
+		if (import_json_file_stats(st, path, &stats, err) < 0)
+			goto out;
+		if (!s->quiet)
+			fprintf(stderr, "ktune serve: loaded %d results from %s\n",
+				stats.entries_added, path);
+	}
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		store_winner_release(&w[i]);
+	free(w);
+	srv_writer_unlock(s);
+	return rc;
+}
+
+int server_start(const struct serve_opts *o, struct server **out, struct kt_err *err)
+{
+	struct server *s;
+	struct sockaddr_in sa;
+	const union MHD_DaemonInfo *info;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	*out = NULL;
+	if (!o->db_path || !*o->db_path)
+		return kt_err_set(err, KT_EINVAL, "no database path");
+	if (parse_listen(o->listen, &sa, err) < 0)
+		return -1;
+	if (!(s = calloc(1, sizeof(*s))))
+		return kt_err_set(err, KT_EINTERNAL, "out of memory");
+	snprintf(s->db_path, sizeof(s->db_path), "%s", o->db_path);
+	if (o->token_path)
+		snprintf(s->token_path, sizeof(s->token_path), "%s", o->token_path);
+	else
+		snprintf(s->token_path, sizeof(s->token_path), "%s.token", o->db_path);
+	snprintf(s->chartjs_path, sizeof(s->chartjs_path), "%s",
+		 o->chartjs_path ? o->chartjs_path : SRV_CHARTJS);
+	snprintf(s->exe, sizeof(s->exe), "%s", o->exe ? o->exe : "/proc/self/exe");
+	s->body_cap = o->body_cap ? o->body_cap : SRV_BODY_CAP;
+	s->threads = o->threads > 0 ? o->threads : (cores > 0 ? (int)cores : 2);
+	s->quiet = o->quiet;
+	s->started = now_unix();
+	pthread_mutex_init(&s->tls_mu, NULL);
+	pthread_mutex_init(&s->write_mu, NULL);
+	if (pthread_key_create(&s->tls_key, NULL) != 0) {
+		pthread_mutex_destroy(&s->tls_mu);
+		pthread_mutex_destroy(&s->write_mu);
+		free(s);
+		return kt_err_set(err, KT_EINTERNAL, "pthread_key_create failed");
+	}
+	/* The writer creates (or migrates) the database before any reader
+	 * opens it read-only. */
+	if (!srv_writer_lock(s, err))
+		goto fail;
+	srv_writer_unlock(s);
+	if (o->seed_json && seed(s, o->seed_json, err) < 0)
+		goto fail;
+	if (server_token_load(s->token_path, s->token, sizeof(s->token), err) < 0)
+		goto fail;
+	if (jobs_start(o->job_run ? o->job_run : jobs_run_sweep, o->job_arg, &s->jobs, err) < 0)
+		goto fail;
+	{
+		/* An options array, so that one thread means no pool at all
+		 * (MHD warns about a pool of one). */
+		struct MHD_OptionItem ops[] = {
+			{ MHD_OPTION_SOCK_ADDR, 0, &sa },
+			{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s },
+			{ MHD_OPTION_CONNECTION_LIMIT, 1024, NULL },
+			{ MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL },
+			{ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL },
+			{ s->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+			  s->threads, NULL },
+			{ MHD_OPTION_END, 0, NULL },
+		};
+
+		s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+					  MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
+					  MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+	}
+	if (!s->mhd) {
+		char a[32];
+
+		inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
+		kt_err_set(err, KT_EIO, "cannot listen on %s:%d (in use, or not an address here)",
+			   a, ntohs(sa.sin_port));
+		goto fail;
+	}
+	info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = info ? info->port : ntohs(sa.sin_port);
+	inet_ntop(AF_INET, &sa.sin_addr, s->host, sizeof(s->host));
+	*out = s;
+	return 0;
+fail:
+	server_stop(s);
+	return -1;
+}
+
+int server_port(const struct server *s)
+{
+	return s->port;
+}
+
+const char *server_token(const struct server *s)
+{
+	return s->token;
+}
+
+void server_stop(struct server *s)
+{
+	if (!s)
+		return;
+	/* Stop the handlers first: they may queue jobs and use the writer. */
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	jobs_stop(s->jobs);
+	tls_free_all(s);
+	store_close(s->writer);
+	pthread_key_delete(s->tls_key);
+	pthread_mutex_destroy(&s->tls_mu);
+	pthread_mutex_destroy(&s->write_mu);
+	free(s);
+}
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	got_signal = 1;
+}
+
+int serve_main(const struct serve_opts *o, struct kt_err *err)
+{
+	volatile sig_atomic_t *stop = o->stop ? o->stop : &got_signal;
+	struct sigaction sa, old_int, old_term;
+	struct server *s;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	got_signal = 0;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	/* A client closing its socket mid-reply must not kill the server. */
+	signal(SIGPIPE, SIG_IGN);
+	if (server_start(o, &s, err) < 0) {
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGTERM, &old_term, NULL);
+		return -1;
+	}
+	if (!o->quiet) {
+		fprintf(stderr, "ktune serve: http://%s:%d/ (database %s, %d threads)\n",
+			s->host, s->port, s->db_path, s->threads);
+		fprintf(stderr, "ktune serve: writes need the token in %s\n", s->token_path);
+	}
+	while (!*stop && !got_signal)
+		usleep(100 * 1000);
+	server_stop(s);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	return 0;
+}

@@ -1,0 +1,461 @@
+#include "lookup.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "query.h"
+
+/* H200 ceilings (KERNELS.md): the floor every result is reported against. */
+#define PEAK_FLOPS 790e12
+#define PEAK_BYTES 4.3e12
+
+void lookup_table_init(struct lookup_table *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->data_version = -1;
+}
+
+static void table_clear(struct lookup_table *t)
+{
+	int i;
+
+	for (i = 0; i < t->nentries; i++)
+		store_winner_release(&t->entries[i].w);
+	free(t->entries);
+	free(t->devices);
+	t->entries = NULL;
+	t->devices = NULL;
+	t->nentries = t->ndevices = t->skipped = 0;
+}
+
+void lookup_table_release(struct lookup_table *t)
+{
+	table_clear(t);
+	query_stmt_free(t->dv_stmt);
+	t->dv_stmt = NULL;
+	t->dv_store = NULL;
+	t->data_version = -1;
+}
+
+static int device_index(const struct lookup_table *t, int64_t id)
+{
+	int i;
+
+	for (i = 0; i < t->ndevices; i++)
+		if (t->devices[i].id == id)
+			return i;
+	return -1;
+}
+
+int lookup_table_reload(struct lookup_table *t, struct store *st, struct kt_err *err)
+{
+	struct store_winner *w = NULL;
+	int n = 0, i, rc = -1;
+
+	table_clear(t);
+	if (store_devices_list(st, &t->devices, &t->ndevices, err) < 0)
+		goto out;
+	if (store_winners_list(st, NULL, NULL, NULL, &w, &n, err) < 0)
+		goto out;
+	if (n && !(t->entries = calloc(n, sizeof(*t->entries)))) {
+		kt_err_set(err, KT_EINTERNAL, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		struct lookup_entry *e = &t->entries[t->nentries];
+		struct kt_err perr = { 0 };
+
+		/* A winner of a family this binary does not know (a newer
+		 * database, a merged one) cannot be checked or planned: skip it
+		 * rather than answer with a config nobody can build. */
+		e->fam = kt_family_find(w[i].family);
+		e->device = device_index(t, w[i].device_id);
+		if (!e->fam || e->device < 0 ||
+		    kt_shape_parse(e->fam, w[i].shape_key, &e->shape, &perr) < 0 ||
+		    kt_config_parse(e->fam, w[i].config_key, &e->cfg, &perr) < 0) {
+			t->skipped++;
+			store_winner_release(&w[i]);
+			continue;
+		}
+		e->w = w[i];		/* moves the strings into the entry */
+		memset(&w[i], 0, sizeof(w[i]));
+		t->nentries++;
+	}
+	rc = 0;
+out:
+	if (rc < 0) {
+		for (i = 0; i < n; i++)
+			store_winner_release(&w[i]);
+		table_clear(t);
+	}
+	free(w);
+	return rc;
+}
+
+/* NEEDSWORK: every commit (a running sweep commits each trial) makes the
+ * next request of each thread reload all winners; a minimum interval
+ * between reloads, or reloading only the changed problems, would keep a
+ * very large database cheap while a sweep runs. */
+int lookup_table_load(struct lookup_table *t, struct store *st, struct kt_err *err)
+{
+	int64_t v;
+
+	if (t->dv_store != st) {
+		query_stmt_free(t->dv_stmt);
+		t->dv_stmt = NULL;
+		t->dv_store = st;
+	}
+	if (query_data_version_cached(st, &t->dv_stmt, &v, err) < 0)
+		return -1;
+	if (v == t->data_version)
+		return 0;
+	if (lookup_table_reload(t, st, err) < 0)
+		return -1;
+	t->data_version = v;
+	return 0;
+}
+
+const char *lookup_match_name(enum lookup_match m)
+{
+	switch (m) {
+	case LOOKUP_EXACT: return "exact";
+	case LOOKUP_NEAREST: return "nearest";
+	case LOOKUP_ARCH: return "arch";
+	case LOOKUP_DEFAULT: return "default";
+	}
+	return "unknown";
+}
+
+double lookup_distance(const struct kt_family *f, const struct kt_shape *a,
+		       const struct kt_shape *b)
+{
+	double d = 0;
+	int i;
+
+	for (i = 0; i < f->ndims; i++) {
+		double x, y;
+
+		if (f->dims[i].structural) {
+			if (a->v[i] != b->v[i])
+				return -1;
+			continue;
+		}
+		/* log-distance: 512 -> 1024 is as far as 1024 -> 2048. The
+		 * exported header computes exactly this expression. */
+		x = log((double)(a->v[i] > 0 ? a->v[i] : 1));
+		y = log((double)(b->v[i] > 0 ? b->v[i] : 1));
+		d += (x - y) * (x - y);
+	}
+	return sqrt(d);
+}
+
+int lookup_device_target(const char *arch, const struct store_device *d,
+			 struct kt_target *out, struct kt_err *err)
+{
+	char a[24];
+
+	/* A device of sm_90 runs sm_90a code, and its sweeps were planned
+	 * with the sm_90a features on: check configs against that target. */
+	snprintf(a, sizeof(a), "%sa", arch);
+	if (kt_target_named(a, out) < 0 && kt_target_named(arch, out) < 0)
+		return kt_err_set(err, KT_EINVAL, "unknown architecture '%s'", arch);
+	if (d) {
+		if (d->smem_optin > 0)
+			out->smem_optin = d->smem_optin;
+		if (d->sms > 0)
+			out->sms = d->sms;
+		if (d->l2_bytes > 0)
+			out->l2_bytes = d->l2_bytes;
+	}
+	return 0;
+}
+
+double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s)
+{
+	double c = f->flops ? f->flops(s) / PEAK_FLOPS : 0;
+	double m = f->min_bytes ? f->min_bytes(s) / PEAK_BYTES : 0;
+
+	return (c > m ? c : m) * 1e6;
+}
+
+static int device_matches(const struct store_device *d, const char *name)
+{
+	char id[32];
+
+	snprintf(id, sizeof(id), "%lld", (long long)d->id);
+	return strcmp(d->uuid, name) == 0 || strcmp(id, name) == 0 ||
+	       strcasecmp(d->name, name) == 0;
+}
+
+/* The device a query names: 0 found (or none named and none needed), -1
+ * with err set. */
+static int resolve_device(const struct lookup_table *t, const struct lookup_query *q,
+			  int *dev, struct kt_err *err)
+{
+	int i;
+
+	*dev = -1;
+	if (q->device && *q->device) {
+		for (i = 0; i < t->ndevices; i++)
+			if (device_matches(&t->devices[i], q->device)) {
+				*dev = i;
+				return 0;
+			}
+		if (q->arch && *q->arch)
+			return 0;
+		return kt_err_set(err, KT_ENOTFOUND,
+				  "unknown device '%s' (give arch= to fall back to an architecture)",
+				  q->device);
+	}
+	if (q->arch && *q->arch)
+		return 0;
+	if (t->ndevices == 1)
+		*dev = 0;
+	else if (t->ndevices > 1)
+		return kt_err_set(err, KT_EINVAL,
+				  "%d devices are known: name one (--device, or device= over HTTP: uuid, id or name)",
+				  t->ndevices);
+	return 0;
+}
+
+static int entry_valid(const struct lookup_entry *e, const struct lookup_query *q,
+		       const struct kt_target *tgt)
+{
+	char why[160];
+
+	return e->fam->check(&q->shape, &e->cfg, tgt, why, sizeof(why)) == 0;
+}
+
+/* Which entries a search stage looks at: those of one device (dev >= 0),
+ * or those of the other devices of an architecture (dev is the asked
+ * device, or -1, and is skipped). */
+struct stage {
+	int dev;
+	int same_device;	/* 1: device stage; 0: architecture stage */
+	const char *arch;
+};
+
+static int in_stage(const struct lookup_table *t, const struct lookup_entry *e,
+		    const struct stage *s)
+{
+	if (s->same_device)
+		return e->device == s->dev;
+	return e->device != s->dev && strcmp(t->devices[e->device].arch, s->arch) == 0;
+}
+
+/* Exact, then nearest, within a stage. Among exact matches (several only
+ * across devices) the fastest wins; among nearest ones the closest valid
+ * one, the first in table order on a tie. */
+static const struct lookup_entry *search(const struct lookup_table *t,
+					 const struct lookup_query *q,
+					 const struct kt_target *tgt, const struct stage *s,
+					 int *exact, double *dist)
+{
+	const struct lookup_entry *best = NULL;
+	double bd = 0;
+	int i;
+
+	for (i = 0; i < t->nentries; i++) {
+		const struct lookup_entry *e = &t->entries[i];
+
+		if (e->fam != q->fam || !in_stage(t, e, s) ||
+		    memcmp(e->shape.v, q->shape.v, sizeof(long) * q->fam->ndims) != 0)
+			continue;
+		if (!best || e->w.median_us < best->w.median_us)
+			best = e;
+	}
+	*exact = best != NULL;
+	*dist = 0;
+	if (best)
+		return best;
+	for (i = 0; i < t->nentries; i++) {
+		const struct lookup_entry *e = &t->entries[i];
+		double d;
+
+		if (e->fam != q->fam || !in_stage(t, e, s))
+			continue;
+		if ((d = lookup_distance(q->fam, &e->shape, &q->shape)) < 0)
+			continue;
+		if (best && d >= bd)
+			continue;
+		if (!entry_valid(e, q, tgt))
+			continue;
+		best = e;
+		bd = d;
+	}
+	*dist = bd;
+	return best;
+}
+
+int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
+		struct lookup_answer *a, struct kt_err *err)
+{
+	const struct lookup_entry *e;
+	const struct store_device *d = NULL;
+	struct stage s;
+	int dev, exact;
+	double dist;
+
+	memset(a, 0, sizeof(*a));
+	if (resolve_device(t, q, &dev, err) < 0)
+		return -1;
+	if (dev >= 0)
+		d = &t->devices[dev];
+	/* Without a device or an arch (an empty database) the answer is the
+	 * default for the project's reference GPU. */
+	snprintf(a->arch, sizeof(a->arch), "%s",
+		 d ? d->arch : (q->arch && *q->arch ? q->arch : "sm_90"));
+	a->device = d;
+	if (lookup_device_target(a->arch, d, &a->target, err) < 0)
+		return -1;
+	a->floor_us = lookup_floor_us(q->fam, &q->shape);
+
+	s.dev = dev;
+	s.arch = a->arch;
+	s.same_device = 1;
+	if (dev >= 0 && (e = search(t, q, &a->target, &s, &exact, &dist))) {
+		a->match = exact ? LOOKUP_EXACT : LOOKUP_NEAREST;
+		goto found;
+	}
+	s.same_device = 0;
+	if ((e = search(t, q, &a->target, &s, &exact, &dist))) {
+		a->match = LOOKUP_ARCH;
+		goto found;
+	}
+	if (!q->fam->default_config ||
+	    q->fam->default_config(&q->shape, &a->target, &a->cfg) != 0)
+		return kt_err_set(err, KT_ENOTFOUND,
+				  "nothing tuned for %s on %s and the family has no default for this shape",
+				  q->fam->name, a->arch);
+	a->match = LOOKUP_DEFAULT;
+	return 0;
+found:
+	a->src = e;
+	a->cfg = e->cfg;
+	a->distance = dist;
+	return 0;
+}
+
+/* ---- JSON ---- */
+
+json_t *lookup_shape_json(const struct kt_family *f, const struct kt_shape *s)
+{
+	json_t *o = json_object();
+	int i;
+
+	for (i = 0; o && i < f->ndims; i++)
+		json_object_set_new(o, f->dims[i].name, json_integer(s->v[i]));
+	return o;
+}
+
+json_t *lookup_config_json(const struct kt_family *f, const struct kt_config *c)
+{
+	json_t *o = json_object();
+	int i;
+
+	if (!o)
+		return NULL;
+	if (c->variant >= 0 && c->variant < f->nvariants)
+		json_object_set_new(o, "variant", json_string(f->variants[c->variant]));
+	for (i = 0; i < f->nparams; i++)
+		if (f->params[i].variants & (1u << c->variant))
+			json_object_set_new(o, f->params[i].name, json_integer(c->p[i]));
+	return o;
+}
+
+json_t *lookup_device_json(const struct store_device *d)
+{
+	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:i,s:i,s:i,s:s,s:s,s:s}",
+			 "id", (json_int_t)d->id, "name", d->name, "uuid", d->uuid,
+			 "arch", d->arch, "sms", d->sms, "l2_bytes", (json_int_t)d->l2_bytes,
+			 "smem_optin", d->smem_optin, "clock_mhz", d->clock_mhz,
+			 "mem_clock_mhz", d->mem_clock_mhz, "driver", d->driver,
+			 "cuda", d->cuda, "nvrtc", d->nvrtc);
+}
+
+static json_t *num_or_null(double v)
+{
+	return v > 0 ? json_real(v) : json_null();
+}
+
+json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_answer *a)
+{
+	const struct kt_family *f = q->fam;
+	const struct lookup_entry *e = a->src;
+	json_t *o = json_object(), *m;
+	char key[512], ck[512];
+	double us;
+
+	if (!o)
+		return NULL;
+	kt_shape_key(f, &q->shape, key, sizeof(key));
+	kt_config_key(f, &a->cfg, ck, sizeof(ck));
+	json_object_set_new(o, "family", json_string(f->name));
+	json_object_set_new(o, "shape_key", json_string(key));
+	json_object_set_new(o, "shape", lookup_shape_json(f, &q->shape));
+	json_object_set_new(o, "device", a->device ? lookup_device_json(a->device) : json_null());
+	json_object_set_new(o, "arch", json_string(a->arch));
+	json_object_set_new(o, "match", json_string(lookup_match_name(a->match)));
+	json_object_set_new(o, "distance", json_real(a->distance));
+	json_object_set_new(o, "config_key", json_string(ck));
+	json_object_set_new(o, "config", lookup_config_json(f, &a->cfg));
+	json_object_set_new(o, "floor_us", json_real(a->floor_us));
+	if (!e) {
+		json_object_set_new(o, "tuned", json_null());
+		json_object_set_new(o, "median_us", json_null());
+		json_object_set_new(o, "baselines", json_object());
+		json_object_set_new(o, "speedup", json_object());
+		json_object_set_new(o, "provenance", json_null());
+		return o;
+	}
+	/* Times were measured on the tuned shape (tuned.shape_key), which is
+	 * the asked one only for an exact match. */
+	json_object_set_new(o, "tuned", json_pack("{s:s,s:s,s:s,s:I}",
+		"shape_key", e->w.shape_key, "device", e->w.device_name,
+		"device_uuid", e->w.device_uuid, "sweep_id", (json_int_t)e->w.sweep_id));
+	json_object_set_new(o, "median_us", json_real(e->w.median_us));
+	json_object_set_new(o, "min_us", json_real(e->w.min_us));
+	json_object_set_new(o, "p90_us", json_real(e->w.p90_us));
+	json_object_set_new(o, "retime_us", num_or_null(e->w.retime_us));
+	json_object_set_new(o, "baselines", json_pack("{s:o,s:o}",
+		"cublas_us", num_or_null(e->w.cublas_us), "naive_us", num_or_null(e->w.naive_us)));
+	us = e->w.median_us;
+	json_object_set_new(o, "speedup", json_pack("{s:o,s:o}",
+		"vs_cublas", e->w.cublas_us > 0 && us > 0 ? json_real(e->w.cublas_us / us) : json_null(),
+		"vs_naive", e->w.naive_us > 0 && us > 0 ? json_real(e->w.naive_us / us) : json_null()));
+	if (a->match == LOOKUP_EXACT && a->floor_us > 0)
+		json_object_set_new(o, "of_floor", json_real(us / a->floor_us));
+	m = e->w.provenance_json ? json_loads(e->w.provenance_json, 0, NULL) : NULL;
+	json_object_set_new(o, "provenance", m ? m : json_null());
+	return o;
+}
+
+int lookup_shape_from_json(const struct kt_family *f, json_t *j, struct kt_shape *out,
+			   struct kt_err *err)
+{
+	char text[512];
+	size_t len = 0;
+	const char *k;
+	json_t *v;
+
+	if (json_is_string(j))
+		return kt_shape_parse(f, json_string_value(j), out, err);
+	if (!json_is_object(j))
+		return kt_err_set(err, KT_EINVAL, "shape must be an object of dims or a key string");
+	text[0] = 0;
+	json_object_foreach(j, k, v) {
+		int n;
+
+		if (!json_is_integer(v))
+			return kt_err_set(err, KT_EINVAL, "shape dim '%s' must be an integer", k);
+		n = snprintf(text + len, sizeof(text) - len, "%s%s=%lld", len ? "," : "", k,
+			     (long long)json_integer_value(v));
+		if (n < 0 || (size_t)n >= sizeof(text) - len)
+			return kt_err_set(err, KT_EINVAL, "shape too long");
+		len += n;
+	}
+	return kt_shape_parse(f, text, out, err);
+}

@@ -1,0 +1,117 @@
+/*
+ * lookup.h -- the best config for (device, family, shape), with fallback.
+ *
+ * Used by `ktune best`, by the HTTP routes and by the export (whose C header
+ * repeats the same chain). The chain, first that answers wins:
+ *
+ *   exact    the shape was tuned on this device: its winner;
+ *   nearest  among shapes tuned on this device for the family with the same
+ *            structural dims (family->dims[i].structural), the one closest in
+ *            log-distance over the other dims whose config passes
+ *            family->check() for the asked shape on the device's target;
+ *   arch     the same two steps over the other devices of the device's
+ *            architecture (exact: the fastest of them; nearest: the closest);
+ *   default  family->default_config() for the shape and target.
+ *
+ * Ties are broken by table order (device id, family, shape key), so the
+ * exported header, which walks its entries in the same order, agrees.
+ *
+ * A struct lookup_table is a parsed copy of the store's winners. It is
+ * reloaded only when the database changed (PRAGMA data_version), so a
+ * server thread pays one cheap pragma per request. Not thread-safe: one
+ * table per thread (the server keeps one per pool thread).
+ */
+#ifndef KT_LOOKUP_H
+#define KT_LOOKUP_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "../db/store.h"
+#include "../kernels/family.h"
+#include "../util/err.h"
+
+struct lookup_entry {
+	const struct kt_family *fam;
+	struct kt_shape shape;
+	struct kt_config cfg;
+	int device;			/* index into table->devices */
+	struct store_winner w;		/* owned */
+};
+
+struct lookup_table {
+	int64_t data_version;		/* -1 before the first load */
+	int nentries;
+	struct lookup_entry *entries;
+	int ndevices;
+	struct store_device *devices;
+	int skipped;			/* winners of unknown families or bad keys */
+	struct store *dv_store;		/* the connection dv_stmt belongs to */
+	struct sqlite3_stmt *dv_stmt;	/* PRAGMA data_version, kept prepared */
+};
+
+void lookup_table_init(struct lookup_table *t);
+/* Frees the entries; call before closing the store it was loaded from. */
+void lookup_table_release(struct lookup_table *t);
+/* Loads the winners of st, or does nothing when the database did not change
+ * since the last load through this connection. */
+int lookup_table_load(struct lookup_table *t, struct store *st, struct kt_err *err);
+/* Loads unconditionally (for stores whose data_version cannot be trusted). */
+int lookup_table_reload(struct lookup_table *t, struct store *st, struct kt_err *err);
+
+enum lookup_match {
+	LOOKUP_EXACT = 0,
+	LOOKUP_NEAREST,
+	LOOKUP_ARCH,
+	LOOKUP_DEFAULT,
+};
+const char *lookup_match_name(enum lookup_match m);
+
+struct lookup_query {
+	const char *device;	/* uuid, id or name; NULL: the only device */
+	const char *arch;	/* "sm_90": used when device is NULL or unknown */
+	const struct kt_family *fam;
+	struct kt_shape shape;
+};
+
+struct lookup_answer {
+	enum lookup_match match;
+	double distance;	/* log-distance to the tuned shape (0: exact/default) */
+	struct kt_config cfg;
+	const struct lookup_entry *src;	/* borrowed from the table; NULL: default */
+	const struct store_device *device;	/* borrowed; NULL when unknown */
+	char arch[16];
+	struct kt_target target;	/* what check()/plan() were asked for */
+	double floor_us;	/* roofline floor of the asked shape */
+};
+
+/* 0 with *a filled; -1 with KT_ENOTFOUND (unknown device and no arch, no
+ * default) or KT_EINVAL (several devices and none named). */
+int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
+		struct lookup_answer *a, struct kt_err *err);
+
+/* The log-distance between two shapes over the non-structural dims, or -1
+ * when a structural dim differs. */
+double lookup_distance(const struct kt_family *f, const struct kt_shape *a,
+		       const struct kt_shape *b);
+/* The compile target of a device row: its arch (with the sm_90a features
+ * on sm_90), shared memory and SM count. -1 with KT_EINVAL for an arch that
+ * kernels/ does not know. */
+int lookup_device_target(const char *arch, const struct store_device *d,
+			 struct kt_target *out, struct kt_err *err);
+/* max(flops / 790e12, bytes / 4.3e12) in microseconds (H200 ceilings). */
+double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s);
+
+/* ---- JSON shared by the CLI, the routes and the export ---- */
+json_t *lookup_shape_json(const struct kt_family *f, const struct kt_shape *s);
+json_t *lookup_config_json(const struct kt_family *f, const struct kt_config *c);
+json_t *lookup_device_json(const struct store_device *d);
+/* The answer: match, distance, config, measured times, floor, baselines,
+ * speedups and the sweep's provenance. */
+json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_answer *a);
+/* Parses a JSON object of shape dims ({"tokens": 1024, ...}) or a key
+ * string ("tokens=1024,..."). */
+int lookup_shape_from_json(const struct kt_family *f, json_t *j, struct kt_shape *out,
+			   struct kt_err *err);
+
+#endif

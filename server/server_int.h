@@ -1,0 +1,116 @@
+/*
+ * server_int.h -- what http.c (the daemon, requests, replies) and routes.c
+ * (the handlers) share. Private to server/.
+ */
+#ifndef KT_SERVER_INT_H
+#define KT_SERVER_INT_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../db/store.h"
+#include "jobs.h"
+#include "lookup.h"
+#include "server.h"
+
+#define SRV_BODY_CAP (1u << 20)		/* default request body cap */
+#define SRV_IMPORT_CAP (64u << 20)	/* POST /v1/import carries a whole export */
+#define SRV_CHARTJS "/usr/share/javascript/chart.js/chart.min.js"
+
+/* Answers of GET /v1/best already serialized, per thread, keyed by the
+ * normalized query; dropped whenever the winners table reloads. */
+#define SRV_CACHE_SLOTS 512
+struct srv_cached {
+	uint64_t hash;
+	char *key;
+	char *body;
+	size_t len;
+};
+
+/* Per pool thread: a read-only connection and the winners parsed from it. */
+struct srv_tls {
+	struct store *st;
+	struct lookup_table table;
+	int64_t cache_version;		/* table.data_version the cache belongs to */
+	struct srv_cached cache[SRV_CACHE_SLOTS];
+	struct srv_tls *next;
+};
+void srv_cache_clear(struct srv_tls *t);
+
+enum { SRV_METHOD_GET = 1, SRV_METHOD_POST = 2 };
+
+struct reply {
+	int status;
+	json_t *json;		/* owned; sent compact */
+	char *text;		/* owned (malloc); or NULL */
+	size_t len;
+	const char *ctype;	/* for text */
+	const char *allow;	/* 405: the Allow header */
+};
+
+struct request {
+	struct server *srv;
+	struct MHD_Connection *conn;
+	const char *method, *url;
+	int route;		/* index in srv_routes; -1 unknown */
+	const char *tail;	/* what a prefix route matched after its prefix */
+	char *body;
+	size_t len, cap, limit;
+	int too_big;
+	struct srv_tls *tls;
+};
+
+struct route {
+	const char *path;	/* exact, or a prefix when it ends with '/' */
+	unsigned methods;	/* SRV_METHOD_* */
+	unsigned auth;		/* methods that need the bearer token */
+	size_t body_cap;	/* 0: the server's default */
+	const char *allow;	/* the Allow header for 405 */
+	int (*fn)(struct request *rq, struct reply *out, struct kt_err *err);
+};
+
+extern const struct route srv_routes[];
+extern const int srv_nroutes;
+
+/* Buckets of /metrics' request counter. */
+#define SRV_NCODES 12
+extern const int srv_codes[SRV_NCODES];
+
+struct server {
+	char db_path[1024];
+	char token_path[1040];
+	char chartjs_path[1024];
+	char exe[1024];
+	char token[65];
+	char host[64];		/* the address listened on */
+	size_t body_cap;
+	int threads;
+	int port;
+	int quiet;
+	double started;
+	struct MHD_Daemon *mhd;
+	struct job_runner *jobs;
+	pthread_key_t tls_key;
+	pthread_mutex_t tls_mu;
+	struct srv_tls *tls_list;
+	pthread_mutex_t write_mu;	/* one writer: imports */
+	struct store *writer;
+	atomic_long requests[64][SRV_NCODES];	/* [route + 1][code bucket] */
+	atomic_long in_flight;
+};
+
+/* This thread's read-only store and winners table, current with the db. */
+struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err);
+/* The writer connection, locked: call srv_writer_unlock() after. */
+struct store *srv_writer_lock(struct server *s, struct kt_err *err);
+void srv_writer_unlock(struct server *s);
+
+/* A query argument or NULL. */
+const char *srv_arg(struct request *rq, const char *name);
+/* 1 when the request carries the server's bearer token. */
+int srv_authorized(struct request *rq);
+
+#endif

@@ -1,0 +1,647 @@
+/*
+ * test_export.c -- export (json, c, cuda) and import.
+ *
+ * The JSON export carries each winner's plan as kernels/ computes it and
+ * imports into another database with the same answers (twice: nothing
+ * added). The C header compiles as C11 and C++ with all warnings as errors,
+ * and a driver built on it answers every stored problem and some unseen
+ * shapes as the database does. The cuda bundle compiles with nvcc and its
+ * winners link into one binary. The CLI (best, export) agrees too.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db/store.h"
+#include "kernels/family.h"
+#include "server/export.h"
+#include "server/import.h"
+#include "server/lookup.h"
+#include "tests/server/fixture.h"
+#include "tests/testutil.h"
+
+#ifndef KT_CUDA_HOME
+#define KT_CUDA_HOME "/usr/local/cuda"
+#endif
+
+/* The string value, or "" when absent. */
+static const char *jstr_or_empty(json_t *v)
+{
+	const char *s = json_string_value(v);
+
+	return s ? s : "";
+}
+
+static struct fx_result fx;
+static char db_path[512];
+
+static int suite_init(void)
+{
+	snprintf(db_path, sizeof(db_path), "%s", kt_test_path("export.db"));
+	return fx_build(db_path, &fx) < 0;
+}
+
+static int suite_clean(void)
+{
+	return 0;
+}
+
+static json_t *export_doc(const char *path, const struct export_filter *f)
+{
+	struct store *st = NULL;
+	struct kt_err err = { 0 };
+	json_t *doc = NULL;
+
+	if (store_open(path, STORE_RO, &st, &err) < 0 || export_json(st, f, &doc, &err) < 0)
+		fprintf(stderr, "export: %s\n", err.msg);
+	store_close(st);
+	return doc;
+}
+
+/* Every entry's launch data is what family->plan() says for its shape. */
+static void test_json_plans(void)
+{
+	json_t *doc = export_doc(db_path, NULL), *e;
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(doc, "format")), EXPORT_FORMAT_NAME);
+	CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "entries")), FX_NPROBLEMS);
+	/* the A100 has no winner: not exported */
+	CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "devices")), 2);
+	json_array_foreach(json_object_get(doc, "entries"), i, e) {
+		const struct kt_family *f = kt_family_find(json_string_value(json_object_get(e, "family")));
+		json_t *launch = json_object_get(e, "launch"), *l, *prog;
+		struct kt_shape s;
+		struct kt_config c;
+		struct kt_target t;
+		struct kt_plan p;
+		struct kt_err err = { 0 };
+		struct store_device d;
+		size_t k;
+		int dev;
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, json_string_value(json_object_get(e, "shape_key")), &s, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, json_string_value(json_object_get(e, "config_key")), &c, &err), 0);
+		for (dev = 0; dev < FX_NDEVS; dev++)
+			if (strcmp(fx_devs[dev].uuid, json_string_value(json_object_get(e, "device"))) == 0)
+				break;
+		CU_ASSERT_FATAL(dev < FX_NDEVS);
+		memset(&d, 0, sizeof(d));
+		d.smem_optin = fx_devs[dev].smem;
+		d.sms = fx_devs[dev].sms;
+		d.l2_bytes = fx_devs[dev].l2;
+		CU_ASSERT_EQUAL_FATAL(lookup_device_target(fx_devs[dev].arch, &d, &t, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &t, &p, &err), 0);
+		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "launches")), (size_t)p.nlaunch);
+		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "prep")), (size_t)p.nprep);
+		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "programs")), (size_t)p.nprograms);
+		json_array_foreach(json_object_get(launch, "launches"), k, l) {
+			if (k >= (size_t)p.nlaunch)
+				break;
+			CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(l, "kernel")), p.launch[k].kernel);
+			CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(l, "grid"), 0)),
+					p.launch[k].grid[0]);
+			CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(l, "grid"), 1)),
+					p.launch[k].grid[1]);
+			CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(l, "block"), 0)),
+					p.launch[k].block[0]);
+			CU_ASSERT_EQUAL(json_integer_value(json_object_get(l, "smem")), p.launch[k].smem);
+			CU_ASSERT_EQUAL(json_array_size(json_object_get(l, "args")), (size_t)p.launch[k].nargs);
+		}
+		prog = json_array_get(json_object_get(launch, "programs"), 0);
+		CU_ASSERT_EQUAL(json_array_size(json_object_get(prog, "defines")), (size_t)p.programs[0].ndefines);
+		CU_ASSERT(json_array_size(json_object_get(prog, "options")) >= (size_t)p.programs[0].ndefines + 1);
+		CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(launch, "transform")), p.transform);
+		/* provenance and measurements for the importer */
+		CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(json_object_get(e, "sweep"),
+			"provenance"), "template_hash")), "f1x7");
+		CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(e, "trial"), "reps")), 50);
+		CU_ASSERT(json_real_value(json_object_get(json_object_get(e, "baselines"), "cublas_dense")) > 0);
+	}
+	json_decref(doc);
+}
+
+/* Answers of a database for a query, as one comparable line. */
+struct q {
+	const char *device, *arch, *family, *shape;
+};
+
+static const struct q queries[] = {
+	/* stored problems come first (filled from fx_problems) */
+	{ "GPU-fx-h200", NULL, "dense", "tokens=2048,in=4096,out=4096" },
+	{ "GPU-fx-h200", NULL, "dense", "tokens=120,in=4096,out=4096" },
+	{ "GPU-fx-h200", NULL, "dense", "tokens=3000,in=4096,out=8192" },
+	{ "GPU-fx-h200", NULL, "dense", "tokens=1,in=512,out=512" },
+	{ "GPU-fx-h200", NULL, "lowrank", "tokens=4096,in=4096,out=4096,rank=1024" },
+	{ "GPU-fx-h200", NULL, "lowrank", "tokens=1024,in=4096,out=4096,rank=512" },
+	{ "GPU-fx-h100", NULL, "lowrank", "tokens=1024,in=4096,out=4096,rank=256" },
+	{ "GPU-fx-h200", NULL, "blockattn_fwd", "seqs=1152,lmax=1024,heads=4,head_dim=128,block=64,rope=0" },
+	{ "GPU-fx-h200", NULL, "blockattn_fwd", "seqs=64,lmax=256,heads=4,head_dim=128,block=64,rope=1" },
+	{ "GPU-fx-h100", NULL, "blockattn_fwd", "seqs=32,lmax=128,heads=4,head_dim=128,block=64,rope=0" },
+	{ "GPU-fx-h100", NULL, "dense", "tokens=1024,in=4096,out=4096" },
+	{ "NVIDIA H100", NULL, "dense", "tokens=512,in=2048,out=2048" },
+	{ "GPU-unknown", "sm_90", "dense", "tokens=1024,in=4096,out=4096" },
+	{ "GPU-unknown", NULL, "dense", "tokens=1024,in=4096,out=4096" },
+	{ NULL, NULL, "dense", "tokens=1024,in=4096,out=4096" },
+};
+#define NQ (FX_NPROBLEMS + (int)(sizeof(queries) / sizeof(queries[0])))
+
+static struct q query_at(int i)
+{
+	struct q q;
+
+	if (i < FX_NPROBLEMS) {
+		q.device = fx_devs[fx_problems[i].dev].uuid;
+		q.arch = NULL;
+		q.family = fx_problems[i].family;
+		q.shape = fx_problems[i].shape;
+		return q;
+	}
+	return queries[i - FX_NPROBLEMS];
+}
+
+/* "match config distance" -- config "-" for default/none. */
+static void db_answer(const char *path, struct q q, char *out, size_t len)
+{
+	struct store *st = NULL;
+	struct lookup_table t;
+	struct lookup_query lq = { 0 };
+	struct lookup_answer a;
+	struct kt_err err = { 0 };
+	char key[512];
+
+	lookup_table_init(&t);
+	lq.device = q.device;
+	lq.arch = q.arch;
+	lq.fam = kt_family_find(q.family);
+	if (store_open(path, STORE_RO, &st, &err) < 0 || lookup_table_reload(&t, st, &err) < 0 ||
+	    kt_shape_parse(lq.fam, q.shape, &lq.shape, &err) < 0 || lookup_best(&t, &lq, &a, &err) < 0) {
+		snprintf(out, len, "none - 0");
+	} else {
+		kt_config_key(lq.fam, &a.cfg, key, sizeof(key));
+		snprintf(out, len, "%s %s %.17g", lookup_match_name(a.match),
+			 a.match == LOOKUP_DEFAULT ? "-" : key, a.distance);
+	}
+	lookup_table_release(&t);
+	store_close(st);
+}
+
+static void test_import_roundtrip(void)
+{
+	const char *copy = kt_test_path("imported.db");
+	const char *json_path = kt_test_path("export.json");
+	json_t *doc = export_doc(db_path, NULL);
+	struct store *st = NULL;
+	struct import_stats stats;
+	struct kt_err err = { 0 };
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+	CU_ASSERT_EQUAL_FATAL(json_dump_file(doc, json_path, JSON_INDENT(1)), 0);
+	json_decref(doc);
+	CU_ASSERT_EQUAL_FATAL(store_open(copy, STORE_RW, &st, &err), 0);
+	CU_ASSERT_EQUAL(import_json_file_stats(st, json_path, &stats, &err), 0);
+	CU_ASSERT_EQUAL(stats.entries, FX_NPROBLEMS);
+	CU_ASSERT_EQUAL(stats.entries_added, FX_NPROBLEMS);
+	CU_ASSERT_EQUAL(stats.devices, 2);
+	/* idempotent */
+	CU_ASSERT_EQUAL(import_json_file_stats(st, json_path, &stats, &err), 0);
+	CU_ASSERT_EQUAL(stats.entries_added, 0);
+	CU_ASSERT_EQUAL(stats.entries_skipped, FX_NPROBLEMS);
+	/* a broken document writes nothing */
+	{
+		static const char bad[] = "{\"format\":\"ktune-export\",\"version\":1,"
+			"\"devices\":[{\"uuid\":\"GPU-new\",\"name\":\"X\",\"arch\":\"sm_90\"}],"
+			"\"entries\":[{\"device\":\"GPU-new\",\"family\":\"dense\",\"shape_key\":\"tokens=0\"}]}";
+
+		CU_ASSERT_EQUAL(import_json_text(st, bad, strlen(bad), &stats, &err), -1);
+	}
+	CU_ASSERT_EQUAL(err.code, KT_EINVAL);
+	{
+		struct store_device d;
+		struct kt_err e2 = { 0 };
+
+		CU_ASSERT_EQUAL(store_device_find(st, "GPU-new", &d, &e2), 0);
+	}
+	kt_err_clear(&err);
+	CU_ASSERT_EQUAL(import_json_text(st, "{\"format\":\"ktune-export\",\"version\":99,\"devices\":[],\"entries\":[]}",
+					 strlen("{\"format\":\"ktune-export\",\"version\":99,\"devices\":[],\"entries\":[]}"),
+					 &stats, &err), -1);
+	CU_ASSERT_EQUAL(err.code, KT_EINVAL);
+	store_close(st);
+
+	/* the imported database answers every query as the original does */
+	for (i = 0; i < NQ; i++) {
+		char a[700], b[700];
+		struct q q = query_at(i);
+
+		db_answer(db_path, q, a, sizeof(a));
+		db_answer(copy, q, b, sizeof(b));
+		CU_ASSERT_STRING_EQUAL(a, b);
+		if (strcmp(a, b) != 0)
+			fprintf(stderr, "query %d: %s vs imported %s\n", i, a, b);
+	}
+	/* an export of the import carries the same winners */
+	{
+		json_t *d1 = export_doc(db_path, NULL), *d2 = export_doc(copy, NULL), *e1, *e2;
+		size_t k;
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(d1);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(d2);
+		CU_ASSERT_EQUAL(json_array_size(json_object_get(d1, "entries")),
+				json_array_size(json_object_get(d2, "entries")));
+		json_array_foreach(json_object_get(d1, "entries"), k, e1) {
+			e2 = json_array_get(json_object_get(d2, "entries"), k);
+			CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(e1, "config_key")),
+					       jstr_or_empty(json_object_get(e2, "config_key")));
+			CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(e1, "median_us")),
+					       json_real_value(json_object_get(e2, "median_us")), 1e-9);
+			CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(e1, "retime_us")),
+					       json_real_value(json_object_get(e2, "retime_us")), 1e-9);
+			CU_ASSERT(json_equal(json_object_get(e1, "baselines"), json_object_get(e2, "baselines")));
+			CU_ASSERT(json_equal(json_object_get(e1, "launch"), json_object_get(e2, "launch")));
+			CU_ASSERT_PTR_NOT_NULL(json_object_get(json_object_get(json_object_get(e2, "sweep"),
+				"provenance"), "imported_from"));
+		}
+		json_decref(d1);
+		json_decref(d2);
+	}
+}
+
+/* ---- the C header ---- */
+
+static const char driver_src[] =
+"#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+"#include \"ktune_tuned.h\"\n"
+"#ifdef __cplusplus\nextern \"C\" {\n#endif\n#include \"kernels/family.h\"\n"
+"#ifdef __cplusplus\n}\n#endif\n\n"
+"/* The validity predicate: kernels/' check() for the asked device. */\n"
+"static int valid(const struct ktune_entry *e, const long *shape, void *ctx)\n{\n"
+"\tconst struct kt_target *t = (const struct kt_target *)ctx;\n"
+"\tconst struct kt_family *f = kt_family_find(ktune_families[e->family].name);\n"
+"\tstruct kt_shape s;\n\tstruct kt_config c;\n\tstruct kt_err err;\n\tchar why[160];\n\tint i;\n\n"
+"\tmemset(&s, 0, sizeof(s));\n\tmemset(&err, 0, sizeof(err));\n"
+"\tfor (i = 0; i < f->ndims; i++)\n\t\ts.v[i] = shape[i];\n"
+"\tif (kt_config_parse(f, e->config_key, &c, &err) < 0)\n\t\treturn 0;\n"
+"\treturn f->check(&s, &c, t, why, sizeof(why)) == 0;\n}\n\n"
+"int main(int argc, char **argv)\n{\n"
+"\tstatic const char *const names[] = { \"exact\", \"nearest\", \"arch\", \"default\", \"none\" };\n"
+"\tchar line[1024];\n\tFILE *in = fopen(argv[1], \"r\");\n\n\t(void)argc;\n"
+"\tif (!in)\n\t\treturn 2;\n"
+"\twhile (fgets(line, sizeof(line), in)) {\n"
+"\t\tchar *dev = strtok(line, \"|\\n\"), *arch = strtok(NULL, \"|\\n\");\n"
+"\t\tchar *fam = strtok(NULL, \"|\\n\"), *vals = strtok(NULL, \"|\\n\"), *v;\n"
+"\t\tconst struct ktune_entry *e;\n\t\tstruct kt_target t;\n\t\tlong shape[KTUNE_MAX_DIMS];\n"
+"\t\tchar a[24];\n\t\tint n = 0, match, i, d = -1;\n\t\tdouble dist;\n\n"
+"\t\tif (strcmp(dev, \"-\") == 0)\n\t\t\tdev = NULL;\n"
+"\t\tif (strcmp(arch, \"-\") == 0)\n\t\t\tarch = NULL;\n"
+"\t\tfor (v = strtok(vals, \",\"); v && n < KTUNE_MAX_DIMS; v = strtok(NULL, \",\"))\n"
+"\t\t\tshape[n++] = strtol(v, NULL, 10);\n"
+"\t\tfor (i = 0; i < KTUNE_NDEVICES; i++)\n"
+"\t\t\tif (dev && (strcmp(ktune_devices[i].uuid, dev) == 0 || ktune_streq_nocase(ktune_devices[i].name, dev)))\n"
+"\t\t\t\td = i;\n"
+"\t\tif (d < 0 && !dev && !arch && KTUNE_NDEVICES == 1)\n\t\t\td = 0;\n"
+"\t\tsnprintf(a, sizeof(a), \"%sa\", d >= 0 ? ktune_devices[d].arch : arch ? arch : \"sm_90\");\n"
+"\t\tif (kt_target_named(a, &t) < 0)\n\t\t\tkt_target_named(a[0] ? a : \"sm_90\", &t);\n"
+"\t\tif (d >= 0) {\n\t\t\tt.smem_optin = ktune_devices[d].smem_optin;\n\t\t\tt.sms = ktune_devices[d].sms;\n"
+"\t\t\tt.l2_bytes = (long)ktune_devices[d].l2_bytes;\n\t\t}\n"
+"\t\te = ktune_best(dev, arch, fam, shape, valid, &t, &match, &dist);\n"
+"\t\tprintf(\"%s %s %.17g\", names[match], e ? e->config_key : \"-\", e ? dist : 0.0);\n"
+"\t\tif (e && e->nlaunch > 0)\n"
+"\t\t\tprintf(\" | %s %u %u %u %u\", e->launches[0].kernel, e->launches[0].grid[0],\n"
+"\t\t\t       e->launches[0].grid[1], e->launches[0].block[0], e->launches[0].smem);\n"
+"\t\tprintf(\"\\n\");\n\t}\n\tfclose(in);\n\treturn 0;\n}\n";
+
+static char lib_dir[512];
+
+static const char *libdir(void)
+{
+	const char *bin = kt_test_ktune();
+	const char *slash = strrchr(bin, '/');
+
+	snprintf(lib_dir, sizeof(lib_dir), "%.*s", slash ? (int)(slash - bin) : 1, slash ? bin : ".");
+	return lib_dir;
+}
+
+static int run_cmd(const char *cmd, char **out)
+{
+	char *argv[] = { "/bin/sh", "-c", (char *)cmd, NULL };
+	int rc = kt_test_exec(argv, NULL, out, 600);
+
+	if (rc != 0)
+		fprintf(stderr, "command failed (%d): %s\n%s\n", rc, cmd, out && *out ? *out : "");
+	return rc;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SAN_FLAGS "-fsanitize=address,undefined"
+#else
+#define SAN_FLAGS ""
+#endif
+
+/* Compiles the driver with cc (C11) or c++ and runs it on the queries. */
+static void header_answers(const char *dir, int cplusplus, const char *qfile)
+{
+	char cmd[4096], lib[1200], *out = NULL, *line, *save = NULL, *cwd;
+	int i;
+
+	cwd = getcwd(NULL, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cwd);
+	snprintf(lib, sizeof(lib), "%s%s%s/libktune.a", libdir()[0] == '/' ? "" : cwd,
+		 libdir()[0] == '/' ? "" : "/", libdir());
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && %s %s -Wall -Wextra -Wpedantic -Werror %s -I. -I'%s' -o driver%s driver.c -x none '%s'"
+		 " -L%s/lib64 -ljansson -lsqlite3 -lmicrohttpd -lnvrtc -ldl -lm -pthread",
+		 dir, cplusplus ? "g++ -x c++ -std=c++17" : "gcc -std=c11", SAN_FLAGS,
+		 cplusplus ? "" : "-Wstrict-prototypes -Wshadow", cwd, cplusplus ? "_cpp" : "_c",
+		 lib, KT_CUDA_HOME);
+	free(cwd);
+	CU_ASSERT_EQUAL_FATAL(run_cmd(cmd, &out), 0);
+	free(out);
+	out = NULL;
+	snprintf(cmd, sizeof(cmd), "%s/driver%s %s", dir, cplusplus ? "_cpp" : "_c", qfile);
+	CU_ASSERT_EQUAL_FATAL(run_cmd(cmd, &out), 0);
+	line = strtok_r(out, "\n", &save);
+	for (i = 0; i < NQ; i++, line = strtok_r(NULL, "\n", &save)) {
+		char want[700], got[700];
+		char *bar;
+		struct q q = query_at(i);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+		snprintf(got, sizeof(got), "%s", line);
+		if ((bar = strstr(got, " | ")))
+			*bar = 0;
+		db_answer(db_path, q, want, sizeof(want));
+		/* the header's default is "use your family default": compare
+		 * the match only */
+		if (strncmp(want, "default ", 8) == 0)
+			snprintf(want, sizeof(want), "default - 0");
+		CU_ASSERT_STRING_EQUAL(got, want);
+		if (strcmp(got, want) != 0)
+			fprintf(stderr, "%s query %d (%s %s %s): header '%s', db '%s'\n",
+				cplusplus ? "C++" : "C", i, q.device ? q.device : "-", q.family, q.shape,
+				got, want);
+		/* exact answers carry the launch of the stored plan */
+		if (i < FX_NPROBLEMS && (bar = strstr(line, " | "))) {
+			const struct kt_family *f = kt_family_find(q.family);
+			struct kt_shape s;
+			struct kt_config c;
+			struct kt_target t;
+			struct kt_plan p;
+			struct store_device d;
+			struct kt_err err = { 0 };
+			char expect[256];
+
+			memset(&d, 0, sizeof(d));
+			d.smem_optin = fx_devs[fx_problems[i].dev].smem;
+			d.sms = fx_devs[fx_problems[i].dev].sms;
+			d.l2_bytes = fx_devs[fx_problems[i].dev].l2;
+			CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, q.shape, &s, &err), 0);
+			CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, fx.winner_key[i], &c, &err), 0);
+			CU_ASSERT_EQUAL_FATAL(lookup_device_target(fx_devs[fx_problems[i].dev].arch, &d, &t, &err), 0);
+			CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &t, &p, &err), 0);
+			snprintf(expect, sizeof(expect), " | %s %u %u %u %u", p.launch[0].kernel,
+				 p.launch[0].grid[0], p.launch[0].grid[1], p.launch[0].block[0],
+				 p.launch[0].smem);
+			CU_ASSERT_STRING_EQUAL(bar, expect);
+		}
+	}
+	free(out);
+}
+
+static void write_queries(const char *path)
+{
+	FILE *fp = fopen(path, "w");
+	int i, k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+	for (i = 0; i < NQ; i++) {
+		struct q q = query_at(i);
+		const struct kt_family *f = kt_family_find(q.family);
+		struct kt_shape s;
+		struct kt_err err = { 0 };
+
+		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, q.shape, &s, &err), 0);
+		fprintf(fp, "%s|%s|%s|", q.device ? q.device : "-", q.arch ? q.arch : "-", q.family);
+		for (k = 0; k < f->ndims; k++)
+			fprintf(fp, "%s%ld", k ? "," : "", s.v[k]);
+		fprintf(fp, "\n");
+	}
+	fclose(fp);
+}
+
+static void test_header(void)
+{
+	const char *dir = kt_test_path("hdr");
+	const char *qfile = kt_test_path("queries.txt");
+	struct store *st = NULL;
+	struct export_bundle b = { 0 };
+	struct kt_err err = { 0 };
+	char path[700];
+
+	CU_ASSERT_EQUAL_FATAL(store_open(db_path, STORE_RO, &st, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
+	store_close(st);
+	CU_ASSERT_EQUAL_FATAL(b.n, 1);
+	CU_ASSERT_STRING_EQUAL(b.files[0].name, "ktune_tuned.h");
+	CU_ASSERT_PTR_NOT_NULL(strstr(b.files[0].data, "static inline const struct ktune_entry *ktune_best("));
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, (snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir), path), &err), 0);
+	export_bundle_release(&b);
+	snprintf(path, sizeof(path), "%s/driver.c", dir);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, driver_src, strlen(driver_src)), 0);
+	write_queries(qfile);
+	header_answers(dir, 0, qfile);
+	header_answers(dir, 1, qfile);
+}
+
+/* An empty export still compiles. */
+static void test_header_empty(void)
+{
+	const char *dir = kt_test_path("hdr-empty");
+	const char *edb = kt_test_path("empty.db");
+	struct store *st = NULL;
+	struct export_bundle b = { 0 };
+	struct kt_err err = { 0 };
+	char path[700], cmd[1200], *out = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(store_open(edb, STORE_RW, &st, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
+	store_close(st);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
+	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
+	export_bundle_release(&b);
+	snprintf(path, sizeof(path), "%s/t.c", dir);
+	{
+		static const char src[] =
+			"#include \"ktune_tuned.h\"\n"
+			"int main(void)\n{\n\tlong s[3] = { 1, 16, 16 };\n\tint m;\n\n"
+			"\treturn ktune_best(0, \"sm_90\", \"dense\", s, 0, 0, &m, 0) != 0 || m != KTUNE_MATCH_NONE;\n}\n";
+
+		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
+	}
+	snprintf(cmd, sizeof(cmd), "cd %s && gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -o t t.c -lm && ./t && "
+		 "g++ -x c++ -Wall -Wextra -Wpedantic -Werror -o tpp t.c -lm && ./tpp", dir);
+	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
+	free(out);
+}
+
+/* ---- the cuda bundle ---- */
+
+static void test_cuda_bundle(void)
+{
+	const char *dir = kt_test_path("cuda");
+	struct export_filter f = { "GPU-fx-h200", "dense" };
+	struct store *st = NULL;
+	struct export_bundle b = { 0 };
+	struct kt_err err = { 0 };
+	char cmd[4096], *out = NULL;
+	int i, ncu = 0;
+
+	if (access(KT_CUDA_HOME "/bin/nvcc", X_OK) != 0) {
+		CU_FAIL("nvcc not found under " KT_CUDA_HOME "/bin (the CUDA toolkit is a build dependency)");
+		return;
+	}
+	CU_ASSERT_EQUAL_FATAL(store_open(db_path, STORE_RO, &st, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_CUDA, &f, &b, &err), 0);
+	store_close(st);
+	for (i = 0; i < b.n; i++)
+		ncu += strncmp(b.files[i].name, "ktune_e", 7) == 0;
+	CU_ASSERT_EQUAL(ncu, 4);	/* four dense winners on the H200, one program each */
+	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_CUDA, dir, &err), 0);
+	export_bundle_release(&b);
+	{
+		static const char main_src[] =
+			"#include <stdio.h>\n#include \"ktune_tuned.h\"\n"
+			"int main(void)\n{\n\tlong s[3] = { 1024, 4096, 4096 };\n\tint m;\n"
+			"\tconst struct ktune_entry *e = ktune_best(\"GPU-fx-h200\", 0, \"dense\", s, 0, 0, &m, 0);\n\n"
+			"\tif (!e || m != KTUNE_MATCH_EXACT)\n\t\treturn 1;\n"
+			"\tprintf(\"%s %s\\n\", e->programs[0].source, e->launches[0].symbol);\n\treturn 0;\n}\n";
+		char path[700];
+
+		snprintf(path, sizeof(path), "%s/main.cu", dir);
+		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, main_src, strlen(main_src)), 0);
+	}
+	/* Every winner compiled ahead of time, all linked into one binary:
+	 * the per-entry kernel names must not collide. */
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && for f in ktune_e*_p*.cu; do arch=$(sed -n 's/.*(\\(sm_[0-9a-z]*\\)) \\*\\/$/\\1/p' $f | head -1);"
+		 " %s/bin/nvcc -std=c++17 -arch=$arch -Werror all-warnings -c $f -o ${f%%.cu}.o || exit 1; done &&"
+		 " %s/bin/nvcc -std=c++17 -arch=sm_90a -o bundle main.cu ktune_e*_p*.o && ./bundle",
+		 dir, KT_CUDA_HOME, KT_CUDA_HOME);
+	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
+	if (out) {
+		/* the answer names its .cu and the renamed kernel */
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "ktune_e0_p0.cu ktune_e0_"));
+	}
+	free(out);
+	out = NULL;
+	snprintf(cmd, sizeof(cmd), "cd %s && nm ktune_e0_p0.o | grep -c ' T ktune_e0_'", dir);
+	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
+	free(out);
+}
+
+/* ---- the CLI: ktune best and ktune export agree with the library ---- */
+
+static void test_cli(void)
+{
+	char *argv_best[] = { (char *)kt_test_ktune(), "best", "--db", db_path, "--family", "dense",
+			      "--device", "GPU-fx-h200", "--shape", "tokens=120,in=4096,out=4096",
+			      "--json", NULL };
+	char *argv_bad[] = { (char *)kt_test_ktune(), "best", "--db", db_path, "--family", "dense",
+			     "--shape", "tokens=oops", NULL };
+	char *argv_exp[] = { (char *)kt_test_ktune(), "export", "--db", db_path, "--format", "c", NULL };
+	char *out = NULL;
+	json_t *j;
+	int rc;
+
+	if (access(kt_test_ktune(), X_OK) != 0) {
+		CU_FAIL("the ktune binary is not built (make build/ktune)");
+		return;
+	}
+	rc = kt_test_exec(argv_best, NULL, &out, 60);
+	CU_ASSERT_EQUAL(rc, 0);
+	if (rc != 0)
+		fprintf(stderr, "ktune best: %s\n", out ? out : "");
+	j = out ? json_loads(out, 0, NULL) : NULL;
+	CU_ASSERT_PTR_NOT_NULL(j);
+	if (j) {
+		CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "match")), "nearest");
+		CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "config_key")), fx.winner_key[1]);
+	}
+	json_decref(j);
+	free(out);
+	out = NULL;
+	rc = kt_test_exec(argv_bad, NULL, &out, 60);
+	CU_ASSERT_EQUAL(rc, 2);
+	free(out);
+	out = NULL;
+	rc = kt_test_exec(argv_exp, NULL, &out, 60);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "#define KTUNE_NENTRIES 8"));
+	free(out);
+}
+
+/* ktune import: needs the database's token file to be ours (0600), loads
+ * an export, and a second run adds nothing. */
+static void test_cli_import(void)
+{
+	const char *json_path = kt_test_path("cli-export.json");
+	const char *db = kt_test_path("cli-import.db");
+	char *argv_exp[] = { (char *)kt_test_ktune(), "export", "--db", db_path, "--out",
+			     (char *)json_path, NULL };
+	char *argv_imp[] = { (char *)kt_test_ktune(), "import", (char *)json_path, "--db",
+			     (char *)db, "--json", NULL };
+	char *out = NULL, tok[700];
+	json_t *j;
+	int round;
+
+	if (access(kt_test_ktune(), X_OK) != 0) {
+		CU_FAIL("the ktune binary is not built (make build/ktune)");
+		return;
+	}
+	CU_ASSERT_EQUAL_FATAL(kt_test_exec(argv_exp, NULL, &out, 60), 0);
+	free(out);
+	for (round = 0; round < 2; round++) {
+		out = NULL;
+		CU_ASSERT_EQUAL(kt_test_exec(argv_imp, NULL, &out, 60), 0);
+		j = out ? json_loads(out, 0, NULL) : NULL;
+		CU_ASSERT_PTR_NOT_NULL(j);
+		if (!j)
+			fprintf(stderr, "ktune import: %s\n", out ? out : "");
+		CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "added")), round ? 0 : FX_NPROBLEMS);
+		CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "skipped")), round ? FX_NPROBLEMS : 0);
+		json_decref(j);
+		free(out);
+	}
+	/* a token readable by others: refused, nothing written */
+	snprintf(tok, sizeof(tok), "%s.token", db);
+	CU_ASSERT_EQUAL(chmod(tok, 0644), 0);
+	out = NULL;
+	CU_ASSERT_EQUAL(kt_test_exec(argv_imp, NULL, &out, 60), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "unauthorized"));
+	free(out);
+}
+
+int main(void)
+{
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("export", suite_init, suite_clean);
+	CU_add_test(s, "json: every entry carries its plan, provenance, baselines", test_json_plans);
+	CU_add_test(s, "import: round trip, idempotent, bad input writes nothing", test_import_roundtrip);
+	CU_add_test(s, "c: header builds as C11 and C++, answers as the database", test_header);
+	CU_add_test(s, "c: an empty export compiles", test_header_empty);
+	CU_add_test(s, "cuda: the bundle compiles with nvcc and links", test_cuda_bundle);
+	CU_add_test(s, "cli: best and export", test_cli);
+	CU_add_test(s, "cli: import, idempotent, guarded by the token file", test_cli_import);
+	return kt_test_main();
+}
