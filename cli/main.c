@@ -24,6 +24,7 @@ static const struct subcommand commands[] = {
 	{ "serve", cmd_serve, "the HTTP service over the database" },
 	{ "export", cmd_export, "write tuned tables as a C header, JSON or .cu sources" },
 	{ "merge", cmd_merge, "fold databases from several hosts into one" },
+	{ "import", cmd_import, "load a JSON export (e.g. data/h200-results.json) into the database" },
 	{ NULL, NULL, NULL },
 };
 
