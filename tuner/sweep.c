@@ -350,21 +350,26 @@ static int eval_batch(struct run *r, struct cand *c, int n, struct kt_err *err)
 	return 0;
 }
 
-/* "580.95.05" from the kernel module, when there is one. */
+/* "580.95.05" from the kernel module, when there is one: the first word of
+ * its version line that looks like a version ("NVRM version: NVIDIA UNIX
+ * Open Kernel Module for x86_64  580.95.05  Release Build ..."). */
 static void driver_version(char *buf, size_t len)
 {
 	FILE *f = fopen("/proc/driver/nvidia/version", "r");
-	char line[256], *p;
+	char line[512], *tok, *save = NULL;
 
 	snprintf(buf, len, "unknown");
 	if (!f)
 		return;
-	if (fgets(line, sizeof(line), f) && (p = strstr(line, "Kernel Module"))) {
-		p += strlen("Kernel Module");
-		while (*p == ' ')
-			p++;
-		snprintf(buf, len, "%.*s", (int)strcspn(p, " \n"), p);
-	}
+	if (fgets(line, sizeof(line), f))
+		for (tok = strtok_r(line, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+			char *dot = strchr(tok, '.');
+
+			if (tok[0] >= '0' && tok[0] <= '9' && dot && dot[1] >= '0' && dot[1] <= '9') {
+				snprintf(buf, len, "%s", tok);
+				break;
+			}
+		}
 	fclose(f);
 }
 
