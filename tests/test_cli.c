@@ -198,6 +198,37 @@ static void test_no_gpu_is_plain(void)
 	free(out);
 }
 
+/* The main job without a GPU: the shipped H200 results are loaded once,
+ * printed, and (with --no-serve) it stops there. */
+static void test_run_without_gpu(void)
+{
+	char *db = (char *)kt_test_path("main.db");
+	char *out = NULL;
+
+	if (access("/dev/nvidia0", F_OK) == 0) {
+		printf("(a GPU is present: `run` would sweep; not checked here) ");
+		return;
+	}
+	CU_ASSERT_EQUAL(RUN(&out, "run", "--no-serve", "--db", db), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "no GPU on this machine"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "loaded"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "NVIDIA H200"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "tokens=1024,in=4096,out=4096"));
+	free(out);
+	out = NULL;
+	/* Second start: already loaded, nothing imported again. */
+	CU_ASSERT_EQUAL(RUN(&out, "run", "--no-serve", "--db", db), 0);
+	CU_ASSERT_PTR_NULL(out ? strstr(out, "loaded") : "x");
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "NVIDIA H200"));
+	free(out);
+	out = NULL;
+	/* And the lookup answers from it, exactly. */
+	CU_ASSERT_EQUAL(RUN(&out, "best", "--family", "dense", "--shape", "tokens=1024,in=4096,out=4096",
+			    "--db", db, "--json"), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"exact\""));
+	free(out);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -211,5 +242,6 @@ int main(void)
 	CU_add_test(s, "a corrupt database is refused and left untouched", test_corrupt_database);
 	CU_add_test(s, "sweep on the CPU test device, then trials", test_sweep_and_trials);
 	CU_add_test(s, "no GPU: devices and sweep say so", test_no_gpu_is_plain);
+	CU_add_test(s, "no GPU: run serves the shipped H200 results", test_run_without_gpu);
 	return kt_test_main();
 }
