@@ -3,7 +3,7 @@
 the JSON summaries `ktune sweep --json` printed and the peers' timings of the
 same run.
 
-Usage: collect.py OUT.json COMMIT PEERS.json SWEEP.json...
+Usage: collect.py OUT.json COMMIT "PEERS.json [PEERS.json...]" SWEEP.json...
 A ktune row is written only for a sweep whose winner verified in this run.
 """
 import datetime
@@ -33,8 +33,9 @@ def main():
             raise SystemExit(f"collect: {s['workload']}: {row['us']} us is below 0.95 x the floor "
                              f"{row['floor_us']} us: a measurement bug, not a result")
         rows.append(row)
-    with open(peers_path) as f:
-        rows += json.load(f)
+    for p in peers_path.split():
+        with open(p) as f:
+            rows += json.load(f)
     doc = {"device": device or "unknown",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "commit": commit, "rows": rows}

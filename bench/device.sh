@@ -14,6 +14,11 @@
 # 4. the peers (BENCH.md) timed in the same run;
 # 5. OUT_DIR/h200.json in BENCH.md's format, the database and its JSON export.
 # The short table comes last; logs are in OUT_DIR.
+#
+# KTUNE_STEPS picks steps (default: "tests compile sweeps peers export collect"),
+# so the run can be split over calls of a time-limited machine; collect reads
+# every OUT_DIR/sweep_*.json plus those of KTUNE_MORE_RESULTS (a folder from an
+# earlier call of the same run).
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
@@ -25,18 +30,24 @@ K=$PWD/$B/ktune
 db=$OUT/h200.db
 status=0
 step() { echo "== $*" >&2; }
+steps=" ${KTUNE_STEPS:-tests compile sweeps peers export collect} "
+want() { [[ "$steps" == *" $1 "* ]]; }
 
-step "GPU test suite"
-"$B/tests/test_gpu" >"$OUT/test_gpu.log" 2>&1 || { echo "test_gpu FAILED" >&2; status=1; }
-tail -n 8 "$OUT/test_gpu.log" >&2
+if want tests; then
+	step "GPU test suite"
+	"$B/tests/test_gpu" >"$OUT/test_gpu.log" 2>&1 || { echo "test_gpu FAILED" >&2; status=1; }
+	tail -n 8 "$OUT/test_gpu.log" >&2
+fi
 
-step "NVRTC compiles every config (16 cores)"
-KTUNE_COMPILE_ALL=1 "$B/tests/test_compile" >"$OUT/compile_all.log" 2>&1 || { echo "compile-all FAILED" >&2; status=1; }
-tail -n 6 "$OUT/compile_all.log" >&2
+if want compile; then
+	step "NVRTC compiles every config (16 cores)"
+	KTUNE_COMPILE_ALL=1 "$B/tests/test_compile" >"$OUT/compile_all.log" 2>&1 || { echo "compile-all FAILED" >&2; status=1; }
+	tail -n 6 "$OUT/compile_all.log" >&2
+fi
 
 read -r -a workloads <<<"${KTUNE_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024}"
 sweeps=()
-for w in "${workloads[@]}"; do
+want sweeps && for w in "${workloads[@]}"; do
 	name=${w//:/_}
 	extra=()
 	[ "${w%%:*}" = dense ] && extra=(--plant)
@@ -49,16 +60,25 @@ for w in "${workloads[@]}"; do
 		status=1
 	fi
 done
-"$K" trials --db "$db" >"$OUT/trials.txt" 2>&1
+want sweeps && "$K" trials --db "$db" >"$OUT/trials.txt" 2>&1
 
-step "peers"
-python3 bench/peers.py "$OUT/peers.json" "${workloads[@]}" >"$OUT/peers.log" 2>&1 ||
-	{ echo "peers FAILED" >&2; cat "$OUT/peers.log" >&2; status=1; }
-
-if "$K" export --help >/dev/null 2>&1; then
-	"$K" export --format json --db "$db" >"$OUT/h200-results.json" 2>"$OUT/export.log" || status=1
+if want peers; then
+	step "peers"
+	python3 bench/peers.py "$OUT/peers_$(date +%s).json" "${workloads[@]}" >"$OUT/peers.log" 2>&1 ||
+		{ echo "peers FAILED" >&2; cat "$OUT/peers.log" >&2; status=1; }
+	cat "$OUT/peers.log" >&2
 fi
 
-step "results"
-python3 bench/collect.py "$OUT/h200.json" "$COMMIT" "$OUT/peers.json" "${sweeps[@]}" || status=1
+if want export; then
+	"$K" export --format json --db "$db" --out "$OUT/h200-results.json" 2>"$OUT/export.log" || status=1
+fi
+
+if want collect; then
+	step "results"
+	more=${KTUNE_MORE_RESULTS:-}
+	shopt -s nullglob
+	all_sweeps=("$OUT"/sweep_*.json ${more:+"$more"/sweep_*.json})
+	all_peers=("$OUT"/peers_*.json ${more:+"$more"/peers_*.json})
+	python3 bench/collect.py "$OUT/h200.json" "$COMMIT" "${all_peers[*]}" "${all_sweeps[@]}" || status=1
+fi
 exit $status

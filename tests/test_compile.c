@@ -322,11 +322,18 @@ static void test_compile_space(void)
 
 	nitems = 0;
 	if (all && strcmp(all, "1") == 0) {
-		/* what a sweep on the H200 compiles: sm_90a */
-		add_family(kt_family_find("dense"), dshape, "sm_90a", 1, NULL);
-		add_family(kt_family_find("dense"), dsmall, "sm_90a", 1, NULL);
-		add_family(kt_family_find("lowrank"), lbig, "sm_90a", 1, NULL);
-		add_family(kt_family_find("lowrank"), lsmall, "sm_90a", 1, NULL);
+		/* What a sweep on the H200 compiles (sm_90a), and the portable
+		 * spaces for sm_80 and sm_90: every valid config of the
+		 * development-suite shapes and the decode shape. */
+		const char *targets[] = {"sm_90a", "sm_90", "sm_80"};
+		size_t t;
+
+		for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
+			add_family(kt_family_find("dense"), dshape, targets[t], 1, NULL);
+			add_family(kt_family_find("dense"), dsmall, targets[t], 1, NULL);
+			add_family(kt_family_find("lowrank"), lbig, targets[t], 1, NULL);
+			add_family(kt_family_find("lowrank"), lsmall, targets[t], 1, NULL);
+		}
 	} else {
 		const char *targets[] = {"sm_80", "sm_90"};
 		size_t t;
