@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""peers_attn.py -- the peers of the jagged block-attention workloads (BENCH.md).
+
+Usage: peers_attn.py OUT.json [--seqs 1152] [--lmax 256] [--heads 4] [--head-dim 128]
+                     [--block 64] [--inputs DIR] [--ktune KTUNE.json]
+
+Lengths: the generator of kernels/blockattn.h (SplitMix64 seeded 0, lengths
+uniform in [max(1, 2*lmax//5), lmax]), so FA2 and ktune run on identical
+lengths. It replaces BENCH.md's torch.Generator lengths: both give T ~ 2e5 at
+lmax 256, but only a generator written in C and Python alike can be shared.
+
+Peers, each timed with triton.testing.do_bench(warmup=25, rep=200,
+return_mode="median"):
+  fa2_varlen    torch.nn.attention.varlen.varlen_attn(q, k, v, cu, cu, BLK, BLK)
+                with cu holding every block boundary (FlashAttention-2 on exactly
+                the block-diagonal problem); backward through torch.autograd.grad.
+                Its backward row carries dq_rel_err = |dq - dq64| / |dq64| against
+                a float64 reference on the same inputs.
+  unfused_rope  ktune's plain backward (from --ktune, measured in the same run)
+                plus the conjugate rotation of dq and dk written plainly in
+                PyTorch eager.
+With --inputs DIR (written by tests/test_blockattn with KTUNE_BLOCKATTN_DUMP)
+the inputs are ktune's own q, k, v, do, and DIR/dq_ktune.bf16, if present,
+gets its dq_rel_err against the same float64 reference (a ktune row).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import triton.testing
+
+M64 = (1 << 64) - 1
+
+
+def splitmix64_at(i):
+    """Output i (from 0) of SplitMix64 seeded 0: kernels/blockattn.c's generator."""
+    x = ((i + 1) * 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def lengths(seqs, lmax):
+    lo = max(1, 2 * lmax // 5)
+    return [lo + splitmix64_at(i) % (lmax - lo + 1) for i in range(seqs)]
+
+
+def bench(fn):
+    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")) * 1e3
+
+
+def block_index(offsets, blk, device):
+    """(starts, lens) of every BLK-block, sequences in order."""
+    starts, lens = [], []
+    for s in range(len(offsets) - 1):
+        for t in range(offsets[s], offsets[s + 1], blk):
+            starts.append(t)
+            lens.append(min(blk, offsets[s + 1] - t))
+    return (torch.tensor(starts, device=device, dtype=torch.int64),
+            torch.tensor(lens, device=device, dtype=torch.int64))
+
+
+def reference64(q, k, v, do, starts, lens, blk):
+    """dq of block-diagonal attention in float64 (autograd through a padded
+    per-block formulation; padded keys masked, padded rows dropped)."""
+    T, H, d = q.shape
+    ar = torch.arange(blk, device=q.device)
+    idx = starts[:, None] + ar[None, :]                     # (nb, blk)
+    valid = ar[None, :] < lens[:, None]                     # (nb, blk)
+    idx = torch.where(valid, idx, torch.zeros_like(idx))
+    q64 = q.double().requires_grad_()
+    k64, v64 = k.double(), v.double()
+    qb, kb, vb = q64[idx], k64[idx], v64[idx]               # (nb, blk, H, d)
+    s = torch.einsum("bihd,bjhd->bhij", qb, kb) / math.sqrt(d)
+    s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
+    o = torch.einsum("bhij,bjhd->bihd", torch.softmax(s, dim=-1), vb)
+    dob = do.double()[idx] * valid[:, :, None, None]
+    (dq,) = torch.autograd.grad(o, (q64,), dob)
+    return dq
+
+
+def rel_err(x, ref):
+    return float(torch.linalg.vector_norm(x.double() - ref) / torch.linalg.vector_norm(ref))
+
+
+def load_bf16(path, shape, device):
+    a = np.fromfile(path, dtype=np.int16)
+    return torch.from_numpy(a).view(torch.bfloat16).reshape(shape).to(device)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--seqs", type=int, default=1152)
+    ap.add_argument("--lmax", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--block", type=int, default=64)
+    ap.add_argument("--inputs")
+    ap.add_argument("--ktune")
+    a = ap.parse_args()
+    dev = "cuda"
+    B, H, d, blk = a.seqs, a.heads, a.head_dim, a.block
+    lens_ = lengths(B, a.lmax)
+    offsets = [0]
+    for n in lens_:
+        offsets.append(offsets[-1] + n)
+    T = offsets[-1]
+    wl = f"ads_d{d}_L{a.lmax}"
+    print(f"peers_attn: B={B} H={H} d={d} BLK={blk} lmax={a.lmax}: T={T}", file=sys.stderr)
+
+    if a.inputs:
+        off_file = np.fromfile(os.path.join(a.inputs, "offsets.i32"), dtype=np.int32)
+        if off_file.tolist() != offsets:
+            sys.exit("peers_attn: the dumped offsets differ from the generator's")
+        q, k, v, do = (load_bf16(os.path.join(a.inputs, n + ".bf16"), (T, H, d), dev)
+                       for n in ("q", "k", "v", "do"))
+    else:
+        g = torch.Generator(device=dev).manual_seed(0)
+
+        def uni(scale):
+            return ((torch.rand(T, H, d, device=dev, generator=g) * 2 - 1) * scale).bfloat16()
+        q, k, v, do = uni(2.0), uni(2.0), uni(1.0), uni(1.0)
+
+    rows = []
+    starts, blens = block_index(offsets, blk, dev)
+    cu = torch.cat([starts, torch.tensor([T], device=dev)]).to(torch.int32)
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError as e:
+        varlen_attn = None
+        print(f"peers_attn: fa2_varlen skipped: {e}", file=sys.stderr)
+
+    dq64 = reference64(q, k, v, do, starts, blens, blk)
+    if varlen_attn is not None:
+        rows.append({"workload": f"blockattn_fwd:{wl}", "impl": "fa2_varlen",
+                     "us": bench(lambda: varlen_attn(q, k, v, cu, cu, blk, blk))})
+        qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
+        o = varlen_attn(qg, kg, vg, cu, cu, blk, blk)
+        grads = torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
+        rows.append({"workload": f"blockattn_bwd:{wl}", "impl": "fa2_varlen",
+                     "us": bench(lambda: torch.autograd.grad(o, (qg, kg, vg), do,
+                                                             retain_graph=True)),
+                     "dq_rel_err": rel_err(grads[0], dq64)})
+    if a.inputs and os.path.exists(os.path.join(a.inputs, "dq_ktune.bf16")):
+        dqk = load_bf16(os.path.join(a.inputs, "dq_ktune.bf16"), (T, H, d), dev)
+        rows.append({"workload": f"blockattn_bwd:{wl}", "impl": "ktune_dq_check",
+                     "dq_rel_err": rel_err(dqk, dq64)})
+
+    # unfused_rope: the conjugate rotation of dq and dk in plain eager PyTorch
+    pos = torch.cat([torch.arange(n, device=dev) for n in lens_]).double()
+    theta = 10000.0 ** (-torch.arange(0, d, 2, device=dev).double() / d)
+    ang = pos[:, None] * theta[None, :]
+    cos = torch.cos(ang).bfloat16()[:, None, :]
+    sin = torch.sin(ang).bfloat16()[:, None, :]
+    dq, dk = q.clone(), k.clone()
+
+    def conj(dy):
+        y = dy.view(T, H, d // 2, 2)
+        y0, y1 = y[..., 0], y[..., 1]
+        return torch.stack((y0 * cos + y1 * sin, y1 * cos - y0 * sin), dim=-1).view(T, H, d)
+    rope_us = bench(lambda: (conj(dq), conj(dk)))
+    ktune_bwd = None
+    if a.ktune and os.path.exists(a.ktune):
+        with open(a.ktune) as f:
+            for r in json.load(f):
+                if r.get("workload") == f"blockattn_bwd:{wl}" and r.get("impl") == "ktune":
+                    ktune_bwd = r["us"]
+    if ktune_bwd is not None:
+        rows.append({"workload": f"blockattn_bwd_rope:{wl}", "impl": "unfused_rope",
+                     "us": ktune_bwd + rope_us, "bwd_us": ktune_bwd, "rope_us": rope_us})
+    else:
+        rows.append({"workload": f"blockattn_bwd_rope:{wl}", "impl": "rope_conj_only",
+                     "us": rope_us})
+
+    with open(a.out, "w") as f:
+        json.dump(rows, f, indent=1)
+    for r in rows:
+        us = f"{r['us']:9.1f} us" if "us" in r else " " * 12
+        extra = f"  dq_rel_err {r['dq_rel_err']:.2e}" if "dq_rel_err" in r else ""
+        print(f"{r['workload']:36s} {r['impl']:16s} {us}{extra}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,948 @@
+/*
+ * blockattn.c -- the `blockattn_fwd` and `blockattn_bwd` families: jagged
+ * block-diagonal attention with optional fused rotary (see blockattn.h for
+ * the problem and the generator, KERNELS.md for the math).
+ *
+ * Buffers, in order (problem buffers; the table only when rope=1):
+ *   fwd: q k v offsets [table] | o
+ *   bwd: q k v do offsets [table] | dq dk dv
+ * then, for a candidate, one scratch buffer: the block list (int2 start,
+ * length per BLK-block), built by an untimed prep launch from the offsets --
+ * the same information FA2 varlen receives as its cu_seqlens with every
+ * block boundary, also built outside its timing.
+ *
+ * Design (templates/blockattn_fwd.cu, blockattn_bwd.cu): a work item is one
+ * (block, head); a CTA runs a list of items with a cp.async ring of STAGES
+ * tiles, so the next item's loads overlap this item's math. Within an item,
+ * ROWS_W query rows per warp (one or two m16 tiles) and DSPLIT warps per row
+ * group splitting head_dim for the P.V-like products; S, P and dP stay in
+ * registers, the whole row in one tile (no online rescaling, no LSE). The
+ * variants differ in the work order: `grid` gives each CTA ITEMS
+ * consecutive items (the heads of one block first), `persistent` launches
+ * CTAS_SM CTAs per SM that stride over every item (a static schedule).
+ * Both are mma.sync m16n8k16 (sm_80+). Also searched: the backward's
+ * epilogue (EPI: registers or staged 16-byte rows), the rope prologue's
+ * table reads (RPF: batched or not) and a register cap (MINB CTAs per SM
+ * through __launch_bounds__). Measured on the H200: bench/NOTES-attention.md.
+ * NEEDSWORK: wgmma (sm_90a) and producer/consumer warp specialization
+ * (the block-attention work's load / MMA / softmax / epilogue roles) are
+ * not variants yet; rotated v is not supported.
+ */
+#include "blockattn.h"
+#include "gemm_plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { V_GRID, V_PERSIST };
+/* Parameter indices: the same in both families; EPI is the backward's. */
+enum { P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI };
+
+static const struct kt_dim dims[] = {
+	{"seqs", 1, 1L << 20, 0, "sequences B (lengths drawn from (seqs, lmax), see blockattn.h)"},
+	{"lmax", 1, 1L << 16, 0, "longest sequence; lengths uniform in [max(1, 2*lmax/5), lmax]"},
+	{"heads", 1, 64, 0, "heads H"},
+	{"head_dim", 64, 128, 1, "d: 64 or 128"},
+	{"block", 64, 128, 1, "BLK: 64 or 128 tokens per attention block"},
+	{"rope", 0, 1, 1, "1: q, k raw plus a (T, d) cos/sin table, rotated in the kernel"},
+};
+
+static const char *const variants[] = {"grid", "persistent"};
+
+#define ALL ((1u << V_GRID) | (1u << V_PERSIST))
+
+static const struct kt_param fwd_params[] = {
+	{"ROWS_W", 2, {16, 32}, ALL, "query rows per warp (m16 tiles of S and O)"},
+	{"DSPLIT", 2, {1, 2}, ALL, "warps per row group, each computing 1/DSPLIT of head_dim"},
+	{"STAGES", 3, {1, 2, 3}, ALL, "cp.async ring depth over a CTA's work items"},
+	{"ITEMS", 3, {1, 2, 4}, 1u << V_GRID, "(block, head) items per CTA, heads of a block first"},
+	{"CTAS_SM", 3, {1, 2, 4}, 1u << V_PERSIST, "persistent grid: CTAs per SM, items strided"},
+	{"RPF", 2, {0, 1}, ALL, "rope=1: table reads batched ahead of the rotation (1) or not (0)"},
+	{"MINB", 2, {1, 4}, ALL, "CTAs per SM asked of ptxas (a register cap); 1: none"},
+};
+
+/* The backward holds four tiles per stage plus P and dS: a third stage
+ * never fits beside enough CTAs to matter. */
+static const struct kt_param bwd_params[] = {
+	{"ROWS_W", 2, {16, 32}, ALL, "query (then key) rows per warp"},
+	{"DSPLIT", 2, {1, 2}, ALL, "warps per row group, each computing 1/DSPLIT of head_dim"},
+	{"STAGES", 2, {1, 2}, ALL, "cp.async ring depth over a CTA's work items"},
+	{"ITEMS", 3, {1, 2, 4}, 1u << V_GRID, "(block, head) items per CTA, heads of a block first"},
+	{"CTAS_SM", 3, {1, 2, 4}, 1u << V_PERSIST, "persistent grid: CTAs per SM, items strided"},
+	{"RPF", 2, {0, 1}, ALL, "rope=1: table reads batched ahead of the rotation (1) or not (0)"},
+	{"MINB", 2, {1, 3}, ALL, "CTAs per SM asked of ptxas (a register cap); 1: none"},
+	{"EPI", 2, {0, 1}, ALL, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
+};
+
+/* ---- the generator ---- */
+
+static uint64_t splitmix64_at(uint64_t i)
+{
+	/* output i of SplitMix64 seeded 0: the state after i + 1 steps, mixed */
+	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+long ba_len_min(long lmax)
+{
+	long lo = 2 * lmax / 5;
+
+	return lo < 1 ? 1 : lo;
+}
+
+long ba_length(long lmax, long i)
+{
+	long lo = ba_len_min(lmax);
+
+	return lo + (long)(splitmix64_at((uint64_t)i) % (uint64_t)(lmax - lo + 1));
+}
+
+void ba_offsets(long seqs, long lmax, int32_t *offsets)
+{
+	long i, t = 0;
+
+	offsets[0] = 0;
+	for (i = 0; i < seqs; i++) {
+		t += ba_length(lmax, i);
+		offsets[i + 1] = (int32_t)t;
+	}
+}
+
+long ba_tokens(long seqs, long lmax)
+{
+	long i, t = 0;
+
+	for (i = 0; i < seqs; i++)
+		t += ba_length(lmax, i);
+	return t;
+}
+
+long ba_blocks(long seqs, long lmax, long blk)
+{
+	long i, n = 0;
+
+	for (i = 0; i < seqs; i++)
+		n += (ba_length(lmax, i) + blk - 1) / blk;
+	return n;
+}
+
+void ba_rope_table(const int32_t *offsets, long seqs, long d, float *table)
+{
+	long s, t, i;
+
+	for (s = 0; s < seqs; s++)
+		for (t = offsets[s]; t < offsets[s + 1]; t++) {
+			double pos = (double)(t - offsets[s]);
+
+			for (i = 0; i < d / 2; i++) {
+				double th = pos * pow(10000.0, -2.0 * (double)i / (double)d);
+
+				table[t * d + 2 * i] = (float)cos(th);
+				table[t * d + 2 * i + 1] = (float)sin(th);
+			}
+		}
+}
+
+/* ---- CPU references (double) ---- */
+
+void ba_rotate(const struct ba_dims *p, const double *table, double *x, int conj)
+{
+	long t, h, i, d = p->d;
+
+	for (t = 0; t < p->tokens; t++)
+		for (h = 0; h < p->heads; h++) {
+			double *r = x + (t * p->heads + h) * d;
+
+			for (i = 0; i < d / 2; i++) {
+				double c = table[t * d + 2 * i], s = table[t * d + 2 * i + 1];
+				double x0 = r[2 * i], x1 = r[2 * i + 1];
+
+				if (conj) {
+					r[2 * i] = x0 * c + x1 * s;
+					r[2 * i + 1] = x1 * c - x0 * s;
+				} else {
+					r[2 * i] = x0 * c - x1 * s;
+					r[2 * i + 1] = x0 * s + x1 * c;
+				}
+			}
+		}
+}
+
+/* Steps through the blocks of p: start with *s = -1; 1 while there is one,
+ * with its first token *b0 and its length *n. */
+static int block_next(const struct ba_dims *p, long *s, long *b0, long *n)
+{
+	if (*s >= 0 && *b0 + p->blk < p->offsets[*s + 1]) {
+		*b0 += p->blk;
+	} else {
+		do
+			(*s)++;
+		while (*s < p->seqs && p->offsets[*s + 1] <= p->offsets[*s]);
+		if (*s >= p->seqs)
+			return 0;
+		*b0 = p->offsets[*s];
+	}
+	*n = p->offsets[*s + 1] - *b0;
+	if (*n > p->blk)
+		*n = p->blk;
+	return 1;
+}
+
+/* P of one (block, head): n x n, rows softmax(q_i . k_j * scale). */
+static void block_probs(const struct ba_dims *p, const double *q, const double *k, long b0,
+			long n, long h, double *P)
+{
+	long H = p->heads, d = p->d, i, j, c;
+	double scale = 1.0 / sqrt((double)d);
+
+	for (i = 0; i < n; i++) {
+		const double *qi = q + ((b0 + i) * H + h) * d;
+		double m = -INFINITY, l = 0;
+
+		for (j = 0; j < n; j++) {
+			const double *kj = k + ((b0 + j) * H + h) * d;
+			double acc = 0;
+
+			for (c = 0; c < d; c++)
+				acc += qi[c] * kj[c];
+			P[i * n + j] = acc * scale;
+			if (P[i * n + j] > m)
+				m = P[i * n + j];
+		}
+		for (j = 0; j < n; j++)
+			l += (P[i * n + j] = exp(P[i * n + j] - m));
+		for (j = 0; j < n; j++)
+			P[i * n + j] /= l;
+	}
+}
+
+/* Copies of q and k rotated by the table (or NULL copies when no table). */
+static int rotated_qk(const struct ba_dims *p, const double *q, const double *k,
+		      const double *table, double **rq, double **rk)
+{
+	size_t n = (size_t)p->tokens * (size_t)p->heads * (size_t)p->d;
+
+	*rq = *rk = NULL;
+	if (!table)
+		return 0;
+	if (!(*rq = malloc(n * sizeof(double))) || !(*rk = malloc(n * sizeof(double)))) {
+		free(*rq);
+		*rq = NULL;
+		return -1;
+	}
+	memcpy(*rq, q, n * sizeof(double));
+	memcpy(*rk, k, n * sizeof(double));
+	ba_rotate(p, table, *rq, 0);
+	ba_rotate(p, table, *rk, 0);
+	return 0;
+}
+
+int ba_cpu_fwd(const struct ba_dims *p, const double *q, const double *k, const double *v,
+	       const double *table, double *o)
+{
+	double *rq = NULL, *rk = NULL, *P = NULL;
+	long H = p->heads, d = p->d;
+	int rc = -1;
+
+	if (rotated_qk(p, q, k, table, &rq, &rk) != 0)
+		goto out;
+	if (!(P = malloc((size_t)(p->blk * p->blk) * sizeof(double))))
+		goto out;
+	if (rq) {
+		q = rq;
+		k = rk;
+	}
+	for (long sq = -1, b0 = 0, n = 0; block_next(p, &sq, &b0, &n);)
+		for (long h = 0; h < H; h++) {
+			block_probs(p, q, k, b0, n, h, P);
+			for (long i = 0; i < n; i++)
+				for (long c = 0; c < d; c++) {
+					double acc = 0;
+
+					for (long j = 0; j < n; j++)
+						acc += P[i * n + j] * v[((b0 + j) * H + h) * d + c];
+					o[((b0 + i) * H + h) * d + c] = acc;
+				}
+		}
+	rc = 0;
+out:
+	free(rq);
+	free(rk);
+	free(P);
+	return rc;
+}
+
+int ba_cpu_bwd(const struct ba_dims *p, const double *q, const double *k, const double *v,
+	       const double *dout, const double *table, double *dq, double *dk, double *dv)
+{
+	double *rq = NULL, *rk = NULL, *P = NULL, *dS = NULL;
+	long H = p->heads, d = p->d;
+	double scale = 1.0 / sqrt((double)d);
+	int rc = -1;
+
+	if (rotated_qk(p, q, k, table, &rq, &rk) != 0)
+		goto out;
+	if (!(P = malloc((size_t)(p->blk * p->blk) * sizeof(double))) ||
+	    !(dS = malloc((size_t)(p->blk * p->blk) * sizeof(double))))
+		goto out;
+	if (rq) {
+		q = rq;
+		k = rk;
+	}
+	for (long sq = -1, b0 = 0, n = 0; block_next(p, &sq, &b0, &n);)
+		for (long h = 0; h < H; h++) {
+#define AT(x, t) ((x) + ((b0 + (t)) * H + h) * d)
+			block_probs(p, q, k, b0, n, h, P);
+			/* dS = P (dP - Di) scale, dP = dO V^T, Di = rowsum(P dP) */
+			for (long i = 0; i < n; i++) {
+				double di = 0;
+
+				for (long j = 0; j < n; j++) {
+					double dp = 0;
+
+					for (long c = 0; c < d; c++)
+						dp += AT(dout, i)[c] * AT(v, j)[c];
+					dS[i * n + j] = dp;
+					di += P[i * n + j] * dp;
+				}
+				for (long j = 0; j < n; j++)
+					dS[i * n + j] = P[i * n + j] * (dS[i * n + j] - di) * scale;
+			}
+			for (long i = 0; i < n; i++)
+				for (long c = 0; c < d; c++) {
+					double aq = 0, ak = 0, av = 0;
+
+					for (long j = 0; j < n; j++) {
+						aq += dS[i * n + j] * AT(k, j)[c];
+						ak += dS[j * n + i] * AT(q, j)[c];
+						av += P[j * n + i] * AT(dout, j)[c];
+					}
+					AT(dq, i)[c] = aq;
+					AT(dk, i)[c] = ak;
+					AT(dv, i)[c] = av;
+				}
+#undef AT
+		}
+	if (table) {
+		ba_rotate(p, table, dq, 1);
+		ba_rotate(p, table, dk, 1);
+	}
+	rc = 0;
+out:
+	free(rq);
+	free(rk);
+	free(P);
+	free(dS);
+	return rc;
+}
+
+/* ---- buffers ---- */
+
+/* Buffer indices of one shape; -1 where absent. */
+struct layout {
+	int q, k, v, dout, off, tab, o, dq, dk, dv, blocks;
+	int nproblem, ninputs;
+};
+
+static void layout_of(int bwd, const struct kt_shape *s, struct layout *L)
+{
+	int n = 0;
+
+	L->q = n++;
+	L->k = n++;
+	L->v = n++;
+	L->dout = bwd ? n++ : -1;
+	L->off = n++;
+	L->tab = s->v[BA_D_ROPE] ? n++ : -1;
+	L->ninputs = n;
+	L->o = bwd ? -1 : n++;
+	L->dq = bwd ? n++ : -1;
+	L->dk = bwd ? n++ : -1;
+	L->dv = bwd ? n++ : -1;
+	L->nproblem = n;
+	L->blocks = n;
+}
+
+static void set_buf(struct kt_buf *b, const char *name, enum kt_buf_role role,
+		    enum kt_dtype t, size_t elems, double scale)
+{
+	memset(b, 0, sizeof(*b));
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	b->role = role;
+	b->dtype = t;
+	b->elems = elems;
+	b->scale = scale;
+}
+
+/* q, k in (-2, 2): S = q.k / sqrt(d) then has a standard deviation of 4/3,
+ * far from both a uniform and a one-hot softmax. */
+#define QK_SCALE 2.0
+
+static int buffers_of(int bwd, const struct kt_shape *s, const struct kt_config *cfg,
+		      struct kt_buf out[KT_MAX_BUFS])
+{
+	struct layout L;
+	long T = ba_tokens(s->v[BA_D_SEQS], s->v[BA_D_LMAX]);
+	size_t x = (size_t)T * (size_t)s->v[BA_D_HEADS] * (size_t)s->v[BA_D_HDIM];
+
+	layout_of(bwd, s, &L);
+	set_buf(&out[L.q], "q", KT_BUF_INPUT, KT_BF16, x, QK_SCALE);
+	set_buf(&out[L.k], "k", KT_BUF_INPUT, KT_BF16, x, QK_SCALE);
+	set_buf(&out[L.v], "v", KT_BUF_INPUT, KT_BF16, x, 1.0);
+	if (bwd)
+		set_buf(&out[L.dout], "do", KT_BUF_INPUT, KT_BF16, x, 1.0);
+	set_buf(&out[L.off], "offsets", KT_BUF_INPUT, KT_I32, (size_t)s->v[BA_D_SEQS] + 1, 0);
+	if (L.tab >= 0)
+		set_buf(&out[L.tab], "rope_table", KT_BUF_INPUT, KT_F32,
+			(size_t)T * (size_t)s->v[BA_D_HDIM], 0);
+	if (bwd) {
+		set_buf(&out[L.dq], "dq", KT_BUF_OUTPUT, KT_BF16, x, 0);
+		set_buf(&out[L.dk], "dk", KT_BUF_OUTPUT, KT_BF16, x, 0);
+		set_buf(&out[L.dv], "dv", KT_BUF_OUTPUT, KT_BF16, x, 0);
+	} else {
+		set_buf(&out[L.o], "o", KT_BUF_OUTPUT, KT_BF16, x, 0);
+	}
+	if (!cfg)
+		return L.nproblem;
+	set_buf(&out[L.blocks], "blocks", KT_BUF_SCRATCH, KT_I32,
+		2 * (size_t)ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], s->v[BA_D_BLOCK]), 0);
+	return L.nproblem + 1;
+}
+
+static int fwd_buffers(const struct kt_shape *s, const struct kt_config *cfg,
+		       struct kt_buf out[KT_MAX_BUFS])
+{
+	return buffers_of(0, s, cfg, out);
+}
+
+static int bwd_buffers(const struct kt_shape *s, const struct kt_config *cfg,
+		       struct kt_buf out[KT_MAX_BUFS])
+{
+	return buffers_of(1, s, cfg, out);
+}
+
+static int fill_of(int bwd, const struct kt_shape *s, int buf, void *host, uint64_t seed)
+{
+	struct kt_buf bufs[KT_MAX_BUFS];
+	struct layout L;
+	int32_t *off = NULL;
+	int rc = -1;
+
+	layout_of(bwd, s, &L);
+	buffers_of(bwd, s, NULL, bufs);
+	if (buf < 0 || buf >= L.ninputs)
+		return -1;
+	if (buf == L.off) {
+		ba_offsets(s->v[BA_D_SEQS], s->v[BA_D_LMAX], host);
+		return 0;
+	}
+	if (buf == L.tab) {
+		if (!(off = malloc(((size_t)s->v[BA_D_SEQS] + 1) * sizeof(*off))))
+			goto out;
+		ba_offsets(s->v[BA_D_SEQS], s->v[BA_D_LMAX], off);
+		ba_rope_table(off, s->v[BA_D_SEQS], s->v[BA_D_HDIM], host);
+		rc = 0;
+		goto out;
+	}
+	kt_fill_bf16(host, bufs[buf].elems, seed, bufs[buf].scale);
+	rc = 0;
+out:
+	free(off);
+	return rc;
+}
+
+static int fwd_fill(const struct kt_shape *s, int buf, void *host, uint64_t seed)
+{
+	return fill_of(0, s, buf, host, seed);
+}
+
+static int bwd_fill(const struct kt_shape *s, int buf, void *host, uint64_t seed)
+{
+	return fill_of(1, s, buf, host, seed);
+}
+
+/* ---- configs ---- */
+
+struct cfg {
+	long blk, d, rope, heads;
+	long rows_w, dsplit, stages, items, ctas_sm, epi, rpf, minb;
+	int persist;
+	long mi;		/* m16 tiles per warp */
+	long threads;
+	unsigned smem;
+};
+
+static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c, struct cfg *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->blk = s->v[BA_D_BLOCK];
+	g->d = s->v[BA_D_HDIM];
+	g->rope = s->v[BA_D_ROPE];
+	g->heads = s->v[BA_D_HEADS];
+	g->rows_w = c->p[P_ROWS_W];
+	g->dsplit = c->p[P_DSPLIT];
+	g->stages = c->p[P_STAGES];
+	g->persist = c->variant == V_PERSIST;
+	g->items = g->persist ? 0 : c->p[P_ITEMS];
+	g->ctas_sm = g->persist ? c->p[P_CTAS_SM] : 0;
+	g->epi = bwd ? c->p[P_EPI] : 0;
+	g->rpf = c->p[P_RPF];
+	g->minb = c->p[P_MINB];
+	g->mi = g->rows_w / 16;
+	g->threads = g->rows_w > 0 ? g->blk / g->rows_w * g->dsplit * 32 : 0;
+	/* fwd: q, k, v per stage; bwd: q, k, v, do per stage plus dS, and P
+	 * too unless it fits in the consumed v tile (BLK <= d) */
+	g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 +
+			     (bwd ? (g->blk <= g->d ? 1 : 2) * g->blk * g->blk * 2 : 0));
+}
+
+/* fp32 accumulators a thread holds at once: S (and dP) plus one output
+ * tile (O, dQ) -- what decides spilling. The limits were read off ptxas
+ * (nvcc --resource-usage, sm_90, ROPE=1, every BLK/HD/ROWS_W/DSPLIT) for the
+ * templates: above them they spill more than a few words. At 512 threads
+ * __launch_bounds__ leaves 128 registers per thread. */
+static long acc_regs(int bwd, const struct cfg *g)
+{
+	return g->mi * ((bwd ? 2 : 1) * g->blk / 2 + g->d / g->dsplit / 2);
+}
+
+static long acc_regs_max(int bwd, const struct cfg *g)
+{
+	if (g->threads >= 512)
+		return 80;
+	return bwd ? 192 : 160;
+}
+
+static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
+		    const struct kt_target *tgt, char *why, size_t whylen)
+{
+	struct cfg g;
+	long seqs = s->v[BA_D_SEQS], lmax = s->v[BA_D_LMAX];
+
+	if (c->variant != V_GRID && c->variant != V_PERSIST)
+		return snprintf(why, whylen, "unknown variant %d", c->variant), 1;
+	cfg_of(bwd, s, c, &g);
+	if (g.d != 64 && g.d != 128)
+		return snprintf(why, whylen, "head_dim %ld: the kernels take 64 or 128", g.d), 1;
+	if (g.blk != 64 && g.blk != 128)
+		return snprintf(why, whylen, "block %ld: the kernels take 64 or 128", g.blk), 1;
+	if ((double)seqs * (double)lmax > 2147483647.0)
+		return snprintf(why, whylen, "seqs x lmax over 2^31: offsets are int32"), 1;
+	if (g.rows_w != 16 && g.rows_w != 32)
+		return snprintf(why, whylen, "ROWS_W %ld: 16 or 32", g.rows_w), 1;
+	if (g.dsplit != 1 && g.dsplit != 2)
+		return snprintf(why, whylen, "DSPLIT %ld: 1 or 2", g.dsplit), 1;
+	if (g.stages < 1 || g.stages > 3)
+		return snprintf(why, whylen, "STAGES %ld: 1 to 3", g.stages), 1;
+	if (!g.persist && (g.items < 1 || g.items > 64))
+		return snprintf(why, whylen, "ITEMS %ld: 1 to 64", g.items), 1;
+	if (g.epi != 0 && g.epi != 1)
+		return snprintf(why, whylen, "EPI %ld: 0 or 1", g.epi), 1;
+	if (g.rpf != 0 && g.rpf != 1)
+		return snprintf(why, whylen, "RPF %ld: 0 or 1", g.rpf), 1;
+	if (g.rpf && !g.rope)
+		return snprintf(why, whylen, "RPF 1 without rope: the same kernel as RPF 0"), 1;
+	if (g.minb < 1 || g.minb > 8)
+		return snprintf(why, whylen, "MINB %ld: 1 to 8", g.minb), 1;
+	/* a cap under 128 registers spills these kernels heavily (ptxas) */
+	if (g.minb > 1 && g.minb * g.threads > 512)
+		return snprintf(why, whylen, "MINB %ld x %ld threads: under 128 registers each",
+				g.minb, g.threads), 1;
+	if (g.minb > 1 && (long)g.minb * (g.smem + 1024) > (long)tgt->smem_optin + 1024)
+		return snprintf(why, whylen, "MINB %ld CTAs of %u bytes overfill an SM's shared memory",
+				g.minb, g.smem), 1;
+	if (g.persist && (g.ctas_sm < 1 || g.ctas_sm > 32))
+		return snprintf(why, whylen, "CTAS_SM %ld: 1 to 32", g.ctas_sm), 1;
+	if (!g.persist && g.stages > g.items)
+		return snprintf(why, whylen, "STAGES %ld > ITEMS %ld: the extra stages stay empty",
+				g.stages, g.items), 1;
+	if (g.threads > tgt->max_threads)
+		return snprintf(why, whylen, "%ld threads > %d", g.threads, tgt->max_threads), 1;
+	if (g.smem > (unsigned)tgt->smem_optin)
+		return snprintf(why, whylen, "shared memory %u > %d bytes", g.smem, tgt->smem_optin), 1;
+	if (acc_regs(bwd, &g) > acc_regs_max(bwd, &g))
+		return snprintf(why, whylen, "%ld fp32 accumulators per thread: would spill",
+				acc_regs(bwd, &g)), 1;
+	return 0;
+}
+
+static int fwd_check(const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *tgt, char *why, size_t whylen)
+{
+	return check_of(0, s, c, tgt, why, whylen);
+}
+
+static int bwd_check(const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *tgt, char *why, size_t whylen)
+{
+	return check_of(1, s, c, tgt, why, whylen);
+}
+
+/* ---- plans ---- */
+
+static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
+		   const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	const char *fam = bwd ? "blockattn_bwd" : "blockattn_fwd";
+	struct layout L;
+	struct cfg g;
+	struct kt_program *pr = &out->programs[0];
+	struct kt_launch *l;
+	char why[160];
+	long nblocks, nitems, grid, cta_step, item_step, nper;
+
+	memset(out, 0, sizeof(*out));
+	if (check_of(bwd, s, c, tgt, why, sizeof(why)))
+		return kt_err_set(err, KT_EINVAL, "%s: config cannot run: %s", fam, why);
+	cfg_of(bwd, s, c, &g);
+	layout_of(bwd, s, &L);
+	nblocks = ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], g.blk);
+	nitems = nblocks * g.heads;
+	if (nitems > 2147483647L)
+		return kt_err_set(err, KT_EINVAL, "%s: %ld work items over 2^31", fam, nitems);
+	out->nprograms = 1;
+	pr->tpl = fam;
+	if (kt_program_define(pr, "BLK", g.blk) || kt_program_define(pr, "HD", g.d) ||
+	    kt_program_define(pr, "ROPE", g.rope) || kt_program_define(pr, "ROWS_W", g.rows_w) ||
+	    kt_program_define(pr, "DSPLIT", g.dsplit) ||
+	    kt_program_define(pr, "STAGES", g.stages) || kt_program_define(pr, "RPF", g.rpf) ||
+	    kt_program_define(pr, "MINB", g.minb) ||
+	    (bwd && kt_program_define(pr, "EPI", g.epi)))
+		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
+
+	/* untimed: the block list from the offsets */
+	out->nprep = 1;
+	l = &out->prep[0];
+	snprintf(l->kernel, sizeof(l->kernel), "blockattn_blocks");
+	l->grid[0] = l->grid[1] = l->grid[2] = 1;
+	l->block[0] = 1024;
+	l->block[1] = l->block[2] = 1;
+	kt_launch_arg_buf(l, L.off);
+	kt_launch_arg_i32(l, s->v[BA_D_SEQS]);
+	kt_launch_arg_buf(l, L.blocks);
+
+	/* The work order: items (block, head), heads fastest so that the CTAs
+	 * running at once share a block's table rows in L2. */
+	if (g.persist) {
+		long sms = tgt->sms > 0 ? tgt->sms : 132;	/* compile-only targets */
+
+		grid = sms * g.ctas_sm;
+		if (grid > nitems)
+			grid = nitems;
+		cta_step = 1;
+		item_step = grid;
+		nper = (nitems + grid - 1) / grid;
+	} else {
+		grid = (nitems + g.items - 1) / g.items;
+		cta_step = g.items;
+		item_step = 1;
+		nper = g.items;
+	}
+	out->nlaunch = 1;
+	l = &out->launch[0];
+	snprintf(l->kernel, sizeof(l->kernel), "%s", fam);
+	l->grid[0] = (unsigned)grid;
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = (unsigned)g.threads;
+	l->block[1] = l->block[2] = 1;
+	l->smem = g.smem;
+	kt_launch_arg_buf(l, L.q);
+	kt_launch_arg_buf(l, L.k);
+	kt_launch_arg_buf(l, L.v);
+	if (bwd)
+		kt_launch_arg_buf(l, L.dout);
+	kt_launch_arg_buf(l, L.blocks);
+	if (L.tab >= 0)
+		kt_launch_arg_buf(l, L.tab);
+	else
+		kt_launch_arg_i64(l, 0);	/* a null table pointer */
+	if (bwd) {
+		kt_launch_arg_buf(l, L.dq);
+		kt_launch_arg_buf(l, L.dk);
+		kt_launch_arg_buf(l, L.dv);
+	} else {
+		kt_launch_arg_buf(l, L.o);
+	}
+	kt_launch_arg_i32(l, nitems);
+	kt_launch_arg_i32(l, g.heads);
+	kt_launch_arg_i32(l, cta_step);
+	kt_launch_arg_i32(l, item_step);
+	kt_launch_arg_i32(l, nper);
+	return 0;
+}
+
+static int fwd_plan(const struct kt_shape *s, const struct kt_config *c,
+		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	return plan_of(0, s, c, tgt, out, err);
+}
+
+static int bwd_plan(const struct kt_shape *s, const struct kt_config *c,
+		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	return plan_of(1, s, c, tgt, out, err);
+}
+
+/* templates/blockattn_ref.cu: one CTA per (block, head), one thread per row. */
+static int ref_plan_of(int bwd, const struct kt_shape *s, struct kt_plan *out, struct kt_err *err)
+{
+	struct layout L;
+	struct kt_launch *l = &out->launch[0];
+	long nblocks = ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], s->v[BA_D_BLOCK]);
+
+	memset(out, 0, sizeof(*out));
+	if (nblocks > 2147483647L || s->v[BA_D_HEADS] > 65535)
+		return kt_err_set(err, KT_EINVAL, "blockattn: %ld blocks do not fit a grid", nblocks);
+	layout_of(bwd, s, &L);
+	out->nprograms = 1;
+	out->programs[0].tpl = "blockattn_ref";
+	out->nlaunch = 1;
+	snprintf(l->kernel, sizeof(l->kernel), "%s", bwd ? "ref_blockattn_bwd" : "ref_blockattn_fwd");
+	l->grid[0] = (unsigned)nblocks;
+	l->grid[1] = (unsigned)s->v[BA_D_HEADS];
+	l->grid[2] = 1;
+	l->block[0] = (unsigned)s->v[BA_D_BLOCK];
+	l->block[1] = l->block[2] = 1;
+	kt_launch_arg_buf(l, L.q);
+	kt_launch_arg_buf(l, L.k);
+	kt_launch_arg_buf(l, L.v);
+	if (bwd)
+		kt_launch_arg_buf(l, L.dout);
+	kt_launch_arg_buf(l, L.off);
+	if (L.tab >= 0)
+		kt_launch_arg_buf(l, L.tab);
+	else
+		kt_launch_arg_i64(l, 0);
+	if (bwd) {
+		kt_launch_arg_buf(l, L.dq);
+		kt_launch_arg_buf(l, L.dk);
+		kt_launch_arg_buf(l, L.dv);
+	} else {
+		kt_launch_arg_buf(l, L.o);
+	}
+	kt_launch_arg_i32(l, s->v[BA_D_SEQS]);
+	kt_launch_arg_i32(l, s->v[BA_D_HEADS]);
+	kt_launch_arg_i32(l, s->v[BA_D_HDIM]);
+	kt_launch_arg_i32(l, s->v[BA_D_BLOCK]);
+	return 0;
+}
+
+static int fwd_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
+			struct kt_plan *out, struct kt_err *err)
+{
+	(void)tgt;
+	return ref_plan_of(0, s, out, err);
+}
+
+static int bwd_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
+			struct kt_plan *out, struct kt_err *err)
+{
+	(void)tgt;
+	return ref_plan_of(1, s, out, err);
+}
+
+/* ---- the CPU reference through the family interface ---- */
+
+static int cpu_ref_of(int bwd, const struct kt_shape *s, const void *const *in,
+		      float *const *out, struct kt_err *err)
+{
+	const char *fam = bwd ? "blockattn_bwd" : "blockattn_fwd";
+	struct layout L;
+	struct ba_dims p;
+	double *x[4] = {NULL, NULL, NULL, NULL}, *tab = NULL, *y[3] = {NULL, NULL, NULL};
+	size_t n, i;
+	int a, nin, nout, rc = -1;
+
+	layout_of(bwd, s, &L);
+	p.seqs = s->v[BA_D_SEQS];
+	p.heads = s->v[BA_D_HEADS];
+	p.d = s->v[BA_D_HDIM];
+	p.blk = s->v[BA_D_BLOCK];
+	p.offsets = in[L.off];
+	p.tokens = p.offsets[p.seqs];
+	n = (size_t)p.tokens * (size_t)p.heads * (size_t)p.d;
+	nin = bwd ? 4 : 3;	/* q k v (do): buffers 0.. in order */
+	nout = bwd ? 3 : 1;
+	for (a = 0; a < nin; a++) {
+		if (!(x[a] = malloc(n * sizeof(double))))
+			goto nomem;
+		for (i = 0; i < n; i++)
+			x[a][i] = kt_bf16_to_f32(((const uint16_t *)in[a])[i]);
+	}
+	for (a = 0; a < nout; a++)
+		if (!(y[a] = malloc(n * sizeof(double))))
+			goto nomem;
+	if (L.tab >= 0) {
+		size_t nt = (size_t)p.tokens * (size_t)p.d;
+
+		if (!(tab = malloc(nt * sizeof(double))))
+			goto nomem;
+		for (i = 0; i < nt; i++)
+			tab[i] = ((const float *)in[L.tab])[i];
+	}
+	if ((bwd ? ba_cpu_bwd(&p, x[0], x[1], x[2], x[3], tab, y[0], y[1], y[2])
+		 : ba_cpu_fwd(&p, x[0], x[1], x[2], tab, y[0])) != 0)
+		goto nomem;
+	for (a = 0; a < nout; a++)
+		for (i = 0; i < n; i++)
+			out[a][i] = (float)y[a][i];
+	rc = 0;
+	goto out;
+nomem:
+	kt_err_set(err, KT_EINTERNAL, "%s: CPU reference out of memory", fam);
+out:
+	for (a = 0; a < 4; a++)
+		free(x[a]);
+	for (a = 0; a < 3; a++)
+		free(y[a]);
+	free(tab);
+	return rc;
+}
+
+static int fwd_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
+		       struct kt_err *err)
+{
+	return cpu_ref_of(0, s, in, out, err);
+}
+
+static int bwd_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
+		       struct kt_err *err)
+{
+	return cpu_ref_of(1, s, in, out, err);
+}
+
+/* ---- models ---- */
+
+/* Sum over blocks of n^2 (n = block length), times H: the pairs scored. */
+static double pairs(const struct kt_shape *s)
+{
+	long i, blk = s->v[BA_D_BLOCK], lmax = s->v[BA_D_LMAX];
+	double acc = 0;
+
+	for (i = 0; i < s->v[BA_D_SEQS]; i++) {
+		long len = ba_length(lmax, i), full = len / blk, rest = len % blk;
+
+		acc += (double)full * blk * blk + (double)rest * rest;
+	}
+	return acc * (double)s->v[BA_D_HEADS];
+}
+
+/* fwd: QK^T and PV, 2 n^2 d each; bwd: S again, dV, dP, dQ, dK. */
+static double fwd_flops(const struct kt_shape *s)
+{
+	return 4.0 * pairs(s) * (double)s->v[BA_D_HDIM];
+}
+
+static double bwd_flops(const struct kt_shape *s)
+{
+	return 10.0 * pairs(s) * (double)s->v[BA_D_HDIM];
+}
+
+/* fwd reads q, k, v and writes o (8d bytes per token-head); bwd reads q, k,
+ * v, do and writes dq, dk, dv (14d); plus the offsets and, with rope, the
+ * f32 table once (4d bytes per token). */
+static double bytes_of(int bwd, const struct kt_shape *s)
+{
+	double T = (double)ba_tokens(s->v[BA_D_SEQS], s->v[BA_D_LMAX]);
+	double d = (double)s->v[BA_D_HDIM], H = (double)s->v[BA_D_HEADS];
+
+	return (bwd ? 14.0 : 8.0) * d * T * H + 4.0 * ((double)s->v[BA_D_SEQS] + 1) +
+	       (s->v[BA_D_ROPE] ? 4.0 * d * T : 0);
+}
+
+static double fwd_min_bytes(const struct kt_shape *s)
+{
+	return bytes_of(0, s);
+}
+
+static double bwd_min_bytes(const struct kt_shape *s)
+{
+	return bytes_of(1, s);
+}
+
+/* The H200 winners at ads_d128_L256 (bench/NOTES-attention.md): two items
+ * per CTA, one m16 tile per warp, no split, no ring; the backward stages
+ * its outputs without rope and not with it. A small footprint (at most
+ * 72 KiB of shared memory at d = 128, BLK = 64), valid on sm_80+. */
+static int default_of(int bwd, const struct kt_shape *s, const struct kt_target *tgt,
+		      struct kt_config *out)
+{
+	char why[160];
+
+	memset(out, 0, sizeof(*out));
+	out->variant = V_GRID;
+	out->p[P_ROWS_W] = 16;
+	out->p[P_DSPLIT] = 1;
+	out->p[P_STAGES] = 1;
+	out->p[P_ITEMS] = 2;
+	out->p[P_RPF] = 0;
+	out->p[P_MINB] = 1;
+	out->p[P_EPI] = bwd && !s->v[BA_D_ROPE];
+	if (check_of(bwd, s, out, tgt, why, sizeof(why)) == 0)
+		return 0;
+	out->p[P_DSPLIT] = 2;
+	return check_of(bwd, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
+}
+
+static int fwd_default(const struct kt_shape *s, const struct kt_target *tgt,
+		       struct kt_config *out)
+{
+	return default_of(0, s, tgt, out);
+}
+
+static int bwd_default(const struct kt_shape *s, const struct kt_target *tgt,
+		       struct kt_config *out)
+{
+	return default_of(1, s, tgt, out);
+}
+
+const struct kt_family blockattn_fwd_family = {
+	.name = "blockattn_fwd",
+	.summary = "jagged block-diagonal attention forward (O only, no LSE), optional fused rotary",
+	.hidden = 0,
+	.ndims = BA_NDIMS,
+	.dims = dims,
+	.nvariants = 2,
+	.variants = variants,
+	.planted = 0,
+	.nparams = (int)(sizeof(fwd_params) / sizeof(fwd_params[0])),
+	.params = fwd_params,
+	.tol = 1e-2,
+	.check = fwd_check,
+	.buffers = fwd_buffers,
+	.plan = fwd_plan,
+	.ref_plan = fwd_ref_plan,
+	.cpu_ref = fwd_cpu_ref,
+	.fill = fwd_fill,
+	.flops = fwd_flops,
+	.min_bytes = fwd_min_bytes,
+	.default_config = fwd_default,
+};
+
+const struct kt_family blockattn_bwd_family = {
+	.name = "blockattn_bwd",
+	.summary = "jagged block-diagonal attention backward (P recomputed, Di inline), optional fused rotary",
+	.hidden = 0,
+	.ndims = BA_NDIMS,
+	.dims = dims,
+	.nvariants = 2,
+	.variants = variants,
+	.planted = 0,
+	.nparams = (int)(sizeof(bwd_params) / sizeof(bwd_params[0])),
+	.params = bwd_params,
+	.tol = 2e-2,
+	.check = bwd_check,
+	.buffers = bwd_buffers,
+	.plan = bwd_plan,
+	.ref_plan = bwd_ref_plan,
+	.cpu_ref = bwd_cpu_ref,
+	.fill = bwd_fill,
+	.flops = bwd_flops,
+	.min_bytes = bwd_min_bytes,
+	.default_config = bwd_default,
+};

@@ -1,0 +1,337 @@
+/*
+ * blockattn_bwd.cu -- jagged block-diagonal attention, backward (sm_80+,
+ * mma.sync m16n8k16 bf16, fp32 accumulation). Parameters and work order as
+ * in blockattn_fwd.cu, whose helpers this file includes.
+ *
+ *   blockattn_bwd(q, k, v, do, blocks, table, dq, dk, dv, nitems, H,
+ *                 cta_step, item_step, nper)
+ *       block (BLK / ROWS_W) * DSPLIT * 32, dynamic smem
+ *       STAGES * 4 * BLK * HD * 2 + (BLK <= HD ? 1 : 2) * BLK * BLK * 2.
+ *
+ * Per item, with q, k, v, do tiles in shared memory (q, k rotated there
+ * with ROPE):
+ *   phase 1, warps over query rows: P recomputed exactly from q k^T (the
+ *     whole row in registers; no LSE read), dP = do v^T, Di = rowsum(P dP)
+ *     inline, dS = P (dP - Di) / sqrt(d); P and dS go to shared memory as
+ *     bf16; dQ = dS k from registers, conjugate-rotated with ROPE, stored.
+ *   phase 2, warps over key rows: dV = P^T do and dK = dS^T q (both read
+ *     transposed from shared memory), dK conjugate-rotated with ROPE.
+ * EPI (0, 1): outputs stored straight from the accumulators (bf16 pairs),
+ * or staged in shared tiles that are dead by then and written in 16-byte
+ * rows (three more barriers per item, full-sector writes).
+ * Blocks are independent: every output element is written once, by one
+ * thread, with no atomics and no second pass. Rows past the block's length
+ * have zero q/do (zero-filled loads) and P forced to 0, so they add nothing.
+ */
+#ifndef EPI
+#define EPI 0
+#endif
+
+#define BLOCKATTN_HELPERS_ONLY
+#include "blockattn_fwd.cu"
+#undef BLOCKATTN_HELPERS_ONLY
+
+namespace kba {
+
+constexpr int PCH = BLK / 8;		/* chunks per row of the P and dS tiles */
+constexpr int PTILE = BLK * BLK * 2;
+/* P only feeds dV = P^T do in phase 2 and v is dead once dP = do v^T is
+ * done: when P fits in the v tile it goes there, which is what brings
+ * BLK = HD = 128 under sm_80's 163 KiB (4 tiles + dS = 160 KiB). */
+constexpr bool P_IN_V = PTILE <= TILE;
+
+/* acc[MI][ND] += X^T . Y[:, d0 : d0 + DW] for key rows j0.. of X (a BLK x
+ * BLK tile [query][key], read transposed as the A operand) and Y a BLK x HD
+ * tile [query][head_dim] read transposed as B: dV = P^T do, dK = dS^T q. */
+KT_DEV void mma_xty(float (&acc)[MI][ND][4], unsigned sx, int j0, unsigned sy, int d0, int len,
+		    int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++) {
+		unsigned a[MI][4];
+
+		if (kk * 16 >= len)	/* query rows past the length: P, dS are 0 */
+			break;
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+			ldsm_x4_t(a[mi], sx + kt_swz<PCH>(kk * 16 + ((lane >> 4) & 1) * 8 + (lane & 7),
+							  ((j0 + mi * 16) >> 3) + ((lane >> 3) & 1)));
+#pragma unroll
+		for (int np = 0; np < ND / 2; np++) {
+			unsigned b[4];
+
+			ldsm_x4_t(b, sy + kt_swz<CH>(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+						     (d0 >> 3) + np * 2 + (lane >> 4)));
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++) {
+				kt_mma_bf16_16816(acc[mi][2 * np], a[mi], b);
+				kt_mma_bf16_16816(acc[mi][2 * np + 1], a[mi], b + 2);
+			}
+		}
+	}
+}
+
+/* Stores an output tile of one warp (rows r0.., columns d0..) to x (T, H,
+ * HD), conjugate-rotated by the table when ROPE and ROT (pairs never
+ * straddle a thread: a thread holds columns 2t, 2t+1 of each n8 tile). */
+template <bool ROT>
+KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *table, int r0,
+		      int d0, int t0, int len, int H, int h, int lane)
+{
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
+			float2 pre[ND];
+
+			/* RPF: the row's table pairs read ahead, row clamped */
+			if (ROPE && ROT && RPF)
+#pragma unroll
+				for (int nt = 0; nt < ND; nt++)
+					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
+						table + (long long)(t0 + min(row, len - 1)) * HD + d0 +
+						nt * 8 + 2 * (lane & 3)));
+			if (row >= len)
+				continue;
+#pragma unroll
+			for (int nt = 0; nt < ND; nt++) {
+				int col = d0 + nt * 8 + 2 * (lane & 3);
+				float y0 = acc[mi][nt][2 * hf], y1 = acc[mi][nt][2 * hf + 1];
+
+				if (ROPE && ROT) {
+					float2 cs = RPF ? pre[nt]
+							: __ldg(reinterpret_cast<const float2 *>(
+								  table + (long long)(t0 + row) * HD + col));
+
+					rot_conj(y0, y1, cs.x, cs.y);
+				}
+				*reinterpret_cast<unsigned *>(x + ((long long)(t0 + row) * H + h) * HD +
+							      col) = kt_pack_bf16x2(y0, y1);
+			}
+		}
+}
+
+/* The same tile into a swizzled BLK x HD shared tile (rows r0.., columns
+ * d0..), for store_tile to write out in 16-byte rows (EPI = 1). */
+template <bool ROT>
+KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float *table, int r0,
+		      int d0, int t0, int len, int lane)
+{
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
+			float2 pre[ND];
+
+			/* RPF: the row's table pairs read ahead, row clamped */
+			if (ROPE && ROT && RPF)
+#pragma unroll
+				for (int nt = 0; nt < ND; nt++)
+					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
+						table + (long long)(t0 + min(row, len - 1)) * HD + d0 +
+						nt * 8 + 2 * (lane & 3)));
+			if (row >= len)
+				continue;
+#pragma unroll
+			for (int nt = 0; nt < ND; nt++) {
+				int col = d0 + nt * 8 + 2 * (lane & 3);
+				float y0 = acc[mi][nt][2 * hf], y1 = acc[mi][nt][2 * hf + 1];
+
+				if (ROPE && ROT) {
+					float2 cs = RPF ? pre[nt]
+							: __ldg(reinterpret_cast<const float2 *>(
+								  table + (long long)(t0 + row) * HD + col));
+
+					rot_conj(y0, y1, cs.x, cs.y);
+				}
+				*reinterpret_cast<unsigned *>(tile + elem_off<CH>(row, col)) =
+					kt_pack_bf16x2(y0, y1);
+			}
+		}
+}
+
+KT_DEV void zero_acc(float (&acc)[MI][ND][4])
+{
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++)
+			acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.f;
+}
+
+KT_DEV void load_item(unsigned st, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+		      const __nv_bfloat16 *v, const __nv_bfloat16 *dout, int2 b, int H, int h,
+		      int tid)
+{
+	load_tile(st, q, b.x, b.y, H, h, tid);
+	load_tile(st + TILE, k, b.x, b.y, H, h, tid);
+	load_tile(st + 2 * TILE, v, b.x, b.y, H, h, tid);
+	load_tile(st + 3 * TILE, dout, b.x, b.y, H, h, tid);
+}
+
+} /* namespace kba */
+
+extern "C" __global__ void KBA_BOUNDS
+blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+	      const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
+	      const int2 *__restrict__ blocks, const float *__restrict__ table,
+	      __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
+	      __nv_bfloat16 *__restrict__ dv, int nitems, int H, int cta_step, int item_step,
+	      int nper)
+{
+	using namespace kba;
+	extern __shared__ __align__(128) unsigned char smem[];
+	const unsigned sbase = kt_smem_u32(smem);
+	const unsigned sds = sbase + STAGES * 4 * TILE;
+	unsigned char *gds = smem + STAGES * 4 * TILE;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
+	const bool writer = warp % DSPLIT == 0;	/* one warp of a row group stores P, dS */
+	const float scale = 1.f / sqrtf((float)HD);
+
+#pragma unroll
+	for (int j = 0; j < STAGES - 1; j++) {
+		int w = item_at(j, nitems, cta_step, item_step, nper);
+
+		if (w >= 0)
+			load_item(sbase + j * 4 * TILE, q, k, v, dout, blocks[w / H], H, w % H, tid);
+		kt_cp_async_commit();
+	}
+	for (int i = 0;; i++) {
+		int w = item_at(i, nitems, cta_step, item_step, nper);
+		int wn = item_at(i + STAGES - 1, nitems, cta_step, item_step, nper);
+
+		if (w < 0)
+			break;
+		if (wn >= 0)
+			load_item(sbase + ((i + STAGES - 1) % STAGES) * 4 * TILE, q, k, v, dout,
+				  blocks[wn / H], H, wn % H, tid);
+		kt_cp_async_commit();
+		kt_cp_async_wait<STAGES - 1>();
+		__syncthreads();
+
+		const int2 b = blocks[w / H];
+		const int h = w % H, len = b.y;
+		const unsigned sq = sbase + (i % STAGES) * 4 * TILE, sk = sq + TILE, sv = sq + 2 * TILE,
+			       sdo = sq + 3 * TILE;
+		unsigned char *gq = smem + (i % STAGES) * 4 * TILE;
+		const unsigned sp = P_IN_V ? sv : sds + PTILE;
+		unsigned char *gp = P_IN_V ? gq + 2 * TILE : gds + PTILE;
+
+		if (ROPE) {
+			if (RPF) {
+				rope_qk(gq, gq + TILE, table, b.x, len, tid);
+			} else {
+				rope_tile(gq, table, b.x, len, tid);
+				rope_tile(gq + TILE, table, b.x, len, tid);
+			}
+			__syncthreads();
+		}
+
+		/* ---- phase 1: query rows r0.. ----
+		 * A warp whose rows all lie past the length skips the work but
+		 * not the barriers; phase 2 never reads its rows of P and dS
+		 * (it stops at the first 16-row step past the length). */
+		float s[MI][NB][4], dp[MI][NB][4], inv[MI][2], acc[MI][ND][4];
+
+		if (r0 < len) {
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						s[mi][nt][e] = dp[mi][nt][e] = 0.f;
+			mma_abt<CH, HD>(s, sq, r0, sk, len, lane);
+			mma_abt<CH, HD>(dp, sdo, r0, sv, len, lane);
+		}
+		if (P_IN_V)	/* every warp is done reading v */
+			__syncthreads();
+		if (r0 < len) {
+			softmax_rows(s, inv, len, lane);
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
+					float norm = row < len ? inv[mi][hf] : 0.f, di = 0.f;
+
+#pragma unroll
+					for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+						for (int e = 0; e < 2; e++) {
+							float p = s[mi][nt][2 * hf + e] * norm;
+
+							s[mi][nt][2 * hf + e] = p;
+							di += p * dp[mi][nt][2 * hf + e];
+						}
+					di += __shfl_xor_sync(0xffffffffu, di, 1);
+					di += __shfl_xor_sync(0xffffffffu, di, 2);
+#pragma unroll
+					for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+						for (int e = 0; e < 2; e++) {
+							float p = s[mi][nt][2 * hf + e];
+
+							dp[mi][nt][2 * hf + e] =
+								p * (dp[mi][nt][2 * hf + e] - di) * scale;
+						}
+					if (writer)
+#pragma unroll
+						for (int nt = 0; nt < NB; nt++) {
+							int col = nt * 8 + 2 * (lane & 3);
+
+							*reinterpret_cast<unsigned *>(gp + elem_off<PCH>(row, col)) =
+								kt_pack_bf16x2(s[mi][nt][2 * hf],
+									       s[mi][nt][2 * hf + 1]);
+							*reinterpret_cast<unsigned *>(gds + elem_off<PCH>(row, col)) =
+								kt_pack_bf16x2(dp[mi][nt][2 * hf],
+									       dp[mi][nt][2 * hf + 1]);
+						}
+				}
+			zero_acc(acc);
+			mma_px(acc, dp, sk, d0, len, lane);
+			if (!EPI)
+				store_acc<true>(dq, acc, table, r0, d0, b.x, len, H, h, lane);
+		}
+		__syncthreads();
+		/* EPI: outputs staged in tiles that are dead by then -- dQ in k's
+		 * (phase 2 reads P, do, dS, q only), dV in do's, dK in q's -- and
+		 * written out in 16-byte rows at the end */
+		if (EPI && r0 < len)
+			stage_acc<true>(gq + TILE, acc, table, r0, d0, b.x, len, lane);
+
+		/* ---- phase 2: key rows r0.. ---- */
+		if (r0 < len) {
+			zero_acc(acc);
+			mma_xty(acc, sp, r0, sdo, d0, len, lane);
+			if (!EPI)
+				store_acc<false>(dv, acc, table, r0, d0, b.x, len, H, h, lane);
+		}
+		if (EPI) {
+			__syncthreads();	/* every warp is done reading do */
+			if (r0 < len)
+				stage_acc<false>(gq + 3 * TILE, acc, table, r0, d0, b.x, len, lane);
+		}
+		if (r0 < len) {
+			zero_acc(acc);
+			mma_xty(acc, sds, r0, sq, d0, len, lane);
+			if (!EPI)
+				store_acc<true>(dk, acc, table, r0, d0, b.x, len, H, h, lane);
+		}
+		if (EPI) {
+			__syncthreads();	/* every warp is done reading q */
+			if (r0 < len)
+				stage_acc<true>(gq, acc, table, r0, d0, b.x, len, lane);
+			__syncthreads();
+			store_tile(dq, gq + TILE, b.x, len, H, h, tid);
+			store_tile(dv, gq + 3 * TILE, b.x, len, H, h, tid);
+			store_tile(dk, gq, b.x, len, H, h, tid);
+		}
+		/* the next iteration's loads refill this stage; P, dS are rewritten */
+		__syncthreads();
+	}
+	kt_cp_async_wait<0>();
+}

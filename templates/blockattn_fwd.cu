@@ -1,0 +1,482 @@
+/*
+ * blockattn_fwd.cu -- jagged block-diagonal attention, forward (sm_80+,
+ * mma.sync m16n8k16 bf16, fp32 accumulation). See kernels/blockattn.c for
+ * the problem, the buffers and the variants.
+ *
+ * Compile-time parameters (-D): BLK (64, 128) tokens per block, HD (64,
+ * 128) head_dim, ROPE (0, 1), ROWS_W (16, 32) query rows per warp, DSPLIT
+ * (1, 2) warps per row group splitting head_dim for O = P.V, STAGES (1..3)
+ * depth of the cp.async ring over a CTA's work items, RPF (0, 1) the rope
+ * prologue's table reads batched ahead of the shared-memory rotation (1)
+ * or one chunk at a time (0), MINB (1..4) CTAs per SM asked of ptxas
+ * through __launch_bounds__ (a register cap).
+ *
+ * Kernels (extern "C"):
+ *   blockattn_blocks(offsets, B, blocks)          grid 1, block 1024
+ *       blocks[b] = (first token, length) of every BLK-block, sequences in
+ *       order (the untimed prep launch).
+ *   blockattn_fwd(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
+ *       grid (CTAs), block (BLK / ROWS_W) * DSPLIT * 32,
+ *       dynamic smem STAGES * 3 * BLK * HD * 2.
+ *       Work item w = block * H + head; CTA c runs items
+ *       c * cta_step + i * item_step for i < nper (and w < nitems): ITEMS
+ *       consecutive items (cta_step = ITEMS, item_step = 1) or a persistent
+ *       stride (cta_step = 1, item_step = gridDim.x).
+ *
+ * Per item: q, k, v tiles (BLK x HD, rows past the block's length
+ * zero-filled) land in shared memory by cp.async; with ROPE, q and k are
+ * rotated there before use. S = q k^T, masked past the length; the whole
+ * row is in registers, so the softmax is exact in one pass (no running max,
+ * no LSE written); P goes from S's accumulator layout straight into the
+ * A-operand layout of O = P v (the two coincide for m16n8k16), unnormalized,
+ * and O is divided by the row sum at the end. O is staged through the
+ * consumed v tile so that it leaves in 16-byte rows.
+ *
+ * With BLOCKATTN_HELPERS_ONLY defined only the shared helpers and
+ * blockattn_blocks are compiled (blockattn_bwd.cu includes this file).
+ */
+#include "common.cuh"
+
+#ifndef BLK
+#define BLK 64
+#endif
+#ifndef HD
+#define HD 128
+#endif
+#ifndef ROPE
+#define ROPE 0
+#endif
+#ifndef ROWS_W
+#define ROWS_W 16
+#endif
+#ifndef DSPLIT
+#define DSPLIT 1
+#endif
+#ifndef STAGES
+#define STAGES 1
+#endif
+#ifndef RPF
+#define RPF 0
+#endif
+#ifndef MINB
+#define MINB 1
+#endif
+
+#ifndef KT_BLOCKATTN_HELPERS
+#define KT_BLOCKATTN_HELPERS
+
+/* NVRTC has no <math.h>: -inf by its bits */
+#define KBA_NEG_INF __int_as_float(0xff800000)
+
+namespace kba {
+
+constexpr int CH = HD / 8;		/* 16-byte chunks per row of a q/k/v tile */
+constexpr int TILE = BLK * HD * 2;	/* bytes of one tile */
+constexpr int MI = ROWS_W / 16;		/* m16 tiles per warp */
+constexpr int GROUPS = BLK / ROWS_W;	/* row groups */
+constexpr int NWARPS = GROUPS * DSPLIT;
+constexpr int NT = NWARPS * 32;
+constexpr int DW = HD / DSPLIT;		/* head_dim columns of one warp's outputs */
+constexpr int NB = BLK / 8;		/* n8 tiles across a row of S */
+constexpr int ND = DW / 8;		/* n8 tiles across a warp's output columns */
+
+static_assert(BLK % ROWS_W == 0 && ROWS_W % 16 == 0, "ROWS_W must divide BLK in m16 tiles");
+static_assert(DW % 16 == 0, "HD / DSPLIT must be a multiple of 16");
+static_assert((BLK * CH) % NT == 0, "tile chunks must spread evenly over the threads");
+
+KT_DEV void ldsm_x4_t(unsigned r[4], unsigned addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+}
+
+/* Byte offset of element (row, col) in a swizzled tile of NCH chunks per row. */
+template <int NCH>
+KT_DEV int elem_off(int row, int col)
+{
+	return kt_swz<NCH>(row, col >> 3) + (col & 7) * 2;
+}
+
+/* cp.async of one BLK x HD tile of x (T, H, HD) for head h, tokens
+ * [t0, t0 + len); rows past len are zero-filled. */
+KT_DEV void load_tile(unsigned s, const __nv_bfloat16 *x, int t0, int len, int H, int h, int tid)
+{
+#pragma unroll
+	for (int i = 0; i < BLK * CH / NT; i++) {
+		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+		bool ok = r < len;
+		const __nv_bfloat16 *g = x + ((long long)(t0 + (ok ? r : 0)) * H + h) * HD + c * 8;
+
+		kt_cp_async16(s + kt_swz<CH>(r, c), g, ok);
+	}
+}
+
+/* (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) on one bf16 pair. */
+KT_DEV unsigned rot_pair(unsigned v, float c, float s)
+{
+	__nv_bfloat162 b = *reinterpret_cast<__nv_bfloat162 *>(&v);
+	float x0 = __low2float(b), x1 = __high2float(b);
+
+	return kt_pack_bf16x2(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
+/* Rotates the first len rows of a tile in place by the table (T, HD) f32
+ * (cos, sin interleaved per pair). Called between two __syncthreads. */
+KT_DEV void rope_tile(unsigned char *s, const float *table, int t0, int len, int tid)
+{
+#pragma unroll
+	for (int i = 0; i < BLK * CH / NT; i++) {
+		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+
+		if (r < len) {
+			uint4 *p = reinterpret_cast<uint4 *>(s + kt_swz<CH>(r, c));
+			const float4 *t = reinterpret_cast<const float4 *>(
+				table + (long long)(t0 + r) * HD + c * 8);
+			float4 a = __ldg(t), b = __ldg(t + 1);
+			uint4 v = *p;
+
+			v.x = rot_pair(v.x, a.x, a.y);
+			v.y = rot_pair(v.y, a.z, a.w);
+			v.z = rot_pair(v.z, b.x, b.y);
+			v.w = rot_pair(v.w, b.z, b.w);
+			*p = v;
+		}
+	}
+}
+
+KT_DEV void rot_chunk(unsigned char *p, float4 a, float4 b)
+{
+	uint4 v = *reinterpret_cast<uint4 *>(p);
+
+	v.x = rot_pair(v.x, a.x, a.y);
+	v.y = rot_pair(v.y, a.z, a.w);
+	v.z = rot_pair(v.z, b.x, b.y);
+	v.w = rot_pair(v.w, b.z, b.w);
+	*reinterpret_cast<uint4 *>(p) = v;
+}
+
+/* rope_tile for the q and k tiles together (RPF = 1): each table chunk is
+ * read once for both, and the reads of RB chunks are issued before any
+ * shared-memory access, so their latencies overlap instead of adding up
+ * (rows are clamped into the block so the reads need no branch). */
+KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, const float *table, int t0, int len,
+		    int tid)
+{
+	constexpr int IT = BLK * CH / NT, RB = IT < 4 ? IT : 4;
+
+	static_assert(IT % RB == 0, "chunks per thread must split into batches");
+#pragma unroll
+	for (int i0 = 0; i0 < IT; i0 += RB) {
+		float4 a[RB], b[RB];
+
+#pragma unroll
+		for (int j = 0; j < RB; j++) {
+			int idx = tid + (i0 + j) * NT, r = min(idx / CH, len - 1), c = idx % CH;
+			const float4 *t = reinterpret_cast<const float4 *>(
+				table + (long long)(t0 + r) * HD + c * 8);
+
+			a[j] = __ldg(t);
+			b[j] = __ldg(t + 1);
+		}
+#pragma unroll
+		for (int j = 0; j < RB; j++) {
+			int idx = tid + (i0 + j) * NT, r = idx / CH, c = idx % CH;
+
+			if (r < len) {
+				rot_chunk(sq + kt_swz<CH>(r, c), a[j], b[j]);
+				rot_chunk(sk + kt_swz<CH>(r, c), a[j], b[j]);
+			}
+		}
+	}
+}
+
+/* Conjugate rotation of an fp32 pair (the gradient of a raw pair). */
+KT_DEV void rot_conj(float &y0, float &y1, float c, float s)
+{
+	float x0 = y0 * c + y1 * s, x1 = y1 * c - y0 * s;
+
+	y0 = x0;
+	y1 = x1;
+}
+
+/*
+ * acc[MI][NB] += A . B^T where A is MI m16 row tiles starting at row a0 of
+ * a swizzled tile with ACH chunks per row and B is the first nb rows (then
+ * rounded up to 16) of another, both K-contiguous (K = KDIM): S = q k^T and
+ * dP = do v^T. Columns past nb are left alone: the softmax masks them.
+ */
+template <int ACH, int KDIM>
+KT_DEV void mma_abt(float (&acc)[MI][NB][4], unsigned sa, int a0, unsigned sb, int nb, int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < KDIM / 16; kk++) {
+		unsigned a[MI][4];
+
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+			kt_ldmatrix_x4(a[mi], sa + kt_swz<ACH>(a0 + mi * 16 + (lane & 15),
+							       kk * 2 + (lane >> 4)));
+#pragma unroll
+		for (int nj = 0; nj < NB / 2; nj++) {
+			unsigned b[4];
+
+			if (nj * 16 >= nb)	/* keys past the block's length */
+				break;
+			kt_ldmatrix_x4(b, sb + kt_swz<ACH>(nj * 16 + (lane & 7) + ((lane >> 4) << 3),
+							   kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++) {
+				kt_mma_bf16_16816(acc[mi][2 * nj], a[mi], b);
+				kt_mma_bf16_16816(acc[mi][2 * nj + 1], a[mi], b + 2);
+			}
+		}
+	}
+}
+
+/* The A fragment of k-step kk from an S-layout accumulator: tiles 2kk and
+ * 2kk+1 of a row of n8 tiles are exactly one m16 x k16 A operand. */
+KT_DEV void a_from_acc(unsigned a[4], const float (&s)[NB][4], int kk)
+{
+	a[0] = kt_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+	a[1] = kt_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+	a[2] = kt_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+	a[3] = kt_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+/* acc[MI][ND] += P . X[:, d0 : d0 + DW], P from registers (S layout), X a
+ * BLK x HD tile read transposed (token = k, head_dim = n): O = P v, dQ = dS k. */
+KT_DEV void mma_px(float (&acc)[MI][ND][4], const float (&p)[MI][NB][4], unsigned sx, int d0,
+		   int nk, int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++) {
+		unsigned a[MI][4];
+
+		if (kk * 16 >= nk)	/* keys past the block's length: P is 0 */
+			break;
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+			a_from_acc(a[mi], p[mi], kk);
+#pragma unroll
+		for (int np = 0; np < ND / 2; np++) {
+			unsigned b[4];
+
+			ldsm_x4_t(b, sx + kt_swz<CH>(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+						     (d0 >> 3) + np * 2 + (lane >> 4)));
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++) {
+				kt_mma_bf16_16816(acc[mi][2 * np], a[mi], b);
+				kt_mma_bf16_16816(acc[mi][2 * np + 1], a[mi], b + 2);
+			}
+		}
+	}
+}
+
+/* Masks key columns >= len to -inf and turns each row of s into
+ * exp(s * scale - max) (unnormalized); inv[mi][half] = 1 / row sum. */
+KT_DEV void softmax_rows(float (&s)[MI][NB][4], float (&inv)[MI][2], int len, int lane)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float m = KBA_NEG_INF, l = 0.f;
+
+#pragma unroll
+			for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					int col = nt * 8 + 2 * (lane & 3) + e;
+					float v = col < len ? s[mi][nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+
+					s[mi][nt][2 * hf + e] = v;
+					m = fmaxf(m, v);
+				}
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+#pragma unroll
+			for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					float p = exp2f(s[mi][nt][2 * hf + e] - m);
+
+					s[mi][nt][2 * hf + e] = p;
+					l += p;
+				}
+			l += __shfl_xor_sync(0xffffffffu, l, 1);
+			l += __shfl_xor_sync(0xffffffffu, l, 2);
+			inv[mi][hf] = 1.f / l;
+		}
+}
+
+/* Writes the first len rows of a swizzled BLK x HD tile to x (T, H, HD),
+ * 16 bytes per thread and step. */
+KT_DEV void store_tile(__nv_bfloat16 *x, const unsigned char *s, int t0, int len, int H, int h,
+		       int tid)
+{
+#pragma unroll
+	for (int i = 0; i < BLK * CH / NT; i++) {
+		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+
+		if (r < len)
+			*reinterpret_cast<uint4 *>(x + ((long long)(t0 + r) * H + h) * HD + c * 8) =
+				*reinterpret_cast<const uint4 *>(s + kt_swz<CH>(r, c));
+	}
+}
+
+/* Item i of this CTA, or -1 past the end. */
+KT_DEV int item_at(int i, int nitems, int cta_step, int item_step, int nper)
+{
+	long long w = (long long)blockIdx.x * cta_step + (long long)i * item_step;
+
+	return i < nper && w < nitems ? (int)w : -1;
+}
+
+} /* namespace kba */
+
+/* MINB 1 gives ptxas no minimum at all: naming 1 changes its register
+ * heuristics (more registers, measured slower on the H200). */
+#if MINB > 1
+#define KBA_BOUNDS __launch_bounds__(kba::NT, MINB)
+#else
+#define KBA_BOUNDS __launch_bounds__(kba::NT)
+#endif
+
+/* Exclusive scan of the per-sequence block counts by one CTA of 1024
+ * threads, each owning a run of consecutive sequences. */
+extern "C" __global__ void __launch_bounds__(1024)
+blockattn_blocks(const int *offsets, int B, int2 *blocks)
+{
+	__shared__ int part[1024];
+	int tid = threadIdx.x, per = (B + 1023) / 1024;
+	int s0 = min(B, tid * per), s1 = min(B, s0 + per), cnt = 0, base;
+
+	for (int s = s0; s < s1; s++)
+		cnt += (offsets[s + 1] - offsets[s] + BLK - 1) / BLK;
+	part[tid] = cnt;
+	__syncthreads();
+	for (int step = 1; step < 1024; step *= 2) {
+		int add = tid >= step ? part[tid - step] : 0;
+
+		__syncthreads();
+		part[tid] += add;
+		__syncthreads();
+	}
+	base = part[tid] - cnt;
+	for (int s = s0; s < s1; s++)
+		for (int t = offsets[s]; t < offsets[s + 1]; t += BLK)
+			blocks[base++] = make_int2(t, min(BLK, offsets[s + 1] - t));
+}
+
+#endif /* KT_BLOCKATTN_HELPERS */
+
+#ifndef BLOCKATTN_HELPERS_ONLY
+
+extern "C" __global__ void KBA_BOUNDS
+blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+	      const __nv_bfloat16 *__restrict__ v, const int2 *__restrict__ blocks,
+	      const float *__restrict__ table, __nv_bfloat16 *__restrict__ o, int nitems, int H,
+	      int cta_step, int item_step, int nper)
+{
+	using namespace kba;
+	extern __shared__ __align__(128) unsigned char smem[];
+	const unsigned sbase = kt_smem_u32(smem);
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
+
+	/* the ring: item j's tiles go to stage j % STAGES */
+#pragma unroll
+	for (int j = 0; j < STAGES - 1; j++) {
+		int w = item_at(j, nitems, cta_step, item_step, nper);
+
+		if (w >= 0) {
+			int2 b = blocks[w / H];
+			unsigned st = sbase + j * 3 * TILE;
+
+			load_tile(st, q, b.x, b.y, H, w % H, tid);
+			load_tile(st + TILE, k, b.x, b.y, H, w % H, tid);
+			load_tile(st + 2 * TILE, v, b.x, b.y, H, w % H, tid);
+		}
+		kt_cp_async_commit();
+	}
+	for (int i = 0;; i++) {
+		int w = item_at(i, nitems, cta_step, item_step, nper);
+		int wn = item_at(i + STAGES - 1, nitems, cta_step, item_step, nper);
+		int stage = i % STAGES;
+
+		if (w < 0)
+			break;
+		if (wn >= 0) {
+			int2 b = blocks[wn / H];
+			unsigned st = sbase + ((i + STAGES - 1) % STAGES) * 3 * TILE;
+
+			load_tile(st, q, b.x, b.y, H, wn % H, tid);
+			load_tile(st + TILE, k, b.x, b.y, H, wn % H, tid);
+			load_tile(st + 2 * TILE, v, b.x, b.y, H, wn % H, tid);
+		}
+		kt_cp_async_commit();
+		kt_cp_async_wait<STAGES - 1>();
+		__syncthreads();
+
+		const int2 b = blocks[w / H];
+		const int h = w % H;
+		const unsigned sq = sbase + stage * 3 * TILE, sk = sq + TILE, sv = sq + 2 * TILE;
+		unsigned char *gq = smem + stage * 3 * TILE;
+
+		if (ROPE) {
+			if (RPF) {
+				rope_qk(gq, gq + TILE, table, b.x, b.y, tid);
+			} else {
+				rope_tile(gq, table, b.x, b.y, tid);
+				rope_tile(gq + TILE, table, b.x, b.y, tid);
+			}
+			__syncthreads();
+		}
+
+		float s[MI][NB][4], acc[MI][ND][4], inv[MI][2];
+
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+			for (int nt = 0; nt < NB; nt++)
+				s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
+#pragma unroll
+			for (int nt = 0; nt < ND; nt++)
+				acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.f;
+		}
+		/* a warp whose rows all lie past the length has nothing to do but
+		 * keep to the barriers: its rows are never stored */
+		const bool busy = r0 < b.y;
+
+		if (busy) {
+			mma_abt<CH, HD>(s, sq, r0, sk, b.y, lane);
+			softmax_rows(s, inv, b.y, lane);
+			mma_px(acc, s, sv, d0, b.y, lane);
+		}
+		/* every warp is done with v: stage O in its place */
+		__syncthreads();
+#pragma unroll
+		for (int mi = 0; mi < MI && busy; mi++)
+#pragma unroll
+			for (int nt = 0; nt < ND; nt++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
+					int col = d0 + nt * 8 + 2 * (lane & 3);
+
+					*reinterpret_cast<unsigned *>(gq + 2 * TILE + elem_off<CH>(row, col)) =
+						kt_pack_bf16x2(acc[mi][nt][2 * hf] * inv[mi][hf],
+							       acc[mi][nt][2 * hf + 1] * inv[mi][hf]);
+				}
+		__syncthreads();
+		store_tile(o, gq + 2 * TILE, b.x, b.y, H, h, tid);
+		/* the next iteration's loads refill this stage */
+		__syncthreads();
+	}
+	kt_cp_async_wait<0>();
+}
+
+#endif /* BLOCKATTN_HELPERS_ONLY */

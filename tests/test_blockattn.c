@@ -1,0 +1,1601 @@
+/*
+ * test_blockattn.c -- jagged block attention (blockattn_fwd, blockattn_bwd)
+ * on the CPU: the generator, the CPU references against independent
+ * computations (a naive per-token forward, finite differences of the
+ * forward for the backward, with and without rotary), the descriptors
+ * (shapes, configs, plans) and NVRTC compiles of the templates.
+ *
+ * The compile suite compiles, for sm_80 and sm_90, the default config and
+ * the GPU reference of every (head_dim, block, rope), the first and last
+ * valid configs of the bench shape (seqs=1152, lmax=256, heads=4,
+ * head_dim=128, block=64, rope 0 and 1) and a fixed-seed sample of its other
+ * programs (CI_SAMPLE); KTUNE_COMPILE_ALL=1 compiles every distinct program
+ * of every valid config of every (head_dim, block, rope).
+ *
+ * A GPU suite (below, inactive without a GPU) runs every config on small
+ * ragged shapes against both references and at the bench shape against
+ * the GPU reference, and can time them (KTUNE_BLOCKATTN_BENCH).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/blockattn.h"
+#include "kernels/family.h"
+#include "testutil.h"
+#include "tuner/jit.h"
+
+static const struct kt_family *const fams[2] = {&blockattn_fwd_family, &blockattn_bwd_family};
+/* the smallest config of each family, as text */
+static const char *const base_cfg[2] = {
+	"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1",
+	"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=0",
+};
+
+/* ---- helpers ---- */
+
+/* Deterministic doubles in (-a, a) (an LCG: independent of kt_fill_value). */
+static void rand_fill(double *x, size_t n, uint64_t seed, double a)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		x[i] = ((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0) * a;
+	}
+}
+
+static double max_abs_diff(const double *a, const double *b, size_t n)
+{
+	double m = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (fabs(a[i] - b[i]) > m)
+			m = fabs(a[i] - b[i]);
+	return m;
+}
+
+static double *dalloc(size_t n)
+{
+	double *p = calloc(n, sizeof(double));
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	return p;
+}
+
+/* A ragged problem from explicit lengths. */
+struct prob {
+	struct ba_dims p;
+	int32_t off[16];
+	double *q, *k, *v, *dout, *table;
+	size_t n;
+};
+
+static void prob_init(struct prob *pr, const long *lens, int nseq, long heads, long d, long blk,
+		      uint64_t seed)
+{
+	int i;
+
+	memset(pr, 0, sizeof(*pr));
+	pr->off[0] = 0;
+	for (i = 0; i < nseq; i++)
+		pr->off[i + 1] = pr->off[i] + (int32_t)lens[i];
+	pr->p.seqs = nseq;
+	pr->p.heads = heads;
+	pr->p.d = d;
+	pr->p.blk = blk;
+	pr->p.tokens = pr->off[nseq];
+	pr->p.offsets = pr->off;
+	pr->n = (size_t)(pr->p.tokens * heads * d);
+	pr->q = dalloc(pr->n);
+	pr->k = dalloc(pr->n);
+	pr->v = dalloc(pr->n);
+	pr->dout = dalloc(pr->n);
+	pr->table = dalloc((size_t)(pr->p.tokens * d));
+	rand_fill(pr->q, pr->n, seed + 1, 2.0);
+	rand_fill(pr->k, pr->n, seed + 2, 2.0);
+	rand_fill(pr->v, pr->n, seed + 3, 1.0);
+	rand_fill(pr->dout, pr->n, seed + 4, 1.0);
+	{
+		float *t = calloc((size_t)(pr->p.tokens * d), sizeof(float));
+		size_t j;
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+		ba_rope_table(pr->off, nseq, d, t);
+		for (j = 0; j < (size_t)(pr->p.tokens * d); j++)
+			pr->table[j] = t[j];
+		free(t);
+	}
+}
+
+static void prob_release(struct prob *pr)
+{
+	free(pr->q);
+	free(pr->k);
+	free(pr->v);
+	free(pr->dout);
+	free(pr->table);
+}
+
+/* ---- the generator ---- */
+
+static void test_lengths(void)
+{
+	/* SplitMix64 seeded 0, written as the stateful generator */
+	uint64_t state = 0;
+	long lmaxes[] = {1, 5, 64, 256, 1024}, i;
+	size_t a;
+
+	for (i = 0; i < 200; i++) {
+		uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z ^= z >> 31;
+		if (i == 0)	/* the published first output of SplitMix64(0) */
+			CU_ASSERT_EQUAL(z, 0xe220a8397b1dcdafull);
+		for (a = 0; a < sizeof(lmaxes) / sizeof(lmaxes[0]); a++) {
+			long lmax = lmaxes[a], lo = ba_len_min(lmax);
+
+			CU_ASSERT_EQUAL(ba_length(lmax, i), lo + (long)(z % (uint64_t)(lmax - lo + 1)));
+		}
+	}
+	for (a = 0; a < sizeof(lmaxes) / sizeof(lmaxes[0]); a++) {
+		long lmax = lmaxes[a], lo = ba_len_min(lmax), seen_lo = lmax, seen_hi = 0, t = 0;
+		long nblk = 0;
+		int32_t *off = calloc(1153, sizeof(*off)), *off2 = calloc(1153, sizeof(*off2));
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(off);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(off2);
+		/* (2 rho - 1) lmax with rho = 0.7, floored, at least 1 */
+		CU_ASSERT_EQUAL(lo, (long)floor(0.4 * (double)lmax + 1e-9) > 0 ?
+					    (long)floor(0.4 * (double)lmax + 1e-9) : 1);
+		ba_offsets(1152, lmax, off);
+		ba_offsets(1152, lmax, off2);
+		CU_ASSERT_EQUAL(memcmp(off, off2, 1153 * sizeof(*off)), 0);
+		CU_ASSERT_EQUAL(off[0], 0);
+		for (i = 0; i < 1152; i++) {
+			long len = off[i + 1] - off[i];
+
+			CU_ASSERT(len >= lo && len <= lmax);
+			seen_lo = len < seen_lo ? len : seen_lo;
+			seen_hi = len > seen_hi ? len : seen_hi;
+			t += len;
+			nblk += (len + 63) / 64;
+		}
+		CU_ASSERT_EQUAL(t, off[1152]);
+		CU_ASSERT_EQUAL(t, ba_tokens(1152, lmax));
+		CU_ASSERT_EQUAL(nblk, ba_blocks(1152, lmax, 64));
+		/* 1152 draws cover the range (not a constant) */
+		if (lmax - lo >= 4) {
+			CU_ASSERT(seen_lo < lo + (lmax - lo) / 4);
+			CU_ASSERT(seen_hi > lmax - (lmax - lo) / 4);
+		}
+		free(off);
+		free(off2);
+	}
+}
+
+static void test_rope_table(void)
+{
+	long lens[] = {3, 70};
+	struct prob pr;
+	long t, i;
+
+	prob_init(&pr, lens, 2, 1, 8, 4, 1);
+	for (t = 0; t < pr.p.tokens; t++) {
+		long pos = t < 3 ? t : t - 3;
+
+		for (i = 0; i < 4; i++) {
+			double th = (double)pos / pow(10000.0, (double)(2 * i) / 8.0);
+
+			CU_ASSERT(fabs(pr.table[t * 8 + 2 * i] - cos(th)) < 1e-6);
+			CU_ASSERT(fabs(pr.table[t * 8 + 2 * i + 1] - sin(th)) < 1e-6);
+		}
+	}
+	prob_release(&pr);
+}
+
+/* ---- CPU references ---- */
+
+/* Naive forward of token t, head h: its block by arithmetic on the
+ * position, the softmax by log-sum-exp, the rotation from the angles
+ * themselves (not the table). */
+static void naive_row(const struct prob *pr, int rope, long t, long h, double *o)
+{
+	long s = 0, H = pr->p.heads, d = pr->p.d, b0, b1, j, c;
+	double scale = 1.0 / sqrt((double)d), lse, m = -INFINITY, sc[256];
+
+	while (pr->off[s + 1] <= t)
+		s++;
+	b0 = pr->off[s] + (t - pr->off[s]) / pr->p.blk * pr->p.blk;
+	b1 = b0 + pr->p.blk < pr->off[s + 1] ? b0 + pr->p.blk : pr->off[s + 1];
+	for (j = b0; j < b1; j++) {
+		double acc = 0;
+
+		for (c = 0; c < d; c += 2) {
+			const double *qr = pr->q + (t * H + h) * d, *kr = pr->k + (j * H + h) * d;
+			double q0 = qr[c], q1 = qr[c + 1], k0 = kr[c], k1 = kr[c + 1];
+
+			if (rope) {
+				double w = pow(10000.0, -(double)c / (double)d);
+				double aq = (double)(t - pr->off[s]) * w, ak = (double)(j - pr->off[s]) * w;
+				double rq0 = q0 * cos(aq) - q1 * sin(aq), rq1 = q0 * sin(aq) + q1 * cos(aq);
+				double rk0 = k0 * cos(ak) - k1 * sin(ak), rk1 = k0 * sin(ak) + k1 * cos(ak);
+
+				q0 = rq0, q1 = rq1, k0 = rk0, k1 = rk1;
+			}
+			acc += q0 * k0 + q1 * k1;
+		}
+		sc[j - b0] = acc * scale;
+		m = sc[j - b0] > m ? sc[j - b0] : m;
+	}
+	lse = 0;
+	for (j = b0; j < b1; j++)
+		lse += exp(sc[j - b0] - m);
+	lse = m + log(lse);
+	for (c = 0; c < d; c++) {
+		double acc = 0;
+
+		for (j = b0; j < b1; j++)
+			acc += exp(sc[j - b0] - lse) * pr->v[(j * H + h) * d + c];
+		o[c] = acc;
+	}
+}
+
+static void check_fwd_naive(long blk, int rope)
+{
+	/* shorter than a block, exact blocks, ragged tails, a 1-token sequence */
+	long lens[] = {1, 5, 64, 70, 130, 17, 128};
+	struct prob pr;
+	double *o, row[128];
+	long t, h;
+	double worst = 0;
+
+	prob_init(&pr, lens, 7, 2, 64, blk, 7 + (uint64_t)blk + (uint64_t)rope);
+	o = dalloc(pr.n);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, rope ? pr.table : NULL, o), 0);
+	for (t = 0; t < pr.p.tokens; t++)
+		for (h = 0; h < 2; h++) {
+			double dd;
+
+			naive_row(&pr, rope, t, h, row);
+			dd = max_abs_diff(row, o + (t * 2 + h) * 64, 64);
+			worst = dd > worst ? dd : worst;
+		}
+	/* the table is f32: rope agrees to its rounding, plain to double's */
+	CU_ASSERT(worst < (rope ? 1e-5 : 1e-12));
+	if (!(worst < (rope ? 1e-5 : 1e-12)))
+		fprintf(stderr, "fwd blk=%ld rope=%d: max |diff| %g\n", blk, rope, worst);
+	free(o);
+	prob_release(&pr);
+}
+
+static void test_fwd_vs_naive(void)
+{
+	check_fwd_naive(64, 0);
+	check_fwd_naive(128, 0);
+	check_fwd_naive(64, 1);
+}
+
+/* The output must differ from a uniform average of v (softmax is not
+ * degenerate at the fill scales) -- else the checks above prove little. */
+static void test_fwd_not_degenerate(void)
+{
+	long lens[] = {64};
+	struct prob pr;
+	double *o, mean[64] = {0}, dev = 0;
+	long t, c;
+
+	prob_init(&pr, lens, 1, 1, 64, 64, 11);
+	o = dalloc(pr.n);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, NULL, o), 0);
+	for (t = 0; t < 64; t++)
+		for (c = 0; c < 64; c++)
+			mean[c] += pr.v[t * 64 + c] / 64.0;
+	for (t = 0; t < 64; t++)
+		for (c = 0; c < 64; c++)
+			dev += fabs(o[t * 64 + c] - mean[c]);
+	CU_ASSERT(dev / (64.0 * 64.0) > 0.05);
+	free(o);
+	prob_release(&pr);
+}
+
+/* L = sum(o * dout) */
+static double loss(struct prob *pr, const double *table, double *o)
+{
+	double l = 0;
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr->p, pr->q, pr->k, pr->v, table, o), 0);
+	for (i = 0; i < pr->n; i++)
+		l += o[i] * pr->dout[i];
+	return l;
+}
+
+static void check_bwd_fd(int rope)
+{
+	long lens[] = {3, 9, 4};	/* blk 4: blocks of 3 | 4 4 1 | 4 */
+	struct prob pr;
+	double *dq, *dk, *dv, *o, *x[3], *g[3], worst = 0;
+	const double eps = 1e-5;
+	const double *table;
+	int a;
+	size_t i;
+
+	prob_init(&pr, lens, 3, 2, 8, 4, 21 + (uint64_t)rope);
+	table = rope ? pr.table : NULL;
+	dq = dalloc(pr.n);
+	dk = dalloc(pr.n);
+	dv = dalloc(pr.n);
+	o = dalloc(pr.n);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, table, dq, dk, dv), 0);
+	x[0] = pr.q, x[1] = pr.k, x[2] = pr.v;
+	g[0] = dq, g[1] = dk, g[2] = dv;
+	for (a = 0; a < 3; a++)
+		for (i = 0; i < pr.n; i++) {
+			double keep = x[a][i], lp, lm, fd, err;
+
+			x[a][i] = keep + eps;
+			lp = loss(&pr, table, o);
+			x[a][i] = keep - eps;
+			lm = loss(&pr, table, o);
+			x[a][i] = keep;
+			fd = (lp - lm) / (2 * eps);
+			err = fabs(fd - g[a][i]) / (1.0 + fabs(fd));
+			worst = err > worst ? err : worst;
+		}
+	CU_ASSERT(worst < 1e-7);
+	if (!(worst < 1e-7))
+		fprintf(stderr, "bwd rope=%d: worst relative FD error %g\n", rope, worst);
+	/* and the gradient is not trivially zero */
+	CU_ASSERT(fabs(dq[0]) + fabs(dk[1]) + fabs(dv[2]) > 0);
+	free(dq);
+	free(dk);
+	free(dv);
+	free(o);
+	prob_release(&pr);
+}
+
+static void test_bwd_fd(void)
+{
+	check_bwd_fd(0);
+}
+
+static void test_bwd_rope_fd(void)
+{
+	check_bwd_fd(1);
+}
+
+/* The fused-rotary backward equals the plain backward on rotated q, k
+ * followed by the conjugate rotation of dq, dk (dv unchanged) -- what
+ * bench's unfused_rope peer computes. */
+static void test_bwd_rope_is_conj_of_plain(void)
+{
+	long lens[] = {1, 70, 33};
+	struct prob pr;
+	double *g1[3], *g2[3], *rq, *rk;
+	int a;
+
+	prob_init(&pr, lens, 3, 2, 64, 64, 33);
+	for (a = 0; a < 3; a++) {
+		g1[a] = dalloc(pr.n);
+		g2[a] = dalloc(pr.n);
+	}
+	rq = dalloc(pr.n);
+	rk = dalloc(pr.n);
+	memcpy(rq, pr.q, pr.n * sizeof(double));
+	memcpy(rk, pr.k, pr.n * sizeof(double));
+	ba_rotate(&pr.p, pr.table, rq, 0);
+	ba_rotate(&pr.p, pr.table, rk, 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, pr.table, g1[0], g1[1],
+					 g1[2]), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, rq, rk, pr.v, pr.dout, NULL, g2[0], g2[1], g2[2]), 0);
+	/* before the conjugate rotation they differ ... */
+	CU_ASSERT(max_abs_diff(g1[0], g2[0], pr.n) > 1e-3);
+	ba_rotate(&pr.p, pr.table, g2[0], 1);
+	ba_rotate(&pr.p, pr.table, g2[1], 1);
+	/* ... after it they agree */
+	for (a = 0; a < 3; a++)
+		CU_ASSERT(max_abs_diff(g1[a], g2[a], pr.n) < 1e-12);
+	for (a = 0; a < 3; a++) {
+		free(g1[a]);
+		free(g2[a]);
+	}
+	free(rq);
+	free(rk);
+	prob_release(&pr);
+}
+
+/* ---- descriptors ---- */
+
+static void test_shape_parse(void)
+{
+	static const char *const bad[] = {
+		"seqs=4,lmax=70,heads=2,head_dim=64,block=64",		  /* rope missing */
+		"seqs=4,lmax=70,heads=2,head_dim=64,block=64,rope=2",	  /* out of range */
+		"seqs=4,lmax=70,heads=2,head_dim=256,block=64,rope=0",	  /* head_dim */
+		"seqs=4,lmax=70,heads=2,head_dim=64,block=32,rope=0",	  /* block */
+		"seqs=0,lmax=70,heads=2,head_dim=64,block=64,rope=0",	  /* seqs */
+		"tokens=4,lmax=70,heads=2,head_dim=64,block=64,rope=0",	  /* unknown key */
+		"seqs=4,lmax=x,heads=2,head_dim=64,block=64,rope=0",	  /* not a number */
+	};
+	struct kt_shape s;
+	struct kt_err e;
+	char key[128];
+	size_t i;
+	int f;
+
+	for (f = 0; f < 2; f++) {
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			kt_err_clear(&e);
+			CU_ASSERT_EQUAL(kt_shape_parse(fams[f], bad[i], &s, &e), -1);
+			CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+		}
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(fams[f],
+			"rope=1,block=64,head_dim=128,heads=4,lmax=256,seqs=1152", &s, &e), 0);
+		kt_shape_key(fams[f], &s, key, sizeof(key));
+		CU_ASSERT_STRING_EQUAL(key, "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1");
+	}
+}
+
+static int parse(const struct kt_family *f, const char *text, struct kt_shape *s)
+{
+	struct kt_err e;
+
+	kt_err_clear(&e);
+	return kt_shape_parse(f, text, s, &e);
+}
+
+static void test_check_rejects(void)
+{
+	struct kt_target t90;
+	struct kt_shape s;
+	struct kt_config c;
+	struct kt_err e;
+	char why[160];
+	int f;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	for (f = 0; f < 2; f++) {
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[f],
+			base_cfg[f], &c, &e), 0);
+		/* head_dim 96 parses (in range) but no kernel takes it */
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=96,block=64,rope=0",
+					    &s), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "head_dim"));
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=64,block=100,rope=0",
+					    &s), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		/* offsets are int32 */
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f],
+			"seqs=1048576,lmax=65536,heads=2,head_dim=64,block=64,rope=0", &s), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=64,block=64,rope=0",
+					    &s), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		c.p[0] = 48;	/* ROWS_W */
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		c.p[0] = 16;
+		c.p[2] = 2;	/* STAGES 2 with ITEMS 1: an empty stage */
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	}
+}
+
+static void test_buffers_and_fill(void)
+{
+	struct kt_shape s;
+	struct kt_buf b[KT_MAX_BUFS];
+	struct kt_config c;
+	struct kt_err e;
+	int32_t off[8], ref[8];
+	float *tab, *ref_tab;
+	int f, n, i;
+
+	for (f = 0; f < 2; f++) {
+		int rope;
+
+		for (rope = 0; rope < 2; rope++) {
+			char text[128];
+			int noff, ntab, nout, nin;
+
+			snprintf(text, sizeof(text),
+				 "seqs=7,lmax=90,heads=3,head_dim=64,block=64,rope=%d", rope);
+			CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
+			n = fams[f]->buffers(&s, NULL, b);
+			nin = (f ? 5 : 4) + rope;
+			nout = f ? 3 : 1;
+			CU_ASSERT_EQUAL(n, nin + nout);
+			noff = f ? 4 : 3;
+			ntab = rope ? noff + 1 : -1;
+			CU_ASSERT_STRING_EQUAL(b[noff].name, "offsets");
+			CU_ASSERT_EQUAL(b[noff].dtype, KT_I32);
+			CU_ASSERT_EQUAL(b[noff].elems, 8);
+			for (i = 0; i < n; i++)
+				CU_ASSERT_EQUAL(b[i].role, i < nin ? KT_BUF_INPUT : KT_BUF_OUTPUT);
+			CU_ASSERT_EQUAL(b[0].elems, (size_t)ba_tokens(7, 90) * 3 * 64);
+			CU_ASSERT_EQUAL(fams[f]->fill(&s, noff, off, 1), 0);
+			ba_offsets(7, 90, ref);
+			CU_ASSERT_EQUAL(memcmp(off, ref, sizeof(off)), 0);
+			/* the offsets do not depend on the seed: FA2 must see the same */
+			CU_ASSERT_EQUAL(fams[f]->fill(&s, noff, off, 99), 0);
+			CU_ASSERT_EQUAL(memcmp(off, ref, sizeof(off)), 0);
+			if (ntab >= 0) {
+				tab = calloc(b[ntab].elems, sizeof(float));
+				ref_tab = calloc(b[ntab].elems, sizeof(float));
+				CU_ASSERT_PTR_NOT_NULL_FATAL(tab);
+				CU_ASSERT_PTR_NOT_NULL_FATAL(ref_tab);
+				CU_ASSERT_EQUAL(fams[f]->fill(&s, ntab, tab, 1), 0);
+				ba_rope_table(ref, 7, 64, ref_tab);
+				CU_ASSERT_EQUAL(memcmp(tab, ref_tab, b[ntab].elems * sizeof(float)), 0);
+				free(tab);
+				free(ref_tab);
+			}
+			/* a candidate adds the block list */
+			kt_err_clear(&e);
+			CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[f],
+				base_cfg[f], &c, &e), 0);
+			CU_ASSERT_EQUAL(fams[f]->buffers(&s, &c, b), n + 1);
+			CU_ASSERT_EQUAL(b[n].role, KT_BUF_SCRATCH);
+			CU_ASSERT_EQUAL(b[n].elems, 2 * (size_t)ba_blocks(7, 90, 64));
+		}
+	}
+}
+
+/* The family's cpu_ref (bf16 in, float out) agrees with ba_cpu_* on the
+ * same values. */
+static void test_family_cpu_ref(void)
+{
+	struct kt_shape s;
+	struct kt_buf b[KT_MAX_BUFS];
+	struct kt_err e;
+	int f;
+
+	for (f = 0; f < 2; f++) {
+		void *in[6] = {0};
+		float *out[3] = {0};
+		double *x[4] = {0}, *y[3] = {0}, *tab = NULL;
+		struct ba_dims p;
+		int n, i, nin, nout, a;
+		size_t j;
+
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=3,lmax=80,heads=2,head_dim=64,block=64,rope=1",
+					    &s), 0);
+		n = fams[f]->buffers(&s, NULL, b);
+		nout = f ? 3 : 1;
+		nin = n - nout;
+		for (i = 0; i < nin; i++) {
+			in[i] = calloc(b[i].elems, kt_dtype_size(b[i].dtype));
+			CU_ASSERT_PTR_NOT_NULL_FATAL(in[i]);
+			CU_ASSERT_EQUAL(fams[f]->fill(&s, i, in[i], 5 + (uint64_t)i), 0);
+		}
+		for (i = 0; i < nout; i++) {
+			out[i] = calloc(b[0].elems, sizeof(float));
+			CU_ASSERT_PTR_NOT_NULL_FATAL(out[i]);
+		}
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(fams[f]->cpu_ref(&s, (const void *const *)in, out, &e), 0);
+		p.seqs = 3;
+		p.heads = 2;
+		p.d = 64;
+		p.blk = 64;
+		p.offsets = in[f ? 4 : 3];
+		p.tokens = p.offsets[3];
+		for (a = 0; a < (f ? 4 : 3); a++) {
+			x[a] = dalloc(b[0].elems);
+			for (j = 0; j < b[0].elems; j++)
+				x[a][j] = kt_bf16_to_f32(((uint16_t *)in[a])[j]);
+		}
+		tab = dalloc((size_t)(p.tokens * 64));
+		for (j = 0; j < (size_t)(p.tokens * 64); j++)
+			tab[j] = ((float *)in[nin - 1])[j];
+		for (a = 0; a < nout; a++)
+			y[a] = dalloc(b[0].elems);
+		if (f) {
+			CU_ASSERT_EQUAL(ba_cpu_bwd(&p, x[0], x[1], x[2], x[3], tab, y[0], y[1], y[2]), 0);
+		} else {
+			CU_ASSERT_EQUAL(ba_cpu_fwd(&p, x[0], x[1], x[2], tab, y[0]), 0);
+		}
+		for (a = 0; a < nout; a++) {
+			double worst = 0, norm = 0;
+
+			for (j = 0; j < b[0].elems; j++) {
+				double d = fabs((double)out[a][j] - y[a][j]);
+
+				worst = d > worst ? d : worst;
+				norm += y[a][j] * y[a][j];
+			}
+			CU_ASSERT(worst < 1e-5);
+			CU_ASSERT(norm > 0);
+		}
+		for (i = 0; i < 6; i++)
+			free(in[i]);
+		for (a = 0; a < 4; a++)
+			free(x[a]);
+		for (a = 0; a < 3; a++) {
+			free(out[a]);
+			free(y[a]);
+		}
+		free(tab);
+	}
+}
+
+struct space_walk {
+	const struct kt_family *f;
+	const struct kt_shape *s;
+	const struct kt_target *t;
+	int valid, invalid, bad;
+};
+
+static int walk_one(const struct kt_config *c, void *arg)
+{
+	struct space_walk *w = arg;
+	struct kt_plan p;
+	struct kt_err e;
+	char why[160];
+
+	if (w->f->check(w->s, c, w->t, why, sizeof(why))) {
+		w->invalid++;
+		kt_err_clear(&e);
+		/* plan refuses what check refuses */
+		if (w->f->plan(w->s, c, w->t, &p, &e) != -1 || e.code != KT_EINVAL)
+			w->bad++;
+		return 0;
+	}
+	w->valid++;
+	kt_err_clear(&e);
+	if (w->f->plan(w->s, c, w->t, &p, &e) != 0 || p.nlaunch != 1 || p.nprep != 1 ||
+	    p.launch[0].smem > (unsigned)w->t->smem_optin ||
+	    p.launch[0].block[0] > (unsigned)w->t->max_threads || p.launch[0].grid[0] < 1 ||
+	    p.launch[0].block[0] % 32 != 0)
+		w->bad++;
+	return 0;
+}
+
+/* Every config either is refused with a reason or plans within the
+ * target's limits; every supported (head_dim, block, rope) has a valid
+ * config and a valid default on sm_80 and sm_90. */
+static void test_space(void)
+{
+	static const char *const tn[] = {"sm_80", "sm_90"};
+	int f, ti, d, blk, rope;
+
+	for (f = 0; f < 2; f++)
+		for (ti = 0; ti < 2; ti++)
+			for (d = 64; d <= 128; d += 64)
+				for (blk = 64; blk <= 128; blk += 64)
+					for (rope = 0; rope < 2; rope++) {
+						struct kt_target t;
+						struct kt_shape s;
+						struct kt_config c;
+						struct space_walk w = {0};
+						char text[128];
+
+						snprintf(text, sizeof(text),
+							 "seqs=1152,lmax=256,heads=4,head_dim=%d,block=%d,rope=%d",
+							 d, blk, rope);
+						CU_ASSERT_EQUAL_FATAL(kt_target_named(tn[ti], &t), 0);
+						CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
+						w.f = fams[f];
+						w.s = &s;
+						w.t = &t;
+						kt_space_foreach(fams[f], 0, walk_one, &w);
+						CU_ASSERT(w.valid > 0);
+						CU_ASSERT_EQUAL(w.bad, 0);
+						CU_ASSERT_EQUAL(w.valid + w.invalid,
+								kt_space_size(fams[f], 0));
+						CU_ASSERT_EQUAL(fams[f]->default_config(&s, &t, &c), 0);
+						CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t, text,
+									       sizeof(text)), 0);
+					}
+}
+
+static void test_models(void)
+{
+	struct kt_shape s0, s1;
+	double bf, bb, ff, fb, T = (double)ba_tokens(1152, 256);
+
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0",
+				    &s0), 0);
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1",
+				    &s1), 0);
+	bf = fams[0]->min_bytes(&s0);
+	bb = fams[1]->min_bytes(&s0);
+	/* the byte floors of KERNELS.md: 8d and 14d per token-head */
+	CU_ASSERT(fabs(bf - 8.0 * 128 * 4 * T) < 8.0 * 1153);
+	CU_ASSERT(fabs(bb - 14.0 * 128 * 4 * T) < 8.0 * 1153);
+	CU_ASSERT(fams[0]->min_bytes(&s1) > bf);
+	ff = fams[0]->flops(&s0);
+	fb = fams[1]->flops(&s0);
+	CU_ASSERT(fabs(fb / ff - 2.5) < 1e-9);
+	/* every block is at most BLK long: fewer FLOPs than all-full blocks */
+	CU_ASSERT(ff <= 4.0 * T * 64 * 128 * 4 && ff > 4.0 * T * 16 * 128 * 4);
+}
+
+/* ---- NVRTC ---- */
+
+struct collect {
+	const struct kt_family *f;
+	const struct kt_shape *s;
+	const struct kt_target *t;
+	struct kt_program *progs;
+	int *required;		/* 0: may be left out of a CI sample */
+	int n, cap;
+};
+
+static int same_program(const struct kt_program *a, const struct kt_program *b)
+{
+	int i;
+
+	if (strcmp(a->tpl, b->tpl) != 0 || a->ndefines != b->ndefines)
+		return 0;
+	for (i = 0; i < a->ndefines; i++)
+		if (strcmp(a->defines[i], b->defines[i]) != 0)
+			return 0;
+	return 1;
+}
+
+static void add_program(struct collect *c, const struct kt_program *p, int required)
+{
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		if (same_program(&c->progs[i], p)) {
+			c->required[i] |= required;
+			return;
+		}
+	if (c->n == c->cap) {
+		struct kt_program *np = realloc(c->progs, (size_t)(c->cap * 2 + 16) * sizeof(*np));
+		int *nr;
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(np);
+		c->progs = np;
+		nr = realloc(c->required, (size_t)(c->cap * 2 + 16) * sizeof(*nr));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(nr);
+		c->required = nr;
+		c->cap = c->cap * 2 + 16;
+	}
+	c->required[c->n] = required;
+	c->progs[c->n++] = *p;
+}
+
+static int collect_one(const struct kt_config *cfg, void *arg)
+{
+	struct collect *c = arg;
+	struct kt_plan p;
+	struct kt_err e;
+	char why[160];
+
+	if (c->f->check(c->s, cfg, c->t, why, sizeof(why)))
+		return 0;
+	kt_err_clear(&e);
+	if (c->f->plan(c->s, cfg, c->t, &p, &e) == 0)
+		add_program(c, &p.programs[0], 0);
+	return 0;
+}
+
+/* Optional programs compiled per architecture in CI (about). */
+#define CI_SAMPLE 24
+
+static void compile_for(const char *arch)
+{
+	const char *all = getenv("KTUNE_COMPILE_ALL");
+	int everything = all && strcmp(all, "1") == 0;
+	struct collect c = {0};
+	struct kt_target t;
+	struct jit_job *jobs;
+	int f, d, blk, rope, i, njobs = 0, failed = 0;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
+	for (f = 0; f < 2; f++) {
+		for (d = 64; d <= 128; d += 64)
+			for (blk = 64; blk <= 128; blk += 64)
+				for (rope = 0; rope < 2; rope++) {
+					struct kt_shape s;
+					struct kt_config cfg;
+					struct kt_plan p;
+					struct kt_err e;
+					char text[128];
+					int bench = d == 128 && blk == 64;
+
+					snprintf(text, sizeof(text),
+						 "seqs=1152,lmax=256,heads=4,head_dim=%d,block=%d,rope=%d",
+						 d, blk, rope);
+					CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
+					c.f = fams[f];
+					c.s = &s;
+					c.t = &t;
+					if (everything || bench) {
+						int n0 = c.n;
+
+						kt_space_foreach(fams[f], 0, collect_one, &c);
+						/* the space's extremes: first and last valid */
+						if (c.n > n0) {
+							c.required[n0] = 1;
+							c.required[c.n - 1] = 1;
+						}
+					}
+					kt_err_clear(&e);
+					CU_ASSERT_EQUAL_FATAL(fams[f]->default_config(&s, &t, &cfg), 0);
+					CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &cfg, &t, &p, &e), 0);
+					add_program(&c, &p.programs[0], 1);
+					kt_err_clear(&e);
+					{
+						struct kt_plan rp;
+
+						CU_ASSERT_EQUAL_FATAL(fams[f]->ref_plan(&s, &t, &rp, &e), 0);
+						add_program(&c, &rp.programs[0], 1);
+					}
+				}
+	}
+	/* CI: every required program plus a fixed-seed sample of the rest */
+	{
+		uint64_t seed = 12345;
+		int optional = 0;
+
+		for (i = 0; i < c.n; i++)
+			optional += !c.required[i];
+		for (i = 0; i < c.n && !everything; i++) {
+			if (c.required[i])
+				continue;
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			/* keep about CI_SAMPLE of the optional ones */
+			if ((int)((seed >> 33) % (uint64_t)optional) < CI_SAMPLE)
+				c.required[i] = 1;
+		}
+	}
+	jobs = calloc((size_t)c.n, sizeof(*jobs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
+	for (i = 0; i < c.n; i++)
+		if (everything || c.required[i]) {
+			jobs[njobs].prog = &c.progs[i];
+			jobs[njobs++].arch = arch;
+		}
+	jit_compile_all(jobs, njobs, 0);
+	for (i = 0; i < njobs; i++) {
+		if (jobs[i].failed || !jobs[i].res.ok) {
+			int k;
+
+			failed++;
+			fprintf(stderr, "%s %s:", arch, jobs[i].prog->tpl);
+			for (k = 0; k < jobs[i].prog->ndefines; k++)
+				fprintf(stderr, " %s", jobs[i].prog->defines[k]);
+			fprintf(stderr, "\n%s\n%s\n", jobs[i].err_msg,
+				jobs[i].res.log ? jobs[i].res.log : "");
+		}
+		jit_result_release(&jobs[i].res);
+	}
+	printf("\n  %s: %d of %d blockattn programs compiled%s, %d failed\n", arch, njobs, c.n,
+	       everything ? "" : " (KTUNE_COMPILE_ALL=1: all)", failed);
+	CU_ASSERT(njobs > 10);
+	CU_ASSERT_EQUAL(failed, 0);
+	free(jobs);
+	free(c.progs);
+	free(c.required);
+}
+
+static void test_compile_sm80(void)
+{
+	compile_for("sm_80");
+}
+
+static void test_compile_sm90(void)
+{
+	compile_for("sm_90");
+}
+
+/* ---- GPU (inactive without one) ----
+ *
+ * The driver by tuner/cuda.h's loader (dlopen: the program starts without
+ * one), templates compiled with tuner/jit. On small ragged shapes every
+ * valid config of every (head_dim, block, rope) is checked against the CPU
+ * reference and the GPU reference; at the bench shape (ads_d128_L256) every
+ * valid config is checked against the GPU reference. With
+ * KTUNE_BLOCKATTN_BENCH=FILE the bench-shape configs are also timed (L2
+ * flushed between repetitions, CUDA events, median) and the rows written to
+ * FILE as JSON; with KTUNE_BLOCKATTN_DUMP=DIR the bench inputs and the best
+ * backward's dq are written there for bench/peers_attn.py.
+ */
+#include <cuda.h>
+
+#include "tuner/cuda.h"
+
+#define GPU_REPS 25
+#define GPU_WARMUP 3
+
+static struct {
+	struct cu_api api;
+	CUcontext ctx;
+	CUstream st;
+	struct kt_target tgt;
+	char arch[16], name[128], why[512];
+	CUdeviceptr flush, acc;
+	size_t flush_bytes;
+	CUmodule cmp_mod;
+	CUfunction cmp_fn;
+	CUevent ev[2 * GPU_REPS];
+	FILE *bench;		/* KTUNE_BLOCKATTN_BENCH */
+	int nrows;
+} G;
+
+static int gpu_fail(CUresult r, const char *what, int line)
+{
+	char d[256];
+
+	cu_api_describe(&G.api, r, d, sizeof(d));
+	fprintf(stderr, "\n  line %d: %s: %s\n", line, what, d);
+	snprintf(G.why, sizeof(G.why), "%s: %s", what, d);
+	return -1;
+}
+
+#define CK(call)                                                   \
+	do {                                                       \
+		CUresult r_ = (call);                              \
+		if (r_ != CUDA_SUCCESS)                            \
+			return gpu_fail(r_, #call, __LINE__);      \
+	} while (0)
+
+/* Compiles program p for the device; loads it into *m. */
+static int gpu_load(const struct kt_program *p, CUmodule *m)
+{
+	struct jit_result r;
+	struct kt_err e;
+	int rc = -1;
+
+	kt_err_clear(&e);
+	memset(&r, 0, sizeof(r));
+	if (jit_compile(p, G.arch, &r, &e) != 0 || !r.ok) {
+		fprintf(stderr, "\n  compiling %s failed: %s\n%s\n", p->tpl, e.msg, r.log ? r.log : "");
+		goto out;
+	}
+	if (G.api.ModuleLoadData(m, r.cubin) != CUDA_SUCCESS) {
+		fprintf(stderr, "\n  loading %s failed\n", p->tpl);
+		goto out;
+	}
+	rc = 0;
+out:
+	jit_result_release(&r);
+	return rc;
+}
+
+/* 0 up, 1 no GPU (G.why says why), -1 a GPU that failed to set up. */
+static int gpu_init(void)
+{
+	struct kt_err e;
+	struct kt_program cmp;
+	CUdevice dev;
+	int n = 0, maj = 0, mnr = 0, v = 0, i;
+
+	kt_err_clear(&e);
+	if (cu_api_load(&G.api, &e) != 0) {
+		snprintf(G.why, sizeof(G.why), "%s", e.msg);
+		return 1;
+	}
+	if (G.api.Init(0) != CUDA_SUCCESS || G.api.DeviceGetCount(&n) != CUDA_SUCCESS || n < 1) {
+		snprintf(G.why, sizeof(G.why), "no CUDA device");
+		return 1;
+	}
+	CK(G.api.DeviceGet(&dev, 0));
+	CK(G.api.DeviceGetName(G.name, sizeof(G.name), dev));
+	CK(G.api.DeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+	CK(G.api.DeviceGetAttribute(&mnr, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+	G.tgt.sm = maj * 10 + mnr;
+	CK(G.api.DeviceGetAttribute(&G.tgt.smem_optin,
+				    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+	CK(G.api.DeviceGetAttribute(&G.tgt.max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+				    dev));
+	CK(G.api.DeviceGetAttribute(&G.tgt.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+	CK(G.api.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
+	G.tgt.l2_bytes = v;
+	snprintf(G.arch, sizeof(G.arch), "sm_%d", G.tgt.sm);
+	CK(G.api.DevicePrimaryCtxRetain(&G.ctx, dev));
+	CK(G.api.CtxSetCurrent(G.ctx));
+	CK(G.api.StreamCreate(&G.st, 0));
+	/* several times any L2 */
+	G.flush_bytes = 256u << 20;
+	CK(G.api.MemAlloc(&G.flush, G.flush_bytes));
+	CK(G.api.MemAlloc(&G.acc, 3 * sizeof(double)));
+	for (i = 0; i < 2 * GPU_REPS; i++)
+		CK(G.api.EventCreate(&G.ev[i], CU_EVENT_DEFAULT));
+	memset(&cmp, 0, sizeof(cmp));
+	cmp.tpl = "blockattn_ref";
+	if (gpu_load(&cmp, &G.cmp_mod) != 0)
+		return -1;
+	CK(G.api.ModuleGetFunction(&G.cmp_fn, G.cmp_mod, "ref_blockattn_cmp"));
+	printf("GPU: %s (%s, %d SMs)\n", G.name, G.arch, G.tgt.sms);
+	return 0;
+}
+
+/* One problem on the device: buffers (with the scratch block list), the
+ * GPU reference's outputs beside the candidate's, and, for small shapes,
+ * the CPU reference. */
+struct dprob {
+	const struct kt_family *f;
+	struct kt_shape s;
+	char key[128];
+	int nb, nin, nout, first_out;
+	struct kt_buf b[KT_MAX_BUFS];
+	void *host[KT_MAX_BUFS];
+	CUdeviceptr d[KT_MAX_BUFS], ref[3];
+	float *cpu[3];
+};
+
+static void dprob_release(struct dprob *dp)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_BUFS; i++) {
+		free(dp->host[i]);
+		if (dp->d[i])
+			G.api.MemFree(dp->d[i]);
+	}
+	for (i = 0; i < 3; i++) {
+		if (dp->ref[i])
+			G.api.MemFree(dp->ref[i]);
+		free(dp->cpu[i]);
+	}
+	memset(dp, 0, sizeof(*dp));
+}
+
+static size_t buf_bytes(const struct kt_buf *b)
+{
+	size_t n = b->elems * kt_dtype_size(b->dtype);
+
+	return n < 16 ? 16 : n;
+}
+
+/* Runs launches [first, first + count) of prep-then-timed with buffer
+ * pointers ptrs. */
+static int gpu_run(const struct kt_plan *p, const CUmodule *mods, const CUdeviceptr *ptrs,
+		   int first, int count)
+{
+	int i, a;
+
+	for (i = first; i < first + count; i++) {
+		const struct kt_launch *l = i < p->nprep ? &p->prep[i] : &p->launch[i - p->nprep];
+		union {
+			CUdeviceptr p;
+			int i;
+			long long l;
+			float f;
+		} val[KT_MAX_ARGS];
+		void *args[KT_MAX_ARGS];
+		CUfunction fn;
+
+		CK(G.api.ModuleGetFunction(&fn, mods[l->program], l->kernel));
+		if (l->smem > 48 * 1024)
+			CK(G.api.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+						  (int)l->smem));
+		for (a = 0; a < l->nargs; a++) {
+			switch (l->args[a].kind) {
+			case KT_ARG_BUF:
+				val[a].p = ptrs[l->args[a].buf];
+				break;
+			case KT_ARG_I32:
+				val[a].i = (int)l->args[a].i;
+				break;
+			case KT_ARG_I64:
+				val[a].l = l->args[a].i;
+				break;
+			case KT_ARG_F32:
+				val[a].f = l->args[a].f;
+				break;
+			}
+			args[a] = &val[a];
+		}
+		CK(G.api.LaunchKernel(fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+				      l->block[2], l->smem, G.st, args, NULL));
+	}
+	return 0;
+}
+
+static int dprob_open(struct dprob *dp, const struct kt_family *f, const char *text, uint64_t seed,
+		      int with_cpu)
+{
+	struct kt_config cfg;
+	struct kt_plan rp;
+	struct kt_err e;
+	CUdeviceptr ptrs[KT_MAX_BUFS];
+	CUmodule mod = NULL;
+	int i, o;
+
+	memset(dp, 0, sizeof(*dp));
+	dp->f = f;
+	if (parse(f, text, &dp->s) != 0 || f->default_config(&dp->s, &G.tgt, &cfg) != 0)
+		return -1;
+	kt_shape_key(f, &dp->s, dp->key, sizeof(dp->key));
+	dp->nb = f->buffers(&dp->s, &cfg, dp->b);
+	dp->first_out = -1;
+	for (i = 0; i < dp->nb; i++) {
+		CK(G.api.MemAlloc(&dp->d[i], buf_bytes(&dp->b[i])));
+		if (dp->b[i].role == KT_BUF_INPUT) {
+			dp->nin++;
+			if (!(dp->host[i] = calloc(1, buf_bytes(&dp->b[i]))) ||
+			    f->fill(&dp->s, i, dp->host[i], seed + (uint64_t)i) != 0)
+				return -1;
+			CK(G.api.MemcpyHtoD(dp->d[i], dp->host[i], buf_bytes(&dp->b[i])));
+		} else if (dp->b[i].role == KT_BUF_OUTPUT) {
+			if (dp->first_out < 0)
+				dp->first_out = i;
+			dp->nout++;
+		}
+	}
+	/* the GPU reference writes into ref[] */
+	memcpy(ptrs, dp->d, sizeof(ptrs));
+	for (o = 0; o < dp->nout; o++) {
+		CK(G.api.MemAlloc(&dp->ref[o], buf_bytes(&dp->b[dp->first_out + o])));
+		ptrs[dp->first_out + o] = dp->ref[o];
+	}
+	kt_err_clear(&e);
+	if (f->ref_plan(&dp->s, &G.tgt, &rp, &e) != 0 || gpu_load(&rp.programs[0], &mod) != 0)
+		return -1;
+	if (gpu_run(&rp, &mod, ptrs, 0, rp.nprep + rp.nlaunch) != 0)
+		return -1;
+	CK(G.api.StreamSynchronize(G.st));
+	CK(G.api.ModuleUnload(mod));
+	if (with_cpu) {
+		for (o = 0; o < dp->nout; o++)
+			if (!(dp->cpu[o] = calloc(dp->b[dp->first_out + o].elems, sizeof(float))))
+				return -1;
+		kt_err_clear(&e);
+		if (f->cpu_ref(&dp->s, (const void *const *)dp->host, dp->cpu, &e) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Relative L2 error of device bf16 got against device bf16 ref (n
+ * elements); *nonfinite counts NaN/Inf in got. */
+static int gpu_relerr(CUdeviceptr got, CUdeviceptr ref, size_t n, double *rel, int *nonfinite)
+{
+	double acc[3];
+	long long nn = (long long)n;
+	void *args[4] = {&got, &ref, &nn, &G.acc};
+
+	CK(G.api.MemsetD8Async(G.acc, 0, sizeof(acc), G.st));
+	CK(G.api.LaunchKernel(G.cmp_fn, 1024, 1, 1, 256, 1, 1, 0, G.st, args, NULL));
+	CK(G.api.StreamSynchronize(G.st));
+	CK(G.api.MemcpyDtoH(acc, G.acc, sizeof(acc)));
+	*rel = acc[1] > 0 ? sqrt(acc[0] / acc[1]) : sqrt(acc[0]);
+	*nonfinite = (int)acc[2];
+	return 0;
+}
+
+/* Relative L2 error of device bf16 got against a host float reference. */
+static int cpu_relerr(CUdeviceptr got, const float *ref, size_t n, double *rel)
+{
+	uint16_t *h = malloc(n * sizeof(*h));
+	double dd = 0, rr = 0;
+	size_t i;
+
+	if (!h)
+		return -1;
+	if (G.api.MemcpyDtoH(h, got, n * sizeof(*h)) != CUDA_SUCCESS) {
+		free(h);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		double g = kt_bf16_to_f32(h[i]), r = ref[i];
+
+		dd += isfinite(g) ? (g - r) * (g - r) : INFINITY;
+		rr += r * r;
+	}
+	free(h);
+	*rel = rr > 0 ? sqrt(dd / rr) : sqrt(dd);
+	return 0;
+}
+
+struct cand {
+	struct kt_config c;
+	struct kt_plan p;
+	char key[160];
+	struct jit_job job;
+	/* results */
+	int ran, ok;
+	double rel, cpu_rel, us;
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Verifies one candidate (poisoned outputs, one run, every output against
+ * the GPU reference and, when present, the CPU reference) and times it
+ * when asked. */
+static int gpu_eval(struct dprob *dp, struct cand *k, int timed)
+{
+	CUmodule mod = NULL;
+	double t[GPU_REPS];
+	int o, r, nonfinite = 0, rc = -1;
+
+	k->ran = 1;
+	if (!k->job.res.ok || G.api.ModuleLoadData(&mod, k->job.res.cubin) != CUDA_SUCCESS)
+		return -1;
+	if (gpu_run(&k->p, &mod, dp->d, 0, k->p.nprep) != 0)
+		goto out;
+	for (o = 0; o < dp->nout; o++)
+		if (G.api.MemsetD8Async(dp->d[dp->first_out + o], 0xff,
+					buf_bytes(&dp->b[dp->first_out + o]), G.st) != CUDA_SUCCESS)
+			goto out;
+	if (gpu_run(&k->p, &mod, dp->d, k->p.nprep, k->p.nlaunch) != 0 ||
+	    G.api.StreamSynchronize(G.st) != CUDA_SUCCESS)
+		goto out;
+	k->rel = k->cpu_rel = 0;
+	for (o = 0; o < dp->nout; o++) {
+		double rel;
+		int nf = 0;
+
+		if (gpu_relerr(dp->d[dp->first_out + o], dp->ref[o], dp->b[dp->first_out + o].elems,
+			       &rel, &nf) != 0)
+			goto out;
+		k->rel = rel > k->rel ? rel : k->rel;
+		nonfinite += nf;
+		if (dp->cpu[o]) {
+			if (cpu_relerr(dp->d[dp->first_out + o], dp->cpu[o],
+				       dp->b[dp->first_out + o].elems, &rel) != 0)
+				goto out;
+			k->cpu_rel = rel > k->cpu_rel ? rel : k->cpu_rel;
+		}
+	}
+	k->ok = nonfinite == 0 && k->rel <= dp->f->tol && k->cpu_rel <= dp->f->tol;
+	if (timed && k->ok) {
+		for (r = 0; r < GPU_WARMUP; r++)
+			if (gpu_run(&k->p, &mod, dp->d, k->p.nprep, k->p.nlaunch) != 0)
+				goto out;
+		for (r = 0; r < GPU_REPS; r++) {
+			/* a different byte each time: the flush really writes */
+			if (G.api.MemsetD8Async(G.flush, (unsigned char)r, G.flush_bytes, G.st) ||
+			    G.api.EventRecord(G.ev[2 * r], G.st) ||
+			    gpu_run(&k->p, &mod, dp->d, k->p.nprep, k->p.nlaunch) != 0 ||
+			    G.api.EventRecord(G.ev[2 * r + 1], G.st))
+				goto out;
+		}
+		if (G.api.StreamSynchronize(G.st) != CUDA_SUCCESS)
+			goto out;
+		for (r = 0; r < GPU_REPS; r++) {
+			float ms = 0;
+
+			if (G.api.EventElapsedTime(&ms, G.ev[2 * r], G.ev[2 * r + 1]) != CUDA_SUCCESS)
+				goto out;
+			t[r] = ms * 1e3;
+		}
+		qsort(t, GPU_REPS, sizeof(double), cmp_double);
+		k->us = t[GPU_REPS / 2];
+	}
+	rc = 0;
+out:
+	if (mod)
+		G.api.ModuleUnload(mod);
+	return rc;
+}
+
+struct cands {
+	const struct dprob *dp;
+	struct cand *v;
+	int n, cap;
+};
+
+static int cands_add(const struct kt_config *c, void *arg)
+{
+	struct cands *cs = arg;
+	struct kt_err e;
+	char why[160];
+	struct cand *k;
+
+	if (cs->dp->f->check(&cs->dp->s, c, &G.tgt, why, sizeof(why)))
+		return 0;
+	if (cs->n == cs->cap) {
+		struct cand *nv = realloc(cs->v, (size_t)(cs->cap * 2 + 16) * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		cs->v = nv;
+		cs->cap = cs->cap * 2 + 16;
+	}
+	k = &cs->v[cs->n];
+	memset(k, 0, sizeof(*k));
+	k->c = *c;
+	kt_err_clear(&e);
+	if (cs->dp->f->plan(&cs->dp->s, c, &G.tgt, &k->p, &e) != 0)
+		return 0;
+	kt_config_key(cs->dp->f, c, k->key, sizeof(k->key));
+	cs->n++;
+	return 0;
+}
+
+/* Every valid config of dp: compiled together, then each verified (and
+ * timed). Returns the candidates (caller frees) in *out. */
+static int gpu_sweep(struct dprob *dp, int timed, struct cands *cs)
+{
+	struct jit_job *jobs;
+	int *job_of, i, j, njobs = 0, bad = 0;
+
+	memset(cs, 0, sizeof(*cs));
+	cs->dp = dp;
+	if (kt_space_foreach(dp->f, 0, cands_add, cs) != 0 || cs->n == 0)
+		return -1;
+	if (!(jobs = calloc((size_t)cs->n, sizeof(*jobs))) ||
+	    !(job_of = calloc((size_t)cs->n, sizeof(*job_of)))) {
+		free(jobs);
+		return -1;
+	}
+	/* one compile per distinct program (ITEMS, CTAS_SM are launch-time) */
+	for (i = 0; i < cs->n; i++) {
+		for (j = 0; j < njobs; j++)
+			if (same_program(jobs[j].prog, &cs->v[i].p.programs[0]))
+				break;
+		job_of[i] = j;
+		if (j == njobs) {
+			/* the programs live in cs->v[i].p, which no longer moves */
+			jobs[njobs].prog = &cs->v[i].p.programs[0];
+			jobs[njobs++].arch = G.arch;
+		}
+	}
+	jit_compile_all(jobs, njobs, 0);
+	for (i = 0; i < cs->n; i++) {
+		struct cand *k = &cs->v[i];
+
+		k->job = jobs[job_of[i]];
+		if (gpu_eval(dp, k, timed) != 0 || !k->ok) {
+			bad++;
+			fprintf(stderr, "\n  %s %s %s: %s rel %.3g cpu_rel %.3g\n", dp->f->name, dp->key,
+				k->key, k->job.res.ok ? "wrong" : "compile/launch failed", k->rel,
+				k->cpu_rel);
+			if (k->job.res.log && !k->job.res.ok)
+				fprintf(stderr, "%s\n", k->job.res.log);
+		}
+	}
+	for (j = 0; j < njobs; j++)
+		jit_result_release(&jobs[j].res);
+	free(jobs);
+	free(job_of);
+	return bad;
+}
+
+static void test_gpu_small(void)
+{
+	int f, d, blk, rope;
+
+	for (f = 0; f < 2; f++)
+		for (d = 64; d <= 128; d += 64)
+			for (blk = 64; blk <= 128; blk += 64)
+				for (rope = 0; rope < 2; rope++) {
+					struct dprob dp;
+					struct cands cs;
+					char text[128];
+					double worst = 0, worst_cpu = 0;
+					int i, bad;
+
+					/* lengths in [40, 100]: shorter than a block and
+					 * ragged tails, 29 sequences, 3 heads */
+					snprintf(text, sizeof(text),
+						 "seqs=29,lmax=100,heads=3,head_dim=%d,block=%d,rope=%d",
+						 d, blk, rope);
+					CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[f], text, 17, 1), 0);
+					/* the GPU reference against the CPU one */
+					for (i = 0; i < dp.nout; i++) {
+						double rel;
+
+						CU_ASSERT_EQUAL_FATAL(cpu_relerr(dp.ref[i], dp.cpu[i],
+								dp.b[dp.first_out + i].elems, &rel), 0);
+						CU_ASSERT(rel < 5e-3);
+						if (!(rel < 5e-3))
+							fprintf(stderr, "\n  %s %s: GPU ref vs CPU ref %.3g\n",
+								fams[f]->name, dp.key, rel);
+					}
+					bad = gpu_sweep(&dp, 0, &cs);
+					CU_ASSERT_EQUAL(bad, 0);
+					for (i = 0; i < cs.n; i++) {
+						worst = cs.v[i].rel > worst ? cs.v[i].rel : worst;
+						worst_cpu = cs.v[i].cpu_rel > worst_cpu ? cs.v[i].cpu_rel
+											: worst_cpu;
+					}
+					printf("\n    %s %s: %d configs, worst rel %.2e (GPU ref) %.2e (CPU ref)",
+					       fams[f]->name, dp.key, cs.n, worst, worst_cpu);
+					free(cs.v);
+					dprob_release(&dp);
+				}
+}
+
+static double floor_us(const struct kt_family *f, const struct kt_shape *s)
+{
+	double a = f->flops(s) / 790e12, b = f->min_bytes(s) / 4.3e12;
+
+	return (a > b ? a : b) * 1e6;
+}
+
+static int write_file(const char *dir, const char *name, const void *p, size_t n)
+{
+	char path[1024];
+	FILE *fp;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!(fp = fopen(path, "wb")))
+		return -1;
+	rc = fwrite(p, 1, n, fp) == n ? 0 : -1;
+	return fclose(fp) == 0 ? rc : -1;
+}
+
+/* "variant=grid,ROWS_W=16" -> {"variant": "grid", "ROWS_W": 16} */
+static void config_json(const char *key, char *out, size_t len)
+{
+	size_t n = 0;
+	const char *p = key;
+
+	n += (size_t)snprintf(out, len, "{");
+	while (*p && n + 16 < len) {
+		const char *eq = strchr(p, '='), *end;
+		int num;
+
+		if (!eq)
+			break;
+		end = strchr(eq, ',');
+		if (!end)
+			end = eq + strlen(eq);
+		num = eq[1] >= '0' && eq[1] <= '9';
+		n += (size_t)snprintf(out + n, len - n, "%s\"%.*s\": %s%.*s%s", p == key ? "" : ", ",
+				      (int)(eq - p), p, num ? "" : "\"", (int)(end - eq - 1), eq + 1,
+				      num ? "" : "\"");
+		p = *end ? end + 1 : end;
+	}
+	if (n + 2 < len)
+		snprintf(out + n, len - n, "}");
+}
+
+static void bench_row(const struct dprob *dp, const char *workload, const struct cand *k,
+		      const char *impl)
+{
+	char cfg[512];
+
+	if (!G.bench)
+		return;
+	config_json(k->key, cfg, sizeof(cfg));
+	fprintf(G.bench,
+		"%s{\"workload\": \"%s\", \"impl\": \"%s\", \"us\": %.2f, \"floor_us\": %.1f, "
+		"\"verified\": %s, \"rel_err\": %.3e, \"template\": \"%s.cu\", \"shape\": \"%s\", "
+		"\"config\": %s}",
+		G.nrows++ ? ",\n" : "", workload, impl, k->us, floor_us(dp->f, &dp->s),
+		k->ok ? "true" : "false", k->rel, dp->f->name, dp->key, cfg);
+}
+
+static void test_gpu_bench_shape(void)
+{
+	const char *dump = getenv("KTUNE_BLOCKATTN_DUMP");
+	int f, rope;
+
+	for (rope = 0; rope < 2; rope++)
+		for (f = 0; f < 2; f++) {
+			struct dprob dp;
+			struct cands cs;
+			char text[128], wl[96];
+			int i, best = -1, bad;
+
+			snprintf(text, sizeof(text),
+				 "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=%d", rope);
+			snprintf(wl, sizeof(wl), "%s%s:ads_d128_L256", fams[f]->name, rope ? "_rope" : "");
+			CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[f], text, 5, 0), 0);
+			bad = gpu_sweep(&dp, G.bench != NULL, &cs);
+			CU_ASSERT_EQUAL(bad, 0);
+			for (i = 0; i < cs.n; i++) {
+				struct cand *k = &cs.v[i];
+
+				if (G.bench && k->ok) {
+					printf("\n    %-26s %-64s %8.1f us  rel %.2e", wl, k->key, k->us, k->rel);
+					if (best < 0 || k->us < cs.v[best].us)
+						best = i;
+				}
+			}
+			if (best >= 0) {
+				struct cand *k = &cs.v[best];
+
+				printf("\n  BEST %s: %s %.1f us (floor %.1f us, %.0f GB/s), rel %.2e", wl,
+				       k->key, k->us, floor_us(dp.f, &dp.s),
+				       dp.f->min_bytes(&dp.s) / (k->us * 1e3), k->rel);
+				bench_row(&dp, wl, k, "ktune");
+			}
+			/* the inputs and the best plain backward's dq for peers_attn.py */
+			if (dump && f == 1 && rope == 0 && best >= 0) {
+				struct cand *k = &cs.v[best];
+				struct kt_program *pr = &k->p.programs[0];
+				static const char *const names[] = {"q.bf16", "k.bf16", "v.bf16", "do.bf16",
+								    "offsets.i32"};
+				uint16_t *h = malloc(dp.b[dp.first_out].elems * sizeof(*h));
+				CUmodule mod = NULL;
+
+				CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+				for (i = 0; i < 5; i++)
+					CU_ASSERT_EQUAL(write_file(dump, names[i], dp.host[i],
+								   buf_bytes(&dp.b[i])), 0);
+				CU_ASSERT_EQUAL_FATAL(gpu_load(pr, &mod), 0);
+				CU_ASSERT_EQUAL(gpu_run(&k->p, &mod, dp.d, 0, k->p.nprep + k->p.nlaunch), 0);
+				CU_ASSERT_EQUAL(G.api.StreamSynchronize(G.st), CUDA_SUCCESS);
+				CU_ASSERT_EQUAL(G.api.MemcpyDtoH(h, dp.d[dp.first_out],
+								 dp.b[dp.first_out].elems * sizeof(*h)),
+						CUDA_SUCCESS);
+				CU_ASSERT_EQUAL(write_file(dump, "dq_ktune.bf16", h,
+							   dp.b[dp.first_out].elems * sizeof(*h)), 0);
+				G.api.ModuleUnload(mod);
+				free(h);
+			}
+			free(cs.v);
+			dprob_release(&dp);
+		}
+}
+
+static void test_gpu_missing(void)
+{
+	CU_FAIL("KTUNE_REQUIRE_GPU=1 but no GPU was found");
+	fprintf(stderr, "  no GPU: %s\n", G.why);
+}
+
+static int gpu_suite_clean(void)
+{
+	if (G.bench) {
+		fprintf(G.bench, "\n]\n");
+		fclose(G.bench);
+		G.bench = NULL;
+	}
+	return 0;
+}
+
+static void add_gpu_suite(void)
+{
+	const char *bench = getenv("KTUNE_BLOCKATTN_BENCH");
+	CU_pSuite s = CU_add_suite("blockattn_gpu", NULL, gpu_suite_clean);
+	int gpu = gpu_init();
+
+	if (gpu == 0) {
+		if (bench && *bench && (G.bench = fopen(bench, "w")))
+			fprintf(G.bench, "[\n");
+		CU_add_test(s, "every config vs CPU and GPU refs, small ragged shapes", test_gpu_small);
+		/* KTUNE_BLOCKATTN_SMALL_ONLY=1: the small shapes alone (for
+		 * compute-sanitizer, which slows kernels a hundredfold) */
+		if (!getenv("KTUNE_BLOCKATTN_SMALL_ONLY"))
+			CU_add_test(s, "every config vs GPU ref, ads_d128_L256", test_gpu_bench_shape);
+	} else if (kt_test_gpu_required() || gpu < 0) {
+		fprintf(stderr, "GPU not usable: %s\n", G.why);
+		CU_add_test(s, "a GPU is present", test_gpu_missing);
+	} else {
+		printf("GPU suite skipped: %s\n", G.why);
+		CU_add_test(s, "every config vs CPU and GPU refs, small ragged shapes", test_gpu_small);
+		CU_set_suite_active(s, CU_FALSE);
+	}
+}
+
+int main(void)
+{
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("blockattn_cpu", NULL, NULL);
+	CU_add_test(s, "lengths generator (SplitMix64 seeded 0)", test_lengths);
+	CU_add_test(s, "rope table", test_rope_table);
+	CU_add_test(s, "fwd CPU ref vs naive per-token", test_fwd_vs_naive);
+	CU_add_test(s, "fwd softmax is not degenerate", test_fwd_not_degenerate);
+	CU_add_test(s, "bwd CPU ref vs finite differences", test_bwd_fd);
+	CU_add_test(s, "bwd rope CPU ref vs finite differences", test_bwd_rope_fd);
+	CU_add_test(s, "bwd rope = conj(plain bwd of rotated)", test_bwd_rope_is_conj_of_plain);
+	s = CU_add_suite("blockattn_family", NULL, NULL);
+	CU_add_test(s, "shape parse", test_shape_parse);
+	CU_add_test(s, "check rejects", test_check_rejects);
+	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
+	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
+	CU_add_test(s, "space and plans", test_space);
+	CU_add_test(s, "flops and bytes", test_models);
+	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
+	CU_add_test(s, "compile sm_80", test_compile_sm80);
+	CU_add_test(s, "compile sm_90", test_compile_sm90);
+	add_gpu_suite();
+	return kt_test_main();
+}
