@@ -13,10 +13,15 @@ import sys
 
 def main():
     out_path, commit, peers_path, sweeps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-    rows, device = [], None
+    rows, device, summaries = [], None, []
     for path in sweeps:
         with open(path) as f:
-            s = json.load(f)
+            d = json.load(f)
+        # `ktune sweep --json` prints one summary; with --devices, {"sweeps": [...]}.
+        summaries += [(path, s) for s in d.get("sweeps", [d])]
+    for path, s in summaries:
+        if "workload" not in s:
+            continue
         device = device or s.get("device")
         if not s.get("verified"):
             print(f"collect: {path}: no verified winner, no ktune row", file=sys.stderr)
@@ -29,13 +34,27 @@ def main():
                          "statuses": s["statuses"], "worker_restarts": s["worker_restarts"]}}
         if s.get("cublas_us"):
             row["cublas_us_in_worker"] = round(s["cublas_us"], 3)
+        if "gpu" in s:
+            row["gpu"] = s["gpu"]
         if row["us"] < 0.95 * row["floor_us"]:
             raise SystemExit(f"collect: {s['workload']}: {row['us']} us is below 0.95 x the floor "
                              f"{row['floor_us']} us: a measurement bug, not a result")
         rows.append(row)
     for p in peers_path.split():
         with open(p) as f:
-            rows += json.load(f)
+            for r in json.load(f):
+                if r.get("impl") == "ktune_dq_check":
+                    # dq error of ktune's backward on the bench inputs (the
+                    # attention test's fastest plain config), folded into the
+                    # swept ktune row of that workload.
+                    for k in rows:
+                        if k["workload"] == r["workload"] and k["impl"] == "ktune":
+                            k["dq_rel_err"] = r["dq_rel_err"]
+                            k["dq_rel_err_from"] = "tests/test_blockattn dump (its fastest plain backward)"
+                    continue
+                if r.get("impl") == "ktune":
+                    continue  # the sweep's row is the ktune row
+                rows.append(r)
     doc = {"device": device or "unknown",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "commit": commit, "rows": rows}
@@ -45,12 +64,14 @@ def main():
     by = {}
     for r in rows:
         by.setdefault(r["workload"], {})[r["impl"]] = r
-    print(f"{'workload':32s} {'ktune us':>9s} {'retime':>8s} {'floor':>7s} {'cublas':>8s} {'ratio':>6s}")
+    print(f"{'workload':34s} {'ktune us':>9s} {'retime':>8s} {'floor':>7s} {'peer':>13s} {'peer us':>8s} {'ratio':>6s}")
     for w, impls in by.items():
-        k, c = impls.get("ktune"), impls.get("cublas_dense")
-        ratio = f"{k['us'] / c['us']:.2f}" if k and c else "-"
-        print(f"{w:32s} {k['us'] if k else '-':>9} {k['retime_us'] if k else '-':>8} "
-              f"{k['floor_us'] if k else '-':>7} {c['us'] if c else '-':>8} {ratio:>6s}")
+        k = impls.get("ktune")
+        pname = next((p for p in ("cublas_dense", "fa2_varlen", "unfused_rope") if p in impls), None)
+        c = impls.get(pname) if pname else None
+        ratio = f"{k['us'] / c['us']:.2f}" if k and c and c.get("us") else "-"
+        print(f"{w:34s} {k['us'] if k else '-':>9} {k['retime_us'] if k else '-':>8} "
+              f"{k['floor_us'] if k else '-':>7} {pname or '-':>13s} {c['us'] if c else '-':>8} {ratio:>6s}")
 
 
 if __name__ == "__main__":

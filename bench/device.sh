@@ -15,7 +15,8 @@
 # 5. OUT_DIR/h200.json in BENCH.md's format, the database and its JSON export.
 # The short table comes last; logs are in OUT_DIR.
 #
-# KTUNE_STEPS picks steps (default: "tests compile sweeps peers export collect"),
+# KTUNE_STEPS picks steps (default: "tests compile sweeps peers export collect";
+# "attn" adds the attention GPU suite and FA2 peers),
 # so the run can be split over calls of a time-limited machine; collect reads
 # every OUT_DIR/sweep_*.json plus those of KTUNE_MORE_RESULTS (a folder from an
 # earlier call of the same run).
@@ -46,21 +47,57 @@ if want compile; then
 fi
 
 read -r -a workloads <<<"${KTUNE_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024}"
-sweeps=()
-want sweeps && for w in "${workloads[@]}"; do
-	name=${w//:/_}
-	extra=()
-	[ "${w%%:*}" = dense ] && extra=(--plant)
-	step "sweep $w ${extra[*]}"
-	if "$K" sweep --workload "$w" --db "$db" --json "${extra[@]}" >"$OUT/sweep_$name.json" 2>"$OUT/sweep_$name.log"; then
-		sweeps+=("$OUT/sweep_$name.json")
-	else
-		echo "sweep $w FAILED (see $OUT/sweep_$name.log)" >&2
-		tail -n 5 "$OUT/sweep_$name.log" >&2
-		status=1
-	fi
-done
+# KTUNE_DEVICES=0,1: the workloads run as one multi-GPU sweep (one worker per
+# GPU, problems shared); KTUNE_SWEEP_ARGS adds flags (e.g. a random budget).
+read -r -a extra_args <<<"${KTUNE_SWEEP_ARGS:-}"
+if want sweeps && [ -n "${KTUNE_DEVICES:-}" ]; then
+	wargs=()
+	for w in "${workloads[@]}"; do wargs+=(--workload "$w"); done
+	name=fleet_$(date +%s)
+	step "sweep ${workloads[*]} on GPUs $KTUNE_DEVICES ${extra_args[*]}"
+	"$K" sweep "${wargs[@]}" --devices "$KTUNE_DEVICES" --db "$db" --json "${extra_args[@]}" \
+		>"$OUT/sweep_$name.json" 2>"$OUT/sweep_$name.log" ||
+		{ echo "sweep FAILED (see $OUT/sweep_$name.log)" >&2; tail -n 5 "$OUT/sweep_$name.log" >&2; status=1; }
+	tail -n "$(( ${#workloads[@]} + 1 ))" "$OUT/sweep_$name.log" >&2
+elif want sweeps; then
+	for w in "${workloads[@]}"; do
+		name=${w//:/_}
+		plant=()
+		[ "${w%%:*}" = dense ] && plant=(--plant)
+		step "sweep $w ${plant[*]} ${extra_args[*]}"
+		"$K" sweep --workload "$w" --db "$db" --json "${plant[@]}" "${extra_args[@]}" \
+			>"$OUT/sweep_$name.json" 2>"$OUT/sweep_$name.log" ||
+			{ echo "sweep $w FAILED (see $OUT/sweep_$name.log)" >&2; tail -n 5 "$OUT/sweep_$name.log" >&2; status=1; }
+	done
+fi
 want sweeps && "$K" trials --db "$db" >"$OUT/trials.txt" 2>&1
+
+if want attn; then
+	# Every attention config verified on small ragged shapes against the
+	# CPU (double) and GPU references, the bench inputs and the best plain
+	# backward's dq dumped; then FA2 on the same lengths and inputs, the
+	# float64 dq error of both, and unfused_rope from ktune's swept backward.
+	step "attention: GPU suite, FA2 peers"
+	mkdir -p /tmp/ktune-attn
+	KTUNE_BLOCKATTN_BENCH="$OUT/attn_test_rows.json" KTUNE_BLOCKATTN_DUMP=/tmp/ktune-attn \
+		"$B/tests/test_blockattn" >"$OUT/test_blockattn.log" 2>&1 || { echo "test_blockattn FAILED" >&2; status=1; }
+	grep -E "asserts|FAIL" "$OUT/test_blockattn.log" >&2
+	python3 - "$OUT" >"$OUT/ktune_attn_rows.json" <<'PY'
+import glob, json, sys
+rows = []
+for p in glob.glob(sys.argv[1] + "/sweep_*.json"):
+    d = json.load(open(p))
+    for s in d.get("sweeps", [d]):
+        if s.get("workload", "").startswith("blockattn") and s.get("verified"):
+            rows.append({"workload": s["workload"], "impl": "ktune", "us": s["us"]})
+json.dump(rows, sys.stdout)
+PY
+	python3 bench/peers_attn.py "$OUT/peers_attn_$(date +%s).json" --inputs /tmp/ktune-attn \
+		--ktune "$OUT/ktune_attn_rows.json" >"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn FAILED" >&2; status=1; }
+	python3 bench/peers_attn.py "$OUT/peers_attn_L1024_$(date +%s).json" --lmax 1024 \
+		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn L1024 FAILED" >&2; status=1; }
+	tail -n 12 "$OUT/peers_attn.log" >&2
+fi
 
 if want peers; then
 	step "peers"
@@ -77,8 +114,9 @@ if want collect; then
 	step "results"
 	more=${KTUNE_MORE_RESULTS:-}
 	shopt -s nullglob
-	all_sweeps=("$OUT"/sweep_*.json ${more:+"$more"/sweep_*.json})
+	all_sweeps=("$OUT"/sweep_*.json)
 	all_peers=("$OUT"/peers_*.json ${more:+"$more"/peers_*.json})
+	all_sweeps+=(${more:+"$more"/sweep_*.json})
 	python3 bench/collect.py "$OUT/h200.json" "$COMMIT" "${all_peers[*]}" "${all_sweeps[@]}" || status=1
 fi
 exit $status

@@ -14,6 +14,19 @@ const struct suite_workload suite_dev[] = {
 	  "cublas_dense,torch_naive,torch_compile" },
 	{ "blast:llama1b_qo:N1024", "blast", "tokens=1024,in=2048,out=2048,blocks=16,rank=256",
 	  "cublas_dense,torch_naive,torch_compile" },
+	/* Jagged block attention, the ads setting: B 1152, H 4, d 128, BLK 64,
+	 * lengths from kernels/blockattn.h's generator (bench/peers_attn.py
+	 * reproduces them for FA2). */
+	{ "blockattn_fwd:ads_d128_L256", "blockattn_fwd",
+	  "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0", "fa2_varlen" },
+	{ "blockattn_bwd:ads_d128_L256", "blockattn_bwd",
+	  "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0", "fa2_varlen" },
+	{ "blockattn_bwd_rope:ads_d128_L256", "blockattn_bwd",
+	  "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1", "unfused_rope" },
+	{ "blockattn_fwd:ads_d128_L1024", "blockattn_fwd",
+	  "seqs=1152,lmax=1024,heads=4,head_dim=128,block=64,rope=0", "fa2_varlen" },
+	{ "blockattn_bwd:ads_d128_L1024", "blockattn_bwd",
+	  "seqs=1152,lmax=1024,heads=4,head_dim=128,block=64,rope=0", "fa2_varlen" },
 	{ NULL, NULL, NULL, NULL },
 };
 
