@@ -28,7 +28,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export KTUNE_REQUIRE_GPU=1 KTUNE_BIN=$PWD/$B/ktune
 K=$PWD/$B/ktune
-db=$OUT/h200.db
+db=${KTUNE_BENCH_DB:-$OUT/h200.db}   # outside OUT_DIR to keep it across calls
 status=0
 step() { echo "== $*" >&2; }
 steps=" ${KTUNE_STEPS:-tests compile sweeps peers export collect} "
@@ -86,7 +86,10 @@ if want attn; then
 import glob, json, sys
 rows = []
 for p in glob.glob(sys.argv[1] + "/sweep_*.json"):
-    d = json.load(open(p))
+    try:
+        d = json.load(open(p))
+    except ValueError:
+        continue  # a sweep that was stopped printed nothing
     for s in d.get("sweeps", [d]):
         if s.get("workload", "").startswith("blockattn") and s.get("verified"):
             rows.append({"workload": s["workload"], "impl": "ktune", "us": s["us"]})

@@ -214,6 +214,13 @@ static int resolve_device(const struct lookup_table *t, const struct lookup_quer
 		return 0;
 	if (t->ndevices == 1)
 		*dev = 0;
+	/* Several GPUs of one model (a multi-GPU host's database): none
+	 * needs naming; the first answers, the others through arch. */
+	for (i = 1; i < t->ndevices; i++)
+		if (strcasecmp(t->devices[i].name, t->devices[0].name) != 0)
+			break;
+	if (t->ndevices > 1 && i == t->ndevices)
+		*dev = 0;
 	else if (t->ndevices > 1)
 		return kt_err_set(err, KT_EINVAL,
 				  "%d devices are known: name one (--device, or device= over HTTP: uuid, id or name)",
