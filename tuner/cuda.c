@@ -889,12 +889,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 		}
 		wk_compare(got, d->ref[i], d->bufs[i].elems, &sq_diff, &sq_ref, &res->nonfinite);
 	}
-	res->rel_err = sq_ref > 0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
-	if (res->nonfinite || !(res->rel_err <= d->f->tol)) {
-		res->status = WORKER_WRONG;
-		snprintf(res->message, sizeof(res->message),
-			 "relative L2 error %.3g (tolerance %.3g), %d non-finite", res->rel_err,
-			 d->f->tol, res->nonfinite);
+	if (wk_judge(res, sq_diff, sq_ref, d->f->tol)) {
 		rc = 0;
 		goto out;
 	}

@@ -132,6 +132,18 @@ void wk_compare(const float *got, const float *ref, size_t n, double *sq_diff,
 	}
 }
 
+int wk_judge(struct worker_result *res, double sq_diff, double sq_ref, double tol)
+{
+	res->rel_err = sq_ref > 0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
+	if (!res->nonfinite && res->rel_err <= tol)
+		return 0;
+	res->status = WORKER_WRONG;
+	snprintf(res->message, sizeof(res->message),
+		 "relative L2 error %.3g (tolerance %.3g), %d non-finite", res->rel_err, tol,
+		 res->nonfinite);
+	return 1;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -359,12 +371,7 @@ static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct w
 	}
 	wk_to_float(KT_BF16, d->y, got, d->n);
 	wk_compare(got, d->ref, d->n, &sq_diff, &sq_ref, &res->nonfinite);
-	res->rel_err = sq_ref > 0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
-	if (res->nonfinite || !(res->rel_err <= d->f->tol)) {
-		res->status = WORKER_WRONG;
-		snprintf(res->message, sizeof(res->message),
-			 "relative L2 error %.3g (tolerance %.3g), %d non-finite", res->rel_err,
-			 d->f->tol, res->nonfinite);
+	if (wk_judge(res, sq_diff, sq_ref, d->f->tol)) {
 		rc = 0;
 		goto out;
 	}

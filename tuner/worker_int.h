@@ -108,6 +108,10 @@ void wk_to_float(enum kt_dtype t, const void *src, float *dst, size_t n);
  * squared difference and squared reference (double sums). */
 void wk_compare(const float *got, const float *ref, size_t n, double *sq_diff,
 		double *sq_ref, int *nonfinite);
+/* The verdict on a compared candidate: sets res->rel_err and, when it is
+ * out of tolerance or left non-finite values, WORKER_WRONG with a message.
+ * Returns 1 when wrong. Both backends judge through it. */
+int wk_judge(struct worker_result *res, double sq_diff, double sq_ref, double tol);
 
 /* One timed batch: runs n repetitions and writes each one's time in
  * microseconds to out_us. 0 ok, -1 with res/err filled by the callee
