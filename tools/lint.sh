@@ -4,7 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shellcheck -S warning deploy/slurm/*.sh bench/*.sh tools/*.sh .ci/run
-python3 - <<'PY'
+# Debian's python3-yaml serves /usr/bin/python3; another python3 first on
+# PATH may not have it.
+py=python3
+python3 -c 'import yaml' 2>/dev/null || py=/usr/bin/python3
+"$py" - <<'PY'
 import sys, yaml
 ok = True
 for f in ["deploy/k8s/sweep-job.yaml", "deploy/k8s/merge-job.yaml"]:
