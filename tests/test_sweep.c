@@ -16,6 +16,8 @@
 
 #include "db/store.h"
 #include "testutil.h"
+#include "kernels/family.h"
+#include "tuner/strategy.h"
 #include "tuner/sweep.h"
 
 static void selftest_opts(struct sweep_opts *o, const char *db, int plant)
@@ -132,6 +134,38 @@ static void test_random_budget(void)
 	CU_ASSERT_EQUAL(s.evaluated, 3);
 }
 
+/* A small random budget samples every variant, even when one variant has
+ * most of the space (a plain sample of 3 out of 12 would mostly miss the
+ * two lone ones). */
+static void test_random_covers_variants(void)
+{
+	const struct kt_family *f = kt_family_find("selftest");
+	struct kt_config cfg[12];
+	struct space sp;
+	struct kt_err e = { 0 };
+	uint64_t seed;
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	memset(cfg, 0, sizeof(cfg));
+	for (i = 0; i < 12; i++)
+		cfg[i].variant = i < 10 ? 0 : (i == 10 ? 1 : 4);
+	memset(&sp, 0, sizeof(sp));
+	sp.cfg = cfg;
+	sp.n = 12;
+	for (seed = 1; seed <= 20; seed++) {
+		long *order = NULL, n = 0;
+		int seen[KT_MAX_VARIANTS] = { 0 };
+
+		CU_ASSERT_EQUAL_FATAL(strategy_plan(STRATEGY_RANDOM, f, &sp, 3, seed, &order, &n, &e), 0);
+		CU_ASSERT_EQUAL(n, 3);
+		for (i = 0; i < n; i++)
+			seen[cfg[order[i]].variant]++;
+		CU_ASSERT(seen[0] == 1 && seen[1] == 1 && seen[4] == 1);
+		free(order);
+	}
+}
+
 /* kill -9 of `ktune sweep` while a candidate hangs, then the same command:
  * it resumes, evaluates only what is missing, and nothing twice. */
 static void test_kill9_resume(void)
@@ -202,6 +236,7 @@ int main(void)
 		    test_planted_failures_do_not_stop_a_sweep);
 	CU_add_test(s, "bad family, shape and strategy are refused", test_bad_requests);
 	CU_add_test(s, "random strategy honours its budget", test_random_budget);
+	CU_add_test(s, "random strategy samples every variant", test_random_covers_variants);
 	CU_add_test(s, "kill -9 mid-sweep, then the same command resumes", test_kill9_resume);
 	return kt_test_main();
 }

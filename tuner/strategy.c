@@ -48,16 +48,40 @@ int strategy_plan(enum strategy_kind k, const struct kt_family *f, const struct 
 			o[m++] = i;
 	if (k == STRATEGY_RANDOM) {
 		uint64_t st = seed;
-		long rest = m - nplanted;
+		long rest = m - nplanted, j, out = 0;
+		long *tmp = malloc((rest > 0 ? rest : 1) * sizeof(*tmp));
+		int v, left;
 
-		/* Fisher-Yates over the real candidates. */
+		if (!tmp) {
+			free(o);
+			return kt_err_set(err, KT_EINTERNAL, "out of memory planning a sweep");
+		}
+		/* Fisher-Yates over the real candidates... */
 		for (i = rest - 1; i > 0; i--) {
-			long j = (long)(splitmix(&st) % (uint64_t)(i + 1));
-			long t = o[nplanted + i];
+			long t;
 
+			j = (long)(splitmix(&st) % (uint64_t)(i + 1));
+			t = o[nplanted + i];
 			o[nplanted + i] = o[nplanted + j];
 			o[nplanted + j] = t;
 		}
+		/* ...then dealt round-robin over the variants, so that a small
+		 * budget still samples every variant (a plain sample of a space
+		 * where one variant has most configs can miss the others). */
+		do {
+			left = 0;
+			for (v = 0; v < f->nvariants; v++)
+				for (i = nplanted; i < m; i++) {
+					if (o[i] < 0 || sp->cfg[o[i]].variant != v)
+						continue;
+					tmp[out++] = o[i];
+					o[i] = -1;
+					left = 1;
+					break;
+				}
+		} while (left);
+		memcpy(o + nplanted, tmp, rest * sizeof(*tmp));
+		free(tmp);
 	}
 	if (budget > 0 && m - nplanted > budget)
 		m = nplanted + budget;

@@ -18,7 +18,8 @@
 
 enum strategy_kind {
 	STRATEGY_EXHAUSTIVE = 0,	/* every valid config */
-	STRATEGY_RANDOM,		/* a seeded sample of `budget` configs */
+	STRATEGY_RANDOM,		/* a seeded sample of `budget` configs, dealt
+					 * round-robin over the variants */
 };
 
 /* "exhaustive", "random"; -1 for an unknown name. */

@@ -607,8 +607,8 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	/* What changes the plan is the sweep's identity: the same command on
 	 * the same device and problem resumes; new templates start afresh. */
 	snprintf(options_key, sizeof(options_key),
-		 "strategy=%s,budget=%ld,seed=%llu,plant=%d,arch=%s,space=%ld,templates=%s",
-		 strategy_name(strat), o->budget, (unsigned long long)o->seed, o->plant ? 1 : 0,
+		 "strategy=%s%s,budget=%ld,seed=%llu,plant=%d,arch=%s,space=%ld,templates=%s",
+		 strategy_name(strat), strat == STRATEGY_RANDOM ? "/by-variant" : "", o->budget, (unsigned long long)o->seed, o->plant ? 1 : 0,
 		 r.arch, sp.n, jit_templates_hash());
 	if (!(prov = provenance(&r, &di, &sd)))
 		goto oom;
