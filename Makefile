@@ -59,6 +59,7 @@ GEN_SRCS = $(BUILD)/templates_gen.c
 include util/module.mk
 include kernels/module.mk
 include kernels/blockattn.mk
+include kernels/monarch.mk
 include templates/module.mk
 include db/module.mk
 include tuner/module.mk

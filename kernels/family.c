@@ -13,6 +13,8 @@
 
 extern const struct kt_family dense_family;
 extern const struct kt_family lowrank_family;
+extern const struct kt_family monarch_family;	/* kernels/monarch.c */
+extern const struct kt_family monarch_bm_family;
 extern const struct kt_family blockattn_fwd_family;	/* kernels/blockattn.c */
 extern const struct kt_family blockattn_bwd_family;
 extern const struct kt_family selftest_family;	/* kernels/selftest.c */
@@ -21,6 +23,8 @@ extern const struct kt_family selftest_family;	/* kernels/selftest.c */
 static const struct kt_family *const registry[] = {
 	&dense_family,
 	&lowrank_family,
+	&monarch_family,
+	&monarch_bm_family,
 	&blockattn_fwd_family,
 	&blockattn_bwd_family,
 	&selftest_family,

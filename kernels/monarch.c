@@ -1,0 +1,528 @@
+/*
+ * monarch.c -- the `monarch` and `monarch_bm` families: a Monarch structured
+ * linear layer,
+ * y (tokens x out) = x (tokens x in) . W^T with W given by its canonical
+ * factors w1 (b, r, n/b) and w2 (b, m/b, r), bf16, fp32 accumulation.
+ *
+ * Math (KERNELS.md "Monarch"; rp = r/b, nb = n/b, mb = m/b):
+ *   z[j] = x[:, j*nb:(j+1)*nb] . w1[j]^T                  (N x r, per block j)
+ *   g[i][t][j*rp + q] = z[j][t][q*b + i]                   (middle permutation)
+ *   y2[i] = g[i] . w2[i]^T                                 (N x mb, per block i)
+ *   y[t][s*b + i] = y2[i][t][s]                            (output permutation)
+ *
+ * Variants (all run both GEMM stages on templates/gemm.cu's gemm_tn as
+ * batched GEMMs over the b blocks; the data movement is templates/monarch.cu):
+ *   naive     the textbook sequence: stage 1 into z (b, N, r), the
+ *             element-wise middle permutation into g (b, N, r), stage 2 into
+ *             y2 (N, m) block-major, the interleaving permutation into y.
+ *             The baseline every speedup is measured against.
+ *   relayout  (HPDC'26 (1)) w1's rows re-laid out offline (an untimed prep
+ *             launch into the scratch w1r): w1r[j][i*rp + q] = w1[j][q*b + i],
+ *             so stage 1 writes each gathered group as one contiguous run of
+ *             rp columns, straight into z laid out (N, b, b, rp) through the
+ *             GEMM's ldc / batch stride. What is left of the middle
+ *             permutation is the b x b block transpose, done with 16-byte
+ *             chunk copies (rp % 8 == 0) instead of stride-b element
+ *             gathers.
+ *   naive_wgmma, relayout_wgmma   the same on sm_90a's warpgroup MMA path
+ *             of gemm.cu (-DWGMMA=1: BLOCK_K 64, BLOCK_M/64 warpgroups;
+ *             BLOCK_K and the WARPS_* params do not apply).
+ *
+ * NEEDSWORK: relayout still runs a (chunk) copy kernel between the stages.
+ * No choice of w1/w2 re-layout, ldc, lda and batch strides removes it: for
+ * one token, stage 1 writes b contiguous runs of r values (one per block j),
+ * stage 2 reads b contiguous runs of r values (one per block i) each holding
+ * rp values of every j; two partitions of the same positions into runs of
+ * length r are the same partition, so a run of stage 1 would have to equal a
+ * run of stage 2, which it cannot for b > 1. (Batching stage 1 over the b*b
+ * pairs (i, j) with N = rp gives a consistent C layout, ldc = b*r and batch
+ * stride rp, but then x's batch offset j*nb is not linear in the batch
+ * index.) Removing the copy needs gemm.cu to change: (2) the b2 <-> b1
+ * permutation folded into the stage-1 store (a column remap in the
+ * epilogue), or a two-level batch index (blockIdx.z -> (z / B, z % B) with
+ * two strides per operand).
+ *
+ * (3) -- y left block-major (column i*mb + s) with the next layer's weights
+ * pre-permuted offline -- is the second family here, `monarch_bm`: the same
+ * variants without the output permutation launch (stage 2 writes y
+ * through ldc = out and batch stride out/blocks). It is a family, not a
+ * config option, because the output layout is part of the problem: the
+ * worker checks every config of a problem against one reference output,
+ * and a user picking a config must not get a different layout with it.
+ * Its ref_plan and cpu_ref write block-major.
+ *
+ *
+ * Shape: tokens 1..2^20; in, out 16..65536; blocks 1..256 and rank 8..65536
+ * (both structural). check() requires blocks to divide in, out and rank and
+ * in/blocks, out/blocks and rank to be multiples of 8 (the GEMM moves
+ * 16-byte chunks along K and stores pairs along N); relayout also needs
+ * rank/blocks to be a multiple of 8 (its chunk copies).
+ */
+#include "family.h"
+#include "gemm_plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
+enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_COUNT };
+/* problem buffers first (x, w1, w2, y, the reference's z32), then scratch */
+enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R };
+enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP };
+
+#define ELEM_THREADS 256
+#define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
+
+static const struct kt_dim dims[] = {
+	{"tokens", 1, 1L << 20, 0, "rows of x (batch x sequence)"},
+	{"in", 16, 65536, 0, "input features n; in/blocks a multiple of 8"},
+	{"out", 16, 65536, 0, "output features m; out/blocks a multiple of 8"},
+	{"blocks", 1, 256, 1, "Monarch blocks b; divides in, out and rank"},
+	{"rank", 8, 65536, 1, "rank r (per-block rank r/blocks); a multiple of 8"},
+};
+
+static const char *const variants[] = {"naive", "relayout", "naive_wgmma", "relayout_wgmma"};
+
+#define MMA ((1u << V_NAIVE) | (1u << V_RELAYOUT))
+#define WG ((1u << V_NAIVE_WGMMA) | (1u << V_RELAYOUT_WGMMA))
+#define ALLV (MMA | WG)
+
+/* One tile shared by both GEMM stages except its N: stage 1's N is the
+ * rank, stage 2's is out/blocks, which differ by up to 16x in the reference
+ * shapes. Sharing the rest keeps the space a few thousand points. */
+static const struct kt_param params[] = {
+	{"BLOCK_M", 4, {16, 32, 64, 128}, ALLV, "token tile of both GEMM stages"},
+	{"BLOCK_N", 4, {32, 64, 128, 256}, ALLV, "out/blocks tile of stage 2"},
+	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, ALLV, "rank tile of stage 1"},
+	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
+	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along tokens (wgmma: BLOCK_M/16)"},
+	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along rank / out (wgmma: 1)"},
+	{"STAGES", 3, {2, 3, 4}, ALLV, "cp.async pipeline depth"},
+	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
+};
+
+/* y2 is stage 2's tile, z1 stage 1's. */
+static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct kt_gemm_tile *y2)
+{
+	memset(y2, 0, sizeof(*y2));
+	y2->bm = c->p[P_BM];
+	y2->bn = c->p[P_BN];
+	y2->bk = c->p[P_BK];
+	y2->wm = c->p[P_WM];
+	y2->wn = c->p[P_WN];
+	y2->stages = c->p[P_STAGES];
+	y2->group_m = c->p[P_GROUP] > 0 ? c->p[P_GROUP] : 1;
+	y2->split_k = 1;
+	if (c->variant == V_NAIVE_WGMMA || c->variant == V_RELAYOUT_WGMMA) {
+		/* warpgroup tiles: BLOCK_K 64, 64 rows per warpgroup */
+		y2->wgmma = 1;
+		y2->bk = 64;
+		y2->wm = y2->bm / 16;
+		y2->wn = 1;
+	}
+	*z1 = *y2;
+	z1->bn = c->p[P_ZBN];
+}
+
+static int is_relayout(int variant)
+{
+	return variant == V_RELAYOUT || variant == V_RELAYOUT_WGMMA;
+}
+
+#define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)
+
+/* The structural rules, independent of the config. */
+static int shape_check(const struct kt_shape *s, char *why, size_t whylen)
+{
+	long n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+
+	if (b < 1 || n % b || m % b || r % b)
+		return WHY("blocks=%ld must divide in=%ld, out=%ld and rank=%ld", b, n, m, r);
+	if ((n / b) % 8 || (m / b) % 8 || r % 8)
+		return WHY("in/blocks=%ld, out/blocks=%ld and rank=%ld must be multiples of 8 "
+			   "(16-byte GEMM copies)", n / b, m / b, r);
+	return 0;
+}
+
+static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
+			 const struct kt_target *tgt, char *why, size_t whylen)
+{
+	struct kt_gemm_tile z1, y2;
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK];
+
+	if (c->variant < 0 || c->variant >= V_COUNT)
+		return WHY("unknown variant %d", c->variant);
+	if (shape_check(s, why, whylen))
+		return 1;
+	if (is_relayout(c->variant) && (r / b) % 8)
+		return WHY("relayout copies 16-byte chunks: rank/blocks=%ld must be a multiple of 8",
+			   r / b);
+	if (ELEM_THREADS > tgt->max_threads)
+		return WHY("the permutation kernels need %d threads per block, target has %d",
+			   ELEM_THREADS, tgt->max_threads);
+	tiles_of(c, &z1, &y2);
+	if (kt_gemm_check(&z1, T, r, n / b, 0, tgt, why, whylen))
+		return 1;
+	return kt_gemm_check(&y2, T, m / b, r, 0, tgt, why, whylen);
+}
+
+static void set_buf(struct kt_buf *bf, const char *name, enum kt_buf_role role, enum kt_dtype dt,
+		    size_t elems, double scale)
+{
+	memset(bf, 0, sizeof(*bf));
+	snprintf(bf->name, sizeof(bf->name), "%s", name);
+	bf->role = role;
+	bf->dtype = dt;
+	bf->elems = elems;
+	bf->scale = scale;
+}
+
+static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg,
+			   struct kt_buf out[KT_MAX_BUFS])
+{
+	size_t T = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
+	size_t b = (size_t)s->v[D_BLOCKS], r = (size_t)s->v[D_RANK];
+	size_t nb = b ? n / b : n;
+
+	/* each z value sums nb products, each y value r: these scales keep
+	 * z and y O(1) whatever the shape */
+	set_buf(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
+	set_buf(&out[B_W1], "w1", KT_BUF_INPUT, KT_BF16, r * n, 1.0 / sqrt((double)nb));
+	set_buf(&out[B_W2], "w2", KT_BUF_INPUT, KT_BF16, m * r, 1.0 / sqrt((double)r));
+	set_buf(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
+	/* the GPU reference's fp32 intermediate: a problem buffer */
+	set_buf(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
+	if (!cfg || cfg->variant < 0 || cfg->variant >= V_COUNT)
+		return 5;
+	set_buf(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	set_buf(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	set_buf(&out[B_Y2], "y2", KT_BUF_SCRATCH, KT_BF16, T * m, 0);
+	if (!is_relayout(cfg->variant))
+		return 8;
+	set_buf(&out[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16, r * n, 0);
+	return 9;
+}
+
+/* A launch of one of monarch.cu's element-wise kernels over `total` work
+ * items (grid-stride loops: a capped grid is still complete). */
+static struct kt_launch *elem_launch(struct kt_launch *l, int program, const char *kernel,
+				     long long total)
+{
+	long long grid = (total + ELEM_THREADS - 1) / ELEM_THREADS;
+
+	memset(l, 0, sizeof(*l));
+	l->program = program;
+	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
+	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = ELEM_THREADS;
+	l->block[1] = l->block[2] = 1;
+	return l;
+}
+
+/* bm: the monarch_bm family, y block-major: stage 2 writes y itself. */
+static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	struct kt_gemm_tile z1, y2;
+	struct kt_launch *l;
+	char why[200];
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK], nb, mb;
+	int same, pg1, pg2, pm, relayout = is_relayout(c->variant);
+
+	memset(out, 0, sizeof(*out));
+	if (monarch_check(s, c, tgt, why, sizeof(why)))
+		return kt_err_set(err, KT_EINVAL, "monarch: config cannot run: %s", why);
+	nb = n / b;
+	mb = m / b;
+	tiles_of(c, &z1, &y2);
+	same = z1.bn == y2.bn;
+	pg1 = 0;
+	pg2 = same ? 0 : 1;
+	pm = pg2 + 1;
+	out->nprograms = pm + 1;
+	out->programs[pg1].tpl = "gemm";
+	if (kt_gemm_defines(&z1, &out->programs[pg1]))
+		return kt_err_set(err, KT_EINTERNAL, "monarch: too many defines");
+	if (!same) {
+		out->programs[pg2].tpl = "gemm";
+		if (kt_gemm_defines(&y2, &out->programs[pg2]))
+			return kt_err_set(err, KT_EINTERNAL, "monarch: too many defines");
+	}
+	out->programs[pm].tpl = "monarch";
+
+	if (relayout) {
+		snprintf(out->transform, sizeof(out->transform),
+			 "w1r[j][i*rp+q][:] = w1[j][q*b+i][:] (rp = rank/blocks): the rows of each "
+			 "w1 block grouped by row mod blocks");
+		out->nprep = 1;
+		l = elem_launch(&out->prep[0], pm, "monarch_relayout_w1", (long long)r * n);
+		kt_launch_arg_buf(l, B_W1);
+		kt_launch_arg_buf(l, B_W1R);
+		kt_launch_arg_i32(l, b);
+		kt_launch_arg_i32(l, r);
+		kt_launch_arg_i32(l, nb);
+	}
+	out->nlaunch = bm ? 3 : 4;
+	/* stage 1, batch j: A = x + j*nb (rows n apart), B = w1[j] (or w1r[j]);
+	 * naive writes z[j] at j*N*r (b, N, r); relayout writes it at j*r with
+	 * rows b*r apart, i.e. z (N, b, b, rp) */
+	kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, relayout ? B_W1R : B_W1, nb, r * nb, B_Z,
+		       relayout ? b * r : r, relayout ? r : T * r, b, &out->launch[0]);
+	l = elem_launch(&out->launch[1], pm, relayout ? "monarch_gather_chunks" : "monarch_perm_mid",
+			relayout ? (long long)b * T * r / 8 : (long long)b * T * r);
+	kt_launch_arg_buf(l, B_Z);
+	kt_launch_arg_buf(l, B_G);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+	/* stage 2, batch i: A = g[i] (b, N, r), B = w2[i]; y2 block-major:
+	 * block i's columns at i*mb of rows m apart (monarch_bm: that is y) */
+	kt_gemm_launch(&y2, pg2, T, mb, r, B_G, r, T * r, B_W2, r, mb * r, bm ? B_Y : B_Y2, m, mb,
+		       b, &out->launch[2]);
+	if (bm)
+		return 0;
+	l = elem_launch(&out->launch[3], pm, "monarch_perm_out", (long long)T * m);
+	kt_launch_arg_buf(l, B_Y2);
+	kt_launch_arg_buf(l, B_Y);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, m);
+	kt_launch_arg_i32(l, b);
+	return 0;
+}
+
+static int ref_plan_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
+			 struct kt_plan *out, struct kt_err *err)
+{
+	struct kt_launch *l;
+	char why[200];
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK];
+
+	memset(out, 0, sizeof(*out));
+	if (shape_check(s, why, sizeof(why)))
+		return kt_err_set(err, KT_EINVAL, "monarch: %s", why);
+	out->nprograms = 1;
+	out->programs[0].tpl = "monarch";
+	out->nlaunch = 2;
+	l = elem_launch(&out->launch[0], 0, "monarch_ref_z", (long long)b * T * r);
+	kt_launch_arg_buf(l, B_X);
+	kt_launch_arg_buf(l, B_W1);
+	kt_launch_arg_buf(l, B_Z32);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, n);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+	l = elem_launch(&out->launch[1], 0, "monarch_ref_y", (long long)T * m);
+	kt_launch_arg_buf(l, B_Z32);
+	kt_launch_arg_buf(l, B_W2);
+	kt_launch_arg_buf(l, B_Y);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, m);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+	kt_launch_arg_i32(l, bm);
+	(void)tgt;
+	return 0;
+}
+
+/* Double accumulation, one token at a time: z for all blocks (b*r values),
+ * then every output through both permutations. Needs only b | in, out,
+ * rank (not the GEMM alignment), so tests can use tiny odd shapes. */
+static int cpu_ref_impl(int bm, const struct kt_shape *s, const void *const *in,
+			float *const *out, struct kt_err *err)
+{
+	const uint16_t *x = in[B_X], *w1 = in[B_W1], *w2 = in[B_W2];
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK], nb, mb, rp, t, j, c, k, o, q;
+	double *z = NULL;
+	int rc = -1;
+
+	if (b < 1 || n % b || m % b || r % b) {
+		kt_err_set(err, KT_EINVAL, "monarch: blocks=%ld must divide in, out and rank", b);
+		goto out;
+	}
+	nb = n / b;
+	mb = m / b;
+	rp = r / b;
+	if (!(z = malloc(sizeof(double) * (size_t)(b * r)))) {
+		kt_err_set(err, KT_EINTERNAL, "monarch: out of memory for the reference");
+		goto out;
+	}
+	for (t = 0; t < T; t++) {
+		for (j = 0; j < b; j++)
+			for (c = 0; c < r; c++) {
+				double acc = 0;
+
+				for (k = 0; k < nb; k++)
+					acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
+					       (double)kt_bf16_to_f32(w1[(j * r + c) * nb + k]);
+				z[j * r + c] = acc;
+			}
+		for (o = 0; o < m; o++) {
+			long i = o % b, sidx = o / b;
+			double acc = 0;
+
+			for (j = 0; j < b; j++)
+				for (q = 0; q < rp; q++)
+					acc += z[j * r + q * b + i] *
+					       (double)kt_bf16_to_f32(w2[(i * mb + sidx) * r + j * rp + q]);
+			out[0][t * m + (bm ? i * mb + sidx : o)] = (float)acc;
+		}
+	}
+	rc = 0;
+out:
+	free(z);
+	return rc;
+}
+
+static int monarch_plan(const struct kt_shape *s, const struct kt_config *c,
+			const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	return plan_impl(0, s, c, tgt, out, err);
+}
+
+static int monarch_bm_plan(const struct kt_shape *s, const struct kt_config *c,
+			   const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	return plan_impl(1, s, c, tgt, out, err);
+}
+
+static int monarch_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
+			    struct kt_plan *out, struct kt_err *err)
+{
+	return ref_plan_impl(0, s, tgt, out, err);
+}
+
+static int monarch_bm_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
+			       struct kt_plan *out, struct kt_err *err)
+{
+	return ref_plan_impl(1, s, tgt, out, err);
+}
+
+static int monarch_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
+			   struct kt_err *err)
+{
+	return cpu_ref_impl(0, s, in, out, err);
+}
+
+static int monarch_bm_cpu_ref(const struct kt_shape *s, const void *const *in,
+			      float *const *out, struct kt_err *err)
+{
+	return cpu_ref_impl(1, s, in, out, err);
+}
+
+static double monarch_flops(const struct kt_shape *s)
+{
+	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (double)(s->v[D_IN] + s->v[D_OUT]);
+}
+
+static double monarch_min_bytes(const struct kt_shape *s)
+{
+	double T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], r = s->v[D_RANK];
+
+	return 2.0 * (T * n + r * (n + m) + T * m);
+}
+
+/* Stage 2's tile from the GEMM defaults list (it has the larger N in the
+ * reference shapes), stage 1's N tile the largest that still fits. Naive,
+ * not relayout, until relayout has been verified on a GPU.
+ * NEEDSWORK: prefer relayout (where rank/blocks % 8 == 0) once the H200 run
+ * has verified and timed it. */
+static int monarch_default(const struct kt_shape *s, const struct kt_target *tgt,
+			   struct kt_config *out)
+{
+	static const long zbn[] = {256, 128, 64, 32};
+	static const long fallback[][7] = {
+		/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M */
+		{64, 64, 32, 2, 2, 3, 8},
+		{16, 32, 32, 1, 2, 2, 8},
+	};
+	long T = s->v[D_TOKENS], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+	long p[7];
+	char why[200];
+	size_t i, f;
+
+	if (shape_check(s, why, sizeof(why)))
+		return -1;
+	for (f = 0; f <= sizeof(fallback) / sizeof(fallback[0]); f++) {
+		if (f == 0) {
+			if (kt_gemm_default(T, m / b, r, tgt, p))
+				continue;
+		} else {
+			memcpy(p, fallback[f - 1], sizeof(p));
+		}
+		for (i = 0; i < sizeof(zbn) / sizeof(zbn[0]); i++) {
+			memset(out, 0, sizeof(*out));
+			out->variant = V_NAIVE;
+			out->p[P_BM] = p[0];
+			out->p[P_BN] = p[1];
+			out->p[P_BK] = p[2];
+			out->p[P_WM] = p[3];
+			out->p[P_WN] = p[4];
+			out->p[P_STAGES] = p[5];
+			out->p[P_GROUP] = 8;
+			out->p[P_ZBN] = zbn[i];
+			if (monarch_check(s, out, tgt, why, sizeof(why)) == 0)
+				return 0;
+		}
+	}
+	return -1;
+}
+
+const struct kt_family monarch_family = {
+	.name = "monarch",
+	.summary = "y = x W^T with W a Monarch matrix (w1 (b, r, in/b), w2 (b, out/b, r)), bf16",
+	.hidden = 0,
+	.ndims = 5,
+	.dims = dims,
+	.nvariants = V_COUNT,
+	.variants = variants,
+	.planted = 0,
+	.nparams = (int)(sizeof(params) / sizeof(params[0])),
+	.params = params,
+	.tol = 1e-2,
+	.check = monarch_check,
+	.buffers = monarch_buffers,
+	.plan = monarch_plan,
+	.ref_plan = monarch_ref_plan,
+	.cpu_ref = monarch_cpu_ref,
+	.fill = NULL,
+	.flops = monarch_flops,
+	.min_bytes = monarch_min_bytes,
+	.default_config = monarch_default,
+};
+
+/* (3): the same layer with y left block-major, y[t][i*mb + s] = y2[i][t][s]
+ * (the interleaving permutation dropped); the next layer's weights must be
+ * pre-permuted offline to read it (its input column i*mb + s is the
+ * canonical column s*b + i). A separate family because the output layout
+ * is part of the problem: one reference per problem, every config checked
+ * against it. */
+const struct kt_family monarch_bm_family = {
+	.name = "monarch_bm",
+	.summary = "monarch with y left block-major (column i*out/blocks + s, not s*blocks + i): "
+		   "the next layer's weights pre-permuted offline, no output permutation",
+	.hidden = 0,
+	.ndims = 5,
+	.dims = dims,
+	.nvariants = V_COUNT,
+	.variants = variants,
+	.planted = 0,
+	.nparams = (int)(sizeof(params) / sizeof(params[0])),
+	.params = params,
+	.tol = 1e-2,
+	.check = monarch_check,
+	.buffers = monarch_buffers,
+	.plan = monarch_bm_plan,
+	.ref_plan = monarch_bm_ref_plan,
+	.cpu_ref = monarch_bm_cpu_ref,
+	.fill = NULL,
+	.flops = monarch_flops,
+	.min_bytes = monarch_min_bytes,
+	.default_config = monarch_default,
+};
