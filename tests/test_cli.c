@@ -34,7 +34,7 @@ static int runv(char **out, ...)
 static void test_help_everywhere(void)
 {
 	const char *cmds[] = { "run", "devices", "families", "sweep", "trials", "best", "serve",
-			       "export", "merge" };
+			       "export", "merge", "import" };
 	size_t i;
 	char *out = NULL;
 
