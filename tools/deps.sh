@@ -20,7 +20,7 @@ if [ ${#missing[@]} -ne 0 ]; then
 	if [ "$(id -u)" = 0 ]; then
 		echo "deps: installing ${missing[*]}"
 		export DEBIAN_FRONTEND=noninteractive
-		if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }; then
+		if ! { apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
 			echo "deps: apt-get install failed" >&2
 			exit 1
 		fi
