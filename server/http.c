@@ -11,22 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../db/store.h"
 #include "import.h"
 #include "server_int.h"
+#include "../util/clock.h"
 
 const int srv_codes[SRV_NCODES] = { 200, 202, 400, 401, 404, 405, 409, 413, 500, 503, 0, -1 };
-
-static double now_unix(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- token ---- */
 
@@ -516,7 +508,7 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	s->body_cap = o->body_cap ? o->body_cap : SRV_BODY_CAP;
 	s->threads = o->threads > 0 ? o->threads : (cores > 0 ? (int)cores : 2);
 	s->quiet = o->quiet;
-	s->started = now_unix();
+	s->started = kt_unix_s();
 	pthread_mutex_init(&s->tls_mu, NULL);
 	pthread_mutex_init(&s->write_mu, NULL);
 	if (pthread_key_create(&s->tls_key, NULL) != 0) {

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../tuner/sweep.h"
+#include "../util/clock.h"
 
 #define JOBS_MAX 256		/* kept in memory, queued + finished */
 
@@ -32,14 +32,6 @@ const char *job_state_name(enum job_state s)
 	case JOB_FAILED: return "failed";
 	}
 	return "unknown";
-}
-
-static double now_unix(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Caller holds mu. */
@@ -74,7 +66,7 @@ static void *runner_main(void *arg)
 			continue;
 		}
 		j->state = JOB_RUNNING;
-		j->started = now_unix();
+		j->started = kt_unix_s();
 		spec = j->spec;
 		id = j->id;
 		/* The sweep runs without the lock: readers of the job list and
@@ -83,7 +75,7 @@ static void *runner_main(void *arg)
 		rc = r->fn(r, id, &spec, r->arg, &err);
 		pthread_mutex_lock(&r->mu);
 		if ((j = find(r, id))) {
-			j->finished = now_unix();
+			j->finished = kt_unix_s();
 			j->state = rc < 0 ? JOB_FAILED : JOB_DONE;
 			if (rc < 0) {
 				j->code = err.code != KT_OK ? err.code : KT_EINTERNAL;
@@ -144,7 +136,7 @@ int jobs_submit(struct job_runner *r, const struct job_spec *spec, int *id,
 	j->id = r->next_id++;
 	j->spec = *spec;
 	j->state = JOB_QUEUED;
-	j->created = now_unix();
+	j->created = kt_unix_s();
 	*id = j->id;
 	pthread_cond_signal(&r->cv);
 	rc = 0;

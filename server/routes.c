@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../kernels/family.h"
 #include "export.h"
@@ -17,20 +16,13 @@
 
 #include "index_html.h"
 #include "openapi_json.h"
+#include "../util/clock.h"
 
 #ifndef KTUNE_VERSION
 #define KTUNE_VERSION "unknown"
 #endif
 
 #define BATCH_MAX 1000		/* queries per POST /v1/best:batch */
-
-static double now_unix(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int reply_json(struct reply *out, int status, json_t *j, struct kt_err *err)
 {
@@ -118,7 +110,7 @@ static int r_health(struct request *rq, struct reply *out, struct kt_err *err)
 		return -1;
 	return reply_json(out, 200, json_pack("{s:s,s:s,s:s,s:i,s:i,s:f}", "status", "ok",
 		"version", KTUNE_VERSION, "db", rq->srv->db_path, "devices", t->table.ndevices,
-		"winners", t->table.nentries, "uptime_s", now_unix() - rq->srv->started), err);
+		"winners", t->table.nentries, "uptime_s", kt_unix_s() - rq->srv->started), err);
 }
 
 /* ---- GET /v1/devices ---- */
@@ -716,7 +708,7 @@ static int r_metrics(struct request *rq, struct reply *out, struct kt_err *err)
 	fprintf(fp, "# HELP ktune_up 1 while the server answers.\n# TYPE ktune_up gauge\nktune_up 1\n");
 	fprintf(fp, "# HELP ktune_uptime_seconds Seconds since the server started.\n"
 		    "# TYPE ktune_uptime_seconds gauge\nktune_uptime_seconds %.3f\n",
-		now_unix() - s->started);
+		kt_unix_s() - s->started);
 	fprintf(fp, "# HELP ktune_http_requests_total Requests answered, by route and status.\n"
 		    "# TYPE ktune_http_requests_total counter\n");
 	for (i = 0; i <= srv_nroutes; i++)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "../util/clock.h"
 
 struct fleet {
 	const struct sweep_opts *base;
@@ -23,14 +23,6 @@ struct fleet_thread {
 	int slot;		/* index into rep->devices */
 	pthread_t tid;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int fleet_parse_devices(const char *spec, const struct worker_opts *wo, int out[FLEET_MAX_DEVICES],
 			struct kt_err *err)
@@ -154,7 +146,7 @@ int fleet_run(const struct sweep_opts *base, const int *devices, int ndevices,
 {
 	struct fleet f;
 	struct fleet_thread th[FLEET_MAX_DEVICES];
-	double t0 = now_s();
+	double t0 = kt_clock_s();
 	int i, started = 0, missing = 0, first_missing = -1;
 
 	memset(rep, 0, sizeof(*rep));
@@ -212,7 +204,7 @@ int fleet_run(const struct sweep_opts *base, const int *devices, int ndevices,
 				kt_err_set(&items[i].err, KT_ENOGPU, "no device left to sweep it");
 		}
 	free(f.state);
-	rep->wall_s = now_s() - t0;
+	rep->wall_s = kt_clock_s() - t0;
 	if (missing)
 		return kt_err_set(err, items[first_missing].err.code,
 				  "%d of %d problems were not swept; the first (%s %s): %s", missing,

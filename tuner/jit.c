@@ -15,11 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../templates/templates.h"
 #include "../util/hash.h"
+#include "../util/clock.h"
 
 #ifndef KT_CUDA_HOME
 #define KT_CUDA_HOME "/usr/local/cuda"
@@ -141,14 +141,6 @@ int jit_key(const struct kt_program *p, const char *arch, char out[33], struct k
 	return 0;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 int jit_compile(const struct kt_program *p, const char *arch, struct jit_result *r,
 		struct kt_err *err)
 {
@@ -158,7 +150,7 @@ int jit_compile(const struct kt_program *p, const char *arch, struct jit_result 
 	nvrtcProgram prog = NULL;
 	nvrtcResult rc, crc;
 	size_t log_len = 0, bin_len = 0;
-	double t0 = now_ms();
+	double t0 = (kt_clock_s() * 1e3);
 	int n, ret = -1;
 
 	memset(r, 0, sizeof(*r));
@@ -216,7 +208,7 @@ int jit_compile(const struct kt_program *p, const char *arch, struct jit_result 
 	}
 	ret = 0;
 out:
-	r->ms = now_ms() - t0;
+	r->ms = (kt_clock_s() * 1e3) - t0;
 	if (prog && (rc = nvrtcDestroyProgram(&prog)) != NVRTC_SUCCESS && ret == 0)
 		ret = kt_err_set(err, KT_ECOMPILE, "nvrtcDestroyProgram: %s", nvrtcGetErrorString(rc));
 	if (ret != 0) {

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../db/store.h"
@@ -22,6 +21,7 @@
 #include "jit.h"
 #include "space.h"
 #include "strategy.h"
+#include "../util/clock.h"
 
 #define SWEEP_BATCH 32
 
@@ -41,14 +41,6 @@ double sweep_floor_us(double flops, double bytes)
 	double c = flops / 790e12, m = bytes / 4.3e12;
 
 	return (c > m ? c : m) * 1e6;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* One candidate of a batch, with the programs it needs. */
@@ -166,7 +158,7 @@ static void cand_release(struct cand *c)
 static void progress(struct run *r, const char *phase, int force)
 {
 	struct sweep_progress p;
-	double t = now_s();
+	double t = kt_clock_s();
 	long left = r->total - r->done;
 
 	if (!r->o->progress || (!force && t - r->last_progress < 0.1))
@@ -336,11 +328,11 @@ static int eval_batch(struct run *r, struct cand *c, int n, struct kt_err *err)
 				return -1;
 			continue;
 		}
-		t0 = now_s();
+		t0 = kt_clock_s();
 		if (worker_eval(r->w, &c[i].cfg, &c[i].plan, bins_ptrs(&c[i], ptrs, lens), lens,
 				cand_timeout(r), &wr, err) != 0)
 			return -1;
-		r->eval_s += now_s() - t0;
+		r->eval_s += kt_clock_s() - t0;
 		r->evaluated++;
 		r->sum->evaluated++;
 		if (record(r, &c[i], worker_status_name(wr.status), &wr, wr.message, err) != 0)
@@ -528,7 +520,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	memset(sum, 0, sizeof(*sum));
 	r.o = o;
 	r.sum = sum;
-	r.t0 = now_s();
+	r.t0 = kt_clock_s();
 	if (!(r.f = kt_family_find(o->family)))
 		return kt_err_set(err, KT_ENOTFOUND, "unknown family '%s' (ktune families lists them)",
 				  o->family ? o->family : "");
@@ -721,7 +713,7 @@ out:
 	json_decref(sj);
 	free(shape_json);
 	free(prov);
-	sum->wall_s = now_s() - r.t0;
+	sum->wall_s = kt_clock_s() - r.t0;
 	worker_stop(r.w);
 	store_close(r.st);
 	return rc;

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "../util/clock.h"
 
 #define WK_START_TIMEOUT_S 120.0	/* cuInit on a cold multi-GPU host is slow */
 #define WK_SETUP_TIMEOUT_S 300.0	/* problem: host fill + the GPU reference */
@@ -44,14 +45,6 @@ struct worker {
 
 /* ---- wire I/O (shared with the child) ---- */
 
-double wk_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Waits until fd is ready for ev; 0, or -1 with errno (ETIMEDOUT). */
 static int wk_wait(int fd, short ev, double deadline)
 {
@@ -60,7 +53,7 @@ static int wk_wait(int fd, short ev, double deadline)
 		int ms = -1, r;
 
 		if (deadline >= 0) {
-			double left = deadline - wk_now();
+			double left = deadline - kt_clock_s();
 
 			if (left <= 0) {
 				errno = ETIMEDOUT;
@@ -251,7 +244,7 @@ static void close_pipes(struct worker *w)
  * why (may be NULL) says how it ended. */
 static void child_reap(struct worker *w, double wait_s, char *why, size_t whylen)
 {
-	double deadline = wk_now() + wait_s;
+	double deadline = kt_clock_s() + wait_s;
 	int status = 0, killed = 0;
 	pid_t r;
 
@@ -262,12 +255,12 @@ static void child_reap(struct worker *w, double wait_s, char *why, size_t whylen
 		r = waitpid(w->pid, &status, WNOHANG);
 		if (r == w->pid || (r < 0 && errno != EINTR))
 			break;
-		if (r == 0 && !killed && wk_now() >= deadline) {
+		if (r == 0 && !killed && kt_clock_s() >= deadline) {
 			kill(w->pid, SIGKILL);
 			killed = 1;
 			/* A process inside the driver can take a while to die. */
-			deadline = wk_now() + 30;
-		} else if (r == 0 && killed && wk_now() >= deadline) {
+			deadline = kt_clock_s() + 30;
+		} else if (r == 0 && killed && kt_clock_s() >= deadline) {
 			/* NEEDSWORK: left unreaped (a zombie until we exit); a
 			 * child stuck in the kernel driver is all that gets here. */
 			r = -1;
@@ -407,7 +400,7 @@ static int child_spawn(struct worker *w, struct kt_err *err)
 		goto out;
 	}
 	if (wk_recv(w->from_child, &type, &payload, &len, sizeof(*hello),
-		    wk_now() + WK_START_TIMEOUT_S) != 0) {
+		    kt_clock_s() + WK_START_TIMEOUT_S) != 0) {
 		int e = errno;
 
 		if (e == ETIMEDOUT) {
@@ -476,7 +469,7 @@ static enum call_outcome child_call(struct worker *w, uint32_t type, const struc
 				    int niov, double timeout_s, struct wk_reply *rep,
 				    char *why, size_t whylen)
 {
-	double deadline = wk_now() + timeout_s;
+	double deadline = kt_clock_s() + timeout_s;
 	void *payload = NULL;
 	uint32_t rtype = 0;
 	size_t len = 0;
@@ -633,7 +626,7 @@ void worker_stop(struct worker *w)
 {
 	if (!w)
 		return;
-	if (w->pid > 0 && wk_send(w->to_child, WK_MSG_QUIT, NULL, 0, wk_now() + 1) == 0)
+	if (w->pid > 0 && wk_send(w->to_child, WK_MSG_QUIT, NULL, 0, kt_clock_s() + 1) == 0)
 		child_reap(w, 5, NULL, 0);
 	else
 		child_kill(w);

@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <signal.h>
 #include <unistd.h>
+#include "../util/clock.h"
 
 /* ---- shared by both backends ---- */
 
@@ -173,7 +174,7 @@ int wk_time(const struct wk_timing *t, double est_us, wk_batch_fn fn, void *arg,
 	int min_reps = t->min_reps > 0 ? t->min_reps : 10;
 	double budget_us = (t->budget_ms > 0 ? t->budget_ms : 400) * 1000.0;
 	double stable = t->stable_pct > 0 ? t->stable_pct : 0.5;
-	double *times = NULL, *sorted = NULL, prev = -1, start = wk_now();
+	double *times = NULL, *sorted = NULL, prev = -1, start = kt_clock_s();
 	int reps = 0, batch, rc = -1;
 
 	if (!(times = malloc((size_t)max_reps * sizeof(double))) ||
@@ -199,7 +200,7 @@ int wk_time(const struct wk_timing *t, double est_us, wk_batch_fn fn, void *arg,
 		    fabs(res->median_us - prev) <= stable / 100.0 * res->median_us)
 			break;
 		prev = res->median_us;
-		if ((wk_now() - start) * 1e6 >= budget_us)
+		if ((kt_clock_s() - start) * 1e6 >= budget_us)
 			break;
 	}
 	rc = 0;
@@ -317,10 +318,10 @@ static int cpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker
 	int i;
 
 	for (i = 0; i < n; i++) {
-		double t0 = wk_now();
+		double t0 = kt_clock_s();
 
 		cpu_kernel(r);
-		out_us[i] = (wk_now() - t0) * 1e6;
+		out_us[i] = (kt_clock_s() - t0) * 1e6;
 	}
 	return 0;
 }
@@ -362,9 +363,9 @@ static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct w
 	/* Poison, run once, verify. */
 	for (size_t k = 0; k < d->n; k++)
 		d->y[k] = 0xffff;
-	t0 = wk_now();
+	t0 = kt_clock_s();
 	cpu_kernel(&run);
-	est = (wk_now() - t0) * 1e6;
+	est = (kt_clock_s() - t0) * 1e6;
 	if (!(got = malloc(d->n * sizeof(float)))) {
 		kt_err_set(err, KT_EINTERNAL, "cpu device: out of memory");
 		goto out;

@@ -83,8 +83,6 @@ struct wk_reply {
 };
 
 /* ---- wire I/O (tuner/worker.c) ---- */
-/* Monotonic seconds. */
-double wk_now(void);
 /* Writes one message; deadline < 0 waits forever. 0, or -1 (errno set;
  * ETIMEDOUT past the deadline). */
 int wk_send(int fd, uint32_t type, const struct iovec *iov, int niov, double deadline);
