@@ -86,13 +86,27 @@ struct kt_program {
 	char defines[KT_MAX_DEFINES][48];	/* "BLOCK_M=128" (without -D) */
 };
 
-enum kt_arg_kind { KT_ARG_BUF = 0, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32 };
+enum kt_arg_kind { KT_ARG_BUF = 0, KT_ARG_I32, KT_ARG_I64, KT_ARG_F32, KT_ARG_TMAP };
+
+/* A TMA tensor map (sm_90) over buffer kt_arg.buf, built by the worker with
+ * cuTensorMapEncodeTiled and passed by value (128 bytes, 64-byte aligned:
+ * the kernel takes `const __grid_constant__ struct kt_tmap_t`). Dimension 0
+ * is the contiguous one; element type is the buffer's dtype. */
+struct kt_tmap {
+	int rank;			/* 2 or 3 */
+	long long dims[3];		/* elements per dimension */
+	long long strides[3];		/* elements between consecutive indices of
+					 * dims 1.. (strides[0] unused, must be 1) */
+	int box[3];			/* box (shared-memory tile) per dimension */
+	int swizzle;			/* 0, 32, 64 or 128 (bytes) */
+};
 
 struct kt_arg {
 	enum kt_arg_kind kind;
-	int buf;		/* KT_ARG_BUF: index into the buffer list */
+	int buf;		/* KT_ARG_BUF / KT_ARG_TMAP: index into the buffer list */
 	long long i;		/* KT_ARG_I32 / KT_ARG_I64 */
 	float f;		/* KT_ARG_F32 */
+	struct kt_tmap tmap;	/* KT_ARG_TMAP */
 };
 
 struct kt_launch {
