@@ -18,10 +18,10 @@ static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig)
 {
-	(void)sig;
 	interrupted = 1;
-	/* A second ^C kills at once; the sweep resumes from the store. */
-	signal(SIGINT, SIG_DFL);
+	/* A second ^C (or SIGTERM) kills at once; the sweep resumes from the
+	 * store. */
+	signal(sig, SIG_DFL);
 }
 
 static int sweep_cancelled(void *arg)
@@ -81,10 +81,11 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 {
 	json_t *params = json_loads(s->best_params[0] ? s->best_params : "{}", 0, NULL);
 
-	return json_pack("{s:s,s:s,s:I,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I},"
+	return json_pack("{s:s,s:s,s:I,s:b,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I},"
 			 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:o,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s}",
 			 "family", family, "shape", shape, "sweep_id", (json_int_t)s->sweep_id,
 			 "resumed", s->resumed, "interrupted", s->interrupted,
+			 "time_limited", s->time_limited,
 			 "device", s->device, "arch", s->arch,
 			 "counts", "space", (json_int_t)s->space, "pruned", (json_int_t)s->pruned,
 			 "planned", (json_int_t)s->planned, "skipped", (json_int_t)s->skipped,
@@ -105,8 +106,9 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 
 void cli_sweep_summary_print(const char *family, const char *shape, const struct sweep_summary *s)
 {
-	printf("sweep %lld: %s %s on %s (%s)%s%s\n", (long long)s->sweep_id, family, shape, s->device,
-	       s->arch, s->resumed ? ", resumed" : "", s->interrupted ? ", INTERRUPTED" : "");
+	printf("sweep %lld: %s %s on %s (%s)%s%s%s\n", (long long)s->sweep_id, family, shape,
+	       s->device, s->arch, s->resumed ? ", resumed" : "", s->interrupted ? ", INTERRUPTED" : "",
+	       s->time_limited ? ", STOPPED AT ITS TIME LIMIT (the same command resumes it)" : "");
 	printf("  space %ld valid (%ld pruned), planned %ld, already recorded %ld, evaluated now %ld\n",
 	       s->space, s->pruned, s->planned, s->skipped, s->evaluated);
 	printf("  statuses this run: ok %ld, wrong %ld, compile_error %ld, launch_error %ld, "
@@ -146,8 +148,10 @@ int cli_sweep_one(const char *cmd, struct sweep_opts *o, int json, struct sweep_
 	o->arg = &ps;
 	interrupted = 0;
 	signal(SIGINT, on_sigint);
+	signal(SIGTERM, on_sigint);
 	rc = sweep_run(o, sum, err);
 	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (ps.printed)
 		fputc('\n', stderr);
 	(void)cmd;
@@ -188,9 +192,11 @@ static int sweep_fleet(struct sweep_opts *o, const char *devices, struct fleet_i
 	o->arg = NULL;
 	interrupted = 0;
 	signal(SIGINT, on_sigint);
+	signal(SIGTERM, on_sigint);
 	fprintf(stderr, "ktune sweep: %d problem(s) on %d GPU(s)\n", nitems, ndev);
 	rc = fleet_run(o, devs, ndev, items, nitems, &rep, on_item_done, NULL, &err);
 	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (!json) {
 		for (i = 0; i < nitems; i++) {
 			if (!items[i].done)
@@ -255,6 +261,8 @@ static void help(void)
 	       "  --timeout S        per-candidate ceiling in seconds (default 10; scaled\n"
 	       "                     down from the best time once one config verified)\n"
 	       "  --plant            add the family's planted faulting and hanging kernels\n"
+	       "  --time-limit S     start no candidate after S seconds; the best so far is\n"
+	       "                     retimed and reported, the rest left for a resume\n"
 	       "  --no-retime        do not time the winner again at the end\n"
 	       "  --no-baseline      do not time cuBLAS beside it\n"
 	       "  --db PATH          database (default $KTUNE_DB, else ./ktune.db)\n"
@@ -270,6 +278,7 @@ int cmd_sweep(int argc, char **argv)
 	struct fleet_item items[SWEEP_MAX_ITEMS];
 	int nitems = 0, i;
 	const char *budget = NULL, *seed = NULL, *device = NULL, *threads = NULL, *timeout = NULL;
+	const char *time_limit = NULL;
 	const char *db = NULL, *backend = NULL;
 	int json = 0, plant = 0, no_retime = 0, no_baseline = 0, npos, rc;
 	char *pos[1];
@@ -281,6 +290,7 @@ int cmd_sweep(int argc, char **argv)
 		{ "budget", 1, &budget, NULL }, { "seed", 1, &seed, NULL },
 		{ "device", 1, &device, NULL }, { "threads", 1, &threads, NULL },
 		{ "timeout", 1, &timeout, NULL }, { "db", 1, &db, NULL },
+		{ "time-limit", 1, &time_limit, NULL },
 		{ "worker-backend", 1, &backend, NULL },	/* test-only: cpu */
 		{ "plant", 0, NULL, &plant }, { "no-retime", 0, NULL, &no_retime },
 		{ "no-baseline", 0, NULL, &no_baseline }, { "json", 0, NULL, &json },
@@ -351,7 +361,10 @@ int cmd_sweep(int argc, char **argv)
 	NUM("device", device, o.worker.device);
 	NUM("threads", threads, o.threads);
 	NUM("timeout", timeout, o.timeout_s);
+	NUM("time-limit", time_limit, o.time_limit_s);
 #undef NUM
+	if (time_limit && o.time_limit_s < 1)
+		return cli_usage_error("sweep", "--time-limit must be at least 1 second");
 	if (timeout && o.timeout_s < 1)
 		return cli_usage_error("sweep", "--timeout must be at least 1 second");
 	if (backend) {

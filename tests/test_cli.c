@@ -111,6 +111,11 @@ static void test_sweep_bad_input(void)
 	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "dense", "--shape", "tokens=16,in=64,out=64",
 			    "--budget", "-3", "--db", db), 2);
 	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "dense", "--shape", "tokens=16,in=64,out=64",
+			    "--time-limit", "soon", "--db", db), 2);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--time-limit"));
+	free(out);
 	CU_ASSERT_NOT_EQUAL(access(db, F_OK), 0);
 }
 

@@ -119,6 +119,33 @@ static void test_bad_requests(void)
 	CU_ASSERT_NOT_EQUAL(access(kt_test_path("bad.db"), F_OK), 0);
 }
 
+/* --time-limit: nothing starts after the limit, the sweep is left
+ * resumable, and the same options without a limit finish it. */
+static void test_time_limit_leaves_a_resumable_sweep(void)
+{
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct kt_err e = { 0 };
+	const char *db = kt_test_path("limit.db");
+
+	selftest_opts(&o, db, 0);
+	o.time_limit_s = 1e-6;	/* spent before the first candidate */
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.time_limited, 1);
+	CU_ASSERT_EQUAL(s.interrupted, 0);
+	CU_ASSERT(s.planned >= 2);
+	CU_ASSERT_EQUAL(s.evaluated, 0);
+	CU_ASSERT_EQUAL(s.best_us, 0);
+
+	o.time_limit_s = 0;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.resumed, 1);
+	CU_ASSERT_EQUAL(s.time_limited, 0);
+	CU_ASSERT_EQUAL(s.evaluated, s.planned);
+	CU_ASSERT(s.best_us > 0);
+	CU_ASSERT(s.retime_us > 0);
+}
+
 static void test_random_budget(void)
 {
 	struct sweep_opts o;
@@ -235,6 +262,7 @@ int main(void)
 	CU_add_test(s, "planted crash and hang are recorded, the sweep finishes",
 		    test_planted_failures_do_not_stop_a_sweep);
 	CU_add_test(s, "bad family, shape and strategy are refused", test_bad_requests);
+	CU_add_test(s, "--time-limit leaves a resumable sweep", test_time_limit_leaves_a_resumable_sweep);
 	CU_add_test(s, "random strategy honours its budget", test_random_budget);
 	CU_add_test(s, "random strategy samples every variant", test_random_covers_variants);
 	CU_add_test(s, "kill -9 mid-sweep, then the same command resumes", test_kill9_resume);

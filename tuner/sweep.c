@@ -312,6 +312,10 @@ static int eval_batch(struct run *r, struct cand *c, int n, struct kt_err *err)
 			r->sum->interrupted = 1;
 			return 0;
 		}
+		if (r->o->time_limit_s > 0 && kt_clock_s() - r->t0 > r->o->time_limit_s) {
+			r->sum->time_limited = 1;
+			return 0;
+		}
 		if (c[i].plan_failed) {
 			if (record(r, &c[i], "compile_error", NULL, c[i].message, err) != 0)
 				return -1;
@@ -645,7 +649,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 
 	if (!(batch = calloc(SWEEP_BATCH, sizeof(*batch))))
 		goto oom_end;
-	for (i = 0; i < norder && !sum->interrupted; i++) {
+	for (i = 0; i < norder && !sum->interrupted && !sum->time_limited; i++) {
 		struct cand *c = &batch[nb];
 
 		memset(c, 0, sizeof(*c));
@@ -674,7 +678,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 				cand_release(&batch[--nb]);
 		}
 	}
-	if (nb > 0 && !sum->interrupted && eval_batch(&r, batch, nb, err) != 0)
+	if (nb > 0 && !sum->interrupted && !sum->time_limited && eval_batch(&r, batch, nb, err) != 0)
 		goto end;
 	if (o->cancel && o->cancel(o->arg))
 		sum->interrupted = 1;
@@ -682,7 +686,10 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 		goto end;
 	sum->restarts = worker_restarts(r.w);
 	progress(&r, "done", 1);
-	if (store_sweep_end(r.st, r.sweep_id, sum->interrupted ? STORE_SWEEP_INTERRUPTED :
+	/* A sweep stopped by its time limit stays resumable, like an
+	 * interrupted one. */
+	if (store_sweep_end(r.st, r.sweep_id,
+			    sum->interrupted || sum->time_limited ? STORE_SWEEP_INTERRUPTED :
 			    STORE_SWEEP_DONE, err) != 0)
 		goto out;
 	ended = 1;

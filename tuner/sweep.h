@@ -40,6 +40,10 @@ struct sweep_opts {
 	int baseline;		/* time cuBLAS beside it (default 1) */
 	struct worker_opts worker;	/* exe, backend, device, timing policy */
 	double timeout_s;	/* per-candidate ceiling (0: 30 s) */
+	/* > 0: no candidate starts after this many seconds of the sweep; the
+	 * winner so far is still retimed and the rest is left to a resume
+	 * (the sweep ends unfinished, summary.time_limited). */
+	double time_limit_s;
 	/* Called at most ~10 times a second and at the end; may be NULL. */
 	void (*progress)(const struct sweep_progress *p, void *arg);
 	/* Polled between candidates; non-zero stops the sweep (interrupted). */
@@ -53,6 +57,7 @@ struct sweep_summary {
 	int64_t sweep_id;
 	int resumed;
 	int interrupted;
+	int time_limited;	/* stopped by time_limit_s: the plan is unfinished */
 	long space, pruned;	/* valid configs, configs rejected by constraints */
 	long planned, skipped;	/* in the plan, already recorded (resume) */
 	long evaluated;		/* this run */
