@@ -11,6 +11,22 @@ import json
 import sys
 
 
+def ratios(rows):
+    """The fused-rope backward against ktune's plain backward and against
+    unfused_rope, both of the same run, on the rope row (BENCH.md)."""
+    k = {(r["workload"], r["impl"]): r for r in rows}
+    for wl, impl in list(k):
+        if not wl.startswith("blockattn_bwd_rope:") or impl != "ktune":
+            continue
+        rope = k[(wl, impl)]
+        plain = k.get((wl.replace("_rope:", ":"), "ktune"))
+        unf = k.get((wl, "unfused_rope"))
+        if plain:
+            rope["vs_plain_bwd"] = round(rope["us"] / plain["us"], 4)
+        if unf:
+            rope["vs_unfused_rope"] = round(rope["us"] / unf["us"], 4)
+
+
 def main():
     out_path, commit, peers_path, sweeps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     rows, device, summaries = [], None, []
@@ -30,7 +46,9 @@ def main():
                "retime_us": round(s["retime_us"], 3), "floor_us": round(s["floor_us"], 3),
                "verified": True, "template": s.get("template", ""),
                "config": s["params"], "rel_err": s["rel_err"],
-               "sweep": {"space": s["counts"]["space"], "evaluated": s["counts"]["evaluated"],
+               "sweep": {"space": s["counts"]["space"], "planned": s["counts"]["planned"],
+                         "evaluated": s["counts"]["evaluated"],
+                         "complete": not s.get("time_limited") and not s.get("interrupted"),
                          "statuses": s["statuses"], "worker_restarts": s["worker_restarts"]}}
         if s.get("cublas_us"):
             row["cublas_us_in_worker"] = round(s["cublas_us"], 3)
@@ -44,17 +62,18 @@ def main():
         with open(p) as f:
             for r in json.load(f):
                 if r.get("impl") == "ktune_dq_check":
-                    # dq error of ktune's backward on the bench inputs (the
-                    # attention test's fastest plain config), folded into the
-                    # swept ktune row of that workload.
+                    # dq error of ktune's backward on the bench inputs, folded
+                    # into the swept ktune row of that workload; `config`
+                    # names the kernel that produced that dq.
                     for k in rows:
                         if k["workload"] == r["workload"] and k["impl"] == "ktune":
                             k["dq_rel_err"] = r["dq_rel_err"]
-                            k["dq_rel_err_from"] = "tests/test_blockattn dump (its fastest plain backward)"
+                            k["dq_rel_err_config"] = r.get("config", "unknown")
                     continue
                 if r.get("impl") == "ktune":
                     continue  # the sweep's row is the ktune row
                 rows.append(r)
+    ratios(rows)
     doc = {"device": device or "unknown",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "commit": commit, "rows": rows}
@@ -64,14 +83,24 @@ def main():
     by = {}
     for r in rows:
         by.setdefault(r["workload"], {})[r["impl"]] = r
-    print(f"{'workload':34s} {'ktune us':>9s} {'retime':>8s} {'floor':>7s} {'peer':>13s} {'peer us':>8s} {'ratio':>6s}")
+    print(f"{'workload':34s} {'ktune us':>9s} {'retime':>8s} {'floor':>7s} {'done':>4s} "
+          f"{'peer':>13s} {'peer us':>8s} {'ktune/peer':>10s}")
     for w, impls in by.items():
         k = impls.get("ktune")
-        pname = next((p for p in ("cublas_dense", "fa2_varlen", "unfused_rope") if p in impls), None)
-        c = impls.get(pname) if pname else None
-        ratio = f"{k['us'] / c['us']:.2f}" if k and c and c.get("us") else "-"
-        print(f"{w:34s} {k['us'] if k else '-':>9} {k['retime_us'] if k else '-':>8} "
-              f"{k['floor_us'] if k else '-':>7} {pname or '-':>13s} {c['us'] if c else '-':>8} {ratio:>6s}")
+        names = [p for p in ("cublas_dense", "torch_naive", "torch_compile", "fa2_varlen",
+                             "unfused_rope") if p in impls] or [None]
+        for pname in names:
+            c = impls.get(pname)
+            ratio = f"{k['us'] / c['us']:.3f}" if k and c and c.get("us") else "-"
+            done = ("yes" if k["sweep"]["complete"] else "part") if k else "-"
+            print(f"{w:34s} {k['us'] if k else '-':>9} {k['retime_us'] if k else '-':>8} "
+                  f"{k['floor_us'] if k else '-':>7} {done:>4s} {pname if c else '-':>13s} "
+                  f"{c['us'] if c else '-':>8} {ratio:>10s}")
+        if k and "vs_plain_bwd" in k:
+            print(f"{w:34s} rope / plain bwd {k['vs_plain_bwd']:.3f}")
+        if k and "dq_rel_err" in k:
+            fa = impls.get("fa2_varlen", {}).get("dq_rel_err")
+            print(f"{w:34s} dq_rel_err ktune {k['dq_rel_err']:.3e} fa2 {fa if fa is None else f'{fa:.3e}'}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@
 # 5. OUT_DIR/h200.json in BENCH.md's format, the database and its JSON export.
 # The short table comes last; logs are in OUT_DIR.
 #
+# KTUNE_WORKLOADS lists workload ids; `ID@random:N` sweeps ID with a random
+# budget of N configs (the suite's other shapes), `ID` sweeps it in full.
+# KTUNE_SWEEP_LIMIT=S passes --time-limit S to every sweep (a time-limited
+# machine: the best so far is still retimed and reported, marked unfinished).
 # KTUNE_STEPS picks steps (default: "tests compile sweeps peers export collect";
 # "attn" adds the attention GPU suite and FA2 peers),
 # so the run can be split over calls of a time-limited machine; collect reads
@@ -60,28 +64,31 @@ if want sweeps && [ -n "${KTUNE_DEVICES:-}" ]; then
 		{ echo "sweep FAILED (see $OUT/sweep_$name.log)" >&2; tail -n 5 "$OUT/sweep_$name.log" >&2; status=1; }
 	tail -n "$(( ${#workloads[@]} + 1 ))" "$OUT/sweep_$name.log" >&2
 elif want sweeps; then
-	for w in "${workloads[@]}"; do
+	for entry in "${workloads[@]}"; do
+		w=${entry%%@*}
 		name=${w//:/_}
-		plant=()
+		plant=() how=()
 		[ "${w%%:*}" = dense ] && plant=(--plant)
-		step "sweep $w ${plant[*]} ${extra_args[*]}"
-		"$K" sweep --workload "$w" --db "$db" --json "${plant[@]}" "${extra_args[@]}" \
+		if [[ "$entry" == *@random:* ]]; then
+			how=(--strategy random --budget "${entry##*@random:}")
+		fi
+		[ -n "${KTUNE_SWEEP_LIMIT:-}" ] && how+=(--time-limit "$KTUNE_SWEEP_LIMIT")
+		step "sweep $w ${plant[*]} ${how[*]} ${extra_args[*]}"
+		"$K" sweep --workload "$w" --db "$db" --json "${plant[@]}" "${how[@]}" "${extra_args[@]}" \
 			>"$OUT/sweep_$name.json" 2>"$OUT/sweep_$name.log" ||
 			{ echo "sweep $w FAILED (see $OUT/sweep_$name.log)" >&2; tail -n 5 "$OUT/sweep_$name.log" >&2; status=1; }
+		tail -n 1 "$OUT/sweep_$name.log" >&2
 	done
 fi
 want sweeps && "$K" trials --db "$db" >"$OUT/trials.txt" 2>&1
 
 if want attn; then
-	# Every attention config verified on small ragged shapes against the
-	# CPU (double) and GPU references, the bench inputs and the best plain
-	# backward's dq dumped; then FA2 on the same lengths and inputs, the
-	# float64 dq error of both, and unfused_rope from ktune's swept backward.
-	step "attention: GPU suite, FA2 peers"
-	mkdir -p /tmp/ktune-attn
-	KTUNE_BLOCKATTN_BENCH="$OUT/attn_test_rows.json" KTUNE_BLOCKATTN_DUMP=/tmp/ktune-attn \
-		"$B/tests/test_blockattn" >"$OUT/test_blockattn.log" 2>&1 || { echo "test_blockattn FAILED" >&2; status=1; }
-	grep -E "asserts|FAIL" "$OUT/test_blockattn.log" >&2
+	# The swept ktune rows of this lane (winner config keys included); the
+	# bench inputs and the swept plain backward winner's dq on them dumped by
+	# tests/test_blockattn (that one config, verified against the GPU
+	# reference first); then FA2 on the same lengths and inputs, the float64
+	# dq error of both, and unfused_rope from the swept plain backward.
+	step "attention: winner's dq, FA2 peers"
 	python3 - "$OUT" >"$OUT/ktune_attn_rows.json" <<'PY'
 import glob, json, sys
 rows = []
@@ -89,12 +96,25 @@ for p in glob.glob(sys.argv[1] + "/sweep_*.json"):
     try:
         d = json.load(open(p))
     except ValueError:
-        continue  # a sweep that was stopped printed nothing
+        continue  # a sweep that was killed printed nothing
     for s in d.get("sweeps", [d]):
         if s.get("workload", "").startswith("blockattn") and s.get("verified"):
-            rows.append({"workload": s["workload"], "impl": "ktune", "us": s["us"]})
+            rows.append({"workload": s["workload"], "impl": "ktune", "us": s["us"],
+                         "config": s["config"]})
 json.dump(rows, sys.stdout)
 PY
+	cfg=$(python3 -c 'import json,sys; print(next((r["config"] for r in json.load(open(sys.argv[1]))
+		if r["workload"] == "blockattn_bwd:ads_d128_L256"), ""))' "$OUT/ktune_attn_rows.json")
+	rm -rf /tmp/ktune-attn && mkdir -p /tmp/ktune-attn
+	if [ -n "$cfg" ]; then
+		KTUNE_BLOCKATTN_DUMP=/tmp/ktune-attn KTUNE_BLOCKATTN_DUMP_CONFIG="$cfg" \
+			"$B/tests/test_blockattn" >"$OUT/test_blockattn_dump.log" 2>&1 ||
+			{ echo "test_blockattn dump FAILED" >&2; status=1; }
+		grep -E "asserts|FAIL|dumped" "$OUT/test_blockattn_dump.log" >&2
+	else
+		echo "no verified blockattn_bwd:ads_d128_L256 winner: no dq dump" >&2
+		status=1
+	fi
 	python3 bench/peers_attn.py "$OUT/peers_attn_$(date +%s).json" --inputs /tmp/ktune-attn \
 		--ktune "$OUT/ktune_attn_rows.json" >"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn FAILED" >&2; status=1; }
 	python3 bench/peers_attn.py "$OUT/peers_attn_L1024_$(date +%s).json" --lmax 1024 \
@@ -104,7 +124,7 @@ fi
 
 if want peers; then
 	step "peers"
-	python3 bench/peers.py "$OUT/peers_$(date +%s).json" "${workloads[@]}" >"$OUT/peers.log" 2>&1 ||
+	python3 bench/peers.py "$OUT/peers_$(date +%s).json" "${workloads[@]%%@*}" >"$OUT/peers.log" 2>&1 ||
 		{ echo "peers FAILED" >&2; cat "$OUT/peers.log" >&2; status=1; }
 	cat "$OUT/peers.log" >&2
 fi
