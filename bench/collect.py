@@ -49,6 +49,7 @@ def main():
                "sweep": {"space": s["counts"]["space"], "planned": s["counts"]["planned"],
                          "evaluated": s["counts"]["evaluated"],
                          "complete": not s.get("time_limited") and not s.get("interrupted"),
+                         "wall_s": round(s.get("wall_s", 0), 1),
                          "statuses": s["statuses"], "worker_restarts": s["worker_restarts"]}}
         if s.get("cublas_us"):
             row["cublas_us_in_worker"] = round(s["cublas_us"], 3)

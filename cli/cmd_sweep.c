@@ -82,7 +82,7 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 	json_t *params = json_loads(s->best_params[0] ? s->best_params : "{}", 0, NULL);
 
 	return json_pack("{s:s,s:s,s:I,s:b,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I},"
-			 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:o,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s}",
+			 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:o,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s,s:f}",
 			 "family", family, "shape", shape, "sweep_id", (json_int_t)s->sweep_id,
 			 "resumed", s->resumed, "interrupted", s->interrupted,
 			 "time_limited", s->time_limited,
@@ -101,7 +101,8 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 			 "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
 			 "retime_us", s->retime_us, "rel_err", s->best_rel_err,
 			 "cublas_us", s->cublas_us, "floor_us", s->floor_us,
-			 "templates_hash", s->template_hash, "template", s->best_templates);
+			 "templates_hash", s->template_hash, "template", s->best_templates,
+			 "wall_s", s->wall_s);
 }
 
 void cli_sweep_summary_print(const char *family, const char *shape, const struct sweep_summary *s)
