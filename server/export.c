@@ -158,6 +158,32 @@ static json_t *launch_json(const struct kt_plan *p, const struct kt_launch *l)
 		case KT_ARG_F32:
 			json_array_append_new(args, json_pack("{s:f}", "f32", (double)a->f));
 			break;
+		case KT_ARG_TMAP: {
+			/* The map is built at run time over the buffer's device
+			 * pointer: what is exported is its description.
+			 * NEEDSWORK: a production runner must build the map with
+			 * cuTensorMapEncodeTiled (dtype from the buffer, strides in
+			 * bytes, element strides 1, interleave none, L2 promotion
+			 * 128B, OOB fill none) and pass its 128 bytes by value; the
+			 * C and CUDA exports do not emit that yet. */
+			const struct kt_tmap *t = &a->tmap;
+			int r = t->rank < 1 ? 1 : t->rank > 3 ? 3 : t->rank, k;
+			json_t *dims = json_array(), *strides = json_array(), *box = json_array();
+
+			for (k = 0; k < r; k++) {
+				json_array_append_new(dims, json_integer((json_int_t)t->dims[k]));
+				json_array_append_new(strides, json_integer((json_int_t)t->strides[k]));
+				json_array_append_new(box, json_integer(t->box[k]));
+			}
+			/* "buf_index", not "index": "index" marks a pointer arg. */
+			json_array_append_new(args, json_pack(
+				"{s:{s:i,s:i,s:o,s:o,s:o,s:i},s:s}", "tmap", "buf_index", a->buf,
+				"rank", t->rank, "dims", dims, "strides_elems", strides, "box", box,
+				"swizzle", t->swizzle, "comment",
+				"TMA tensor map (CUtensorMap, 128 bytes by value) over buffer buf_index; "
+				"NEEDSWORK: build it with cuTensorMapEncodeTiled at run time"));
+			break;
+		}
 		}
 	}
 	(void)p;
@@ -438,7 +464,11 @@ static const char header_prologue[] =
 "\tKTUNE_MATCH_DEFAULT = 3,\n"
 "\tKTUNE_MATCH_NONE = 4\t/* unknown device or family, or device ambiguous */\n"
 "};\n\n"
-"enum ktune_arg_kind { KTUNE_ARG_BUF = 0, KTUNE_ARG_I32, KTUNE_ARG_I64, KTUNE_ARG_F32 };\n\n"
+"/* KTUNE_ARG_TMAP: a TMA tensor map (CUtensorMap, 128 bytes by value) over\n"
+" * buffer `buf`, to be built by the caller with cuTensorMapEncodeTiled; its\n"
+" * geometry is in the comment beside the argument. */\n"
+"enum ktune_arg_kind { KTUNE_ARG_BUF = 0, KTUNE_ARG_I32, KTUNE_ARG_I64, KTUNE_ARG_F32,\n"
+"\tKTUNE_ARG_TMAP };\n\n"
 "struct ktune_arg {\n\tint kind;\t/* enum ktune_arg_kind */\n\tint buf;\t/* KTUNE_ARG_BUF: index into buffers */\n"
 "\tlong long i;\n\tfloat f;\n};\n\n"
 "struct ktune_launch {\n\tconst char *kernel;\t/* extern \"C\" name in the template */\n"
@@ -563,6 +593,23 @@ static void emit_launches(struct sbuf *b, int ei, const char *what, json_t *arr,
 					  (long long)json_integer_value(v));
 			else if ((v = json_object_get(a, "f32")))
 				sb_printf(b, "\t{ KTUNE_ARG_F32, -1, 0, %.9gf },\n", json_number_value(v));
+			else if ((v = json_object_get(a, "tmap"))) {
+				json_t *dims = json_object_get(v, "dims"), *box = json_object_get(v, "box");
+				size_t k;
+
+				/* One line per argument, so that nargs stays true. */
+				sb_printf(b, "\t{ KTUNE_ARG_TMAP, %d, 0, 0.0f },\t/* tensor map: dims",
+					  (int)json_integer_value(json_object_get(v, "buf_index")));
+				for (k = 0; k < json_array_size(dims); k++)
+					sb_printf(b, " %lld", (long long)json_integer_value(json_array_get(dims, k)));
+				sb_printf(b, ", box");
+				for (k = 0; k < json_array_size(box); k++)
+					sb_printf(b, " %lld", (long long)json_integer_value(json_array_get(box, k)));
+				sb_printf(b, ", swizzle %lld */\n",
+					  (long long)json_integer_value(json_object_get(v, "swizzle")));
+			} else {
+				sb_printf(b, "#error \"ktune export: an argument of unknown kind\"\n");
+			}
 		}
 		sb_printf(b, "};\n");
 	}

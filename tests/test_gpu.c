@@ -1,12 +1,15 @@
 /*
  * test_gpu.c -- the worker on a real GPU: device info, the selftest family's
  * ok / wrong / fault / hang / launch_error kernels (the worker goes on after
- * each), inputs and verification checked against the CPU, and the cuBLAS
- * baseline.
+ * each), inputs and verification checked against the CPU, TMA tensor-map
+ * arguments (KT_ARG_TMAP: a TMA copy kernel verified element for element),
+ * verification on the GPU (the compare kernel) against verification on the
+ * host, and the cuBLAS baseline.
  *
  * Without a GPU the GPU suite is made inactive with the reason printed;
  * with KTUNE_REQUIRE_GPU=1 a missing GPU is a failure. The NVRTC suite
- * (the selftest templates compile) runs everywhere.
+ * (the selftest, TMA and compare templates compile) runs everywhere. A
+ * failed GPU check prints a line starting with FAILED: saying which.
  */
 #include <math.h>
 #include <stdio.h>
@@ -78,6 +81,12 @@ static int build(struct built *b, const char *arch)
 	return 0;
 }
 
+struct tma_case {
+	int rank, box_w, box_h, swizzle;	/* the map */
+	long width, rows, planes;		/* x viewed as [planes][rows][width] */
+	int kernel_swizzle;			/* what the kernel undoes */
+};
+
 static void target_of(const struct worker_device_info *info, struct kt_target *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -124,6 +133,45 @@ static void test_selftest_compiles(void)
 	CU_ASSERT_EQUAL(build(&b, arch), 0);
 	CU_ASSERT_TRUE(b.lens[0] > 0);
 	built_release(&b);
+}
+
+static void tma_plan(const struct tma_case *tc, struct kt_plan *p);
+
+/* The worker's compare kernel (templates/compare.cu) compiles for the
+ * architectures it is built for at run time. */
+static void test_compare_compiles(void)
+{
+	static const char *const archs[] = { "sm_80", "sm_90" };
+	struct built b;
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		memset(&b, 0, sizeof(b));
+		b.plan.nprograms = 1;
+		b.plan.programs[0].tpl = "compare";
+		CU_ASSERT_EQUAL(build(&b, archs[i]), 0);
+		CU_ASSERT_TRUE(b.lens[0] > 0);
+		/* The kernel the worker looks up is there (extern "C"). */
+		CU_ASSERT_TRUE(b.lens[0] > 0 && memmem(b.cubins[0], b.lens[0], "kt_compare", 10));
+		built_release(&b);
+	}
+}
+
+/* The TMA program compiles for sm_90 (TMA) and sm_80 (an empty kernel). */
+static void test_tma_compiles(void)
+{
+	static const struct tma_case tc = { 3, 32, 8, 64, 200, 50, 100, 64 };
+	static const char *const archs[] = { "sm_90", "sm_80" };
+	struct built b;
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		memset(&b, 0, sizeof(b));
+		tma_plan(&tc, &b.plan);
+		CU_ASSERT_EQUAL(build(&b, archs[i]), 0);
+		CU_ASSERT_TRUE(b.lens[0] > 0);
+		built_release(&b);
+	}
 }
 
 /* ---- the GPU suite ---- */
@@ -305,6 +353,408 @@ static void test_selftest_on_gpu(void)
 	CU_ASSERT_EQUAL(worker_baseline(gw, "cublas_dense", &r, &err), 0);
 }
 
+/* Makes the selftest problem of SELFTEST_N elements current; 0 when set. */
+static int selftest_problem(void)
+{
+	const struct kt_family *f = kt_family_find("selftest");
+	struct kt_shape s = { { SELFTEST_N } };
+	struct kt_target tgt;
+	struct kt_err err = { 0 };
+	struct built ref;
+	char arch[16];
+	int rc;
+
+	target_of(&ginfo, &tgt);
+	kt_target_arch(&tgt, arch, sizeof(arch));
+	memset(&ref, 0, sizeof(ref));
+	if (f->ref_plan(&s, &tgt, &ref.plan, &err) != 0 || build(&ref, arch) != 0) {
+		built_release(&ref);
+		fprintf(stderr, "selftest reference: %s\n", err.msg);
+		return -1;
+	}
+	rc = worker_problem(gw, f, &s, SEED, &ref.plan, ref.cubins, ref.lens, &err);
+	if (rc != 0)
+		fprintf(stderr, "worker_problem(selftest): %s\n", err.msg);
+	built_release(&ref);
+	return rc;
+}
+
+/* ---- TMA tensor maps (KT_ARG_TMAP) ---- */
+
+
+/* selftest_tma over the selftest problem: y = 2x, the tensor part through
+ * TMA boxes, the tail (n - width*rows*planes elements) by plain loads. */
+static void tma_plan(const struct tma_case *tc, struct kt_plan *p)
+{
+	struct kt_launch *l = &p->launch[0];
+	struct kt_tmap *t;
+	long v[4];
+	int i;
+
+	memset(p, 0, sizeof(*p));
+	p->nprograms = 1;
+	p->programs[0].tpl = "selftest";
+	snprintf(p->programs[0].defines[0], 48, "SELFTEST_TMA=1");
+	snprintf(p->programs[0].defines[1], 48, "TMA_RANK=%d", tc->rank);
+	snprintf(p->programs[0].defines[2], 48, "TMA_BOX_W=%d", tc->box_w);
+	snprintf(p->programs[0].defines[3], 48, "TMA_BOX_H=%d", tc->box_h);
+	snprintf(p->programs[0].defines[4], 48, "TMA_SWIZZLE=%d", tc->kernel_swizzle);
+	p->programs[0].ndefines = 5;
+	p->nlaunch = 1;
+	snprintf(l->kernel, sizeof(l->kernel), "selftest_tma");
+	l->grid[0] = (unsigned)((tc->width + tc->box_w - 1) / tc->box_w);
+	l->grid[1] = (unsigned)((tc->rows + tc->box_h - 1) / tc->box_h);
+	l->grid[2] = (unsigned)tc->planes;
+	l->block[0] = 128;
+	l->block[1] = l->block[2] = 1;
+	l->nargs = 7;
+	l->args[0].kind = KT_ARG_TMAP;
+	l->args[0].buf = 0;
+	t = &l->args[0].tmap;
+	t->rank = tc->rank;
+	t->dims[0] = tc->width;
+	t->dims[1] = tc->rows;
+	t->dims[2] = tc->planes;
+	t->strides[0] = 1;
+	t->strides[1] = tc->width;
+	t->strides[2] = tc->width * tc->rows;
+	t->box[0] = tc->box_w;
+	t->box[1] = tc->box_h;
+	t->box[2] = 1;
+	t->swizzle = tc->swizzle;
+	l->args[1].kind = KT_ARG_BUF;
+	l->args[1].buf = 0;
+	l->args[2].kind = KT_ARG_BUF;
+	l->args[2].buf = 1;
+	v[0] = SELFTEST_N;
+	v[1] = tc->width;
+	v[2] = tc->rows;
+	v[3] = tc->planes;
+	for (i = 0; i < 4; i++) {
+		l->args[3 + i].kind = KT_ARG_I32;
+		l->args[3 + i].i = v[i];
+	}
+}
+
+static struct worker *start_env_worker(const char *name, const char *value);
+static int set_problem(struct worker *w, const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_plan *ref_override, struct kt_err *err);
+
+static void tma_eval_on(struct worker *w, const struct tma_case *tc, struct worker_result *r);
+
+static void tma_eval(const struct tma_case *tc, struct worker_result *r)
+{
+	tma_eval_on(gw, tc, r);
+}
+
+static void tma_eval_on(struct worker *w, const struct tma_case *tc, struct worker_result *r)
+{
+	struct kt_config c = cfg("ok", 1);
+	struct kt_target tgt;
+	struct kt_err err = { 0 };
+	struct built b;
+	char arch[16];
+
+	memset(r, 0, sizeof(*r));
+	r->status = (enum worker_status)-1;
+	memset(&b, 0, sizeof(b));
+	tma_plan(tc, &b.plan);
+	/* The device's arch (sm_90, not sm_90a: cp.async.bulk.tensor needs no
+	 * arch-specific features); below sm_90 the kernel compiles to nothing. */
+	target_of(&ginfo, &tgt);
+	kt_target_arch(&tgt, arch, sizeof(arch));
+	CU_ASSERT_EQUAL_FATAL(build(&b, arch), 0);
+	if (worker_eval(w, &c, &b.plan, b.cubins, b.lens, 0, r, &err) != 0) {
+		fprintf(stderr, "worker_eval(selftest_tma): %s\n", err.msg);
+		CU_FAIL("worker_eval returned -1");
+	}
+	printf("\n    TMA rank %d box %dx%d swizzle %3d (kernel %3d), %ldx%ldx%ld: %-12s rel_err %.3g, "
+	       "%d non-finite, %.2f us %s", tc->rank, tc->box_w, tc->box_h, tc->swizzle,
+	       tc->kernel_swizzle, tc->width, tc->rows, tc->planes, worker_status_name(r->status),
+	       r->rel_err, r->nonfinite, r->median_us, r->message);
+	built_release(&b);
+}
+
+static void test_tma_tmap(void)
+{
+	/* 200 is no multiple of any box width: out-of-bounds columns of the
+	 * last box arrive as zeros and must not be written. */
+	static const struct tma_case good[] = {
+		{ 2, 64, 32, 128, 200, 5000, 1, 128 },
+		{ 2, 32, 16, 0, 200, 5000, 1, 0 },
+		{ 2, 16, 8, 32, 200, 5000, 1, 32 },
+		{ 3, 32, 8, 64, 200, 50, 100, 64 },
+	};
+	struct tma_case tc;
+	struct worker_result r;
+	size_t i;
+	int restarts0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	CU_ASSERT_EQUAL_FATAL(selftest_problem(), 0);
+	restarts0 = worker_restarts(gw);
+	if (ginfo.sm < 90) {
+		/* No TMA: the worker must say so as a launch error. */
+		tma_eval(&good[0], &r);
+		printf("\n    TMA check skipped: device is sm_%d (TMA needs sm_90) ", ginfo.sm);
+		CU_ASSERT_EQUAL(r.status, WORKER_LAUNCH_ERROR);
+		CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "sm_90"));
+		return;
+	}
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		tma_eval(&good[i], &r);
+		if (r.status != WORKER_OK || r.rel_err != 0 || r.nonfinite != 0)
+			fprintf(stderr, "\nFAILED: TMA case %zu (rank %d, swizzle %d): %s, rel_err %g, "
+				"%d non-finite: %s\n", i, good[i].rank, good[i].swizzle,
+				worker_status_name(r.status), r.rel_err, r.nonfinite, r.message);
+		CU_ASSERT_EQUAL(r.status, WORKER_OK);
+		/* 2x is exact in bf16: every element equal, none left poisoned. */
+		CU_ASSERT_EQUAL(r.rel_err, 0.0);
+		CU_ASSERT_EQUAL(r.nonfinite, 0);
+	}
+	/* The kernel reading a 128B-swizzled box as if unswizzled gets rows
+	 * 1..7 of every 8 scrambled: wrong, so the cases above prove the map
+	 * was swizzled as asked. */
+	tc = good[0];
+	tc.kernel_swizzle = 0;
+	tma_eval(&tc, &r);
+	if (r.status != WORKER_WRONG)
+		fprintf(stderr, "\nFAILED: TMA swizzle mismatch was not caught: %s\n",
+			worker_status_name(r.status));
+	CU_ASSERT_EQUAL(r.status, WORKER_WRONG);
+	/* A map the worker refuses before the driver sees it: box[0] of
+	 * 128 bf16 = 256 bytes over the 128-byte swizzle span. */
+	tc = good[0];
+	tc.box_w = 128;
+	tma_eval(&tc, &r);
+	CU_ASSERT_EQUAL(r.status, WORKER_LAUNCH_ERROR);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "tensor map"));
+	CU_ASSERT_EQUAL(worker_restarts(gw), restarts0);
+
+	/* A driver without cuTensorMapEncodeTiled (a test hook hides it): a
+	 * launch error that says so, not a crash. */
+	{
+		const struct kt_family *f = kt_family_find("selftest");
+		struct kt_shape s = { { SELFTEST_N } };
+		struct kt_err err = { 0 };
+		struct worker *w = start_env_worker("KTUNE_TEST_NO_TMAP_ENCODE", "1");
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+		if (set_problem(w, f, &s, NULL, &err) != 0) {
+			fprintf(stderr, "\nFAILED: selftest problem: %s\n", err.msg);
+			CU_FAIL("selftest problem (no-encode worker)");
+		} else {
+			tma_eval_on(w, &good[0], &r);
+			if (r.status != WORKER_LAUNCH_ERROR ||
+			    !strstr(r.message, "no cuTensorMapEncodeTiled"))
+				fprintf(stderr, "\nFAILED: missing cuTensorMapEncodeTiled: %s: %s\n",
+					worker_status_name(r.status), r.message);
+			CU_ASSERT_EQUAL(r.status, WORKER_LAUNCH_ERROR);
+			CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "no cuTensorMapEncodeTiled"));
+		}
+		worker_stop(w);
+	}
+}
+
+/* ---- verification on the GPU vs on the host ---- */
+
+/* A CUDA worker whose child sees name=value in its environment. */
+static struct worker *start_env_worker(const char *name, const char *value)
+{
+	struct worker_opts o;
+	struct worker *w = NULL;
+	struct kt_err err = { 0 };
+	const char *old = getenv(name);
+	char *saved = old ? strdup(old) : NULL;
+
+	worker_opts_default(&o);
+	o.exe = worker_exe();
+	o.backend = WORKER_BACKEND_CUDA;
+	o.timeout_s = 60;
+	o.max_reps = 10;	/* verification is what these tests are about */
+	setenv(name, value, 1);
+	if (worker_start(&o, &w, &err) != 0) {
+		fprintf(stderr, "worker_start (%s=%s): %s\n", name, value, err.msg);
+		w = NULL;
+	}
+	if (saved)
+		setenv(name, saved, 1);
+	else
+		unsetenv(name);
+	free(saved);
+	return w;
+}
+
+/* KTUNE_HOST_COMPARE=host_compare: "0" the GPU compare kernel, required;
+ * "1" download and compare on the host. */
+static struct worker *start_compare_worker(const char *host_compare)
+{
+	return start_env_worker("KTUNE_HOST_COMPARE", host_compare);
+}
+
+/* Sets (f, shape) on w with the family's reference, or with ref_override. */
+static int set_problem(struct worker *w, const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_plan *ref_override, struct kt_err *err)
+{
+	struct kt_target tgt;
+	struct built ref;
+	char arch[16];
+	int rc = -1;
+
+	target_of(&ginfo, &tgt);
+	kt_target_arch(&tgt, arch, sizeof(arch));
+	memset(&ref, 0, sizeof(ref));
+	if (ref_override)
+		ref.plan = *ref_override;
+	else if (f->ref_plan(s, &tgt, &ref.plan, err) != 0)
+		goto out;
+	if (build(&ref, arch) != 0) {
+		kt_err_set(err, KT_ECOMPILE, "reference did not compile");
+		goto out;
+	}
+	rc = worker_problem(w, f, s, SEED, &ref.plan, ref.cubins, ref.lens, err);
+out:
+	built_release(&ref);
+	return rc;
+}
+
+static int eval_plan(struct worker *w, const struct kt_config *c, const struct kt_plan *p,
+		     struct worker_result *r)
+{
+	struct kt_target tgt;
+	struct kt_err err = { 0 };
+	struct built b;
+	char arch[16];
+	int rc = -1;
+
+	memset(r, 0, sizeof(*r));
+	r->status = (enum worker_status)-1;
+	target_of(&ginfo, &tgt);
+	kt_target_arch(&tgt, arch, sizeof(arch));
+	memset(&b, 0, sizeof(b));
+	b.plan = *p;
+	if (build(&b, arch) == 0 &&
+	    (rc = worker_eval(w, c, &b.plan, b.cubins, b.lens, 0, r, &err)) != 0)
+		fprintf(stderr, "worker_eval: %s\n", err.msg);
+	built_release(&b);
+	return rc;
+}
+
+/* Both paths must agree: status, non-finite count, and rel_err within 1e-6
+ * relative. Prints both, and which check failed. */
+static void expect_same(const char *what, const struct worker_result *g,
+			const struct worker_result *h)
+{
+	double tol = 1e-6 * fmax(fabs(g->rel_err), fabs(h->rel_err));
+	int same_rel = fabs(g->rel_err - h->rel_err) <= tol;
+
+	printf("\n    %-34s gpu: %-6s rel_err %.9g, %d non-finite | host: %-6s rel_err %.9g, "
+	       "%d non-finite", what, worker_status_name(g->status), g->rel_err, g->nonfinite,
+	       worker_status_name(h->status), h->rel_err, h->nonfinite);
+	if (g->status != h->status || g->nonfinite != h->nonfinite || !same_rel)
+		fprintf(stderr, "\nFAILED: GPU and host verification disagree on %s (%s)\n", what,
+			g->status != h->status ? "status" : g->nonfinite != h->nonfinite ?
+			"non-finite count" : "rel_err beyond 1e-6 relative");
+	CU_ASSERT_EQUAL(g->status, h->status);
+	CU_ASSERT_EQUAL(g->nonfinite, h->nonfinite);
+	CU_ASSERT_TRUE(same_rel);
+	CU_ASSERT_TRUE(g->rel_err >= 0);
+}
+
+static void test_compare_paths(void)
+{
+	const struct kt_family *st = kt_family_find("selftest"), *dense = kt_family_find("dense");
+	struct kt_shape s = { { SELFTEST_N } }, ds;
+	struct worker *w[2];	/* [0] GPU compare, [1] host compare */
+	struct worker_result r[2];
+	struct kt_target tgt;
+	struct kt_config c;
+	struct kt_plan p;
+	struct kt_err err = { 0 };
+	double expect;
+	int k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	w[0] = start_compare_worker("0");
+	w[1] = start_compare_worker("1");
+	if (!w[0] || !w[1]) {
+		CU_FAIL("FAILED: a compare worker did not start");
+		goto out;
+	}
+	target_of(&ginfo, &tgt);
+	for (k = 0; k < 2; k++)
+		if (set_problem(w[k], st, &s, NULL, &err) != 0) {
+			fprintf(stderr, "FAILED: selftest problem on the %s path: %s\n",
+				k ? "host" : "GPU", err.msg);
+			CU_FAIL("selftest problem (KTUNE_HOST_COMPARE=0 fails when the compare "
+				"kernel cannot be built)");
+			goto out;
+		}
+	/* ok: exact; wrong: y = 2x + 1, also checked against the host's own
+	 * computation from the documented seed. */
+	c = cfg("ok", 2);
+	CU_ASSERT_EQUAL_FATAL(st->plan(&s, &c, &tgt, &p, &err), 0);
+	for (k = 0; k < 2; k++)
+		eval_plan(w[k], &c, &p, &r[k]);
+	expect_same("selftest ok", &r[0], &r[1]);
+	CU_ASSERT_EQUAL(r[0].status, WORKER_OK);
+	CU_ASSERT_EQUAL(r[0].rel_err, 0.0);
+	c = cfg("wrong", 1);
+	CU_ASSERT_EQUAL_FATAL(st->plan(&s, &c, &tgt, &p, &err), 0);
+	for (k = 0; k < 2; k++)
+		eval_plan(w[k], &c, &p, &r[k]);
+	expect_same("selftest wrong", &r[0], &r[1]);
+	CU_ASSERT_EQUAL(r[0].status, WORKER_WRONG);
+	expect = host_wrong_rel_err(SELFTEST_N);
+	CU_ASSERT_TRUE(expect > 0 && fabs(r[0].rel_err - expect) <= 1e-6 * expect);
+	/* The last 1000 elements left unwritten: exactly 1000 poisoned (NaN)
+	 * outputs seen by both paths. */
+	c = cfg("ok", 1);
+	CU_ASSERT_EQUAL_FATAL(st->plan(&s, &c, &tgt, &p, &err), 0);
+	p.launch[0].args[2].i = SELFTEST_N - 1000;
+	for (k = 0; k < 2; k++)
+		eval_plan(w[k], &c, &p, &r[k]);
+	expect_same("selftest ok, 1000 left unwritten", &r[0], &r[1]);
+	CU_ASSERT_EQUAL(r[0].status, WORKER_WRONG);
+	CU_ASSERT_EQUAL(r[0].nonfinite, 1000);
+
+	/* A reference that leaves 5 outputs unwritten is refused (the
+	 * reference's sanity check) on both paths. */
+	CU_ASSERT_EQUAL_FATAL(st->ref_plan(&s, &tgt, &p, &err), 0);
+	p.launch[0].args[2].i = SELFTEST_N - 5;
+	for (k = 0; k < 2; k++) {
+		kt_err_clear(&err);
+		CU_ASSERT_EQUAL(set_problem(w[k], st, &s, &p, &err), -1);
+		printf("\n    %s path, reference with holes: %s", k ? "host" : "gpu ", err.msg);
+		if (!strstr(err.msg, "5 non-finite"))
+			fprintf(stderr, "\nFAILED: the %s path did not refuse a non-finite "
+				"reference: %s\n", k ? "host" : "GPU", err.msg);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "5 non-finite"));
+	}
+
+	/* A real GEMM: bf16 rounding gives a small non-zero error. */
+	if (dense && kt_shape_parse(dense, "tokens=256,in=1024,out=1024", &ds, &err) == 0 &&
+	    dense->default_config(&ds, &tgt, &c) == 0 &&
+	    dense->plan(&ds, &c, &tgt, &p, &err) == 0) {
+		for (k = 0; k < 2; k++) {
+			if (set_problem(w[k], dense, &ds, NULL, &err) != 0) {
+				fprintf(stderr, "FAILED: dense problem: %s\n", err.msg);
+				CU_FAIL("dense problem");
+				goto out;
+			}
+			eval_plan(w[k], &c, &p, &r[k]);
+		}
+		expect_same("dense default config", &r[0], &r[1]);
+		CU_ASSERT_EQUAL(r[0].status, WORKER_OK);
+	} else {
+		fprintf(stderr, "FAILED: dense default plan: %s\n", err.msg);
+		CU_FAIL("dense default plan");
+	}
+out:
+	worker_stop(w[0]);
+	worker_stop(w[1]);
+}
+
 static void test_cublas_baseline(void)
 {
 	const struct kt_family *f = kt_family_find("dense");
@@ -378,12 +828,17 @@ int main(void)
 		return 1;
 	s = CU_add_suite("nvrtc: selftest templates", NULL, NULL);
 	CU_add_test(s, "selftest plans compile", test_selftest_compiles);
+	CU_add_test(s, "selftest TMA program compiles", test_tma_compiles);
+	CU_add_test(s, "compare kernel compiles (sm_80, sm_90)", test_compare_compiles);
 
 	gpu = gpu_init();
 	s = CU_add_suite("gpu: worker on a real device", NULL, gpu_cleanup);
 	if (gpu == 0) {
 		CU_add_test(s, "device info", test_device_info);
 		CU_add_test(s, "selftest ok wrong launch_error fault hang", test_selftest_on_gpu);
+		CU_add_test(s, "TMA tensor map arguments (KT_ARG_TMAP)", test_tma_tmap);
+		CU_add_test(s, "verification: GPU compare kernel vs host agree",
+			    test_compare_paths);
 		CU_add_test(s, "cuBLAS baseline", test_cublas_baseline);
 		CU_add_test(s, "device ordinal out of range", test_bad_ordinal);
 	} else if (kt_test_gpu_required() || gpu < 0) {

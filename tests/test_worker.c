@@ -17,6 +17,7 @@
 
 #include "../kernels/family.h"
 #include "../tuner/worker.h"
+#include "../tuner/worker_int.h"	/* wk_plan_check_bufs, wk_tmap_check */
 #include "testutil.h"
 
 static const char *worker_exe(void)
@@ -438,6 +439,180 @@ static void test_parent_death(void)
 		kill(child_pid, SIGKILL);
 }
 
+/* A valid rank-2 map over a bf16 buffer of rows x width elements. */
+static struct kt_tmap tmap2(long long width, long long rows, int box_w, int box_h, int swizzle)
+{
+	struct kt_tmap t;
+
+	memset(&t, 0, sizeof(t));
+	t.rank = 2;
+	t.dims[0] = width;
+	t.dims[1] = rows;
+	t.strides[0] = 1;
+	t.strides[1] = width;
+	t.box[0] = box_w;
+	t.box[1] = box_h;
+	t.swizzle = swizzle;
+	return t;
+}
+
+/* wk_tmap_check on t over b must fail with a message containing want. */
+static void expect_tmap_bad(const struct kt_tmap *t, const struct kt_buf *b, const char *want)
+{
+	char why[200] = "";
+	int rc = wk_tmap_check(t, b, why, sizeof(why));
+
+	CU_ASSERT_EQUAL(rc, -1);
+	if (rc != -1 || !strstr(why, want)) {
+		fprintf(stderr, "\n  tensor map check: want '%s', got rc %d '%s'\n", want, rc, why);
+		CU_FAIL("tensor map check message");
+	}
+}
+
+static void test_tmap_checks(void)
+{
+	struct kt_buf b, f32;
+	struct kt_tmap t;
+	struct kt_plan p;
+	char why[200];
+
+	memset(&b, 0, sizeof(b));
+	snprintf(b.name, sizeof(b.name), "x");
+	b.dtype = KT_BF16;
+	b.elems = 256 * 1024;
+	f32 = b;
+	f32.dtype = KT_F32;
+
+	/* Valid: every swizzle whose span holds box[0]. */
+	t = tmap2(256, 1024, 64, 32, 128);
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	t = tmap2(256, 1024, 32, 8, 64);
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	t = tmap2(256, 1024, 16, 8, 32);
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	t = tmap2(256, 1024, 256, 256, 0);
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	/* rank 3 covering the buffer exactly; a padded row stride. */
+	t = tmap2(256, 32, 64, 8, 128);
+	t.rank = 3;
+	t.dims[2] = 32;
+	t.strides[2] = 256 * 32;
+	t.box[2] = 1;
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	t = tmap2(200, 1000, 64, 32, 128);
+	t.strides[1] = 256;
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+
+	t = tmap2(256, 1024, 64, 32, 128);
+	t.rank = 1;
+	expect_tmap_bad(&t, &b, "rank 1");
+	t.rank = 4;
+	expect_tmap_bad(&t, &b, "rank 4");
+	t = tmap2(0, 1024, 64, 32, 128);
+	expect_tmap_bad(&t, &b, "dims[0] = 0");
+	t = tmap2(256, 1024, 64, 0, 128);
+	expect_tmap_bad(&t, &b, "box[1] = 0");
+	t = tmap2(256, 1024, 64, 257, 0);
+	expect_tmap_bad(&t, &b, "box[1] = 257");
+	t = tmap2(256, 1024, 64, 32, 48);
+	expect_tmap_bad(&t, &b, "swizzle 48");
+	t = tmap2(256, 1024, 64, 32, 128);
+	t.strides[0] = 2;
+	expect_tmap_bad(&t, &b, "strides[0]");
+	/* 100 bf16 = 200 bytes: not a multiple of 16; as f32, 400 bytes is. */
+	t = tmap2(100, 1000, 32, 32, 0);
+	expect_tmap_bad(&t, &b, "not a multiple of 16");
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &f32, why, sizeof(why)), 0);
+	/* box[0]: 4 bf16 = 8 bytes; 128 bf16 = 256 bytes over a 128-byte span;
+	 * 64 bf16 = 128 bytes over a 64-byte span. */
+	t = tmap2(256, 1024, 4, 32, 0);
+	expect_tmap_bad(&t, &b, "box[0] = 4");
+	t = tmap2(256, 1024, 128, 32, 128);
+	expect_tmap_bad(&t, &b, "swizzle span");
+	t = tmap2(256, 1024, 64, 32, 64);
+	expect_tmap_bad(&t, &b, "64-byte swizzle span");
+	t = tmap2(256, 1024, 32, 32, 128);
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, &f32, why, sizeof(why)), 0);
+	t = tmap2(256, 1024, 64, 32, 128);
+	expect_tmap_bad(&t, &f32, "256 bytes, over the 128-byte");
+	/* Past the end of the buffer, by one row or by an overflowing stride. */
+	t = tmap2(256, 1025, 64, 32, 128);
+	expect_tmap_bad(&t, &b, "buffer x");
+	t = tmap2(256, 1024, 64, 32, 128);
+	t.strides[1] = 1LL << 36;
+	expect_tmap_bad(&t, &b, "buffer x");
+	t.strides[1] = 1LL << 40;
+	expect_tmap_bad(&t, &b, "strides[1]");
+	/* Without a buffer only the shape is checked. */
+	t = tmap2(100, 1000000, 4, 32, 0);
+	CU_ASSERT_EQUAL(wk_tmap_check(&t, NULL, why, sizeof(why)), 0);
+
+	/* Through the plan check: the buffer index, and the message names the
+	 * launch. */
+	memset(&p, 0, sizeof(p));
+	p.nprograms = 1;
+	p.nlaunch = 1;
+	snprintf(p.launch[0].kernel, sizeof(p.launch[0].kernel), "k_tma");
+	p.launch[0].nargs = 2;
+	p.launch[0].args[0].kind = KT_ARG_TMAP;
+	p.launch[0].args[0].buf = 0;
+	p.launch[0].args[0].tmap = tmap2(256, 1024, 64, 32, 128);
+	p.launch[0].args[1].kind = KT_ARG_BUF;
+	p.launch[0].args[1].buf = 0;
+	CU_ASSERT_EQUAL(wk_plan_check_bufs(&p, 1, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);
+	p.launch[0].args[0].buf = 1;
+	CU_ASSERT_EQUAL(wk_plan_check_bufs(&p, 1, &b, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "arg 0: buffer 1 of 1"));
+	p.launch[0].args[0].buf = -1;
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	p.launch[0].args[0].buf = 0;
+	p.launch[0].args[0].tmap.box[0] = 128;
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);	/* needs the dtype */
+	CU_ASSERT_EQUAL(wk_plan_check_bufs(&p, 1, &b, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0 (k_tma) arg 0: tensor map: box[0] = 128"));
+	p.launch[0].args[0].kind = (enum kt_arg_kind)(KT_ARG_TMAP + 1);
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "bad kind"));
+}
+
+/* The CPU test device refuses a plan with a tensor map, and an invalid
+ * one, as launch errors; the worker goes on. */
+static void test_tmap_on_cpu_device(void)
+{
+	struct worker *w = start_cpu(4096, NULL);
+	struct kt_config c = variant("ok", 1);
+	struct kt_plan p;
+	struct worker_result r;
+	struct kt_err err = { 0 };
+
+	memset(&p, 0, sizeof(p));
+	p.nprograms = 1;
+	p.nlaunch = 1;
+	snprintf(p.launch[0].kernel, sizeof(p.launch[0].kernel), "selftest_tma");
+	p.launch[0].nargs = 2;
+	p.launch[0].args[0].kind = KT_ARG_TMAP;
+	p.launch[0].args[0].buf = 0;
+	p.launch[0].args[0].tmap = tmap2(64, 64, 64, 32, 128);	/* 4096 bf16: all of x */
+	p.launch[0].args[1].kind = KT_ARG_BUF;
+	p.launch[0].args[1].buf = 1;
+	CU_ASSERT_EQUAL_FATAL(worker_eval(w, &c, &p, NULL, NULL, 0, &r, &err), 0);
+	printf("\n    %s: %s ", worker_status_name(r.status), r.message);
+	CU_ASSERT_EQUAL(r.status, WORKER_LAUNCH_ERROR);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "TMA tensor map needs a CUDA device"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "selftest_tma"));
+	/* One row more than x holds: refused by the plan check first. */
+	p.launch[0].args[0].tmap.dims[1] = 65;
+	CU_ASSERT_EQUAL_FATAL(worker_eval(w, &c, &p, NULL, NULL, 0, &r, &err), 0);
+	printf("\n    %s: %s ", worker_status_name(r.status), r.message);
+	CU_ASSERT_EQUAL(r.status, WORKER_LAUNCH_ERROR);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "invalid plan"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.message, "4160 elements of buffer x"));
+	CU_ASSERT_EQUAL(eval(w, "ok", 0).status, WORKER_OK);
+	CU_ASSERT_EQUAL(worker_restarts(w), 0);
+	worker_stop(w);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -455,5 +630,7 @@ int main(void)
 	CU_add_test(s, "usage errors", test_usage_errors);
 	CU_add_test(s, "timing policy", test_timing_policy);
 	CU_add_test(s, "child dies with its parent", test_parent_death);
+	CU_add_test(s, "tensor map checks", test_tmap_checks);
+	CU_add_test(s, "tensor maps on the cpu test device", test_tmap_on_cpu_device);
 	return kt_test_main();
 }

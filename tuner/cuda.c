@@ -9,12 +9,23 @@
  * and *fatal tells the child to exit, because only a new process gets a
  * working context. Errors that are not a candidate's (setting up a problem)
  * go up as struct kt_err.
+ *
+ * Verification runs on the GPU: after the reference run each output is
+ * copied on the device, and a candidate's outputs are compared with those
+ * copies by templates/compare.cu (compiled with NVRTC once per child), which
+ * leaves a few partial sums per output to download. The host path (download
+ * every output, wk_compare) is used when KTUNE_HOST_COMPARE=1, or when the
+ * compare kernel cannot be built or the reference copies do not fit (one
+ * line on stderr says so); KTUNE_HOST_COMPARE=0 makes the GPU path required
+ * (a problem fails instead of falling back). Both judge through wk_judge.
  */
 #include "cuda.h"
+#include "jit.h"
 #include "worker_int.h"
 
 #include <cublas_api.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,6 +41,7 @@ static const struct {
 	int version;		/* matches the PFN_ typedef of the field */
 	int alt_version;	/* tried when version is not found; 0 none */
 	size_t off;
+	int optional;		/* 1: left NULL when missing; users check */
 } cu_syms[] = {
 	{ "cuInit", 2000, 0, offsetof(struct cu_api, Init) },
 	{ "cuDriverGetVersion", 2020, 0, offsetof(struct cu_api, DriverGetVersion) },
@@ -51,6 +63,7 @@ static const struct {
 	{ "cuMemFree", 3020, 0, offsetof(struct cu_api, MemFree) },
 	{ "cuMemcpyHtoD", 3020, 0, offsetof(struct cu_api, MemcpyHtoD) },
 	{ "cuMemcpyDtoH", 3020, 0, offsetof(struct cu_api, MemcpyDtoH) },
+	{ "cuMemcpyDtoDAsync", 3020, 0, offsetof(struct cu_api, MemcpyDtoDAsync) },
 	{ "cuMemsetD8Async", 3020, 0, offsetof(struct cu_api, MemsetD8Async) },
 	{ "cuMemsetD16Async", 3020, 0, offsetof(struct cu_api, MemsetD16Async) },
 	{ "cuMemsetD32Async", 3020, 0, offsetof(struct cu_api, MemsetD32Async) },
@@ -64,6 +77,7 @@ static const struct {
 	{ "cuEventSynchronize", 2000, 0, offsetof(struct cu_api, EventSynchronize) },
 	{ "cuEventElapsedTime", 12080, 2000, offsetof(struct cu_api, EventElapsedTime) },
 	{ "cuEventDestroy", 4000, 0, offsetof(struct cu_api, EventDestroy) },
+	{ "cuTensorMapEncodeTiled", 12000, 0, offsetof(struct cu_api, TensorMapEncodeTiled), 1 },
 };
 
 int cu_api_load(struct cu_api *api, struct kt_err *err)
@@ -99,6 +113,9 @@ int cu_api_load(struct cu_api *api, struct kt_err *err)
 		if (r == CUDA_ERROR_STUB_LIBRARY)
 			return kt_err_set(err, KT_ENOGPU, "no NVIDIA driver (libcuda.so.1 is the "
 					  "CUDA toolkit's stub library)");
+		if ((r != CUDA_SUCCESS || !fn || found != CU_GET_PROC_ADDRESS_SUCCESS) &&
+		    cu_syms[i].optional)
+			continue;
 		if (r != CUDA_SUCCESS || !fn || found != CU_GET_PROC_ADDRESS_SUCCESS) {
 			/* NEEDSWORK: libcuda stays loaded (dlclose of the driver
 			 * is unsafe once it has started threads); the child exits. */
@@ -176,6 +193,8 @@ struct cu_dev {
 	CUdeviceptr flush;	/* L2 flush buffer, 2x L2 */
 	size_t flush_bytes;
 	int smem_optin;
+	int sm;			/* 90 */
+	int sms;
 	/* the current problem */
 	const struct kt_family *f;
 	struct kt_shape s;
@@ -183,8 +202,19 @@ struct cu_dev {
 	struct kt_buf bufs[KT_MAX_BUFS];
 	CUdeviceptr dptr[KT_MAX_BUFS];
 	void *host_in[KT_MAX_BUFS];	/* inputs, kept to restore them after a bad candidate */
-	float *ref[KT_MAX_BUFS];	/* expected outputs */
+	float *ref[KT_MAX_BUFS];	/* expected outputs (host compare only) */
+	CUdeviceptr dref[KT_MAX_BUFS];	/* expected outputs on the device (GPU compare) */
+	int dev_cmp;		/* 1: this problem is verified on the GPU */
 	struct cu_blas blas;
+	/* the compare kernel (templates/compare.cu), set up once per child */
+	int cmp_state;		/* 0 not tried, 1 ready, -1 host path */
+	int cmp_required;	/* KTUNE_HOST_COMPARE=0 */
+	char cmp_why[200];	/* why the host path, when cmp_state == -1 */
+	CUmodule cmp_mod;
+	CUfunction cmp_fn;
+	CUdeviceptr cmp_part;	/* 3 doubles per block */
+	double *cmp_host;
+	unsigned cmp_blocks;
 };
 
 /* Formats a failed call into err (KT_ECUDA); sets *fatal when sticky. */
@@ -252,6 +282,10 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 	}
 	if (cu_api_load(&d->api, err) != 0)
 		goto out;
+	/* Test hook: behave as a driver without the tensor map entry point
+	 * (tests/test_gpu.c proves the launch error it must give). */
+	if (getenv("KTUNE_TEST_NO_TMAP_ENCODE"))
+		d->api.TensorMapEncodeTiled = NULL;
 	r = d->api.Init(0);
 	if (r == CUDA_ERROR_STUB_LIBRARY) {
 		kt_err_set(err, KT_ENOGPU,
@@ -309,6 +343,8 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 	info->clock_mhz = val[6] / 1000;
 	info->mem_clock_mhz = val[7] / 1000;
 	d->smem_optin = val[4];
+	d->sm = info->sm;
+	d->sms = info->sms;
 	/* The primary context: the same one cuBLAS's runtime will pick up. */
 	if ((r = d->api.DevicePrimaryCtxRetain(&d->ctx, d->dev)) != CUDA_SUCCESS) {
 		cu_fail(d, r, "cuDevicePrimaryCtxRetain", NULL, err);
@@ -345,13 +381,17 @@ static void problem_release(struct cu_dev *d)
 	for (i = 0; i < KT_MAX_BUFS; i++) {
 		if (d->dptr[i])
 			d->api.MemFree(d->dptr[i]);
+		if (d->dref[i])
+			d->api.MemFree(d->dref[i]);
 		free(d->host_in[i]);
 		free(d->ref[i]);
 		d->dptr[i] = 0;
+		d->dref[i] = 0;
 		d->host_in[i] = NULL;
 		d->ref[i] = NULL;
 	}
 	d->nprob = 0;
+	d->dev_cmp = 0;
 	d->f = NULL;
 }
 
@@ -364,6 +404,108 @@ static void blas_release(struct cu_blas *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* ---- verification on the GPU (templates/compare.cu) ---- */
+
+#define CMP_THREADS 256		/* as CMP_THREADS in templates/compare.cu */
+#define CMP_MAX_BLOCKS 1024
+
+static void cmp_release(struct cu_dev *d)
+{
+	if (d->cmp_mod)
+		d->api.ModuleUnload(d->cmp_mod);
+	if (d->cmp_part)
+		d->api.MemFree(d->cmp_part);
+	free(d->cmp_host);
+	d->cmp_mod = NULL;
+	d->cmp_fn = NULL;
+	d->cmp_part = 0;
+	d->cmp_host = NULL;
+}
+
+/* Sets the compare kernel up, once per child. 1: verify on the GPU; 0: on
+ * the host (said once on stderr); -1 with err when the GPU path is required
+ * (KTUNE_HOST_COMPARE=0) and unavailable. */
+static int cmp_setup(struct cu_dev *d, struct kt_err *err)
+{
+	const char *env = getenv("KTUNE_HOST_COMPARE");
+	struct kt_program prog;
+	struct jit_result jr;
+	struct kt_err jerr = { 0 };
+	char arch[16], desc[160];
+	CUresult r;
+
+	if (d->cmp_state == 0) {
+		d->cmp_required = env && strcmp(env, "0") == 0;
+		memset(&prog, 0, sizeof(prog));
+		memset(&jr, 0, sizeof(jr));
+		prog.tpl = "compare";
+		snprintf(arch, sizeof(arch), "sm_%d", d->sm);
+		d->cmp_blocks = (unsigned)(d->sms > 0 ? 4 * d->sms : 128);
+		if (d->cmp_blocks > CMP_MAX_BLOCKS)
+			d->cmp_blocks = CMP_MAX_BLOCKS;
+		if (env && strcmp(env, "1") == 0) {
+			snprintf(d->cmp_why, sizeof(d->cmp_why), "KTUNE_HOST_COMPARE=1");
+		} else if (jit_compile(&prog, arch, &jr, &jerr) != 0 || !jr.ok) {
+			snprintf(d->cmp_why, sizeof(d->cmp_why),
+				 "templates/compare.cu did not compile for %s: %.120s", arch,
+				 jerr.msg[0] ? jerr.msg : jr.log ? jr.log : "no log");
+		} else if ((r = d->api.ModuleLoadData(&d->cmp_mod, jr.cubin)) != CUDA_SUCCESS ||
+			   (r = d->api.ModuleGetFunction(&d->cmp_fn, d->cmp_mod, "kt_compare")) !=
+			   CUDA_SUCCESS ||
+			   (r = d->api.MemAlloc(&d->cmp_part, (size_t)d->cmp_blocks * 3 *
+						sizeof(double))) != CUDA_SUCCESS) {
+			cu_api_describe(&d->api, r, desc, sizeof(desc));
+			snprintf(d->cmp_why, sizeof(d->cmp_why), "loading the compare kernel: %s",
+				 desc);
+			d->cmp_part = 0;
+		} else if (!(d->cmp_host = malloc((size_t)d->cmp_blocks * 3 * sizeof(double)))) {
+			snprintf(d->cmp_why, sizeof(d->cmp_why), "out of memory");
+		} else {
+			d->cmp_state = 1;
+		}
+		jit_result_release(&jr);
+		if (d->cmp_state != 1) {
+			cmp_release(d);
+			d->cmp_state = -1;
+			fprintf(stderr, "ktune worker: verifying on the host: %s\n", d->cmp_why);
+		}
+	}
+	if (d->cmp_state == 1)
+		return 1;
+	if (d->cmp_required)
+		return kt_err_set(err, KT_ECUDA, "verification on the GPU is required "
+				  "(KTUNE_HOST_COMPARE=0) but unavailable: %s", d->cmp_why);
+	return 0;
+}
+
+/* Compares output buffer b at got with its reference at ref on the GPU and
+ * adds to the sums, in block order. */
+static CUresult cmp_run(struct cu_dev *d, CUdeviceptr got, CUdeviceptr ref, const struct kt_buf *b,
+			double *sq_diff, double *sq_ref, int *nonfinite)
+{
+	unsigned long long n = b->elems;
+	int dtype = (int)b->dtype;
+	void *params[] = { &got, &ref, &n, &dtype, &d->cmp_part, NULL };
+	double bad = 0;
+	CUresult r;
+	unsigned i;
+
+	if ((r = d->api.LaunchKernel(d->cmp_fn, d->cmp_blocks, 1, 1, CMP_THREADS, 1, 1, 0,
+				     d->stream, params, NULL)) != CUDA_SUCCESS ||
+	    (r = d->api.StreamSynchronize(d->stream)) != CUDA_SUCCESS ||
+	    (r = d->api.MemcpyDtoH(d->cmp_host, d->cmp_part,
+				   (size_t)d->cmp_blocks * 3 * sizeof(double))) != CUDA_SUCCESS)
+		return r;
+	for (i = 0; i < d->cmp_blocks; i++) {
+		*sq_diff += d->cmp_host[3 * i];
+		*sq_ref += d->cmp_host[3 * i + 1];
+		bad += d->cmp_host[3 * i + 2];
+	}
+	bad += *nonfinite;
+	*nonfinite = bad > INT_MAX ? INT_MAX : (int)bad;
+	return CUDA_SUCCESS;
+}
+
 void cu_dev_close(struct cu_dev *d)
 {
 	int i;
@@ -373,6 +515,7 @@ void cu_dev_close(struct cu_dev *d)
 	if (d->ctx) {
 		blas_release(&d->blas);
 		problem_release(d);
+		cmp_release(d);
 		if (d->flush)
 			d->api.MemFree(d->flush);
 		for (i = 0; i < d->nev; i++)
@@ -388,9 +531,15 @@ void cu_dev_close(struct cu_dev *d)
 
 /* ---- modules and launches ---- */
 
+#define CU_MAX_TMAPS 16	/* tensor maps per plan */
+
 struct cu_mods {
 	CUmodule mod[KT_MAX_PROGRAMS];
 	CUfunction fn[2 * KT_MAX_LAUNCHES];	/* prep launches, then timed ones */
+	/* Tensor maps, encoded once per plan (tmaps_encode): arg j of launch i
+	 * takes tmap[tmap_of[i][j] - 1]; 0 where the arg is no map. */
+	CUtensorMap tmap[CU_MAX_TMAPS];
+	unsigned char tmap_of[2 * KT_MAX_LAUNCHES][KT_MAX_ARGS];
 };
 
 static void mods_unload(struct cu_dev *d, struct cu_mods *m)
@@ -454,8 +603,83 @@ static CUresult mods_load(struct cu_dev *d, const struct kt_plan *p, const void 
 	return CUDA_SUCCESS;
 }
 
+/* Builds every KT_ARG_TMAP of plan p over its buffer (ptrs, bufs as the
+ * launches will see them). The plan was checked with wk_plan_check_bufs. On
+ * failure returns the driver's code and says what failed. */
+static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CUdeviceptr *ptrs,
+			     const struct kt_buf *bufs, struct cu_mods *m, char *what, size_t wlen)
+{
+	static const CUtensorMapDataType types[] = {
+		[KT_BF16] = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+		[KT_F32] = CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+		[KT_I32] = CU_TENSOR_MAP_DATA_TYPE_INT32,
+	};
+	const struct kt_launch *l;
+	int i, j, k, n = 0;
+
+	memset(m->tmap_of, 0, sizeof(m->tmap_of));
+	for (i = 0; i < p->nprep + p->nlaunch; i++) {
+		l = i < p->nprep ? &p->prep[i] : &p->launch[i - p->nprep];
+		for (j = 0; j < l->nargs; j++) {
+			const struct kt_arg *a = &l->args[j];
+			const struct kt_tmap *t = &a->tmap;
+			const struct kt_buf *b = &bufs[a->buf];
+			cuuint64_t dims[3], strides[2];
+			cuuint32_t box[3], estr[3] = { 1, 1, 1 };
+			CUtensorMapSwizzle sw;
+			char desc[200];
+			CUresult r;
+
+			if (a->kind != KT_ARG_TMAP)
+				continue;
+			if (d->sm < 90) {
+				snprintf(what, wlen, "%s arg %d: a TMA tensor map needs sm_90 or newer "
+					 "(device is sm_%d)", l->kernel, j, d->sm);
+				return CUDA_ERROR_NOT_SUPPORTED;
+			}
+			if (!d->api.TensorMapEncodeTiled) {
+				snprintf(what, wlen, "%s arg %d: the NVIDIA driver has no "
+					 "cuTensorMapEncodeTiled (CUDA 12.0 or newer needed)",
+					 l->kernel, j);
+				return CUDA_ERROR_NOT_SUPPORTED;
+			}
+			if (n == CU_MAX_TMAPS) {
+				snprintf(what, wlen, "%s arg %d: more than %d tensor maps in a plan",
+					 l->kernel, j, CU_MAX_TMAPS);
+				return CUDA_ERROR_INVALID_VALUE;
+			}
+			for (k = 0; k < t->rank; k++) {
+				dims[k] = (cuuint64_t)t->dims[k];
+				box[k] = (cuuint32_t)t->box[k];
+				if (k > 0)	/* bytes, for the driver */
+					strides[k - 1] = (cuuint64_t)t->strides[k] *
+							 kt_dtype_size(b->dtype);
+			}
+			sw = t->swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B :
+			     t->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B :
+			     t->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
+			r = d->api.TensorMapEncodeTiled(&m->tmap[n], types[b->dtype],
+							(cuuint32_t)t->rank,
+							(void *)(uintptr_t)ptrs[a->buf], dims, strides,
+							box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+							CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+							CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+			if (r != CUDA_SUCCESS) {
+				wk_tmap_describe(t, b, desc, sizeof(desc));
+				/* Cut short when long: the map's description is the tail. */
+				if (snprintf(what, wlen, "cuTensorMapEncodeTiled (%s arg %d: %s)",
+					     l->kernel, j, desc) >= (int)wlen && wlen > 1)
+					what[wlen - 2] = ')';
+				return r;
+			}
+			m->tmap_of[i][j] = (unsigned char)(++n);
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
 static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfunction fn,
-			   const CUdeviceptr *ptrs)
+			   const CUdeviceptr *ptrs, const struct cu_mods *m, int li)
 {
 	union {
 		CUdeviceptr p;
@@ -480,8 +704,15 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 		case KT_ARG_F32:
 			vals[j].f = l->args[j].f;
 			break;
+		case KT_ARG_TMAP:
+			if (!m->tmap_of[li][j])
+				return CUDA_ERROR_INVALID_VALUE;	/* not encoded: a bug */
+			break;
 		}
-		params[j] = &vals[j];
+		/* A map travels by value: the driver copies the 128 bytes the
+		 * kernel's __grid_constant__ parameter declares. */
+		params[j] = l->args[j].kind == KT_ARG_TMAP ?
+			    (void *)&m->tmap[m->tmap_of[li][j] - 1] : (void *)&vals[j];
 	}
 	params[l->nargs] = NULL;
 	return d->api.LaunchKernel(fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
@@ -532,7 +763,7 @@ static int work_enqueue(struct cu_work *w)
 		const struct kt_launch *l = i < w->p->nprep ? &w->p->prep[i] :
 					    &w->p->launch[i - w->p->nprep];
 
-		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs)) != CUDA_SUCCESS) {
+		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs, w->m, i)) != CUDA_SUCCESS) {
 			snprintf(w->what, sizeof(w->what), "cuLaunchKernel (%s)", l->kernel);
 			return -1;
 		}
@@ -692,18 +923,20 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 	struct cu_work w;
 	char what[128];
 	CUresult r = CUDA_SUCCESS;
-	int i, nb, rc = -1, nonfinite = 0;
+	int i, nb, rc = -1, nonfinite = 0, cmp;
 	double sq_diff = 0, sq_ref = 0;
 
 	memset(&mods, 0, sizeof(mods));
 	memset(&res, 0, sizeof(res));
 	problem_release(d);
+	if ((cmp = cmp_setup(d, err)) < 0)
+		return -1;
 	nb = f->buffers(s, NULL, d->bufs);
 	if (nb < 1 || nb > KT_MAX_BUFS) {
 		kt_err_set(err, KT_EINTERNAL, "%s: %d problem buffers", f->name, nb);
 		goto out;
 	}
-	if (wk_plan_check(ref, nb, what, sizeof(what)) != 0 || ref->nlaunch < 1) {
+	if (wk_plan_check_bufs(ref, nb, d->bufs, what, sizeof(what)) != 0 || ref->nlaunch < 1) {
 		kt_err_set(err, KT_EINTERNAL, "%s: bad reference plan: %s", f->name,
 			   ref->nlaunch < 1 ? "no launches" : what);
 		goto out;
@@ -731,18 +964,15 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 			}
 			if (wk_fill_input(f, s, i, b, d->host_in[i], seed, err) != 0)
 				goto out;
-		} else if (b->role == KT_BUF_OUTPUT) {
-			if (!(d->ref[i] = malloc(b->elems * sizeof(float)))) {
-				kt_err_set(err, KT_EINTERNAL, "out of memory for %s", b->name);
-				goto out;
-			}
 		}
 	}
 	if ((r = upload_inputs(d)) != CUDA_SUCCESS || (r = poison_outputs(d)) != CUDA_SUCCESS) {
 		cu_fail(d, r, "uploading the inputs", fatal, err);
 		goto out;
 	}
-	if ((r = mods_load(d, ref, cubins, lens, &mods, what, sizeof(what))) != CUDA_SUCCESS) {
+	if ((r = mods_load(d, ref, cubins, lens, &mods, what, sizeof(what))) != CUDA_SUCCESS ||
+	    (r = tmaps_encode(d, ref, d->dptr, d->bufs, &mods, what, sizeof(what))) !=
+	    CUDA_SUCCESS) {
 		cu_fail(d, r, what, fatal, err);
 		goto out;
 	}
@@ -761,15 +991,61 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 		cu_fail(d, w.cr, w.what[0] ? w.what : "the reference", fatal, err);
 		goto out;
 	}
+	/* The expected outputs stay on the device (a copy per output) when
+	 * they fit; else they go to the host. */
+	for (i = 0; i < nb && cmp; i++) {
+		size_t bytes = buf_bytes(&d->bufs[i]);
+
+		if (d->bufs[i].role != KT_BUF_OUTPUT)
+			continue;
+		if ((r = d->api.MemAlloc(&d->dref[i], bytes)) == CUDA_ERROR_OUT_OF_MEMORY &&
+		    !d->cmp_required) {
+			d->dref[i] = 0;
+			fprintf(stderr, "ktune worker: verifying %s on the host: no device memory "
+				"for a copy of %s (%zu bytes)\n", f->name, d->bufs[i].name, bytes);
+			cmp = 0;
+			break;
+		}
+		if (r != CUDA_SUCCESS) {
+			d->dref[i] = 0;
+			snprintf(what, sizeof(what), "allocating the reference copy of %s (%zu bytes)",
+				 d->bufs[i].name, bytes);
+			cu_fail(d, r, what, fatal, err);
+			goto out;
+		}
+		if ((r = d->api.MemcpyDtoDAsync(d->dref[i], d->dptr[i], bytes, d->stream)) !=
+		    CUDA_SUCCESS) {
+			cu_fail(d, r, "copying the reference outputs", fatal, err);
+			goto out;
+		}
+	}
+	/* Sanity: the reference itself must be finite (compared with itself). */
 	for (i = 0; i < nb; i++) {
 		if (d->bufs[i].role != KT_BUF_OUTPUT)
 			continue;
+		if (cmp) {
+			if ((r = cmp_run(d, d->dref[i], d->dref[i], &d->bufs[i], &sq_diff, &sq_ref,
+					 &nonfinite)) != CUDA_SUCCESS) {
+				cu_fail(d, r, "checking the reference on the GPU", fatal, err);
+				goto out;
+			}
+			continue;
+		}
+		if (d->dref[i]) {
+			d->api.MemFree(d->dref[i]);
+			d->dref[i] = 0;
+		}
+		if (!(d->ref[i] = malloc(d->bufs[i].elems * sizeof(float)))) {
+			kt_err_set(err, KT_EINTERNAL, "out of memory for %s", d->bufs[i].name);
+			goto out;
+		}
 		if ((r = download_output(d, i, d->ref[i])) != CUDA_SUCCESS) {
 			cu_fail(d, r, "downloading the reference", fatal, err);
 			goto out;
 		}
 		wk_compare(d->ref[i], d->ref[i], d->bufs[i].elems, &sq_diff, &sq_ref, &nonfinite);
 	}
+	d->dev_cmp = cmp;
 	if (nonfinite) {
 		kt_err_set(err, KT_EINTERNAL, "%s: the GPU reference left %d non-finite outputs",
 			   f->name, nonfinite);
@@ -818,7 +1094,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 				 "buffer %d differs from the problem's", i);
 			return 0;
 		}
-	if (wk_plan_check(p, nb, what, sizeof(what)) != 0 || p->nlaunch < 1) {
+	if (wk_plan_check_bufs(p, nb, bufs, what, sizeof(what)) != 0 || p->nlaunch < 1) {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "invalid plan: %s",
 			 p->nlaunch < 1 ? "no launches" : what);
@@ -845,7 +1121,8 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			goto out;
 		}
 	}
-	if ((r = mods_load(d, p, cubins, lens, &mods, what, sizeof(what))) != CUDA_SUCCESS) {
+	if ((r = mods_load(d, p, cubins, lens, &mods, what, sizeof(what))) != CUDA_SUCCESS ||
+	    (r = tmaps_encode(d, p, ptrs, bufs, &mods, what, sizeof(what))) != CUDA_SUCCESS) {
 		cand_fail(d, r, what, fatal, res);
 		rc = 0;
 		goto out;
@@ -877,6 +1154,15 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 	for (i = 0; i < d->nprob; i++) {
 		if (d->bufs[i].role != KT_BUF_OUTPUT)
 			continue;
+		if (d->dev_cmp) {
+			if ((r = cmp_run(d, d->dptr[i], d->dref[i], &d->bufs[i], &sq_diff, &sq_ref,
+					 &res->nonfinite)) != CUDA_SUCCESS) {
+				cand_fail(d, r, "verifying on the GPU (compare kernel)", fatal, res);
+				rc = 0;
+				goto out;
+			}
+			continue;
+		}
 		free(got);
 		if (!(got = malloc(d->bufs[i].elems * sizeof(float)))) {
 			kt_err_set(err, KT_EINTERNAL, "out of memory");

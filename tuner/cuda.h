@@ -38,6 +38,7 @@ struct cu_api {
 	PFN_cuMemFree_v3020 MemFree;
 	PFN_cuMemcpyHtoD_v3020 MemcpyHtoD;
 	PFN_cuMemcpyDtoH_v3020 MemcpyDtoH;
+	PFN_cuMemcpyDtoDAsync_v3020 MemcpyDtoDAsync;
 	PFN_cuMemsetD8Async_v3020 MemsetD8Async;
 	PFN_cuMemsetD16Async_v3020 MemsetD16Async;
 	PFN_cuMemsetD32Async_v3020 MemsetD32Async;
@@ -51,9 +52,12 @@ struct cu_api {
 	PFN_cuEventSynchronize_v2000 EventSynchronize;
 	PFN_cuEventElapsedTime_v2000 EventElapsedTime;	/* same signature as _v12080 */
 	PFN_cuEventDestroy_v4000 EventDestroy;
+	/* Optional (NULL when the driver lacks it): CUDA 12.0+, sm_90 maps. */
+	PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncodeTiled;
 };
 
-/* Loads the driver and resolves every entry point (does not call cuInit).
+/* Loads the driver and resolves every entry point (does not call cuInit);
+ * an optional one the driver lacks is left NULL.
  * KT_ENOGPU "no NVIDIA driver (libcuda.so.1 not found)" when it is absent. */
 int cu_api_load(struct cu_api *api, struct kt_err *err);
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal memory access ..." */

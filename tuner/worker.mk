@@ -1,6 +1,6 @@
 # tuner/ worker: the isolated GPU child process, the driver by dlopen, measuring
 LIB_SRCS += tuner/worker.c tuner/worker_child.c tuner/cuda.c kernels/selftest.c
-TEMPLATES += templates/selftest.cu
+TEMPLATES += templates/selftest.cu templates/compare.cu
 TESTS += test_worker test_gpu
 
 # A bare `ktune __worker` for working on the worker while the full binary

@@ -29,9 +29,118 @@
 
 /* ---- shared by both backends ---- */
 
+/* 1 for a swizzle span TMA knows: 0 (none), 32, 64 or 128 bytes. */
+static int tmap_swizzle_ok(int swizzle)
+{
+	return swizzle == 0 || swizzle == 32 || swizzle == 64 || swizzle == 128;
+}
+
+int wk_tmap_check(const struct kt_tmap *t, const struct kt_buf *b, char *why, size_t whylen)
+{
+	unsigned long long es, last = 0, term;
+	int i;
+
+	if (t->rank < 2 || t->rank > 3) {
+		snprintf(why, whylen, "rank %d (2 or 3 supported)", t->rank);
+		return -1;
+	}
+	for (i = 0; i < t->rank; i++) {
+		if (t->dims[i] <= 0 || t->dims[i] > (1LL << 32)) {
+			snprintf(why, whylen, "dims[%d] = %lld (1..2^32)", i, t->dims[i]);
+			return -1;
+		}
+		if (t->box[i] < 1 || t->box[i] > 256) {
+			snprintf(why, whylen, "box[%d] = %d (1..256)", i, t->box[i]);
+			return -1;
+		}
+	}
+	if (!tmap_swizzle_ok(t->swizzle)) {
+		snprintf(why, whylen, "swizzle %d (0, 32, 64 or 128 bytes)", t->swizzle);
+		return -1;
+	}
+	if (t->strides[0] != 1) {
+		snprintf(why, whylen, "strides[0] = %lld (dimension 0 is contiguous: 1)",
+			 t->strides[0]);
+		return -1;
+	}
+	if (!b)
+		return 0;	/* the rest needs the element size */
+	es = kt_dtype_size(b->dtype);
+	for (i = 1; i < t->rank; i++) {
+		unsigned long long bytes;
+
+		if (t->strides[i] <= 0 || __builtin_mul_overflow((unsigned long long)t->strides[i], es,
+								 &bytes) || bytes >= (1ULL << 40)) {
+			snprintf(why, whylen, "strides[%d] = %lld elements (1 .. 2^40 bytes)", i,
+				 t->strides[i]);
+			return -1;
+		}
+		if (bytes % 16) {
+			snprintf(why, whylen, "strides[%d] = %lld elements = %llu bytes, not a "
+				 "multiple of 16", i, t->strides[i], bytes);
+			return -1;
+		}
+	}
+	if (((unsigned long long)t->box[0] * es) % 16) {
+		snprintf(why, whylen, "box[0] = %d elements = %llu bytes, not a multiple of 16",
+			 t->box[0], (unsigned long long)t->box[0] * es);
+		return -1;
+	}
+	if (t->swizzle && (unsigned long long)t->box[0] * es > (unsigned long long)t->swizzle) {
+		snprintf(why, whylen, "box[0] = %d elements = %llu bytes, over the %d-byte swizzle "
+			 "span", t->box[0], (unsigned long long)t->box[0] * es, t->swizzle);
+		return -1;
+	}
+	/* The last element the map can address must lie inside the buffer:
+	 * the driver does not know the allocation and TMA would read past it. */
+	last = (unsigned long long)t->dims[0] - 1;
+	for (i = 1; i < t->rank; i++)
+		if (__builtin_mul_overflow((unsigned long long)(t->dims[i] - 1),
+					   (unsigned long long)t->strides[i], &term) ||
+		    __builtin_add_overflow(last, term, &last)) {
+			last = ~0ULL;
+			break;
+		}
+	if (last >= b->elems) {
+		snprintf(why, whylen, "spans %s%llu elements of buffer %s (%zu elements)",
+			 last == ~0ULL ? "over " : "", last == ~0ULL ? last : last + 1, b->name,
+			 b->elems);
+		return -1;
+	}
+	return 0;
+}
+
+void wk_tmap_describe(const struct kt_tmap *t, const struct kt_buf *b, char *buf, size_t len)
+{
+	static const char *const types[] = { "bf16", "f32", "i32" };
+	char dims[96] = "", strides[96] = "", box[48] = "";
+	int rank = t->rank < 1 ? 1 : t->rank > 3 ? 3 : t->rank, i;
+	size_t nd = 0, ns = 0, nb = 0;
+
+	for (i = 0; i < rank; i++) {
+		nd += (size_t)snprintf(dims + nd, sizeof(dims) - nd, "%s%lld", i ? "x" : "",
+				       t->dims[i]);
+		ns += (size_t)snprintf(strides + ns, sizeof(strides) - ns, "%s%lld", i ? "," : "",
+				       t->strides[i]);
+		nb += (size_t)snprintf(box + nb, sizeof(box) - nb, "%s%d", i ? "x" : "", t->box[i]);
+		if (nd >= sizeof(dims) || ns >= sizeof(strides) || nb >= sizeof(box))
+			break;
+	}
+	snprintf(buf, len, "%s %s[rank %d, dims %s, strides %s; box %s; swizzle %d]",
+		 b && (unsigned)b->dtype < 3 ? types[b->dtype] : "?", b ? b->name : "buffer",
+		 t->rank, dims, strides, box, t->swizzle);
+}
+
 int wk_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen)
 {
+	return wk_plan_check_bufs(p, nbufs, NULL, why, whylen);
+}
+
+int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *bufs, char *why,
+		       size_t whylen)
+{
 	const struct kt_launch *l;
+	char tw[160];
 	int i, j;
 
 	if (p->nprograms < 0 || p->nprograms > KT_MAX_PROGRAMS ||
@@ -57,14 +166,22 @@ int wk_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen)
 			return -1;
 		}
 		for (j = 0; j < l->nargs; j++) {
-			if (l->args[j].kind < KT_ARG_BUF || l->args[j].kind > KT_ARG_F32) {
+			const struct kt_arg *a = &l->args[j];
+
+			if (a->kind < KT_ARG_BUF || a->kind > KT_ARG_TMAP) {
 				snprintf(why, whylen, "launch %d arg %d: bad kind", i, j);
 				return -1;
 			}
-			if (l->args[j].kind == KT_ARG_BUF &&
-			    (l->args[j].buf < 0 || l->args[j].buf >= nbufs)) {
+			if ((a->kind == KT_ARG_BUF || a->kind == KT_ARG_TMAP) &&
+			    (a->buf < 0 || a->buf >= nbufs)) {
 				snprintf(why, whylen, "launch %d arg %d: buffer %d of %d", i, j,
-					 l->args[j].buf, nbufs);
+					 a->buf, nbufs);
+				return -1;
+			}
+			if (a->kind == KT_ARG_TMAP &&
+			    wk_tmap_check(&a->tmap, bufs ? &bufs[a->buf] : NULL, tw, sizeof(tw)) != 0) {
+				snprintf(why, whylen, "launch %d (%s) arg %d: tensor map: %s", i,
+					 l->kernel, j, tw);
 				return -1;
 			}
 		}
@@ -326,8 +443,46 @@ static int cpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker
 	return 0;
 }
 
-static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct wk_timing *t,
-		    struct worker_result *res, int *fatal, struct kt_err *err)
+/* The CPU device runs variants by name, not plans; it still checks a plan
+ * as the CUDA device would, and refuses TMA tensor maps (nothing on the
+ * host could build or read one). 1 when refused (res filled). */
+static int cpu_plan_refused(struct cpu_dev *d, const struct kt_config *c, const struct kt_plan *p,
+			    struct worker_result *res)
+{
+	struct kt_buf bufs[KT_MAX_BUFS];
+	char why[200];
+	int nb, i, j;
+
+	nb = d->f->buffers(&d->s, c, bufs);
+	if (nb < 1 || nb > KT_MAX_BUFS) {
+		res->status = WORKER_LAUNCH_ERROR;
+		snprintf(res->message, sizeof(res->message), "family gives %d buffers", nb);
+		return 1;
+	}
+	if (wk_plan_check_bufs(p, nb, bufs, why, sizeof(why)) != 0) {
+		res->status = WORKER_LAUNCH_ERROR;
+		snprintf(res->message, sizeof(res->message), "invalid plan: %s", why);
+		return 1;
+	}
+	for (i = 0; i < p->nprep + p->nlaunch; i++) {
+		const struct kt_launch *l = i < p->nprep ? &p->prep[i] : &p->launch[i - p->nprep];
+
+		for (j = 0; j < l->nargs; j++)
+			if (l->args[j].kind == KT_ARG_TMAP) {
+				res->status = WORKER_LAUNCH_ERROR;
+				snprintf(res->message, sizeof(res->message),
+					 "launch %d (%s) arg %d: a TMA tensor map needs a CUDA "
+					 "device (sm_90); the cpu test device has none", i,
+					 l->kernel, j);
+				return 1;
+			}
+	}
+	return 0;
+}
+
+static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct kt_plan *p,
+		    const struct wk_timing *t, struct worker_result *res, int *fatal,
+		    struct kt_err *err)
 {
 	struct cpu_run run = { d, 0, 1 };
 	double sq_diff = 0, sq_ref = 0, t0, est;
@@ -336,6 +491,8 @@ static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct w
 	long unroll;
 	int i, rc = -1;
 
+	if (cpu_plan_refused(d, c, p, res))
+		return 0;
 	if (c->variant < 0 || c->variant >= d->f->nvariants) {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "no variant %d", c->variant);
@@ -491,7 +648,8 @@ static void on_eval(struct child *ch, const void *payload, size_t len, struct wk
 		return;
 	}
 	if (ch->backend == WORKER_BACKEND_CPU)
-		rep->rc = cpu_eval(&ch->cpu, &ev.cfg, &ev.timing, &rep->res, &fatal, err);
+		rep->rc = cpu_eval(&ch->cpu, &ev.cfg, &ev.plan, &ev.timing, &rep->res, &fatal,
+				   err);
 	else
 		rep->rc = cu_dev_eval(ch->cu, &ev.cfg, &ev.plan, cubins, lens, &ev.timing,
 				      &rep->res, &fatal, err);

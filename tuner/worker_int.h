@@ -94,8 +94,22 @@ int wk_recv(int fd, uint32_t *type, void **payload, size_t *len, size_t max,
 
 /* ---- shared by the child's backends (tuner/worker_child.c) ---- */
 /* Checks every index in a plan against its limits: programs, launches,
- * args, buffers (nbufs), kernel names NUL-terminated. 0, or -1 with why. */
+ * args, buffers (nbufs), kernel names NUL-terminated, and every tensor map
+ * (wk_tmap_check, without the buffer). 0, or -1 with why. */
 int wk_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen);
+/* The same, with the plan's buffers known (bufs[0..nbufs)): tensor maps are
+ * also checked against their buffer's element size and extent. */
+int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *bufs, char *why,
+		       size_t whylen);
+/* What cuTensorMapEncodeTiled and TMA need, checked before the driver sees
+ * it: rank 2..3, dims 1..2^32, strides[0] == 1, box 1..256, swizzle 0, 32,
+ * 64 or 128; with the buffer b (NULL: skipped) also strides in bytes a
+ * multiple of 16 (< 2^40), box[0] bytes a multiple of 16 and within the
+ * swizzle span, and every addressed element inside b. 0, or -1 with why. */
+int wk_tmap_check(const struct kt_tmap *t, const struct kt_buf *b, char *why, size_t whylen);
+/* "bf16 x[2 dims 64x1024, strides 1,64; box 64x32; swizzle 128]" for
+ * messages; b may be NULL. */
+void wk_tmap_describe(const struct kt_tmap *t, const struct kt_buf *b, char *buf, size_t len);
 /* Input buffer i of a problem: host bytes generated from the problem seed
  * (family->fill, else kt_fill_bf16 / kt_fill_value with b->scale). */
 int wk_fill_input(const struct kt_family *f, const struct kt_shape *s, int i,
