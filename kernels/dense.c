@@ -3,9 +3,16 @@
  * W (out x in), bf16 in and out, fp32 accumulation. Our own GEMM core
  * (templates/gemm.cu); cuBLAS is timed beside it as the vendor baseline.
  *
- * Variants: mma_sync (sm_80+: cp.async ring, ldmatrix, mma.sync m16n8k16)
- * and wgmma (sm_90a: the same ring feeding warpgroup MMAs that read shared
- * memory directly); planted_fault and planted_hang fail on purpose.
+ * Variants: mma_sync (sm_80+: cp.async ring, ldmatrix, mma.sync m16n8k16),
+ * wgmma (sm_90a: the same ring feeding warpgroup MMAs that read shared
+ * memory directly) and wgmma_ws (sm_90a: TMA loads into an mbarrier ring
+ * from a producer warpgroup, CONSUMERS wgmma warpgroups, staged epilogue;
+ * x and W reach it as KT_ARG_TMAP tensor maps the worker builds);
+ * planted_fault and planted_hang fail on purpose.
+ *
+ * Measured on the H200 (tools/gemm_probe.cu, L2 flushed, 2026-11-29) at
+ * 1024 x 4096 x 4096: cuBLAS 46.85 us; wgmma_ws 128x256 4 stages 2
+ * consumers 47.26 us (1.01x), 256x128 47.87 us; the old wgmma path 58.85.
  *
  * Shape: tokens 1..2^20; in and out 16..65536 and multiples of 8 (the
  * template moves 16-byte chunks along K and stores bf16 pairs along N;
@@ -19,7 +26,7 @@
 #include <string.h>
 
 enum { D_TOKENS, D_IN, D_OUT };
-enum { V_MMA_SYNC, V_WGMMA, V_PLANTED_FAULT, V_PLANTED_HANG };
+enum { V_MMA_SYNC, V_WGMMA, V_PLANTED_FAULT, V_PLANTED_HANG, V_WGMMA_WS };
 enum { B_X, B_W, B_Y, B_WS };
 
 static const struct kt_dim dims[] = {
@@ -28,25 +35,31 @@ static const struct kt_dim dims[] = {
 	{"out", 16, 65536, 0, "output features (N); a multiple of 8"},
 };
 
-static const char *const variants[] = {"mma_sync", "wgmma", "planted_fault", "planted_hang"};
+/* wgmma_ws comes last so that the earlier indices stay what they were */
+static const char *const variants[] = {"mma_sync", "wgmma", "planted_fault", "planted_hang",
+				       "wgmma_ws"};
 
 #define MMA (1u << V_MMA_SYNC)
 #define WG (1u << V_WGMMA)
+#define WS (1u << V_WGMMA_WS)
 
 /* Value lists aim at the best kernels on sm_80..sm_90 (H200: 128x256 tiles,
  * 8 warps, 4+ stages for large tokens; 16..64-row tiles for decode);
  * check() removes what does not fit the target. */
 static const struct kt_param params[] = {
-	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, MMA | WG,
+	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, MMA | WG | WS,
 	 "CTA tile rows (tokens); wgmma: 64 per warpgroup"},
-	{"BLOCK_N", 4, {32, 64, 128, 256}, MMA | WG, "CTA tile columns (out)"},
+	{"BLOCK_N", 4, {32, 64, 128, 256}, MMA | WG | WS, "CTA tile columns (out)"},
 	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (in); wgmma: 64"},
 	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along M"},
 	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along N"},
-	{"STAGES", 4, {2, 3, 4, 5}, MMA | WG, "cp.async pipeline depth"},
-	{"GROUP_M", 2, {1, 8}, MMA | WG, "tile rows walked together for L2 reuse (1: plain order)"},
+	{"STAGES", 4, {2, 3, 4, 5}, MMA | WG | WS, "cp.async / TMA ring depth"},
+	{"GROUP_M", 2, {1, 8}, MMA | WG | WS,
+	 "tile rows walked together for L2 reuse (1: plain order)"},
 	{"SPLIT_K", 3, {1, 2, 4}, MMA | WG,
 	 "K slices over grid.y (fp32 workspace + reduce) when tiles leave SMs idle"},
+	{"CONSUMERS", 2, {1, 2}, WS,
+	 "wgmma_ws: consumer warpgroups (each BLOCK_M/CONSUMERS rows) beside the TMA producer"},
 };
 
 extern const struct kt_family dense_family;
@@ -64,7 +77,7 @@ static int dense_check(const struct kt_shape *s, const struct kt_config *c,
 
 	if (c->variant == V_PLANTED_FAULT || c->variant == V_PLANTED_HANG)
 		return 0;
-	if (c->variant != V_MMA_SYNC && c->variant != V_WGMMA)
+	if (c->variant != V_MMA_SYNC && c->variant != V_WGMMA && c->variant != V_WGMMA_WS)
 		return snprintf(why, whylen, "unknown variant %d", c->variant), 1;
 	tile_of(c, &t);
 	return kt_gemm_check(&t, s->v[D_TOKENS], s->v[D_OUT], s->v[D_IN], 0, tgt, why, whylen);
@@ -91,7 +104,8 @@ static int dense_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 	out[B_Y].role = KT_BUF_OUTPUT;
 	out[B_Y].dtype = KT_BF16;
 	out[B_Y].elems = t * m;
-	if (cfg && (cfg->variant == V_MMA_SYNC || cfg->variant == V_WGMMA)) {
+	if (cfg && (cfg->variant == V_MMA_SYNC || cfg->variant == V_WGMMA ||
+		    cfg->variant == V_WGMMA_WS)) {
 		struct kt_gemm_tile tile;
 		size_t ws;
 
@@ -190,9 +204,21 @@ static double dense_min_bytes(const struct kt_shape *s)
 	return 2.0 * (t * n + n * m + t * m);
 }
 
-/* On sm_90a a warpgroup-MMA tile, best first (measured on the H200 at
- * 1024x4096x4096: 256x128 and 128x256 with 4 stages ~1.3x cuBLAS), taken
- * when its grid fills at least half the machine; else the mma.sync list. */
+/* On sm_90a a warp-specialized tile, best first (measured on the H200,
+ * gemm_probe, cuBLAS = 1: 128x256 4 stages 2 consumers 1.01 at
+ * 1024x4096x4096, 1.03 at 16384 tokens; 256x128 1.02; 128x128 6 stages
+ * 1.13; 64x128 6 stages 1 consumer 1.21 at 1024x1024x4096), taken when
+ * its grid fills at least half the machine; then a warpgroup-MMA tile
+ * (1024x4096x4096: 256x128 and 128x256 with 4 stages ~1.3x cuBLAS); else
+ * the mma.sync list. */
+static const long ws_defaults[][4] = {
+	/* BLOCK_M, BLOCK_N, STAGES, CONSUMERS */
+	{128, 256, 4, 2},
+	{256, 128, 4, 2},
+	{128, 128, 5, 2},
+	{64, 128, 5, 1},
+};
+
 static const long wgmma_defaults[][3] = {
 	/* BLOCK_M, BLOCK_N, STAGES */
 	{256, 128, 4},
@@ -209,6 +235,36 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 	char why[160];
 	size_t i;
 
+	/* the ws tile with the least work per SM (waves x tile area; the
+	 * list order breaks ties): at 1000 x 4104, 128x256 needs 136 CTAs, two
+	 * waves on 132 SMs (88.6 us measured), 256x128 one (48.8 us) */
+	{
+		struct kt_config best;
+		long best_cost = -1;
+
+		for (i = 0; tgt->arch_a && i < sizeof(ws_defaults) / sizeof(ws_defaults[0]); i++) {
+			long bm = ws_defaults[i][0], bn = ws_defaults[i][1];
+			long tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+			long cost = (tiles + sms - 1) / sms * bm * bn;
+
+			memset(out, 0, sizeof(*out));
+			out->variant = V_WGMMA_WS;
+			out->p[0] = bm;
+			out->p[1] = bn;
+			out->p[5] = ws_defaults[i][2];
+			out->p[6] = 8;
+			out->p[8] = ws_defaults[i][3];	/* CONSUMERS */
+			if (tiles >= sms / 2 && dense_check(s, out, tgt, why, sizeof(why)) == 0 &&
+			    (best_cost < 0 || cost < best_cost)) {
+				best = *out;
+				best_cost = cost;
+			}
+		}
+		if (best_cost >= 0) {
+			*out = best;
+			return 0;
+		}
+	}
 	memset(out, 0, sizeof(*out));
 	for (i = 0; tgt->arch_a && i < sizeof(wgmma_defaults) / sizeof(wgmma_defaults[0]); i++) {
 		long bm = wgmma_defaults[i][0], bn = wgmma_defaults[i][1];
@@ -231,11 +287,12 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 
 const struct kt_family dense_family = {
 	.name = "dense",
-	.summary = "y = x W^T, bf16, fp32 accumulate: ktune's tiled mma.sync GEMM core",
+	.summary = "y = x W^T, bf16, fp32 accumulate: ktune's GEMM core "
+		   "(mma.sync, wgmma, TMA warp-specialized)",
 	.hidden = 0,
 	.ndims = 3,
 	.dims = dims,
-	.nvariants = 4,
+	.nvariants = 5,
 	.variants = variants,
 	.planted = (1u << V_PLANTED_FAULT) | (1u << V_PLANTED_HANG),
 	.nparams = (int)(sizeof(params) / sizeof(params[0])),

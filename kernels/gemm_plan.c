@@ -20,6 +20,24 @@ int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 		t->split_k = 1;
 	t->wgmma = c->variant >= 0 && c->variant < f->nvariants &&
 		   strcmp(f->variants[c->variant], "wgmma") == 0;
+	t->ws = 0;
+	t->consumers = 0;
+	t->epi_direct = 0;
+	t->cluster_m = 0;
+	if (c->variant >= 0 && c->variant < f->nvariants) {
+		const char *v = f->variants[c->variant];
+		size_t n = strlen(v);
+
+		t->ws = n >= 3 && strcmp(v + n - 3, "_ws") == 0;
+	}
+	if (t->ws) {
+		t->consumers = kt_config_get(f, c, "CONSUMERS");
+		if (t->consumers <= 0)
+			t->consumers = 1;
+		t->bk = 64;
+		t->wm = t->bm / 16;
+		t->wn = 1;
+	}
 	if (t->wgmma) {
 		t->bk = 64;
 		t->wm = t->bm / 16;
@@ -30,19 +48,37 @@ int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 	return 0;
 }
 
+static long ws_consumers(const struct kt_gemm_tile *t)
+{
+	return t->consumers > 0 ? t->consumers : 1;
+}
+
 unsigned kt_gemm_smem(const struct kt_gemm_tile *t)
 {
+	if (t->ws) {
+		/* 1 KiB to align the ring, the ring (bk = 64: 128 B per row),
+		 * 256 B of mbarriers; the staged epilogue reuses the ring (rows
+		 * of bn bf16 + 16 B) */
+		long ring = t->stages * (t->bm + t->bn) * 128;
+		long epi = t->epi_direct ? 0 : t->bm * (t->bn * 2 + 16);
+
+		return (unsigned)(1024 + (ring > epi ? ring : epi) + 256);
+	}
 	/* wgmma: + 1 KiB to align the ring to the swizzle's 1024-byte groups */
 	return (unsigned)(t->stages * (t->bm + t->bn) * t->bk * 2 + (t->wgmma ? 1024 : 0));
 }
 
 unsigned kt_gemm_threads(const struct kt_gemm_tile *t)
 {
+	if (t->ws)	/* the producer warpgroup + the consumers */
+		return (unsigned)((ws_consumers(t) + 1) * 128);
 	return (unsigned)(t->wm * t->wn * 32);
 }
 
 long kt_gemm_acc_regs(const struct kt_gemm_tile *t)
 {
+	if (t->ws)	/* per consumer thread; the producer holds none */
+		return t->bm * t->bn / (ws_consumers(t) * 128);
 	return t->bm * t->bn / (long)kt_gemm_threads(t);
 }
 
@@ -53,6 +89,8 @@ long kt_gemm_reg_estimate(const struct kt_gemm_tile *t)
 	long chunks = (t->bm + t->bn) * (t->bk / 8);
 	long loads = (chunks + nt - 1) / nt;
 
+	if (t->ws)	/* consumers: accumulators, descriptors, loop state */
+		return kt_gemm_acc_regs(t) + 40;
 	if (t->wgmma)	/* operands come from shared memory: no fragments */
 		return kt_gemm_acc_regs(t) + 3 * loads + 40;
 	/* accumulators + two fragment sets + a pointer, offset and predicate
@@ -61,6 +99,53 @@ long kt_gemm_reg_estimate(const struct kt_gemm_tile *t)
 }
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)
+
+/* The warp-specialized kernel's rules (templates/gemm.cu, gemm_tn_ws_body):
+ * what its static_asserts, the target and the copy engine accept. */
+static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned extra_smem,
+		    const struct kt_target *tgt, char *why, size_t whylen)
+{
+	long cons = ws_consumers(t);
+	unsigned long smem = (unsigned long)kt_gemm_smem(t) + extra_smem;
+
+	if (tgt->sm != 90 || !tgt->arch_a)
+		return WHY("wgmma_ws (wgmma, setmaxnreg) needs sm_90a, target is sm_%d%s", tgt->sm,
+			   tgt->arch_a ? "a" : "");
+	if (cons != 1 && cons != 2)
+		return WHY("CONSUMERS=%ld must be 1 or 2", cons);
+	if (t->bm % (64 * cons) || t->bm > 256)
+		return WHY("BLOCK_M=%ld must be 64, 128 or 256 and give each of %ld consumer "
+			   "warpgroups whole 64-row tiles", t->bm, cons);
+	if (t->bn != 64 && t->bn != 128 && t->bn != 256)
+		return WHY("wgmma_ws: BLOCK_N=%ld must be 64, 128 or 256", t->bn);
+	if (t->cluster_m > 2)
+		return WHY("CLUSTER_M=%ld: clusters of 1 or 2 CTAs", t->cluster_m);
+	if (t->stages < 2)
+		return WHY("STAGES=%ld: the ring needs at least 2", t->stages);
+	if (t->split_k > 1)
+		return WHY("SPLIT_K=%ld: the warp-specialized kernel has no split-K", t->split_k);
+	if ((long)kt_gemm_threads(t) > tgt->max_threads)
+		return WHY("%u threads > %d per block", kt_gemm_threads(t), tgt->max_threads);
+	if (smem > (unsigned long)tgt->smem_optin)
+		return WHY("shared memory %lu B > %d B opt-in limit", smem, tgt->smem_optin);
+	/* the consumers get 232 registers (setmaxnreg); the kernel asserts
+	 * at most 128 fp32 accumulators each */
+	if (kt_gemm_acc_regs(t) > 128)
+		return WHY("%ld accumulators per consumer thread > 128 (register spills)",
+			   kt_gemm_acc_regs(t));
+	/* TMA: 16-byte global strides (row strides of K elements), the
+	 * 16-byte stores of the staged epilogue (N) */
+	if (N % 8 || K % 8)
+		return WHY("N=%ld and K=%ld must be multiples of 8 (16-byte TMA strides and stores)",
+			   N, K);
+	if (M < 1 || N < 1 || K < 1)
+		return WHY("empty GEMM %ldx%ldx%ld", M, N, K);
+	if (t->bm / 2 >= M)
+		return WHY("BLOCK_M=%ld is over twice M=%ld", t->bm, M);
+	if (t->bn / 2 >= N)
+		return WHY("BLOCK_N=%ld is over twice N=%ld", t->bn, N);
+	return 0;
+}
 
 int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned extra_smem,
 		  const struct kt_target *tgt, char *why, size_t whylen)
@@ -71,6 +156,8 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 
 	if (tgt->sm < 80)
 		return WHY("cp.async and bf16 mma.sync need sm_80+, target is sm_%d", tgt->sm);
+	if (t->ws)
+		return ws_check(t, M, N, K, extra_smem, tgt, why, whylen);
 	if (t->wgmma) {
 		if (tgt->sm != 90 || !tgt->arch_a)
 			return WHY("wgmma needs sm_90a, target is sm_%d%s", tgt->sm,
@@ -151,6 +238,14 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 	rc |= kt_program_define(p, "WARPS_N", t->wn);
 	rc |= kt_program_define(p, "STAGES", t->stages);
 	rc |= kt_program_define(p, "GROUP_M", t->group_m);
+	if (t->ws) {
+		rc |= kt_program_define(p, "WS", 1);
+		rc |= kt_program_define(p, "CONSUMERS", ws_consumers(t));
+		rc |= kt_program_define(p, "EPILOGUE", t->epi_direct ? 0 : 1);
+		if (t->cluster_m > 1)
+			rc |= kt_program_define(p, "CLUSTER_M", t->cluster_m);
+		return rc;
+	}
 	if (t->wgmma)
 		rc |= kt_program_define(p, "WGMMA", 1);
 	if (t->split_k > 1)
@@ -186,12 +281,73 @@ void kt_launch_arg_i64(struct kt_launch *l, long long v)
 	add_arg(l, KT_ARG_I64, 0, v);
 }
 
+/* A rank-3 map (k, rows, batch) over buf: box (64, box_rows, 1), 128-byte
+ * swizzle. Returns the batch coordinate's multiplier: 0 when every batch
+ * reads the same matrix (batch stride 0). */
+static int ws_map_arg(struct kt_launch *l, int buf, long rows, long K, long ld, long stride,
+		      long batch, long box_rows)
+{
+	struct kt_arg *a;
+	int shared = batch > 1 && stride == 0;
+
+	add_arg(l, KT_ARG_TMAP, buf, 0);
+	a = &l->args[l->nargs - 1];
+	a->tmap.rank = 3;
+	a->tmap.dims[0] = K;
+	a->tmap.dims[1] = rows;
+	a->tmap.dims[2] = batch > 1 && !shared ? batch : 1;
+	a->tmap.strides[0] = 1;
+	a->tmap.strides[1] = ld;
+	/* one batch: any stride past the matrix (the driver wants 16 bytes
+	 * multiples, the worker every address inside the buffer) */
+	a->tmap.strides[2] = a->tmap.dims[2] > 1 ? stride : rows * ld;
+	a->tmap.box[0] = 64;
+	a->tmap.box[1] = (int)box_rows;
+	a->tmap.box[2] = 1;
+	a->tmap.swizzle = 128;
+	return shared ? 0 : 1;
+}
+
+static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,
+		      int bufA, long lda, long sA, int bufB, long ldb, long sB, int bufC, long ldc,
+		      long sC, long batch, struct kt_launch *out)
+{
+	long cm = t->cluster_m > 1 ? t->cluster_m : 1;
+	long tm = (M + cm * t->bm - 1) / (cm * t->bm), tn = (N + t->bn - 1) / t->bn;
+	int zA, zB;
+
+	memset(out, 0, sizeof(*out));
+	out->program = program;
+	snprintf(out->kernel, sizeof(out->kernel), "gemm_tn_ws");
+	out->grid[0] = (unsigned)(cm * tm * tn);
+	out->grid[1] = 1;
+	out->grid[2] = (unsigned)batch;
+	out->block[0] = kt_gemm_threads(t);
+	out->block[1] = out->block[2] = 1;
+	out->smem = kt_gemm_smem(t);
+	zA = ws_map_arg(out, bufA, M, K, lda, sA, batch, t->bm);
+	zB = ws_map_arg(out, bufB, N, K, ldb, sB, batch, t->bn / cm);
+	kt_launch_arg_buf(out, bufC);
+	kt_launch_arg_i32(out, M);
+	kt_launch_arg_i32(out, N);
+	kt_launch_arg_i32(out, K);
+	kt_launch_arg_i64(out, ldc);
+	kt_launch_arg_i64(out, sC);
+	kt_launch_arg_i32(out, zA);
+	kt_launch_arg_i32(out, zB);
+}
+
 void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,
 		    int bufA, long lda, long sA, int bufB, long ldb, long sB,
 		    int bufC, long ldc, long sC, long batch, struct kt_launch *out)
 {
 	long tm = (M + t->bm - 1) / t->bm, tn = (N + t->bn - 1) / t->bn;
 
+	if (t->ws) {
+		ws_launch(t, program, M, N, K, bufA, lda, sA, bufB, ldb, sB, bufC, ldc, sC, batch,
+			  out);
+		return;
+	}
 	memset(out, 0, sizeof(*out));
 	out->program = program;
 	snprintf(out->kernel, sizeof(out->kernel), "gemm_tn");
@@ -226,7 +382,7 @@ int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, 
 {
 	struct kt_launch *r = &out[1];
 
-	if (t->split_k <= 1) {
+	if (t->split_k <= 1 || t->ws) {
 		kt_gemm_launch(t, program, M, N, K, bufA, lda, 0, bufB, ldb, 0, bufC, ldc, 0, 1,
 			       &out[0]);
 		return 1;
@@ -291,11 +447,20 @@ int kt_gemm_default(long M, long N, long K, const struct kt_target *tgt, long p[
 	char why[160];
 
 	for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
-		struct kt_gemm_tile t = {defaults[i][0], defaults[i][1], defaults[i][2],
-					 defaults[i][3], defaults[i][4], defaults[i][5],
-					 defaults[i][6], 0, 1};
-		long ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+		struct kt_gemm_tile t;
+		long ctas;
 		int j;
+
+		memset(&t, 0, sizeof(t));
+		t.bm = defaults[i][0];
+		t.bn = defaults[i][1];
+		t.bk = defaults[i][2];
+		t.wm = defaults[i][3];
+		t.wn = defaults[i][4];
+		t.stages = defaults[i][5];
+		t.group_m = defaults[i][6];
+		t.split_k = 1;
+		ctas = ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
 
 		if (kt_gemm_check(&t, M, N, K, 0, tgt, why, sizeof(why)))
 			continue;

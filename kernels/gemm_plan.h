@@ -25,12 +25,25 @@ struct kt_gemm_tile {
 				 * (wm = bm / 16, wn = 1) */
 	long split_k;		/* > 1: K split over grid.y into an fp32
 				 * workspace, then splitk_reduce (0 or 1: off) */
+	/* Added for the warp-specialized sm_90a kernel (gemm_tn_ws, -DWS=1);
+	 * zero leaves a tile on the paths above. */
+	long ws;		/* 1: TMA + mbarrier ring, one producer warpgroup,
+				 * `consumers` wgmma warpgroups; A and B reach the
+				 * kernel as KT_ARG_TMAP tensor maps; bk = 64 */
+	long consumers;		/* consumer warpgroups, 1 or 2 (0: 1); each owns
+				 * bm / consumers rows */
+	long epi_direct;	/* 1: store bf16 pairs from the accumulators
+				 * (0: staged through shared memory, 16-byte
+				 * stores; measured faster) */
+	long cluster_m;		/* 2: CTA pairs along M share B by TMA multicast
+				 * (0 or 1: off; measured slower, see gemm.cu) */
 };
 
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
  * WARPS_N, STAGES, GROUP_M, SPLIT_K (absent: 1); a variant named "wgmma"
- * gets the warpgroup tile (BLOCK_K and warps derived). -1 when a needed
- * param is missing (planted variants). */
+ * gets the warpgroup tile (BLOCK_K and warps derived); a variant whose name
+ * ends in "_ws" the warp-specialized one (ws = 1, CONSUMERS, absent: 1).
+ * -1 when a needed param is missing (planted variants). */
 int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 		      struct kt_gemm_tile *t);
 
@@ -58,7 +71,11 @@ int kt_program_define(struct kt_program *p, const char *name, long value);
 
 /* The launch of gemm_tn from program `program`: C = A . B^T over `batch`
  * batches; buffers by index, leading dimensions and batch strides in
- * elements. */
+ * elements. A ws tile launches gemm_tn_ws instead: A and B become rank-3
+ * tensor maps (k, rows, batch) over bufA / bufB with boxes (64, bm, 1) and
+ * (64, bn / cluster_m, 1), 128-byte swizzle (a batch stride of 0 with
+ * batch > 1 maps one batch and passes zA / zB = 0), then C, M, N, K, ldc,
+ * sC, zA, zB. */
 void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,
 		    int bufA, long lda, long sA, int bufB, long ldb, long sB,
 		    int bufC, long ldc, long sC, long batch, struct kt_launch *out);

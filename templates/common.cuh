@@ -101,4 +101,124 @@ KT_DEV int kt_swz(int row, int chunk)
 	return (row * CHUNKS + x) * 16;
 }
 
+/*
+ * sm_90: TMA (cp.async.bulk.tensor) and mbarrier helpers for the
+ * warp-specialized GEMM (templates/gemm.cu, -DWS=1).
+ *
+ * A tensor map built on the host (cuTensorMapEncodeTiled; the worker does
+ * it for KT_ARG_TMAP arguments) arrives by value as a kernel parameter
+ * `const __grid_constant__ kt_tmap_t`: 128 opaque bytes, 64-byte aligned.
+ * The copy instructions take its generic address.
+ */
+struct __align__(64) kt_tmap_t {
+	unsigned long long v[16];
+};
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+KT_DEV void kt_mbar_init(unsigned bar, unsigned count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/* makes the initialised barriers visible to the async proxy (TMA) */
+KT_DEV void kt_mbar_init_fence(void)
+{
+	asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* one arrival that also announces tx bytes the copy engine will deliver */
+KT_DEV void kt_mbar_arrive_tx(unsigned bar, unsigned bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+		     "r"(bytes)
+		     : "memory");
+}
+
+KT_DEV void kt_mbar_arrive(unsigned bar)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* Spins until the phase with parity `parity` has completed. */
+KT_DEV void kt_mbar_wait(unsigned bar, unsigned parity)
+{
+	unsigned done;
+
+	do {
+		asm volatile("{\n"
+			     ".reg .pred p;\n"
+			     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+			     "selp.u32 %0, 1, 0, p;\n"
+			     "}\n"
+			     : "=r"(done)
+			     : "r"(bar), "r"(parity)
+			     : "memory");
+	} while (!done);
+}
+
+KT_DEV void kt_tmap_prefetch(const kt_tmap_t *m)
+{
+	asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)m) : "memory");
+}
+
+/* One box of a rank-3 tensor map at element coordinates (c0 innermost,
+ * c1, c2) into shared memory at dst; completes tx bytes on bar.
+ * Out-of-bounds elements arrive as zeros and still count. */
+KT_DEV void kt_tma_load_3d(unsigned dst, const kt_tmap_t *m, unsigned bar, int c0, int c1, int c2)
+{
+	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+		     "l"((unsigned long long)m), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+		     : "memory");
+}
+
+/* The same box delivered to the same shared-memory offset (and mbarrier
+ * offset) of every CTA of the cluster whose bit is set in mask. */
+KT_DEV void kt_tma_load_3d_mc(unsigned dst, const kt_tmap_t *m, unsigned bar, int c0, int c1,
+			      int c2, unsigned short mask)
+{
+	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     ".multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
+		     "l"((unsigned long long)m), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
+		     : "memory");
+}
+
+KT_DEV unsigned kt_cluster_ctarank(void)
+{
+	unsigned r;
+
+	asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+	return r;
+}
+
+/* Every thread of every CTA of the cluster (all of them must call it). */
+KT_DEV void kt_cluster_sync(void)
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n"
+		     "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+/* Arrives on the mbarrier at the same offset in CTA `cta` of the cluster.
+ * Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier:
+ * the arrival only says "my wgmmas have read the stage", it publishes no
+ * data. (The first version, measured slow on the H200, used
+ * .release.cluster; see the CM note in gemm.cu.) */
+KT_DEV void kt_mbar_arrive_cluster(unsigned bar, unsigned cta)
+{
+	asm volatile("{\n"
+		     ".reg .b32 ra;\n"
+		     "mapa.shared::cluster.u32 ra, %0, %1;\n"
+		     "mbarrier.arrive.shared::cluster.b64 _, [ra];\n"
+		     "}\n" ::"r"(bar), "r"(cta)
+		     : "memory");
+}
+
+/* Named barrier for `count` threads (a multiple of 32); id 0 is
+ * __syncthreads'. */
+KT_DEV void kt_bar_sync(int id, int count)
+{
+	asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+#endif
+
 #endif

@@ -1,6 +1,6 @@
 /*
  * gemm.cu -- the tiled bf16 "TN" GEMM core of ktune (sm_80+ mma.sync;
- * sm_90a wgmma with -DWGMMA=1).
+ * sm_90a wgmma with -DWGMMA=1; sm_90a warp-specialized TMA with -DWS=1).
  *
  *   C[z] (M x N) = A[z] (M x K) . B[z] (N x K)^T      z = blockIdx.z (batch)
  *
@@ -15,7 +15,8 @@
  * WARPS_M x WARPS_N (warp split of the CTA tile), STAGES (cp.async pipeline
  * depth, >= 2), GROUP_M (rows of CTA tiles walked together for L2 reuse;
  * 1 = plain row-major tile order), SPLIT_K (default 1: > 1 writes fp32
- * partials that splitk_reduce sums), WGMMA (sm_90a warpgroup MMA path).
+ * partials that splitk_reduce sums), WGMMA (sm_90a warpgroup MMA path);
+ * with WS: CONSUMERS (1 or 2), EPILOGUE (1 staged, 0 direct), CLUSTER_M.
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
@@ -23,6 +24,8 @@
  *       block WARPS_M*WARPS_N*32, dynamic smem STAGES*(BLOCK_M+BLOCK_N)*BLOCK_K*2
  *       (+1024 with WGMMA, whose plan sets BLOCK_K=64, WARPS_M=BLOCK_M/16,
  *       WARPS_N=1). SPLIT_K > 1: C is an fp32 workspace (batch 1 only).
+ *   gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB)   with -DWS=1 instead of
+ *       gemm_tn: A and B as TMA tensor maps (see its comment below).
  *   splitk_reduce(W, C, M, N, ldc, splits)   the split-K sum into bf16 C.
  *   lowrank_fused(X, V, U, Y, M, K, N)   only when RANK is defined:
  *       Y (M x N) = (X (M x K) . V (RANK x K)^T) . U (N x RANK)^T with the
@@ -32,17 +35,20 @@
  * can instantiate many configurations in one nvcc build; NVRTC only ever
  * sees the -D configured instance.
  *
- * Measured on the H200 (probe, L2 flushed, beside cuBLAS at 1024x4096x4096
- * ~46.5 us): wgmma 256x128 4 stages ~58-59 us (1.26x), 128x256 ~60 us;
- * mma.sync peaks at ~88 us (128x256, 8 warps; ~390 TFLOP/s).
+ * -DWS=1 (sm_90a) builds gemm_tn_ws instead, the warp-specialized kernel:
+ * TMA loads into an mbarrier ring from a producer warpgroup, CONSUMERS
+ * wgmma warpgroups, a staged epilogue (see gemm_tn_ws_body).
  *
- * NEEDSWORK: the epilogue stores bf16 pairs straight from the accumulators;
- * staging the tile through shared memory would give 16-byte coalesced
- * stores. The wgmma path feeds the tensor cores with cp.async from every
- * thread; a TMA + mbarrier producer warp (tensor maps built on the host)
- * with setmaxnreg would free registers and issue slots. The split-K path
- * (SPLIT_K, splitk_reduce) compiles for every target but was not yet run
- * on a GPU; the worker's verification keeps a wrong one from winning.
+ * Measured on the H200 (probe, L2 flushed, beside cuBLAS at 1024x4096x4096
+ * ~46.9 us): gemm_tn_ws 128x256 4 stages 2 consumers 47.3 us (1.01x);
+ * wgmma 256x128 4 stages ~58-59 us (1.26x), 128x256 ~60 us; mma.sync
+ * peaks at ~88 us (128x256, 8 warps; ~390 TFLOP/s).
+ *
+ * NEEDSWORK: gemm_tn and the cp.async wgmma path store bf16 pairs straight
+ * from the accumulators (the ws kernel's staged epilogue gained ~12% at
+ * 1024x4096x4096: 53.4 -> 47.3 us); they stay as they were. The split-K
+ * path (SPLIT_K, splitk_reduce) verified in the probe on the H200
+ * (2026-11-29: 16 tokens split 4 1.06x cuBLAS); it has no ws form yet.
  */
 #include "common.cuh"
 
@@ -456,7 +462,7 @@ KT_DEV void lowrank_fused_body(const __nv_bfloat16 *X, const __nv_bfloat16 *V,
 	kt_cp_async_wait<0>();
 }
 
-#if defined(KT_WGMMA) || defined(WGMMA)
+#if defined(KT_WGMMA) || defined(WGMMA) || defined(WS)
 /*
  * The sm_90a path: warpgroup MMA (wgmma.mma_async) reading both operands
  * straight from shared memory through matrix descriptors. Each warpgroup
@@ -666,6 +672,243 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
 		store_acc<1, BN / 8>(acc, (__nv_bfloat16 *)Cv + blockIdx.z * sC, ldc,
 				     m0 + wg * 64 + (warp & 3) * 16, n0, M, N, lane);
 }
+/*
+ * The warp-specialized sm_90a path (-DWS=1): TMA + mbarrier ring, one
+ * producer warpgroup and CONS consumer warpgroups.
+ *
+ * Block (CONS + 1) * 128 threads. Warpgroup 0 is the producer: it gives
+ * its registers back (setmaxnreg.dec to 40, when CONS > 1) and one thread
+ * issues, per k-tile, the TMA box copies (A: 64 x BM, B: 64 x BN, 128-byte
+ * swizzle, the layout wgmma_desc describes) into stage kt % ST, completing
+ * on full[stage]; before reusing a stage it waits on empty[stage]. The
+ * consumers (setmaxnreg.inc to 232) each own BM / CONS rows (MW m64 tiles)
+ * x BN columns: wait full, issue 4 k16 wgmmas per m64 tile, keep one
+ * group in flight (wait_group 1), and release the previous stage (each
+ * warp's lane 0 arrives on empty: count 4 * CONS per CTA of the cluster).
+ *
+ * CM = 2: clusters of two CTAs on vertically adjacent tiles (rows m0 and
+ * m0 + BM, the same BN columns) share the B tile: each CTA loads half of
+ * it (box 64 x BN/2) and multicasts it into both CTAs' stage, so B crosses
+ * L2 -> SM once per pair. A stage may then be refilled only when the
+ * consumers of both CTAs have released it: consumers arrive on the empty
+ * barrier of every CTA of the cluster. The kernel carries
+ * __cluster_dims__(2, 1, 1) and the grid is padded to an even count (a
+ * CTA whose rows are all past M still runs the protocol and stores
+ * nothing).
+ *
+ * The tensor maps are rank 3 (k, rows, batch): blockIdx.z picks the batch
+ * through the map's third coordinate (times zA / zB: 0 for an operand
+ * shared by every batch). The copy engine zero-fills outside the tensor,
+ * so M, N and K edges need no masking in the main loop.
+ *
+ * Epilogue: EPI 0 stores bf16 pairs straight from the accumulators; EPI 1
+ * stages the consumer's tile in shared memory (the ring, free by then:
+ * a named barrier over the consumers proves every wgmma retired) and
+ * writes 16-byte chunks, whole rows per warp.
+ *
+ * Dynamic shared memory: 1024 (alignment) + ST * (BM + BN) * 128 + 256
+ * (barriers); see kt_gemm_smem.
+ *
+ * Measured on the H200 (tools/gemm_probe.cu, L2 flushed, cuBLAS = 1):
+ * 1024x4096x4096 128x256 ST 4 CONS 2 EPI 1 47.26 us (cuBLAS 46.85, 1.01),
+ * EPI 0 53.4; 256x128 1.02; 128x128 ST 6 1.13; 4096^3 1.04; 16384 x 4096
+ * x 4096 1.03; 1024x4096x1024 1.00; 1024x1024x4096 (64x128 ST 6 CONS 1)
+ * 1.21; 1024x256x4096 1.36. ptxas: 168 registers at 384 threads, 154-165
+ * at 256, no stack frame.
+ *
+ * NEEDSWORK: CM = 2 verified (every shape and the batched checks) but
+ * measured ~2x slower (128x256: 91 us). The suspect, changed after that
+ * run and not yet measured: the remote empty arrivals used
+ * mbarrier.arrive.release.cluster (8 per k-tile per CTA); they now use the
+ * default semantics, as CUTLASS does. Not persistent either (one CTA per
+ * tile: the epilogue does not overlap the next tile's loads), which costs
+ * most where tiles come in many waves (16384 tokens) or few (N = 1024,
+ * 256: split-K or stream-K would fill the machine).
+ */
+template <int BM, int BN, int GM, int CM>
+KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
+{
+	/* CM vertically adjacent tiles form one (CM*BM) x BN super-tile */
+	const int SBM = CM * BM;
+	int pid = blockIdx.x / CM;
+	int tm = (M + SBM - 1) / SBM, tn = (N + BN - 1) / BN;
+
+	if (GM <= 1) {
+		m0 = (pid / tn) * SBM;
+		n0 = (pid % tn) * BN;
+	} else {
+		int in_group = GM * tn;
+		int first = (pid / in_group) * GM;
+		int gsize = min(tm - first, GM);
+		int local = pid % in_group;
+
+		m0 = (first + local % gsize) * SBM;
+		n0 = (local / gsize) * BN;
+	}
+	if (CM > 1)
+		m0 += (int)kt_cluster_ctarank() * BM;
+}
+
+template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1>
+KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, __nv_bfloat16 *C,
+			    int M, int N, int K, long long ldc, long long sC, int zA, int zB)
+{
+	const int BK = 64, RW = BM / CONS, MW = RW / 64;
+	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
+	static_assert(RW % 64 == 0, "each consumer warpgroup owns whole m64 tiles");
+	static_assert(MW * BN / 2 <= 128, "at most 128 accumulators per consumer thread");
+	static_assert(ST >= 2, "the ring needs 2+ stages");
+	static_assert(BM <= 256 && BN <= 256, "a TMA box is at most 256 rows");
+	static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs");
+	static_assert(EPI == 0 || BM * (BN * 2 + 16) <= ST * (BM + BN) * BK * 2,
+		      "the staged epilogue tile fits in the ring (the barriers follow it)");
+	extern __shared__ __align__(1024) unsigned char kt_smem_ws[];
+	const unsigned base = (kt_smem_u32(kt_smem_ws) + 1023u) & ~1023u;
+	const unsigned sA0 = base, sB0 = base + ST * A_STAGE;
+	const unsigned full0 = base + ST * (A_STAGE + B_STAGE), empty0 = full0 + ST * 8;
+	const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+	const int KT = (K + BK - 1) / BK, z = blockIdx.z;
+	int m0, n0;
+
+	ws_tile_coords<BM, BN, GM, CM>(M, N, m0, n0);
+	if (tid == 0) {
+		for (int s = 0; s < ST; s++) {
+			kt_mbar_init(full0 + s * 8, 1);
+			kt_mbar_init(empty0 + s * 8, 4 * CONS * CM);
+		}
+		kt_mbar_init_fence();
+	}
+	/* with a cluster, the peer's barriers must be initialised before any
+	 * multicast or remote arrival reaches them */
+	if (CM > 1)
+		kt_cluster_sync();
+	else
+		__syncthreads();
+
+	if (wg == 0) {
+		/* producer */
+		if (CONS > 1)
+			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+		if (tid == 0) {
+			const unsigned rank = CM > 1 ? kt_cluster_ctarank() : 0;
+
+			kt_tmap_prefetch(tA);
+			kt_tmap_prefetch(tB);
+			for (int kt = 0; kt < KT; kt++) {
+				const int s = kt % ST;
+				const unsigned fb = full0 + s * 8;
+
+				if (kt >= ST)
+					kt_mbar_wait(empty0 + s * 8, ((kt / ST) - 1) & 1);
+				kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
+				kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kt * BK, m0, z * zA);
+				if (CM > 1)
+					kt_tma_load_3d_mc(sB0 + s * B_STAGE + rank * (B_STAGE / 2), tB, fb,
+							  kt * BK, n0 + (int)rank * (BN / 2), z * zB,
+							  (unsigned short)3);
+				else
+					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kt * BK, n0, z * zB);
+			}
+		}
+	} else {
+		/* consumers */
+		if (CONS > 1)
+			asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+		const int c = wg - 1;
+		float acc[MW][1][BN / 8][4];
+
+#pragma unroll
+		for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+			for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+				for (int q = 0; q < 4; q++)
+					acc[mw][0][j][q] = 0.f;
+		for (int kt = 0; kt < KT; kt++) {
+			const int s = kt % ST;
+
+			kt_mbar_wait(full0 + s * 8, (kt / ST) & 1);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BK / 16; kk++) {
+				unsigned long long db = wgmma_desc(sB0 + s * B_STAGE) + 2 * kk;
+
+#pragma unroll
+				for (int mw = 0; mw < MW; mw++)
+					wgmma_tile<BN>(acc[mw],
+						       wgmma_desc(sA0 + s * A_STAGE +
+								  (c * RW + mw * 64) * 128) +
+							       2 * kk,
+						       db);
+			}
+			wgmma_commit();
+			wgmma_wait<1>();
+			/* k-tile kt-1 has retired: its stage may be refilled */
+			if (kt > 0 && lane == 0) {
+				const unsigned eb = empty0 + ((kt - 1) % ST) * 8;
+
+				if (CM > 1) {
+#pragma unroll
+					for (int r = 0; r < CM; r++)
+						kt_mbar_arrive_cluster(eb, r);
+				} else {
+					kt_mbar_arrive(eb);
+				}
+			}
+		}
+		wgmma_wait<0>();
+
+		C += (long long)z * sC;
+		if (EPI == 0) {
+#pragma unroll
+			for (int mw = 0; mw < MW; mw++)
+				store_acc<1, BN / 8>(acc[mw], C, ldc,
+						     m0 + c * RW + mw * 64 + (warp & 3) * 16, n0, M, N,
+						     lane);
+		} else {
+			/* staged: rows of BN bf16 + 16 bytes of padding (the 8
+			 * rows a warp writes land in distinct banks) */
+			const int PITCH = BN * 2 + 16, CH = BN / 8, t = tid & 127;
+			const unsigned st0 = base + c * RW * PITCH;
+
+			fence_proxy_async();
+			kt_bar_sync(1, CONS * 128);	/* every consumer's wgmmas retired */
+#pragma unroll
+			for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+				for (int ni = 0; ni < BN / 8; ni++) {
+					int r = mw * 64 + (warp & 3) * 16 + (lane >> 2);
+					unsigned o = st0 + r * PITCH + (ni * 8 + (lane & 3) * 2) * 2;
+
+					asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
+						     "r"(kt_pack_bf16x2(acc[mw][0][ni][0],
+									acc[mw][0][ni][1])));
+					asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o + 8 * PITCH),
+						     "r"(kt_pack_bf16x2(acc[mw][0][ni][2],
+									acc[mw][0][ni][3])));
+				}
+			kt_bar_sync(2 + c, 128);
+#pragma unroll 4
+			for (int i = t; i < RW * CH; i += 128) {
+				const int r = i / CH, ch = i % CH;
+				const int gr = m0 + c * RW + r, gc = n0 + ch * 8;
+				uint4 v;
+
+				asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+					     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+					     : "r"(st0 + r * PITCH + ch * 16));
+				if (gr < M && gc < N)
+					*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + gc) = v;
+			}
+		}
+	}
+	/* a CTA of a cluster leaves only when its peer can no longer arrive on
+	 * its barriers */
+	if (CM > 1) {
+		__syncwarp();
+		kt_cluster_sync();
+	}
+}
 #endif
 
 /* C (bf16, row stride ldc) = sum of the `splits` fp32 slices of W
@@ -698,7 +941,11 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
 
 #ifndef KT_GEMM_NO_KERNELS
 
-#if !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(BLOCK_K) || !defined(WARPS_M) || \
+#if defined(WS)
+#if !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(STAGES)
+#error "gemm.cu -DWS=1 needs -DBLOCK_M -DBLOCK_N -DSTAGES (and -DCONSUMERS, -DEPILOGUE)"
+#endif
+#elif !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(BLOCK_K) || !defined(WARPS_M) || \
 	!defined(WARPS_N) || !defined(STAGES)
 #error "gemm.cu needs -DBLOCK_M -DBLOCK_N -DBLOCK_K -DWARPS_M -DWARPS_N -DSTAGES"
 #endif
@@ -713,6 +960,39 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
 #define WG_INFLIGHT 1
 #endif
 
+#ifdef WS
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
+#ifndef EPILOGUE
+#define EPILOGUE 1
+#endif
+/*
+ * -DWS=1 (sm_90a): the warp-specialized TMA kernel alone (no gemm_tn).
+ * grid (ceil(M/BLOCK_M) * ceil(N/BLOCK_N), 1, batch) -- with CLUSTER_M=2,
+ * 2 * ceil(M/(2*BLOCK_M)) * ceil(N/BLOCK_N) and tB's box (64, BLOCK_N/2, 1)
+ * --, block
+ * (CONSUMERS + 1) * 128, dynamic smem 1024 + STAGES*(BLOCK_M+BLOCK_N)*128
+ * + 256. tA: rank-3 map over A (K, M, batch), box (64, BLOCK_M, 1); tB over
+ * B (K, N, batch), box (64, BLOCK_N, 1); both 128-byte swizzled. zA, zB:
+ * 1, or 0 for an operand every batch shares.
+ */
+#ifndef CLUSTER_M
+#define CLUSTER_M 1
+#endif
+#if CLUSTER_M > 1
+#define KT_WS_CLUSTER __cluster_dims__(CLUSTER_M, 1, 1)
+#else
+#define KT_WS_CLUSTER
+#endif
+extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KT_WS_CLUSTER
+gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
+	   __nv_bfloat16 *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
+{
+	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M>(
+		&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
+}
+#else
 /*
  * SPLIT_K > 1: blockIdx.y picks a slice of K (whole BLOCK_K tiles); C is
  * then an fp32 workspace of SPLIT_K slices of M x ldc, slice after slice
@@ -745,6 +1025,7 @@ gemm_tn(const __nv_bfloat16 *A, const __nv_bfloat16 *B, void *C, int M, int N, i
 		A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC);
 #endif
 }
+#endif /* WS */
 
 extern "C" __global__ void __launch_bounds__(256)
 splitk_reduce(const float *W, __nv_bfloat16 *C, int M, int N, long long ldc, int splits)

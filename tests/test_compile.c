@@ -5,10 +5,12 @@
  * By default, for sm_80 and sm_90: every variant's extremes (first and last
  * valid config in space order, the largest shared memory, the most
  * accumulators, the fewest and the most threads) plus a fixed-seed random
- * sample, and the reference and planted templates; the wgmma variant's for
- * sm_90a. With KTUNE_COMPILE_ALL=1 every valid config of the development-suite
- * shapes for sm_90a, what a sweep on the H200 compiles (the bench
- * script runs that on the 16-core machine). Every program must compile to a
+ * sample, and the reference and planted templates; the wgmma and wgmma_ws
+ * variants' for sm_90a (wgmma_ws also at a shape with masked edges, and
+ * its programs must compile with no stack frame). With KTUNE_COMPILE_ALL=1
+ * every valid config of the development-suite shapes for sm_90a, what a
+ * sweep on the H200 compiles (the bench script runs that on the 16-core
+ * machine). Every program must compile to a
  * non-empty CUBIN; registers and stack frame (spills) are read back from
  * the CUBIN's .nv.info attributes and reported.
  */
@@ -271,7 +273,7 @@ static void cubin_usage(const unsigned char *d, size_t len, int *regs, int *fram
 static void compile_and_check(void)
 {
 	struct jit_job *jobs = calloc((size_t)nitems, sizeof(*jobs));
-	int i, ok = 0, spills = 0, reported = 0, maxregs = 0;
+	int i, ok = 0, spills = 0, reported = 0, maxregs = 0, ws_items = 0;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
 	for (i = 0; i < nitems; i++) {
@@ -295,6 +297,13 @@ static void compile_and_check(void)
 		ok++;
 		cubin_usage(r->cubin, r->cubin_len, &regs, &frame);
 		CU_ASSERT(regs > 0 && regs <= 255);
+		/* the warp-specialized kernel keeps its accumulators in
+		 * registers: no stack frame, and the 384-thread cap (168) holds */
+		if (strstr(items[i].label, "wgmma_ws")) {
+			CU_ASSERT_EQUAL(frame, 0);
+			CU_ASSERT(regs <= 168);
+			ws_items++;
+		}
 		if (regs > maxregs)
 			maxregs = regs;
 		if (frame > 0)
@@ -305,8 +314,10 @@ static void compile_and_check(void)
 			reported++;
 		}
 	}
-	printf("  %d/%d compiled; %d with a stack frame (spills); max %d registers\n", ok, nitems,
-	       spills, maxregs);
+	printf("  %d/%d compiled; %d with a stack frame (spills); max %d registers; %d wgmma_ws\n",
+	       ok, nitems, spills, maxregs, ws_items);
+	if (!getenv("KTUNE_COMPILE_ALL"))
+		CU_ASSERT(ws_items >= 6);	/* the extremes at least */
 	for (i = 0; i < nitems; i++)
 		jit_result_release(&jobs[i].res);
 	free(jobs);
@@ -343,6 +354,34 @@ static void test_compile_space(void)
 			add_family(kt_family_find("lowrank"), lsmall, targets[t], 0, NULL);
 		}
 		add_family(kt_family_find("dense"), dshape, "sm_90a", 0, "wgmma");
+		/* the warp-specialized TMA kernel, at the reference shape and
+		 * at one with masked M and N edges */
+		add_family(kt_family_find("dense"), dshape, "sm_90a", 0, "wgmma_ws");
+		add_family(kt_family_find("dense"), "tokens=1000,in=4096,out=4104", "sm_90a", 0,
+			   "wgmma_ws");
+		/* the CTA-pair (TMA multicast) form no family plans yet:
+		 * __cluster_dims__ through NVRTC */
+		{
+			struct kt_gemm_tile ct;
+			struct kt_program p;
+
+			memset(&ct, 0, sizeof(ct));
+			memset(&p, 0, sizeof(p));
+			ct.bm = 128;
+			ct.bn = 256;
+			ct.bk = 64;
+			ct.wm = 8;
+			ct.wn = 1;
+			ct.stages = 4;
+			ct.group_m = 8;
+			ct.split_k = 1;
+			ct.ws = 1;
+			ct.consumers = 2;
+			ct.cluster_m = 2;
+			p.tpl = "gemm";
+			CU_ASSERT_EQUAL(kt_gemm_defines(&ct, &p), 0);
+			add_program("gemm wgmma_ws CLUSTER_M=2 128x256", &p, "sm_90a", kt_gemm_smem(&ct));
+		}
 		/* decode-sized: the small tiles and split-K */
 		add_family(kt_family_find("dense"), dsmall, "sm_90", 0, "mma_sync");
 	}

@@ -302,10 +302,12 @@ static void test_space(void)
 	CU_ASSERT_EQUAL(b.all, kt_space_size(dense, 1));
 	CU_ASSERT_EQUAL(b.planted, 2);	/* planted_fault, planted_hang */
 	CU_ASSERT_EQUAL(b.all, a.all + 2);
-	/* fixed order: the first config is every param's first value */
+	/* fixed order: the first config is every param's first value (0 for
+	 * the params the first variant does not use) */
 	CU_ASSERT_EQUAL(a.first.variant, 0);
 	for (i = 0; i < dense->nparams; i++)
-		CU_ASSERT_EQUAL(a.first.p[i], dense->params[i].values[0]);
+		CU_ASSERT_EQUAL(a.first.p[i],
+				(dense->params[i].variants & 1u) ? dense->params[i].values[0] : 0);
 	/* a useful but pruned space */
 	CU_ASSERT(a.valid > 20);
 	CU_ASSERT(a.valid < a.all);
@@ -487,6 +489,42 @@ static void test_defaults(void)
 
 /* ---- plans ---- */
 
+/* A tensor map argument the worker can encode: rank 2..3, contiguous dim 0,
+ * 16-byte strides, boxes of 1..256 whose inner row fits the swizzle span,
+ * and every addressable element inside its buffer. */
+static void check_tmap(const struct kt_arg *x, const struct kt_buf *bufs, int nbufs)
+{
+	const struct kt_tmap *m = &x->tmap;
+	size_t es, last = 0;
+	int k;
+
+	CU_ASSERT_FATAL(x->buf >= 0 && x->buf < nbufs);
+	es = kt_dtype_size(bufs[x->buf].dtype);
+	CU_ASSERT(m->rank >= 2 && m->rank <= 3);
+	CU_ASSERT_EQUAL(m->strides[0], 1);
+	CU_ASSERT(m->swizzle == 0 || m->swizzle == 32 || m->swizzle == 64 || m->swizzle == 128);
+	CU_ASSERT(((size_t)m->box[0] * es) % 16 == 0);
+	CU_ASSERT(m->swizzle == 0 || (size_t)m->box[0] * es <= (size_t)m->swizzle);
+	for (k = 0; k < m->rank && k < 3; k++) {
+		CU_ASSERT(m->dims[k] > 0);
+		CU_ASSERT(m->box[k] >= 1 && m->box[k] <= 256);
+		if (k > 0)
+			CU_ASSERT(((size_t)m->strides[k] * es) % 16 == 0);
+		last += (size_t)(m->dims[k] - 1) * (size_t)m->strides[k];
+	}
+	CU_ASSERT(last < bufs[x->buf].elems);
+}
+
+static void check_args_bufs(const struct kt_plan *p, const struct kt_buf *bufs, int nbufs)
+{
+	int l, a;
+
+	for (l = 0; l < p->nlaunch; l++)
+		for (a = 0; a < p->launch[l].nargs; a++)
+			if (p->launch[l].args[a].kind == KT_ARG_TMAP)
+				check_tmap(&p->launch[l].args[a], bufs, nbufs);
+}
+
 static void check_args(const struct kt_plan *p, int nbufs)
 {
 	int l, a;
@@ -500,9 +538,11 @@ static void check_args(const struct kt_plan *p, int nbufs)
 		CU_ASSERT(x->kernel[0] != 0);
 		CU_ASSERT(x->grid[0] >= 1 && x->grid[1] >= 1 && x->grid[2] >= 1);
 		CU_ASSERT(x->block[0] * x->block[1] * x->block[2] >= 32);
-		for (a = 0; a < x->nargs; a++)
-			if (x->args[a].kind == KT_ARG_BUF)
+		for (a = 0; a < x->nargs; a++) {
+			CU_ASSERT(x->args[a].kind >= KT_ARG_BUF && x->args[a].kind <= KT_ARG_TMAP);
+			if (x->args[a].kind == KT_ARG_BUF || x->args[a].kind == KT_ARG_TMAP)
 				CU_ASSERT(x->args[a].buf >= 0 && x->args[a].buf < nbufs);
+		}
 	}
 }
 
@@ -633,6 +673,243 @@ static void test_plans(void)
 	CU_ASSERT_DOUBLE_EQUAL(dense->flops(&s), 2.0 * 1024 * 4096 * 2048, 1);
 	CU_ASSERT_DOUBLE_EQUAL(dense->min_bytes(&s),
 			       2.0 * (1024.0 * 4096 + 4096.0 * 2048 + 1024.0 * 2048), 1);
+}
+
+/* ---- the warp-specialized TMA kernel ---- */
+
+static int ws_cfg(struct kt_config *c, long bm, long bn, long st, long cons)
+{
+	char buf[200];
+	struct kt_err e = {0};
+
+	snprintf(buf, sizeof(buf),
+		 "variant=wgmma_ws,BLOCK_M=%ld,BLOCK_N=%ld,STAGES=%ld,GROUP_M=8,CONSUMERS=%ld", bm,
+		 bn, st, cons);
+	return kt_config_parse(dense, buf, c, &e);
+}
+
+static int has_define(const struct kt_program *p, const char *d)
+{
+	int i;
+
+	for (i = 0; i < p->ndefines; i++)
+		if (strcmp(p->defines[i], d) == 0)
+			return 1;
+	return 0;
+}
+
+static void test_ws_check(void)
+{
+	struct kt_shape s = shape(dense, "tokens=1024,in=4096,out=4096");
+	struct kt_target t90a = target("sm_90a"), t90 = target("sm_90");
+	struct kt_config c;
+	char why[200];
+
+	CU_ASSERT_EQUAL_FATAL(ws_cfg(&c, 128, 256, 4, 2), 0);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+	/* one consumer with 128 x 256: 256 accumulators per thread */
+	ws_cfg(&c, 128, 256, 3, 1);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "accumulators"));
+	/* two consumers need 64 rows each */
+	ws_cfg(&c, 64, 128, 4, 2);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "64-row"));
+	/* wgmma N of 32 is not instantiated */
+	ws_cfg(&c, 128, 32, 4, 2);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "BLOCK_N"));
+	/* 5 x (128 + 256) x 128 B of ring > 227 KiB */
+	ws_cfg(&c, 128, 256, 5, 2);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	/* TMA strides: in not a multiple of 8 elements (16 bytes) */
+	s = shape(dense, "tokens=1024,in=4100,out=4096");
+	ws_cfg(&c, 128, 256, 4, 2);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "multiples of 8"));
+	/* decode: 64 rows (the smallest warpgroup tile) for 16 tokens is pruned */
+	s = shape(dense, "tokens=16,in=4096,out=4096");
+	ws_cfg(&c, 64, 128, 4, 1);
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	s = shape(dense, "tokens=33,in=4096,out=4096");
+	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 0);
+	/* the sm_90a default at the reference shape is the ws tile */
+	s = shape(dense, "tokens=1024,in=4096,out=4096");
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
+	CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "wgmma_ws");
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "CONSUMERS"), 2);
+	/* one wave where 128x256 would need two (136 CTAs on 132 SMs) */
+	s = shape(dense, "tokens=1000,in=4096,out=4104");
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
+	CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "wgmma_ws");
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 256);
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 128);
+	s = shape(dense, "tokens=1024,in=4096,out=4096");
+	/* and on plain sm_90 it is not */
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90, &c), 0);
+	CU_ASSERT_STRING_NOT_EQUAL(dense->variants[c.variant], "wgmma_ws");
+}
+
+static void test_ws_plan(void)
+{
+	struct kt_shape s = shape(dense, "tokens=1000,in=4096,out=4104");
+	struct kt_target t = target("sm_90a");
+	struct kt_buf bufs[KT_MAX_BUFS];
+	struct kt_config c;
+	struct kt_plan p;
+	struct kt_err e = {0};
+	struct kt_gemm_tile tile;
+	const struct kt_launch *l;
+	const struct kt_tmap *ma, *mb;
+	int nb, i;
+
+	CU_ASSERT_EQUAL_FATAL(ws_cfg(&c, 128, 256, 4, 2), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
+	nb = dense->buffers(&s, &c, bufs);
+	CU_ASSERT_EQUAL(nb, 3);	/* no workspace */
+	check_args(&p, nb);
+	check_args_bufs(&p, bufs, nb);
+	CU_ASSERT_EQUAL_FATAL(p.nlaunch, 1);
+	l = &p.launch[0];
+	CU_ASSERT_STRING_EQUAL(l->kernel, "gemm_tn_ws");
+	CU_ASSERT_EQUAL(l->grid[0], ((1000 + 127) / 128) * ((4104 + 255) / 256));
+	CU_ASSERT_EQUAL(l->grid[1], 1);
+	CU_ASSERT_EQUAL(l->grid[2], 1);
+	CU_ASSERT_EQUAL(l->block[0], 3 * 128);	/* producer + 2 consumers */
+	CU_ASSERT_EQUAL(l->smem, 1024 + 4 * (128 + 256) * 128 + 256);
+	CU_ASSERT(l->smem <= (unsigned)t.smem_optin);
+	CU_ASSERT(has_define(&p.programs[0], "WS=1"));
+	CU_ASSERT(has_define(&p.programs[0], "CONSUMERS=2"));
+	CU_ASSERT(has_define(&p.programs[0], "EPILOGUE=1"));
+	CU_ASSERT(has_define(&p.programs[0], "BLOCK_M=128"));
+	CU_ASSERT(has_define(&p.programs[0], "BLOCK_N=256"));
+	CU_ASSERT(has_define(&p.programs[0], "STAGES=4"));
+	CU_ASSERT(!has_define(&p.programs[0], "WGMMA=1"));
+	/* (tA, tB, C, M, N, K, ldc, sC, zA, zB) */
+	CU_ASSERT_EQUAL_FATAL(l->nargs, 10);
+	CU_ASSERT_EQUAL(l->args[0].kind, KT_ARG_TMAP);
+	CU_ASSERT_EQUAL(l->args[1].kind, KT_ARG_TMAP);
+	CU_ASSERT_EQUAL(l->args[2].kind, KT_ARG_BUF);
+	for (i = 3; i < 6; i++)
+		CU_ASSERT_EQUAL(l->args[i].kind, KT_ARG_I32);
+	CU_ASSERT_EQUAL(l->args[6].kind, KT_ARG_I64);
+	CU_ASSERT_EQUAL(l->args[7].kind, KT_ARG_I64);
+	CU_ASSERT_EQUAL(l->args[8].kind, KT_ARG_I32);
+	CU_ASSERT_EQUAL(l->args[9].kind, KT_ARG_I32);
+	CU_ASSERT_EQUAL(l->args[0].buf, 0);	/* x */
+	CU_ASSERT_EQUAL(l->args[1].buf, 1);	/* W */
+	CU_ASSERT_EQUAL(l->args[2].buf, 2);	/* y */
+	CU_ASSERT_EQUAL(l->args[3].i, 1000);
+	CU_ASSERT_EQUAL(l->args[4].i, 4104);
+	CU_ASSERT_EQUAL(l->args[5].i, 4096);
+	CU_ASSERT_EQUAL(l->args[6].i, 4104);	/* ldc = out */
+	CU_ASSERT_EQUAL(l->args[8].i, 1);
+	CU_ASSERT_EQUAL(l->args[9].i, 1);
+	/* the maps: (k, rows, batch) with the tile's boxes, 128-byte swizzle
+	 * whose span is exactly one 64-element bf16 row of the box */
+	ma = &l->args[0].tmap;
+	mb = &l->args[1].tmap;
+	CU_ASSERT_EQUAL(ma->rank, 3);
+	CU_ASSERT_EQUAL(ma->dims[0], 4096);
+	CU_ASSERT_EQUAL(ma->dims[1], 1000);
+	CU_ASSERT_EQUAL(ma->dims[2], 1);
+	CU_ASSERT_EQUAL(ma->strides[1], 4096);
+	CU_ASSERT_EQUAL(ma->box[0], 64);
+	CU_ASSERT_EQUAL(ma->box[1], 128);	/* BLOCK_M */
+	CU_ASSERT_EQUAL(ma->box[2], 1);
+	CU_ASSERT_EQUAL(ma->swizzle, 128);
+	CU_ASSERT_EQUAL(ma->box[0] * 2, ma->swizzle);
+	CU_ASSERT_EQUAL(mb->dims[0], 4096);
+	CU_ASSERT_EQUAL(mb->dims[1], 4104);
+	CU_ASSERT_EQUAL(mb->box[1], 256);	/* BLOCK_N */
+	CU_ASSERT_EQUAL(mb->strides[1], 4096);
+	/* the bytes one stage expects are the two boxes */
+	memset(&tile, 0, sizeof(tile));
+	CU_ASSERT_EQUAL_FATAL(kt_gemm_tile_from(dense, &c, &tile), 0);
+	CU_ASSERT_EQUAL(tile.ws, 1);
+	CU_ASSERT_EQUAL(tile.bk, 64);
+	CU_ASSERT_EQUAL((long)(ma->box[0] * ma->box[1] + mb->box[0] * mb->box[1]) * 2,
+			(tile.bm + tile.bn) * tile.bk * 2);
+	CU_ASSERT_EQUAL(kt_gemm_acc_regs(&tile), 128);
+}
+
+/* Batched stages (monarch, blast) launch through kt_gemm_launch: rank-3
+ * maps carry the batch; a shared operand (batch stride 0) maps one
+ * matrix and zeroes its batch coordinate; a cluster tile halves B's box
+ * and pads the grid to pairs. */
+static void test_ws_batched(void)
+{
+	struct kt_gemm_tile t;
+	struct kt_launch l;
+	struct kt_plan p;
+	struct kt_buf bufs[3];
+	const long M = 200, N = 264, K = 328, Z = 3;
+	const long lda = K + 16, ldb = K + 8, ldc = N + 8;
+	const long sA = M * lda + 64, sC = M * ldc + 16;
+	char why[200];
+	struct kt_target tgt = target("sm_90a");
+
+	memset(&t, 0, sizeof(t));
+	t.bm = 128;
+	t.bn = 128;
+	t.bk = 64;
+	t.wm = 8;
+	t.wn = 1;
+	t.stages = 4;
+	t.group_m = 8;
+	t.split_k = 1;
+	t.ws = 1;
+	t.consumers = 2;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 0);
+	kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, 0, 2, ldc, sC, Z, &l);
+	CU_ASSERT_STRING_EQUAL(l.kernel, "gemm_tn_ws");
+	CU_ASSERT_EQUAL(l.grid[0], 2 * 3);
+	CU_ASSERT_EQUAL(l.grid[2], Z);
+	CU_ASSERT_EQUAL_FATAL(l.nargs, 10);
+	CU_ASSERT_EQUAL(l.args[0].tmap.dims[2], Z);
+	CU_ASSERT_EQUAL(l.args[0].tmap.strides[1], lda);
+	CU_ASSERT_EQUAL(l.args[0].tmap.strides[2], sA);
+	CU_ASSERT_EQUAL(l.args[1].tmap.dims[2], 1);	/* B shared */
+	CU_ASSERT_EQUAL(l.args[1].tmap.strides[1], ldb);
+	CU_ASSERT_EQUAL(l.args[6].i, ldc);
+	CU_ASSERT_EQUAL(l.args[7].i, sC);
+	CU_ASSERT_EQUAL(l.args[8].i, 1);	/* zA */
+	CU_ASSERT_EQUAL(l.args[9].i, 0);	/* zB */
+	memset(&p, 0, sizeof(p));
+	memset(bufs, 0, sizeof(bufs));
+	bufs[0].dtype = bufs[1].dtype = bufs[2].dtype = KT_BF16;
+	bufs[0].elems = (size_t)(sA * Z);
+	bufs[1].elems = (size_t)(N * ldb);
+	bufs[2].elems = (size_t)(sC * Z);
+	p.nprograms = 1;
+	p.nlaunch = 1;
+	p.launch[0] = l;
+	check_args(&p, 3);
+	check_args_bufs(&p, bufs, 3);
+	/* a single-batch launch with a stride maps one matrix */
+	kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, 0, 2, ldc, 0, 1, &l);
+	CU_ASSERT_EQUAL(l.args[0].tmap.dims[2], 1);
+	CU_ASSERT_EQUAL(l.args[8].i, 1);
+	CU_ASSERT_EQUAL(l.args[9].i, 1);
+	/* CTA pairs sharing B: half boxes, an even grid, the define */
+	t.cluster_m = 2;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 0);
+	kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, 0, 2, ldc, sC, Z, &l);
+	CU_ASSERT_EQUAL(l.grid[0], 2 * 1 * 3);	/* 2 x ceil(200/256) x ceil(264/128) */
+	CU_ASSERT_EQUAL(l.grid[0] % 2, 0);
+	CU_ASSERT_EQUAL(l.args[1].tmap.box[1], 64);
+	CU_ASSERT_EQUAL(l.args[0].tmap.box[1], 128);
+	memset(&p.programs[0], 0, sizeof(p.programs[0]));
+	CU_ASSERT_EQUAL(kt_gemm_defines(&t, &p.programs[0]), 0);
+	CU_ASSERT(has_define(&p.programs[0], "CLUSTER_M=2"));
+	/* split-K is not part of this kernel */
+	t.cluster_m = 0;
+	t.split_k = 2;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "SPLIT_K"));
 }
 
 /* ---- targets ---- */
@@ -861,6 +1138,9 @@ int main(void)
 	CU_add_test(s, "check lowrank", test_check_lowrank);
 	CU_add_test(s, "default configs fit", test_defaults);
 	CU_add_test(s, "plans", test_plans);
+	CU_add_test(s, "check wgmma_ws", test_ws_check);
+	CU_add_test(s, "plan wgmma_ws (tensor maps)", test_ws_plan);
+	CU_add_test(s, "wgmma_ws batched launches", test_ws_batched);
 	CU_add_test(s, "targets", test_targets);
 	CU_add_test(s, "fill", test_fill);
 	CU_add_test(s, "bf16", test_bf16);

@@ -4,27 +4,41 @@
  * Instantiates a list of GEMM tiles (and fused low-rank tiles) in one nvcc
  * build, checks each against cuBLAS on the same inputs (relative L2 error)
  * and times both with CUDA events, L2 flushed before every repetition.
+ * The warp-specialized TMA tiles (gemm_probe_wcfgs.h) get their tensor maps
+ * from cuTensorMapEncodeTiled (through cudaGetDriverEntryPointByVersion, so
+ * no -lcuda), built as the worker builds a KT_ARG_TMAP; they are also run
+ * batched (rank-3 maps, padded strides, a shared B). A summary table comes
+ * last; the exit status is 3 when any result was wrong.
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Itemplates \
  *        -o build-dev/gemm_probe tools/gemm_probe.cu -lcublas
  *   build-dev/gemm_probe [reps]        prints one line per (shape, config)
  *
  * Built on the build machine, run on the H200 with the run tool (carry
- * build-dev, LD_LIBRARY_PATH=/usr/local/cuda/lib64); ~10 s for the lists in
- * gemm_probe_cfgs.h / gemm_probe_fcfgs.h and the split-K list below.
+ * build-dev, LD_LIBRARY_PATH=/usr/local/cuda/lib64); ~40 s for the lists in
+ * gemm_probe_cfgs.h / gemm_probe_wcfgs.h / gemm_probe_fcfgs.h and the
+ * split-K list below (2026-11-29). `gemm_probe 1 small` runs only the edge
+ * shape and the batched checks (for compute-sanitizer); PROBE_NO_CM2=1
+ * leaves the cluster tiles out. A first launch that does not finish in
+ * 10 s prints HANG and exits 4.
  */
 #define KT_GEMM_NO_KERNELS 1
 #define KT_WGMMA 1
 #include "../templates/gemm.cu"
 
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
 	fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -53,6 +67,76 @@ k_wgmma(const bf *A, const bf *B, bf *C, int M, int N, int K, long long lda, lon
 {
 	ktg::gemm_tn_wgmma_body<BM, BN, ST, GM, false, INFL>(A, B, C, M, N, K, lda, ldb, ldc, sA,
 							     sB, sC);
+}
+
+template <int BM, int BN, int ST, int CONS, int GM, int EPI>
+__global__ void __launch_bounds__((CONS + 1) * 128, 1)
+k_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB, bf *C, int M,
+     int N, int K, long long ldc, long long sC, int zA, int zB)
+{
+	ktg::gemm_tn_ws_body<BM, BN, ST, CONS, GM, EPI>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
+}
+
+/* clusters of 2 along M, B multicast (as gemm.cu's -DCLUSTER_M=2) */
+template <int BM, int BN, int ST, int CONS, int GM, int EPI>
+__global__ void __launch_bounds__((CONS + 1) * 128, 1) __cluster_dims__(2, 1, 1)
+k_ws2(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB, bf *C, int M,
+      int N, int K, long long ldc, long long sC, int zA, int zB)
+{
+	ktg::gemm_tn_ws_body<BM, BN, ST, CONS, GM, EPI, 2>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
+}
+
+typedef void (*ws_fn)(const kt_tmap_t, const kt_tmap_t, bf *, int, int, int, long long,
+		      long long, int, int);
+
+struct wcfg {
+	const char *name;
+	ws_fn fn;
+	int bm, bn, st, cons, gm, epi, cm;
+};
+#define WS(BM, BN, ST, CONS, GM, EPI) \
+	{"ws " #BM "x" #BN " s" #ST " c" #CONS " g" #GM " e" #EPI, \
+	 k_ws<BM, BN, ST, CONS, GM, EPI>, BM, BN, ST, CONS, GM, EPI, 1}
+#define WS2(BM, BN, ST, CONS, GM, EPI) \
+	{"ws " #BM "x" #BN " s" #ST " c" #CONS " g" #GM " e" #EPI " cm2", \
+	 k_ws2<BM, BN, ST, CONS, GM, EPI>, BM, BN, ST, CONS, GM, EPI, 2}
+static const wcfg wcfgs[] = {
+#include "gemm_probe_wcfgs.h"
+};
+
+static int ws_smem(const wcfg &c)
+{
+	return 1024 + c.st * (c.bm + c.bn) * 128 + 256;
+}
+
+typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+			      const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+			      const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+			      CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static encode_fn encode;
+
+/* The map the worker builds for a KT_ARG_TMAP (kernels/gemm_plan.c,
+ * kt_gemm_launch_ws): rank 3 (k, rows, batch), box (64, box_rows, 1),
+ * 128-byte swizzle, L2 promotion 128B, zero fill. */
+static kt_tmap_t make_map(const bf *p, long long rows, long long K, long long ld, long long batch,
+			  long long bstride, int box_rows)
+{
+	kt_tmap_t m;
+	cuuint64_t dims[3] = {(cuuint64_t)K, (cuuint64_t)rows, (cuuint64_t)batch};
+	cuuint64_t strides[2] = {(cuuint64_t)ld * 2,
+				 (cuuint64_t)(batch > 1 ? bstride : rows * ld) * 2};
+	cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, es[3] = {1, 1, 1};
+	CUresult r;
+
+	static_assert(sizeof(kt_tmap_t) == sizeof(CUtensorMap), "128-byte map");
+	r = encode((CUtensorMap *)&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)p, dims, strides,
+		   box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+		   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+		exit(1);
+	}
+	return m;
 }
 
 /* split-K, as gemm.cu's gemm_tn does it with -DSPLIT_K: C is the fp32 workspace */
@@ -217,6 +301,54 @@ static void cublas_tn(const bf *A, const bf *B, bf *C, int M, int N, int K)
 	}
 }
 
+/* the same with leading dimensions (row strides, elements) */
+static void cublas_tn_ld(const bf *A, long long lda, const bf *B, long long ldb, bf *C,
+			 long long ldc, int M, int N, int K)
+{
+	float one = 1.f, zero = 0.f;
+	cublasStatus_t s = cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF,
+					(int)ldb, A, CUDA_R_16BF, (int)lda, &zero, C, CUDA_R_16BF,
+					(int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	if (s != CUBLAS_STATUS_SUCCESS) {
+		fprintf(stderr, "cublas %d\n", (int)s);
+		exit(1);
+	}
+}
+
+static void launch_ws(const wcfg &c, const kt_tmap_t &ta, const kt_tmap_t &tb, bf *C, int M,
+		      int N, int K, long long ldc, long long sC, int batch, int zA, int zB)
+{
+	dim3 grid(c.cm * ((M + c.cm * c.bm - 1) / (c.cm * c.bm)) * ((N + c.bn - 1) / c.bn), 1, batch);
+	c.fn<<<grid, (c.cons + 1) * 128, ws_smem(c)>>>(ta, tb, C, M, N, K, ldc, sC, zA, zB);
+}
+
+/* A hung kernel (an mbarrier never completing) would eat the whole device
+ * call: wait at most 10 s for a first launch, then say which and leave. */
+static void sync_or_die(const char *what)
+{
+	for (int i = 0; i < 10000; i++) {
+		cudaError_t e = cudaStreamQuery(0);
+		if (e == cudaSuccess)
+			return;
+		if (e != cudaErrorNotReady) {
+			fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+			exit(1);
+		}
+		usleep(1000);
+	}
+	printf("HANG %s\n", what);
+	fflush(stdout);
+	_exit(4);
+}
+
+/* one line of the closing summary */
+struct best {
+	int M, N, K;
+	double cublas, wg, ws;
+	std::string wgname, wsname;
+	int wrong;
+};
+
 static void launch_g(const gcfg &c, const bf *A, const bf *B, bf *C, int M, int N, int K)
 {
 	int smem = c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0);
@@ -227,13 +359,31 @@ static void launch_g(const gcfg &c, const bf *A, const bf *B, bf *C, int M, int 
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 30;
+	/* "small": the edge shape, the batched checks and nothing else (for
+	 * compute-sanitizer) */
+	const bool small = argc > 2 && strcmp(argv[2], "small") == 0;
+	/* PROBE_NO_CM2=1: leave the cluster tiles out (after a hang in one) */
+	const bool no_cm2 = getenv("PROBE_NO_CM2") != NULL;
 	struct { int M, N, K; } shapes[] = {
 		{1024, 4096, 4096}, {16, 4096, 4096}, {77, 136, 264}, {1000, 4104, 4096},
 		{1024, 1024, 4096}, {1024, 4096, 1024}, {1024, 256, 4096}, {4096, 4096, 4096},
+		{16384, 4096, 4096},
 	};
+	std::vector<best> summary;
+	int wrong_total = 0;
+	cudaDriverEntryPointQueryResult q;
+
 	CK(cudaMalloc(&flushbuf, FLUSH));
 	if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS)
 		return 1;
+	CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000,
+					    cudaEnableDefault, &q));
+	if (q != cudaDriverEntryPointSuccess || !encode) {
+		fprintf(stderr, "no cuTensorMapEncodeTiled\n");
+		return 1;
+	}
+	for (const wcfg &c : wcfgs)
+		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem(c)));
 	for (const gcfg &c : gcfgs)
 		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
 					c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0)));
@@ -249,17 +399,43 @@ int main(int argc, char **argv)
 	       "xcublas", "relerr");
 	for (auto &s : shapes) {
 		int M = s.M, N = s.N, K = s.K;
+		if (small && M != 77)
+			continue;
 		bf *A = dev_rand((size_t)M * K, 1.f), *B = dev_rand((size_t)N * K, 1.f / sqrtf(K));
 		bf *C, *Cr;
 		double flop = 2.0 * M * N * K, tcb;
 		CK(cudaMalloc(&C, (size_t)M * N * 2));
 		CK(cudaMalloc(&Cr, (size_t)M * N * 2));
+		best b = {M, N, K, 0, 1e30, 1e30, "-", "-", 0};
 		cublas_tn(A, B, Cr, M, N, K);
 		tcb = time_us([&] { cublas_tn(A, B, Cr, M, N, K); }, reps);
+		b.cublas = tcb;
 		printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8s\n", "cublas", M, N, K, tcb,
 		       flop / tcb / 1e6, 1.0, "-");
+		for (const wcfg &c : wcfgs) {
+			int nf;
+			double err, t;
+			bool bad;
+			if (c.bm / 2 >= M || (no_cm2 && c.cm > 1))
+				continue;
+			kt_tmap_t ta = make_map(A, M, K, K, 1, 0, c.bm);
+			kt_tmap_t tb = make_map(B, N, K, K, 1, 0, c.bn / c.cm);
+			CK(cudaMemset(C, 0xff, (size_t)M * N * 2));
+			launch_ws(c, ta, tb, C, M, N, K, N, 0, 1, 1, 1);
+			sync_or_die(c.name);
+			err = rel_l2(C, Cr, (size_t)M * N, &nf);
+			t = time_us([&] { launch_ws(c, ta, tb, C, M, N, K, N, 0, 1, 1, 1); }, reps);
+			bad = nf || err > 1e-2;
+			b.wrong += bad;
+			if (!bad && t < b.ws)
+				b.ws = t, b.wsname = c.name;
+			printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, M, N, K, t,
+			       flop / t / 1e6, t / tcb, err, bad ? " WRONG" : "");
+		}
 		for (const gcfg &c : gcfgs) {
 			int nf;
+			if (small)
+				break;
 			double err, t;
 			if (c.bm / 2 >= M && c.bm > 16)
 				continue;
@@ -270,8 +446,13 @@ int main(int argc, char **argv)
 			t = time_us([&] { launch_g(c, A, B, C, M, N, K); }, reps);
 			printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, M, N, K, t,
 			       flop / t / 1e6, t / tcb, err, nf || err > 1e-2 ? " WRONG" : "");
+			b.wrong += nf || err > 1e-2;
+			if (c.wg && !(nf || err > 1e-2) && t < b.wg)
+				b.wg = t, b.wgname = c.name;
 		}
 		for (const scfg &c : scfgs) {
+			if (small)
+				break;
 			int nf, tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
 			int smem = c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0);
 			double err, t;
@@ -293,11 +474,47 @@ int main(int argc, char **argv)
 			CK(cudaFree(Wk));
 		}
 		fflush(stdout);
+		summary.push_back(b);
+		CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(Cr));
+	}
+	/* batched WS: strided batches, padded leading dimensions, K not a
+	 * multiple of 64, a B shared by every batch (zB = 0) */
+	{
+		const int M = 200, N = 264, K = 328, Z = 3;
+		const long long lda = K + 16, ldb = K + 8, ldc = N + 8;
+		const long long sA = M * lda + 64, sB = N * ldb + 8, sC = M * ldc + 16;
+		bf *A = dev_rand((size_t)sA * Z, 1.f), *B = dev_rand((size_t)sB * Z, 1.f / sqrtf(K));
+		bf *C, *Cr;
+		CK(cudaMalloc(&C, (size_t)sC * Z * 2));
+		CK(cudaMalloc(&Cr, (size_t)sC * Z * 2));
+		for (int shared = 0; shared < 2; shared++) {
+			CK(cudaMemset(Cr, 0, (size_t)sC * Z * 2));
+			for (int z = 0; z < Z; z++)
+				cublas_tn_ld(A + z * sA, lda, B + (shared ? 0 : z * sB), ldb, Cr + z * sC, ldc,
+					     M, N, K);
+			for (const wcfg &c : wcfgs) {
+				int nf;
+				double err;
+				if (c.bm / 2 >= M || (no_cm2 && c.cm > 1))
+					continue;
+				kt_tmap_t ta = make_map(A, M, K, lda, Z, sA, c.bm);
+				kt_tmap_t tb = make_map(B, N, K, ldb, shared ? 1 : Z, sB, c.bn / c.cm);
+				CK(cudaMemset(C, 0, (size_t)sC * Z * 2));
+				launch_ws(c, ta, tb, C, M, N, K, ldc, sC, Z, 1, shared ? 0 : 1);
+				sync_or_die(c.name);
+				err = rel_l2(C, Cr, (size_t)sC * Z, &nf);
+				wrong_total += nf || err > 1e-2;
+				printf("%-34s batch %d x %dx%dx%d%s relerr %8.1e%s\n", c.name, Z, M, N, K,
+				       shared ? " (B shared)" : "", err, nf || err > 1e-2 ? " WRONG" : "");
+			}
+		}
 		CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(Cr));
 	}
 	/* lowrank: y = (x V^T) U^T, fused vs cuBLAS twice */
 	struct { int M, K, N, R; } ls[] = {{1024, 4096, 4096, 256}, {16, 4096, 4096, 256}, {300, 264, 136, 64}};
 	for (auto &s : ls) {
+		if (small)
+			break;
 		int M = s.M, K = s.K, N = s.N, R = s.R;
 		bf *X = dev_rand((size_t)M * K, 1.f), *V = dev_rand((size_t)R * K, 1.f / sqrtf(K));
 		bf *U = dev_rand((size_t)N * R, 1.f / sqrtf(R)), *Z, *Y, *Yr;
@@ -336,6 +553,17 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		CK(cudaFree(X)); CK(cudaFree(V)); CK(cudaFree(U)); CK(cudaFree(Z)); CK(cudaFree(Y)); CK(cudaFree(Yr));
 	}
+	printf("\nsummary (us, median of %d, L2 flushed; ratio = ktune / cuBLAS)\n", reps);
+	printf("%6s %6s %6s %9s %9s %6s %9s %6s %5s  %s\n", "M", "N", "K", "cublas", "wgmma",
+	       "x", "ws", "x", "wrong", "best ws");
+	for (const best &b : summary) {
+		wrong_total += b.wrong;
+		printf("%6d %6d %6d %9.2f %9.2f %6.3f %9.2f %6.3f %5d  %s\n", b.M, b.N, b.K, b.cublas,
+		       b.wg < 1e29 ? b.wg : 0.0, b.wg < 1e29 ? b.wg / b.cublas : 0.0,
+		       b.ws < 1e29 ? b.ws : 0.0, b.ws < 1e29 ? b.ws / b.cublas : 0.0, b.wrong,
+		       b.wsname.c_str());
+	}
+	printf("wrong results in total: %d\n", wrong_total);
 	cublasDestroy(hb);
-	return 0;
+	return wrong_total ? 3 : 0;
 }
