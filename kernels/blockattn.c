@@ -20,13 +20,20 @@
  * variants differ in the work order: `grid` gives each CTA ITEMS
  * consecutive items (the heads of one block first), `persistent` launches
  * CTAS_SM CTAs per SM that stride over every item (a static schedule).
- * Both are mma.sync m16n8k16 (sm_80+). Also searched: the backward's
- * epilogue (EPI: registers or staged 16-byte rows), the rope prologue's
- * table reads (RPF: batched or not) and a register cap (MINB CTAs per SM
- * through __launch_bounds__). Measured on the H200: bench/NOTES-attention.md.
+ * The forward also has `prefetch`: the grid's order with its one stage
+ * refilled in place (the next item's q, k as soon as S is done, its v once
+ * O is out; EPI: O staged in the v tile or stored from registers).
+ * All are mma.sync m16n8k16 (sm_80+). Also searched: the backward's
+ * epilogue (EPI: registers or staged 16-byte rows), how rope reads its
+ * table (RPF: per chunk, batched ahead, or the block's tile brought into
+ * shared memory by cp.async and kept across the heads of a block -- the
+ * backward's conjugate-rotation epilogue reads it there too) and a register
+ * cap (MINB CTAs per SM through __launch_bounds__). Measured on the H200:
+ * bench/NOTES-attention.md.
  * NEEDSWORK: wgmma (sm_90a) and producer/consumer warp specialization
  * (the block-attention work's load / MMA / softmax / epilogue roles) are
- * not variants yet; rotated v is not supported.
+ * not variants yet; rotated v is not supported; rope costs the backward
+ * a third more time (NOTES: it is latency and instructions, not bytes).
  */
 #include "blockattn.h"
 #include "gemm_plan.h"
@@ -36,8 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { V_GRID, V_PERSIST };
-/* Parameter indices: the same in both families; EPI is the backward's. */
+enum { V_GRID, V_PERSIST, V_PREFETCH };
+/* Parameter indices: the same in both families; EPI is the backward's and
+ * the forward prefetch variant's. */
 enum { P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI };
 
 static const struct kt_dim dims[] = {
@@ -49,18 +57,26 @@ static const struct kt_dim dims[] = {
 	{"rope", 0, 1, 1, "1: q, k raw plus a (T, d) cos/sin table, rotated in the kernel"},
 };
 
-static const char *const variants[] = {"grid", "persistent"};
+/* prefetch (forward only): the grid's work order, one stage refilled in
+ * place -- the next item's q, k once S is done, its v once O is out. */
+static const char *const variants[] = {"grid", "persistent", "prefetch"};
 
-#define ALL ((1u << V_GRID) | (1u << V_PERSIST))
+#define ALL ((1u << V_GRID) | (1u << V_PERSIST) | (1u << V_PREFETCH))
+#define RING ((1u << V_GRID) | (1u << V_PERSIST))
+#define ORDERED ((1u << V_GRID) | (1u << V_PREFETCH))
 
 static const struct kt_param fwd_params[] = {
 	{"ROWS_W", 2, {16, 32}, ALL, "query rows per warp (m16 tiles of S and O)"},
 	{"DSPLIT", 2, {1, 2}, ALL, "warps per row group, each computing 1/DSPLIT of head_dim"},
-	{"STAGES", 3, {1, 2, 3}, ALL, "cp.async ring depth over a CTA's work items"},
-	{"ITEMS", 3, {1, 2, 4}, 1u << V_GRID, "(block, head) items per CTA, heads of a block first"},
+	{"STAGES", 3, {1, 2, 3}, RING, "cp.async ring depth over a CTA's work items"},
+	{"ITEMS", 4, {1, 2, 4, 8}, ORDERED,
+	 "(block, head) items per CTA, heads of a block first"},
 	{"CTAS_SM", 3, {1, 2, 4}, 1u << V_PERSIST, "persistent grid: CTAs per SM, items strided"},
-	{"RPF", 2, {0, 1}, ALL, "rope=1: table reads batched ahead of the rotation (1) or not (0)"},
+	{"RPF", 3, {0, 1, 2}, ALL,
+	 "rope=1: table read per chunk (0), batched ahead (1), tile in shared memory (2)"},
 	{"MINB", 2, {1, 4}, ALL, "CTAs per SM asked of ptxas (a register cap); 1: none"},
+	{"EPI", 2, {0, 1}, 1u << V_PREFETCH,
+	 "prefetch: 0: O stored from registers, next v at once; 1: O staged in the v tile"},
 };
 
 /* The backward holds four tiles per stage plus P and dS: a third stage
@@ -71,7 +87,8 @@ static const struct kt_param bwd_params[] = {
 	{"STAGES", 2, {1, 2}, ALL, "cp.async ring depth over a CTA's work items"},
 	{"ITEMS", 3, {1, 2, 4}, 1u << V_GRID, "(block, head) items per CTA, heads of a block first"},
 	{"CTAS_SM", 3, {1, 2, 4}, 1u << V_PERSIST, "persistent grid: CTAs per SM, items strided"},
-	{"RPF", 2, {0, 1}, ALL, "rope=1: table reads batched ahead of the rotation (1) or not (0)"},
+	{"RPF", 3, {0, 1, 2}, ALL,
+	 "rope=1: table read per chunk (0), batched ahead (1), tile in shared memory (2)"},
 	{"MINB", 2, {1, 3}, ALL, "CTAs per SM asked of ptxas (a register cap); 1: none"},
 	{"EPI", 2, {0, 1}, ALL, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
 };
@@ -471,7 +488,7 @@ static int bwd_fill(const struct kt_shape *s, int buf, void *host, uint64_t seed
 struct cfg {
 	long blk, d, rope, heads;
 	long rows_w, dsplit, stages, items, ctas_sm, epi, rpf, minb;
-	int persist;
+	int persist, pf;
 	long mi;		/* m16 tiles per warp */
 	long threads;
 	unsigned smem;
@@ -486,11 +503,13 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	g->heads = s->v[BA_D_HEADS];
 	g->rows_w = c->p[P_ROWS_W];
 	g->dsplit = c->p[P_DSPLIT];
-	g->stages = c->p[P_STAGES];
+	g->pf = !bwd && c->variant == V_PREFETCH;
+	g->stages = g->pf ? 1 : c->p[P_STAGES];	/* prefetch: one stage, refilled in place */
 	g->persist = c->variant == V_PERSIST;
 	g->items = g->persist ? 0 : c->p[P_ITEMS];
 	g->ctas_sm = g->persist ? c->p[P_CTAS_SM] : 0;
-	g->epi = bwd ? c->p[P_EPI] : 0;
+	/* the forward's grid and persistent stage O (EPI 1 of prefetch) */
+	g->epi = bwd || g->pf ? c->p[P_EPI] : 1;
 	g->rpf = c->p[P_RPF];
 	g->minb = c->p[P_MINB];
 	g->mi = g->rows_w / 16;
@@ -499,6 +518,9 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	 * too unless it fits in the consumed v tile (BLK <= d) */
 	g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 +
 			     (bwd ? (g->blk <= g->d ? 1 : 2) * g->blk * g->blk * 2 : 0));
+	/* RPF 2: the f32 table tile of the block, rows padded by 16 bytes */
+	if (g->rope && g->rpf == 2)
+		g->smem += (unsigned)(g->blk * (g->d * 4 + 16));
 }
 
 /* fp32 accumulators a thread holds at once: S (and dP) plus one output
@@ -515,6 +537,10 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 {
 	if (g->threads >= 512)
 		return 80;
+	/* EPI 1 keeps more live across its extra barriers: at 192 (ROWS_W
+	 * 32) it spills 72-540 bytes, at 160 at most 120 (ptxas, 2026-11-29) */
+	if (bwd && g->epi)
+		return 176;
 	return bwd ? 192 : 160;
 }
 
@@ -524,7 +550,7 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 	struct cfg g;
 	long seqs = s->v[BA_D_SEQS], lmax = s->v[BA_D_LMAX];
 
-	if (c->variant != V_GRID && c->variant != V_PERSIST)
+	if (c->variant != V_GRID && c->variant != V_PERSIST && (bwd || c->variant != V_PREFETCH))
 		return snprintf(why, whylen, "unknown variant %d", c->variant), 1;
 	cfg_of(bwd, s, c, &g);
 	if (g.d != 64 && g.d != 128)
@@ -543,21 +569,32 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 		return snprintf(why, whylen, "ITEMS %ld: 1 to 64", g.items), 1;
 	if (g.epi != 0 && g.epi != 1)
 		return snprintf(why, whylen, "EPI %ld: 0 or 1", g.epi), 1;
-	if (g.rpf != 0 && g.rpf != 1)
-		return snprintf(why, whylen, "RPF %ld: 0 or 1", g.rpf), 1;
+	if (g.rpf < 0 || g.rpf > 2)
+		return snprintf(why, whylen, "RPF %ld: 0, 1 or 2", g.rpf), 1;
 	if (g.rpf && !g.rope)
-		return snprintf(why, whylen, "RPF 1 without rope: the same kernel as RPF 0"), 1;
+		return snprintf(why, whylen, "RPF %ld without rope: the same kernel as RPF 0", g.rpf),
+		       1;
+	if (g.rpf == 2 && g.stages > 1)
+		return snprintf(why, whylen, "RPF 2 keeps one table tile: STAGES 1 only"), 1;
 	if (g.minb < 1 || g.minb > 8)
 		return snprintf(why, whylen, "MINB %ld: 1 to 8", g.minb), 1;
 	/* a cap under 128 registers spills these kernels heavily (ptxas) */
 	if (g.minb > 1 && g.minb * g.threads > 512)
 		return snprintf(why, whylen, "MINB %ld x %ld threads: under 128 registers each",
 				g.minb, g.threads), 1;
+	/* prefetch holds the next item's load addresses across S: under the
+	 * 128-register cap of 4 CTAs ptxas spills 68-612 bytes above 64
+	 * accumulators (d = 128, ROWS_W 16: 88-100; grid: 20), none at 64 */
+	if (g.pf && g.minb * g.threads >= 512 && acc_regs(bwd, &g) > 64)
+		return snprintf(why, whylen, "prefetch with MINB %ld: spills under the register cap",
+				g.minb), 1;
 	if (g.minb > 1 && (long)g.minb * (g.smem + 1024) > (long)tgt->smem_optin + 1024)
 		return snprintf(why, whylen, "MINB %ld CTAs of %u bytes overfill an SM's shared memory",
 				g.minb, g.smem), 1;
 	if (g.persist && (g.ctas_sm < 1 || g.ctas_sm > 32))
 		return snprintf(why, whylen, "CTAS_SM %ld: 1 to 32", g.ctas_sm), 1;
+	if (g.pf && g.items < 2)
+		return snprintf(why, whylen, "prefetch with ITEMS 1: no next item to prefetch"), 1;
 	if (!g.persist && g.stages > g.items)
 		return snprintf(why, whylen, "STAGES %ld > ITEMS %ld: the extra stages stay empty",
 				g.stages, g.items), 1;
@@ -612,7 +649,8 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	    kt_program_define(pr, "DSPLIT", g.dsplit) ||
 	    kt_program_define(pr, "STAGES", g.stages) || kt_program_define(pr, "RPF", g.rpf) ||
 	    kt_program_define(pr, "MINB", g.minb) ||
-	    (bwd && kt_program_define(pr, "EPI", g.epi)))
+	    (bwd && kt_program_define(pr, "EPI", g.epi)) ||
+	    (g.pf && (kt_program_define(pr, "PF", 1) || kt_program_define(pr, "EPI", g.epi))))
 		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 
 	/* untimed: the block list from the offsets */
@@ -865,24 +903,31 @@ static double bwd_min_bytes(const struct kt_shape *s)
 	return bytes_of(1, s);
 }
 
-/* The H200 winners at ads_d128_L256 (bench/NOTES-attention.md): two items
- * per CTA, one m16 tile per warp, no split, no ring; the backward stages
- * its outputs without rope and not with it. A small footprint (at most
- * 72 KiB of shared memory at d = 128, BLK = 64), valid on sm_80+. */
+/* The H200 winners at ads_d128_L256 (bench/NOTES-attention.md, run of
+ * 2026-11-29 23:00): grid, one m16 tile per warp, no split, no ring; the
+ * forward two items per CTA (one with rope), the backward one; rope tables
+ * read batched (RPF 1); register caps for 4 (fwd) and 3 (bwd) CTAs per SM;
+ * the backward's outputs stored from registers (EPI 0). Where a cap
+ * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
+ * then head_dim is split. */
 static int default_of(int bwd, const struct kt_shape *s, const struct kt_target *tgt,
 		      struct kt_config *out)
 {
 	char why[160];
+	int rope = s->v[BA_D_ROPE] != 0;
 
 	memset(out, 0, sizeof(*out));
 	out->variant = V_GRID;
 	out->p[P_ROWS_W] = 16;
 	out->p[P_DSPLIT] = 1;
 	out->p[P_STAGES] = 1;
-	out->p[P_ITEMS] = 2;
-	out->p[P_RPF] = 0;
+	out->p[P_ITEMS] = bwd || rope ? 1 : 2;
+	out->p[P_RPF] = rope;
+	out->p[P_MINB] = bwd ? 3 : 4;
+	out->p[P_EPI] = 0;
+	if (check_of(bwd, s, out, tgt, why, sizeof(why)) == 0)
+		return 0;
 	out->p[P_MINB] = 1;
-	out->p[P_EPI] = bwd && !s->v[BA_D_ROPE];
 	if (check_of(bwd, s, out, tgt, why, sizeof(why)) == 0)
 		return 0;
 	out->p[P_DSPLIT] = 2;
@@ -907,7 +952,7 @@ const struct kt_family blockattn_fwd_family = {
 	.hidden = 0,
 	.ndims = BA_NDIMS,
 	.dims = dims,
-	.nvariants = 2,
+	.nvariants = 3,
 	.variants = variants,
 	.planted = 0,
 	.nparams = (int)(sizeof(fwd_params) / sizeof(fwd_params[0])),

@@ -6,7 +6,14 @@
  *   blockattn_bwd(q, k, v, do, blocks, table, dq, dk, dv, nitems, H,
  *                 cta_step, item_step, nper)
  *       block (BLK / ROWS_W) * DSPLIT * 32, dynamic smem
- *       STAGES * 4 * BLK * HD * 2 + (BLK <= HD ? 1 : 2) * BLK * BLK * 2.
+ *       STAGES * 4 * BLK * HD * 2 + (BLK <= HD ? 1 : 2) * BLK * BLK * 2
+ *       (+ BLK * (HD * 4 + 16) with RPF 2: the table tile, last).
+ *
+ * With RPF 2 the block's rope table tile comes by cp.async with q, k, v,
+ * do (only when the block changes: a CTA's consecutive items are the heads
+ * of one block), and both the rotation of q, k and the conjugate rotation
+ * of dq, dk read it from shared memory (the same tokens: the attention is
+ * block-diagonal), so no global load of the table is left in the kernel.
  *
  * Per item, with q, k, v, do tiles in shared memory (q, k rotated there
  * with ROPE):
@@ -75,8 +82,9 @@ KT_DEV void mma_xty(float (&acc)[MI][ND][4], unsigned sx, int j0, unsigned sy, i
  * HD), conjugate-rotated by the table when ROPE and ROT (pairs never
  * straddle a thread: a thread holds columns 2t, 2t+1 of each n8 tile). */
 template <bool ROT>
-KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *table, int r0,
-		      int d0, int t0, int len, int H, int h, int lane)
+KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *table,
+		      const unsigned char *stab, int r0, int d0, int t0, int len, int H, int h,
+		      int lane)
 {
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
@@ -86,7 +94,7 @@ KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *ta
 			float2 pre[ND];
 
 			/* RPF: the row's table pairs read ahead, row clamped */
-			if (ROPE && ROT && RPF)
+			if (ROPE && ROT && RPF == 1)
 #pragma unroll
 				for (int nt = 0; nt < ND; nt++)
 					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
@@ -100,9 +108,11 @@ KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *ta
 				float y0 = acc[mi][nt][2 * hf], y1 = acc[mi][nt][2 * hf + 1];
 
 				if (ROPE && ROT) {
-					float2 cs = RPF ? pre[nt]
-							: __ldg(reinterpret_cast<const float2 *>(
-								  table + (long long)(t0 + row) * HD + col));
+					float2 cs = RTAB     ? tab_pair(stab, row, col)
+						    : RPF == 1 ? pre[nt]
+							       : __ldg(reinterpret_cast<const float2 *>(
+									 table + (long long)(t0 + row) * HD +
+									 col));
 
 					rot_conj(y0, y1, cs.x, cs.y);
 				}
@@ -115,8 +125,8 @@ KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *ta
 /* The same tile into a swizzled BLK x HD shared tile (rows r0.., columns
  * d0..), for store_tile to write out in 16-byte rows (EPI = 1). */
 template <bool ROT>
-KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float *table, int r0,
-		      int d0, int t0, int len, int lane)
+KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float *table,
+		      const unsigned char *stab, int r0, int d0, int t0, int len, int lane)
 {
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
@@ -126,7 +136,7 @@ KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float 
 			float2 pre[ND];
 
 			/* RPF: the row's table pairs read ahead, row clamped */
-			if (ROPE && ROT && RPF)
+			if (ROPE && ROT && RPF == 1)
 #pragma unroll
 				for (int nt = 0; nt < ND; nt++)
 					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
@@ -140,9 +150,11 @@ KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float 
 				float y0 = acc[mi][nt][2 * hf], y1 = acc[mi][nt][2 * hf + 1];
 
 				if (ROPE && ROT) {
-					float2 cs = RPF ? pre[nt]
-							: __ldg(reinterpret_cast<const float2 *>(
-								  table + (long long)(t0 + row) * HD + col));
+					float2 cs = RTAB     ? tab_pair(stab, row, col)
+						    : RPF == 1 ? pre[nt]
+							       : __ldg(reinterpret_cast<const float2 *>(
+									 table + (long long)(t0 + row) * HD +
+									 col));
 
 					rot_conj(y0, y1, cs.x, cs.y);
 				}
@@ -190,6 +202,10 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
 	const bool writer = warp % DSPLIT == 0;	/* one warp of a row group stores P, dS */
 	const float scale = 1.f / sqrtf((float)HD);
+	/* RPF 2: the table tile, after P and dS, and the block it holds */
+	const unsigned stab_u = sds + (P_IN_V ? 1 : 2) * PTILE;
+	const unsigned char *stab = gds + (P_IN_V ? 1 : 2) * PTILE;
+	int tblk = -1;
 
 #pragma unroll
 	for (int j = 0; j < STAGES - 1; j++) {
@@ -205,9 +221,17 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 
 		if (w < 0)
 			break;
-		if (wn >= 0)
-			load_item(sbase + ((i + STAGES - 1) % STAGES) * 4 * TILE, q, k, v, dout,
-				  blocks[wn / H], H, wn % H, tid);
+		if (wn >= 0) {
+			int2 bn = blocks[wn / H];
+
+			load_item(sbase + ((i + STAGES - 1) % STAGES) * 4 * TILE, q, k, v, dout, bn, H,
+				  wn % H, tid);
+			/* STAGES 1: the previous item is done with the tile */
+			if (RTAB && wn / H != tblk) {
+				load_table(stab_u, table, bn.x, bn.y, tid);
+				tblk = wn / H;
+			}
+		}
 		kt_cp_async_commit();
 		kt_cp_async_wait<STAGES - 1>();
 		__syncthreads();
@@ -221,7 +245,9 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 		unsigned char *gp = P_IN_V ? gq + 2 * TILE : gds + PTILE;
 
 		if (ROPE) {
-			if (RPF) {
+			if (RTAB) {
+				rope_qk_smem(gq, gq + TILE, stab, len, tid);
+			} else if (RPF) {
 				rope_qk(gq, gq + TILE, table, b.x, len, tid);
 			} else {
 				rope_tile(gq, table, b.x, len, tid);
@@ -294,37 +320,37 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			zero_acc(acc);
 			mma_px(acc, dp, sk, d0, len, lane);
 			if (!EPI)
-				store_acc<true>(dq, acc, table, r0, d0, b.x, len, H, h, lane);
+				store_acc<true>(dq, acc, table, stab, r0, d0, b.x, len, H, h, lane);
 		}
 		__syncthreads();
 		/* EPI: outputs staged in tiles that are dead by then -- dQ in k's
 		 * (phase 2 reads P, do, dS, q only), dV in do's, dK in q's -- and
 		 * written out in 16-byte rows at the end */
 		if (EPI && r0 < len)
-			stage_acc<true>(gq + TILE, acc, table, r0, d0, b.x, len, lane);
+			stage_acc<true>(gq + TILE, acc, table, stab, r0, d0, b.x, len, lane);
 
 		/* ---- phase 2: key rows r0.. ---- */
 		if (r0 < len) {
 			zero_acc(acc);
 			mma_xty(acc, sp, r0, sdo, d0, len, lane);
 			if (!EPI)
-				store_acc<false>(dv, acc, table, r0, d0, b.x, len, H, h, lane);
+				store_acc<false>(dv, acc, table, stab, r0, d0, b.x, len, H, h, lane);
 		}
 		if (EPI) {
 			__syncthreads();	/* every warp is done reading do */
 			if (r0 < len)
-				stage_acc<false>(gq + 3 * TILE, acc, table, r0, d0, b.x, len, lane);
+				stage_acc<false>(gq + 3 * TILE, acc, table, stab, r0, d0, b.x, len, lane);
 		}
 		if (r0 < len) {
 			zero_acc(acc);
 			mma_xty(acc, sds, r0, sq, d0, len, lane);
 			if (!EPI)
-				store_acc<true>(dk, acc, table, r0, d0, b.x, len, H, h, lane);
+				store_acc<true>(dk, acc, table, stab, r0, d0, b.x, len, H, h, lane);
 		}
 		if (EPI) {
 			__syncthreads();	/* every warp is done reading q */
 			if (r0 < len)
-				stage_acc<true>(gq, acc, table, r0, d0, b.x, len, lane);
+				stage_acc<true>(gq, acc, table, stab, r0, d0, b.x, len, lane);
 			__syncthreads();
 			store_tile(dq, gq + TILE, b.x, len, H, h, tid);
 			store_tile(dv, gq + 3 * TILE, b.x, len, H, h, tid);

@@ -6,10 +6,20 @@
  * Compile-time parameters (-D): BLK (64, 128) tokens per block, HD (64,
  * 128) head_dim, ROPE (0, 1), ROWS_W (16, 32) query rows per warp, DSPLIT
  * (1, 2) warps per row group splitting head_dim for O = P.V, STAGES (1..3)
- * depth of the cp.async ring over a CTA's work items, RPF (0, 1) the rope
- * prologue's table reads batched ahead of the shared-memory rotation (1)
- * or one chunk at a time (0), MINB (1..4) CTAs per SM asked of ptxas
- * through __launch_bounds__ (a register cap).
+ * depth of the cp.async ring over a CTA's work items, RPF (0, 1, 2) how
+ * rope reads its table: one chunk at a time from global memory (0), reads
+ * batched ahead of the shared-memory rotation (1), or the block's table
+ * tile (BLK x HD f32, padded rows) brought into shared memory by cp.async with
+ * q and k and kept across the CTA's consecutive items of the same block
+ * (2: STAGES 1 only; the backward's conjugate-rotation epilogue reads it
+ * too), MINB (1..4) CTAs per SM asked of ptxas through __launch_bounds__
+ * (a register cap), PF (0, 1; forward, STAGES 1) the next item's q and k
+ * (and table tile) loaded into the current tiles as soon as every warp has
+ * computed S, and its v as soon as O has left the v tile: a ring of one
+ * stage that still overlaps two thirds of the next item's loads with this
+ * item's softmax, P.V and output, without the smem (occupancy) of STAGES 2;
+ * with it EPI (0, 1): O from the registers, v refilled right after P.V
+ * (0), or O staged through the v tile in 16-byte rows (1).
  *
  * Kernels (extern "C"):
  *   blockattn_blocks(offsets, B, blocks)          grid 1, block 1024
@@ -17,7 +27,7 @@
  *       order (the untimed prep launch).
  *   blockattn_fwd(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *       grid (CTAs), block (BLK / ROWS_W) * DSPLIT * 32,
- *       dynamic smem STAGES * 3 * BLK * HD * 2.
+ *       dynamic smem STAGES * 3 * BLK * HD * 2 (+ BLK * (HD * 4 + 16) with RPF 2).
  *       Work item w = block * H + head; CTA c runs items
  *       c * cta_step + i * item_step for i < nper (and w < nitems): ITEMS
  *       consecutive items (cta_step = ITEMS, item_step = 1) or a persistent
@@ -61,6 +71,9 @@
 #ifndef MINB
 #define MINB 1
 #endif
+#ifndef PF
+#define PF 0
+#endif
 
 #ifndef KT_BLOCKATTN_HELPERS
 #define KT_BLOCKATTN_HELPERS
@@ -79,10 +92,17 @@ constexpr int NT = NWARPS * 32;
 constexpr int DW = HD / DSPLIT;		/* head_dim columns of one warp's outputs */
 constexpr int NB = BLK / 8;		/* n8 tiles across a row of S */
 constexpr int ND = DW / 8;		/* n8 tiles across a warp's output columns */
+/* RPF 2: the table tile in shared memory, TCH 16-byte chunks per row */
+constexpr bool RTAB = ROPE && RPF == 2;
+constexpr int TCH = HD / 4;
+constexpr int TROW = HD * 4 + 16;	/* padded row: row r starts r bank groups on */
+constexpr int TTILE = RTAB ? BLK * TROW : 0;
 
 static_assert(BLK % ROWS_W == 0 && ROWS_W % 16 == 0, "ROWS_W must divide BLK in m16 tiles");
 static_assert(DW % 16 == 0, "HD / DSPLIT must be a multiple of 16");
 static_assert((BLK * CH) % NT == 0, "tile chunks must spread evenly over the threads");
+static_assert(!RTAB || STAGES == 1, "RPF 2 keeps one table tile: STAGES 1 only");
+static_assert(!PF || STAGES == 1, "PF refills the one stage in place");
 
 KT_DEV void ldsm_x4_t(unsigned r[4], unsigned addr)
 {
@@ -187,6 +207,59 @@ KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, const float *table, in
 				rot_chunk(sq + kt_swz<CH>(r, c), a[j], b[j]);
 				rot_chunk(sk + kt_swz<CH>(r, c), a[j], b[j]);
 			}
+		}
+	}
+}
+
+/* Byte offset of 16-byte chunk c16 of row r of the table tile. Rows are
+ * padded by 16 bytes, so the 8 rows an MMA accumulator spans (the
+ * epilogue's pair reads: 8 rows x 32 bytes) fall into distinct bank groups
+ * and a warp's read takes the minimum two wavefronts; unlike an XOR
+ * swizzle, the offset stays additive in the column (fewer registers). */
+KT_DEV int tab_off(int r, int c16)
+{
+	return r * TROW + (c16 << 4);
+}
+
+/* cp.async of the table rows [t0, t0 + len) into the tile at s (RPF 2);
+ * rows past len are zero-filled (never read). */
+KT_DEV void load_table(unsigned s, const float *table, int t0, int len, int tid)
+{
+#pragma unroll
+	for (int i = 0; i < BLK * TCH / NT; i++) {
+		int idx = tid + i * NT, r = idx / TCH, c = idx % TCH;
+		bool ok = r < len;
+
+		kt_cp_async16(s + tab_off(r, c), table + (long long)(t0 + (ok ? r : 0)) * HD + c * 4,
+			      ok);
+	}
+}
+
+/* The (cos, sin) pair of column col (even) of row r of the table tile. */
+KT_DEV float2 tab_pair(const unsigned char *st, int r, int col)
+{
+	return *reinterpret_cast<const float2 *>(st + tab_off(r, col >> 2) + (col & 3) * 4);
+}
+
+/* rope_qk from the table tile in shared memory (RPF 2): no global load in
+ * the rotation. A chunk of 8 bf16 needs table chunks 2c and 2c + 1; every
+ * other run of 4 threads reads them in the opposite order, so 8 consecutive
+ * threads touch 8 distinct bank groups in each of the two reads. */
+KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, const unsigned char *st, int len,
+			 int tid)
+{
+#pragma unroll
+	for (int i = 0; i < BLK * CH / NT; i++) {
+		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+
+		if (r < len) {
+			int sw = (c >> 2) & 1;
+			float4 x = *reinterpret_cast<const float4 *>(st + tab_off(r, 2 * c + sw));
+			float4 y = *reinterpret_cast<const float4 *>(st + tab_off(r, 2 * c + 1 - sw));
+			float4 a = sw ? y : x, b = sw ? x : y;
+
+			rot_chunk(sq + kt_swz<CH>(r, c), a, b);
+			rot_chunk(sk + kt_swz<CH>(r, c), a, b);
 		}
 	}
 }
@@ -375,6 +448,13 @@ blockattn_blocks(const int *offsets, int B, int2 *blocks)
 
 #ifndef BLOCKATTN_HELPERS_ONLY
 
+/* EPI (prefetch only): O staged through the v tile and written in 16-byte
+ * rows (1, as the other variants), or stored from the registers (0), which
+ * frees v for the next item right after P.V. */
+#ifndef EPI
+#define EPI 1
+#endif
+
 extern "C" __global__ void KBA_BOUNDS
 blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 	      const __nv_bfloat16 *__restrict__ v, const int2 *__restrict__ blocks,
@@ -386,10 +466,11 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 	const unsigned sbase = kt_smem_u32(smem);
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
+	int tblk = -1;	/* RPF 2: the block whose table tile is in shared memory */
 
-	/* the ring: item j's tiles go to stage j % STAGES */
+	/* the ring: item j's tiles go to stage j % STAGES; PF: item 0 */
 #pragma unroll
-	for (int j = 0; j < STAGES - 1; j++) {
+	for (int j = 0; j < (PF ? 1 : STAGES - 1); j++) {
 		int w = item_at(j, nitems, cta_step, item_step, nper);
 
 		if (w >= 0) {
@@ -399,26 +480,39 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			load_tile(st, q, b.x, b.y, H, w % H, tid);
 			load_tile(st + TILE, k, b.x, b.y, H, w % H, tid);
 			load_tile(st + 2 * TILE, v, b.x, b.y, H, w % H, tid);
+			if (PF && RTAB) {
+				load_table(sbase + 3 * TILE, table, b.x, b.y, tid);
+				tblk = w / H;
+			}
 		}
 		kt_cp_async_commit();
 	}
 	for (int i = 0;; i++) {
 		int w = item_at(i, nitems, cta_step, item_step, nper);
-		int wn = item_at(i + STAGES - 1, nitems, cta_step, item_step, nper);
+		int wn = item_at(i + (PF ? 1 : STAGES - 1), nitems, cta_step, item_step, nper);
 		int stage = i % STAGES;
 
 		if (w < 0)
 			break;
-		if (wn >= 0) {
+		/* PF: the next item's block, read early (its loads come later) */
+		const int2 bn = PF && wn >= 0 ? blocks[wn / H] : make_int2(0, 0);
+
+		if (!PF && wn >= 0) {
 			int2 b = blocks[wn / H];
 			unsigned st = sbase + ((i + STAGES - 1) % STAGES) * 3 * TILE;
 
 			load_tile(st, q, b.x, b.y, H, wn % H, tid);
 			load_tile(st + TILE, k, b.x, b.y, H, wn % H, tid);
 			load_tile(st + 2 * TILE, v, b.x, b.y, H, wn % H, tid);
+			/* STAGES 1: the previous item is done with the tile */
+			if (RTAB && wn / H != tblk) {
+				load_table(sbase + STAGES * 3 * TILE, table, b.x, b.y, tid);
+				tblk = wn / H;
+			}
 		}
-		kt_cp_async_commit();
-		kt_cp_async_wait<STAGES - 1>();
+		if (!PF)
+			kt_cp_async_commit();
+		kt_cp_async_wait<PF ? 0 : STAGES - 1>();
 		__syncthreads();
 
 		const int2 b = blocks[w / H];
@@ -427,7 +521,9 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 		unsigned char *gq = smem + stage * 3 * TILE;
 
 		if (ROPE) {
-			if (RPF) {
+			if (RTAB) {
+				rope_qk_smem(gq, gq + TILE, smem + STAGES * 3 * TILE, b.y, tid);
+			} else if (RPF) {
 				rope_qk(gq, gq + TILE, table, b.x, b.y, tid);
 			} else {
 				rope_tile(gq, table, b.x, b.y, tid);
@@ -451,10 +547,53 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 		 * keep to the barriers: its rows are never stored */
 		const bool busy = r0 < b.y;
 
-		if (busy) {
+		if (busy)
 			mma_abt<CH, HD>(s, sq, r0, sk, b.y, lane);
+		if (PF) {
+			/* every warp is done with q, k (and, in the forward, the
+			 * table): the next item's q, k land there while this one's
+			 * softmax, P.V and output run */
+			__syncthreads();
+			if (wn >= 0) {
+				load_tile(sq, q, bn.x, bn.y, H, wn % H, tid);
+				load_tile(sk, k, bn.x, bn.y, H, wn % H, tid);
+				if (RTAB && wn / H != tblk) {
+					load_table(sbase + 3 * TILE, table, bn.x, bn.y, tid);
+					tblk = wn / H;
+				}
+			}
+			kt_cp_async_commit();
+		}
+		if (busy) {
 			softmax_rows(s, inv, b.y, lane);
 			mma_px(acc, s, sv, d0, b.y, lane);
+		}
+		if (PF && !EPI) {
+			/* EPI 0: O leaves from the registers, so v is free as soon
+			 * as every warp is done with P.V: the next v goes now */
+			__syncthreads();
+			if (wn >= 0)
+				load_tile(sv, v, bn.x, bn.y, H, wn % H, tid);
+			kt_cp_async_commit();
+#pragma unroll
+			for (int mi = 0; mi < MI && busy; mi++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
+
+					if (row >= b.y)
+						continue;
+#pragma unroll
+					for (int nt = 0; nt < ND; nt++) {
+						int col = d0 + nt * 8 + 2 * (lane & 3);
+
+						*reinterpret_cast<unsigned *>(
+							o + ((long long)(b.x + row) * H + h) * HD + col) =
+							kt_pack_bf16x2(acc[mi][nt][2 * hf] * inv[mi][hf],
+								       acc[mi][nt][2 * hf + 1] * inv[mi][hf]);
+					}
+				}
+			continue;
 		}
 		/* every warp is done with v: stage O in its place */
 		__syncthreads();
@@ -475,6 +614,12 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 		store_tile(o, gq + 2 * TILE, b.x, b.y, H, h, tid);
 		/* the next iteration's loads refill this stage */
 		__syncthreads();
+		if (PF) {
+			/* PF: O has left the v tile; the next item's v */
+			if (wn >= 0)
+				load_tile(sv, v, bn.x, bn.y, H, wn % H, tid);
+			kt_cp_async_commit();
+		}
 	}
 	kt_cp_async_wait<0>();
 }

@@ -15,6 +15,8 @@
  * A GPU suite (below, inactive without a GPU) runs every config on small
  * ragged shapes against both references and at the bench shape against
  * the GPU reference, and can time them (KTUNE_BLOCKATTN_BENCH).
+ * KTUNE_BLOCKATTN_GPU_ONLY=1 leaves the compile suite out (for a timed
+ * GPU call; CI runs it).
  */
 #include <math.h>
 #include <stdint.h>
@@ -488,6 +490,134 @@ static void test_check_rejects(void)
 	}
 }
 
+/* Defines of a plan's program: 1 when "NAME=VALUE" is among them. */
+static int has_define(const struct kt_plan *p, const char *def)
+{
+	int i;
+
+	for (i = 0; i < p->programs[0].ndefines; i++)
+		if (strcmp(p->programs[0].defines[i], def) == 0)
+			return 1;
+	return 0;
+}
+
+/* RPF 2 (the table tile in shared memory) and the forward's prefetch
+ * variant: what check() refuses, and what the plans ask for. */
+static void test_rtab_prefetch(void)
+{
+	static const char *const shapes[2] = {
+		"seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1",
+		"seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0",
+	};
+	struct kt_target t80, t90;
+	struct kt_shape s, s0;
+	struct kt_config c;
+	struct kt_plan p, p0;
+	struct kt_err e;
+	char why[160];
+	int f;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_80", &t80), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	for (f = 0; f < 2; f++) {
+		unsigned base;
+
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], shapes[0], &s), 0);
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], shapes[1], &s0), 0);
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[f], base_cfg[f], &c, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &c, &t90, &p0, &e), 0);
+		base = p0.launch[0].smem;
+		/* q k v (do) tiles of 64 x 128 bf16, plus dS in the backward */
+		CU_ASSERT_EQUAL(base, f ? 4u * 16384 + 8192 : 3u * 16384);
+		c.p[5] = 2;	/* RPF */
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t80, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &c, &t90, &p, &e), 0);
+		/* plus the table tile: 64 rows of 128 f32, padded by 16 bytes */
+		CU_ASSERT_EQUAL(p.launch[0].smem, base + 64u * (512 + 16));
+		CU_ASSERT(has_define(&p, "RPF=2"));
+		/* no rope: nothing to tile */
+		CU_ASSERT_EQUAL(fams[f]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope"));
+		/* one table tile: STAGES 1 only */
+		c.p[2] = 2;	/* STAGES */
+		c.p[3] = 2;	/* ITEMS */
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "STAGES"));
+		c.p[5] = 1;	/* RPF 1 keeps the ring */
+		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	}
+	/* BLK = d = 128 backward with the tile: 224 KiB + 2 KiB, sm_90 only */
+	CU_ASSERT_EQUAL_FATAL(parse(fams[1], "seqs=64,lmax=256,heads=4,head_dim=128,block=128,rope=1",
+				    &s), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=2,MINB=1,EPI=0", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t80, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+
+	/* the forward's prefetch variant: ITEMS >= 2, one stage, -DPF=1 */
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], shapes[0], &s), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
+		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=2,MINB=1,EPI=0", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(&s, &c, &t90, &p, &e), 0);
+	CU_ASSERT(has_define(&p, "PF=1"));
+	CU_ASSERT(has_define(&p, "EPI=0"));
+	CU_ASSERT(has_define(&p, "STAGES=1"));
+	CU_ASSERT_EQUAL(p.launch[0].smem, 3u * 16384 + 64u * (512 + 16));
+	/* two consecutive items per CTA, as the grid variant */
+	CU_ASSERT_EQUAL(p.launch[0].grid[0],
+			(unsigned)((ba_blocks(1152, 256, 64) * 4 + 1) / 2));
+	c.p[3] = 1;
+	CU_ASSERT_EQUAL(fams[0]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "ITEMS"));
+	/* STAGES is not one of its parameters; the grid's programs get no PF */
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL(kt_config_parse(fams[0],
+		"variant=prefetch,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=2,RPF=0,MINB=1,EPI=1", &c, &e), -1);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], base_cfg[0], &c, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(&s, &c, &t90, &p, &e), 0);
+	CU_ASSERT(!has_define(&p, "PF=1"));
+	CU_ASSERT(!has_define(&p, "EPI=1") && !has_define(&p, "EPI=0"));
+	/* nor is EPI one of the grid's (the forward's grid stages O) */
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL(kt_config_parse(fams[0],
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=0", &c, &e), -1);
+	/* prefetch under the 4-CTA register cap spills at d = 128 (ptxas), not at 64 */
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
+		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=0,MINB=4,EPI=1", &c, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], shapes[1], &s0), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spills"));
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], "seqs=1152,lmax=256,heads=4,head_dim=64,block=64,rope=0",
+				    &s0), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(&s0, &c, &t90, why, sizeof(why)), 0);
+	/* the backward's staged epilogue with two m16 tiles per warp spills */
+	CU_ASSERT_EQUAL_FATAL(parse(fams[1], shapes[1], &s0), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
+		"variant=grid,ROWS_W=32,DSPLIT=2,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=1", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[1]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
+	c.p[7] = 0;	/* EPI 0 holds */
+	CU_ASSERT_EQUAL(fams[1]->check(&s0, &c, &t90, why, sizeof(why)), 0);
+	/* the backward has no prefetch variant */
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL(kt_config_parse(fams[1],
+		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=0,MINB=1,EPI=0", &c, &e), -1);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], base_cfg[1], &c, &e), 0);
+	c.variant = 2;
+	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+}
+
 static void test_buffers_and_fill(void)
 {
 	struct kt_shape s;
@@ -727,7 +857,27 @@ struct collect {
 	struct kt_program *progs;
 	int *required;		/* 0: may be left out of a CI sample */
 	int n, cap;
+	/* per family: a required program already has variant v / value j of
+	 * parameter i (every value compiled in CI, not only a sample) */
+	int cover_var[8], cover[KT_MAX_PARAMS][KT_MAX_VALUES];
+	int ncovered;
+	int cover_only;		/* 1: add a program only when it covers something new */
 };
+
+/* 1 when cfg has a variant or a parameter value that c has not covered. */
+static int covers_new(const struct collect *c, const struct kt_config *cfg)
+{
+	int i, j;
+
+	if (!c->cover_var[cfg->variant])
+		return 1;
+	for (i = 0; i < c->f->nparams; i++)
+		if (c->f->params[i].variants & (1u << cfg->variant))
+			for (j = 0; j < c->f->params[i].nvalues; j++)
+				if (c->f->params[i].values[j] == cfg->p[i] && !c->cover[i][j])
+					return 1;
+	return 0;
+}
 
 static int same_program(const struct kt_program *a, const struct kt_program *b)
 {
@@ -741,14 +891,15 @@ static int same_program(const struct kt_program *a, const struct kt_program *b)
 	return 1;
 }
 
-static void add_program(struct collect *c, const struct kt_program *p, int required)
+/* Adds p (once) and returns its index. */
+static int add_program(struct collect *c, const struct kt_program *p, int required)
 {
 	int i;
 
 	for (i = 0; i < c->n; i++)
 		if (same_program(&c->progs[i], p)) {
 			c->required[i] |= required;
-			return;
+			return i;
 		}
 	if (c->n == c->cap) {
 		struct kt_program *np = realloc(c->progs, (size_t)(c->cap * 2 + 16) * sizeof(*np));
@@ -763,6 +914,7 @@ static void add_program(struct collect *c, const struct kt_program *p, int requi
 	}
 	c->required[c->n] = required;
 	c->progs[c->n++] = *p;
+	return c->n - 1;
 }
 
 static int collect_one(const struct kt_config *cfg, void *arg)
@@ -774,9 +926,31 @@ static int collect_one(const struct kt_config *cfg, void *arg)
 
 	if (c->f->check(c->s, cfg, c->t, why, sizeof(why)))
 		return 0;
+	if (c->cover_only && !covers_new(c, cfg))
+		return 0;
 	kt_err_clear(&e);
-	if (c->f->plan(c->s, cfg, c->t, &p, &e) == 0)
-		add_program(c, &p.programs[0], 0);
+	if (c->f->plan(c->s, cfg, c->t, &p, &e) == 0) {
+		int idx = add_program(c, &p.programs[0], 0), i, j;
+
+		/* the first config with a variant or a parameter value not seen
+		 * yet makes its program required */
+		if (cfg->variant >= 0 && cfg->variant < 8 && !c->cover_var[cfg->variant]) {
+			c->cover_var[cfg->variant] = 1;
+			c->required[idx] = 1;
+		}
+		for (i = 0; i < c->f->nparams; i++) {
+			const struct kt_param *pa = &c->f->params[i];
+
+			if (!(pa->variants & (1u << cfg->variant)))
+				continue;
+			for (j = 0; j < pa->nvalues; j++)
+				if (pa->values[j] == cfg->p[i] && !c->cover[i][j]) {
+					c->cover[i][j] = 1;
+					c->ncovered++;
+					c->required[idx] = 1;
+				}
+		}
+	}
 	return 0;
 }
 
@@ -794,6 +968,10 @@ static void compile_for(const char *arch)
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
 	for (f = 0; f < 2; f++) {
+		int pi, vi;
+
+		memset(c.cover_var, 0, sizeof(c.cover_var));
+		memset(c.cover, 0, sizeof(c.cover));
 		for (d = 64; d <= 128; d += 64)
 			for (blk = 64; blk <= 128; blk += 64)
 				for (rope = 0; rope < 2; rope++) {
@@ -814,6 +992,7 @@ static void compile_for(const char *arch)
 					if (everything || bench) {
 						int n0 = c.n;
 
+						c.cover_only = 0;
 						kt_space_foreach(fams[f], 0, collect_one, &c);
 						/* the space's extremes: first and last valid */
 						if (c.n > n0) {
@@ -833,6 +1012,34 @@ static void compile_for(const char *arch)
 						add_program(&c, &rp.programs[0], 1);
 					}
 				}
+		/* values valid nowhere at the bench shape (MINB 4 overfills
+		 * sm_80's shared memory at d = 128): from the other shapes */
+		for (d = 64; d <= 128 && !everything; d += 64)
+			for (blk = 64; blk <= 128; blk += 64)
+				for (rope = 0; rope < 2; rope++) {
+					struct kt_shape s;
+					char text[128];
+
+					snprintf(text, sizeof(text),
+						 "seqs=1152,lmax=256,heads=4,head_dim=%d,block=%d,rope=%d",
+						 d, blk, rope);
+					CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
+					c.f = fams[f];
+					c.s = &s;
+					c.cover_only = 1;
+					kt_space_foreach(fams[f], 0, collect_one, &c);
+				}
+		/* every variant and every parameter value is compiled */
+		for (pi = 0; pi < fams[f]->nvariants; pi++)
+			CU_ASSERT(c.cover_var[pi]);
+		for (pi = 0; pi < fams[f]->nparams; pi++)
+			for (vi = 0; vi < fams[f]->params[pi].nvalues; vi++) {
+				CU_ASSERT(c.cover[pi][vi]);
+				if (!c.cover[pi][vi])
+					fprintf(stderr, "\n  %s %s: %s=%ld in no valid config\n", arch,
+						fams[f]->name, fams[f]->params[pi].name,
+						fams[f]->params[pi].values[vi]);
+			}
 	}
 	/* CI: every required program plus a fixed-seed sample of the rest */
 	{
@@ -1086,6 +1293,10 @@ static int gpu_run(const struct kt_plan *p, const CUmodule *mods, const CUdevice
 			case KT_ARG_F32:
 				val[a].f = l->args[a].f;
 				break;
+			case KT_ARG_TMAP:	/* the worker builds those; no blockattn plan has one */
+				fprintf(stderr, "\n  %s: a tensor-map argument, not supported here\n",
+					l->kernel);
+				return -1;
 			}
 			args[a] = &val[a];
 		}
@@ -1473,8 +1684,10 @@ static void test_gpu_bench_shape(void)
 	const char *dump = getenv("KTUNE_BLOCKATTN_DUMP");
 	int f, rope;
 
-	for (rope = 0; rope < 2; rope++)
-		for (f = 0; f < 2; f++) {
+	/* the backward first (the rope / plain ratio is the bar nearest to
+	 * the line), then the forward */
+	for (f = 1; f >= 0; f--)
+		for (rope = 0; rope < 2; rope++) {
 			struct dprob dp;
 			struct cands cs;
 			char text[128], wl[96];
@@ -1589,6 +1802,7 @@ int main(void)
 	s = CU_add_suite("blockattn_family", NULL, NULL);
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check_rejects);
+	CU_add_test(s, "RPF 2 and prefetch: checks and plans", test_rtab_prefetch);
 	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
 	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
 	CU_add_test(s, "space and plans", test_space);
@@ -1596,6 +1810,9 @@ int main(void)
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
 	CU_add_test(s, "compile sm_90", test_compile_sm90);
+	/* KTUNE_BLOCKATTN_GPU_ONLY=1 (a timed GPU call): CI compiles these */
+	if (getenv("KTUNE_BLOCKATTN_GPU_ONLY"))
+		CU_set_suite_active(s, CU_FALSE);
 	add_gpu_suite();
 	return kt_test_main();
 }
