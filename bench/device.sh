@@ -15,10 +15,11 @@
 # 5. OUT_DIR/h200.json in BENCH.md's format, the database and its JSON export.
 # The short table comes last; logs are in OUT_DIR.
 #
-# KTUNE_WORKLOADS lists workload ids; `ID@random:N` sweeps ID with a random
-# budget of N configs (the suite's other shapes), `ID` sweeps it in full.
-# KTUNE_SWEEP_LIMIT=S passes --time-limit S to every sweep (a time-limited
-# machine: the best so far is still retimed and reported, marked unfinished).
+# KTUNE_WORKLOADS lists workload ids; `ID` sweeps ID in full, `ID@random:N`
+# with a random budget of N configs, `ID@limit:S` with --time-limit S (both
+# may be given: `ID@random:24@limit:60`). KTUNE_SWEEP_LIMIT=S is the default
+# --time-limit of every sweep (a time-limited machine: the best so far is
+# still retimed and reported, and its row marked unfinished).
 # KTUNE_STEPS picks steps (default: "tests compile sweeps peers export collect";
 # "attn" adds the attention GPU suite and FA2 peers),
 # so the run can be split over calls of a time-limited machine; collect reads
@@ -67,12 +68,18 @@ elif want sweeps; then
 	for entry in "${workloads[@]}"; do
 		w=${entry%%@*}
 		name=${w//:/_}
-		plant=() how=()
+		plant=() how=() limit=${KTUNE_SWEEP_LIMIT:-}
 		[ "${w%%:*}" = dense ] && plant=(--plant)
-		if [[ "$entry" == *@random:* ]]; then
-			how=(--strategy random --budget "${entry##*@random:}")
-		fi
-		[ -n "${KTUNE_SWEEP_LIMIT:-}" ] && how+=(--time-limit "$KTUNE_SWEEP_LIMIT")
+		IFS=@ read -r -a opts <<<"${entry#"$w"}"
+		for o in "${opts[@]}"; do
+			case "$o" in
+			random:*) how+=(--strategy random --budget "${o#random:}") ;;
+			limit:*) limit=${o#limit:} ;;
+			"") ;;
+			*) echo "device.sh: $entry: unknown option '$o'" >&2; status=1 ;;
+			esac
+		done
+		[ -n "$limit" ] && how+=(--time-limit "$limit")
 		step "sweep $w ${plant[*]} ${how[*]} ${extra_args[*]}"
 		"$K" sweep --workload "$w" --db "$db" --json "${plant[@]}" "${how[@]}" "${extra_args[@]}" \
 			>"$OUT/sweep_$name.json" 2>"$OUT/sweep_$name.log" ||
