@@ -24,6 +24,7 @@ int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 	t->consumers = 0;
 	t->epi_direct = 0;
 	t->cluster_m = 0;
+	t->row_batches = 0;
 	if (c->variant >= 0 && c->variant < f->nvariants) {
 		const char *v = f->variants[c->variant];
 		size_t n = strlen(v);
@@ -100,6 +101,26 @@ long kt_gemm_reg_estimate(const struct kt_gemm_tile *t)
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)
 
+/* Split-K pays only where the tiles leave SMs idle, and only while each
+ * slice keeps a few k-tiles to pipeline (both GEMM paths). */
+static int splitk_check(const struct kt_gemm_tile *t, long M, long N, long K,
+			const struct kt_target *tgt, char *why, size_t whylen)
+{
+	long tiles = ((M + t->bm - 1) / t->bm) * ((N + t->bn - 1) / t->bn);
+	long sms = tgt->sms > 0 ? tgt->sms : 132;
+
+	if (t->split_k <= 1)
+		return 0;
+	if (2 * tiles > sms)
+		return WHY("SPLIT_K=%ld: %ld tiles already fill half of %ld SMs", t->split_k, tiles,
+			   sms);
+	if (tiles * t->split_k > 2 * sms)
+		return WHY("SPLIT_K=%ld: %ld CTAs, over two waves", t->split_k, tiles * t->split_k);
+	if (K / t->split_k < 4 * t->bk)
+		return WHY("SPLIT_K=%ld: K=%ld leaves under 4 k-tiles per slice", t->split_k, K);
+	return 0;
+}
+
 /* The warp-specialized kernel's rules (templates/gemm.cu, gemm_tn_ws_body):
  * what its static_asserts, the target and the copy engine accept. */
 static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned extra_smem,
@@ -122,8 +143,9 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 		return WHY("CLUSTER_M=%ld: clusters of 1 or 2 CTAs", t->cluster_m);
 	if (t->stages < 2)
 		return WHY("STAGES=%ld: the ring needs at least 2", t->stages);
-	if (t->split_k > 1)
-		return WHY("SPLIT_K=%ld: the warp-specialized kernel has no split-K", t->split_k);
+	if (t->split_k > 1 && t->cluster_m > 1)
+		return WHY("SPLIT_K=%ld with CLUSTER_M=%ld: split-K runs without clusters",
+			   t->split_k, t->cluster_m);
 	if ((long)kt_gemm_threads(t) > tgt->max_threads)
 		return WHY("%u threads > %d per block", kt_gemm_threads(t), tgt->max_threads);
 	if (smem > (unsigned long)tgt->smem_optin)
@@ -144,7 +166,7 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 		return WHY("BLOCK_M=%ld is over twice M=%ld", t->bm, M);
 	if (t->bn / 2 >= N)
 		return WHY("BLOCK_N=%ld is over twice N=%ld", t->bn, N);
-	return 0;
+	return splitk_check(t, M, N, K, tgt, why, whylen);
 }
 
 int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned extra_smem,
@@ -190,21 +212,8 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 	if (regs > 255 || regs * threads > 65536)
 		return WHY("estimated %ld registers per thread x %ld threads exceed the register file",
 			   regs, threads);
-	if (t->split_k > 1) {
-		long tiles = ((M + t->bm - 1) / t->bm) * ((N + t->bn - 1) / t->bn);
-		long sms = tgt->sms > 0 ? tgt->sms : 132;
-
-		/* splitting pays only where the tiles leave SMs idle, and only
-		 * while each slice keeps a few k-tiles to pipeline */
-		if (2 * tiles > sms)
-			return WHY("SPLIT_K=%ld: %ld tiles already fill half of %ld SMs", t->split_k,
-				   tiles, sms);
-		if (tiles * t->split_k > 2 * sms)
-			return WHY("SPLIT_K=%ld: %ld CTAs, over two waves", t->split_k,
-				   tiles * t->split_k);
-		if (K / t->split_k < 4 * t->bk)
-			return WHY("SPLIT_K=%ld: K=%ld leaves under 4 k-tiles per slice", t->split_k, K);
-	}
+	if (splitk_check(t, M, N, K, tgt, why, whylen))
+		return 1;
 	if (N % 8 || K % 8)
 		return WHY("N=%ld and K=%ld must be multiples of 8 (16-byte copies)", N, K);
 	if (M < 1 || N < 1 || K < 1)
@@ -244,6 +253,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 		rc |= kt_program_define(p, "EPILOGUE", t->epi_direct ? 0 : 1);
 		if (t->cluster_m > 1)
 			rc |= kt_program_define(p, "CLUSTER_M", t->cluster_m);
+		if (t->split_k > 1)
+			rc |= kt_program_define(p, "SPLIT_K", t->split_k);
 		return rc;
 	}
 	if (t->wgmma)
@@ -282,16 +293,34 @@ void kt_launch_arg_i64(struct kt_launch *l, long long v)
 }
 
 /* A rank-3 map (k, rows, batch) over buf: box (64, box_rows, 1), 128-byte
- * swizzle. Returns the batch coordinate's multiplier: 0 when every batch
- * reads the same matrix (batch stride 0). */
+ * swizzle. Returns the kernel's zA / zB: the batch coordinate's multiplier,
+ * 0 when every batch reads the same matrix (batch stride 0); or 2 for the
+ * map (k, batch, rows), box (64, 1, box_rows), taken (row_batches) when
+ * the batches sit side by side within each row (K <= stride, batch * stride
+ * <= ld: monarch's x blocks), where (k, rows, batch) would have a batch
+ * stride below the row stride. */
 static int ws_map_arg(struct kt_launch *l, int buf, long rows, long K, long ld, long stride,
-		      long batch, long box_rows)
+		      long batch, long box_rows, int row_batches)
 {
 	struct kt_arg *a;
 	int shared = batch > 1 && stride == 0;
 
 	add_arg(l, KT_ARG_TMAP, buf, 0);
 	a = &l->args[l->nargs - 1];
+	if (row_batches && batch > 1 && stride >= K && stride < ld && batch * stride <= ld) {
+		a->tmap.rank = 3;
+		a->tmap.dims[0] = K;
+		a->tmap.dims[1] = batch;
+		a->tmap.dims[2] = rows;
+		a->tmap.strides[0] = 1;
+		a->tmap.strides[1] = stride;
+		a->tmap.strides[2] = ld;
+		a->tmap.box[0] = 64;
+		a->tmap.box[1] = 1;
+		a->tmap.box[2] = (int)box_rows;
+		a->tmap.swizzle = 128;
+		return 2;
+	}
 	a->tmap.rank = 3;
 	a->tmap.dims[0] = K;
 	a->tmap.dims[1] = rows;
@@ -320,13 +349,13 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	out->program = program;
 	snprintf(out->kernel, sizeof(out->kernel), "gemm_tn_ws");
 	out->grid[0] = (unsigned)(cm * tm * tn);
-	out->grid[1] = 1;
+	out->grid[1] = 1;	/* split-K: kt_gemm_launches sets SPLIT_K slices */
 	out->grid[2] = (unsigned)batch;
 	out->block[0] = kt_gemm_threads(t);
 	out->block[1] = out->block[2] = 1;
 	out->smem = kt_gemm_smem(t);
-	zA = ws_map_arg(out, bufA, M, K, lda, sA, batch, t->bm);
-	zB = ws_map_arg(out, bufB, N, K, ldb, sB, batch, t->bn / cm);
+	zA = ws_map_arg(out, bufA, M, K, lda, sA, batch, t->bm, t->row_batches > 0);
+	zB = ws_map_arg(out, bufB, N, K, ldb, sB, batch, t->bn / cm, t->row_batches > 0);
 	kt_launch_arg_buf(out, bufC);
 	kt_launch_arg_i32(out, M);
 	kt_launch_arg_i32(out, N);
@@ -382,7 +411,7 @@ int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, 
 {
 	struct kt_launch *r = &out[1];
 
-	if (t->split_k <= 1 || t->ws) {
+	if (t->split_k <= 1) {
 		kt_gemm_launch(t, program, M, N, K, bufA, lda, 0, bufB, ldb, 0, bufC, ldc, 0, 1,
 			       &out[0]);
 		return 1;

@@ -24,7 +24,8 @@ struct kt_gemm_tile {
 				 * bk = 64, bm / 64 warpgroups of 4 warps
 				 * (wm = bm / 16, wn = 1) */
 	long split_k;		/* > 1: K split over grid.y into an fp32
-				 * workspace, then splitk_reduce (0 or 1: off) */
+				 * workspace, then splitk_reduce (0 or 1: off);
+				 * also on the ws path (batch 1, no cluster) */
 	/* Added for the warp-specialized sm_90a kernel (gemm_tn_ws, -DWS=1);
 	 * zero leaves a tile on the paths above. */
 	long ws;		/* 1: TMA + mbarrier ring, one producer warpgroup,
@@ -37,6 +38,11 @@ struct kt_gemm_tile {
 				 * stores; measured faster) */
 	long cluster_m;		/* 2: CTA pairs along M share B by TMA multicast
 				 * (0 or 1: off; measured slower, see gemm.cu) */
+	long row_batches;	/* 1: kt_gemm_launch maps an operand whose batches
+				 * sit side by side within each row (K <= batch
+				 * stride < ld, batch * stride <= ld) as (k, batch,
+				 * rows), zA / zB = 2, keeping the map's strides
+				 * increasing (monarch's x); 0: (k, rows, batch) */
 };
 
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
@@ -75,7 +81,10 @@ int kt_program_define(struct kt_program *p, const char *name, long value);
  * tensor maps (k, rows, batch) over bufA / bufB with boxes (64, bm, 1) and
  * (64, bn / cluster_m, 1), 128-byte swizzle (a batch stride of 0 with
  * batch > 1 maps one batch and passes zA / zB = 0), then C, M, N, K, ldc,
- * sC, zA, zB. */
+ * sC, zA, zB. With t->row_batches, batches side by side within each row
+ * (K <= stride < ld, batch * stride <= ld: monarch's x) get the map
+ * (k, batch, rows), box (64, 1, rows), and zA / zB = 2, so that the
+ * strides stay increasing. */
 void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,
 		    int bufA, long lda, long sA, int bufB, long ldb, long sB,
 		    int bufC, long ldc, long sC, long batch, struct kt_launch *out);
@@ -83,7 +92,8 @@ void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, l
 /* Elements of the fp32 split-K workspace for an M x N GEMM (0 when off). */
 size_t kt_gemm_workspace(const struct kt_gemm_tile *t, long M, long N);
 /* The launches of C = A . B^T (batch 1): gemm_tn alone, or with split-K
- * gemm_tn into workspace buffer bufW and splitk_reduce into C (ldc).
+ * gemm_tn into workspace buffer bufW and splitk_reduce into C (ldc); a ws
+ * tile the same with gemm_tn_ws (-DSPLIT_K with -DWS).
  * Returns the number of launches written to out (1 or 2). */
 int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, long K,
 		     int bufA, long lda, int bufB, long ldb, int bufC, long ldc, int bufW,

@@ -14,6 +14,13 @@
  *            Only for rank <= 256 (z and its stage-1 accumulators must fit).
  *   unfused_wgmma  the unfused pair on sm_90a's warpgroup MMA (64-row
  *            warpgroups, BLOCK_K 64; WARPS_* and BLOCK_K do not apply).
+ *   unfused_ws  the unfused pair on sm_90a's warp-specialized kernel
+ *            (gemm_tn_ws: TMA into an mbarrier ring, a producer warpgroup,
+ *            CONSUMERS wgmma warpgroups, both stages; x, V, z and U reach it
+ *            as tensor maps). Z_SPLIT_K splits the z GEMM's K (in) over
+ *            grid.y into an fp32 workspace + splitk_reduce: its tokens x
+ *            rank grid (1024 x 1024: 64 tiles of 128 x 128) leaves half of
+ *            an H200 idle. NEEDSWORK: not yet verified or timed on a GPU.
  *
  * Shape: tokens 1..2^20; in, out 16..65536, rank 8..65536 (rank structural),
  * all of in, out, rank multiples of 8 (check() rejects others).
@@ -27,9 +34,10 @@
 #include <string.h>
 
 enum { D_TOKENS, D_IN, D_OUT, D_RANK };
-enum { V_UNFUSED, V_FUSED, V_UNFUSED_WGMMA };
+enum { V_UNFUSED, V_FUSED, V_UNFUSED_WGMMA, V_UNFUSED_WS };
 enum { B_X, B_V, B_U, B_Y, B_Z32, B_Z, B_ZWS };
-enum { P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBM, P_ZBN, P_ZSPLIT, P_NSPLIT };
+enum { P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBM, P_ZBN, P_ZSPLIT, P_NSPLIT,
+       P_CONS };
 
 #define FUSED_MAX_RANK 256
 
@@ -40,25 +48,30 @@ static const struct kt_dim dims[] = {
 	{"rank", 8, 65536, 1, "inner rank r; a multiple of 8"},
 };
 
-static const char *const variants[] = {"unfused", "fused", "unfused_wgmma"};
+/* new variants go last: stored configs keep their variant index */
+static const char *const variants[] = {"unfused", "fused", "unfused_wgmma", "unfused_ws"};
 
 #define UNF (1u << V_UNFUSED)
 #define FUS (1u << V_FUSED)
 #define UWG (1u << V_UNFUSED_WGMMA)
+#define UWS (1u << V_UNFUSED_WS)
 
 static const struct kt_param params[] = {
-	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, UNF | FUS | UWG, "token tile (y GEMM; fused: both)"},
-	{"BLOCK_N", 3, {64, 128, 256}, UNF | FUS | UWG, "out tile of the y GEMM"},
+	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, UNF | FUS | UWG | UWS,
+	 "token tile (y GEMM; fused: both)"},
+	{"BLOCK_N", 3, {64, 128, 256}, UNF | FUS | UWG | UWS, "out tile of the y GEMM"},
 	{"BLOCK_K", 2, {32, 64}, UNF | FUS, "k-tile per pipeline stage"},
 	{"WARPS_M", 3, {1, 2, 4}, UNF | FUS, "warps along tokens"},
 	{"WARPS_N", 2, {2, 4}, UNF | FUS, "warps along out / rank"},
-	{"STAGES", 2, {3, 4}, UNF | FUS | UWG, "cp.async pipeline depth"},
-	{"GROUP_M", 1, {8}, UNF | UWG, "tile rows walked together for L2 reuse"},
-	{"Z_BLOCK_M", 4, {16, 32, 64, 128}, UNF | UWG, "token tile of the z = x V^T GEMM"},
-	{"Z_BLOCK_N", 3, {64, 128, 256}, UNF | UWG, "rank tile of the z = x V^T GEMM"},
-	{"Z_SPLIT_K", 3, {1, 2, 4}, UNF | UWG,
+	{"STAGES", 2, {3, 4}, UNF | FUS | UWG | UWS, "cp.async pipeline (ws: TMA ring) depth"},
+	{"GROUP_M", 1, {8}, UNF | UWG | UWS, "tile rows walked together for L2 reuse"},
+	{"Z_BLOCK_M", 4, {16, 32, 64, 128}, UNF | UWG | UWS, "token tile of the z = x V^T GEMM"},
+	{"Z_BLOCK_N", 3, {64, 128, 256}, UNF | UWG | UWS, "rank tile of the z = x V^T GEMM"},
+	{"Z_SPLIT_K", 3, {1, 2, 4}, UNF | UWG | UWS,
 	 "K slices of the z GEMM (its rank x tokens grid is small)"},
 	{"N_SPLIT", 5, {1, 2, 4, 8, 16}, FUS, "CTAs sharing a token tile (each recomputes z)"},
+	{"CONSUMERS", 2, {1, 2}, UWS,
+	 "unfused_ws: consumer warpgroups per CTA (each BLOCK_M/CONSUMERS rows), both stages"},
 };
 
 static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *y, struct kt_gemm_tile *z)
@@ -84,6 +97,21 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *y, struct k
 		z->wm = z->bm / 16;
 		y->wn = z->wn = 1;
 	}
+	if (c->variant == V_UNFUSED_WS) {
+		/* warp-specialized tiles: BLOCK_K 64, the TMA producer + CONSUMERS
+		 * warpgroups (wm, wn as kt_gemm_tile_from sets them) */
+		y->ws = z->ws = 1;
+		y->consumers = z->consumers = c->p[P_CONS] > 0 ? c->p[P_CONS] : 1;
+		y->bk = z->bk = 64;
+		y->wm = y->bm / 16;
+		z->wm = z->bm / 16;
+		y->wn = z->wn = 1;
+	}
+}
+
+static int is_unfused(int variant)
+{
+	return variant == V_UNFUSED || variant == V_UNFUSED_WGMMA || variant == V_UNFUSED_WS;
 }
 
 /* Fused: stage 1 is a BLOCK_M x rank GEMM over in, whose ring the U tiles
@@ -136,7 +164,7 @@ static int lowrank_check(const struct kt_shape *s, const struct kt_config *c,
 
 	if (c->variant == V_FUSED)
 		return fused_check(s, c, tgt, why, whylen);
-	if (c->variant != V_UNFUSED && c->variant != V_UNFUSED_WGMMA)
+	if (!is_unfused(c->variant))
 		return WHY("unknown variant %d", c->variant);
 	tiles_of(c, &y, &z);
 	if (kt_gemm_check(&z, T, R, n, 0, tgt, why, whylen))
@@ -168,7 +196,7 @@ static int lowrank_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	set_buf(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
 	/* the GPU reference's fp32 intermediate: a problem buffer */
 	set_buf(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, T * R, 0);
-	if (cfg && (cfg->variant == V_UNFUSED || cfg->variant == V_UNFUSED_WGMMA)) {
+	if (cfg && is_unfused(cfg->variant)) {
 		struct kt_gemm_tile y, z;
 		size_t ws;
 
@@ -194,7 +222,7 @@ static int lowrank_plan(const struct kt_shape *s, const struct kt_config *c,
 	if (lowrank_check(s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "lowrank: config cannot run: %s", why);
 	tiles_of(c, &y, &z);
-	if (c->variant == V_UNFUSED || c->variant == V_UNFUSED_WGMMA) {
+	if (is_unfused(c->variant)) {
 		int same = z.bm == y.bm && z.bn == y.bn && z.split_k <= 1;
 
 		out->nprograms = same ? 1 : 2;
@@ -384,7 +412,7 @@ const struct kt_family lowrank_family = {
 	.hidden = 0,
 	.ndims = 4,
 	.dims = dims,
-	.nvariants = 3,
+	.nvariants = 4,
 	.variants = variants,
 	.planted = 0,
 	.nparams = (int)(sizeof(params) / sizeof(params[0])),

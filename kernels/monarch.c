@@ -27,6 +27,20 @@
  *   naive_wgmma, relayout_wgmma   the same on sm_90a's warpgroup MMA path
  *             of gemm.cu (-DWGMMA=1: BLOCK_K 64, BLOCK_M/64 warpgroups;
  *             BLOCK_K and the WARPS_* params do not apply).
+ *   naive_ws, relayout_ws   the same with both GEMM stages on sm_90a's
+ *             warp-specialized kernel (gemm_tn_ws, -DWS=1: TMA into an
+ *             mbarrier ring, a producer + CONSUMERS wgmma warpgroups).
+ *             Every stage is a rank-3 tensor map, so no stage stays on
+ *             cp.async: stage 1 reads x (N, n) as b column blocks of nb
+ *             (batch stride nb, below the row stride n), which
+ *             kt_gemm_launch (row_batches) maps as (k, batch, rows) with strides
+ *             (1, nb, n) -- increasing, 16-byte multiples (nb % 8 == 0),
+ *             ending exactly at x's last element; w1 / w1r (b, r, nb), g
+ *             (b, N, r) and w2 (b, mb, r) are plain (k, rows, batch) maps.
+ *             The outputs (z, y2, y) are written through pointers, ldc and
+ *             batch strides (16-byte chunks: r, b*r, m, mb all % 8 == 0).
+ *             K edges (nb, r under 64) are the copy engine's zero fill.
+ *             NEEDSWORK: not yet verified or timed on a GPU.
  *
  * NEEDSWORK: relayout still runs a (chunk) copy kernel between the stages.
  * No choice of w1/w2 re-layout, ldc, lda and batch strides removes it: for
@@ -67,10 +81,12 @@
 #include <string.h>
 
 enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
-enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_COUNT };
+/* new variants go last: stored configs keep their variant index */
+enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAYOUT_WS,
+       V_COUNT };
 /* problem buffers first (x, w1, w2, y, the reference's z32), then scratch */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R };
-enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP };
+enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS };
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
@@ -83,11 +99,13 @@ static const struct kt_dim dims[] = {
 	{"rank", 8, 65536, 1, "rank r (per-block rank r/blocks); a multiple of 8"},
 };
 
-static const char *const variants[] = {"naive", "relayout", "naive_wgmma", "relayout_wgmma"};
+static const char *const variants[] = {"naive",	  "relayout", "naive_wgmma",
+				       "relayout_wgmma", "naive_ws", "relayout_ws"};
 
 #define MMA ((1u << V_NAIVE) | (1u << V_RELAYOUT))
 #define WG ((1u << V_NAIVE_WGMMA) | (1u << V_RELAYOUT_WGMMA))
-#define ALLV (MMA | WG)
+#define WS ((1u << V_NAIVE_WS) | (1u << V_RELAYOUT_WS))
+#define ALLV (MMA | WG | WS)
 
 /* One tile shared by both GEMM stages except its N: stage 1's N is the
  * rank, stage 2's is out/blocks, which differ by up to 16x in the reference
@@ -99,8 +117,10 @@ static const struct kt_param params[] = {
 	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
 	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along tokens (wgmma: BLOCK_M/16)"},
 	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along rank / out (wgmma: 1)"},
-	{"STAGES", 3, {2, 3, 4}, ALLV, "cp.async pipeline depth"},
+	{"STAGES", 3, {2, 3, 4}, ALLV, "cp.async pipeline (ws: TMA ring) depth"},
 	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
+	{"CONSUMERS", 2, {1, 2}, WS,
+	 "ws: consumer warpgroups per CTA (each BLOCK_M/CONSUMERS rows), both stages"},
 };
 
 /* y2 is stage 2's tile, z1 stage 1's. */
@@ -122,13 +142,24 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct 
 		y2->wm = y2->bm / 16;
 		y2->wn = 1;
 	}
+	if (c->variant == V_NAIVE_WS || c->variant == V_RELAYOUT_WS) {
+		/* warp-specialized tiles: BLOCK_K 64, a producer warpgroup +
+		 * CONSUMERS wgmma warpgroups */
+		y2->ws = 1;
+		y2->consumers = c->p[P_CONS] > 0 ? c->p[P_CONS] : 1;
+		y2->bk = 64;
+		y2->wm = y2->bm / 16;
+		y2->wn = 1;
+		/* stage 1's x blocks: the (k, batch, rows) map */
+		y2->row_batches = 1;
+	}
 	*z1 = *y2;
 	z1->bn = c->p[P_ZBN];
 }
 
 static int is_relayout(int variant)
 {
-	return variant == V_RELAYOUT || variant == V_RELAYOUT_WGMMA;
+	return variant == V_RELAYOUT || variant == V_RELAYOUT_WGMMA || variant == V_RELAYOUT_WS;
 }
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)

@@ -25,7 +25,8 @@
  *       (+1024 with WGMMA, whose plan sets BLOCK_K=64, WARPS_M=BLOCK_M/16,
  *       WARPS_N=1). SPLIT_K > 1: C is an fp32 workspace (batch 1 only).
  *   gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB)   with -DWS=1 instead of
- *       gemm_tn: A and B as TMA tensor maps (see its comment below).
+ *       gemm_tn: A and B as TMA tensor maps (see its comment below); with
+ *       SPLIT_K > 1 grid.y = SPLIT_K and C an fp32 workspace, as gemm_tn.
  *   splitk_reduce(W, C, M, N, ldc, splits)   the split-K sum into bf16 C.
  *   lowrank_fused(X, V, U, Y, M, K, N)   only when RANK is defined:
  *       Y (M x N) = (X (M x K) . V (RANK x K)^T) . U (N x RANK)^T with the
@@ -48,7 +49,9 @@
  * from the accumulators (the ws kernel's staged epilogue gained ~12% at
  * 1024x4096x4096: 53.4 -> 47.3 us); they stay as they were. The split-K
  * path (SPLIT_K, splitk_reduce) verified in the probe on the H200
- * (2026-11-29: 16 tokens split 4 1.06x cuBLAS); it has no ws form yet.
+ * (2026-11-29: 16 tokens split 4 1.06x cuBLAS). The ws kernel's split-K
+ * (SPLIT_K with WS: fp32 partials stored from the accumulators, no staged
+ * epilogue) is compiled and planned but NOT yet verified or timed on a GPU.
  */
 #include "common.cuh"
 
@@ -698,8 +701,18 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
  *
  * The tensor maps are rank 3 (k, rows, batch): blockIdx.z picks the batch
  * through the map's third coordinate (times zA / zB: 0 for an operand
- * shared by every batch). The copy engine zero-fills outside the tensor,
- * so M, N and K edges need no masking in the main loop.
+ * shared by every batch). zA / zB = 2 says the map is (k, batch, rows)
+ * instead, for batches that sit side by side within each row (monarch's
+ * stage 1 reads x (N, n) as b column blocks of n/b: batch stride n/b <
+ * row stride n); its box (64, 1, rows) lands in shared memory exactly like
+ * (64, rows, 1), and its strides stay increasing. The copy engine
+ * zero-fills outside the tensor, so M, N and K edges need no masking in
+ * the main loop.
+ *
+ * SK > 1 (-DSPLIT_K): grid.y splits K into slices of whole k-tiles; each
+ * CTA loads only its slice and stores fp32 partials straight from the
+ * accumulators into slice blockIdx.y of a workspace (M x ldc, batch 1),
+ * which splitk_reduce sums.
  *
  * Epilogue: EPI 0 stores bf16 pairs straight from the accumulators; EPI 1
  * stages the consumer's tile in shared memory (the ring, free by then:
@@ -749,9 +762,9 @@ KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
 		m0 += (int)kt_cluster_ctarank() * BM;
 }
 
-template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1>
-KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, __nv_bfloat16 *C,
-			    int M, int N, int K, long long ldc, long long sC, int zA, int zB)
+template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1, int SK = 1>
+KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, int M, int N,
+			    int K, long long ldc, long long sC, int zA, int zB)
 {
 	const int BK = 64, RW = BM / CONS, MW = RW / 64;
 	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
@@ -760,6 +773,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, __nv_bfloa
 	static_assert(ST >= 2, "the ring needs 2+ stages");
 	static_assert(BM <= 256 && BN <= 256, "a TMA box is at most 256 rows");
 	static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs");
+	static_assert(SK == 1 || CM == 1, "split-K runs without clusters");
 	static_assert(EPI == 0 || BM * (BN * 2 + 16) <= ST * (BM + BN) * BK * 2,
 		      "the staged epilogue tile fits in the ring (the barriers follow it)");
 	extern __shared__ __align__(1024) unsigned char kt_smem_ws[];
@@ -767,7 +781,18 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, __nv_bfloa
 	const unsigned sA0 = base, sB0 = base + ST * A_STAGE;
 	const unsigned full0 = base + ST * (A_STAGE + B_STAGE), empty0 = full0 + ST * 8;
 	const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
-	const int KT = (K + BK - 1) / BK, z = blockIdx.z;
+	const int z = blockIdx.z;
+	/* SK > 1: this CTA's slice of K, whole k-tiles (a slice past K has
+	 * KT <= 0 and stores a zero partial); the map still spans all of K, so
+	 * the copy engine zero-fills only past K itself */
+	const int kc = SK > 1 ? (K + BK * SK - 1) / (BK * SK) * BK : K;
+	const int k0 = SK > 1 ? (int)blockIdx.y * kc : 0;
+	const int KT = SK > 1 ? (min(K - k0, kc) + BK - 1) / BK : (K + BK - 1) / BK;
+	/* zA / zB == 2: the map is (k, batch, rows) (batches interleaved
+	 * within a row: monarch's x), else (k, rows, batch) with the batch
+	 * coordinate times zA / zB */
+	const int a1 = zA == 2 ? z : 0, a2 = zA == 2 ? 0 : z * zA;
+	const int b1 = zB == 2 ? z : 0, b2 = zB == 2 ? 0 : z * zB;
 	int m0, n0;
 
 	ws_tile_coords<BM, BN, GM, CM>(M, N, m0, n0);
@@ -801,13 +826,20 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, __nv_bfloa
 				if (kt >= ST)
 					kt_mbar_wait(empty0 + s * 8, ((kt / ST) - 1) & 1);
 				kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
-				kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kt * BK, m0, z * zA);
+				const int kk = k0 + kt * BK, nr = n0 + (int)rank * (BN / 2);
+
+				if (zA == 2)
+					kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, a1, m0);
+				else
+					kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, m0, a2);
 				if (CM > 1)
 					kt_tma_load_3d_mc(sB0 + s * B_STAGE + rank * (B_STAGE / 2), tB, fb,
-							  kt * BK, n0 + (int)rank * (BN / 2), z * zB,
+							  kk, zB == 2 ? b1 : nr, zB == 2 ? nr : b2,
 							  (unsigned short)3);
+				else if (zB == 2)
+					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, b1, n0);
 				else
-					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kt * BK, n0, z * zB);
+					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, n0, b2);
 			}
 		}
 	} else {
@@ -858,14 +890,27 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, __nv_bfloa
 		}
 		wgmma_wait<0>();
 
-		C += (long long)z * sC;
-		if (EPI == 0) {
+		if (SK > 1) {
+			/* fp32 partials into slice blockIdx.y of the workspace
+			 * (M x ldc each, batch 1), summed by splitk_reduce */
+			float *W = (float *)Cv + (long long)blockIdx.y * M * ldc;
+
+#pragma unroll
+			for (int mw = 0; mw < MW; mw++)
+				store_acc_f32<1, BN / 8>(acc[mw], W, ldc,
+							 m0 + c * RW + mw * 64 + (warp & 3) * 16, n0,
+							 M, N, lane);
+		} else if (EPI == 0) {
+			__nv_bfloat16 *C = (__nv_bfloat16 *)Cv + (long long)z * sC;
+
+
 #pragma unroll
 			for (int mw = 0; mw < MW; mw++)
 				store_acc<1, BN / 8>(acc[mw], C, ldc,
 						     m0 + c * RW + mw * 64 + (warp & 3) * 16, n0, M, N,
 						     lane);
 		} else {
+			__nv_bfloat16 *C = (__nv_bfloat16 *)Cv + (long long)z * sC;
 			/* staged: rows of BN bf16 + 16 bytes of padding (the 8
 			 * rows a warp writes land in distinct banks) */
 			const int PITCH = BN * 2 + 16, CH = BN / 8, t = tid & 127;
@@ -987,10 +1032,10 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
 #endif
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KT_WS_CLUSTER
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
-	   __nv_bfloat16 *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
+	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
 {
-	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M>(
-		&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
+	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M,
+			     SPLIT_K>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
 }
 #else
 /*

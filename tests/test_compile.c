@@ -7,7 +7,9 @@
  * accumulators, the fewest and the most threads) plus a fixed-seed random
  * sample, and the reference and planted templates; the wgmma and wgmma_ws
  * variants' for sm_90a (wgmma_ws also at a shape with masked edges, and
- * its programs must compile with no stack frame). With KTUNE_COMPILE_ALL=1
+ * its programs must compile with no stack frame), and lowrank's unfused_ws
+ * (extremes and a smaller sample, split-K z GEMMs included) at the rank
+ * 1024 shape for sm_90a. With KTUNE_COMPILE_ALL=1
  * every valid config of the development-suite shapes for sm_90a, what a
  * sweep on the H200 compiles (the bench script runs that on the 16-core
  * machine). Every program must compile to a
@@ -25,6 +27,7 @@
 #include "tuner/jit.h"
 
 #define SAMPLE_PER_VARIANT 24
+#define SAMPLE_WS 8	/* the newer ws variants: CI time */
 
 struct item {
 	char label[320];
@@ -164,6 +167,8 @@ static void add_family(const struct kt_family *f, const char *shape_text, const 
 	struct pick x;
 	struct kt_err e = {0};
 	int v, i;
+	int ns = only && strstr(only, "_ws") && strcmp(only, "wgmma_ws") ? SAMPLE_WS
+									     : SAMPLE_PER_VARIANT;
 
 	for (v = 0; v < f->nvariants; v++) {
 		if (only && strcmp(f->variants[v], only) != 0)
@@ -188,7 +193,7 @@ static void add_family(const struct kt_family *f, const char *shape_text, const 
 			add_plan(f, &x.s, &x.max_acc, &x.t, "max acc");
 			add_plan(f, &x.s, &x.min_thr, &x.t, "min threads");
 			add_plan(f, &x.s, &x.max_thr, &x.t, "max threads");
-			for (i = 0; i < SAMPLE_PER_VARIANT && i < x.nvalid; i++)
+			for (i = 0; i < ns && i < x.nvalid; i++)
 				add_plan(f, &x.s, &x.valid[rng_next() % (uint64_t)x.nvalid], &x.t,
 					 "sample");
 		}
@@ -299,7 +304,7 @@ static void compile_and_check(void)
 		CU_ASSERT(regs > 0 && regs <= 255);
 		/* the warp-specialized kernel keeps its accumulators in
 		 * registers: no stack frame, and the 384-thread cap (168) holds */
-		if (strstr(items[i].label, "wgmma_ws")) {
+		if (strstr(items[i].label, "_ws")) {	/* wgmma_ws, unfused_ws */
 			CU_ASSERT_EQUAL(frame, 0);
 			CU_ASSERT(regs <= 168);
 			ws_items++;
@@ -382,6 +387,9 @@ static void test_compile_space(void)
 			CU_ASSERT_EQUAL(kt_gemm_defines(&ct, &p), 0);
 			add_program("gemm wgmma_ws CLUSTER_M=2 128x256", &p, "sm_90a", kt_gemm_smem(&ct));
 		}
+		/* lowrank's stages on the ws kernel, where the z GEMM
+		 * (1024 x 1024 x 4096) takes split-K */
+		add_family(kt_family_find("lowrank"), lbig, "sm_90a", 0, "unfused_ws");
 		/* decode-sized: the small tiles and split-K */
 		add_family(kt_family_find("dense"), dsmall, "sm_90", 0, "mma_sync");
 	}

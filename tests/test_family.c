@@ -905,11 +905,507 @@ static void test_ws_batched(void)
 	memset(&p.programs[0], 0, sizeof(p.programs[0]));
 	CU_ASSERT_EQUAL(kt_gemm_defines(&t, &p.programs[0]), 0);
 	CU_ASSERT(has_define(&p.programs[0], "CLUSTER_M=2"));
-	/* split-K is not part of this kernel */
+	/* split-K here: K = 328 leaves under 4 k-tiles per slice */
 	t.cluster_m = 0;
 	t.split_k = 2;
 	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "SPLIT_K"));
+}
+
+static void ws_tile(struct kt_gemm_tile *t, long bm, long bn, long cons, long split)
+{
+	memset(t, 0, sizeof(*t));
+	t->bm = bm;
+	t->bn = bn;
+	t->bk = 64;
+	t->wm = bm / 16;
+	t->wn = 1;
+	t->stages = 4;
+	t->group_m = 8;
+	t->split_k = split;
+	t->ws = 1;
+	t->consumers = cons;
+}
+
+/* Batches side by side within each row (monarch's stage 1 reads x (N, n)
+ * as b blocks of n/b columns: batch stride n/b, row stride n) map as
+ * (k, batch, rows), zA = 2, and every element the kernel asks for is the
+ * one the pointer arithmetic names. */
+static void test_ws_interleaved_batches(void)
+{
+	struct kt_gemm_tile t;
+	struct kt_launch l;
+	struct kt_plan p;
+	struct kt_buf bufs[3];
+	const long M = 200, N = 136, nb = 96, Z = 4, n = Z * nb;
+	const struct kt_tmap *ma;
+	long z, r, k, bad = 0;
+	char why[200];
+	struct kt_target tgt = target("sm_90a");
+
+	ws_tile(&t, 128, 128, 2, 1);
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, nb, 0, &tgt, why, sizeof(why)), 0);
+	/* without row_batches (blast's stages): the plain map, batch stride
+	 * below the row stride */
+	kt_gemm_launch(&t, 0, M, N, nb, 0, n, nb, 1, nb, N * nb, 2, Z * N, N, Z, &l);
+	CU_ASSERT_EQUAL(l.args[8].i, 1);
+	CU_ASSERT_EQUAL(l.args[0].tmap.dims[1], M);
+	CU_ASSERT_EQUAL(l.args[0].tmap.strides[2], nb);
+	t.row_batches = 1;
+	kt_gemm_launch(&t, 0, M, N, nb, 0, n, nb, 1, nb, N * nb, 2, Z * N, N, Z, &l);
+	CU_ASSERT_EQUAL_FATAL(l.nargs, 10);
+	ma = &l.args[0].tmap;
+	CU_ASSERT_EQUAL(l.args[8].i, 2);	/* zA: (k, batch, rows) */
+	CU_ASSERT_EQUAL(l.args[9].i, 1);	/* w1-like B: (k, rows, batch) */
+	CU_ASSERT_EQUAL(ma->dims[0], nb);
+	CU_ASSERT_EQUAL(ma->dims[1], Z);
+	CU_ASSERT_EQUAL(ma->dims[2], M);
+	CU_ASSERT_EQUAL(ma->strides[1], nb);
+	CU_ASSERT_EQUAL(ma->strides[2], n);
+	CU_ASSERT_EQUAL(ma->box[0], 64);
+	CU_ASSERT_EQUAL(ma->box[1], 1);
+	CU_ASSERT_EQUAL(ma->box[2], 128);	/* BLOCK_M rows, the same smem tile */
+	/* increasing strides, and the map ends exactly at x's last element */
+	CU_ASSERT(ma->strides[1] >= ma->dims[0] && ma->strides[2] >= ma->strides[1] * ma->dims[1]);
+	CU_ASSERT_EQUAL((ma->dims[0] - 1) + (ma->dims[1] - 1) * ma->strides[1] +
+			(ma->dims[2] - 1) * ma->strides[2], M * n - 1);
+	for (z = 0; z < Z; z++)
+		for (r = 0; r < M; r++)
+			for (k = 0; k < nb; k++)
+				bad += k + z * ma->strides[1] + r * ma->strides[2] != z * nb + r * n + k;
+	CU_ASSERT_EQUAL(bad, 0);
+	memset(&p, 0, sizeof(p));
+	memset(bufs, 0, sizeof(bufs));
+	bufs[0].dtype = bufs[1].dtype = bufs[2].dtype = KT_BF16;
+	bufs[0].elems = (size_t)(M * n);
+	bufs[1].elems = (size_t)(Z * N * nb);
+	bufs[2].elems = (size_t)(M * Z * N);
+	p.nprograms = 1;
+	p.nlaunch = 1;
+	p.launch[0] = l;
+	check_args(&p, 3);
+	check_args_bufs(&p, bufs, 3);
+	/* one batch: the plain map */
+	kt_gemm_launch(&t, 0, M, N, nb, 0, n, nb, 1, nb, 0, 2, N, 0, 1, &l);
+	CU_ASSERT_EQUAL(l.args[8].i, 1);
+	CU_ASSERT_EQUAL(l.args[0].tmap.dims[1], M);
+}
+
+/* Split-K on the ws kernel: K over grid.y into the fp32 workspace, then
+ * splitk_reduce, where the tiles leave SMs idle (lowrank's z GEMM). */
+static void test_ws_splitk(void)
+{
+	struct kt_gemm_tile t;
+	struct kt_launch l[2];
+	struct kt_program prog;
+	const long M = 1024, N = 1024, K = 4096;
+	char why[200];
+	struct kt_target tgt = target("sm_90a");
+
+	ws_tile(&t, 128, 128, 2, 2);
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 0);
+	memset(&prog, 0, sizeof(prog));
+	CU_ASSERT_EQUAL(kt_gemm_defines(&t, &prog), 0);
+	CU_ASSERT(has_define(&prog, "WS=1"));
+	CU_ASSERT(has_define(&prog, "SPLIT_K=2"));
+	CU_ASSERT_EQUAL(kt_gemm_workspace(&t, M, N), (size_t)(2 * M * N));
+	CU_ASSERT_EQUAL_FATAL(kt_gemm_launches(&t, 0, M, N, K, 0, K, 1, K, 2, N, 3, l), 2);
+	CU_ASSERT_STRING_EQUAL(l[0].kernel, "gemm_tn_ws");
+	CU_ASSERT_EQUAL(l[0].grid[0], 8 * 8);
+	CU_ASSERT_EQUAL(l[0].grid[1], 2);
+	CU_ASSERT_EQUAL(l[0].grid[2], 1);
+	CU_ASSERT_EQUAL(l[0].args[0].kind, KT_ARG_TMAP);
+	CU_ASSERT_EQUAL(l[0].args[2].buf, 3);	/* the workspace */
+	CU_ASSERT_EQUAL(l[0].args[6].i, N);	/* its row stride */
+	CU_ASSERT_EQUAL(l[0].args[0].tmap.dims[0], K);	/* the map spans all of K */
+	CU_ASSERT_STRING_EQUAL(l[1].kernel, "splitk_reduce");
+	CU_ASSERT_EQUAL(l[1].args[0].buf, 3);
+	CU_ASSERT_EQUAL(l[1].args[1].buf, 2);
+	CU_ASSERT_EQUAL(l[1].args[5].i, 2);
+	/* 64 x 128 tiles already fill half the machine: no split */
+	ws_tile(&t, 64, 128, 1, 2);
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "half"));
+	/* too few k-tiles per slice */
+	ws_tile(&t, 128, 128, 2, 4);
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, 512, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "k-tiles"));
+	/* not with CTA pairs */
+	ws_tile(&t, 128, 128, 2, 2);
+	t.cluster_m = 2;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "CLUSTER_M"));
+}
+
+/* lowrank unfused_ws: both stages on gemm_tn_ws, z split along K. */
+static void test_lowrank_ws(void)
+{
+	struct kt_shape s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
+	struct kt_target t = target("sm_90a"), t90 = target("sm_90");
+	struct kt_buf bufs[KT_MAX_BUFS];
+	struct kt_config c;
+	struct kt_plan p;
+	struct kt_err e = {0};
+	const struct kt_tmap *m;
+	char why[200];
+	int nb, i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank, "variant=unfused_ws,BLOCK_M=128,BLOCK_N=256,"
+				"STAGES=4,GROUP_M=8,Z_BLOCK_M=128,Z_BLOCK_N=128,Z_SPLIT_K=2,"
+				"CONSUMERS=2", &c, &e), 0);
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+	nb = lowrank->buffers(&s, &c, bufs);
+	CU_ASSERT_EQUAL_FATAL(nb, 7);
+	CU_ASSERT_EQUAL(bufs[6].elems, 2 * 1024 * 1024);
+	CU_ASSERT_EQUAL(bufs[6].dtype, KT_F32);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	check_args(&p, nb);
+	check_args_bufs(&p, bufs, nb);
+	CU_ASSERT_EQUAL_FATAL(p.nlaunch, 3);
+	CU_ASSERT_EQUAL_FATAL(p.nprograms, 2);
+	for (i = 0; i < 2; i++) {
+		CU_ASSERT(has_define(&p.programs[i], "WS=1"));
+		CU_ASSERT(has_define(&p.programs[i], "CONSUMERS=2"));
+		CU_ASSERT(!has_define(&p.programs[i], "WGMMA=1"));
+	}
+	CU_ASSERT(has_define(&p.programs[0], "SPLIT_K=2"));
+	CU_ASSERT(!has_define(&p.programs[1], "SPLIT_K=2"));
+	CU_ASSERT(has_define(&p.programs[1], "BLOCK_N=256"));
+	/* z = x V^T into the workspace, two K slices */
+	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "gemm_tn_ws");
+	CU_ASSERT_EQUAL(p.launch[0].grid[1], 2);
+	CU_ASSERT_EQUAL(p.launch[0].block[0], 3 * 128);
+	CU_ASSERT_EQUAL(p.launch[0].args[2].buf, 6);
+	m = &p.launch[0].args[0].tmap;	/* x */
+	CU_ASSERT_EQUAL(p.launch[0].args[0].buf, 0);
+	CU_ASSERT(m->dims[0] == 4096 && m->dims[1] == 1024 && m->dims[2] == 1);
+	CU_ASSERT_EQUAL(m->box[1], 128);	/* Z_BLOCK_M */
+	m = &p.launch[0].args[1].tmap;	/* V */
+	CU_ASSERT_EQUAL(p.launch[0].args[1].buf, 1);
+	CU_ASSERT(m->dims[0] == 4096 && m->dims[1] == 1024);
+	CU_ASSERT_EQUAL(m->box[1], 128);	/* Z_BLOCK_N */
+	/* the reduce into bf16 z */
+	CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "splitk_reduce");
+	CU_ASSERT_EQUAL(p.launch[1].args[1].buf, 5);
+	/* y = z U^T */
+	CU_ASSERT_STRING_EQUAL(p.launch[2].kernel, "gemm_tn_ws");
+	CU_ASSERT_EQUAL(p.launch[2].program, 1);
+	CU_ASSERT_EQUAL(p.launch[2].grid[0], 8 * 16);
+	CU_ASSERT_EQUAL(p.launch[2].grid[1], 1);
+	m = &p.launch[2].args[0].tmap;	/* z */
+	CU_ASSERT_EQUAL(p.launch[2].args[0].buf, 5);
+	CU_ASSERT(m->dims[0] == 1024 && m->dims[1] == 1024 && m->strides[1] == 1024);
+	CU_ASSERT_EQUAL(m->box[1], 128);
+	m = &p.launch[2].args[1].tmap;	/* U */
+	CU_ASSERT_EQUAL(p.launch[2].args[1].buf, 2);
+	CU_ASSERT(m->dims[0] == 1024 && m->dims[1] == 4096 && m->strides[1] == 1024);
+	CU_ASSERT_EQUAL(m->box[1], 256);
+	CU_ASSERT_EQUAL(p.launch[2].args[2].buf, 3);	/* y */
+	CU_ASSERT_EQUAL(p.launch[2].args[6].i, 4096);
+	/* unsplit and equal tiles: one program, two launches */
+	c.p[9] = 1;	/* Z_SPLIT_K */
+	c.p[7] = 128;	/* Z_BLOCK_M */
+	c.p[8] = 256;	/* Z_BLOCK_N */
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(lowrank->buffers(&s, &c, bufs), 6);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL(p.nprograms, 1);
+	CU_ASSERT_EQUAL(p.nlaunch, 2);
+	/* 16-row z tiles are no warpgroup tiles */
+	c.p[7] = 16;
+	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "BLOCK_M=16"));
+}
+
+/* ---- lowrank unfused_ws plans on the host ---- */
+
+/* A small emulator of the two kernels a ws plan launches: gemm_tn_ws with
+ * its operands read through the TMAP args' geometry (zero outside the
+ * dims, zA / zB = 2: (k, batch, rows)), k-tiles of 64, split-K slices into
+ * the fp32 workspace; and splitk_reduce. bf16 buffers round on store, as
+ * on the GPU. Every access is bounds-checked (oob counts the misses). */
+struct lr_emu {
+	int nb;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	float *d[KT_MAX_BUFS];
+	long oob, unknown;
+};
+
+static float lr_ld(struct lr_emu *m, int buf, long long i)
+{
+	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
+		m->oob++;
+		return 0;
+	}
+	return m->d[buf][i];
+}
+
+static void lr_st(struct lr_emu *m, int buf, long long i, double v)
+{
+	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
+		m->oob++;
+		return;
+	}
+	m->d[buf][i] = m->bufs[buf].dtype == KT_BF16 ? kt_bf16_to_f32(kt_f32_to_bf16((float)v))
+						      : (float)v;
+}
+
+static double lr_map(struct lr_emu *m, const struct kt_arg *a, long long zm, long long z,
+		     long long row, long long k)
+{
+	const struct kt_tmap *t = &a->tmap;
+	long long c1 = zm == 2 ? z : row, c2 = zm == 2 ? row : z * zm;
+
+	if (k >= t->dims[0] || c1 >= t->dims[1] || c2 >= t->dims[2])
+		return 0;
+	return lr_ld(m, a->buf, k + c1 * t->strides[1] + c2 * t->strides[2]);
+}
+
+static void lr_launch(struct lr_emu *m, const struct kt_plan *p, const struct kt_launch *l)
+{
+	if (strcmp(l->kernel, "gemm_tn_ws") == 0) {
+		const struct kt_program *pr = &p->programs[l->program];
+		long long M = l->args[3].i, N = l->args[4].i, K = l->args[5].i, ldc = l->args[6].i;
+		long long sC = l->args[7].i, zA = l->args[8].i, zB = l->args[9].i;
+		long long sk = l->grid[1], kc, z, sl, t, c, k;
+		int C = l->args[2].buf, i;
+
+		CU_ASSERT(l->args[0].kind == KT_ARG_TMAP && l->args[1].kind == KT_ARG_TMAP);
+		/* a split launch comes from a SPLIT_K program */
+		for (i = 0; i < pr->ndefines; i++)
+			if (strncmp(pr->defines[i], "SPLIT_K=", 8) == 0)
+				CU_ASSERT_EQUAL(atoll(pr->defines[i] + 8), sk);
+		CU_ASSERT(sk == 1 || has_define(pr, sk == 2 ? "SPLIT_K=2" : "SPLIT_K=4"));
+		kc = sk > 1 ? (K + 64 * sk - 1) / (64 * sk) * 64 : K;
+		for (z = 0; z < (long long)l->grid[2]; z++)
+			for (sl = 0; sl < sk; sl++) {
+				long long k0 = sl * kc, kend = k0 + ((K - k0 < kc ? K - k0 : kc) + 63) / 64 * 64;
+
+				for (t = 0; t < M; t++)
+					for (c = 0; c < N; c++) {
+						double acc = 0;
+
+						for (k = k0; k < kend; k++)
+							acc += lr_map(m, &l->args[0], zA, z, t, k) *
+							       lr_map(m, &l->args[1], zB, z, c, k);
+						lr_st(m, C, sk > 1 ? sl * M * ldc + t * ldc + c
+								   : z * sC + t * ldc + c, acc);
+					}
+			}
+	} else if (strcmp(l->kernel, "splitk_reduce") == 0) {
+		int W = l->args[0].buf, C = l->args[1].buf;
+		long long M = l->args[2].i, N = l->args[3].i, ldc = l->args[4].i, sp = l->args[5].i;
+		long long t, c, q;
+
+		for (t = 0; t < M; t++)
+			for (c = 0; c < N; c++) {
+				double acc = 0;
+
+				for (q = 0; q < sp; q++)
+					acc += lr_ld(m, W, q * M * N + t * N + c);
+				lr_st(m, C, t * ldc + c, acc);
+			}
+	} else {
+		m->unknown++;
+	}
+}
+
+/* Runs plan p of config c on inputs in (bf16 bits, problem buffer order);
+ * returns y (malloc'ed). */
+static float *lr_run(const struct kt_shape *s, const struct kt_config *c, const struct kt_plan *p,
+		     uint16_t *const *in, long *oob)
+{
+	struct lr_emu m;
+	float *y;
+	size_t e;
+	int i;
+
+	memset(&m, 0, sizeof(m));
+	m.nb = lowrank->buffers(s, c, m.bufs);
+	for (i = 0; i < m.nb; i++) {
+		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
+		for (e = 0; e < m.bufs[i].elems; e++)
+			m.d[i][e] = i < 3 ? kt_bf16_to_f32(in[i][e]) : NAN;
+	}
+	for (i = 0; i < p->nlaunch; i++)
+		lr_launch(&m, p, &p->launch[i]);
+	CU_ASSERT_EQUAL(m.unknown, 0);
+	*oob = m.oob;
+	y = m.d[3];
+	m.d[3] = NULL;
+	for (i = 0; i < m.nb; i++)
+		free(m.d[i]);
+	return y;
+}
+
+static double lr_rel(const float *a, const float *b, size_t n)
+{
+	double d = 0, r = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		r += (double)b[i] * b[i];
+	}
+	return r > 0 ? sqrt(d / r) : 1e30;
+}
+
+/* unfused_ws plans (split z and not, 1 and 2 consumers, masked M, N and K
+ * edges) on the host equal cpu_ref; the split plan with its reduce summing
+ * one slice only does not (the control). */
+static void test_lowrank_ws_emulated(void)
+{
+	static const char *const cfgs[] = {
+		"variant=unfused_ws,BLOCK_M=128,BLOCK_N=128,STAGES=4,GROUP_M=8,Z_BLOCK_M=128,"
+		"Z_BLOCK_N=64,Z_SPLIT_K=2,CONSUMERS=2",
+		"variant=unfused_ws,BLOCK_M=64,BLOCK_N=64,STAGES=3,GROUP_M=8,Z_BLOCK_M=64,"
+		"Z_BLOCK_N=64,Z_SPLIT_K=4,CONSUMERS=1",
+		"variant=unfused_ws,BLOCK_M=128,BLOCK_N=256,STAGES=3,GROUP_M=8,Z_BLOCK_M=128,"
+		"Z_BLOCK_N=128,Z_SPLIT_K=1,CONSUMERS=2",
+	};
+	struct kt_shape s = shape(lowrank, "tokens=130,in=1032,out=200,rank=72");
+	struct kt_target t = target("sm_90a");
+	struct kt_buf pb[KT_MAX_BUFS];
+	uint16_t *in[3] = {NULL, NULL, NULL};
+	float *ref = NULL, *outs[1];
+	struct kt_err e = {0};
+	size_t i, ny;
+	int k;
+
+	CU_ASSERT_EQUAL_FATAL(lowrank->buffers(&s, NULL, pb), 5);
+	for (k = 0; k < 3; k++) {
+		in[k] = malloc(pb[k].elems * sizeof(uint16_t));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(in[k]);
+		kt_fill_bf16(in[k], pb[k].elems, 500 + (uint64_t)k, pb[k].scale);
+	}
+	ny = pb[3].elems;
+	ref = malloc(ny * sizeof(float));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+	outs[0] = ref;
+	CU_ASSERT_EQUAL_FATAL(lowrank->cpu_ref(&s, (const void *const *)in, outs, &e), 0);
+	for (i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++) {
+		struct kt_config c;
+		struct kt_plan p;
+		char why[200] = "";
+		long oob;
+		double rel;
+		float *y;
+
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank, cfgs[i], &c, &e), 0);
+		CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+		if (why[0])
+			fprintf(stderr, "\n  %s: %s\n", cfgs[i], why);
+		CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+		CU_ASSERT_EQUAL(p.nlaunch, c.p[9] > 1 ? 3 : 2);
+		y = lr_run(&s, &c, &p, in, &oob);
+		rel = lr_rel(y, ref, ny);
+		CU_ASSERT_EQUAL(oob, 0);
+		CU_ASSERT(rel < lowrank->tol / 2);
+		printf("\n  emulated %s: rel L2 %.2e", cfgs[i], rel);
+		free(y);
+		if (p.nlaunch == 3) {
+			p.launch[1].args[5].i = 1;	/* the reduce sums one slice */
+			y = lr_run(&s, &c, &p, in, &oob);
+			CU_ASSERT(lr_rel(y, ref, ny) > 0.1);
+			free(y);
+		}
+	}
+	printf("\n");
+	free(ref);
+	for (k = 0; k < 3; k++)
+		free(in[k]);
+}
+
+struct ws_space {
+	const struct kt_family *f;
+	struct kt_shape s;
+	struct kt_target t;
+	int variant;
+	long all, valid, split, bad;
+};
+
+/* Exact pruning: a config passes check() iff both of its tiles pass the
+ * ws rules (rebuilt here from the params by name), and every valid one
+ * plans, with maps the worker can encode over the config's buffers. */
+static int ws_space_one(const struct kt_config *c, void *arg)
+{
+	struct ws_space *x = arg;
+	struct kt_gemm_tile y, z;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	struct kt_plan p;
+	struct kt_err e = {0};
+	char why[200];
+	long T = kt_shape_get(x->f, &x->s, "tokens"), n = kt_shape_get(x->f, &x->s, "in");
+	long m = kt_shape_get(x->f, &x->s, "out"), R = kt_shape_get(x->f, &x->s, "rank");
+	int ok, nb;
+
+	if (c->variant != x->variant)
+		return 0;
+	x->all++;
+	ws_tile(&y, kt_config_get(x->f, c, "BLOCK_M"), kt_config_get(x->f, c, "BLOCK_N"),
+		kt_config_get(x->f, c, "CONSUMERS"), 1);
+	y.stages = kt_config_get(x->f, c, "STAGES");
+	ws_tile(&z, kt_config_get(x->f, c, "Z_BLOCK_M"), kt_config_get(x->f, c, "Z_BLOCK_N"),
+		kt_config_get(x->f, c, "CONSUMERS"), kt_config_get(x->f, c, "Z_SPLIT_K"));
+	z.stages = y.stages;
+	ok = kt_gemm_check(&z, T, R, n, 0, &x->t, why, sizeof(why)) == 0 &&
+	     kt_gemm_check(&y, T, m, R, 0, &x->t, why, sizeof(why)) == 0;
+	if ((x->f->check(&x->s, c, &x->t, why, sizeof(why)) == 0) != ok) {
+		x->bad++;
+		return 0;
+	}
+	if (!ok)
+		return 0;
+	x->valid++;
+	x->split += z.split_k > 1;
+	if (x->f->plan(&x->s, c, &x->t, &p, &e) != 0) {
+		x->bad++;
+		return 0;
+	}
+	nb = x->f->buffers(&x->s, c, bufs);
+	check_args(&p, nb);
+	check_args_bufs(&p, bufs, nb);
+	x->bad += strcmp(p.launch[0].kernel, "gemm_tn_ws") != 0 ||
+		  strcmp(p.launch[p.nlaunch - 1].kernel, "gemm_tn_ws") != 0 ||
+		  p.nlaunch != (z.split_k > 1 ? 3 : 2);
+	return 0;
+}
+
+static void test_lowrank_ws_space(void)
+{
+	static const char *const shapes[] = {"tokens=1024,in=4096,out=4096,rank=1024",
+					     "tokens=1024,in=4096,out=4096,rank=256",
+					     "tokens=100,in=4096,out=1000,rank=64"};
+	size_t i;
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct ws_space x;
+
+		memset(&x, 0, sizeof(x));
+		x.f = lowrank;
+		x.s = shape(lowrank, shapes[i]);
+		x.t = target("sm_90a");
+		x.variant = kt_variant_index(lowrank, "unfused_ws");
+		CU_ASSERT_FATAL(x.variant >= 0);
+		CU_ASSERT_EQUAL(kt_space_foreach(lowrank, 0, ws_space_one, &x), 0);
+		printf("\n  lowrank unfused_ws %s: %ld of %ld valid, %ld split", shapes[i], x.valid,
+		       x.all, x.split);
+		CU_ASSERT_EQUAL(x.bad, 0);
+		CU_ASSERT(x.valid > 0 && x.valid < x.all);
+		if (i == 0)
+			CU_ASSERT(x.split > 0);	/* the skinny z GEMM gets split-K */
+		/* and none on a target without sm_90a */
+		memset(&x.valid, 0, sizeof(x.valid));
+		x.all = x.split = x.bad = 0;
+		x.t = target("sm_90");
+		CU_ASSERT_EQUAL(kt_space_foreach(lowrank, 0, ws_space_one, &x), 0);
+		CU_ASSERT_EQUAL(x.valid, 0);
+		CU_ASSERT_EQUAL(x.bad, 0);
+	}
+	printf("\n");
 }
 
 /* ---- targets ---- */
@@ -1141,6 +1637,13 @@ int main(void)
 	CU_add_test(s, "check wgmma_ws", test_ws_check);
 	CU_add_test(s, "plan wgmma_ws (tensor maps)", test_ws_plan);
 	CU_add_test(s, "wgmma_ws batched launches", test_ws_batched);
+	CU_add_test(s, "ws: batches side by side in a row map (k, batch, rows)",
+		    test_ws_interleaved_batches);
+	CU_add_test(s, "ws split-K", test_ws_splitk);
+	CU_add_test(s, "lowrank unfused_ws plan (tensor maps, split z)", test_lowrank_ws);
+	CU_add_test(s, "lowrank unfused_ws space: exact pruning, every valid config plans",
+		    test_lowrank_ws_space);
+	CU_add_test(s, "lowrank unfused_ws plans on the host vs cpu_ref", test_lowrank_ws_emulated);
 	CU_add_test(s, "targets", test_targets);
 	CU_add_test(s, "fill", test_fill);
 	CU_add_test(s, "bf16", test_bf16);

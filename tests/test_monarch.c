@@ -6,8 +6,11 @@
  *    materialized in double from w1, w2 and both permutations (a W built
  *    without the middle permutation must not match: the control);
  *  - plans run on the host: a small emulator executes a plan's launches
- *    (gemm_tn and every monarch.cu kernel, each mirrored line by line, every
- *    access bounds-checked, gemm.cu's alignment rules and grid asserted),
+ *    (gemm_tn, gemm_tn_ws -- its operands read through the TMAP args'
+ *    geometry with the copy engine's zero fill, k-tiles of 64, split-K
+ *    slices -- splitk_reduce and every monarch.cu kernel, each mirrored line
+ *    by line, every access bounds-checked, gemm.cu's alignment rules, grid,
+ *    boxes and the worker's tensor-map check asserted),
  *    so the GPU reference (ref_plan) and every variant's plan -- prep
  *    launches, strides, batch offsets, program indices -- are checked
  *    against the CPU reference, exactly (fp32/double intermediates) and
@@ -18,7 +21,7 @@
  *    every valid config of the reference shapes plans (and passes the
  *    worker's plan check), default configs, flops and bytes;
  *  - NVRTC compiles each variant's extremes and a fixed-seed sample for
- *    sm_80 and sm_90 (the wgmma variants for sm_90a) and the reference
+ *    sm_80 and sm_90 (the wgmma and ws variants for sm_90a) and the reference
  *    template; KTUNE_COMPILE_ALL=1: every valid config of the reference
  *    shapes for sm_80, sm_90 and sm_90a (what a sweep on the H200 compiles).
  */
@@ -45,12 +48,15 @@ static const char *const ref_shapes[] = {
 };
 
 /* small shapes the emulator runs: b, rp, nb and mb all differ, so a
- * swapped index shows; the last has rank/blocks = 4 (naive only) */
+ * swapped index shows; the fourth has rank/blocks = 4 (naive only); the
+ * last has tokens past two 64-row tiles and in/blocks = 96 (a partial
+ * 64-wide k-tile) for the ws variants' 64..128-row tiles */
 static const char *const small_shapes[] = {
 	"tokens=33,in=256,out=512,blocks=8,rank=128",
 	"tokens=7,in=128,out=64,blocks=2,rank=48",
 	"tokens=20,in=64,out=384,blocks=4,rank=64",
 	"tokens=5,in=128,out=64,blocks=8,rank=32",
+	"tokens=130,in=384,out=256,blocks=4,rank=128",
 };
 
 static int init_monarch(void)
@@ -92,9 +98,18 @@ static int is_relayout(int v)
 	return strstr(mon->variants[v], "relayout") != NULL;
 }
 
+static int is_ws(int v)
+{
+	const char *n = mon->variants[v];
+	size_t len = strlen(n);
+
+	return len > 3 && strcmp(n + len - 3, "_ws") == 0;
+}
+
+/* the sm_90a-only variants: the wgmma and the warp-specialized forms */
 static int is_wgmma(int v)
 {
-	return strstr(mon->variants[v], "wgmma") != NULL;
+	return strstr(mon->variants[v], "wgmma") != NULL || is_ws(v);
 }
 
 static double rel_l2(const float *a, const float *b, size_t n)
@@ -349,6 +364,114 @@ static void emu_gemm(struct emu *m, const struct kt_launch *l)
 			}
 }
 
+/* A TMA read: element (c0, c1, c2) of map a, zero outside its dims (the
+ * copy engine's fill), else through its strides (bounds-checked). */
+static double tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
+		     long long c2)
+{
+	const struct kt_tmap *t = &a->tmap;
+
+	if (c0 < 0 || c0 >= t->dims[0] || c1 < 0 || c1 >= t->dims[1] || c2 < 0 ||
+	    c2 >= t->dims[2])
+		return 0;
+	return ld(m, a->buf, c0 + c1 * t->strides[1] + c2 * t->strides[2]);
+}
+
+/* Element (row, k) of batch z as gemm_tn_ws loads it: map (k, rows,
+ * batch) with the batch coordinate z * zm, or (k, batch, rows) for zm 2. */
+static double ws_elem(struct emu *m, const struct kt_arg *a, long long zm, long long z,
+		      long long row, long long k)
+{
+	return zm == 2 ? tma_ld(m, a, k, z, row) : tma_ld(m, a, k, row, z * zm);
+}
+
+/* The map as the worker will encode it, with the tile's box (rows
+ * BLOCK_M or BLOCK_N along the rows dimension, one batch). */
+static void ws_map_ok(struct emu *m, const struct kt_arg *a, long long zm, long rows_box)
+{
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
+	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
+	CU_ASSERT(zm == 0 || zm == 1 || zm == 2);
+	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "\n  tensor map: %s\n", why);
+	CU_ASSERT_EQUAL(a->tmap.rank, 3);
+	CU_ASSERT_EQUAL(a->tmap.box[0], 64);
+	CU_ASSERT_EQUAL(a->tmap.swizzle, 128);
+	CU_ASSERT_EQUAL(a->tmap.box[zm == 2 ? 2 : 1], rows_box);
+	CU_ASSERT_EQUAL(a->tmap.box[zm == 2 ? 1 : 2], 1);
+	/* increasing strides (what the driver's documentation describes) */
+	CU_ASSERT(a->tmap.strides[2] >= a->tmap.strides[1] * (a->tmap.dims[1] > 1 ? 1 : 0));
+	CU_ASSERT(a->tmap.strides[1] >= a->tmap.dims[0]);
+}
+
+/* gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB): k-tiles of 64 through
+ * the maps (past K the map's zero fill, or whatever the map holds there);
+ * SPLIT_K: slice blockIdx.y of whole k-tiles into fp32 workspace slices. */
+static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	const struct kt_arg *tA = &l->args[0], *tB = &l->args[1];
+	int C = ab(l, 2);
+	long long M = ai(l, 3), N = ai(l, 4), K = ai(l, 5), ldc = ai(l, 6), sC = ai(l, 7);
+	long long zA = ai(l, 8), zB = ai(l, 9);
+	long bm = define_of(p, "BLOCK_M"), bn = define_of(p, "BLOCK_N");
+	long cons = define_of(p, "CONSUMERS"), sk = define_of(p, "SPLIT_K");
+	long long z, t, c, k, sl, kc, k0, kend;
+
+	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
+	CU_ASSERT_EQUAL(define_of(p, "WS"), 1);
+	CU_ASSERT_EQUAL_FATAL(l->nargs, 10);
+	CU_ASSERT_FATAL(bm > 0 && bn > 0 && (cons == 1 || cons == 2));
+	if (sk < 1)
+		sk = 1;
+	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
+	CU_ASSERT_EQUAL((long long)l->grid[1], sk);
+	CU_ASSERT(sk == 1 || l->grid[2] == 1);
+	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
+	ws_map_ok(m, tA, zA, bm);
+	ws_map_ok(m, tB, zB, bn);
+	/* the staged epilogue's 16-byte stores */
+	CU_ASSERT(N % 8 == 0 && ldc % 8 == 0 && sC % 8 == 0);
+	kc = sk > 1 ? (K + 64 * sk - 1) / (64 * sk) * 64 : K;
+	for (z = 0; z < (long long)l->grid[2]; z++)
+		for (sl = 0; sl < sk; sl++) {
+			k0 = sl * kc;
+			kend = k0 + ((K - k0 < kc ? K - k0 : kc) + 63) / 64 * 64;
+			for (t = 0; t < M; t++)
+				for (c = 0; c < N; c++) {
+					double acc = 0;
+
+					for (k = k0; k < kend; k++)
+						acc += ws_elem(m, tA, zA, z, t, k) *
+						       ws_elem(m, tB, zB, z, c, k);
+					if (sk > 1)
+						st(m, C, sl * M * ldc + t * ldc + c, acc);
+					else
+						st(m, C, z * sC + t * ldc + c, acc);
+				}
+		}
+}
+
+static void emu_splitk_reduce(struct emu *m, const struct kt_launch *l)
+{
+	int W = ab(l, 0), C = ab(l, 1);
+	long long M = ai(l, 2), N = ai(l, 3), ldc = ai(l, 4), splits = ai(l, 5), t, c, s;
+
+	CU_ASSERT(N % 8 == 0);
+	CU_ASSERT((long long)l->grid[0] * 256 * 4 >= M * N);
+	for (t = 0; t < M; t++)
+		for (c = 0; c < N; c++) {
+			double acc = 0;
+
+			for (s = 0; s < splits; s++)
+				acc += ld(m, W, s * M * N + t * N + c);
+			st(m, C, t * ldc + c, acc);
+		}
+}
+
 /* Each of these mirrors its kernel in templates/monarch.cu. */
 static void emu_perm_mid(struct emu *m, const struct kt_launch *l)
 {
@@ -442,6 +565,8 @@ static void emu_launch(struct emu *m, const struct kt_launch *l)
 		void (*fn)(struct emu *, const struct kt_launch *);
 	} kernels[] = {
 		{"gemm_tn", emu_gemm},
+		{"gemm_tn_ws", emu_gemm_ws},
+		{"splitk_reduce", emu_splitk_reduce},
 		{"monarch_perm_mid", emu_perm_mid},
 		{"monarch_relayout_w1", emu_relayout_w1},
 		{"monarch_gather_chunks", emu_gather_chunks},
@@ -599,8 +724,9 @@ static void test_variants_on_host(void)
 				CU_ASSERT_EQUAL(x.n, 0);	/* rank/blocks % 8 != 0 */
 				continue;
 			}
-			/* wgmma's 64-row tiles are pruned for few tokens */
-			CU_ASSERT_FATAL(x.n > 0 || (is_wgmma(v) && SV(p.s, "tokens") < 32));
+			/* wgmma's 64-row tiles are pruned for few tokens (ws:
+			 * also 64-row tiles for 32 tokens) */
+			CU_ASSERT_FATAL(x.n > 0 || (is_wgmma(v) && SV(p.s, "tokens") <= 32));
 			if (x.n == 0)
 				continue;
 			emulated[v]++;
@@ -621,12 +747,26 @@ static void test_variants_on_host(void)
 				/* monarch_bm: no output permutation */
 				CU_ASSERT_EQUAL(plan.nlaunch, blockmajor ? 3 : 4);
 				{
-					int pr, wg = 0;
+					int pr, wg = 0, ws = 0, gl;
 
-					for (pr = 0; pr < plan.nprograms; pr++)
+					for (pr = 0; pr < plan.nprograms; pr++) {
 						wg += define_of(&plan.programs[pr], "WGMMA") == 1;
+						ws += define_of(&plan.programs[pr], "WS") == 1;
+					}
 					/* every GEMM program on the variant's MMA path */
-					CU_ASSERT_EQUAL(wg, is_wgmma(v) ? plan.nprograms - 1 : 0);
+					CU_ASSERT_EQUAL(wg, is_wgmma(v) && !is_ws(v) ? plan.nprograms - 1 : 0);
+					CU_ASSERT_EQUAL(ws, is_ws(v) ? plan.nprograms - 1 : 0);
+					/* ws: both GEMM stages on gemm_tn_ws, through maps */
+					for (pr = gl = 0; pr < plan.nlaunch; pr++)
+						gl += strcmp(plan.launch[pr].kernel,
+							     is_ws(v) ? "gemm_tn_ws" : "gemm_tn") == 0;
+					CU_ASSERT_EQUAL(gl, 2);
+					if (is_ws(v)) {
+						/* stage 1's x: blocks side by side in a row */
+						CU_ASSERT_EQUAL(plan.launch[0].args[8].i,
+								SV(p.s, "blocks") > 1 ? 2 : 1);
+						CU_ASSERT_EQUAL(plan.launch[2].args[8].i, 1);
+					}
 				}
 				if (is_relayout(v)) {
 					CU_ASSERT_EQUAL(plan.nprep, 1);
@@ -648,11 +788,24 @@ static void test_variants_on_host(void)
 							small_shapes[i], key, round, rel, oob);
 					free(y);
 				}
+				/* control (ws): x's map read as (k, rows, batch) --
+				 * the kernel ignoring zA = 2 -- is wrong */
+				if (is_ws(v) && SV(p.s, "blocks") > 1) {
+					struct kt_plan bad = plan;
+					struct kt_tmap *bm = &bad.launch[0].args[0].tmap;
+
+					bad.launch[0].args[8].i = 1;
+					bm->box[1] = bm->box[2];
+					bm->box[2] = 1;
+					y = emu_run(&p, cs[k], &bad, 0, &oob);
+					CU_ASSERT(rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
+					free(y);
+				}
 				/* control: relayout's stage 1 on the canonical w1 (the
 				 * transform skipped) is wrong */
 				if (is_relayout(v) && SV(p.s, "blocks") > 1) {
 					plan.nprep = 0;
-					plan.launch[0].args[1].buf = 1;	/* w1 */
+					plan.launch[0].args[1].buf = 1;	/* w1 (map or pointer) */
 					y = emu_run(&p, cs[k], &plan, 0, &oob);
 					CU_ASSERT(rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
 					free(y);
@@ -942,6 +1095,7 @@ static void test_models(void)
 /* ---- NVRTC ---- */
 
 #define SAMPLE_PER_VARIANT 24
+#define SAMPLE_WS 6
 
 struct job_list {
 	struct kt_program *progs;
@@ -1041,7 +1195,9 @@ static int pick_one(const struct kt_config *c, void *arg)
 	t.wm = is_wgmma(c->variant) ? c->p[0] / 16 : c->p[4];
 	t.wn = is_wgmma(c->variant) ? 1 : c->p[5];
 	t.stages = c->p[6];
-	t.wgmma = is_wgmma(c->variant);
+	t.wgmma = is_wgmma(c->variant) && !is_ws(c->variant);
+	t.ws = is_ws(c->variant);
+	t.consumers = t.ws ? c->p[8] : 0;
 	v[0] = -x->n;
 	v[1] = x->n;
 	v[2] = kt_gemm_smem(&t);
@@ -1098,7 +1254,8 @@ static void add_shape(struct job_list *j, const char *text, const char *tname, i
 		} else if (x.n > 0) {
 			for (k = 0; k < 6; k++)
 				job_add_plan(j, &x.s, &x.ext[k], &x.t, ext_names[k]);
-			for (k = 0; k < SAMPLE_PER_VARIANT; k++)
+			/* the ws variants: a smaller sample (CI time) */
+			for (k = 0; k < (is_ws(v) ? SAMPLE_WS : SAMPLE_PER_VARIANT); k++)
 				job_add_plan(j, &x.s, &x.valid[rng_next() % (uint64_t)x.n], &x.t,
 					     "sample");
 		}
@@ -1232,7 +1389,7 @@ int main(void)
 	add_cpu_tests(s);
 	CU_add_test(s, "block-major y is the interleaved y, columns permuted", test_bm_is_permuted);
 	s = CU_add_suite("monarch (NVRTC)", init_monarch, NULL);
-	CU_add_test(s, "compile extremes and a sample for sm_80, sm_90 (+ wgmma: sm_90a)",
+	CU_add_test(s, "compile extremes and a sample for sm_80, sm_90 (+ wgmma, ws: sm_90a)",
 		    test_compile);
 	return kt_test_main();
 }

@@ -7,7 +7,11 @@
  * The warp-specialized TMA tiles (gemm_probe_wcfgs.h) get their tensor maps
  * from cuTensorMapEncodeTiled (through cudaGetDriverEntryPointByVersion, so
  * no -lcuda), built as the worker builds a KT_ARG_TMAP; they are also run
- * batched (rank-3 maps, padded strides, a shared B). A summary table comes
+ * batched (rank-3 maps, padded strides, a shared B, and batches side by
+ * side within each row -- monarch's stage 1 -- through the (k, batch, rows)
+ * map with zA = 2). The ws split-K tiles (wskcfgs below: K over grid.y
+ * into an fp32 workspace, then splitk_reduce) run where the tiles leave
+ * half the SMs idle, as kt_gemm_check allows them. A summary table comes
  * last; the exit status is 3 when any result was wrong.
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Itemplates \
@@ -89,6 +93,44 @@ k_ws2(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB
 typedef void (*ws_fn)(const kt_tmap_t, const kt_tmap_t, bf *, int, int, int, long long,
 		      long long, int, int);
 
+/* split-K on the ws kernel (gemm.cu -DWS=1 -DSPLIT_K=SK): fp32 partials */
+template <int BM, int BN, int ST, int CONS, int SK>
+__global__ void __launch_bounds__((CONS + 1) * 128, 1)
+k_wsk(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB, float *W,
+      int M, int N, int K, long long ldw, long long sC, int zA, int zB)
+{
+	ktg::gemm_tn_ws_body<BM, BN, ST, CONS, 8, 1, 1, SK>(&tA, &tB, W, M, N, K, ldw, sC, zA, zB);
+}
+
+typedef void (*wsk_fn)(const kt_tmap_t, const kt_tmap_t, float *, int, int, int, long long,
+		       long long, int, int);
+
+struct wskcfg {
+	const char *name;
+	wsk_fn fn;
+	int bm, bn, st, cons, sk;
+};
+#define WSK(BM, BN, ST, CONS, SK) \
+	{"ws " #BM "x" #BN " s" #ST " c" #CONS " split" #SK, k_wsk<BM, BN, ST, CONS, SK>, BM, BN, \
+	 ST, CONS, SK}
+static const wskcfg wskcfgs[] = {
+	WSK(128, 128, 4, 2, 2),
+	WSK(128, 128, 6, 2, 2),
+	WSK(128, 128, 4, 1, 2),
+	WSK(128, 256, 4, 2, 2),
+	WSK(128, 256, 4, 2, 4),
+	WSK(64, 128, 6, 1, 2),
+	WSK(128, 64, 6, 2, 2),
+	WSK(128, 64, 6, 2, 4),
+	WSK(64, 256, 4, 1, 2),
+	WSK(64, 256, 4, 1, 4),
+};
+
+static int wsk_smem(const wskcfg &c)
+{
+	return 1024 + c.st * (c.bm + c.bn) * 128 + 256;
+}
+
 struct wcfg {
 	const char *name;
 	ws_fn fn;
@@ -134,6 +176,28 @@ static kt_tmap_t make_map(const bf *p, long long rows, long long K, long long ld
 		   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 	if (r != CUDA_SUCCESS) {
 		fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+		exit(1);
+	}
+	return m;
+}
+
+/* The (k, batch, rows) map kt_gemm_launch builds for batches side by side
+ * within each row (batch stride bstride >= K, batch * bstride <= ld):
+ * box (64, 1, box_rows); the kernel takes it with zA / zB = 2. */
+static kt_tmap_t make_map_rows_last(const bf *p, long long rows, long long K, long long ld,
+				    long long batch, long long bstride, int box_rows)
+{
+	kt_tmap_t m;
+	cuuint64_t dims[3] = {(cuuint64_t)K, (cuuint64_t)batch, (cuuint64_t)rows};
+	cuuint64_t strides[2] = {(cuuint64_t)bstride * 2, (cuuint64_t)ld * 2};
+	cuuint32_t box[3] = {64, 1, (cuuint32_t)box_rows}, es[3] = {1, 1, 1};
+	CUresult r;
+
+	r = encode((CUtensorMap *)&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)p, dims, strides,
+		   box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+		   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "cuTensorMapEncodeTiled (k, batch, rows): %d\n", (int)r);
 		exit(1);
 	}
 	return m;
@@ -387,6 +451,8 @@ int main(int argc, char **argv)
 	for (const gcfg &c : gcfgs)
 		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
 					c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0)));
+	for (const wskcfg &c : wskcfgs)
+		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, wsk_smem(c)));
 	for (const scfg &c : scfgs)
 		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
 					c.st * (c.bm + c.bn) * c.bk * 2 + (c.wg ? 1024 : 0)));
@@ -431,6 +497,40 @@ int main(int argc, char **argv)
 				b.ws = t, b.wsname = c.name;
 			printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, M, N, K, t,
 			       flop / t / 1e6, t / tcb, err, bad ? " WRONG" : "");
+		}
+		/* ws split-K where kt_gemm_check allows it (tiles fill under
+		 * half of 132 SMs, at most two waves, 4+ k-tiles per slice) */
+		for (const wskcfg &c : wskcfgs) {
+			if (small)
+				break;
+			int nf, tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
+			double err, t;
+			bool bad;
+			float *Wk;
+			if (2 * tiles > 132 || tiles * c.sk > 264 || K / c.sk < 4 * 64 || c.bm / 2 >= M ||
+			    c.bn / 2 >= N)
+				continue;
+			CK(cudaMalloc(&Wk, (size_t)c.sk * M * N * 4));
+			kt_tmap_t ta = make_map(A, M, K, K, 1, 0, c.bm);
+			kt_tmap_t tb = make_map(B, N, K, K, 1, 0, c.bn);
+			auto run = [&] {
+				c.fn<<<dim3(tiles, c.sk), (c.cons + 1) * 128, wsk_smem(c)>>>(ta, tb, Wk, M, N,
+											  K, N, 0, 1, 1);
+				k_reduce<<<(unsigned)(((size_t)M * N / 4 + 255) / 256), 256>>>(Wk, C, M, N, N,
+											    c.sk);
+			};
+			CK(cudaMemset(C, 0xff, (size_t)M * N * 2));
+			run();
+			sync_or_die(c.name);
+			err = rel_l2(C, Cr, (size_t)M * N, &nf);
+			t = time_us(run, reps);
+			bad = nf || err > 1e-2;
+			b.wrong += bad;
+			if (!bad && t < b.ws)
+				b.ws = t, b.wsname = c.name;
+			printf("%-34s %6d %6d %6d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, M, N, K, t,
+			       flop / t / 1e6, t / tcb, err, bad ? " WRONG" : "");
+			CK(cudaFree(Wk));
 		}
 		for (const gcfg &c : gcfgs) {
 			int nf;
@@ -509,6 +609,53 @@ int main(int argc, char **argv)
 			}
 		}
 		CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(Cr));
+	}
+	/* monarch's stage 1: x (M x Z*nb) read as Z column blocks of nb (batch
+	 * stride nb < row stride Z*nb: the (k, batch, rows) map, zA = 2), w
+	 * (Z, N, nb), C (M x Z*N) block i at column i*N (ldc Z*N, sC N) -- at
+	 * a small edge shape and at llama7b q/k/v/o's (1024 x 1024 x 256, 16
+	 * blocks), where it is also timed */
+	{
+		struct { int M, N, nb, Z; } ms[] = {{200, 136, 96, 4}, {1024, 1024, 256, 16}};
+		for (auto &s : ms) {
+			const int M = s.M, N = s.N, nb = s.nb, Z = s.Z;
+			const long long n = (long long)Z * nb, ldc = (long long)Z * N;
+			bf *X = dev_rand((size_t)M * n, 1.f), *Wt = dev_rand((size_t)Z * N * nb,
+									   1.f / sqrtf(nb));
+			bf *C, *Cr;
+			double tcb = 0, flop = 2.0 * M * N * nb * Z;
+			CK(cudaMalloc(&C, (size_t)M * ldc * 2));
+			CK(cudaMalloc(&Cr, (size_t)M * ldc * 2));
+			auto ref = [&] {
+				for (int z = 0; z < Z; z++)
+					cublas_tn_ld(X + (long long)z * nb, n, Wt + (long long)z * N * nb, nb,
+						     Cr + (long long)z * N, ldc, M, N, nb);
+			};
+			ref();
+			if (!small)
+				tcb = time_us(ref, reps);
+			for (const wcfg &c : wcfgs) {
+				int nf;
+				double err, t = 0;
+				if (c.bm / 2 >= M || c.bn / 2 >= N || c.cm > 1 || (small && M > 256))
+					continue;
+				kt_tmap_t ta = make_map_rows_last(X, M, nb, n, Z, nb, c.bm);
+				kt_tmap_t tb = make_map(Wt, N, nb, nb, Z, (long long)N * nb, c.bn);
+				CK(cudaMemset(C, 0xff, (size_t)M * ldc * 2));
+				launch_ws(c, ta, tb, C, M, N, nb, ldc, N, Z, 2, 1);
+				sync_or_die(c.name);
+				err = rel_l2(C, Cr, (size_t)M * ldc, &nf);
+				wrong_total += nf || err > 1e-2;
+				if (!small && M >= 1024)
+					t = time_us([&] { launch_ws(c, ta, tb, C, M, N, nb, ldc, N, Z, 2, 1); },
+						    reps);
+				printf("%-34s x-blocks %d x %dx%dx%d relerr %8.1e us %.2f (cublas x%d %.2f, "
+				       "%.1f TFLOP/s)%s\n", c.name, Z, M, N, nb, err, t, Z, tcb,
+				       t > 0 ? flop / t / 1e6 : 0.0, nf || err > 1e-2 ? " WRONG" : "");
+			}
+			fflush(stdout);
+			CK(cudaFree(X)); CK(cudaFree(Wt)); CK(cudaFree(C)); CK(cudaFree(Cr));
+		}
 	}
 	/* lowrank: y = (x V^T) U^T, fused vs cuBLAS twice */
 	struct { int M, K, N, R; } ls[] = {{1024, 4096, 4096, 256}, {16, 4096, 4096, 256}, {300, 264, 136, 64}};
