@@ -11,9 +11,11 @@ Peers (BENCH.md): cublas_dense (x @ W.t(), the dense layer of the same in/out
 features), torch_naive (the textbook structured layer in PyTorch eager, on
 the canonical weight layouts of KERNELS.md) and torch_compile (the same
 function under torch.compile(); its compile time is not timed, a failing
-compile is reported and the row left out).
+compile is reported and the row left out; KTUNE_PEERS_COMPILE=0 leaves
+torch_compile out, said on stderr, for a time-limited call).
 """
 import json
+import os
 import re
 import sys
 
@@ -108,6 +110,9 @@ def main():
             continue
         rows.append({"workload": wid, "impl": "torch_naive", "us": bench(lambda: fn(xs))})
         if fam == "lowrank":
+            continue
+        if os.environ.get("KTUNE_PEERS_COMPILE") == "0":
+            print(f"peers: {wid}: torch_compile left out (KTUNE_PEERS_COMPILE=0)", file=sys.stderr)
             continue
         try:
             cf = torch.compile(fn)
