@@ -60,6 +60,7 @@ include util/module.mk
 include kernels/module.mk
 include kernels/blockattn.mk
 include kernels/monarch.mk
+include kernels/blast.mk
 include templates/module.mk
 include db/module.mk
 include tuner/module.mk

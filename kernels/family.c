@@ -15,6 +15,7 @@ extern const struct kt_family dense_family;
 extern const struct kt_family lowrank_family;
 extern const struct kt_family monarch_family;	/* kernels/monarch.c */
 extern const struct kt_family monarch_bm_family;
+extern const struct kt_family blast_family;	/* kernels/blast.c */
 extern const struct kt_family blockattn_fwd_family;	/* kernels/blockattn.c */
 extern const struct kt_family blockattn_bwd_family;
 extern const struct kt_family selftest_family;	/* kernels/selftest.c */
@@ -25,6 +26,7 @@ static const struct kt_family *const registry[] = {
 	&lowrank_family,
 	&monarch_family,
 	&monarch_bm_family,
+	&blast_family,
 	&blockattn_fwd_family,
 	&blockattn_bwd_family,
 	&selftest_family,

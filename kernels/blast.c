@@ -1,0 +1,585 @@
+/*
+ * blast.c -- the `blast` family: a BLAST structured linear layer,
+ * y (tokens x out) = x (tokens x in) . W^T with W given by its canonical
+ * factors U (b, m/b, r), V (b, r, n/b) and S (b, b, r), bf16, fp32
+ * accumulation; block (i, j) of W (rows i*mb.., columns j*nb..) is
+ * U_i . diag(s_ij) . V_j.
+ *
+ * Math (KERNELS.md "BLAST"; nb = n/b, mb = m/b):
+ *   z[j] = x[:, j*nb:(j+1)*nb] . V_j^T                      (N x r, per block j)
+ *   w[i][t][c] = sum_j S[i][j][c] * z[j][t][c]              (mixing, 2Nrb^2 FLOPs)
+ *   y[:, i*mb:(i+1)*mb] = w[i] . U_i^T                       (N x mb, per block i)
+ *
+ * Variants (the two GEMM stages are batched GEMMs over the b blocks on
+ * templates/gemm.cu's gemm_tn; the mixing is templates/blast.cu):
+ *   naive        stage 1 into z (b, N, r) bf16; blast_mix on CUDA cores into
+ *                w (b, N, r) bf16; stage 3 writes y's column block i straight
+ *                from the GEMM (ldc = out, batch stride out/blocks): no
+ *                permutation kernel is needed, the output layout is the
+ *                GEMM's. The mixer reads S as fp32 (S32 = float(S), an
+ *                untimed prep launch: the offline weight transform), holds
+ *                the b values z[.][t][c..c+RV) of its token in registers and
+ *                walks i (RV = 8 ranks per thread for b <= 16).
+ *   naive_wgmma  the same on sm_90a's warpgroup MMA path of gemm.cu
+ *                (-DWGMMA=1: BLOCK_K 64, BLOCK_M/64 warpgroups; BLOCK_K and
+ *                the WARPS_* params do not apply).
+ *   naive_ws     the same on gemm.cu's warp-specialized sm_90a kernel
+ *                (gemm_tn_ws, -DWS=1: A and B as rank-3 TMA tensor maps
+ *                (k, rows, batch) that the worker builds; CONSUMERS wgmma
+ *                warpgroups). Stage 1's A map walks x's column blocks with
+ *                batch stride nb inside rows of n, so its batch stride is
+ *                below its row stride (as in BSHD attention maps; every
+ *                address stays inside x). Not yet run on a GPU: should the
+ *                driver refuse such a map, the worker records a launch
+ *                error and the sweep goes on.
+ *   mix_fused    (HPDC'26 (4)-like, partial-bmm fusion) stage 1 and the
+ *                mixing in one kernel, blast.cu's blast_s1mix: a CTA owns a
+ *                (token tile, rank tile) of all b blocks, runs gemm.cu's
+ *                mma.sync main loop once per block j into a bf16 z tile in
+ *                shared memory (b * BLOCK_M * (Z_BLOCK_N + 8) * 2 bytes), then
+ *                mixes them on CUDA cores and writes w once: z never
+ *                reaches global memory (saves 2 * 2bNr bytes, 64 MiB at
+ *                llama7b N=1024). Stage 3 as in naive (mma.sync). Its tile
+ *                is capped by shared memory (64 x 64 at b = 16), so its GEMM
+ *                runs at lower efficiency than naive's stage 1; the sweep
+ *                decides.
+ *   mix_fused_ws mix_fused with stage 3 on the warp-specialized path (the
+ *                ws tile shares BLOCK_M and STAGES with the fused kernel:
+ *                BLOCK_M >= 64).
+ *
+ * Both GEMM stages share one tile except its N: stage 1's N is the rank,
+ * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
+ *
+ * NEEDSWORK: mix_fused on the wgmma path (accumulators of 64 x BR
+ * warpgroup tiles in registers, z tiles through shared memory), and the
+ * issue's L2 idea: token chunking (CHUNK_N) so that w of a chunk stays in
+ * L2 for stage 3 -- which needs a buffer offset in struct kt_arg (the
+ * worker passes base pointers only) or a chunk index in gemm_tn, and more
+ * than KT_MAX_LAUNCHES launches for more than two chunks. The mixer's
+ * CTA shape (MIX_WARPS) is fixed, not searched.
+ *
+ * Shape: tokens 1..2^20; in, out 16..65536; blocks 1..256 and rank 8..65536
+ * (both structural). check() requires blocks to divide in and out, and
+ * in/blocks, out/blocks and rank to be multiples of 8 (the GEMMs move
+ * 16-byte chunks along K and need N, ldc and batch strides in 8s; the mixer
+ * moves RV-element vectors). rank need not be a multiple of blocks.
+ */
+#include "family.h"
+#include "gemm_plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
+enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_COUNT };
+/* problem buffers first (x, U, V, S, y, the reference's z32 and w32), then
+ * the variants' scratch */
+enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
+enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS };
+
+#define NPROBLEM_BUFS 7
+#define ELEM_THREADS 256
+#define ELEM_MAX_GRID (1L << 20)	/* the reference kernels loop over the rest */
+#define MIX_WARPS 8			/* warps per mixer CTA (rank vectors) */
+
+static const struct kt_dim dims[] = {
+	{"tokens", 1, 1L << 20, 0, "rows of x (batch x sequence)"},
+	{"in", 16, 65536, 0, "input features n; in/blocks a multiple of 8"},
+	{"out", 16, 65536, 0, "output features m; out/blocks a multiple of 8"},
+	{"blocks", 1, 256, 1, "BLAST blocks b; divides in and out"},
+	{"rank", 8, 65536, 1, "rank r shared by all blocks; a multiple of 8"},
+};
+
+static const char *const variants[] = {"naive", "naive_wgmma", "naive_ws", "mix_fused",
+					"mix_fused_ws"};
+
+#define MMA ((1u << V_NAIVE) | (1u << V_MIX_FUSED) | (1u << V_MIX_FUSED_WS))
+#define WG (1u << V_NAIVE_WGMMA)
+#define WS ((1u << V_NAIVE_WS) | (1u << V_MIX_FUSED_WS))
+#define ALLV (MMA | WG | WS)
+
+static const struct kt_param params[] = {
+	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, ALLV, "token tile of both GEMM stages"},
+	{"BLOCK_N", 4, {32, 64, 128, 256}, ALLV, "out/blocks tile of stage 3"},
+	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, ALLV,
+	 "rank tile of stage 1 (mix_fused: of the fused stage-1 + mixing kernel)"},
+	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
+	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along tokens (wgmma: BLOCK_M/16)"},
+	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along rank / out (wgmma: 1)"},
+	{"STAGES", 3, {2, 3, 4}, ALLV, "cp.async / TMA ring depth"},
+	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
+	{"CONSUMERS", 2, {1, 2}, WS,
+	 "ws GEMM stages: consumer warpgroups (each BLOCK_M/CONSUMERS rows) beside the TMA "
+	 "producer"},
+};
+
+/* Ranks per mixer thread: its b vectors of z stay in registers (b * RV <=
+ * 128 fp32); over 64 blocks one rank per thread and z re-read from L1.
+ * templates/blast.cu derives the same from MIX_B: change both together. */
+static long mix_rv(long b)
+{
+	return b <= 16 ? 8 : b <= 32 ? 4 : b <= 64 ? 2 : 1;
+}
+
+/* A tile on gemm.cu's warp-specialized path (TMA ring, a producer
+ * warpgroup, CONSUMERS wgmma warpgroups, staged epilogue). */
+static void ws_tile(struct kt_gemm_tile *t, const struct kt_config *c)
+{
+	t->ws = 1;
+	t->consumers = c->p[P_CONSUMERS] > 0 ? c->p[P_CONSUMERS] : 1;
+	t->bk = 64;
+	t->wm = t->bm / 16;
+	t->wn = 1;
+}
+
+/* s1 is stage 1's tile (mix_fused: the fused kernel's), s3 stage 3's. They
+ * share all but their N, except that mix_fused_ws runs stage 3 on the ws
+ * path (BLOCK_K, WARPS_* then apply to the fused kernel only). */
+static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
+{
+	memset(s3, 0, sizeof(*s3));
+	s3->bm = c->p[P_BM];
+	s3->bn = c->p[P_BN];
+	s3->bk = c->p[P_BK];
+	s3->wm = c->p[P_WM];
+	s3->wn = c->p[P_WN];
+	s3->stages = c->p[P_STAGES];
+	s3->group_m = c->p[P_GROUP] > 0 ? c->p[P_GROUP] : 1;
+	s3->split_k = 1;
+	if (c->variant == V_NAIVE_WGMMA) {
+		/* warpgroup tiles: BLOCK_K 64, 64 rows per warpgroup */
+		s3->wgmma = 1;
+		s3->bk = 64;
+		s3->wm = s3->bm / 16;
+		s3->wn = 1;
+	}
+	if (c->variant == V_NAIVE_WS)
+		ws_tile(s3, c);
+	*s1 = *s3;
+	s1->bn = c->p[P_ZBN];
+	if (c->variant == V_MIX_FUSED_WS)
+		ws_tile(s3, c);
+}
+
+static int is_fused(int variant)
+{
+	return variant == V_MIX_FUSED || variant == V_MIX_FUSED_WS;
+}
+
+#define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)
+
+/* The structural rules, independent of the config. */
+static int shape_check(const struct kt_shape *s, char *why, size_t whylen)
+{
+	long n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+
+	if (b < 1 || n % b || m % b)
+		return WHY("blocks=%ld must divide in=%ld and out=%ld", b, n, m);
+	if ((n / b) % 8 || (m / b) % 8 || r % 8)
+		return WHY("in/blocks=%ld, out/blocks=%ld and rank=%ld must be multiples of 8 "
+			   "(16-byte GEMM copies)", n / b, m / b, r);
+	return 0;
+}
+
+/* mix_fused: the b bf16 z tiles beside the main loop's ring, rows padded
+ * by 8 (templates/blast.cu's ZLD). */
+static unsigned fused_zsmem(const struct kt_gemm_tile *s1, long b)
+{
+	return (unsigned)(b * s1->bm * (s1->bn + 8) * 2);
+}
+
+/* The fused kernel's mixing phase keeps b * RV fp32 z values per thread
+ * (b <= 64) under __launch_bounds__(threads, 1): they must fit the
+ * register file's share of each thread. */
+static int fused_check(const struct kt_gemm_tile *s1, long b, const struct kt_target *tgt,
+		       char *why, size_t whylen)
+{
+	long threads = (long)kt_gemm_threads(s1);
+	long regs = b <= 64 ? b * mix_rv(b) + 48 : 48;
+
+	if (regs * threads > 65536 || regs > 255)
+		return WHY("mix_fused: %ld threads x ~%ld registers (z of %ld blocks) exceed the "
+			   "register file", threads, regs, b);
+	if ((long)kt_gemm_smem(s1) + (long)fused_zsmem(s1, b) > tgt->smem_optin)
+		return WHY("mix_fused: shared memory %u B ring + %u B z tiles > %d B opt-in limit",
+			   kt_gemm_smem(s1), fused_zsmem(s1, b), tgt->smem_optin);
+	return 0;
+}
+
+static int blast_check(const struct kt_shape *s, const struct kt_config *c,
+		       const struct kt_target *tgt, char *why, size_t whylen)
+{
+	struct kt_gemm_tile s1, s3;
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK];
+
+	if (c->variant < 0 || c->variant >= V_COUNT)
+		return WHY("unknown variant %d", c->variant);
+	if (shape_check(s, why, whylen))
+		return 1;
+	if (ELEM_THREADS > tgt->max_threads || MIX_WARPS * 32 > tgt->max_threads)
+		return WHY("the mixing kernels need %d threads per block, target has %d",
+			   ELEM_THREADS, tgt->max_threads);
+	tiles_of(c, &s1, &s3);
+	if (is_fused(c->variant) && fused_check(&s1, b, tgt, why, whylen))
+		return 1;
+	if (kt_gemm_check(&s1, T, r, n / b, is_fused(c->variant) ? fused_zsmem(&s1, b) : 0,
+			  tgt, why, whylen))
+		return 1;
+	return kt_gemm_check(&s3, T, m / b, r, 0, tgt, why, whylen);
+}
+
+static void set_buf(struct kt_buf *bf, const char *name, enum kt_buf_role role, enum kt_dtype dt,
+		    size_t elems, double scale)
+{
+	memset(bf, 0, sizeof(*bf));
+	snprintf(bf->name, sizeof(bf->name), "%s", name);
+	bf->role = role;
+	bf->dtype = dt;
+	bf->elems = elems;
+	bf->scale = scale;
+}
+
+static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
+			 struct kt_buf out[KT_MAX_BUFS])
+{
+	size_t T = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
+	size_t b = (size_t)s->v[D_BLOCKS], r = (size_t)s->v[D_RANK];
+	size_t nb = b ? n / b : n;
+
+	/* Uniform (-a, a) has variance a^2/3. With a = sqrt(3/k) for a sum of
+	 * k products each stage keeps the variance of x's entries (1/3):
+	 * z sums nb terms, w sums b, y sums r -- y is O(1) (rms ~0.58)
+	 * whatever the shape. */
+	set_buf(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
+	set_buf(&out[B_U], "U", KT_BUF_INPUT, KT_BF16, m * r, sqrt(3.0 / (double)r));
+	set_buf(&out[B_V], "V", KT_BUF_INPUT, KT_BF16, r * n, sqrt(3.0 / (double)nb));
+	set_buf(&out[B_S], "S", KT_BUF_INPUT, KT_BF16, b * b * r, sqrt(3.0 / (double)b));
+	set_buf(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
+	/* the GPU reference's fp32 intermediates: problem buffers */
+	set_buf(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
+	set_buf(&out[B_W32], "w32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
+	if (!cfg || cfg->variant < 0 || cfg->variant >= V_COUNT)
+		return NPROBLEM_BUFS;
+	set_buf(&out[B_W], "w", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	set_buf(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
+	if (is_fused(cfg->variant))
+		return 9;	/* z stays on chip */
+	set_buf(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	return 10;
+}
+
+/* A launch of one of blast.cu's element-wise kernels over `total` work
+ * items (grid-stride loops: a capped grid is still complete). */
+static struct kt_launch *elem_launch(struct kt_launch *l, int program, const char *kernel,
+				     long long total)
+{
+	long long grid = (total + ELEM_THREADS - 1) / ELEM_THREADS;
+
+	memset(l, 0, sizeof(*l));
+	l->program = program;
+	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
+	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = ELEM_THREADS;
+	l->block[1] = l->block[2] = 1;
+	return l;
+}
+
+/* The fused stage 1 + mixing kernel of mix_fused (program pm, which
+ * carries stage 1's tile defines). */
+static void fused_launch(const struct kt_gemm_tile *s1, int pm, long T, long n, long b, long r,
+			 struct kt_launch *l)
+{
+	long tm = (T + s1->bm - 1) / s1->bm, tn = (r + s1->bn - 1) / s1->bn;
+
+	memset(l, 0, sizeof(*l));
+	l->program = pm;
+	snprintf(l->kernel, sizeof(l->kernel), "blast_s1mix");
+	l->grid[0] = (unsigned)(tm * tn);
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = kt_gemm_threads(s1);
+	l->block[1] = l->block[2] = 1;
+	l->smem = kt_gemm_smem(s1) + fused_zsmem(s1, b);
+	kt_launch_arg_buf(l, B_X);
+	kt_launch_arg_buf(l, B_V);
+	kt_launch_arg_buf(l, B_S32);
+	kt_launch_arg_buf(l, B_W);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, n);
+	kt_launch_arg_i32(l, r);
+}
+
+/* The mixer of naive: one thread per (token, RV ranks), 32 tokens x
+ * MIX_WARPS vectors per CTA. */
+static void mix_launch(int pm, long T, long b, long r, struct kt_launch *l)
+{
+	long vecs = r / mix_rv(b);
+
+	memset(l, 0, sizeof(*l));
+	l->program = pm;
+	snprintf(l->kernel, sizeof(l->kernel), "blast_mix");
+	l->grid[0] = (unsigned)((T + 31) / 32);
+	l->grid[1] = (unsigned)((vecs + MIX_WARPS - 1) / MIX_WARPS);
+	l->grid[2] = 1;
+	l->block[0] = 32;
+	l->block[1] = MIX_WARPS;
+	l->block[2] = 1;
+	kt_launch_arg_buf(l, B_Z);
+	kt_launch_arg_buf(l, B_S32);
+	kt_launch_arg_buf(l, B_W);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, r);
+}
+
+/*
+ * Programs: naive  [gemm s1] [gemm s3 unless the same tile] [blast MIX_B]
+ *           fused  [blast FUSED MIX_B + s1's tile] [gemm s3]
+ * Prep: S32 = float(S). Launches: stage 1 (+ mixing), stage 3.
+ */
+static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
+		      const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	struct kt_gemm_tile s1, s3;
+	struct kt_launch *l;
+	char why[200];
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK], nb, mb;
+	int fused = is_fused(c->variant), pg3, pm, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (blast_check(s, c, tgt, why, sizeof(why)))
+		return kt_err_set(err, KT_EINVAL, "blast: config cannot run: %s", why);
+	nb = n / b;
+	mb = m / b;
+	tiles_of(c, &s1, &s3);
+	if (fused) {
+		pm = 0;
+		pg3 = 1;
+		out->nprograms = 2;
+		out->programs[pm].tpl = "blast";
+		rc |= kt_gemm_defines(&s1, &out->programs[pm]);
+		rc |= kt_program_define(&out->programs[pm], "FUSED", 1);
+	} else {
+		pg3 = s1.bn == s3.bn ? 0 : 1;
+		pm = pg3 + 1;
+		out->nprograms = pm + 1;
+		out->programs[0].tpl = "gemm";
+		rc |= kt_gemm_defines(&s1, &out->programs[0]);
+		out->programs[pm].tpl = "blast";
+	}
+	rc |= kt_program_define(&out->programs[pm], "MIX_B", b);
+	if (pg3 != 0) {
+		out->programs[pg3].tpl = "gemm";
+		rc |= kt_gemm_defines(&s3, &out->programs[pg3]);
+	}
+	if (rc)
+		return kt_err_set(err, KT_EINTERNAL, "blast: too many defines");
+
+	snprintf(out->transform, sizeof(out->transform),
+		 "S32[i][j][c] = (float)S[i][j][c]: the mixing weights as fp32, same layout");
+	out->nprep = 1;
+	l = elem_launch(&out->prep[0], pm, "blast_s_to_f32", (long long)b * b * r);
+	kt_launch_arg_buf(l, B_S);
+	kt_launch_arg_buf(l, B_S32);
+	kt_launch_arg_i64(l, (long long)b * b * r);
+
+	if (fused) {
+		out->nlaunch = 2;
+		fused_launch(&s1, pm, T, n, b, r, &out->launch[0]);
+	} else {
+		out->nlaunch = 3;
+		/* stage 1, batch j: A = x + j*nb (rows n apart), B = V_j at
+		 * j*r*nb, C = z[j] at j*N*r (rows r apart) */
+		kt_gemm_launch(&s1, 0, T, r, nb, B_X, n, nb, B_V, nb, r * nb, B_Z, r, T * r, b,
+			       &out->launch[0]);
+		mix_launch(pm, T, b, r, &out->launch[1]);
+	}
+	/* stage 3, batch i: A = w[i] (b, N, r), B = U_i at i*mb*r; y's column
+	 * block i at i*mb, rows m apart */
+	kt_gemm_launch(&s3, pg3, T, mb, r, B_W, r, T * r, B_U, r, mb * r, B_Y, m, mb, b,
+		       &out->launch[out->nlaunch - 1]);
+	return 0;
+}
+
+/* Three plain kernels, one thread per output, fp32 accumulation in a fixed
+ * order, fp32 intermediates: z32 = x_j V_j^T, w32 = sum_j S_ij . z32[j],
+ * y = w32[i] U_i^T. */
+static int blast_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
+			  struct kt_plan *out, struct kt_err *err)
+{
+	struct kt_launch *l;
+	char why[200];
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK];
+
+	memset(out, 0, sizeof(*out));
+	if (shape_check(s, why, sizeof(why)))
+		return kt_err_set(err, KT_EINVAL, "blast: %s", why);
+	out->nprograms = 1;
+	out->programs[0].tpl = "blast";
+	out->nlaunch = 3;
+	l = elem_launch(&out->launch[0], 0, "blast_ref_z", (long long)b * T * r);
+	kt_launch_arg_buf(l, B_X);
+	kt_launch_arg_buf(l, B_V);
+	kt_launch_arg_buf(l, B_Z32);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, n);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+	l = elem_launch(&out->launch[1], 0, "blast_ref_w", (long long)b * T * r);
+	kt_launch_arg_buf(l, B_Z32);
+	kt_launch_arg_buf(l, B_S);
+	kt_launch_arg_buf(l, B_W32);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+	l = elem_launch(&out->launch[2], 0, "blast_ref_y", (long long)T * m);
+	kt_launch_arg_buf(l, B_W32);
+	kt_launch_arg_buf(l, B_U);
+	kt_launch_arg_buf(l, B_Y);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, m);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+	(void)tgt;
+	return 0;
+}
+
+/* Double accumulation, one token at a time, straight from the block
+ * definition: for every block pair (i, j), y_i += (x_j V_j^T) . diag(s_ij)
+ * . U_i^T, i.e. z for all blocks (b*r values), then every output as
+ * sum_j sum_c U[i][o'][c] S[i][j][c] z[j][c]. Needs only b | in, out (not
+ * the GEMM alignment), so tests can use tiny odd shapes. */
+static int blast_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
+			 struct kt_err *err)
+{
+	const uint16_t *x = in[B_X], *U = in[B_U], *V = in[B_V], *S = in[B_S];
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK], nb, mb, t, j, c, k, o;
+	double *z = NULL;
+	int rc = -1;
+
+	if (b < 1 || n % b || m % b) {
+		kt_err_set(err, KT_EINVAL, "blast: blocks=%ld must divide in and out", b);
+		goto out;
+	}
+	nb = n / b;
+	mb = m / b;
+	if (!(z = malloc(sizeof(double) * (size_t)(b * r)))) {
+		kt_err_set(err, KT_EINTERNAL, "blast: out of memory for the reference");
+		goto out;
+	}
+	for (t = 0; t < T; t++) {
+		for (j = 0; j < b; j++)
+			for (c = 0; c < r; c++) {
+				double acc = 0;
+
+				for (k = 0; k < nb; k++)
+					acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
+					       (double)kt_bf16_to_f32(V[(j * r + c) * nb + k]);
+				z[j * r + c] = acc;
+			}
+		for (o = 0; o < m; o++) {
+			long i = o / mb, op = o % mb;
+			double acc = 0;
+
+			for (j = 0; j < b; j++)
+				for (c = 0; c < r; c++)
+					acc += (double)kt_bf16_to_f32(U[(i * mb + op) * r + c]) *
+					       (double)kt_bf16_to_f32(S[(i * b + j) * r + c]) *
+					       z[j * r + c];
+			out[0][t * m + o] = (float)acc;
+		}
+	}
+	rc = 0;
+out:
+	free(z);
+	return rc;
+}
+
+static double blast_flops(const struct kt_shape *s)
+{
+	double b = s->v[D_BLOCKS];
+
+	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (s->v[D_IN] + s->v[D_OUT] + b * b);
+}
+
+static double blast_min_bytes(const struct kt_shape *s)
+{
+	double T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], r = s->v[D_RANK];
+	double b = s->v[D_BLOCKS];
+
+	return 2.0 * (T * n + r * (n + m + b * b) + T * m);
+}
+
+/* Stage 3's tile from the GEMM defaults list, stage 1's N tile the largest
+ * that still fits; naive on mma.sync (runs on every sm_80+ target).
+ * NEEDSWORK: prefer naive_wgmma on sm_90a once the H200 run has verified
+ * and timed it. */
+static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
+			 struct kt_config *out)
+{
+	static const long zbn[] = {256, 128, 64, 32};
+	static const long fallback[][7] = {
+		/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M */
+		{64, 64, 32, 2, 2, 3, 8},
+		{16, 32, 32, 1, 2, 2, 8},
+	};
+	long T = s->v[D_TOKENS], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+	long p[7];
+	char why[200];
+	size_t i, f;
+
+	if (shape_check(s, why, sizeof(why)))
+		return -1;
+	for (f = 0; f <= sizeof(fallback) / sizeof(fallback[0]); f++) {
+		if (f == 0) {
+			if (kt_gemm_default(T, m / b, r, tgt, p))
+				continue;
+		} else {
+			memcpy(p, fallback[f - 1], sizeof(p));
+		}
+		for (i = 0; i < sizeof(zbn) / sizeof(zbn[0]); i++) {
+			memset(out, 0, sizeof(*out));
+			out->variant = V_NAIVE;
+			out->p[P_BM] = p[0];
+			out->p[P_BN] = p[1];
+			out->p[P_BK] = p[2];
+			out->p[P_WM] = p[3];
+			out->p[P_WN] = p[4];
+			out->p[P_STAGES] = p[5];
+			out->p[P_GROUP] = 8;
+			out->p[P_ZBN] = zbn[i];
+			if (blast_check(s, out, tgt, why, sizeof(why)) == 0)
+				return 0;
+		}
+	}
+	return -1;
+}
+
+const struct kt_family blast_family = {
+	.name = "blast",
+	.summary = "y = x W^T with W a BLAST matrix (U (b, out/b, r), V (b, r, in/b), S (b, b, r); "
+		   "block (i, j) = U_i diag(S_ij) V_j), bf16",
+	.hidden = 0,
+	.ndims = 5,
+	.dims = dims,
+	.nvariants = V_COUNT,
+	.variants = variants,
+	.planted = 0,
+	.nparams = (int)(sizeof(params) / sizeof(params[0])),
+	.params = params,
+	.tol = 1e-2,
+	.check = blast_check,
+	.buffers = blast_buffers,
+	.plan = blast_plan,
+	.ref_plan = blast_ref_plan,
+	.cpu_ref = blast_cpu_ref,
+	.fill = NULL,
+	.flops = blast_flops,
+	.min_bytes = blast_min_bytes,
+	.default_config = blast_default,
+};

@@ -1,0 +1,5 @@
+# kernels/blast.mk: the BLAST structured linear layer (family blast), its
+# mixing and reference template and its tests
+LIB_SRCS += kernels/blast.c
+TEMPLATES += templates/blast.cu
+TESTS += test_blast

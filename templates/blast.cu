@@ -1,0 +1,327 @@
+/*
+ * blast.cu -- the mixing and reference kernels of the `blast` family
+ * (kernels/blast.c); its two GEMM stages run templates/gemm.cu.
+ *
+ * Notation as in KERNELS.md: N tokens, n in, m out, b blocks, r rank,
+ * nb = n / b, mb = m / b. Canonical weights U (b, mb, r), V (b, r, nb),
+ * S (b, b, r); z[j] = x_j . V_j^T (N x r); w[i][t][c] = sum_j S[i][j][c] *
+ * z[j][t][c]; y[:, i*mb + o'] = w[i] . U_i^T.
+ *
+ * Every size is a run-time argument and every index 64-bit. The host
+ * emulator in tests/test_blast.c mirrors each kernel line by line: change
+ * both together.
+ *
+ *   blast_s_to_f32(S, S32, count)            prep (offline transform):
+ *         S32[e] = float(S[e]); grid-stride, block 256
+ *   blast_mix(z, S32, w, N, r)               only with -DMIX_B=b:
+ *         w[i][t][c] = sum_j S32[i][j][c] * z[j][t][c], z and w (b, N, r)
+ *         bf16, fp32 sums in j order. grid (ceil(N/32), ceil((r/RV)/8)),
+ *         block (32, 8): lane = token, (blockIdx.y*8 + threadIdx.y) = the
+ *         RV-rank vector, so a warp's S32 loads are one broadcast address.
+ *         RV = 8 for b <= 16, 4 for b <= 32, 2 for b <= 64, else 1
+ *         (kernels/blast.c mix_rv() says the same); for b <= 64 the b
+ *         vectors of z of the thread stay in registers as fp32.
+ *   blast_s1mix(x, V, S32, w, N, n, r)       only with -DFUSED=1 -DMIX_B=b
+ *         and gemm.cu's tile defines (BLOCK_M, BLOCK_N = the rank tile,
+ *         BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M): mix_fused's stage 1
+ *         and mixing in one kernel, w written once (see below)
+ *   blast_ref_z(x, V, z32, N, n, b, r)       reference stage 1 into fp32
+ *         z32 (b, N, r), k in order
+ *   blast_ref_w(z32, S, w32, N, b, r)        reference mixing into fp32
+ *         w32 (b, N, r), j in order
+ *   blast_ref_y(w32, U, y, N, m, b, r)       reference stage 3: y (N, m)
+ *         bf16, c in order
+ * The element-wise kernels are grid-stride loops over their outputs (one
+ * thread per output element, block 256), so any grid of at least one block
+ * is correct.
+ */
+#include <cuda_bf16.h>
+
+typedef long long i64;
+
+#define BLAST_FOR(e, total)                                                        \
+	for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < (total); \
+	     e += (i64)gridDim.x * blockDim.x)
+
+extern "C" __global__ void blast_s_to_f32(const __nv_bfloat16 *S, float *S32, i64 count)
+{
+	BLAST_FOR(e, count)
+	S32[e] = __bfloat162float(S[e]);
+}
+
+#ifdef MIX_B
+
+#define MIX_RV (MIX_B <= 16 ? 8 : MIX_B <= 32 ? 4 : MIX_B <= 64 ? 2 : 1)
+#define MIX_CACHE (MIX_B <= 64)
+
+constexpr int mix_unroll = MIX_CACHE ? MIX_B : 8;
+
+/* RV bf16 values at p (RV-aligned) as fp32. */
+__device__ __forceinline__ void mix_ld_bf16(float (&f)[MIX_RV], const __nv_bfloat16 *p)
+{
+	if constexpr (MIX_RV == 8) {
+		uint4 u = *reinterpret_cast<const uint4 *>(p);
+		unsigned w[4] = {u.x, u.y, u.z, u.w};
+
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			f[2 * k] = __uint_as_float(w[k] << 16);
+			f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+		}
+	} else if constexpr (MIX_RV == 4) {
+		uint2 u = *reinterpret_cast<const uint2 *>(p);
+		unsigned w[2] = {u.x, u.y};
+
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			f[2 * k] = __uint_as_float(w[k] << 16);
+			f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+		}
+	} else if constexpr (MIX_RV == 2) {
+		unsigned w = *reinterpret_cast<const unsigned *>(p);
+
+		f[0] = __uint_as_float(w << 16);
+		f[1] = __uint_as_float(w & 0xffff0000u);
+	} else {
+		f[0] = __bfloat162float(p[0]);
+	}
+}
+
+/* RV fp32 values at p (RV*4-byte aligned). */
+__device__ __forceinline__ void mix_ld_f32(float (&f)[MIX_RV], const float *p)
+{
+	if constexpr (MIX_RV >= 4) {
+#pragma unroll
+		for (int k = 0; k < MIX_RV / 4; k++) {
+			float4 v = reinterpret_cast<const float4 *>(p)[k];
+
+			f[4 * k] = v.x;
+			f[4 * k + 1] = v.y;
+			f[4 * k + 2] = v.z;
+			f[4 * k + 3] = v.w;
+		}
+	} else if constexpr (MIX_RV == 2) {
+		float2 v = *reinterpret_cast<const float2 *>(p);
+
+		f[0] = v.x;
+		f[1] = v.y;
+	} else {
+		f[0] = p[0];
+	}
+}
+
+__device__ __forceinline__ void mix_st_bf16(__nv_bfloat16 *p, const float (&f)[MIX_RV])
+{
+	if constexpr (MIX_RV == 1) {
+		p[0] = __float2bfloat16_rn(f[0]);
+	} else {
+		unsigned w[(MIX_RV + 1) / 2];
+
+#pragma unroll
+		for (int k = 0; k < MIX_RV / 2; k++) {
+			__nv_bfloat162 h = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+
+			w[k] = *reinterpret_cast<unsigned *>(&h);
+		}
+		if constexpr (MIX_RV == 8)
+			*reinterpret_cast<uint4 *>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+		else if constexpr (MIX_RV == 4)
+			*reinterpret_cast<uint2 *>(p) = make_uint2(w[0], w[1]);
+		else
+			*reinterpret_cast<unsigned *>(p) = w[0];
+	}
+}
+
+/*
+ * One mixing point: the RV ranks c.. of one token, all b blocks:
+ * w[i][c..] = sum_j S32[i][j][c..] * z_j[c..] (fp32, j in order) for every
+ * i. z_j is at zp + j * zstride (global z or a shared-memory tile), w[i]
+ * at wp + i * wstride; S32 at S32 + c, r ranks per (i, j).
+ */
+__device__ __forceinline__ void mix_point(const __nv_bfloat16 *zp, i64 zstride, const float *S32,
+					  int r, __nv_bfloat16 *wp, i64 wstride)
+{
+#if MIX_CACHE
+	float zf[MIX_B][MIX_RV];
+
+#pragma unroll
+	for (int j = 0; j < MIX_B; j++)
+		mix_ld_bf16(zf[j], zp + j * zstride);
+#endif
+#pragma unroll 1
+	for (int i = 0; i < MIX_B; i++) {
+		float acc[MIX_RV];
+
+#pragma unroll
+		for (int k = 0; k < MIX_RV; k++)
+			acc[k] = 0.f;
+		/* fully unrolled while z sits in registers (zf[j] needs a
+		 * constant j); beyond that a partial unroll keeps ptxas from
+		 * hoisting hundreds of loads into spills */
+#pragma unroll mix_unroll
+		for (int j = 0; j < MIX_B; j++) {
+			float s[MIX_RV];
+
+			mix_ld_f32(s, S32 + ((i64)i * MIX_B + j) * r);
+#if MIX_CACHE
+#pragma unroll
+			for (int k = 0; k < MIX_RV; k++)
+				acc[k] = fmaf(s[k], zf[j][k], acc[k]);
+#else
+			float zv[MIX_RV];
+
+			mix_ld_bf16(zv, zp + j * zstride);
+#pragma unroll
+			for (int k = 0; k < MIX_RV; k++)
+				acc[k] = fmaf(s[k], zv[k], acc[k]);
+#endif
+		}
+		mix_st_bf16(wp + i * wstride, acc);
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+blast_mix(const __nv_bfloat16 *z, const float *S32, __nv_bfloat16 *w, int N, int r)
+{
+	const int t = blockIdx.x * 32 + threadIdx.x;
+	const int vec = blockIdx.y * blockDim.y + threadIdx.y;
+	const int c = vec * MIX_RV;
+	const i64 plane = (i64)N * r;	/* elements of one block's z or w */
+
+	if (t >= N || c >= r)
+		return;
+	const i64 off = (i64)t * r + c;
+
+	mix_point(z + off, plane, S32 + c, r, w + off, plane);
+}
+
+#ifdef FUSED
+/*
+ * mix_fused (kernels/blast.c): stage 1 and the mixing in one kernel. A CTA
+ * owns the BLOCK_M x BLOCK_N (tokens x ranks) tile of every block: for
+ * j = 0..b-1 gemm.cu's mma.sync main loop computes z[j]'s tile (K = nb)
+ * and parks it as bf16 in shared memory (rows ZLD = BLOCK_N + 8 apart:
+ * the pad spreads the mixer's row-wise 16-byte reads over the banks);
+ * then the CTA mixes the b tiles into w (lane = token, so S32 loads are
+ * warp-wide broadcasts) and writes w once. z never reaches global memory.
+ * Tile order: gemm.cu's GROUP_M order over (tokens, ranks).
+ * grid ceil(N/BLOCK_M)*ceil(r/BLOCK_N), block WARPS_M*WARPS_N*32, dynamic
+ * smem STAGES*(BLOCK_M+BLOCK_N)*BLOCK_K*2 + MIX_B*BLOCK_M*(BLOCK_N+8)*2.
+ */
+#define KT_GEMM_NO_KERNELS 1
+#include "gemm.cu"
+
+#ifndef GROUP_M
+#define GROUP_M 1
+#endif
+
+extern "C" __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, 1)
+blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __nv_bfloat16 *w,
+	    int N, int n, int r)
+{
+	typedef ktg::mainloop<BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES> ML;
+	constexpr int NT = WARPS_M * WARPS_N * 32, ZLD = BLOCK_N + 8;
+	constexpr int RING = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2;
+	constexpr int VECS = BLOCK_N / MIX_RV, POS = BLOCK_M * VECS;
+	extern __shared__ __align__(128) unsigned char kt_smem[];
+	__nv_bfloat16 *zs = reinterpret_cast<__nv_bfloat16 *>(kt_smem + RING);
+	const unsigned ring = kt_smem_u32(kt_smem);
+	const int nb = n / MIX_B, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int wrow = (warp / WARPS_N) * ML::WM, wcol = (warp % WARPS_N) * ML::WN;
+	const i64 plane = (i64)N * r;
+	float acc[ML::MI][ML::NI][4];
+	int m0, n0;
+
+	static_assert(BLOCK_N % MIX_RV == 0, "rank tile in whole mixer vectors");
+	ktg::tile_coords<BLOCK_M, BLOCK_N, GROUP_M>(N, r, m0, n0);
+#pragma unroll 1
+	for (int j = 0; j < MIX_B; j++) {
+		__nv_bfloat16 *zj = zs + j * (BLOCK_M * ZLD);
+
+		ML::run(acc, x + (i64)j * nb, n, V + (i64)j * r * nb, nb, m0, n0, N, r, nb, ring);
+#pragma unroll
+		for (int mi = 0; mi < ML::MI; mi++)
+#pragma unroll
+			for (int ni = 0; ni < ML::NI; ni++) {
+				const int row = wrow + mi * 16 + (lane >> 2);
+				const int col = wcol + ni * 8 + (lane & 3) * 2;
+
+				*reinterpret_cast<__nv_bfloat162 *>(zj + row * ZLD + col) =
+					__floats2bfloat162_rn(acc[mi][ni][0], acc[mi][ni][1]);
+				*reinterpret_cast<__nv_bfloat162 *>(zj + (row + 8) * ZLD + col) =
+					__floats2bfloat162_rn(acc[mi][ni][2], acc[mi][ni][3]);
+			}
+		/* every warp is done with the ring before the next j refills
+		 * it; after the last j, every z tile is complete */
+		__syncthreads();
+	}
+	for (int p = threadIdx.x; p < POS; p += NT) {
+		const int tl = p % BLOCK_M, vl = p / BLOCK_M;
+		const int t = m0 + tl, c = n0 + vl * MIX_RV;
+
+		if (t >= N || c >= r)
+			continue;
+		mix_point(zs + tl * ZLD + vl * MIX_RV, BLOCK_M * ZLD, S32 + c, r,
+			  w + (i64)t * r + c, plane);
+	}
+}
+#endif /* FUSED */
+
+#endif /* MIX_B */
+
+extern "C" __global__ void blast_ref_z(const __nv_bfloat16 *x, const __nv_bfloat16 *V, float *z32,
+				       int N, int n, int b, int r)
+{
+	const int nb = n / b;
+
+	BLAST_FOR(e, (i64)b * N * r)
+	{
+		const int c = (int)(e % r);
+		const i64 row = e / r;		/* j*N + t */
+		const int t = (int)(row % N), j = (int)(row / N);
+		const __nv_bfloat16 *xr = x + (i64)t * n + (i64)j * nb;
+		const __nv_bfloat16 *vr = V + ((i64)j * r + c) * nb;
+		float acc = 0.f;
+
+		for (int k = 0; k < nb; k++)
+			acc += __bfloat162float(xr[k]) * __bfloat162float(vr[k]);
+		z32[e] = acc;
+	}
+}
+
+extern "C" __global__ void blast_ref_w(const float *z32, const __nv_bfloat16 *S, float *w32, int N,
+				       int b, int r)
+{
+	BLAST_FOR(e, (i64)b * N * r)
+	{
+		const int c = (int)(e % r);
+		const i64 row = e / r;		/* i*N + t */
+		const int t = (int)(row % N), i = (int)(row / N);
+		float acc = 0.f;
+
+		for (int j = 0; j < b; j++)
+			acc += __bfloat162float(S[((i64)i * b + j) * r + c]) *
+			       z32[((i64)j * N + t) * r + c];
+		w32[e] = acc;
+	}
+}
+
+extern "C" __global__ void blast_ref_y(const float *w32, const __nv_bfloat16 *U, __nv_bfloat16 *y,
+				       int N, int m, int b, int r)
+{
+	const int mb = m / b;
+
+	BLAST_FOR(e, (i64)N * m)
+	{
+		const int o = (int)(e % m);
+		const int t = (int)(e / m);
+		const int i = o / mb, op = o % mb;	/* y's column block i */
+		const float *wr = w32 + ((i64)i * N + t) * r;
+		const __nv_bfloat16 *ur = U + ((i64)i * mb + op) * r;
+		float acc = 0.f;
+
+		for (int c = 0; c < r; c++)
+			acc += wr[c] * __bfloat162float(ur[c]);
+		y[e] = __float2bfloat16_rn(acc);
+	}
+}

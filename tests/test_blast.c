@@ -1,0 +1,1785 @@
+/*
+ * test_blast.c -- the `blast` family on the CPU (no GPU needed).
+ *
+ *  - the CPU reference equals multiplication by the dense matrix W
+ *    materialized in double from U, S, V (block (i, j) = U_i diag(s_ij)
+ *    V_j), within 1e-6 relative; a W built with S's block indices swapped
+ *    must not match (the control);
+ *  - a BLAST with one block equals the low-rank layer with U' = U diag(s)
+ *    (lowrank's own cpu_ref; s powers of two so that U' is exact in bf16);
+ *  - plans run on the host: a small emulator executes a plan's launches
+ *    (gemm_tn, gemm_tn_ws through its tensor maps, and every blast.cu
+ *    kernel, each mirrored line by line -- the mixers thread by thread and
+ *    the fused kernel CTA by CTA in gemm.cu's tile order, so a grid that
+ *    misses an element leaves the NaN poison -- every access
+ *    bounds-checked, gemm.cu's alignment rules, tensor maps and grids
+ *    asserted), so the GPU reference (ref_plan) and every
+ *    variant's plan -- prep launches, strides, batch offsets, program
+ *    indices -- are checked against the CPU reference, exactly
+ *    (fp32/double intermediates) and with bf16 rounding like the GPU's;
+ *    the mixer without its prep transform must fail (the control);
+ *  - shape parsing, check() rejections, the space and its pruning, that
+ *    every valid config of the suite's shapes plans (and passes the
+ *    worker's plan check), default configs, flops and bytes;
+ *  - NVRTC compiles each variant's extremes and a fixed-seed sample for
+ *    sm_80, sm_86 and sm_90 (wgmma and ws variants for sm_90a), the mixer for
+ *    every register-cache width and the reference template;
+ *    KTUNE_COMPILE_ALL=1: every valid config of the suite's shapes;
+ *  - GPU (inactive without one; a failure without one when
+ *    KTUNE_REQUIRE_GPU=1): through the worker, as a sweep runs them, the
+ *    first, a middle and the last valid config of every variant on small
+ *    and suite shapes must verify against the GPU reference.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/family.h"
+#include "kernels/gemm_plan.h"
+#include "testutil.h"
+#include "tuner/jit.h"
+#include "tuner/worker.h"
+#include "tuner/worker_int.h"	/* wk_plan_check: what the worker accepts */
+
+static const struct kt_family *fam;
+
+/* buffer order of kernels/blast.c (the contract: problem buffers first) */
+enum { X, U, V, S, Y, Z32, W32, NPROBLEM = 7 };
+
+/* the workloads of tuner/suite.c (llama7b q/k/v/o at N 1024 and 16384,
+ * llama1b q/o) */
+static const char *const suite_shapes[] = {
+	"tokens=1024,in=4096,out=4096,blocks=16,rank=1024",
+	"tokens=16384,in=4096,out=4096,blocks=16,rank=1024",
+	"tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+};
+
+/* small shapes the emulator runs: b, r, nb and mb all differ so a swapped
+ * index shows; rank is not a multiple of blocks in two; b = 20, 40, 72
+ * take the mixer's 4-, 2- and 1-rank paths (72: z not cached) */
+static const char *const small_shapes[] = {
+	"tokens=65,in=256,out=384,blocks=4,rank=40",
+	"tokens=7,in=64,out=192,blocks=8,rank=24",
+	"tokens=5,in=48,out=96,blocks=1,rank=32",
+	"tokens=3,in=160,out=320,blocks=20,rank=16",
+	"tokens=2,in=320,out=640,blocks=40,rank=8",
+	"tokens=2,in=576,out=576,blocks=72,rank=8",
+};
+
+static int init_blast(void)
+{
+	fam = kt_family_find("blast");
+	return fam ? 0 : 1;
+}
+
+static struct kt_target target(const char *name)
+{
+	struct kt_target t;
+
+	memset(&t, 0, sizeof(t));
+	CU_ASSERT_EQUAL_FATAL(kt_target_named(name, &t), 0);
+	return t;
+}
+
+static struct kt_shape shape(const char *text)
+{
+	struct kt_shape s;
+	struct kt_err e = {0};
+
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(fam, text, &s, &e), 0);
+	return s;
+}
+
+#define SV(s, name) kt_shape_get(fam, &(s), name)
+
+static int is_wgmma(int v)
+{
+	return strstr(fam->variants[v], "wgmma") != NULL;
+}
+
+/* sm_90a only: the wgmma and the warp-specialized (TMA) GEMM stages */
+static int is_ws(int v)
+{
+	return strstr(fam->variants[v], "_ws") != NULL;
+}
+
+static int is_90a(int v)
+{
+	return is_wgmma(v) || is_ws(v);
+}
+
+static int is_fused(int v)
+{
+	return strstr(fam->variants[v], "fused") != NULL;
+}
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+	double d = 0, r = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		r += (double)b[i] * b[i];
+	}
+	return r > 0 ? sqrt(d / r) : (d > 0 ? 1e30 : 0);
+}
+
+static double bf(uint16_t h)
+{
+	return (double)kt_bf16_to_f32(h);
+}
+
+/* ---- problem inputs on the host ---- */
+
+struct problem {
+	struct kt_shape s;
+	int nb;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	uint16_t *in[KT_MAX_BUFS];	/* inputs, bf16 bits */
+	float *ref;			/* cpu_ref's y */
+};
+
+static void problem_ref(struct problem *p)
+{
+	struct kt_err e = {0};
+	float *outs[1];
+
+	free(p->ref);
+	p->ref = malloc(p->bufs[Y].elems * sizeof(float));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p->ref);
+	outs[0] = p->ref;
+	CU_ASSERT_EQUAL_FATAL(fam->cpu_ref(&p->s, (const void *const *)p->in, outs, &e), 0);
+}
+
+static void problem_init(struct problem *p, const char *text, uint64_t seed)
+{
+	int i;
+
+	memset(p, 0, sizeof(*p));
+	p->s = shape(text);
+	p->nb = fam->buffers(&p->s, NULL, p->bufs);
+	CU_ASSERT_EQUAL_FATAL(p->nb, NPROBLEM);
+	CU_ASSERT_STRING_EQUAL(p->bufs[X].name, "x");
+	CU_ASSERT_STRING_EQUAL(p->bufs[U].name, "U");
+	CU_ASSERT_STRING_EQUAL(p->bufs[V].name, "V");
+	CU_ASSERT_STRING_EQUAL(p->bufs[S].name, "S");
+	for (i = 0; i < p->nb; i++) {
+		if (p->bufs[i].role != KT_BUF_INPUT)
+			continue;
+		CU_ASSERT_EQUAL(p->bufs[i].dtype, KT_BF16);
+		p->in[i] = malloc(p->bufs[i].elems * 2);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(p->in[i]);
+		kt_fill_bf16(p->in[i], p->bufs[i].elems, seed + (uint64_t)i, p->bufs[i].scale);
+	}
+	CU_ASSERT_EQUAL_FATAL(p->bufs[Y].role, KT_BUF_OUTPUT);
+	problem_ref(p);
+}
+
+static void problem_release(struct problem *p)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_BUFS; i++)
+		free(p->in[i]);
+	free(p->ref);
+	memset(p, 0, sizeof(*p));
+}
+
+/* ---- CPU reference vs the materialized dense W ---- */
+
+/* W (m x n) in double: W[i*mb + o][j*nb + k] = sum_c U[i][o][c] S[i][j][c]
+ * V[j][c][k]. `wrong` uses S[j][i] instead: the control that the
+ * comparison can fail. */
+static double *materialize(const struct problem *p, int wrong)
+{
+	long n = SV(p->s, "in"), m = SV(p->s, "out"), b = SV(p->s, "blocks"), r = SV(p->s, "rank");
+	long nb = n / b, mb = m / b, i, o, j, k, c;
+	const uint16_t *Uh = p->in[U], *Vh = p->in[V], *Sh = p->in[S];
+	double *W = calloc((size_t)(m * n), sizeof(double));
+
+	if (!W)
+		return NULL;
+	for (i = 0; i < b; i++)
+		for (o = 0; o < mb; o++)
+			for (j = 0; j < b; j++)
+				for (k = 0; k < nb; k++) {
+					double acc = 0;
+
+					for (c = 0; c < r; c++)
+						acc += bf(Uh[(i * mb + o) * r + c]) *
+						       bf(Sh[((wrong ? j * b + i : i * b + j)) * r + c]) *
+						       bf(Vh[(j * r + c) * nb + k]);
+					W[(i * mb + o) * n + j * nb + k] = acc;
+				}
+	return W;
+}
+
+static double dense_vs_ref(const struct problem *p, int wrong)
+{
+	long T = SV(p->s, "tokens"), n = SV(p->s, "in"), m = SV(p->s, "out"), t, o, k;
+	double *W = materialize(p, wrong);
+	float *y = malloc(sizeof(float) * (size_t)(T * m));
+	double rel = -1;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(W);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+	for (t = 0; t < T; t++)
+		for (o = 0; o < m; o++) {
+			double acc = 0;
+
+			for (k = 0; k < n; k++)
+				acc += bf(p->in[X][t * n + k]) * W[o * n + k];
+			y[t * m + o] = (float)acc;
+		}
+	rel = rel_l2(p->ref, y, (size_t)(T * m));
+	free(W);
+	free(y);
+	return rel;
+}
+
+static void test_cpu_ref_vs_dense(void)
+{
+	/* tiny shapes the GEMM alignment would reject: cpu_ref needs only
+	 * blocks | in, out */
+	static const char *const tiny[] = {
+		"tokens=3,in=18,out=24,blocks=3,rank=9",
+		"tokens=4,in=20,out=30,blocks=5,rank=8",
+		"tokens=2,in=16,out=24,blocks=4,rank=11",
+		"tokens=3,in=17,out=16,blocks=1,rank=8",
+		"tokens=2,in=64,out=32,blocks=8,rank=12",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(tiny) / sizeof(tiny[0]); i++) {
+		struct problem p;
+		double rel, bad;
+		long nonzero = 0;
+		size_t e;
+
+		problem_init(&p, tiny[i], 100 + i);
+		rel = dense_vs_ref(&p, 0);
+		if (rel > 1e-6)
+			fprintf(stderr, "\n  %s: cpu_ref vs dense W rel %.3g\n", tiny[i], rel);
+		CU_ASSERT(rel >= 0 && rel <= 1e-6);
+		/* the comparison sees S's blocks transposed (where it matters) */
+		if (SV(p.s, "blocks") > 1) {
+			bad = dense_vs_ref(&p, 1);
+			CU_ASSERT(bad > 0.1);
+		}
+		for (e = 0; e < p.bufs[Y].elems; e++)
+			nonzero += p.ref[e] != 0;
+		CU_ASSERT(nonzero > 0);	/* not all zero */
+		problem_release(&p);
+	}
+}
+
+/* b = 1: y = x (U diag(s) V)^T, the low-rank layer with U' = U diag(s).
+ * s takes the values +-1/2, +-1, +-2 so that U' is exact in bf16 and the
+ * two double references must agree to rounding. Scaling U' by the wrong
+ * s (reversed) is the control. */
+static void test_b1_is_lowrank(void)
+{
+	static const char *const shapes[] = {
+		"tokens=5,in=48,out=40,blocks=1,rank=16",
+		"tokens=3,in=24,out=56,blocks=1,rank=24",
+	};
+	static const float pow2[] = {0.5f, -1.0f, 2.0f, -0.5f, 1.0f, -2.0f};
+	const struct kt_family *lr = kt_family_find("lowrank");
+	size_t k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(lr);
+	for (k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+		struct problem p;
+		struct kt_shape ls;
+		struct kt_buf lb[KT_MAX_BUFS];
+		struct kt_err e = {0};
+		char text[160];
+		long T, n, m, r, o, c;
+		uint16_t *lin[KT_MAX_BUFS] = {0};
+		float *ly, *outs[1];
+		int round, nlb;
+
+		problem_init(&p, shapes[k], 300 + k);
+		T = SV(p.s, "tokens");
+		n = SV(p.s, "in");
+		m = SV(p.s, "out");
+		r = SV(p.s, "rank");
+		for (c = 0; c < r; c++)
+			p.in[S][c] = kt_f32_to_bf16(pow2[(c * 7 + k) % 6]);
+		problem_ref(&p);
+		snprintf(text, sizeof(text), "tokens=%ld,in=%ld,out=%ld,rank=%ld", T, n, m, r);
+		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(lr, text, &ls, &e), 0);
+		nlb = lr->buffers(&ls, NULL, lb);
+		CU_ASSERT_FATAL(nlb >= 4);
+		/* lowrank's buffers by name: x, V (r, n), U (m, r) */
+		for (round = 0; round < 2; round++) {
+			int bi;
+
+			for (bi = 0; bi < nlb; bi++) {
+				const char *nm = lb[bi].name;
+
+				if (lb[bi].role != KT_BUF_INPUT)
+					continue;
+				lin[bi] = malloc(lb[bi].elems * 2);
+				CU_ASSERT_PTR_NOT_NULL_FATAL(lin[bi]);
+				if (strcmp(nm, "x") == 0) {
+					CU_ASSERT_EQUAL_FATAL(lb[bi].elems, p.bufs[X].elems);
+					memcpy(lin[bi], p.in[X], lb[bi].elems * 2);
+				} else if (strcmp(nm, "V") == 0) {
+					CU_ASSERT_EQUAL_FATAL(lb[bi].elems, p.bufs[V].elems);
+					memcpy(lin[bi], p.in[V], lb[bi].elems * 2);
+				} else {
+					CU_ASSERT_STRING_EQUAL_FATAL(nm, "U");
+					CU_ASSERT_EQUAL_FATAL(lb[bi].elems, (size_t)(m * r));
+					for (o = 0; o < m; o++)
+						for (c = 0; c < r; c++) {
+							long sc = round ? r - 1 - c : c;
+							float u = (float)(bf(p.in[U][o * r + c]) *
+									  bf(p.in[S][sc]));
+
+							lin[bi][o * r + c] = kt_f32_to_bf16(u);
+						}
+				}
+			}
+			ly = malloc(sizeof(float) * (size_t)(T * m));
+			CU_ASSERT_PTR_NOT_NULL_FATAL(ly);
+			outs[0] = ly;
+			CU_ASSERT_EQUAL_FATAL(lr->cpu_ref(&ls, (const void *const *)lin, outs, &e), 0);
+			if (round == 0) {
+				CU_ASSERT(rel_l2(p.ref, ly, (size_t)(T * m)) < 1e-6);
+			} else {
+				CU_ASSERT(rel_l2(p.ref, ly, (size_t)(T * m)) > 0.1);
+			}
+			free(ly);
+			for (bi = 0; bi < KT_MAX_BUFS; bi++) {
+				free(lin[bi]);
+				lin[bi] = NULL;
+			}
+		}
+		problem_release(&p);
+	}
+}
+
+/* y is O(1) with the family's input scales (what tol is relative to) */
+static void test_output_scale(void)
+{
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		struct problem p;
+		double ss = 0;
+		size_t e;
+
+		problem_init(&p, small_shapes[i], 7);
+		for (e = 0; e < p.bufs[Y].elems; e++)
+			ss += (double)p.ref[e] * p.ref[e];
+		ss = sqrt(ss / (double)p.bufs[Y].elems);
+		CU_ASSERT(ss > 0.2 && ss < 2);
+		problem_release(&p);
+	}
+}
+
+/* ---- the host emulator of plans ---- */
+
+struct emu {
+	const struct kt_plan *plan;
+	int nb;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	float *d[KT_MAX_BUFS];
+	int round;		/* 1: bf16 stores rounded like the GPU's */
+	long oob;		/* out-of-bounds accesses seen */
+	long unknown;		/* launches of kernels the emulator lacks */
+};
+
+static float ld(struct emu *m, int buf, long long i)
+{
+	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
+		m->oob++;
+		return 0;
+	}
+	return m->d[buf][i];
+}
+
+static void st(struct emu *m, int buf, long long i, double v)
+{
+	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
+		m->oob++;
+		return;
+	}
+	if (m->round && m->bufs[buf].dtype == KT_BF16)
+		m->d[buf][i] = kt_bf16_to_f32(kt_f32_to_bf16((float)v));
+	else
+		m->d[buf][i] = (float)v;
+}
+
+static long long ai(const struct kt_launch *l, int k)
+{
+	CU_ASSERT(k < l->nargs && l->args[k].kind != KT_ARG_BUF);
+	return k < l->nargs ? l->args[k].i : 0;
+}
+
+static int ab(const struct kt_launch *l, int k)
+{
+	CU_ASSERT(k < l->nargs && l->args[k].kind == KT_ARG_BUF);
+	return k < l->nargs ? l->args[k].buf : -1;
+}
+
+static long define_of(const struct kt_program *p, const char *name)
+{
+	size_t len = strlen(name);
+	int i;
+
+	for (i = 0; i < p->ndefines; i++)
+		if (strncmp(p->defines[i], name, len) == 0 && p->defines[i][len] == '=')
+			return atol(p->defines[i] + len + 1);
+	return -1;
+}
+
+static void emu_gemm(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int A = ab(l, 0), B = ab(l, 1), C = ab(l, 2);
+	long long M = ai(l, 3), N = ai(l, 4), K = ai(l, 5), lda = ai(l, 6), ldb = ai(l, 7);
+	long long ldc = ai(l, 8), sA = ai(l, 9), sB = ai(l, 10), sC = ai(l, 11);
+	long bm = define_of(p, "BLOCK_M"), bn = define_of(p, "BLOCK_N");
+	long long z, t, c, k;
+
+	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
+	CU_ASSERT_EQUAL(l->nargs, 12);
+	CU_ASSERT(bm > 0 && bn > 0);
+	if (bm > 0 && bn > 0)
+		CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
+	CU_ASSERT_EQUAL(l->grid[1], 1);	/* no split-K here */
+	/* gemm.cu's 16-byte rules */
+	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0);
+	CU_ASSERT(sA % 8 == 0 && sB % 8 == 0 && sC % 8 == 0);
+	CU_ASSERT(l->smem > 0);
+	for (z = 0; z < (long long)l->grid[2]; z++)
+		for (t = 0; t < M; t++)
+			for (c = 0; c < N; c++) {
+				double acc = 0;
+
+				for (k = 0; k < K; k++)
+					acc += (double)ld(m, A, z * sA + t * lda + k) *
+					       (double)ld(m, B, z * sB + c * ldb + k);
+				st(m, C, z * sC + t * ldc + c, acc);
+			}
+}
+
+static const struct kt_tmap *atm(const struct kt_launch *l, int k, int *buf)
+{
+	CU_ASSERT_FATAL(k < l->nargs && l->args[k].kind == KT_ARG_TMAP);
+	*buf = l->args[k].buf;
+	return &l->args[k].tmap;
+}
+
+/* Element (batch z, row, k) of a rank-3 (k, rows, batch) map: the worker
+ * builds it over the buffer; every address of it must lie inside. */
+static long long tm_at(const struct kt_tmap *tm, long long z, long long row, long long k)
+{
+	return z * tm->strides[2] + row * tm->strides[1] + k;
+}
+
+static void check_tmap(struct emu *m, const struct kt_tmap *tm, int buf, long long rows,
+		       long long K, long box_rows)
+{
+	long long last;
+
+	CU_ASSERT_EQUAL(tm->rank, 3);
+	CU_ASSERT_EQUAL(tm->dims[0], K);
+	CU_ASSERT_EQUAL(tm->dims[1], rows);
+	CU_ASSERT_EQUAL(tm->box[0], 64);
+	CU_ASSERT_EQUAL(tm->box[1], box_rows);
+	CU_ASSERT_EQUAL(tm->swizzle, 128);
+	/* 16-byte global strides */
+	CU_ASSERT(tm->strides[1] % 8 == 0 && tm->strides[2] % 8 == 0);
+	last = tm_at(tm, tm->dims[2] - 1, tm->dims[1] - 1, tm->dims[0] - 1);
+	CU_ASSERT(buf >= 0 && buf < m->nb && last >= 0 && (size_t)last < m->bufs[buf].elems);
+}
+
+/* gemm.cu's gemm_tn_ws: A, B as tensor maps, batch coordinate z * zA. */
+static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int A, B, C = ab(l, 2);
+	const struct kt_tmap *ta = atm(l, 0, &A), *tb = atm(l, 1, &B);
+	long long M = ai(l, 3), N = ai(l, 4), K = ai(l, 5), ldc = ai(l, 6), sC = ai(l, 7);
+	long long zA = ai(l, 8), zB = ai(l, 9), z, t, c, k;
+	long bm = define_of(p, "BLOCK_M"), bn = define_of(p, "BLOCK_N");
+
+	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
+	CU_ASSERT_EQUAL(define_of(p, "WS"), 1);
+	CU_ASSERT_EQUAL(l->nargs, 10);
+	CU_ASSERT_FATAL(bm > 0 && bn > 0);
+	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
+	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && ldc % 8 == 0 && sC % 8 == 0);
+	check_tmap(m, ta, A, M, K, bm);
+	check_tmap(m, tb, B, N, K, bn);
+	CU_ASSERT((l->grid[2] - 1) * zA < ta->dims[2] && (l->grid[2] - 1) * zB < tb->dims[2]);
+	for (z = 0; z < (long long)l->grid[2]; z++)
+		for (t = 0; t < M; t++)
+			for (c = 0; c < N; c++) {
+				double acc = 0;
+
+				for (k = 0; k < K; k++)
+					acc += (double)ld(m, A, tm_at(ta, z * zA, t, k)) *
+					       (double)ld(m, B, tm_at(tb, z * zB, c, k));
+				st(m, C, z * sC + t * ldc + c, acc);
+			}
+}
+
+/* Each of these mirrors its kernel in templates/blast.cu. */
+static void emu_s_to_f32(struct emu *m, const struct kt_launch *l)
+{
+	int Sb = ab(l, 0), S32 = ab(l, 1);
+	long long count = ai(l, 2), e;
+
+	CU_ASSERT_EQUAL(m->bufs[S32].dtype, KT_F32);
+	for (e = 0; e < count; e++)
+		st(m, S32, e, ld(m, Sb, e));
+}
+
+/* blast_mix thread by thread: (block x, y) x (thread x, y). */
+static void emu_mix(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int z = ab(l, 0), S32 = ab(l, 1), w = ab(l, 2);
+	long long N = ai(l, 3), r = ai(l, 4), plane = N * r;
+	long B = define_of(p, "MIX_B");
+	long RV = B <= 16 ? 8 : B <= 32 ? 4 : B <= 64 ? 2 : 1;
+	long long bx, by, tx, ty, i, j, k;
+
+	CU_ASSERT_FATAL(B >= 1);
+	CU_ASSERT_EQUAL(l->block[0], 32);
+	CU_ASSERT(l->block[0] * l->block[1] <= 256);	/* __launch_bounds__(256) */
+	CU_ASSERT_EQUAL(m->bufs[S32].dtype, KT_F32);
+	CU_ASSERT_EQUAL(m->bufs[z].dtype, KT_BF16);
+	CU_ASSERT_EQUAL(m->bufs[w].dtype, KT_BF16);
+	for (bx = 0; bx < l->grid[0]; bx++)
+		for (by = 0; by < l->grid[1]; by++)
+			for (ty = 0; ty < l->block[1]; ty++)
+				for (tx = 0; tx < l->block[0]; tx++) {
+					long long t = bx * 32 + tx, vec = by * l->block[1] + ty;
+					long long c = vec * RV, off = t * r + c;
+
+					if (t >= N || c >= r)
+						continue;
+					CU_ASSERT(off % RV == 0);	/* vector alignment */
+					for (i = 0; i < B; i++) {
+						double acc[8] = {0};
+
+						for (j = 0; j < B; j++)
+							for (k = 0; k < RV; k++)
+								acc[k] = (float)(acc[k] +
+									  (double)ld(m, S32, (i * B + j) * r + c + k) *
+									  ld(m, z, j * plane + off + k));
+						for (k = 0; k < RV; k++)
+							st(m, w, i * plane + off + k, acc[k]);
+					}
+				}
+}
+
+/* blast_s1mix CTA by CTA: gemm.cu's GROUP_M tile order, z tiles of all
+ * blocks (bf16 in shared memory: rounded when m->round), then the mixing
+ * points of the tile, edges masked. */
+static void emu_s1mix(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int x = ab(l, 0), Vb = ab(l, 1), S32 = ab(l, 2), w = ab(l, 3);
+	long long N = ai(l, 4), n = ai(l, 5), r = ai(l, 6), plane = N * r;
+	long B = define_of(p, "MIX_B"), BM = define_of(p, "BLOCK_M"), BN = define_of(p, "BLOCK_N");
+	long BK = define_of(p, "BLOCK_K"), ST = define_of(p, "STAGES"), GM = define_of(p, "GROUP_M");
+	long WM = define_of(p, "WARPS_M"), WN = define_of(p, "WARPS_N");
+	long RV = B <= 16 ? 8 : B <= 32 ? 4 : B <= 64 ? 2 : 1, nb;
+	long long tm, tn, pid;
+	double *zt;
+
+	CU_ASSERT_EQUAL_FATAL(define_of(p, "FUSED"), 1);
+	CU_ASSERT_FATAL(B >= 1 && BM > 0 && BN > 0 && BK > 0 && ST > 0 && WM > 0 && WN > 0);
+	CU_ASSERT_EQUAL(l->block[0], (unsigned)(WM * WN * 32));
+	CU_ASSERT_EQUAL(l->smem, (unsigned)(ST * (BM + BN) * BK * 2 + B * BM * (BN + 8) * 2));
+	CU_ASSERT(BN % RV == 0);
+	CU_ASSERT_EQUAL(m->bufs[S32].dtype, KT_F32);
+	CU_ASSERT_EQUAL(n % B, 0);
+	nb = n / B;
+	CU_ASSERT(nb % 8 == 0 && r % 8 == 0 && n % 8 == 0);	/* cp.async rules */
+	tm = (N + BM - 1) / BM;
+	tn = (r + BN - 1) / BN;
+	CU_ASSERT_EQUAL((long long)l->grid[0], tm * tn);
+	zt = malloc(sizeof(double) * (size_t)(B * BM * BN));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(zt);
+	for (pid = 0; pid < (long long)l->grid[0]; pid++) {
+		long long m0, n0, j, tl, cl, k, q, i;
+
+		if (GM <= 1) {
+			m0 = (pid / tn) * BM;
+			n0 = (pid % tn) * BN;
+		} else {
+			long long in_group = GM * tn, first = (pid / in_group) * GM;
+			long long gsize = tm - first < GM ? tm - first : GM, local = pid % in_group;
+
+			m0 = (first + local % gsize) * BM;
+			n0 = (local / gsize) * BN;
+		}
+		for (j = 0; j < B; j++)
+			for (tl = 0; tl < BM; tl++)
+				for (cl = 0; cl < BN; cl++) {
+					long long row = m0 + tl, col = n0 + cl;
+					double acc = 0;
+
+					if (row < N && col < r)
+						for (k = 0; k < nb; k++)
+							acc += (double)ld(m, x, row * n + j * nb + k) *
+							       ld(m, Vb, (j * r + col) * nb + k);
+					if (m->round)
+						acc = kt_bf16_to_f32(kt_f32_to_bf16((float)acc));
+					zt[(j * BM + tl) * BN + cl] = acc;
+				}
+		for (q = 0; q < BM * (BN / RV); q++) {
+			long long tl2 = q % BM, vl = q / BM, t = m0 + tl2, c = n0 + vl * RV;
+
+			if (t >= N || c >= r)
+				continue;
+			for (i = 0; i < B; i++) {
+				double acc[8] = {0};
+
+				for (j = 0; j < B; j++)
+					for (k = 0; k < RV; k++)
+						acc[k] = (float)(acc[k] +
+							  (double)ld(m, S32, (i * B + j) * r + c + k) *
+							  zt[(j * BM + tl2) * BN + vl * RV + k]);
+				for (k = 0; k < RV; k++)
+					st(m, w, i * plane + t * r + c + k, acc[k]);
+			}
+		}
+	}
+	free(zt);
+}
+
+static void emu_ref_z(struct emu *m, const struct kt_launch *l)
+{
+	int x = ab(l, 0), Vb = ab(l, 1), z32 = ab(l, 2);
+	long long N = ai(l, 3), n = ai(l, 4), b = ai(l, 5), r = ai(l, 6), nb = n / b, e, k;
+
+	for (e = 0; e < b * N * r; e++) {
+		long long c = e % r, row = e / r, t = row % N, j = row / N;
+		float acc = 0.f;
+
+		for (k = 0; k < nb; k++)
+			acc += ld(m, x, t * n + j * nb + k) * ld(m, Vb, (j * r + c) * nb + k);
+		st(m, z32, e, acc);
+	}
+}
+
+static void emu_ref_w(struct emu *m, const struct kt_launch *l)
+{
+	int z32 = ab(l, 0), Sb = ab(l, 1), w32 = ab(l, 2);
+	long long N = ai(l, 3), b = ai(l, 4), r = ai(l, 5), e, j;
+
+	for (e = 0; e < b * N * r; e++) {
+		long long c = e % r, row = e / r, t = row % N, i = row / N;
+		float acc = 0.f;
+
+		for (j = 0; j < b; j++)
+			acc += ld(m, Sb, (i * b + j) * r + c) * ld(m, z32, (j * N + t) * r + c);
+		st(m, w32, e, acc);
+	}
+}
+
+static void emu_ref_y(struct emu *m, const struct kt_launch *l)
+{
+	int w32 = ab(l, 0), Ub = ab(l, 1), y = ab(l, 2);
+	long long N = ai(l, 3), mm = ai(l, 4), b = ai(l, 5), r = ai(l, 6), mb = mm / b, e, c;
+
+	for (e = 0; e < N * mm; e++) {
+		long long o = e % mm, t = e / mm, i = o / mb, op = o % mb;
+		float acc = 0.f;
+
+		for (c = 0; c < r; c++)
+			acc += ld(m, w32, (i * N + t) * r + c) * ld(m, Ub, (i * mb + op) * r + c);
+		st(m, y, e, acc);
+	}
+}
+
+static void emu_launch(struct emu *m, const struct kt_launch *l)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(struct emu *, const struct kt_launch *);
+	} kernels[] = {
+		{"gemm_tn", emu_gemm},
+		{"gemm_tn_ws", emu_gemm_ws},
+		{"blast_s_to_f32", emu_s_to_f32},
+		{"blast_mix", emu_mix},
+		{"blast_s1mix", emu_s1mix},
+		{"blast_ref_z", emu_ref_z},
+		{"blast_ref_w", emu_ref_w},
+		{"blast_ref_y", emu_ref_y},
+	};
+	size_t i;
+
+	CU_ASSERT(l->program >= 0 && l->program < m->plan->nprograms);
+	CU_ASSERT(l->grid[0] >= 1 && l->grid[1] >= 1 && l->grid[2] >= 1);
+	CU_ASSERT(l->block[0] >= 32 && l->block[0] * l->block[1] * l->block[2] <= 1024);
+	if (strncmp(l->kernel, "blast_", 6) == 0)
+		CU_ASSERT_STRING_EQUAL(m->plan->programs[l->program].tpl, "blast");
+	for (i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
+		if (strcmp(kernels[i].name, l->kernel) == 0) {
+			kernels[i].fn(m, l);
+			return;
+		}
+	m->unknown++;
+}
+
+/* Runs plan (prep, then timed launches) on the problem's inputs with the
+ * config's buffers (every non-input poisoned with NaN, as the worker poisons
+ * outputs); returns y (malloc'ed). */
+static float *emu_run(const struct problem *p, const struct kt_config *c,
+		      const struct kt_plan *plan, int round, long *oob)
+{
+	struct emu m;
+	float *y = NULL;
+	size_t e;
+	int i;
+
+	memset(&m, 0, sizeof(m));
+	m.plan = plan;
+	m.round = round;
+	m.nb = fam->buffers(&p->s, c, m.bufs);
+	CU_ASSERT_FATAL(m.nb >= p->nb && m.nb <= KT_MAX_BUFS);
+	for (i = 0; i < m.nb; i++) {
+		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
+		for (e = 0; e < m.bufs[i].elems; e++)
+			m.d[i][e] = p->in[i] ? kt_bf16_to_f32(p->in[i][e]) : NAN;
+	}
+	for (i = 0; i < plan->nprep; i++)
+		emu_launch(&m, &plan->prep[i]);
+	for (i = 0; i < plan->nlaunch; i++)
+		emu_launch(&m, &plan->launch[i]);
+	CU_ASSERT_EQUAL(m.unknown, 0);
+	*oob = m.oob;
+	y = m.d[Y];
+	m.d[Y] = NULL;
+	for (i = 0; i < m.nb; i++)
+		free(m.d[i]);
+	return y;
+}
+
+static int count_nonfinite(const float *y, size_t n)
+{
+	int bad = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		bad += !isfinite(y[i]);
+	return bad;
+}
+
+/* The GPU reference's math (ref_plan through the emulator) vs cpu_ref. */
+static void test_gpu_ref_on_host(void)
+{
+	struct kt_target t = target("sm_90");
+	size_t i;
+
+	for (i = 0; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++) {
+		struct problem p;
+		struct kt_plan plan;
+		struct kt_err e = {0};
+		char why[200];
+		float *y;
+		long oob;
+		int round;
+
+		problem_init(&p, small_shapes[i], 11 + i);
+		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(&p.s, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL(plan.nprep, 0);
+		CU_ASSERT_EQUAL(plan.nprograms, 1);
+		CU_ASSERT_EQUAL(plan.programs[0].ndefines, 0);	/* one program for all shapes */
+		CU_ASSERT_EQUAL(wk_plan_check(&plan, p.nb, why, sizeof(why)), 0);
+		for (round = 0; round < 2; round++) {
+			double rel;
+
+			y = emu_run(&p, NULL, &plan, round, &oob);
+			CU_ASSERT_EQUAL(oob, 0);
+			CU_ASSERT_EQUAL(count_nonfinite(y, p.bufs[Y].elems), 0);
+			rel = rel_l2(y, p.ref, p.bufs[Y].elems);
+			/* fp32 accumulation; then bf16 output rounding */
+			CU_ASSERT(rel < (round ? 4e-3 : 1e-5));
+			if (rel >= (round ? 4e-3 : 1e-5))
+				fprintf(stderr, "\n  ref_plan %s round=%d: rel %.3g\n", small_shapes[i],
+					round, rel);
+			free(y);
+		}
+		problem_release(&p);
+	}
+}
+
+struct collect {
+	struct kt_shape s;
+	struct kt_target t;
+	int variant;
+	long n;
+	struct kt_config first, last, mid;
+};
+
+static int collect_one(const struct kt_config *c, void *arg)
+{
+	struct collect *x = arg;
+	char why[200];
+
+	if (c->variant != x->variant || fam->check(&x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	if (x->n == 0)
+		x->first = *c;
+	if (x->n % 97 == 13 || x->n == 0)
+		x->mid = *c;
+	x->last = *c;
+	x->n++;
+	return 0;
+}
+
+/* Each variant's plan, prep included, on the host vs cpu_ref. */
+static void test_variants_on_host(void)
+{
+	/* sm_90a: the mma.sync and the wgmma variants */
+	struct kt_target t = target("sm_90a");
+	int emulated[KT_MAX_VARIANTS] = {0};
+	size_t i;
+	int v, k;
+
+	for (i = 0; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++) {
+		struct problem p;
+		int small;
+
+		problem_init(&p, small_shapes[i], 21 + i);
+		for (v = 0; v < fam->nvariants; v++) {
+			struct collect x;
+			const struct kt_config *cs[3];
+
+			memset(&x, 0, sizeof(x));
+			x.s = p.s;
+			x.t = t;
+			x.variant = v;
+			kt_space_foreach(fam, 0, collect_one, &x);
+			/* wgmma's 64-row, 64-column tiles are pruned for GEMMs
+			 * under 33 in M or N */
+			small = SV(p.s, "tokens") < 33 || SV(p.s, "rank") < 33 ||
+				SV(p.s, "out") / SV(p.s, "blocks") < 33;
+			CU_ASSERT_FATAL(x.n > 0 || (is_90a(v) && small));
+			if (x.n == 0)
+				continue;
+			emulated[v]++;
+			cs[0] = &x.first;
+			cs[1] = &x.mid;
+			cs[2] = &x.last;
+			for (k = 0; k < 3; k++) {
+				struct kt_plan plan;
+				struct kt_err e = {0};
+				char key[256];
+				double rel;
+				long oob;
+				float *y;
+				int round, pr, wg = 0;
+
+				CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, cs[k], &t, &plan, &e), 0);
+				kt_config_key(fam, cs[k], key, sizeof(key));
+				/* fused: stage 1 + mixing, stage 3 */
+				CU_ASSERT_EQUAL(plan.nlaunch, is_fused(v) ? 2 : 3);
+				CU_ASSERT_STRING_EQUAL(plan.launch[0].kernel,
+						       is_fused(v) ? "blast_s1mix" :
+						       is_ws(v) ? "gemm_tn_ws" : "gemm_tn");
+				CU_ASSERT_EQUAL(plan.nprep, 1);
+				CU_ASSERT(strlen(plan.transform) > 10);
+				for (pr = 0; pr < plan.nprograms; pr++)
+					wg += define_of(&plan.programs[pr], is_ws(v) ? "WS" : "WGMMA") == 1;
+				/* every GEMM program on the variant's MMA path */
+				CU_ASSERT_EQUAL(wg, is_90a(v) ? plan.nprograms - 1 : 0);
+				/* z only where it goes through memory */
+				{
+					struct kt_buf bb[KT_MAX_BUFS];
+					int nbb = fam->buffers(&p.s, cs[k], bb), q, hasz = 0;
+
+					for (q = 0; q < nbb; q++)
+						hasz += strcmp(bb[q].name, "z") == 0;
+					CU_ASSERT_EQUAL(hasz, !is_fused(v));
+				}
+				for (round = 0; round < 2; round++) {
+					y = emu_run(&p, cs[k], &plan, round, &oob);
+					rel = rel_l2(y, p.ref, p.bufs[Y].elems);
+					CU_ASSERT_EQUAL(oob, 0);
+					CU_ASSERT_EQUAL(count_nonfinite(y, p.bufs[Y].elems), 0);
+					/* exact: the plan is the math; rounded: bf16 z, w
+					 * and y stay well inside the family's tolerance */
+					CU_ASSERT(rel < (round ? fam->tol / 2 : 1e-5));
+					if (rel >= (round ? fam->tol / 2 : 1e-5) || oob)
+						fprintf(stderr, "\n  %s %s round=%d: rel %.3g, %ld OOB\n",
+							small_shapes[i], key, round, rel, oob);
+					free(y);
+				}
+				/* control: the mixer on an S32 the prep never wrote
+				 * leaves NaN in y */
+				plan.nprep = 0;
+				y = emu_run(&p, cs[k], &plan, 0, &oob);
+				CU_ASSERT(count_nonfinite(y, p.bufs[Y].elems) > 0);
+				free(y);
+			}
+		}
+		problem_release(&p);
+	}
+	for (v = 0; v < fam->nvariants; v++)
+		CU_ASSERT(emulated[v] > 0);
+}
+
+/* A plan whose mixer grid misses the last rank vector leaves NaN (the
+ * emulator runs threads, not the math): the coverage check can fail. */
+static void test_mix_grid_control(void)
+{
+	struct kt_target t = target("sm_90");
+	struct problem p;
+	struct collect x;
+	struct kt_plan plan;
+	struct kt_err e = {0};
+	long oob;
+	float *y;
+
+	problem_init(&p, small_shapes[0], 5);
+	memset(&x, 0, sizeof(x));
+	x.s = p.s;
+	x.t = t;
+	x.variant = 0;
+	kt_space_foreach(fam, 0, collect_one, &x);
+	CU_ASSERT_FATAL(x.n > 0);
+	CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &x.first, &t, &plan, &e), 0);
+	CU_ASSERT_STRING_EQUAL_FATAL(plan.launch[1].kernel, "blast_mix");
+	/* r = 40, b = 4: 5 vectors of 8 ranks, one CTA of 8 warps covers them */
+	CU_ASSERT_EQUAL(plan.launch[1].grid[1], 1);
+	plan.launch[1].block[1] = 4;
+	y = emu_run(&p, &x.first, &plan, 0, &oob);
+	CU_ASSERT(count_nonfinite(y, p.bufs[Y].elems) > 0);
+	free(y);
+	problem_release(&p);
+}
+
+/* ---- shapes, checks, space ---- */
+
+static void expect_shape_error(const char *text, const char *want)
+{
+	struct kt_shape s;
+	struct kt_err e = {0};
+
+	CU_ASSERT_EQUAL(kt_shape_parse(fam, text, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	if (!strstr(e.msg, want))
+		fprintf(stderr, "\n  '%s': message '%s' lacks '%s'\n", text, e.msg, want);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+}
+
+static void test_shape_parse(void)
+{
+	struct kt_shape s;
+	struct kt_err e = {0};
+	char key[160];
+	int d;
+
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(fam, "rank=1024,blocks=16,out=4096,in=4096,tokens=16",
+					     &s, &e), 0);
+	kt_shape_key(fam, &s, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, "tokens=16,in=4096,out=4096,blocks=16,rank=1024");
+	CU_ASSERT_EQUAL(SV(s, "blocks"), 16);
+	CU_ASSERT_EQUAL(SV(s, "rank"), 1024);
+	/* blocks and rank are structural, tokens, in and out are not */
+	for (d = 0; d < fam->ndims; d++)
+		CU_ASSERT_EQUAL(fam->dims[d].structural,
+				strcmp(fam->dims[d].name, "blocks") == 0 ||
+					strcmp(fam->dims[d].name, "rank") == 0);
+	expect_shape_error("tokens=16,in=4096,out=4096,rank=1024", "missing key 'blocks'");
+	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16", "missing key 'rank'");
+	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,rank=1024,heads=2",
+			   "unknown key 'heads'");
+	expect_shape_error("tokens=16,in=4096,out=4096,blocks=0,rank=1024", "blocks=0 out of range");
+	expect_shape_error("tokens=16,in=4096,out=4096,blocks=512,rank=1024",
+			   "blocks=512 out of range");
+	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,rank=4", "rank=4 out of range");
+	expect_shape_error("tokens=0,in=4096,out=4096,blocks=16,rank=1024", "tokens=0 out of range");
+	expect_shape_error("tokens=16,in=4096,out=4096,blocks=b16,rank=1024", "not an integer");
+	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,blocks=16,rank=1024", "given twice");
+}
+
+static int first_config(const struct kt_shape *s, const struct kt_target *t, int variant,
+			struct kt_config *out)
+{
+	struct collect x;
+
+	memset(&x, 0, sizeof(x));
+	x.s = *s;
+	x.t = *t;
+	x.variant = variant;
+	kt_space_foreach(fam, 0, collect_one, &x);
+	*out = x.first;
+	return x.n > 0 ? 0 : -1;
+}
+
+/* cfg cannot run text; plan says so too; ref_plan too unless ref_ok */
+static void expect_reject(const char *text, const struct kt_config *c, const char *want, int ref_ok)
+{
+	struct kt_shape s = shape(text);
+	struct kt_target t = target("sm_90");
+	struct kt_plan plan;
+	struct kt_err e = {0};
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL(fam->check(&s, c, &t, why, sizeof(why)), 1);
+	if (!strstr(why, want))
+		fprintf(stderr, "\n  '%s': why '%s' lacks '%s'\n", text, why, want);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, want));
+	CU_ASSERT_EQUAL(fam->plan(&s, c, &t, &plan, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	CU_ASSERT_EQUAL(fam->ref_plan(&s, &t, &plan, &e) == 0, ref_ok);
+}
+
+static void expect_config_reject(const char *shape_text, const char *cfg, const char *tname,
+				 const char *want)
+{
+	struct kt_shape s = shape(shape_text);
+	struct kt_target t = target(tname);
+	struct kt_config c;
+	struct kt_plan plan;
+	struct kt_err e = {0};
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, cfg, &c, &e), 0);
+	CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 1);
+	if (!strstr(why, want))
+		fprintf(stderr, "\n  '%s' on %s: why '%s' lacks '%s'\n", cfg, tname, why, want);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, want));
+	CU_ASSERT_EQUAL(fam->plan(&s, &c, &t, &plan, &e), -1);
+}
+
+static void expect_config_ok(const char *shape_text, const char *cfg, const char *tname)
+{
+	struct kt_shape s = shape(shape_text);
+	struct kt_target t = target(tname);
+	struct kt_config c;
+	struct kt_plan plan;
+	struct kt_err e = {0};
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, cfg, &c, &e), 0);
+	CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "\n  '%s' on %s: %s\n", cfg, tname, why);
+	CU_ASSERT_EQUAL(fam->plan(&s, &c, &t, &plan, &e), 0);
+}
+
+static void test_check(void)
+{
+	struct kt_target t = target("sm_90"), ta = target("sm_90a");
+	struct kt_shape s = shape("tokens=64,in=256,out=256,blocks=4,rank=64");
+	struct kt_config naive, wg;
+	char why[200];
+
+	CU_ASSERT_EQUAL_FATAL(first_config(&s, &t, 0, &naive), 0);
+	CU_ASSERT_EQUAL_FATAL(first_config(&s, &ta, 1, &wg), 0);
+	/* blocks must divide in and out (not rank) */
+	expect_reject("tokens=64,in=258,out=256,blocks=4,rank=64", &naive, "must divide", 0);
+	expect_reject("tokens=64,in=256,out=250,blocks=4,rank=64", &naive, "must divide", 0);
+	s = shape("tokens=64,in=384,out=384,blocks=3,rank=64");
+	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 0);
+	/* the GEMMs' 16-byte alignment: in/blocks, out/blocks, rank */
+	expect_reject("tokens=64,in=256,out=256,blocks=64,rank=64", &naive, "multiples of 8", 0);
+	expect_reject("tokens=64,in=256,out=96,blocks=8,rank=64", &naive, "multiples of 8", 0);
+	expect_reject("tokens=64,in=256,out=256,blocks=4,rank=68", &naive, "multiples of 8", 0);
+	/* a GEMM tile rule reaches through: warp tile 16 x 16 multiples */
+	s = shape("tokens=64,in=256,out=256,blocks=4,rank=64");
+	naive.p[0] = 16;	/* BLOCK_M */
+	naive.p[4] = 2;		/* WARPS_M */
+	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "warp tile"));
+	/* wgmma needs sm_90a */
+	CU_ASSERT_EQUAL(fam->check(&s, &wg, &ta, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fam->check(&s, &wg, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+	naive.variant = 7;
+	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "variant"));
+	/* mix_fused: b z tiles in shared memory, b * RV z values per thread */
+	expect_config_reject(suite_shapes[0],
+			     "variant=mix_fused,BLOCK_M=128,BLOCK_N=64,Z_BLOCK_N=256,BLOCK_K=32,"
+			     "WARPS_M=2,WARPS_N=2,STAGES=2,GROUP_M=8", "sm_90", "shared memory");
+	expect_config_reject(suite_shapes[0],
+			     "variant=mix_fused,BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=64,BLOCK_K=32,"
+			     "WARPS_M=4,WARPS_N=4,STAGES=2,GROUP_M=8", "sm_90", "register file");
+	expect_config_ok(suite_shapes[0],
+			 "variant=mix_fused,BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=64,BLOCK_K=32,"
+			 "WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=8", "sm_90");
+	/* the same tile is over sm_80's 163 KiB; a narrower rank tile fits */
+	expect_config_reject(suite_shapes[0],
+			     "variant=mix_fused,BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=64,BLOCK_K=32,"
+			     "WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=8", "sm_80", "shared memory");
+	expect_config_ok(suite_shapes[0],
+			 "variant=mix_fused,BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=32,"
+			 "WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=8", "sm_80");
+	/* naive_ws: sm_90a, and CONSUMERS whole 64-row warpgroups */
+	expect_config_reject(suite_shapes[0],
+			     "variant=naive_ws,BLOCK_M=128,BLOCK_N=128,Z_BLOCK_N=128,STAGES=4,GROUP_M=8,"
+			     "CONSUMERS=2", "sm_90", "sm_90a");
+	expect_config_reject(suite_shapes[0],
+			     "variant=naive_ws,BLOCK_M=64,BLOCK_N=128,Z_BLOCK_N=128,STAGES=4,GROUP_M=8,"
+			     "CONSUMERS=2", "sm_90a", "consumer");
+	expect_config_ok(suite_shapes[0],
+			 "variant=naive_ws,BLOCK_M=128,BLOCK_N=128,Z_BLOCK_N=128,STAGES=4,GROUP_M=8,"
+			 "CONSUMERS=2", "sm_90a");
+}
+
+struct space_ctx {
+	struct kt_shape s;
+	struct kt_target t;
+	long all, valid[KT_MAX_VARIANTS], bad_plans, roundtrip_bad;
+};
+
+/* Every valid config plans, and the plan is self-consistent. */
+static int space_one(const struct kt_config *c, void *arg)
+{
+	struct space_ctx *x = arg;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	struct kt_plan p;
+	struct kt_config c2;
+	struct kt_err e = {0};
+	char why[200] = "", key[256];
+	int nb, i, a, bad = 0;
+
+	x->all++;
+	kt_config_key(fam, c, key, sizeof(key));
+	if (kt_config_parse(fam, key, &c2, &e) != 0 || memcmp(c2.p, c->p, sizeof(c->p)) ||
+	    c2.variant != c->variant)
+		x->roundtrip_bad++;
+	if (fam->check(&x->s, c, &x->t, why, sizeof(why))) {
+		CU_ASSERT(why[0] != 0);
+		/* exactly pruned: plan refuses what check refuses */
+		bad |= fam->plan(&x->s, c, &x->t, &p, &e) == 0;
+		if (bad)
+			x->bad_plans++;
+		return 0;
+	}
+	x->valid[c->variant]++;
+	if (fam->plan(&x->s, c, &x->t, &p, &e) != 0) {
+		x->bad_plans++;
+		return 0;
+	}
+	nb = fam->buffers(&x->s, c, bufs);
+	bad |= nb < NPROBLEM || nb > KT_MAX_BUFS;
+	bad |= p.nprograms < 1 || p.nprograms > KT_MAX_PROGRAMS || p.nlaunch < 1;
+	for (i = 0; i < p.nprep + p.nlaunch; i++) {
+		const struct kt_launch *l = i < p.nprep ? &p.prep[i] : &p.launch[i - p.nprep];
+
+		bad |= l->program < 0 || l->program >= p.nprograms;
+		bad |= l->smem > (unsigned)x->t.smem_optin;
+		bad |= l->block[0] * l->block[1] * l->block[2] > (unsigned)x->t.max_threads;
+		bad |= !l->grid[0] || !l->grid[1] || !l->grid[2] || l->grid[1] > 65535 ||
+		       l->grid[2] > 65535;
+		for (a = 0; a < l->nargs; a++)
+			if (l->args[a].kind == KT_ARG_BUF)
+				bad |= l->args[a].buf < 0 || l->args[a].buf >= nb;
+	}
+	for (i = 0; i < p.nprograms; i++)
+		bad |= !p.programs[i].tpl;
+	bad |= wk_plan_check(&p, nb, why, sizeof(why)) != 0;
+	if (bad) {
+		x->bad_plans++;
+		fprintf(stderr, "\n  bad plan for %s\n", key);
+	}
+	return 0;
+}
+
+static void test_space(void)
+{
+	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
+	long product[KT_MAX_VARIANTS], total = 0;
+	size_t i, t;
+	int v, k;
+
+	CU_ASSERT_STRING_EQUAL(fam->variants[0], "naive");	/* the baseline first */
+	for (v = 0; v < fam->nvariants; v++) {
+		product[v] = 1;
+		for (k = 0; k < fam->nparams; k++)
+			if ((fam->params[k].variants >> v) & 1u)
+				product[v] *= fam->params[k].nvalues;
+		total += product[v];
+	}
+	CU_ASSERT_EQUAL(kt_space_size(fam, 0), total);
+	CU_ASSERT_EQUAL(kt_space_size(fam, 1), total);	/* nothing planted */
+	/* modest: the two stages share all but their N tile (what a sweep
+	 * compiles is the valid part, bounded per variant below) */
+	CU_ASSERT(total < 20000);
+	printf("\n  blast space %ld\n", total);
+	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
+		for (i = 0; i < sizeof(suite_shapes) / sizeof(suite_shapes[0]); i++) {
+			struct space_ctx x;
+
+			memset(&x, 0, sizeof(x));
+			x.s = shape(suite_shapes[i]);
+			x.t = target(targets[t]);
+			CU_ASSERT_EQUAL(kt_space_foreach(fam, 1, space_one, &x), 0);
+			CU_ASSERT_EQUAL(x.all, total);
+			CU_ASSERT_EQUAL(x.bad_plans, 0);
+			CU_ASSERT_EQUAL(x.roundtrip_bad, 0);
+			for (v = 0; v < fam->nvariants; v++) {
+				/* useful but pruned, per variant; wgmma and ws on
+				 * sm_90a only */
+				if (is_90a(v) && !x.t.arch_a) {
+					CU_ASSERT_EQUAL(x.valid[v], 0);
+					continue;
+				}
+				CU_ASSERT(x.valid[v] > (is_90a(v) ? 10 : 20));
+				CU_ASSERT(x.valid[v] < 2000);
+				CU_ASSERT(x.valid[v] < product[v]);
+			}
+			printf("  %s %s: valid", targets[t], suite_shapes[i]);
+			for (v = 0; v < fam->nvariants; v++)
+				printf(" %s %ld", fam->variants[v], x.valid[v]);
+			printf("\n");
+		}
+	/* decode-sized tokens still have configs */
+	{
+		struct space_ctx x;
+
+		memset(&x, 0, sizeof(x));
+		x.s = shape("tokens=16,in=4096,out=4096,blocks=16,rank=1024");
+		x.t = target("sm_90a");
+		kt_space_foreach(fam, 0, space_one, &x);
+		CU_ASSERT(x.valid[0] > 0);
+		CU_ASSERT_EQUAL(x.bad_plans, 0);
+	}
+}
+
+static void test_defaults(void)
+{
+	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
+	const char *extra[] = {"tokens=16,in=4096,out=4096,blocks=16,rank=1024",
+			       "tokens=1,in=64,out=64,blocks=8,rank=8",
+			       "tokens=1024,in=768,out=3072,blocks=6,rank=192"};
+	size_t i, t, nsuite = sizeof(suite_shapes) / sizeof(suite_shapes[0]);
+
+	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
+		for (i = 0; i < nsuite + sizeof(extra) / sizeof(extra[0]); i++) {
+			const char *text = i < nsuite ? suite_shapes[i] : extra[i - nsuite];
+			struct kt_shape s = shape(text);
+			struct kt_target tg = target(targets[t]);
+			struct kt_config c;
+			struct kt_plan p;
+			struct kt_err e = {0};
+			char why[200] = "";
+
+			CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &tg, &c), 0);
+			CU_ASSERT_EQUAL(fam->check(&s, &c, &tg, why, sizeof(why)), 0);
+			if (why[0])
+				fprintf(stderr, "\n  default for %s on %s: %s\n", text, targets[t], why);
+			CU_ASSERT_EQUAL(fam->plan(&s, &c, &tg, &p, &e), 0);
+		}
+	{
+		/* nothing to hand out for a shape no config can run */
+		struct kt_shape s = shape("tokens=16,in=4096,out=4096,blocks=3,rank=1024");
+		struct kt_target tg = target("sm_90");
+		struct kt_config c;
+
+		CU_ASSERT_EQUAL(fam->default_config(&s, &tg, &c), -1);
+	}
+}
+
+/* KERNELS.md's table: FLOPs 2Nr(n+m+b^2), bytes 2(Nn + r(n+m+b^2) + Nm);
+ * the low-rank layer's plus the mixing; the floor of llama7b q/k/v/o at
+ * N=1024 on the H200 is KERNELS.md's 22.4 us. */
+static void test_models(void)
+{
+	const struct kt_family *lr = kt_family_find("lowrank");
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(lr);
+	for (i = 0; i < sizeof(suite_shapes) / sizeof(suite_shapes[0]); i++) {
+		struct kt_shape s = shape(suite_shapes[i]), ls;
+		struct kt_err e = {0};
+		char text[160];
+		double T = SV(s, "tokens"), n = SV(s, "in"), m = SV(s, "out"), r = SV(s, "rank");
+		double b = SV(s, "blocks"), params = 0;
+		struct kt_buf bufs[KT_MAX_BUFS];
+		int k, nb;
+
+		snprintf(text, sizeof(text), "tokens=%ld,in=%ld,out=%ld,rank=%ld", SV(s, "tokens"),
+			 SV(s, "in"), SV(s, "out"), SV(s, "rank"));
+		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(lr, text, &ls, &e), 0);
+		CU_ASSERT_DOUBLE_EQUAL(fam->flops(&s), lr->flops(&ls) + 2 * T * r * b * b, 1e-3);
+		/* params counted from the buffers: U, V, S */
+		nb = fam->buffers(&s, NULL, bufs);
+		for (k = 0; k < nb; k++)
+			if (bufs[k].role == KT_BUF_INPUT && strcmp(bufs[k].name, "x") != 0)
+				params += (double)bufs[k].elems;
+		CU_ASSERT_DOUBLE_EQUAL(params, r * (n + m + b * b), 1e-3);
+		CU_ASSERT_DOUBLE_EQUAL(fam->min_bytes(&s), 2 * (T * n + params + T * m), 1e-3);
+		/* fewer FLOPs than the dense layer it replaces */
+		CU_ASSERT(fam->flops(&s) < 2 * T * n * m);
+	}
+	{
+		struct kt_shape s = shape(suite_shapes[0]);
+		double floor_us = fmax(fam->flops(&s) / 790e12, fam->min_bytes(&s) / 4.3e12) * 1e6;
+
+		CU_ASSERT(floor_us > 22.0 && floor_us < 23.0);
+	}
+}
+
+/* ---- NVRTC ---- */
+
+#define SAMPLE_PER_VARIANT 12
+
+struct job_list {
+	struct kt_program *progs;
+	char (*arch)[16];
+	char (*label)[200];
+	int n, cap;
+};
+
+static void job_add(struct job_list *j, const struct kt_program *p, const char *arch,
+		    const char *label)
+{
+	int i, d;
+
+	for (i = 0; i < j->n; i++) {
+		const struct kt_program *q = &j->progs[i];
+
+		if (strcmp(q->tpl, p->tpl) || q->ndefines != p->ndefines || strcmp(j->arch[i], arch))
+			continue;
+		for (d = 0; d < p->ndefines && strcmp(q->defines[d], p->defines[d]) == 0; d++)
+			;
+		if (d == p->ndefines)
+			return;
+	}
+	if (j->n == j->cap) {
+		int cap = j->cap ? j->cap * 2 : 64;
+		void *a = realloc(j->progs, sizeof(*j->progs) * (size_t)cap);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+		j->progs = a;
+		a = realloc(j->arch, sizeof(*j->arch) * (size_t)cap);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+		j->arch = a;
+		a = realloc(j->label, sizeof(*j->label) * (size_t)cap);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+		j->label = a;
+		j->cap = cap;
+	}
+	j->progs[j->n] = *p;
+	snprintf(j->arch[j->n], sizeof(j->arch[0]), "%s", arch);
+	snprintf(j->label[j->n], sizeof(j->label[0]), "%s", label);
+	j->n++;
+}
+
+static void job_add_plan(struct job_list *j, const struct kt_shape *s, const struct kt_config *c,
+			 const struct kt_target *t, const char *why)
+{
+	struct kt_plan p;
+	struct kt_err e = {0};
+	char arch[16], key[200], label[200];
+	int i;
+
+	CU_ASSERT_EQUAL_FATAL(fam->plan(s, c, t, &p, &e), 0);
+	kt_target_arch(t, arch, sizeof(arch));
+	kt_config_key(fam, c, key, sizeof(key));
+	snprintf(label, sizeof(label), "%.160s [%.20s]", key, why);
+	for (i = 0; i < p.nprograms; i++)
+		job_add(j, &p.programs[i], arch, label);
+}
+
+struct pick {
+	struct kt_shape s;
+	struct kt_target t;
+	int variant;
+	long n;
+	struct kt_config *valid;
+	long cap;
+	struct kt_config ext[6];	/* first, last, max smem, max acc, min/max threads */
+	long ext_v[6];
+};
+
+static int pick_one(const struct kt_config *c, void *arg)
+{
+	struct pick *x = arg;
+	struct kt_gemm_tile t;
+	char why[200];
+	long v[6];
+	int k;
+
+	if (c->variant != x->variant || fam->check(&x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	if (x->n == x->cap) {
+		void *a;
+
+		x->cap = x->cap ? x->cap * 2 : 256;
+		a = realloc(x->valid, sizeof(*x->valid) * (size_t)x->cap);
+		if (!a)
+			return -1;
+		x->valid = a;
+	}
+	x->valid[x->n] = *c;
+	/* the larger of the two N tiles stands for the smem / register
+	 * extremes */
+	memset(&t, 0, sizeof(t));
+	t.bm = c->p[0];
+	t.bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
+	t.bk = is_90a(c->variant) ? 64 : c->p[3];
+	t.wm = is_90a(c->variant) ? c->p[0] / 16 : c->p[4];
+	t.wn = is_90a(c->variant) ? 1 : c->p[5];
+	t.stages = c->p[6];
+	t.wgmma = is_wgmma(c->variant);
+	t.ws = is_ws(c->variant);
+	t.consumers = t.ws ? c->p[8] : 0;
+	v[0] = -x->n;
+	v[1] = x->n;
+	v[2] = kt_gemm_smem(&t);
+	v[3] = kt_gemm_acc_regs(&t);
+	v[4] = -(long)kt_gemm_threads(&t);
+	v[5] = kt_gemm_threads(&t);
+	for (k = 0; k < 6; k++)
+		if (x->n == 0 || v[k] > x->ext_v[k]) {
+			x->ext_v[k] = v[k];
+			x->ext[k] = *c;
+		}
+	x->n++;
+	return 0;
+}
+
+static uint64_t rng_state = 0x626c617374ull;	/* fixed seed: the same sample every run */
+
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Queues the configs of shape on target tname: wgmma variants on sm_90a
+ * only, and there only them unless all; nsample random ones per variant
+ * besides the extremes. */
+static void add_shape(struct job_list *j, const char *text, const char *tname, int all,
+		      int nsample)
+{
+	static const char *const ext_names[] = {"first", "last", "max smem", "max acc",
+						"min threads", "max threads"};
+	struct kt_plan rp;
+	struct kt_err e = {0};
+	char arch[16];
+	int v, k;
+	long i;
+
+	for (v = 0; v < fam->nvariants; v++) {
+		int arch_a = strcmp(tname, "sm_90a") == 0;
+		struct pick x;
+
+		if (is_90a(v) ? !arch_a : arch_a && !all)
+			continue;
+		memset(&x, 0, sizeof(x));
+		x.s = shape(text);
+		x.t = target(tname);
+		x.variant = v;
+		CU_ASSERT_EQUAL(kt_space_foreach(fam, 0, pick_one, &x), 0);
+		CU_ASSERT(x.n > 0);
+		if (all) {
+			for (i = 0; i < x.n; i++)
+				job_add_plan(j, &x.s, &x.valid[i], &x.t, "all");
+		} else if (x.n > 0) {
+			for (k = 0; k < 6; k++)
+				job_add_plan(j, &x.s, &x.ext[k], &x.t, ext_names[k]);
+			for (k = 0; k < nsample; k++)
+				job_add_plan(j, &x.s, &x.valid[rng_next() % (uint64_t)x.n], &x.t,
+					     "sample");
+		}
+		free(x.valid);
+	}
+	{
+		struct kt_shape s = shape(text);
+		struct kt_target t = target(tname);
+
+		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(&s, &t, &rp, &e), 0);
+		kt_target_arch(&t, arch, sizeof(arch));
+		for (k = 0; k < rp.nprograms; k++)
+			job_add(j, &rp.programs[k], arch, "reference");
+	}
+}
+
+/* The mixer of every register-cache width (MIX_B 1, 16, 20, 40, 72, 256)
+ * for arch: one plan of a small shape each. */
+static void add_mixers(struct job_list *j, const char *tname)
+{
+	static const char *const shapes[] = {
+		"tokens=64,in=64,out=64,blocks=1,rank=64",
+		"tokens=64,in=256,out=256,blocks=16,rank=64",
+		"tokens=64,in=320,out=320,blocks=20,rank=64",
+		"tokens=64,in=640,out=640,blocks=40,rank=64",
+		"tokens=64,in=1152,out=1152,blocks=72,rank=64",
+		"tokens=64,in=2048,out=2048,blocks=256,rank=64",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct kt_shape s = shape(shapes[i]);
+		struct kt_target t = target(tname);
+		struct kt_config c;
+
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
+		job_add_plan(j, &s, &c, &t, "mixer");
+	}
+}
+
+static void test_compile(void)
+{
+	const char *all = getenv("KTUNE_COMPILE_ALL");
+	int everything = all && strcmp(all, "1") == 0;
+	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
+	struct job_list j;
+	struct jit_job *jobs;
+	size_t t, i;
+	int k, ok = 0, blast_seen = 0, mixers = 0, fused = 0;
+
+	memset(&j, 0, sizeof(j));
+	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
+		if (everything) {
+			for (i = 0; i < sizeof(suite_shapes) / sizeof(suite_shapes[0]); i++)
+				add_shape(&j, suite_shapes[i], targets[t], 1, 0);
+		} else {
+			add_shape(&j, suite_shapes[0], targets[t], 0, SAMPLE_PER_VARIANT);
+			add_shape(&j, suite_shapes[2], targets[t], 0, 0);
+		}
+		add_mixers(&j, targets[t]);
+	}
+	jobs = calloc((size_t)j.n, sizeof(*jobs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
+	for (k = 0; k < j.n; k++) {
+		jobs[k].prog = &j.progs[k];
+		jobs[k].arch = j.arch[k];
+	}
+	printf("\n  compiling %d programs (NVRTC %s)\n", j.n, jit_nvrtc_version());
+	jit_compile_all(jobs, j.n, 0);
+	for (k = 0; k < j.n; k++) {
+		struct jit_result *r = &jobs[k].res;
+
+		CU_ASSERT_EQUAL(jobs[k].failed, 0);
+		CU_ASSERT(r->ok && r->cubin && r->cubin_len > 64);
+		if (jobs[k].failed || !r->ok) {
+			fprintf(stderr, "  FAILED %s %s %s: %s\n%s\n", j.arch[k], j.progs[k].tpl,
+				j.label[k], jobs[k].err_msg, r->log ? r->log : "");
+			continue;
+		}
+		ok++;
+		if (strcmp(j.progs[k].tpl, "blast") == 0 && define_of(&j.progs[k], "FUSED") == 1) {
+			fused++;
+		} else if (strcmp(j.progs[k].tpl, "blast") == 0) {
+			blast_seen++;
+			mixers += define_of(&j.progs[k], "MIX_B") > 0;
+		}
+	}
+	/* per target: the reference (no defines) and the mixer for b = 1,
+	 * 16, 20, 40, 72, 256 */
+	CU_ASSERT_EQUAL(blast_seen, 4 * 7);
+	CU_ASSERT_EQUAL(mixers, 4 * 6);
+	/* mix_fused on sm_80, sm_86, sm_90 (and naive's targets only) */
+	CU_ASSERT(fused >= 3 * 6);
+	printf("  %d/%d compiled\n", ok, j.n);
+	for (k = 0; k < j.n; k++)
+		jit_result_release(&jobs[k].res);
+	free(jobs);
+	free(j.progs);
+	free(j.arch);
+	free(j.label);
+}
+
+/* ---- GPU (inactive without one) ---- */
+
+static struct worker *gw;
+static struct worker_device_info ginfo;
+static char gpu_why[600];
+
+/* A compiled plan: one cubin per program. */
+struct built {
+	struct kt_plan plan;
+	struct jit_result res[KT_MAX_PROGRAMS];
+	const void *cubins[KT_MAX_PROGRAMS];
+	size_t lens[KT_MAX_PROGRAMS];
+};
+
+static void built_release(struct built *b)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_PROGRAMS; i++)
+		jit_result_release(&b->res[i]);
+}
+
+static int build(struct built *b, const char *arch)
+{
+	struct kt_err err = {0};
+	int i;
+
+	for (i = 0; i < b->plan.nprograms; i++) {
+		if (jit_compile(&b->plan.programs[i], arch, &b->res[i], &err) != 0 ||
+		    !b->res[i].ok) {
+			fprintf(stderr, "\n  compiling %s for %s: %s\n%s\n", b->plan.programs[i].tpl,
+				arch, err.msg, b->res[i].log ? b->res[i].log : "");
+			return -1;
+		}
+		b->cubins[i] = b->res[i].cubin;
+		b->lens[i] = b->res[i].cubin_len;
+	}
+	return 0;
+}
+
+static int gpu_init(void)
+{
+	struct worker_opts o;
+	struct kt_err err = {0};
+	const char *e = getenv("KTUNE_WORKER_BIN");
+
+	worker_opts_default(&o);
+	o.exe = e && *e ? e : kt_test_ktune();
+	o.backend = WORKER_BACKEND_CUDA;
+	o.timeout_s = 60;
+	if (worker_start(&o, &gw, &err) != 0) {
+		snprintf(gpu_why, sizeof(gpu_why), "%s (%s)", err.msg, kt_errcode_name(err.code));
+		gw = NULL;
+		return err.code == KT_ENOGPU ? 1 : -1;
+	}
+	worker_info(gw, &ginfo);
+	return 0;
+}
+
+static int gpu_cleanup(void)
+{
+	worker_stop(gw);
+	gw = NULL;
+	return 0;
+}
+
+static void test_gpu_missing(void)
+{
+	CU_FAIL("no usable GPU (KTUNE_REQUIRE_GPU=1 or the worker failed)");
+	fprintf(stderr, "  %s\n", gpu_why);
+}
+
+static void test_gpu_variants(void)
+{
+	static const char *const shapes[] = {
+		"tokens=200,in=512,out=768,blocks=4,rank=136",
+		"tokens=77,in=768,out=3072,blocks=6,rank=192",
+		"tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+	};
+	struct kt_target t;
+	char arch[16];
+	size_t i;
+	int v, k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	memset(&t, 0, sizeof(t));
+	t.sm = ginfo.sm;
+	t.arch_a = ginfo.sm == 90;
+	t.smem_optin = ginfo.smem_optin;
+	t.max_threads = ginfo.max_threads;
+	t.sms = ginfo.sms;
+	t.l2_bytes = ginfo.l2_bytes;
+	kt_target_arch(&t, arch, sizeof(arch));
+	printf("\n  %s (%s)", ginfo.name, arch);
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct kt_shape s = shape(shapes[i]);
+		struct kt_err err = {0};
+		struct built ref;
+
+		memset(&ref, 0, sizeof(ref));
+		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(&s, &t, &ref.plan, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(build(&ref, arch), 0);
+		if (worker_problem(gw, fam, &s, 4321 + i, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
+			fprintf(stderr, "\n  worker_problem(%s): %s\n", shapes[i], err.msg);
+			CU_FAIL_FATAL("worker_problem failed");
+		}
+		built_release(&ref);
+		for (v = 0; v < fam->nvariants; v++) {
+			struct collect x;
+			const struct kt_config *cs[3];
+
+			memset(&x, 0, sizeof(x));
+			x.s = s;
+			x.t = t;
+			x.variant = v;
+			kt_space_foreach(fam, 0, collect_one, &x);
+			if (x.n == 0) {
+				CU_ASSERT(is_90a(v) && !t.arch_a);
+				continue;
+			}
+			cs[0] = &x.first;
+			cs[1] = &x.mid;
+			cs[2] = &x.last;
+			for (k = 0; k < 3; k++) {
+				struct built b;
+				struct worker_result r;
+				char key[256];
+
+				memset(&b, 0, sizeof(b));
+				kt_config_key(fam, cs[k], key, sizeof(key));
+				CU_ASSERT_EQUAL_FATAL(fam->plan(&s, cs[k], &t, &b.plan, &err), 0);
+				CU_ASSERT_EQUAL_FATAL(build(&b, arch), 0);
+				memset(&r, 0, sizeof(r));
+				if (worker_eval(gw, cs[k], &b.plan, b.cubins, b.lens, 0, &r, &err) != 0) {
+					fprintf(stderr, "\n  worker_eval(%s): %s\n", key, err.msg);
+					CU_FAIL("worker_eval returned -1");
+				}
+				CU_ASSERT_EQUAL(r.status, WORKER_OK);
+				CU_ASSERT(r.rel_err >= 0 && r.rel_err <= fam->tol);
+				if (r.status != WORKER_OK)
+					fprintf(stderr, "\n  FAILED %s %s: %s rel %.3g: %s\n", shapes[i], key,
+						worker_status_name(r.status), r.rel_err, r.message);
+				else
+					printf("\n  %s %s: rel %.2e, %.1f us", shapes[i], key, r.rel_err,
+					       r.median_us);
+				built_release(&b);
+			}
+		}
+	}
+}
+
+int main(void)
+{
+	CU_pSuite s;
+	int gpu;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 2;
+	s = CU_add_suite("blast (CPU)", init_blast, NULL);
+	CU_add_test(s, "cpu_ref vs the materialized dense W", test_cpu_ref_vs_dense);
+	CU_add_test(s, "one block is the low-rank layer with U diag(s)", test_b1_is_lowrank);
+	CU_add_test(s, "outputs are O(1)", test_output_scale);
+	CU_add_test(s, "GPU reference's math on the host vs cpu_ref", test_gpu_ref_on_host);
+	CU_add_test(s, "every variant's plan on the host vs cpu_ref", test_variants_on_host);
+	CU_add_test(s, "a mixer grid that misses ranks is caught", test_mix_grid_control);
+	CU_add_test(s, "shape parse", test_shape_parse);
+	CU_add_test(s, "check rejects", test_check);
+	CU_add_test(s, "space, pruning, every valid config plans", test_space);
+	CU_add_test(s, "default configs", test_defaults);
+	CU_add_test(s, "flops and bytes", test_models);
+	s = CU_add_suite("blast (NVRTC)", init_blast, NULL);
+	CU_add_test(s, "compile extremes and a sample for sm_80, sm_86, sm_90 (+ wgmma: sm_90a)",
+		    test_compile);
+	gpu = gpu_init();
+	s = CU_add_suite("blast (GPU)", NULL, gpu_cleanup);
+	if (gpu == 0) {
+		CU_add_test(s, "every variant verifies against the GPU reference", test_gpu_variants);
+	} else if (kt_test_gpu_required()) {
+		fprintf(stderr, "GPU worker did not start: %s\n", gpu_why);
+		CU_add_test(s, "a GPU is present", test_gpu_missing);
+	} else {
+		printf("GPU suite skipped: %s\n", gpu_why);
+		CU_add_test(s, "every variant verifies against the GPU reference", test_gpu_variants);
+		CU_set_suite_active(s, CU_FALSE);
+	}
+	return kt_test_main();
+}
