@@ -21,7 +21,9 @@ return_mode="median"):
                 PyTorch eager.
 With --inputs DIR (written by tests/test_blockattn with KTUNE_BLOCKATTN_DUMP)
 the inputs are ktune's own q, k, v, do, and DIR/dq_ktune.bf16, if present,
-gets its dq_rel_err against the same float64 reference (a ktune row).
+gets its dq_rel_err against the same float64 reference (a ktune_dq_check
+row; its "config" is DIR/dq_config.txt, the config key of that dq, when
+present: KTUNE_BLOCKATTN_DUMP_CONFIG=KEY dumps the dq of one given config).
 """
 import argparse
 import json
@@ -148,8 +150,13 @@ def main():
                      "dq_rel_err": rel_err(grads[0], dq64)})
     if a.inputs and os.path.exists(os.path.join(a.inputs, "dq_ktune.bf16")):
         dqk = load_bf16(os.path.join(a.inputs, "dq_ktune.bf16"), (T, H, d), dev)
-        rows.append({"workload": f"blockattn_bwd:{wl}", "impl": "ktune_dq_check",
-                     "dq_rel_err": rel_err(dqk, dq64)})
+        row = {"workload": f"blockattn_bwd:{wl}", "impl": "ktune_dq_check",
+               "dq_rel_err": rel_err(dqk, dq64)}
+        cfg_path = os.path.join(a.inputs, "dq_config.txt")
+        if os.path.exists(cfg_path):
+            with open(cfg_path) as f:
+                row["config"] = f.read().strip()
+        rows.append(row)
 
     # unfused_rope: the conjugate rotation of dq and dk in plain eager PyTorch
     pos = torch.cat([torch.arange(n, device=dev) for n in lens_]).double()
@@ -182,6 +189,7 @@ def main():
     for r in rows:
         us = f"{r['us']:9.1f} us" if "us" in r else " " * 12
         extra = f"  dq_rel_err {r['dq_rel_err']:.2e}" if "dq_rel_err" in r else ""
+        extra += f"  {r['config']}" if "config" in r else ""
         print(f"{r['workload']:36s} {r['impl']:16s} {us}{extra}")
 
 

@@ -27,7 +27,10 @@
  * epilogue (EPI: registers or staged 16-byte rows), how rope reads its
  * table (RPF: per chunk, batched ahead, or the block's tile brought into
  * shared memory by cp.async and kept across the heads of a block -- the
- * backward's conjugate-rotation epilogue reads it there too) and a register
+ * backward's conjugate-rotation epilogue reads it there too; the
+ * backward's 6-8: read while q, k copy, each thread rotating its own
+ * chunks without a barrier, in fp32 or packed bf16x2, the epilogue's
+ * pairs held as f16x2 from dq to dk or read ahead per output) and a register
  * cap (MINB CTAs per SM through __launch_bounds__). Measured on the H200:
  * bench/NOTES-attention.md.
  * NEEDSWORK: wgmma (sm_90a) and producer/consumer warp specialization
@@ -87,8 +90,11 @@ static const struct kt_param bwd_params[] = {
 	{"STAGES", 2, {1, 2}, ALL, "cp.async ring depth over a CTA's work items"},
 	{"ITEMS", 3, {1, 2, 4}, 1u << V_GRID, "(block, head) items per CTA, heads of a block first"},
 	{"CTAS_SM", 3, {1, 2, 4}, 1u << V_PERSIST, "persistent grid: CTAs per SM, items strided"},
-	{"RPF", 3, {0, 1, 2}, ALL,
-	 "rope=1: table read per chunk (0), batched ahead (1), tile in shared memory (2)"},
+	{"RPF", 6, {0, 1, 2, 6, 7, 8}, ALL,
+	 "rope=1: table read per chunk (0), batched ahead (1), tile in shared memory (2); "
+	 "read while q, k copy, each thread rotating its own chunks, no barrier of its "
+	 "own (6-8: packed bf16x2 6, 8 / fp32 7; the epilogue's pairs read at dq and held "
+	 "for dk 6 / read per output as 1 does 7, 8)"},
 	{"MINB", 2, {1, 3}, ALL, "CTAs per SM asked of ptxas (a register cap); 1: none"},
 	{"EPI", 2, {0, 1}, ALL, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
 };
@@ -530,7 +536,12 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
  * __launch_bounds__ leaves 128 registers per thread. */
 static long acc_regs(int bwd, const struct cfg *g)
 {
-	return g->mi * ((bwd ? 2 : 1) * g->blk / 2 + g->d / g->dsplit / 2);
+	long n = g->mi * ((bwd ? 2 : 1) * g->blk / 2 + g->d / g->dsplit / 2);
+
+	/* RPF 6 holds dq's table pairs (f16x2) for dk through the second phase */
+	if (bwd && g->rope && g->rpf == 6)
+		n += g->mi * g->d / g->dsplit / 4;
+	return n;
 }
 
 static long acc_regs_max(int bwd, const struct cfg *g)
@@ -569,13 +580,19 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 		return snprintf(why, whylen, "ITEMS %ld: 1 to 64", g.items), 1;
 	if (g.epi != 0 && g.epi != 1)
 		return snprintf(why, whylen, "EPI %ld: 0 or 1", g.epi), 1;
-	if (g.rpf < 0 || g.rpf > 2)
-		return snprintf(why, whylen, "RPF %ld: 0, 1 or 2", g.rpf), 1;
+	/* RPF 3-5 (the backward's epilogue pairs read in the prologue, or held
+	 * with an fp32 prologue) measured slower than 6-8 and were removed */
+	if (g.rpf < 0 || g.rpf > (bwd ? 8 : 2) || (g.rpf >= 3 && g.rpf <= 5))
+		return snprintf(why, whylen, "RPF %ld: %s", g.rpf, bwd ? "0, 1, 2, 6, 7 or 8" : "0, 1 or 2"),
+		       1;
 	if (g.rpf && !g.rope)
 		return snprintf(why, whylen, "RPF %ld without rope: the same kernel as RPF 0", g.rpf),
 		       1;
 	if (g.rpf == 2 && g.stages > 1)
 		return snprintf(why, whylen, "RPF 2 keeps one table tile: STAGES 1 only"), 1;
+	if (g.rpf >= 6 && g.stages > 1)
+		return snprintf(why, whylen, "RPF %ld reads the table of the item it copies: STAGES 1 only",
+				g.rpf), 1;
 	if (g.minb < 1 || g.minb > 8)
 		return snprintf(why, whylen, "MINB %ld: 1 to 8", g.minb), 1;
 	/* a cap under 128 registers spills these kernels heavily (ptxas) */
@@ -588,6 +605,11 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 	if (g.pf && g.minb * g.threads >= 512 && acc_regs(bwd, &g) > 64)
 		return snprintf(why, whylen, "prefetch with MINB %ld: spills under the register cap",
 				g.minb), 1;
+	/* RPF 6-8 with the staged epilogue under the 3-CTA register cap (170):
+	 * ptxas spills 500-800 bytes (d = 128, BLK 64, ROWS_W 16; none uncapped) */
+	if (bwd && g.rope && g.rpf >= 6 && g.epi && g.minb > 1 && g.minb * g.threads >= 384)
+		return snprintf(why, whylen, "RPF %ld, EPI 1 with MINB %ld: spills under the register cap",
+				g.rpf, g.minb), 1;
 	if (g.minb > 1 && (long)g.minb * (g.smem + 1024) > (long)tgt->smem_optin + 1024)
 		return snprintf(why, whylen, "MINB %ld CTAs of %u bytes overfill an SM's shared memory",
 				g.minb, g.smem), 1;
@@ -903,10 +925,12 @@ static double bwd_min_bytes(const struct kt_shape *s)
 	return bytes_of(1, s);
 }
 
-/* The H200 winners at ads_d128_L256 (bench/NOTES-attention.md, run of
- * 2026-11-29 23:00): grid, one m16 tile per warp, no split, no ring; the
- * forward two items per CTA (one with rope), the backward one; rope tables
- * read batched (RPF 1); register caps for 4 (fwd) and 3 (bwd) CTAs per SM;
+/* The H200 winners at ads_d128_L256 (bench/NOTES-attention.md, runs of
+ * 2026-11-29 23:00 and 23:33): grid, one m16 tile per warp, no split, no
+ * ring; the forward two items per CTA (one with rope), the backward one;
+ * rope tables read batched (forward: RPF 1) or during the q, k copy with
+ * each thread rotating its own chunks (backward: RPF 7); register caps
+ * for 4 (fwd) and 3 (bwd) CTAs per SM;
  * the backward's outputs stored from registers (EPI 0). Where a cap
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
  * then head_dim is split. */
@@ -922,7 +946,7 @@ static int default_of(int bwd, const struct kt_shape *s, const struct kt_target 
 	out->p[P_DSPLIT] = 1;
 	out->p[P_STAGES] = 1;
 	out->p[P_ITEMS] = bwd || rope ? 1 : 2;
-	out->p[P_RPF] = rope;
+	out->p[P_RPF] = rope ? (bwd ? 7 : 1) : 0;
 	out->p[P_MINB] = bwd ? 3 : 4;
 	out->p[P_EPI] = 0;
 	if (check_of(bwd, s, out, tgt, why, sizeof(why)) == 0)

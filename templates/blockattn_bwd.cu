@@ -15,6 +15,16 @@
  * of dq, dk read it from shared memory (the same tokens: the attention is
  * block-diagonal), so no global load of the table is left in the kernel.
  *
+ * With RPF 6-8 (STAGES 1) the rotation pass leaves the item's path: the
+ * table chunks of a thread's q, k chunks are read into registers right
+ * after their cp.async is issued (the two latencies overlap), and once
+ * cp.async.wait_group returns the thread rotates the chunks it copied
+ * itself -- visible to it without a barrier -- so the pass's barrier and
+ * its dependent global reads are gone (RPF 6, 8: packed bf16x2
+ * arithmetic). The conjugate rotation of dq, dk reads its table pairs
+ * ahead of dq's stores and holds them for dk's (6) or ahead of each
+ * output's (7, 8).
+ *
  * Per item, with q, k, v, do tiles in shared memory (q, k rotated there
  * with ROPE):
  *   phase 1, warps over query rows: P recomputed exactly from q k^T (the
@@ -40,6 +50,13 @@
 
 namespace kba {
 
+/* How the conjugate rotation of dq, dk gets its table pairs (store_acc's
+ * CTM): RPF 6 reads dq's per row ahead of its stores, as RPF 1, and keeps
+ * them as f16x2 (2) for dk (1); RPF 1, 7, 8 read them per row ahead of
+ * each output's stores (nothing held: fewest registers). */
+constexpr bool EPRE = ROPE && (RPF == 1 || RPF == 7 || RPF == 8);
+constexpr int DQM = RF && !EPRE ? 2 : 0;
+constexpr int DKM = RF && !EPRE ? 1 : 0;
 constexpr int PCH = BLK / 8;		/* chunks per row of the P and dS tiles */
 constexpr int PTILE = BLK * BLK * 2;
 /* P only feeds dV = P^T do in phase 2 and v is dead once dP = do v^T is
@@ -78,13 +95,36 @@ KT_DEV void mma_xty(float (&acc)[MI][ND][4], unsigned sx, int j0, unsigned sy, i
 	}
 }
 
+/* RPF 6: dq's (cos, sin) pairs, kept as f16x2 for dk (the same rows: dq's
+ * query rows are dk's key rows): half the registers of fp32, cos and sin
+ * to 2^-12, far under the bf16 output's rounding. */
+KT_DEV unsigned epi_tab_pack1(float2 f)
+{
+	unsigned r;
+
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(f.y), "f"(f.x));
+	return r;
+}
+
+/* (cos, sin) of an f16x2 pair from epi_tab_pack1. */
+KT_DEV float2 epi_tab_pair(unsigned v)
+{
+	float2 r;
+
+	asm("{\n\t.reg .f16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\t"
+	    "cvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;\n\t}\n"
+	    : "=f"(r.x), "=f"(r.y)
+	    : "r"(v));
+	return r;
+}
+
 /* Stores an output tile of one warp (rows r0.., columns d0..) to x (T, H,
  * HD), conjugate-rotated by the table when ROPE and ROT (pairs never
  * straddle a thread: a thread holds columns 2t, 2t+1 of each n8 tile). */
-template <bool ROT>
+template <bool ROT, int CTM>
 KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *table,
-		      const unsigned char *stab, int r0, int d0, int t0, int len, int H, int h,
-		      int lane)
+		      const unsigned char *stab, unsigned (&ct)[MI][2][ND], int r0, int d0,
+		      int t0, int len, int H, int h, int lane)
 {
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
@@ -93,8 +133,8 @@ KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *ta
 			int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
 			float2 pre[ND];
 
-			/* RPF: the row's table pairs read ahead, row clamped */
-			if (ROPE && ROT && RPF == 1)
+			/* RPF 1, 7, 8 and CTM 2: the row's table pairs read ahead, row clamped */
+			if (ROPE && ROT && (EPRE || CTM == 2))
 #pragma unroll
 				for (int nt = 0; nt < ND; nt++)
 					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
@@ -108,12 +148,15 @@ KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *ta
 				float y0 = acc[mi][nt][2 * hf], y1 = acc[mi][nt][2 * hf + 1];
 
 				if (ROPE && ROT) {
-					float2 cs = RTAB     ? tab_pair(stab, row, col)
-						    : RPF == 1 ? pre[nt]
+					float2 cs = CTM == 1 ? epi_tab_pair(ct[mi][hf][nt])
+						    : RTAB ? tab_pair(stab, row, col)
+						    : EPRE || CTM == 2 ? pre[nt]
 							       : __ldg(reinterpret_cast<const float2 *>(
 									 table + (long long)(t0 + row) * HD +
 									 col));
 
+					if (CTM == 2)	/* kept for dk: the same rows */
+						ct[mi][hf][nt] = epi_tab_pack1(cs);
 					rot_conj(y0, y1, cs.x, cs.y);
 				}
 				*reinterpret_cast<unsigned *>(x + ((long long)(t0 + row) * H + h) * HD +
@@ -124,9 +167,10 @@ KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *ta
 
 /* The same tile into a swizzled BLK x HD shared tile (rows r0.., columns
  * d0..), for store_tile to write out in 16-byte rows (EPI = 1). */
-template <bool ROT>
+template <bool ROT, int CTM>
 KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float *table,
-		      const unsigned char *stab, int r0, int d0, int t0, int len, int lane)
+		      const unsigned char *stab, unsigned (&ct)[MI][2][ND], int r0, int d0,
+		      int t0, int len, int lane)
 {
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
@@ -135,8 +179,8 @@ KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float 
 			int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
 			float2 pre[ND];
 
-			/* RPF: the row's table pairs read ahead, row clamped */
-			if (ROPE && ROT && RPF == 1)
+			/* RPF 1, 7, 8 and CTM 2: the row's table pairs read ahead, row clamped */
+			if (ROPE && ROT && (EPRE || CTM == 2))
 #pragma unroll
 				for (int nt = 0; nt < ND; nt++)
 					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
@@ -150,12 +194,15 @@ KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float 
 				float y0 = acc[mi][nt][2 * hf], y1 = acc[mi][nt][2 * hf + 1];
 
 				if (ROPE && ROT) {
-					float2 cs = RTAB     ? tab_pair(stab, row, col)
-						    : RPF == 1 ? pre[nt]
+					float2 cs = CTM == 1 ? epi_tab_pair(ct[mi][hf][nt])
+						    : RTAB ? tab_pair(stab, row, col)
+						    : EPRE || CTM == 2 ? pre[nt]
 							       : __ldg(reinterpret_cast<const float2 *>(
 									 table + (long long)(t0 + row) * HD +
 									 col));
 
+					if (CTM == 2)	/* kept for dk: the same rows */
+						ct[mi][hf][nt] = epi_tab_pack1(cs);
 					rot_conj(y0, y1, cs.x, cs.y);
 				}
 				*reinterpret_cast<unsigned *>(tile + elem_off<CH>(row, col)) =
@@ -206,6 +253,8 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 	const unsigned stab_u = sds + (P_IN_V ? 1 : 2) * PTILE;
 	const unsigned char *stab = gds + (P_IN_V ? 1 : 2) * PTILE;
 	int tblk = -1;
+	/* RPF 6: dq's table pairs, held as f16x2 for dk */
+	unsigned ct[MI][2][ND];
 
 #pragma unroll
 	for (int j = 0; j < STAGES - 1; j++) {
@@ -223,9 +272,9 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			break;
 		if (wn >= 0) {
 			int2 bn = blocks[wn / H];
+			unsigned st = sbase + ((i + STAGES - 1) % STAGES) * 4 * TILE;
 
-			load_item(sbase + ((i + STAGES - 1) % STAGES) * 4 * TILE, q, k, v, dout, bn, H,
-				  wn % H, tid);
+			load_item(st, q, k, v, dout, bn, H, wn % H, tid);
 			/* STAGES 1: the previous item is done with the tile */
 			if (RTAB && wn / H != tblk) {
 				load_table(stab_u, table, bn.x, bn.y, tid);
@@ -233,7 +282,19 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			}
 		}
 		kt_cp_async_commit();
-		kt_cp_async_wait<STAGES - 1>();
+		if (RF) {
+			/* STAGES 1: this item (w = wn). The table while q, k, v,
+			 * do copy; each thread rotates its own chunks of q, k once
+			 * they have landed */
+			const int2 bw = blocks[w / H];
+			float4 ta[BLK * CH / NT], tb[BLK * CH / NT];
+
+			rope_tab_load(ta, tb, table, bw.x, bw.y, tid);
+			kt_cp_async_wait<0>();
+			rope_qk_own(smem, smem + TILE, ta, tb, bw.y, tid);
+		} else {
+			kt_cp_async_wait<STAGES - 1>();
+		}
 		__syncthreads();
 
 		const int2 b = blocks[w / H];
@@ -244,7 +305,7 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 		const unsigned sp = P_IN_V ? sv : sds + PTILE;
 		unsigned char *gp = P_IN_V ? gq + 2 * TILE : gds + PTILE;
 
-		if (ROPE) {
+		if (ROPE && !RF) {
 			if (RTAB) {
 				rope_qk_smem(gq, gq + TILE, stab, len, tid);
 			} else if (RPF) {
@@ -320,37 +381,37 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			zero_acc(acc);
 			mma_px(acc, dp, sk, d0, len, lane);
 			if (!EPI)
-				store_acc<true>(dq, acc, table, stab, r0, d0, b.x, len, H, h, lane);
+				store_acc<true, DQM>(dq, acc, table, stab, ct, r0, d0, b.x, len, H, h, lane);
 		}
 		__syncthreads();
 		/* EPI: outputs staged in tiles that are dead by then -- dQ in k's
 		 * (phase 2 reads P, do, dS, q only), dV in do's, dK in q's -- and
 		 * written out in 16-byte rows at the end */
 		if (EPI && r0 < len)
-			stage_acc<true>(gq + TILE, acc, table, stab, r0, d0, b.x, len, lane);
+			stage_acc<true, DQM>(gq + TILE, acc, table, stab, ct, r0, d0, b.x, len, lane);
 
 		/* ---- phase 2: key rows r0.. ---- */
 		if (r0 < len) {
 			zero_acc(acc);
 			mma_xty(acc, sp, r0, sdo, d0, len, lane);
 			if (!EPI)
-				store_acc<false>(dv, acc, table, stab, r0, d0, b.x, len, H, h, lane);
+				store_acc<false, 0>(dv, acc, table, stab, ct, r0, d0, b.x, len, H, h, lane);
 		}
 		if (EPI) {
 			__syncthreads();	/* every warp is done reading do */
 			if (r0 < len)
-				stage_acc<false>(gq + 3 * TILE, acc, table, stab, r0, d0, b.x, len, lane);
+				stage_acc<false, 0>(gq + 3 * TILE, acc, table, stab, ct, r0, d0, b.x, len, lane);
 		}
 		if (r0 < len) {
 			zero_acc(acc);
 			mma_xty(acc, sds, r0, sq, d0, len, lane);
 			if (!EPI)
-				store_acc<true>(dk, acc, table, stab, r0, d0, b.x, len, H, h, lane);
+				store_acc<true, DKM>(dk, acc, table, stab, ct, r0, d0, b.x, len, H, h, lane);
 		}
 		if (EPI) {
 			__syncthreads();	/* every warp is done reading q */
 			if (r0 < len)
-				stage_acc<true>(gq, acc, table, stab, r0, d0, b.x, len, lane);
+				stage_acc<true, DKM>(gq, acc, table, stab, ct, r0, d0, b.x, len, lane);
 			__syncthreads();
 			store_tile(dq, gq + TILE, b.x, len, H, h, tid);
 			store_tile(dv, gq + 3 * TILE, b.x, len, H, h, tid);

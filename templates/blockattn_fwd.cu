@@ -103,6 +103,18 @@ static_assert(DW % 16 == 0, "HD / DSPLIT must be a multiple of 16");
 static_assert((BLK * CH) % NT == 0, "tile chunks must spread evenly over the threads");
 static_assert(!RTAB || STAGES == 1, "RPF 2 keeps one table tile: STAGES 1 only");
 static_assert(!PF || STAGES == 1, "PF refills the one stage in place");
+/* RPF 6-8 (backward): the rotation's table read while q, k copy, each
+ * thread rotating its own chunks with no barrier of its own; in packed
+ * bf16x2 (6, 8) or fp32 arithmetic (7); the conjugate-rotation epilogue's
+ * table pairs read ahead of dq's stores and held as f16x2 for dk's (6), or
+ * read ahead of each output's stores as RPF 1 does (7, 8). (RPF 3-5, which
+ * read the epilogue's pairs in the prologue or held them with an fp32
+ * prologue, measured slower on the H200 and were removed: NOTES.) */
+constexpr bool RF = ROPE && RPF >= 6;
+constexpr bool RPK = ROPE && (RPF == 6 || RPF == 8);
+static_assert(RPF <= 2 || (RPF >= 6 && RPF <= 8), "RPF: 0, 1, 2, 6, 7 or 8");
+static_assert(!RF || STAGES == 1, "RPF 6-8 read the table of this item: STAGES 1 only");
+static_assert(!RF || !PF, "RPF 6-8 and PF: not combined");
 
 KT_DEV void ldsm_x4_t(unsigned r[4], unsigned addr)
 {
@@ -260,6 +272,77 @@ KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, const unsigned ch
 
 			rot_chunk(sq + kt_swz<CH>(r, c), a, b);
 			rot_chunk(sk + kt_swz<CH>(r, c), a, b);
+		}
+	}
+}
+
+/* (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) in packed bf16x2 arithmetic
+ * (RPF 6, 8): x * (c, c) + swap(x) * (-s, s), one swap, one HMUL2, one
+ * HFMA2 per pair instead of an unpack, four FP32 ops and a pack. c and s
+ * are rounded to bf16 and the product swap(x) * (-s, s) once more: two
+ * more roundings of 2^-9 than rot_pair. */
+KT_DEV unsigned rot_pair_pk(unsigned v, __nv_bfloat162 cc, __nv_bfloat162 sn)
+{
+	__nv_bfloat162 x = *reinterpret_cast<__nv_bfloat162 *>(&v);
+	__nv_bfloat162 r = __hfma2(x, cc, __hmul2(__lowhigh2highlow(x), sn));
+
+	return *reinterpret_cast<unsigned *>(&r);
+}
+
+/* One 16-byte chunk (4 pairs) rotated by the table's 32 bytes (a, b). */
+KT_DEV uint4 rot_chunk_reg(uint4 v, float4 a, float4 b)
+{
+	if (RPK) {
+		v.x = rot_pair_pk(v.x, __floats2bfloat162_rn(a.x, a.x), __floats2bfloat162_rn(-a.y, a.y));
+		v.y = rot_pair_pk(v.y, __floats2bfloat162_rn(a.z, a.z), __floats2bfloat162_rn(-a.w, a.w));
+		v.z = rot_pair_pk(v.z, __floats2bfloat162_rn(b.x, b.x), __floats2bfloat162_rn(-b.y, b.y));
+		v.w = rot_pair_pk(v.w, __floats2bfloat162_rn(b.z, b.z), __floats2bfloat162_rn(-b.w, b.w));
+	} else {
+		v.x = rot_pair(v.x, a.x, a.y);
+		v.y = rot_pair(v.y, a.z, a.w);
+		v.z = rot_pair(v.z, b.x, b.y);
+		v.w = rot_pair(v.w, b.z, b.w);
+	}
+	return v;
+}
+
+/* RPF 6-8, step 1: the table chunks of the q and k chunks this thread
+ * copies by cp.async (load_tile's mapping), read into registers right
+ * after those copies are issued, so that their latency overlaps the
+ * copies' instead of following it (rows clamped: no branch). */
+KT_DEV void rope_tab_load(float4 (&a)[BLK * CH / NT], float4 (&b)[BLK * CH / NT],
+			  const float *table, int t0, int len, int tid)
+{
+#pragma unroll
+	for (int i = 0; i < BLK * CH / NT; i++) {
+		int idx = tid + i * NT, r = min(idx / CH, len - 1), c = idx % CH;
+		const float4 *t = reinterpret_cast<const float4 *>(table + (long long)(t0 + r) * HD +
+								   c * 8);
+
+		a[i] = __ldg(t);
+		b[i] = __ldg(t + 1);
+	}
+}
+
+/* RPF 6-8, step 2, after cp.async.wait_group and before any barrier: the
+ * thread rotates the q, k chunks it copied itself (a thread sees its own
+ * completed copies without a barrier), each table chunk serving q and k.
+ * The separate rotation pass's barrier and its global table latency are
+ * gone; what is left on the item's path is one shared read-modify-write
+ * per chunk. */
+KT_DEV void rope_qk_own(unsigned char *sq, unsigned char *sk, const float4 (&a)[BLK * CH / NT],
+			const float4 (&b)[BLK * CH / NT], int len, int tid)
+{
+#pragma unroll
+	for (int i = 0; i < BLK * CH / NT; i++) {
+		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+
+		if (r < len) {
+			uint4 *pq = reinterpret_cast<uint4 *>(sq + kt_swz<CH>(r, c));
+			uint4 *pk = reinterpret_cast<uint4 *>(sk + kt_swz<CH>(r, c));
+
+			*pq = rot_chunk_reg(*pq, a[i], b[i]);
+			*pk = rot_chunk_reg(*pk, a[i], b[i]);
 		}
 	}
 }

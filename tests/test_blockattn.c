@@ -17,12 +17,23 @@
  * the GPU reference, and can time them (KTUNE_BLOCKATTN_BENCH).
  * KTUNE_BLOCKATTN_GPU_ONLY=1 leaves the compile suite out (for a timed
  * GPU call; CI runs it).
+ *
+ * Dump mode, for the bench's final run: with KTUNE_BLOCKATTN_DUMP=DIR and
+ * KTUNE_BLOCKATTN_DUMP_CONFIG=KEY (a blockattn_bwd config key as
+ * kt_config_key / `ktune sweep --json` prints it) the program registers
+ * one test only: KEY at seqs=1152,lmax=256,heads=4,head_dim=128,block=64,
+ * rope=0, verified against the GPU reference (the family's tolerance), then
+ * DIR/{q,k,v,do}.bf16, offsets.i32, dq_ktune.bf16 (its dq) and
+ * dq_config.txt (KEY, canonical) written, and "dumped dq of KEY: rel_err X"
+ * printed. A key that does not parse, check or plan fails with the reason,
+ * with or without a GPU.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/blockattn.h"
 #include "kernels/family.h"
@@ -501,6 +512,98 @@ static int has_define(const struct kt_plan *p, const char *def)
 	return 0;
 }
 
+/* The backward's RPF 6-8 (the rotation's table read while q, k copy,
+ * each thread rotating its own chunks; the epilogue's pairs held as f16x2
+ * or read per output): rope only, STAGES 1, no extra shared memory, the
+ * forward has none, and the spilling combinations are refused. */
+static void test_rpf_fused(void)
+{
+	struct kt_target t80, t90;
+	struct kt_shape s, s0;
+	struct kt_config c;
+	struct kt_plan p, p0;
+	struct kt_err e;
+	char why[160], def[16];
+	long r;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_80", &t80), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	CU_ASSERT_EQUAL_FATAL(parse(fams[1], "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1",
+				    &s), 0);
+	CU_ASSERT_EQUAL_FATAL(parse(fams[1], "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0",
+				    &s0), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=1,MINB=3,EPI=0", &c, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[1]->plan(&s, &c, &t90, &p0, &e), 0);
+	for (r = 6; r <= 8; r++) {
+		c.p[5] = r;	/* RPF */
+		c.p[2] = 1;	/* STAGES */
+		c.p[3] = 1;	/* ITEMS */
+		c.p[6] = 3;	/* MINB */
+		c.p[7] = 0;	/* EPI */
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(fams[1]->plan(&s, &c, &t90, &p, &e), 0);
+		snprintf(def, sizeof(def), "RPF=%ld", r);
+		CU_ASSERT(has_define(&p, def));
+		/* the table never enters shared memory */
+		CU_ASSERT_EQUAL(p.launch[0].smem, p0.launch[0].smem);
+		CU_ASSERT_EQUAL(p.launch[0].grid[0], p0.launch[0].grid[0]);
+		/* rope only */
+		CU_ASSERT_EQUAL(fams[1]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope"));
+		/* the staged epilogue spills under the 3-CTA register cap, not without it */
+		c.p[7] = 1;
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
+		c.p[6] = 1;
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t80, why, sizeof(why)), 0);
+		/* the table of the item being copied: one stage */
+		c.p[2] = 2;
+		c.p[3] = 2;
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "STAGES"));
+		c.p[2] = 1;
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		/* persistent too */
+		c.variant = 1;
+		c.p[3] = 0;
+		c.p[4] = 2;	/* CTAS_SM */
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		c.variant = 0;
+		c.p[4] = 0;
+	}
+	/* RPF 6 holds 32 more registers: at BLK 128 (S and dP of 128 columns)
+	 * it is refused; RPF 7, 8 (per output) fit */
+	CU_ASSERT_EQUAL_FATAL(parse(fams[1], "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=1",
+				    &s), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=7,MINB=1,EPI=0", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	c.p[5] = 8;
+	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	c.p[5] = 6;
+	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
+	/* RPF 3-5 measured slower and were removed: refused with a reason */
+	for (r = 3; r <= 5; r++) {
+		c.p[5] = r;
+		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPF"));
+	}
+	/* the forward has no RPF 6-8 */
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1",
+				    &s), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=7,MINB=1", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPF"));
+}
+
 /* RPF 2 (the table tile in shared memory) and the forward's prefetch
  * variant: what check() refuses, and what the plans ask for. */
 static void test_rtab_prefetch(void)
@@ -616,6 +719,121 @@ static void test_rtab_prefetch(void)
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], base_cfg[1], &c, &e), 0);
 	c.variant = 2;
 	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	test_rpf_fused();
+}
+
+/* ---- the dump mode (KTUNE_BLOCKATTN_DUMP + KTUNE_BLOCKATTN_DUMP_CONFIG) ---- */
+
+/* The one problem of the dump mode: blockattn_bwd at the bench shape. */
+#define DUMP_SHAPE "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0"
+
+/* Parses key (kt_config_key's form) as a blockattn_bwd config, checks it at
+ * the dump shape on t and plans it: 0, or -1 with the reason in why. */
+static int dump_config(const char *key, const struct kt_target *t, struct kt_config *c,
+		       struct kt_plan *p, char *why, size_t len)
+{
+	struct kt_shape s;
+	struct kt_err e;
+	char r[160];
+
+	kt_err_clear(&e);
+	if (kt_shape_parse(fams[1], DUMP_SHAPE, &s, &e) != 0) {
+		snprintf(why, len, "dump shape: %s", e.msg);
+		return -1;
+	}
+	if (!key || !*key) {
+		snprintf(why, len, "KTUNE_BLOCKATTN_DUMP_CONFIG is empty");
+		return -1;
+	}
+	kt_err_clear(&e);
+	if (kt_config_parse(fams[1], key, c, &e) != 0) {
+		snprintf(why, len, "bad config key \"%s\" for blockattn_bwd: %s", key, e.msg);
+		return -1;
+	}
+	if (fams[1]->check(&s, c, t, r, sizeof(r))) {
+		snprintf(why, len, "config \"%s\" cannot run %s: %s", key, DUMP_SHAPE, r);
+		return -1;
+	}
+	kt_err_clear(&e);
+	if (fams[1]->plan(&s, c, t, p, &e) != 0) {
+		snprintf(why, len, "config \"%s\": plan failed: %s", key, e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* The dump mode's parsing: what it refuses, with a reason, and what it
+ * plans (on the CPU); and the mode itself, with a bad key, fails clearly
+ * (this program run again with the variables set). */
+static void test_dump_config(void)
+{
+	static const char *const bad[] = {
+		"",
+		"variant=grid,ROWS_W=16",					/* params missing */
+		"variant=nope,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=0",
+		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=0,MINB=1,EPI=0", /* fwd only */
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=2,MINB=1,EPI=0", /* no rope */
+		"variant=grid,ROWS_W=48,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=0",
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=0,X=1",
+	};
+	struct kt_target t90;
+	struct kt_config c;
+	struct kt_plan p;
+	char why[1024], key[160];
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = 0;
+		CU_ASSERT_EQUAL(dump_config(bad[i], &t90, &c, &p, why, sizeof(why)), -1);
+		CU_ASSERT(strlen(why) > 10);
+	}
+	why[0] = 0;
+	CU_ASSERT_EQUAL(dump_config(bad[3], &t90, &c, &p, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "bad config key"));
+	CU_ASSERT_EQUAL(dump_config(bad[4], &t90, &c, &p, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope"));
+	/* the key as kt_config_key prints it plans, and prints back the same */
+	CU_ASSERT_EQUAL_FATAL(dump_config(base_cfg[1], &t90, &c, &p, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(p.nlaunch, 1);
+	kt_config_key(fams[1], &c, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, base_cfg[1]);
+	/* the mode itself: a bad key is a failure with the reason printed */
+	{
+		char self[1024], *out = NULL;
+		char *argv[] = {self, NULL};
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		int rc;
+
+		const char *was = getenv("KTUNE_BLOCKATTN_DUMP");
+		char *keep = was ? strdup(was) : NULL;
+
+		CU_ASSERT_FATAL(n > 0);
+		self[n] = 0;
+		CU_ASSERT_FATAL(!was || keep);
+		CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP", kt_test_tmpdir(), 1), 0);
+		CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP_CONFIG", bad[3], 1), 0);
+		rc = kt_test_exec(argv, NULL, &out, 120);
+		/* this program's own dump (KTUNE_BLOCKATTN_DUMP alone) goes on */
+		unsetenv("KTUNE_BLOCKATTN_DUMP_CONFIG");
+		if (keep) {
+			CU_ASSERT_EQUAL(setenv("KTUNE_BLOCKATTN_DUMP", keep, 1), 0);
+		} else {
+			unsetenv("KTUNE_BLOCKATTN_DUMP");
+		}
+		CU_ASSERT(keep ? getenv("KTUNE_BLOCKATTN_DUMP") &&
+				 strcmp(getenv("KTUNE_BLOCKATTN_DUMP"), keep) == 0
+			       : getenv("KTUNE_BLOCKATTN_DUMP") == NULL);
+		free(keep);
+		CU_ASSERT_NOT_EQUAL(rc, 0);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad config key"));
+		/* one test only: no CPU suite ran */
+		CU_ASSERT_PTR_NULL(strstr(out, "finite differences"));
+		if (rc == 0 || !strstr(out, "bad config key"))
+			fprintf(stderr, "\n  dump mode with a bad key (rc %d):\n%s\n", rc, out);
+		free(out);
+	}
 }
 
 static void test_buffers_and_fill(void)
@@ -1679,9 +1897,49 @@ static void bench_row(const struct dprob *dp, const char *workload, const struct
 		k->ok ? "true" : "false", k->rel, dp->f->name, dp->key, cfg);
 }
 
+/* Writes the problem's inputs (q k v do offsets) and candidate k's dq to
+ * dir for bench/peers_attn.py, and k's config key to dir/dq_config.txt.
+ * rerun: run k first (its outputs were overwritten since it was verified). */
+static int dump_write(struct dprob *dp, const struct cand *k, const char *dir, int rerun)
+{
+	static const char *const names[] = {"q.bf16", "k.bf16", "v.bf16", "do.bf16", "offsets.i32"};
+	size_t n = dp->b[dp->first_out].elems;
+	uint16_t *h = malloc(n * sizeof(*h));
+	CUmodule mod = NULL;
+	int i, rc = -1;
+
+	if (!h)
+		return -1;
+	for (i = 0; i < 5; i++)
+		if (write_file(dir, names[i], dp->host[i], buf_bytes(&dp->b[i])) != 0) {
+			fprintf(stderr, "\n  cannot write %s/%s\n", dir, names[i]);
+			goto out;
+		}
+	if (rerun && (gpu_load(&k->p.programs[0], &mod) != 0 ||
+		      gpu_run(&k->p, &mod, dp->d, 0, k->p.nprep + k->p.nlaunch) != 0))
+		goto out;
+	if (G.api.StreamSynchronize(G.st) != CUDA_SUCCESS ||
+	    G.api.MemcpyDtoH(h, dp->d[dp->first_out], n * sizeof(*h)) != CUDA_SUCCESS)
+		goto out;
+	if (write_file(dir, "dq_ktune.bf16", h, n * sizeof(*h)) != 0 ||
+	    write_file(dir, "dq_config.txt", k->key, strlen(k->key)) != 0) {
+		fprintf(stderr, "\n  cannot write the dq files to %s\n", dir);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (mod)
+		G.api.ModuleUnload(mod);
+	free(h);
+	return rc;
+}
+
 static void test_gpu_bench_shape(void)
 {
 	const char *dump = getenv("KTUNE_BLOCKATTN_DUMP");
+	/* KTUNE_BLOCKATTN_BENCH_ONLY=S: only the workloads whose name holds S
+	 * (e.g. "bwd": the plain and rope backward), for a short timed call */
+	const char *only = getenv("KTUNE_BLOCKATTN_BENCH_ONLY");
 	int f, rope;
 
 	/* the backward first (the rope / plain ratio is the bar nearest to
@@ -1696,6 +1954,10 @@ static void test_gpu_bench_shape(void)
 			snprintf(text, sizeof(text),
 				 "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=%d", rope);
 			snprintf(wl, sizeof(wl), "%s%s:ads_d128_L256", fams[f]->name, rope ? "_rope" : "");
+			if (only && *only && !strstr(wl, only)) {
+				printf("\n    %s: left out (KTUNE_BLOCKATTN_BENCH_ONLY=%s)", wl, only);
+				continue;
+			}
 			CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[f], text, 5, 0), 0);
 			bad = gpu_sweep(&dp, G.bench != NULL, &cs);
 			CU_ASSERT_EQUAL(bad, 0);
@@ -1717,32 +1979,66 @@ static void test_gpu_bench_shape(void)
 				bench_row(&dp, wl, k, "ktune");
 			}
 			/* the inputs and the best plain backward's dq for peers_attn.py */
-			if (dump && f == 1 && rope == 0 && best >= 0) {
-				struct cand *k = &cs.v[best];
-				struct kt_program *pr = &k->p.programs[0];
-				static const char *const names[] = {"q.bf16", "k.bf16", "v.bf16", "do.bf16",
-								    "offsets.i32"};
-				uint16_t *h = malloc(dp.b[dp.first_out].elems * sizeof(*h));
-				CUmodule mod = NULL;
-
-				CU_ASSERT_PTR_NOT_NULL_FATAL(h);
-				for (i = 0; i < 5; i++)
-					CU_ASSERT_EQUAL(write_file(dump, names[i], dp.host[i],
-								   buf_bytes(&dp.b[i])), 0);
-				CU_ASSERT_EQUAL_FATAL(gpu_load(pr, &mod), 0);
-				CU_ASSERT_EQUAL(gpu_run(&k->p, &mod, dp.d, 0, k->p.nprep + k->p.nlaunch), 0);
-				CU_ASSERT_EQUAL(G.api.StreamSynchronize(G.st), CUDA_SUCCESS);
-				CU_ASSERT_EQUAL(G.api.MemcpyDtoH(h, dp.d[dp.first_out],
-								 dp.b[dp.first_out].elems * sizeof(*h)),
-						CUDA_SUCCESS);
-				CU_ASSERT_EQUAL(write_file(dump, "dq_ktune.bf16", h,
-							   dp.b[dp.first_out].elems * sizeof(*h)), 0);
-				G.api.ModuleUnload(mod);
-				free(h);
-			}
+			if (dump && f == 1 && rope == 0 && best >= 0)
+				CU_ASSERT_EQUAL(dump_write(&dp, &cs.v[best], dump, 1), 0);
 			free(cs.v);
 			dprob_release(&dp);
 		}
+}
+
+/* The dump mode's one test: the config of KTUNE_BLOCKATTN_DUMP_CONFIG at
+ * the bench shape, verified against the GPU reference with the sweep's
+ * tolerance, its inputs and dq written to KTUNE_BLOCKATTN_DUMP. */
+static int dump_gpu;	/* gpu_init()'s answer */
+
+static void test_gpu_dump(void)
+{
+	const char *dir = getenv("KTUNE_BLOCKATTN_DUMP");
+	const char *key = getenv("KTUNE_BLOCKATTN_DUMP_CONFIG");
+	struct kt_target t;
+	struct dprob dp;
+	struct cand k;
+	char why[1024];
+
+	memset(&k, 0, sizeof(k));
+	/* without a GPU the key is still checked, for sm_90 */
+	if (dump_gpu == 0)
+		t = G.tgt;
+	else
+		CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t), 0);
+	if (dump_config(key, &t, &k.c, &k.p, why, sizeof(why)) != 0) {
+		fprintf(stderr, "\n  KTUNE_BLOCKATTN_DUMP_CONFIG: %s\n", why);
+		CU_FAIL("KTUNE_BLOCKATTN_DUMP_CONFIG does not plan (reason above)");
+		return;
+	}
+	if (dump_gpu != 0) {
+		if (kt_test_gpu_required() || dump_gpu < 0) {
+			fprintf(stderr, "\n  no GPU: %s\n", G.why);
+			CU_FAIL("dump mode: no usable GPU");
+		} else {
+			printf("\n  dump skipped (the key plans for sm_90): %s\n", G.why);
+		}
+		return;
+	}
+	kt_config_key(fams[1], &k.c, k.key, sizeof(k.key));
+	CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[1], DUMP_SHAPE, 5, 0), 0);
+	k.job.prog = &k.p.programs[0];
+	k.job.arch = G.arch;
+	jit_compile_all(&k.job, 1, 0);
+	if (!k.job.res.ok)
+		fprintf(stderr, "\n  compiling %s failed: %s\n%s\n", k.key, k.job.err_msg,
+			k.job.res.log ? k.job.res.log : "");
+	CU_ASSERT_EQUAL(gpu_eval(&dp, &k, 0), 0);
+	CU_ASSERT(k.ok);
+	if (!k.ok)
+		fprintf(stderr, "\n  %s at %s: wrong, rel %.3g (tolerance %.3g)\n", k.key, dp.key,
+			k.rel, fams[1]->tol);
+	if (k.ok) {
+		CU_ASSERT_EQUAL(dump_write(&dp, &k, dir, 0), 0);
+		printf("\n  dumped dq of %s: rel_err %.3e\n", k.key, k.rel);
+	}
+	jit_result_release(&k.job.res);
+	dprob_release(&dp);
 }
 
 static void test_gpu_missing(void)
@@ -1785,12 +2081,29 @@ static void add_gpu_suite(void)
 	}
 }
 
+/* KTUNE_BLOCKATTN_DUMP=DIR with KTUNE_BLOCKATTN_DUMP_CONFIG=KEY: the one
+ * dump test alone (for the bench's final run). */
+static int dump_mode(void)
+{
+	const char *dir = getenv("KTUNE_BLOCKATTN_DUMP"), *key = getenv("KTUNE_BLOCKATTN_DUMP_CONFIG");
+	CU_pSuite s;
+
+	if (!dir || !*dir || !key)
+		return 0;
+	s = CU_add_suite("blockattn_dump", NULL, NULL);
+	dump_gpu = gpu_init();
+	CU_add_test(s, "dump dq of KTUNE_BLOCKATTN_DUMP_CONFIG, ads_d128_L256", test_gpu_dump);
+	return 1;
+}
+
 int main(void)
 {
 	CU_pSuite s;
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
+	if (dump_mode())
+		return kt_test_main();
 	s = CU_add_suite("blockattn_cpu", NULL, NULL);
 	CU_add_test(s, "lengths generator (SplitMix64 seeded 0)", test_lengths);
 	CU_add_test(s, "rope table", test_rope_table);
@@ -1803,6 +2116,7 @@ int main(void)
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check_rejects);
 	CU_add_test(s, "RPF 2 and prefetch: checks and plans", test_rtab_prefetch);
+	CU_add_test(s, "dump mode: the config key's parsing and refusal", test_dump_config);
 	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
 	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
 	CU_add_test(s, "space and plans", test_space);
