@@ -502,3 +502,39 @@ int kt_gemm_default(long M, long N, long K, const struct kt_target *tgt, long p[
 	return -1;
 }
 
+
+int kt_gemm_default_staged(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_target *tgt, long M, long N, long K, int variant,
+			   const int idx[8], struct kt_config *out)
+{
+	static const long zbn[] = {256, 128, 64, 32};
+	static const long fallback[][7] = {
+		/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M */
+		{64, 64, 32, 2, 2, 3, 8},
+		{16, 32, 32, 1, 2, 2, 8},
+	};
+	long p[7];
+	char why[200];
+	size_t i, f_;
+	int k;
+
+	for (f_ = 0; f_ <= sizeof(fallback) / sizeof(fallback[0]); f_++) {
+		if (f_ == 0) {
+			if (kt_gemm_default(M, N, K, tgt, p))
+				continue;
+		} else {
+			memcpy(p, fallback[f_ - 1], sizeof(p));
+		}
+		for (i = 0; i < sizeof(zbn) / sizeof(zbn[0]); i++) {
+			memset(out, 0, sizeof(*out));
+			out->variant = variant;
+			for (k = 0; k < 6; k++)
+				out->p[idx[k]] = p[k];
+			out->p[idx[6]] = 8;
+			out->p[idx[7]] = zbn[i];
+			if (f->check(s, out, tgt, why, sizeof(why)) == 0)
+				return 0;
+		}
+	}
+	return -1;
+}

@@ -114,4 +114,14 @@ void kt_ref_gemm_launch(int program, long M, long N, long K, int bufA, int a_f32
  * list, best first, that fits and fills the machine. -1 if none fits. */
 int kt_gemm_default(long M, long N, long K, const struct kt_target *tgt, long p[7]);
 
+/* The default config of a family whose GEMM stages share one tile plus a
+ * stage-1 N tile (monarch, blast): variant `variant` with the tile of
+ * kt_gemm_default(M, N, K), then two small fallback tiles, and the largest
+ * stage-1 N tile of 256, 128, 64, 32 that f->check accepts. idx holds the
+ * family's param indices of BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N,
+ * STAGES, GROUP_M and Z_BLOCK_N. 0, or -1 when nothing fits. */
+int kt_gemm_default_staged(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_target *tgt, long M, long N, long K, int variant,
+			   const int idx[8], struct kt_config *out);
+
 #endif

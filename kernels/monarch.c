@@ -459,6 +459,8 @@ static double monarch_min_bytes(const struct kt_shape *s)
 	return 2.0 * (T * n + r * (n + m) + T * m);
 }
 
+extern const struct kt_family monarch_family;
+
 /* Stage 2's tile from the GEMM defaults list (it has the larger N in the
  * reference shapes), stage 1's N tile the largest that still fits. Naive,
  * not relayout, until relayout has been verified on a GPU.
@@ -467,42 +469,13 @@ static double monarch_min_bytes(const struct kt_shape *s)
 static int monarch_default(const struct kt_shape *s, const struct kt_target *tgt,
 			   struct kt_config *out)
 {
-	static const long zbn[] = {256, 128, 64, 32};
-	static const long fallback[][7] = {
-		/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M */
-		{64, 64, 32, 2, 2, 3, 8},
-		{16, 32, 32, 1, 2, 2, 8},
-	};
-	long T = s->v[D_TOKENS], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
-	long p[7];
+	static const int idx[8] = {P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBN};
 	char why[200];
-	size_t i, f;
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
-	for (f = 0; f <= sizeof(fallback) / sizeof(fallback[0]); f++) {
-		if (f == 0) {
-			if (kt_gemm_default(T, m / b, r, tgt, p))
-				continue;
-		} else {
-			memcpy(p, fallback[f - 1], sizeof(p));
-		}
-		for (i = 0; i < sizeof(zbn) / sizeof(zbn[0]); i++) {
-			memset(out, 0, sizeof(*out));
-			out->variant = V_NAIVE;
-			out->p[P_BM] = p[0];
-			out->p[P_BN] = p[1];
-			out->p[P_BK] = p[2];
-			out->p[P_WM] = p[3];
-			out->p[P_WN] = p[4];
-			out->p[P_STAGES] = p[5];
-			out->p[P_GROUP] = 8;
-			out->p[P_ZBN] = zbn[i];
-			if (monarch_check(s, out, tgt, why, sizeof(why)) == 0)
-				return 0;
-		}
-	}
-	return -1;
+	return kt_gemm_default_staged(&monarch_family, s, tgt, s->v[D_TOKENS],
+				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK], V_NAIVE, idx, out);
 }
 
 const struct kt_family monarch_family = {
