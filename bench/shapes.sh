@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 K=$PWD/$B/ktune
 budget=${KTUNE_SHAPES_BUDGET:-5}
-# name in out blast-blocks blast-rank monarch-blocks monarch-rank (KERNELS.md;
+# layer in out blast-blocks blast-rank monarch-blocks monarch-rank (KERNELS.md;
 # "-": the shape is not a valid layer of that family, e.g. monarch needs
 # blocks | rank, and dit_xl's b9 r384 is BLAST's parameterization)
 layers="llama7b_qkvo 4096 4096 16 1024 16 1024
@@ -31,7 +31,7 @@ ditxl_qkv 1152 3456 9 384 - -"
 status=0
 for fam in ${KTUNE_SHAPES_FAMILIES:-blast monarch lowrank}; do
 	args=()
-	while read -r name n m bb br mb mr; do
+	while read -r _ n m bb br mb mr; do
 		for N in 16 1024 4096 16384; do
 			case $fam in
 			blast) args+=(--shape "tokens=$N,in=$n,out=$m,blocks=$bb,rank=$br") ;;
