@@ -7,9 +7,10 @@
  *    must not match (the control);
  *  - a BLAST with one block equals the low-rank layer with U' = U diag(s)
  *    (lowrank's own cpu_ref; s powers of two so that U' is exact in bf16);
- *  - plans run on the host: a small emulator executes a plan's launches
- *    (gemm_tn, gemm_tn_ws through its tensor maps, and every blast.cu
- *    kernel, each mirrored line by line -- the mixers thread by thread and
+ *  - plans run on the host: the shared emulator (plan_emu.h) executes a
+ *    plan's launches (gemm_tn, gemm_tn_ws through its tensor maps, their
+ *    extents asserted here, and every blast.cu kernel, plugged in from
+ *    here, each mirrored line by line -- the mixers thread by thread and
  *    the fused kernel CTA by CTA in gemm.cu's tile order, so a grid that
  *    misses an element leaves the NaN poison -- every access
  *    bounds-checked, gemm.cu's alignment rules, tensor maps and grids
@@ -38,6 +39,7 @@
 
 #include "kernels/family.h"
 #include "kernels/gemm_plan.h"
+#include "plan_emu.h"
 #include "testutil.h"
 #include "tuner/jit.h"
 #include "tuner/worker.h"
@@ -113,18 +115,6 @@ static int is_90a(int v)
 static int is_fused(int v)
 {
 	return strstr(fam->variants[v], "fused") != NULL;
-}
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-	double d = 0, r = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		r += (double)b[i] * b[i];
-	}
-	return r > 0 ? sqrt(d / r) : (d > 0 ? 1e30 : 0);
 }
 
 static double bf(uint16_t h)
@@ -234,7 +224,7 @@ static double dense_vs_ref(const struct problem *p, int wrong)
 				acc += bf(p->in[X][t * n + k]) * W[o * n + k];
 			y[t * m + o] = (float)acc;
 		}
-	rel = rel_l2(p->ref, y, (size_t)(T * m));
+	rel = emu_rel_l2(p->ref, y, (size_t)(T * m));
 	free(W);
 	free(y);
 	return rel;
@@ -349,9 +339,9 @@ static void test_b1_is_lowrank(void)
 			outs[0] = ly;
 			CU_ASSERT_EQUAL_FATAL(lr->cpu_ref(&ls, (const void *const *)lin, outs, &e), 0);
 			if (round == 0) {
-				CU_ASSERT(rel_l2(p.ref, ly, (size_t)(T * m)) < 1e-6);
+				CU_ASSERT(emu_rel_l2(p.ref, ly, (size_t)(T * m)) < 1e-6);
 			} else {
-				CU_ASSERT(rel_l2(p.ref, ly, (size_t)(T * m)) > 0.1);
+				CU_ASSERT(emu_rel_l2(p.ref, ly, (size_t)(T * m)) > 0.1);
 			}
 			free(ly);
 			for (bi = 0; bi < KT_MAX_BUFS; bi++) {
@@ -382,173 +372,26 @@ static void test_output_scale(void)
 	}
 }
 
-/* ---- the host emulator of plans ---- */
-
-struct emu {
-	const struct kt_plan *plan;
-	int nb;
-	struct kt_buf bufs[KT_MAX_BUFS];
-	float *d[KT_MAX_BUFS];
-	int round;		/* 1: bf16 stores rounded like the GPU's */
-	long oob;		/* out-of-bounds accesses seen */
-	long unknown;		/* launches of kernels the emulator lacks */
-};
-
-static float ld(struct emu *m, int buf, long long i)
-{
-	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
-		m->oob++;
-		return 0;
-	}
-	return m->d[buf][i];
-}
-
-static void st(struct emu *m, int buf, long long i, double v)
-{
-	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
-		m->oob++;
-		return;
-	}
-	if (m->round && m->bufs[buf].dtype == KT_BF16)
-		m->d[buf][i] = kt_bf16_to_f32(kt_f32_to_bf16((float)v));
-	else
-		m->d[buf][i] = (float)v;
-}
-
-static long long ai(const struct kt_launch *l, int k)
-{
-	CU_ASSERT(k < l->nargs && l->args[k].kind != KT_ARG_BUF);
-	return k < l->nargs ? l->args[k].i : 0;
-}
-
-static int ab(const struct kt_launch *l, int k)
-{
-	CU_ASSERT(k < l->nargs && l->args[k].kind == KT_ARG_BUF);
-	return k < l->nargs ? l->args[k].buf : -1;
-}
-
-static long define_of(const struct kt_program *p, const char *name)
-{
-	size_t len = strlen(name);
-	int i;
-
-	for (i = 0; i < p->ndefines; i++)
-		if (strncmp(p->defines[i], name, len) == 0 && p->defines[i][len] == '=')
-			return atol(p->defines[i] + len + 1);
-	return -1;
-}
-
-static void emu_gemm(struct emu *m, const struct kt_launch *l)
-{
-	const struct kt_program *p = &m->plan->programs[l->program];
-	int A = ab(l, 0), B = ab(l, 1), C = ab(l, 2);
-	long long M = ai(l, 3), N = ai(l, 4), K = ai(l, 5), lda = ai(l, 6), ldb = ai(l, 7);
-	long long ldc = ai(l, 8), sA = ai(l, 9), sB = ai(l, 10), sC = ai(l, 11);
-	long bm = define_of(p, "BLOCK_M"), bn = define_of(p, "BLOCK_N");
-	long long z, t, c, k;
-
-	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
-	CU_ASSERT_EQUAL(l->nargs, 12);
-	CU_ASSERT(bm > 0 && bn > 0);
-	if (bm > 0 && bn > 0)
-		CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
-	CU_ASSERT_EQUAL(l->grid[1], 1);	/* no split-K here */
-	/* gemm.cu's 16-byte rules */
-	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0);
-	CU_ASSERT(sA % 8 == 0 && sB % 8 == 0 && sC % 8 == 0);
-	CU_ASSERT(l->smem > 0);
-	for (z = 0; z < (long long)l->grid[2]; z++)
-		for (t = 0; t < M; t++)
-			for (c = 0; c < N; c++) {
-				double acc = 0;
-
-				for (k = 0; k < K; k++)
-					acc += (double)ld(m, A, z * sA + t * lda + k) *
-					       (double)ld(m, B, z * sB + c * ldb + k);
-				st(m, C, z * sC + t * ldc + c, acc);
-			}
-}
-
-static const struct kt_tmap *atm(const struct kt_launch *l, int k, int *buf)
-{
-	CU_ASSERT_FATAL(k < l->nargs && l->args[k].kind == KT_ARG_TMAP);
-	*buf = l->args[k].buf;
-	return &l->args[k].tmap;
-}
-
-/* Element (batch z, row, k) of a rank-3 (k, rows, batch) map: the worker
- * builds it over the buffer; every address of it must lie inside. */
-static long long tm_at(const struct kt_tmap *tm, long long z, long long row, long long k)
-{
-	return z * tm->strides[2] + row * tm->strides[1] + k;
-}
-
-static void check_tmap(struct emu *m, const struct kt_tmap *tm, int buf, long long rows,
-		       long long K, long box_rows)
-{
-	long long last;
-
-	CU_ASSERT_EQUAL(tm->rank, 3);
-	CU_ASSERT_EQUAL(tm->dims[0], K);
-	CU_ASSERT_EQUAL(tm->dims[1], rows);
-	CU_ASSERT_EQUAL(tm->box[0], 64);
-	CU_ASSERT_EQUAL(tm->box[1], box_rows);
-	CU_ASSERT_EQUAL(tm->swizzle, 128);
-	/* 16-byte global strides */
-	CU_ASSERT(tm->strides[1] % 8 == 0 && tm->strides[2] % 8 == 0);
-	last = tm_at(tm, tm->dims[2] - 1, tm->dims[1] - 1, tm->dims[0] - 1);
-	CU_ASSERT(buf >= 0 && buf < m->nb && last >= 0 && (size_t)last < m->bufs[buf].elems);
-}
-
-/* gemm.cu's gemm_tn_ws: A, B as tensor maps, batch coordinate z * zA. */
-static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
-{
-	const struct kt_program *p = &m->plan->programs[l->program];
-	int A, B, C = ab(l, 2);
-	const struct kt_tmap *ta = atm(l, 0, &A), *tb = atm(l, 1, &B);
-	long long M = ai(l, 3), N = ai(l, 4), K = ai(l, 5), ldc = ai(l, 6), sC = ai(l, 7);
-	long long zA = ai(l, 8), zB = ai(l, 9), z, t, c, k;
-	long bm = define_of(p, "BLOCK_M"), bn = define_of(p, "BLOCK_N");
-
-	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
-	CU_ASSERT_EQUAL(define_of(p, "WS"), 1);
-	CU_ASSERT_EQUAL(l->nargs, 10);
-	CU_ASSERT_FATAL(bm > 0 && bn > 0);
-	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
-	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && ldc % 8 == 0 && sC % 8 == 0);
-	check_tmap(m, ta, A, M, K, bm);
-	check_tmap(m, tb, B, N, K, bn);
-	CU_ASSERT((l->grid[2] - 1) * zA < ta->dims[2] && (l->grid[2] - 1) * zB < tb->dims[2]);
-	for (z = 0; z < (long long)l->grid[2]; z++)
-		for (t = 0; t < M; t++)
-			for (c = 0; c < N; c++) {
-				double acc = 0;
-
-				for (k = 0; k < K; k++)
-					acc += (double)ld(m, A, tm_at(ta, z * zA, t, k)) *
-					       (double)ld(m, B, tm_at(tb, z * zB, c, k));
-				st(m, C, z * sC + t * ldc + c, acc);
-			}
-}
+/* ---- plans on the host (the shared emulator, plan_emu.h) ---- */
 
 /* Each of these mirrors its kernel in templates/blast.cu. */
 static void emu_s_to_f32(struct emu *m, const struct kt_launch *l)
 {
-	int Sb = ab(l, 0), S32 = ab(l, 1);
-	long long count = ai(l, 2), e;
+	int Sb = emu_ab(l, 0), S32 = emu_ab(l, 1);
+	long long count = emu_ai(l, 2), e;
 
 	CU_ASSERT_EQUAL(m->bufs[S32].dtype, KT_F32);
 	for (e = 0; e < count; e++)
-		st(m, S32, e, ld(m, Sb, e));
+		emu_st(m, S32, e, emu_ld(m, Sb, e));
 }
 
 /* blast_mix thread by thread: (block x, y) x (thread x, y). */
 static void emu_mix(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
-	int z = ab(l, 0), S32 = ab(l, 1), w = ab(l, 2);
-	long long N = ai(l, 3), r = ai(l, 4), plane = N * r;
-	long B = define_of(p, "MIX_B");
+	int z = emu_ab(l, 0), S32 = emu_ab(l, 1), w = emu_ab(l, 2);
+	long long N = emu_ai(l, 3), r = emu_ai(l, 4), plane = N * r;
+	long B = emu_define(p, "MIX_B");
 	long RV = B <= 16 ? 8 : B <= 32 ? 4 : B <= 64 ? 2 : 1;
 	long long bx, by, tx, ty, i, j, k;
 
@@ -574,10 +417,10 @@ static void emu_mix(struct emu *m, const struct kt_launch *l)
 						for (j = 0; j < B; j++)
 							for (k = 0; k < RV; k++)
 								acc[k] = (float)(acc[k] +
-									  (double)ld(m, S32, (i * B + j) * r + c + k) *
-									  ld(m, z, j * plane + off + k));
+									  (double)emu_ld(m, S32, (i * B + j) * r + c + k) *
+									  emu_ld(m, z, j * plane + off + k));
 						for (k = 0; k < RV; k++)
-							st(m, w, i * plane + off + k, acc[k]);
+							emu_st(m, w, i * plane + off + k, acc[k]);
 					}
 				}
 }
@@ -588,16 +431,16 @@ static void emu_mix(struct emu *m, const struct kt_launch *l)
 static void emu_s1mix(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
-	int x = ab(l, 0), Vb = ab(l, 1), S32 = ab(l, 2), w = ab(l, 3);
-	long long N = ai(l, 4), n = ai(l, 5), r = ai(l, 6), plane = N * r;
-	long B = define_of(p, "MIX_B"), BM = define_of(p, "BLOCK_M"), BN = define_of(p, "BLOCK_N");
-	long BK = define_of(p, "BLOCK_K"), ST = define_of(p, "STAGES"), GM = define_of(p, "GROUP_M");
-	long WM = define_of(p, "WARPS_M"), WN = define_of(p, "WARPS_N");
+	int x = emu_ab(l, 0), Vb = emu_ab(l, 1), S32 = emu_ab(l, 2), w = emu_ab(l, 3);
+	long long N = emu_ai(l, 4), n = emu_ai(l, 5), r = emu_ai(l, 6), plane = N * r;
+	long B = emu_define(p, "MIX_B"), BM = emu_define(p, "BLOCK_M"), BN = emu_define(p, "BLOCK_N");
+	long BK = emu_define(p, "BLOCK_K"), ST = emu_define(p, "STAGES"), GM = emu_define(p, "GROUP_M");
+	long WM = emu_define(p, "WARPS_M"), WN = emu_define(p, "WARPS_N");
 	long RV = B <= 16 ? 8 : B <= 32 ? 4 : B <= 64 ? 2 : 1, nb;
 	long long tm, tn, pid;
 	double *zt;
 
-	CU_ASSERT_EQUAL_FATAL(define_of(p, "FUSED"), 1);
+	CU_ASSERT_EQUAL_FATAL(emu_define(p, "FUSED"), 1);
 	CU_ASSERT_FATAL(B >= 1 && BM > 0 && BN > 0 && BK > 0 && ST > 0 && WM > 0 && WN > 0);
 	CU_ASSERT_EQUAL(l->block[0], (unsigned)(WM * WN * 32));
 	CU_ASSERT_EQUAL(l->smem, (unsigned)(ST * (BM + BN) * BK * 2 + B * BM * (BN + 8) * 2));
@@ -632,8 +475,8 @@ static void emu_s1mix(struct emu *m, const struct kt_launch *l)
 
 					if (row < N && col < r)
 						for (k = 0; k < nb; k++)
-							acc += (double)ld(m, x, row * n + j * nb + k) *
-							       ld(m, Vb, (j * r + col) * nb + k);
+							acc += (double)emu_ld(m, x, row * n + j * nb + k) *
+							       emu_ld(m, Vb, (j * r + col) * nb + k);
 					if (m->round)
 						acc = kt_bf16_to_f32(kt_f32_to_bf16((float)acc));
 					zt[(j * BM + tl) * BN + cl] = acc;
@@ -649,10 +492,10 @@ static void emu_s1mix(struct emu *m, const struct kt_launch *l)
 				for (j = 0; j < B; j++)
 					for (k = 0; k < RV; k++)
 						acc[k] = (float)(acc[k] +
-							  (double)ld(m, S32, (i * B + j) * r + c + k) *
+							  (double)emu_ld(m, S32, (i * B + j) * r + c + k) *
 							  zt[(j * BM + tl2) * BN + vl * RV + k]);
 				for (k = 0; k < RV; k++)
-					st(m, w, i * plane + t * r + c + k, acc[k]);
+					emu_st(m, w, i * plane + t * r + c + k, acc[k]);
 			}
 		}
 	}
@@ -661,57 +504,57 @@ static void emu_s1mix(struct emu *m, const struct kt_launch *l)
 
 static void emu_ref_z(struct emu *m, const struct kt_launch *l)
 {
-	int x = ab(l, 0), Vb = ab(l, 1), z32 = ab(l, 2);
-	long long N = ai(l, 3), n = ai(l, 4), b = ai(l, 5), r = ai(l, 6), nb = n / b, e, k;
+	int x = emu_ab(l, 0), Vb = emu_ab(l, 1), z32 = emu_ab(l, 2);
+	long long N = emu_ai(l, 3), n = emu_ai(l, 4), b = emu_ai(l, 5), r = emu_ai(l, 6), nb = n / b, e, k;
 
 	for (e = 0; e < b * N * r; e++) {
 		long long c = e % r, row = e / r, t = row % N, j = row / N;
 		float acc = 0.f;
 
 		for (k = 0; k < nb; k++)
-			acc += ld(m, x, t * n + j * nb + k) * ld(m, Vb, (j * r + c) * nb + k);
-		st(m, z32, e, acc);
+			acc += emu_ld(m, x, t * n + j * nb + k) * emu_ld(m, Vb, (j * r + c) * nb + k);
+		emu_st(m, z32, e, acc);
 	}
 }
 
 static void emu_ref_w(struct emu *m, const struct kt_launch *l)
 {
-	int z32 = ab(l, 0), Sb = ab(l, 1), w32 = ab(l, 2);
-	long long N = ai(l, 3), b = ai(l, 4), r = ai(l, 5), e, j;
+	int z32 = emu_ab(l, 0), Sb = emu_ab(l, 1), w32 = emu_ab(l, 2);
+	long long N = emu_ai(l, 3), b = emu_ai(l, 4), r = emu_ai(l, 5), e, j;
 
 	for (e = 0; e < b * N * r; e++) {
 		long long c = e % r, row = e / r, t = row % N, i = row / N;
 		float acc = 0.f;
 
 		for (j = 0; j < b; j++)
-			acc += ld(m, Sb, (i * b + j) * r + c) * ld(m, z32, (j * N + t) * r + c);
-		st(m, w32, e, acc);
+			acc += emu_ld(m, Sb, (i * b + j) * r + c) * emu_ld(m, z32, (j * N + t) * r + c);
+		emu_st(m, w32, e, acc);
 	}
 }
 
 static void emu_ref_y(struct emu *m, const struct kt_launch *l)
 {
-	int w32 = ab(l, 0), Ub = ab(l, 1), y = ab(l, 2);
-	long long N = ai(l, 3), mm = ai(l, 4), b = ai(l, 5), r = ai(l, 6), mb = mm / b, e, c;
+	int w32 = emu_ab(l, 0), Ub = emu_ab(l, 1), y = emu_ab(l, 2);
+	long long N = emu_ai(l, 3), mm = emu_ai(l, 4), b = emu_ai(l, 5), r = emu_ai(l, 6), mb = mm / b, e, c;
 
 	for (e = 0; e < N * mm; e++) {
 		long long o = e % mm, t = e / mm, i = o / mb, op = o % mb;
 		float acc = 0.f;
 
 		for (c = 0; c < r; c++)
-			acc += ld(m, w32, (i * N + t) * r + c) * ld(m, Ub, (i * mb + op) * r + c);
-		st(m, y, e, acc);
+			acc += emu_ld(m, w32, (i * N + t) * r + c) * emu_ld(m, Ub, (i * mb + op) * r + c);
+		emu_st(m, y, e, acc);
 	}
 }
 
-static void emu_launch(struct emu *m, const struct kt_launch *l)
+/* blast.cu's kernels for the shared emulator (plan_emu.h); blast's
+ * gemm_tn_ws maps cover exactly their operands. */
+static int blast_kernel(struct emu *m, const struct kt_launch *l)
 {
 	static const struct {
 		const char *name;
 		void (*fn)(struct emu *, const struct kt_launch *);
 	} kernels[] = {
-		{"gemm_tn", emu_gemm},
-		{"gemm_tn_ws", emu_gemm_ws},
 		{"blast_s_to_f32", emu_s_to_f32},
 		{"blast_mix", emu_mix},
 		{"blast_s1mix", emu_s1mix},
@@ -721,63 +564,29 @@ static void emu_launch(struct emu *m, const struct kt_launch *l)
 	};
 	size_t i;
 
-	CU_ASSERT(l->program >= 0 && l->program < m->plan->nprograms);
-	CU_ASSERT(l->grid[0] >= 1 && l->grid[1] >= 1 && l->grid[2] >= 1);
-	CU_ASSERT(l->block[0] >= 32 && l->block[0] * l->block[1] * l->block[2] <= 1024);
-	if (strncmp(l->kernel, "blast_", 6) == 0)
-		CU_ASSERT_STRING_EQUAL(m->plan->programs[l->program].tpl, "blast");
+	if (strcmp(l->kernel, "gemm_tn_ws") == 0 && l->nargs == 10) {
+		emu_map_extent(&l->args[0], l->args[8].i, l->args[3].i, l->args[5].i, l->grid[2]);
+		emu_map_extent(&l->args[1], l->args[9].i, l->args[4].i, l->args[5].i, l->grid[2]);
+		return 0;
+	}
 	for (i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
 		if (strcmp(kernels[i].name, l->kernel) == 0) {
 			kernels[i].fn(m, l);
-			return;
+			return 1;
 		}
-	m->unknown++;
+	return 0;
 }
 
 /* Runs plan (prep, then timed launches) on the problem's inputs with the
  * config's buffers (every non-input poisoned with NaN, as the worker poisons
  * outputs); returns y (malloc'ed). */
-static float *emu_run(const struct problem *p, const struct kt_config *c,
-		      const struct kt_plan *plan, int round, long *oob)
+static float *plan_run(const struct problem *p, const struct kt_config *c,
+		       const struct kt_plan *plan, int round, long *oob)
 {
-	struct emu m;
-	float *y = NULL;
-	size_t e;
-	int i;
-
-	memset(&m, 0, sizeof(m));
-	m.plan = plan;
-	m.round = round;
-	m.nb = fam->buffers(&p->s, c, m.bufs);
-	CU_ASSERT_FATAL(m.nb >= p->nb && m.nb <= KT_MAX_BUFS);
-	for (i = 0; i < m.nb; i++) {
-		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
-		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
-		for (e = 0; e < m.bufs[i].elems; e++)
-			m.d[i][e] = p->in[i] ? kt_bf16_to_f32(p->in[i][e]) : NAN;
-	}
-	for (i = 0; i < plan->nprep; i++)
-		emu_launch(&m, &plan->prep[i]);
-	for (i = 0; i < plan->nlaunch; i++)
-		emu_launch(&m, &plan->launch[i]);
-	CU_ASSERT_EQUAL(m.unknown, 0);
-	*oob = m.oob;
-	y = m.d[Y];
-	m.d[Y] = NULL;
-	for (i = 0; i < m.nb; i++)
-		free(m.d[i]);
-	return y;
+	return emu_run(fam, &p->s, c, plan, (uint16_t *const *)p->in, p->nb, Y, round, "blast",
+		       blast_kernel, oob);
 }
 
-static int count_nonfinite(const float *y, size_t n)
-{
-	int bad = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		bad += !isfinite(y[i]);
-	return bad;
-}
 
 /* The GPU reference's math (ref_plan through the emulator) vs cpu_ref. */
 static void test_gpu_ref_on_host(void)
@@ -803,10 +612,10 @@ static void test_gpu_ref_on_host(void)
 		for (round = 0; round < 2; round++) {
 			double rel;
 
-			y = emu_run(&p, NULL, &plan, round, &oob);
+			y = plan_run(&p, NULL, &plan, round, &oob);
 			CU_ASSERT_EQUAL(oob, 0);
-			CU_ASSERT_EQUAL(count_nonfinite(y, p.bufs[Y].elems), 0);
-			rel = rel_l2(y, p.ref, p.bufs[Y].elems);
+			CU_ASSERT_EQUAL(emu_nonfinite(y, p.bufs[Y].elems), 0);
+			rel = emu_rel_l2(y, p.ref, p.bufs[Y].elems);
 			/* fp32 accumulation; then bf16 output rounding */
 			CU_ASSERT(rel < (round ? 4e-3 : 1e-5));
 			if (rel >= (round ? 4e-3 : 1e-5))
@@ -895,7 +704,7 @@ static void test_variants_on_host(void)
 				CU_ASSERT_EQUAL(plan.nprep, 1);
 				CU_ASSERT(strlen(plan.transform) > 10);
 				for (pr = 0; pr < plan.nprograms; pr++)
-					wg += define_of(&plan.programs[pr], is_ws(v) ? "WS" : "WGMMA") == 1;
+					wg += emu_define(&plan.programs[pr], is_ws(v) ? "WS" : "WGMMA") == 1;
 				/* every GEMM program on the variant's MMA path */
 				CU_ASSERT_EQUAL(wg, is_90a(v) ? plan.nprograms - 1 : 0);
 				/* z only where it goes through memory */
@@ -908,10 +717,10 @@ static void test_variants_on_host(void)
 					CU_ASSERT_EQUAL(hasz, !is_fused(v));
 				}
 				for (round = 0; round < 2; round++) {
-					y = emu_run(&p, cs[k], &plan, round, &oob);
-					rel = rel_l2(y, p.ref, p.bufs[Y].elems);
+					y = plan_run(&p, cs[k], &plan, round, &oob);
+					rel = emu_rel_l2(y, p.ref, p.bufs[Y].elems);
 					CU_ASSERT_EQUAL(oob, 0);
-					CU_ASSERT_EQUAL(count_nonfinite(y, p.bufs[Y].elems), 0);
+					CU_ASSERT_EQUAL(emu_nonfinite(y, p.bufs[Y].elems), 0);
 					/* exact: the plan is the math; rounded: bf16 z, w
 					 * and y stay well inside the family's tolerance */
 					CU_ASSERT(rel < (round ? fam->tol / 2 : 1e-5));
@@ -923,8 +732,8 @@ static void test_variants_on_host(void)
 				/* control: the mixer on an S32 the prep never wrote
 				 * leaves NaN in y */
 				plan.nprep = 0;
-				y = emu_run(&p, cs[k], &plan, 0, &oob);
-				CU_ASSERT(count_nonfinite(y, p.bufs[Y].elems) > 0);
+				y = plan_run(&p, cs[k], &plan, 0, &oob);
+				CU_ASSERT(emu_nonfinite(y, p.bufs[Y].elems) > 0);
 				free(y);
 			}
 		}
@@ -958,8 +767,8 @@ static void test_mix_grid_control(void)
 	/* r = 40, b = 4: 5 vectors of 8 ranks, one CTA of 8 warps covers them */
 	CU_ASSERT_EQUAL(plan.launch[1].grid[1], 1);
 	plan.launch[1].block[1] = 4;
-	y = emu_run(&p, &x.first, &plan, 0, &oob);
-	CU_ASSERT(count_nonfinite(y, p.bufs[Y].elems) > 0);
+	y = plan_run(&p, &x.first, &plan, 0, &oob);
+	CU_ASSERT(emu_nonfinite(y, p.bufs[Y].elems) > 0);
 	free(y);
 	problem_release(&p);
 }
@@ -1334,180 +1143,45 @@ static void test_models(void)
 
 #define SAMPLE_PER_VARIANT 12
 
-struct job_list {
-	struct kt_program *progs;
-	char (*arch)[16];
-	char (*label)[200];
-	int n, cap;
-};
-
-static void job_add(struct job_list *j, const struct kt_program *p, const char *arch,
-		    const char *label)
+/* the larger of the two N tiles stands for the smem / register extremes */
+static void pick_tile(const struct kt_config *c, struct kt_gemm_tile *t)
 {
-	int i, d;
-
-	for (i = 0; i < j->n; i++) {
-		const struct kt_program *q = &j->progs[i];
-
-		if (strcmp(q->tpl, p->tpl) || q->ndefines != p->ndefines || strcmp(j->arch[i], arch))
-			continue;
-		for (d = 0; d < p->ndefines && strcmp(q->defines[d], p->defines[d]) == 0; d++)
-			;
-		if (d == p->ndefines)
-			return;
-	}
-	if (j->n == j->cap) {
-		int cap = j->cap ? j->cap * 2 : 64;
-		void *a = realloc(j->progs, sizeof(*j->progs) * (size_t)cap);
-
-		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-		j->progs = a;
-		a = realloc(j->arch, sizeof(*j->arch) * (size_t)cap);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-		j->arch = a;
-		a = realloc(j->label, sizeof(*j->label) * (size_t)cap);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-		j->label = a;
-		j->cap = cap;
-	}
-	j->progs[j->n] = *p;
-	snprintf(j->arch[j->n], sizeof(j->arch[0]), "%s", arch);
-	snprintf(j->label[j->n], sizeof(j->label[0]), "%s", label);
-	j->n++;
+	t->bm = c->p[0];
+	t->bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
+	t->bk = is_90a(c->variant) ? 64 : c->p[3];
+	t->wm = is_90a(c->variant) ? c->p[0] / 16 : c->p[4];
+	t->wn = is_90a(c->variant) ? 1 : c->p[5];
+	t->stages = c->p[6];
+	t->wgmma = is_wgmma(c->variant);
+	t->ws = is_ws(c->variant);
+	t->consumers = t->ws ? c->p[8] : 0;
 }
 
-static void job_add_plan(struct job_list *j, const struct kt_shape *s, const struct kt_config *c,
-			 const struct kt_target *t, const char *why)
+static int samples_some(int v)
 {
-	struct kt_plan p;
-	struct kt_err e = {0};
-	char arch[16], key[200], label[200];
-	int i;
-
-	CU_ASSERT_EQUAL_FATAL(fam->plan(s, c, t, &p, &e), 0);
-	kt_target_arch(t, arch, sizeof(arch));
-	kt_config_key(fam, c, key, sizeof(key));
-	snprintf(label, sizeof(label), "%.160s [%.20s]", key, why);
-	for (i = 0; i < p.nprograms; i++)
-		job_add(j, &p.programs[i], arch, label);
+	return SAMPLE_PER_VARIANT;
 }
 
-struct pick {
-	struct kt_shape s;
-	struct kt_target t;
-	int variant;
-	long n;
-	struct kt_config *valid;
-	long cap;
-	struct kt_config ext[6];	/* first, last, max smem, max acc, min/max threads */
-	long ext_v[6];
-};
-
-static int pick_one(const struct kt_config *c, void *arg)
+static int samples_none(int v)
 {
-	struct pick *x = arg;
-	struct kt_gemm_tile t;
-	char why[200];
-	long v[6];
-	int k;
-
-	if (c->variant != x->variant || fam->check(&x->s, c, &x->t, why, sizeof(why)))
-		return 0;
-	if (x->n == x->cap) {
-		void *a;
-
-		x->cap = x->cap ? x->cap * 2 : 256;
-		a = realloc(x->valid, sizeof(*x->valid) * (size_t)x->cap);
-		if (!a)
-			return -1;
-		x->valid = a;
-	}
-	x->valid[x->n] = *c;
-	/* the larger of the two N tiles stands for the smem / register
-	 * extremes */
-	memset(&t, 0, sizeof(t));
-	t.bm = c->p[0];
-	t.bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
-	t.bk = is_90a(c->variant) ? 64 : c->p[3];
-	t.wm = is_90a(c->variant) ? c->p[0] / 16 : c->p[4];
-	t.wn = is_90a(c->variant) ? 1 : c->p[5];
-	t.stages = c->p[6];
-	t.wgmma = is_wgmma(c->variant);
-	t.ws = is_ws(c->variant);
-	t.consumers = t.ws ? c->p[8] : 0;
-	v[0] = -x->n;
-	v[1] = x->n;
-	v[2] = kt_gemm_smem(&t);
-	v[3] = kt_gemm_acc_regs(&t);
-	v[4] = -(long)kt_gemm_threads(&t);
-	v[5] = kt_gemm_threads(&t);
-	for (k = 0; k < 6; k++)
-		if (x->n == 0 || v[k] > x->ext_v[k]) {
-			x->ext_v[k] = v[k];
-			x->ext[k] = *c;
-		}
-	x->n++;
 	return 0;
 }
 
 static uint64_t rng_state = 0x626c617374ull;	/* fixed seed: the same sample every run */
 
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Queues the configs of shape on target tname: wgmma variants on sm_90a
- * only, and there only them unless all; nsample random ones per variant
- * besides the extremes. */
+ * only, and there only them unless all; nsample (0 or SAMPLE_PER_VARIANT)
+ * random ones per variant besides the extremes. */
 static void add_shape(struct job_list *j, const char *text, const char *tname, int all,
 		      int nsample)
 {
-	static const char *const ext_names[] = {"first", "last", "max smem", "max acc",
-						"min threads", "max threads"};
-	struct kt_plan rp;
-	struct kt_err e = {0};
-	char arch[16];
-	int v, k;
-	long i;
+	const struct job_sample js = {fam, is_90a, pick_tile,
+				      nsample ? samples_some : samples_none, &rng_state};
+	struct kt_shape s = shape(text);
+	struct kt_target t = target(tname);
 
-	for (v = 0; v < fam->nvariants; v++) {
-		int arch_a = strcmp(tname, "sm_90a") == 0;
-		struct pick x;
-
-		if (is_90a(v) ? !arch_a : arch_a && !all)
-			continue;
-		memset(&x, 0, sizeof(x));
-		x.s = shape(text);
-		x.t = target(tname);
-		x.variant = v;
-		CU_ASSERT_EQUAL(kt_space_foreach(fam, 0, pick_one, &x), 0);
-		CU_ASSERT(x.n > 0);
-		if (all) {
-			for (i = 0; i < x.n; i++)
-				job_add_plan(j, &x.s, &x.valid[i], &x.t, "all");
-		} else if (x.n > 0) {
-			for (k = 0; k < 6; k++)
-				job_add_plan(j, &x.s, &x.ext[k], &x.t, ext_names[k]);
-			for (k = 0; k < nsample; k++)
-				job_add_plan(j, &x.s, &x.valid[rng_next() % (uint64_t)x.n], &x.t,
-					     "sample");
-		}
-		free(x.valid);
-	}
-	{
-		struct kt_shape s = shape(text);
-		struct kt_target t = target(tname);
-
-		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(&s, &t, &rp, &e), 0);
-		kt_target_arch(&t, arch, sizeof(arch));
-		for (k = 0; k < rp.nprograms; k++)
-			job_add(j, &rp.programs[k], arch, "reference");
-	}
+	CU_ASSERT(nsample == 0 || nsample == SAMPLE_PER_VARIANT);
+	job_add_shape(j, &js, &s, &t, all);
 }
 
 /* The mixer of every register-cache width (MIX_B 1, 16, 20, 40, 72, 256)
@@ -1530,7 +1204,7 @@ static void add_mixers(struct job_list *j, const char *tname)
 		struct kt_config c;
 
 		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
-		job_add_plan(j, &s, &c, &t, "mixer");
+		job_add_plan(j, fam, &s, &c, &t, "mixer");
 	}
 }
 
@@ -1540,9 +1214,8 @@ static void test_compile(void)
 	int everything = all && strcmp(all, "1") == 0;
 	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
 	struct job_list j;
-	struct jit_job *jobs;
 	size_t t, i;
-	int k, ok = 0, blast_seen = 0, mixers = 0, fused = 0;
+	int k, blast_seen = 0, mixers = 0, fused = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1555,30 +1228,15 @@ static void test_compile(void)
 		}
 		add_mixers(&j, targets[t]);
 	}
-	jobs = calloc((size_t)j.n, sizeof(*jobs));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
+	job_list_compile(&j);
 	for (k = 0; k < j.n; k++) {
-		jobs[k].prog = &j.progs[k];
-		jobs[k].arch = j.arch[k];
-	}
-	printf("\n  compiling %d programs (NVRTC %s)\n", j.n, jit_nvrtc_version());
-	jit_compile_all(jobs, j.n, 0);
-	for (k = 0; k < j.n; k++) {
-		struct jit_result *r = &jobs[k].res;
-
-		CU_ASSERT_EQUAL(jobs[k].failed, 0);
-		CU_ASSERT(r->ok && r->cubin && r->cubin_len > 64);
-		if (jobs[k].failed || !r->ok) {
-			fprintf(stderr, "  FAILED %s %s %s: %s\n%s\n", j.arch[k], j.progs[k].tpl,
-				j.label[k], jobs[k].err_msg, r->log ? r->log : "");
+		if (!job_ok(&j, k) || strcmp(j.progs[k].tpl, "blast") != 0)
 			continue;
-		}
-		ok++;
-		if (strcmp(j.progs[k].tpl, "blast") == 0 && define_of(&j.progs[k], "FUSED") == 1) {
+		if (emu_define(&j.progs[k], "FUSED") == 1) {
 			fused++;
-		} else if (strcmp(j.progs[k].tpl, "blast") == 0) {
+		} else {
 			blast_seen++;
-			mixers += define_of(&j.progs[k], "MIX_B") > 0;
+			mixers += emu_define(&j.progs[k], "MIX_B") > 0;
 		}
 	}
 	/* per target: the reference (no defines) and the mixer for b = 1,
@@ -1587,13 +1245,7 @@ static void test_compile(void)
 	CU_ASSERT_EQUAL(mixers, 4 * 6);
 	/* mix_fused on sm_80, sm_86, sm_90 (and naive's targets only) */
 	CU_ASSERT(fused >= 3 * 6);
-	printf("  %d/%d compiled\n", ok, j.n);
-	for (k = 0; k < j.n; k++)
-		jit_result_release(&jobs[k].res);
-	free(jobs);
-	free(j.progs);
-	free(j.arch);
-	free(j.label);
+	job_list_release(&j);
 }
 
 /* ---- GPU (inactive without one) ---- */

@@ -10,6 +10,7 @@
 
 #include "kernels/family.h"
 #include "kernels/gemm_plan.h"
+#include "plan_emu.h"
 #include "testutil.h"
 
 static const struct kt_family *dense, *lowrank;
@@ -1121,95 +1122,21 @@ static void test_lowrank_ws(void)
 
 /* ---- lowrank unfused_ws plans on the host ---- */
 
-/* A small emulator of the two kernels a ws plan launches: gemm_tn_ws with
- * its operands read through the TMAP args' geometry (zero outside the
- * dims, zA / zB = 2: (k, batch, rows)), k-tiles of 64, split-K slices into
- * the fp32 workspace; and splitk_reduce. bf16 buffers round on store, as
- * on the GPU. Every access is bounds-checked (oob counts the misses). */
-struct lr_emu {
-	int nb;
-	struct kt_buf bufs[KT_MAX_BUFS];
-	float *d[KT_MAX_BUFS];
-	long oob, unknown;
-};
-
-static float lr_ld(struct lr_emu *m, int buf, long long i)
-{
-	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
-		m->oob++;
-		return 0;
-	}
-	return m->d[buf][i];
-}
-
-static void lr_st(struct lr_emu *m, int buf, long long i, double v)
-{
-	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
-		m->oob++;
-		return;
-	}
-	m->d[buf][i] = m->bufs[buf].dtype == KT_BF16 ? kt_bf16_to_f32(kt_f32_to_bf16((float)v))
-						      : (float)v;
-}
-
-static double lr_map(struct lr_emu *m, const struct kt_arg *a, long long zm, long long z,
-		     long long row, long long k)
-{
-	const struct kt_tmap *t = &a->tmap;
-	long long c1 = zm == 2 ? z : row, c2 = zm == 2 ? row : z * zm;
-
-	if (k >= t->dims[0] || c1 >= t->dims[1] || c2 >= t->dims[2])
-		return 0;
-	return lr_ld(m, a->buf, k + c1 * t->strides[1] + c2 * t->strides[2]);
-}
-
-static void lr_launch(struct lr_emu *m, const struct kt_plan *p, const struct kt_launch *l)
+/* unfused_ws plans through the shared emulator (plan_emu.h: gemm_tn_ws
+ * with its operands read through the TMAP args' geometry, zero outside
+ * the dims, zA / zB = 2: (k, batch, rows), k-tiles of 64, split-K slices
+ * into the fp32 workspace; splitk_reduce; bf16 buffers round on store, as
+ * on the GPU; every access bounds-checked). lowrank's own check: a split
+ * launch comes from a SPLIT_K=2 or 4 program. */
+static int lr_kernel(struct emu *m, const struct kt_launch *l)
 {
 	if (strcmp(l->kernel, "gemm_tn_ws") == 0) {
-		const struct kt_program *pr = &p->programs[l->program];
-		long long M = l->args[3].i, N = l->args[4].i, K = l->args[5].i, ldc = l->args[6].i;
-		long long sC = l->args[7].i, zA = l->args[8].i, zB = l->args[9].i;
-		long long sk = l->grid[1], kc, z, sl, t, c, k;
-		int C = l->args[2].buf, i;
+		long long sk = l->grid[1];
 
-		CU_ASSERT(l->args[0].kind == KT_ARG_TMAP && l->args[1].kind == KT_ARG_TMAP);
-		/* a split launch comes from a SPLIT_K program */
-		for (i = 0; i < pr->ndefines; i++)
-			if (strncmp(pr->defines[i], "SPLIT_K=", 8) == 0)
-				CU_ASSERT_EQUAL(atoll(pr->defines[i] + 8), sk);
-		CU_ASSERT(sk == 1 || has_define(pr, sk == 2 ? "SPLIT_K=2" : "SPLIT_K=4"));
-		kc = sk > 1 ? (K + 64 * sk - 1) / (64 * sk) * 64 : K;
-		for (z = 0; z < (long long)l->grid[2]; z++)
-			for (sl = 0; sl < sk; sl++) {
-				long long k0 = sl * kc, kend = k0 + ((K - k0 < kc ? K - k0 : kc) + 63) / 64 * 64;
-
-				for (t = 0; t < M; t++)
-					for (c = 0; c < N; c++) {
-						double acc = 0;
-
-						for (k = k0; k < kend; k++)
-							acc += lr_map(m, &l->args[0], zA, z, t, k) *
-							       lr_map(m, &l->args[1], zB, z, c, k);
-						lr_st(m, C, sk > 1 ? sl * M * ldc + t * ldc + c
-								   : z * sC + t * ldc + c, acc);
-					}
-			}
-	} else if (strcmp(l->kernel, "splitk_reduce") == 0) {
-		int W = l->args[0].buf, C = l->args[1].buf;
-		long long M = l->args[2].i, N = l->args[3].i, ldc = l->args[4].i, sp = l->args[5].i;
-		long long t, c, q;
-
-		for (t = 0; t < M; t++)
-			for (c = 0; c < N; c++) {
-				double acc = 0;
-
-				for (q = 0; q < sp; q++)
-					acc += lr_ld(m, W, q * M * N + t * N + c);
-				lr_st(m, C, t * ldc + c, acc);
-			}
-	} else {
-		m->unknown++;
+		CU_ASSERT(sk == 1 || has_define(&m->plan->programs[l->program],
+						sk == 2 ? "SPLIT_K=2" : "SPLIT_K=4"));
 	}
+	return 0;
 }
 
 /* Runs plan p of config c on inputs in (bf16 bits, problem buffer order);
@@ -1217,28 +1144,7 @@ static void lr_launch(struct lr_emu *m, const struct kt_plan *p, const struct kt
 static float *lr_run(const struct kt_shape *s, const struct kt_config *c, const struct kt_plan *p,
 		     uint16_t *const *in, long *oob)
 {
-	struct lr_emu m;
-	float *y;
-	size_t e;
-	int i;
-
-	memset(&m, 0, sizeof(m));
-	m.nb = lowrank->buffers(s, c, m.bufs);
-	for (i = 0; i < m.nb; i++) {
-		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
-		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
-		for (e = 0; e < m.bufs[i].elems; e++)
-			m.d[i][e] = i < 3 ? kt_bf16_to_f32(in[i][e]) : NAN;
-	}
-	for (i = 0; i < p->nlaunch; i++)
-		lr_launch(&m, p, &p->launch[i]);
-	CU_ASSERT_EQUAL(m.unknown, 0);
-	*oob = m.oob;
-	y = m.d[3];
-	m.d[3] = NULL;
-	for (i = 0; i < m.nb; i++)
-		free(m.d[i]);
-	return y;
+	return emu_run(lowrank, s, c, p, in, 3, 3, 1, "lowrank", lr_kernel, oob);
 }
 
 static double lr_rel(const float *a, const float *b, size_t n)

@@ -5,7 +5,9 @@
  *  - the CPU reference equals multiplication by the dense matrix W
  *    materialized in double from w1, w2 and both permutations (a W built
  *    without the middle permutation must not match: the control);
- *  - plans run on the host: a small emulator executes a plan's launches
+ *  - plans run on the host: the shared emulator (plan_emu.h; monarch.cu's
+ *    kernels and the maps' increasing strides plugged in from here)
+ *    executes a plan's launches
  *    (gemm_tn, gemm_tn_ws -- its operands read through the TMAP args'
  *    geometry with the copy engine's zero fill, k-tiles of 64, split-K
  *    slices -- splitk_reduce and every monarch.cu kernel, each mirrored line
@@ -33,6 +35,7 @@
 
 #include "kernels/family.h"
 #include "kernels/gemm_plan.h"
+#include "plan_emu.h"
 #include "testutil.h"
 #include "tuner/jit.h"
 #include "tuner/worker_int.h"	/* wk_plan_check: what the worker accepts */
@@ -110,18 +113,6 @@ static int is_ws(int v)
 static int is_wgmma(int v)
 {
 	return strstr(mon->variants[v], "wgmma") != NULL || is_ws(v);
-}
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-	double d = 0, r = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		r += (double)b[i] * b[i];
-	}
-	return r > 0 ? sqrt(d / r) : (d > 0 ? 1e30 : 0);
 }
 
 /* ---- problem inputs on the host ---- */
@@ -218,7 +209,7 @@ static double dense_vs_ref(const struct problem *p, int wrong)
 				acc += (double)kt_bf16_to_f32(p->in[0][t * n + k]) * W[o * n + k];
 			y[t * m + o] = (float)acc;
 		}
-	rel = rel_l2(p->ref, y, (size_t)(T * m));
+	rel = emu_rel_l2(p->ref, y, (size_t)(T * m));
 	free(W);
 	free(y);
 	return rel;
@@ -278,229 +269,37 @@ static void test_output_scale(void)
 	}
 }
 
-/* ---- the host emulator of plans ---- */
-
-struct emu {
-	const struct kt_plan *plan;
-	int nb;
-	struct kt_buf bufs[KT_MAX_BUFS];
-	float *d[KT_MAX_BUFS];
-	int round;		/* 1: bf16 stores rounded like the GPU's */
-	long oob;		/* out-of-bounds accesses seen */
-	long unknown;		/* launches of kernels the emulator lacks */
-};
-
-static float ld(struct emu *m, int buf, long long i)
-{
-	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
-		m->oob++;
-		return 0;
-	}
-	return m->d[buf][i];
-}
-
-static void st(struct emu *m, int buf, long long i, double v)
-{
-	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
-		m->oob++;
-		return;
-	}
-	if (m->round && m->bufs[buf].dtype == KT_BF16)
-		m->d[buf][i] = kt_bf16_to_f32(kt_f32_to_bf16((float)v));
-	else
-		m->d[buf][i] = (float)v;
-}
-
-static long long ai(const struct kt_launch *l, int k)
-{
-	CU_ASSERT(k < l->nargs && l->args[k].kind != KT_ARG_BUF);
-	return k < l->nargs ? l->args[k].i : 0;
-}
-
-static int ab(const struct kt_launch *l, int k)
-{
-	CU_ASSERT(k < l->nargs && l->args[k].kind == KT_ARG_BUF);
-	return k < l->nargs ? l->args[k].buf : -1;
-}
-
-static long define_of(const struct kt_program *p, const char *name)
-{
-	size_t len = strlen(name);
-	int i;
-
-	for (i = 0; i < p->ndefines; i++)
-		if (strncmp(p->defines[i], name, len) == 0 && p->defines[i][len] == '=')
-			return atol(p->defines[i] + len + 1);
-	return -1;
-}
-
-static void emu_gemm(struct emu *m, const struct kt_launch *l)
-{
-	const struct kt_program *p = &m->plan->programs[l->program];
-	int A = ab(l, 0), B = ab(l, 1), C = ab(l, 2);
-	long long M = ai(l, 3), N = ai(l, 4), K = ai(l, 5), lda = ai(l, 6), ldb = ai(l, 7);
-	long long ldc = ai(l, 8), sA = ai(l, 9), sB = ai(l, 10), sC = ai(l, 11);
-	long bm = define_of(p, "BLOCK_M"), bn = define_of(p, "BLOCK_N");
-	long long z, t, c, k;
-
-	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
-	CU_ASSERT_EQUAL(l->nargs, 12);
-	/* the launch matches its program's tile */
-	CU_ASSERT(bm > 0 && bn > 0);
-	if (bm > 0 && bn > 0)
-		CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
-	/* gemm.cu's 16-byte rules */
-	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0);
-	CU_ASSERT(sA % 8 == 0 && sB % 8 == 0 && sC % 8 == 0);
-	for (z = 0; z < (long long)l->grid[2]; z++)
-		for (t = 0; t < M; t++)
-			for (c = 0; c < N; c++) {
-				double acc = 0;
-
-				for (k = 0; k < K; k++)
-					acc += (double)ld(m, A, z * sA + t * lda + k) *
-					       (double)ld(m, B, z * sB + c * ldb + k);
-				st(m, C, z * sC + t * ldc + c, acc);
-			}
-}
-
-/* A TMA read: element (c0, c1, c2) of map a, zero outside its dims (the
- * copy engine's fill), else through its strides (bounds-checked). */
-static double tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
-		     long long c2)
-{
-	const struct kt_tmap *t = &a->tmap;
-
-	if (c0 < 0 || c0 >= t->dims[0] || c1 < 0 || c1 >= t->dims[1] || c2 < 0 ||
-	    c2 >= t->dims[2])
-		return 0;
-	return ld(m, a->buf, c0 + c1 * t->strides[1] + c2 * t->strides[2]);
-}
-
-/* Element (row, k) of batch z as gemm_tn_ws loads it: map (k, rows,
- * batch) with the batch coordinate z * zm, or (k, batch, rows) for zm 2. */
-static double ws_elem(struct emu *m, const struct kt_arg *a, long long zm, long long z,
-		      long long row, long long k)
-{
-	return zm == 2 ? tma_ld(m, a, k, z, row) : tma_ld(m, a, k, row, z * zm);
-}
-
-/* The map as the worker will encode it, with the tile's box (rows
- * BLOCK_M or BLOCK_N along the rows dimension, one batch). */
-static void ws_map_ok(struct emu *m, const struct kt_arg *a, long long zm, long rows_box)
-{
-	char why[200] = "";
-
-	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
-	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
-	CU_ASSERT(zm == 0 || zm == 1 || zm == 2);
-	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
-	if (why[0])
-		fprintf(stderr, "\n  tensor map: %s\n", why);
-	CU_ASSERT_EQUAL(a->tmap.rank, 3);
-	CU_ASSERT_EQUAL(a->tmap.box[0], 64);
-	CU_ASSERT_EQUAL(a->tmap.swizzle, 128);
-	CU_ASSERT_EQUAL(a->tmap.box[zm == 2 ? 2 : 1], rows_box);
-	CU_ASSERT_EQUAL(a->tmap.box[zm == 2 ? 1 : 2], 1);
-	/* increasing strides (what the driver's documentation describes) */
-	CU_ASSERT(a->tmap.strides[2] >= a->tmap.strides[1] * (a->tmap.dims[1] > 1 ? 1 : 0));
-	CU_ASSERT(a->tmap.strides[1] >= a->tmap.dims[0]);
-}
-
-/* gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB): k-tiles of 64 through
- * the maps (past K the map's zero fill, or whatever the map holds there);
- * SPLIT_K: slice blockIdx.y of whole k-tiles into fp32 workspace slices. */
-static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
-{
-	const struct kt_program *p = &m->plan->programs[l->program];
-	const struct kt_arg *tA = &l->args[0], *tB = &l->args[1];
-	int C = ab(l, 2);
-	long long M = ai(l, 3), N = ai(l, 4), K = ai(l, 5), ldc = ai(l, 6), sC = ai(l, 7);
-	long long zA = ai(l, 8), zB = ai(l, 9);
-	long bm = define_of(p, "BLOCK_M"), bn = define_of(p, "BLOCK_N");
-	long cons = define_of(p, "CONSUMERS"), sk = define_of(p, "SPLIT_K");
-	long long z, t, c, k, sl, kc, k0, kend;
-
-	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
-	CU_ASSERT_EQUAL(define_of(p, "WS"), 1);
-	CU_ASSERT_EQUAL_FATAL(l->nargs, 10);
-	CU_ASSERT_FATAL(bm > 0 && bn > 0 && (cons == 1 || cons == 2));
-	if (sk < 1)
-		sk = 1;
-	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
-	CU_ASSERT_EQUAL((long long)l->grid[1], sk);
-	CU_ASSERT(sk == 1 || l->grid[2] == 1);
-	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
-	ws_map_ok(m, tA, zA, bm);
-	ws_map_ok(m, tB, zB, bn);
-	/* the staged epilogue's 16-byte stores */
-	CU_ASSERT(N % 8 == 0 && ldc % 8 == 0 && sC % 8 == 0);
-	kc = sk > 1 ? (K + 64 * sk - 1) / (64 * sk) * 64 : K;
-	for (z = 0; z < (long long)l->grid[2]; z++)
-		for (sl = 0; sl < sk; sl++) {
-			k0 = sl * kc;
-			kend = k0 + ((K - k0 < kc ? K - k0 : kc) + 63) / 64 * 64;
-			for (t = 0; t < M; t++)
-				for (c = 0; c < N; c++) {
-					double acc = 0;
-
-					for (k = k0; k < kend; k++)
-						acc += ws_elem(m, tA, zA, z, t, k) *
-						       ws_elem(m, tB, zB, z, c, k);
-					if (sk > 1)
-						st(m, C, sl * M * ldc + t * ldc + c, acc);
-					else
-						st(m, C, z * sC + t * ldc + c, acc);
-				}
-		}
-}
-
-static void emu_splitk_reduce(struct emu *m, const struct kt_launch *l)
-{
-	int W = ab(l, 0), C = ab(l, 1);
-	long long M = ai(l, 2), N = ai(l, 3), ldc = ai(l, 4), splits = ai(l, 5), t, c, s;
-
-	CU_ASSERT(N % 8 == 0);
-	CU_ASSERT((long long)l->grid[0] * 256 * 4 >= M * N);
-	for (t = 0; t < M; t++)
-		for (c = 0; c < N; c++) {
-			double acc = 0;
-
-			for (s = 0; s < splits; s++)
-				acc += ld(m, W, s * M * N + t * N + c);
-			st(m, C, t * ldc + c, acc);
-		}
-}
+/* ---- plans on the host (the shared emulator, plan_emu.h) ---- */
 
 /* Each of these mirrors its kernel in templates/monarch.cu. */
 static void emu_perm_mid(struct emu *m, const struct kt_launch *l)
 {
-	int z = ab(l, 0), g = ab(l, 1);
-	long long N = ai(l, 2), b = ai(l, 3), r = ai(l, 4), rp = r / b, e;
+	int z = emu_ab(l, 0), g = emu_ab(l, 1);
+	long long N = emu_ai(l, 2), b = emu_ai(l, 3), r = emu_ai(l, 4), rp = r / b, e;
 
 	for (e = 0; e < b * N * r; e++) {
 		long long k = e % r, row = e / r, t = row % N, i = row / N, j = k / rp, q = k % rp;
 
-		st(m, g, e, ld(m, z, (j * N + t) * r + q * b + i));
+		emu_st(m, g, e, emu_ld(m, z, (j * N + t) * r + q * b + i));
 	}
 }
 
 static void emu_relayout_w1(struct emu *m, const struct kt_launch *l)
 {
-	int w1 = ab(l, 0), w1r = ab(l, 1);
-	long long b = ai(l, 2), r = ai(l, 3), nb = ai(l, 4), rp = r / b, e;
+	int w1 = emu_ab(l, 0), w1r = emu_ab(l, 1);
+	long long b = emu_ai(l, 2), r = emu_ai(l, 3), nb = emu_ai(l, 4), rp = r / b, e;
 
 	for (e = 0; e < b * r * nb; e++) {
 		long long k = e % nb, row = e / nb, c = row % r, j = row / r, i = c / rp, q = c % rp;
 
-		st(m, w1r, e, ld(m, w1, (j * r + q * b + i) * nb + k));
+		emu_st(m, w1r, e, emu_ld(m, w1, (j * r + q * b + i) * nb + k));
 	}
 }
 
 static void emu_gather_chunks(struct emu *m, const struct kt_launch *l)
 {
-	int z = ab(l, 0), g = ab(l, 1);
-	long long N = ai(l, 2), b = ai(l, 3), r = ai(l, 4), rp = r / b, ch, u;
+	int z = emu_ab(l, 0), g = emu_ab(l, 1);
+	long long N = emu_ai(l, 2), b = emu_ai(l, 3), r = emu_ai(l, 4), rp = r / b, ch, u;
 
 	CU_ASSERT(rp % 8 == 0);	/* whole 16-byte chunks */
 	for (ch = 0; ch < b * N * r / 8; ch++) {
@@ -509,41 +308,41 @@ static void emu_gather_chunks(struct emu *m, const struct kt_launch *l)
 
 		CU_ASSERT(src % 8 == 0);	/* 16-byte aligned source */
 		for (u = 0; u < 8; u++)
-			st(m, g, e + u, ld(m, z, src + u));
+			emu_st(m, g, e + u, emu_ld(m, z, src + u));
 	}
 }
 
 static void emu_perm_out(struct emu *m, const struct kt_launch *l)
 {
-	int y2 = ab(l, 0), y = ab(l, 1);
-	long long N = ai(l, 2), mm = ai(l, 3), b = ai(l, 4), mb = mm / b, e;
+	int y2 = emu_ab(l, 0), y = emu_ab(l, 1);
+	long long N = emu_ai(l, 2), mm = emu_ai(l, 3), b = emu_ai(l, 4), mb = mm / b, e;
 
 	for (e = 0; e < N * mm; e++) {
 		long long o = e % mm, t = e / mm, i = o % b, s = o / b;
 
-		st(m, y, e, ld(m, y2, t * mm + i * mb + s));
+		emu_st(m, y, e, emu_ld(m, y2, t * mm + i * mb + s));
 	}
 }
 
 static void emu_ref_z(struct emu *m, const struct kt_launch *l)
 {
-	int x = ab(l, 0), w1 = ab(l, 1), z32 = ab(l, 2);
-	long long N = ai(l, 3), n = ai(l, 4), b = ai(l, 5), r = ai(l, 6), nb = n / b, e, k;
+	int x = emu_ab(l, 0), w1 = emu_ab(l, 1), z32 = emu_ab(l, 2);
+	long long N = emu_ai(l, 3), n = emu_ai(l, 4), b = emu_ai(l, 5), r = emu_ai(l, 6), nb = n / b, e, k;
 
 	for (e = 0; e < b * N * r; e++) {
 		long long c = e % r, row = e / r, t = row % N, j = row / N;
 		float acc = 0.f;
 
 		for (k = 0; k < nb; k++)
-			acc += ld(m, x, t * n + j * nb + k) * ld(m, w1, (j * r + c) * nb + k);
-		st(m, z32, e, acc);
+			acc += emu_ld(m, x, t * n + j * nb + k) * emu_ld(m, w1, (j * r + c) * nb + k);
+		emu_st(m, z32, e, acc);
 	}
 }
 
 static void emu_ref_y(struct emu *m, const struct kt_launch *l)
 {
-	int z32 = ab(l, 0), w2 = ab(l, 1), y = ab(l, 2);
-	long long N = ai(l, 3), mm = ai(l, 4), b = ai(l, 5), r = ai(l, 6), blk = ai(l, 7);
+	int z32 = emu_ab(l, 0), w2 = emu_ab(l, 1), y = emu_ab(l, 2);
+	long long N = emu_ai(l, 3), mm = emu_ai(l, 4), b = emu_ai(l, 5), r = emu_ai(l, 6), blk = emu_ai(l, 7);
 	long long rp = r / b, mb = mm / b, e, j, q;
 
 	for (e = 0; e < N * mm; e++) {
@@ -553,20 +352,18 @@ static void emu_ref_y(struct emu *m, const struct kt_launch *l)
 
 		for (j = 0; j < b; j++)
 			for (q = 0; q < rp; q++)
-				acc += ld(m, z32, (j * N + t) * r + q * b + i) * ld(m, w2, wr + j * rp + q);
-		st(m, y, e, acc);
+				acc += emu_ld(m, z32, (j * N + t) * r + q * b + i) * emu_ld(m, w2, wr + j * rp + q);
+		emu_st(m, y, e, acc);
 	}
 }
 
-static void emu_launch(struct emu *m, const struct kt_launch *l)
+/* monarch.cu's kernels for the shared emulator (plan_emu.h). */
+static int monarch_kernel(struct emu *m, const struct kt_launch *l)
 {
 	static const struct {
 		const char *name;
 		void (*fn)(struct emu *, const struct kt_launch *);
 	} kernels[] = {
-		{"gemm_tn", emu_gemm},
-		{"gemm_tn_ws", emu_gemm_ws},
-		{"splitk_reduce", emu_splitk_reduce},
 		{"monarch_perm_mid", emu_perm_mid},
 		{"monarch_relayout_w1", emu_relayout_w1},
 		{"monarch_gather_chunks", emu_gather_chunks},
@@ -575,64 +372,34 @@ static void emu_launch(struct emu *m, const struct kt_launch *l)
 		{"monarch_ref_y", emu_ref_y},
 	};
 	size_t i;
+	int k;
 
-	CU_ASSERT(l->program >= 0 && l->program < m->plan->nprograms);
-	CU_ASSERT(l->grid[0] >= 1 && l->grid[1] >= 1 && l->grid[2] >= 1);
-	CU_ASSERT(l->block[0] >= 32 && l->block[0] * l->block[1] * l->block[2] <= 1024);
-	if (strncmp(l->kernel, "monarch_", 8) == 0)
-		CU_ASSERT_STRING_EQUAL(m->plan->programs[l->program].tpl, "monarch");
+	/* monarch's maps: increasing strides (what the driver's documentation
+	 * describes) */
+	if (strcmp(l->kernel, "gemm_tn_ws") == 0)
+		for (k = 0; k < 2 && k < l->nargs && l->args[k].kind == KT_ARG_TMAP; k++) {
+			const struct kt_tmap *t = &l->args[k].tmap;
+
+			CU_ASSERT(t->strides[2] >= t->strides[1] * (t->dims[1] > 1 ? 1 : 0));
+		}
 	for (i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
 		if (strcmp(kernels[i].name, l->kernel) == 0) {
 			kernels[i].fn(m, l);
-			return;
+			return 1;
 		}
-	m->unknown++;
+	return 0;
 }
 
 /* Runs plan (prep, then timed launches) on the problem's inputs with the
- * config's buffers; returns y (malloc'ed) or NULL. */
-static float *emu_run(const struct problem *p, const struct kt_config *c, const struct kt_plan *plan,
-		      int round, long *oob)
+ * config's buffers (every non-input poisoned with NaN); returns y
+ * (malloc'ed). */
+static float *plan_run(const struct problem *p, const struct kt_config *c,
+		       const struct kt_plan *plan, int round, long *oob)
 {
-	struct emu m;
-	float *y = NULL;
-	size_t e;
-	int i;
-
-	memset(&m, 0, sizeof(m));
-	m.plan = plan;
-	m.round = round;
-	m.nb = mon->buffers(&p->s, c, m.bufs);
-	CU_ASSERT_FATAL(m.nb >= p->nb && m.nb <= KT_MAX_BUFS);
-	for (i = 0; i < m.nb; i++) {
-		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
-		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
-		for (e = 0; e < m.bufs[i].elems; e++)
-			m.d[i][e] = p->in[i] ? kt_bf16_to_f32(p->in[i][e])
-					     : m.bufs[i].role == KT_BUF_OUTPUT ? NAN : 0.f;
-	}
-	for (i = 0; i < plan->nprep; i++)
-		emu_launch(&m, &plan->prep[i]);
-	for (i = 0; i < plan->nlaunch; i++)
-		emu_launch(&m, &plan->launch[i]);
-	CU_ASSERT_EQUAL(m.unknown, 0);
-	*oob = m.oob;
-	y = m.d[3];
-	m.d[3] = NULL;
-	for (i = 0; i < m.nb; i++)
-		free(m.d[i]);
-	return y;
+	return emu_run(mon, &p->s, c, plan, (uint16_t *const *)p->in, p->nb, 3, round, "monarch",
+		       monarch_kernel, oob);
 }
 
-static int count_nonfinite(const float *y, size_t n)
-{
-	int bad = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		bad += !isfinite(y[i]);
-	return bad;
-}
 
 /* The GPU reference's math (ref_plan through the emulator) vs cpu_ref. */
 static void test_gpu_ref_on_host(void)
@@ -659,10 +426,10 @@ static void test_gpu_ref_on_host(void)
 		for (round = 0; round < 2; round++) {
 			double rel;
 
-			y = emu_run(&p, NULL, &plan, round, &oob);
+			y = plan_run(&p, NULL, &plan, round, &oob);
 			CU_ASSERT_EQUAL(oob, 0);
-			CU_ASSERT_EQUAL(count_nonfinite(y, p.bufs[3].elems), 0);
-			rel = rel_l2(y, p.ref, p.bufs[3].elems);
+			CU_ASSERT_EQUAL(emu_nonfinite(y, p.bufs[3].elems), 0);
+			rel = emu_rel_l2(y, p.ref, p.bufs[3].elems);
 			/* fp32 accumulation; then bf16 output rounding */
 			CU_ASSERT(rel < (round ? 4e-3 : 1e-5));
 			if (rel >= (round ? 4e-3 : 1e-5))
@@ -750,8 +517,8 @@ static void test_variants_on_host(void)
 					int pr, wg = 0, ws = 0, gl;
 
 					for (pr = 0; pr < plan.nprograms; pr++) {
-						wg += define_of(&plan.programs[pr], "WGMMA") == 1;
-						ws += define_of(&plan.programs[pr], "WS") == 1;
+						wg += emu_define(&plan.programs[pr], "WGMMA") == 1;
+						ws += emu_define(&plan.programs[pr], "WS") == 1;
 					}
 					/* every GEMM program on the variant's MMA path */
 					CU_ASSERT_EQUAL(wg, is_wgmma(v) && !is_ws(v) ? plan.nprograms - 1 : 0);
@@ -776,10 +543,10 @@ static void test_variants_on_host(void)
 					CU_ASSERT_STRING_EQUAL(plan.transform, "");
 				}
 				for (round = 0; round < 2; round++) {
-					y = emu_run(&p, cs[k], &plan, round, &oob);
-					rel = rel_l2(y, p.ref, p.bufs[3].elems);
+					y = plan_run(&p, cs[k], &plan, round, &oob);
+					rel = emu_rel_l2(y, p.ref, p.bufs[3].elems);
 					CU_ASSERT_EQUAL(oob, 0);
-					CU_ASSERT_EQUAL(count_nonfinite(y, p.bufs[3].elems), 0);
+					CU_ASSERT_EQUAL(emu_nonfinite(y, p.bufs[3].elems), 0);
 					/* exact: the plan is the math; rounded: bf16 z, g, y2
 					 * and y stay well inside the family's tolerance */
 					CU_ASSERT(rel < (round ? mon->tol / 2 : 1e-5));
@@ -797,8 +564,8 @@ static void test_variants_on_host(void)
 					bad.launch[0].args[8].i = 1;
 					bm->box[1] = bm->box[2];
 					bm->box[2] = 1;
-					y = emu_run(&p, cs[k], &bad, 0, &oob);
-					CU_ASSERT(rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
+					y = plan_run(&p, cs[k], &bad, 0, &oob);
+					CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
 					free(y);
 				}
 				/* control: relayout's stage 1 on the canonical w1 (the
@@ -806,8 +573,8 @@ static void test_variants_on_host(void)
 				if (is_relayout(v) && SV(p.s, "blocks") > 1) {
 					plan.nprep = 0;
 					plan.launch[0].args[1].buf = 1;	/* w1 (map or pointer) */
-					y = emu_run(&p, cs[k], &plan, 0, &oob);
-					CU_ASSERT(rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
+					y = plan_run(&p, cs[k], &plan, 0, &oob);
+					CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
 					free(y);
 				}
 			}
@@ -1097,179 +864,38 @@ static void test_models(void)
 #define SAMPLE_PER_VARIANT 24
 #define SAMPLE_WS 6
 
-struct job_list {
-	struct kt_program *progs;
-	char (*arch)[16];
-	char (*label)[200];
-	int n, cap;
-};
-
-static void job_add(struct job_list *j, const struct kt_program *p, const char *arch,
-		    const char *label)
+/* stage 2's tile (BLOCK_N) stands for the smem / register extremes;
+ * stage 1's differs only in Z_BLOCK_N, covered by first and last */
+static void pick_tile(const struct kt_config *c, struct kt_gemm_tile *t)
 {
-	int i, d;
-
-	for (i = 0; i < j->n; i++) {
-		const struct kt_program *q = &j->progs[i];
-
-		if (strcmp(q->tpl, p->tpl) || q->ndefines != p->ndefines || strcmp(j->arch[i], arch))
-			continue;
-		for (d = 0; d < p->ndefines && strcmp(q->defines[d], p->defines[d]) == 0; d++)
-			;
-		if (d == p->ndefines)
-			return;
-	}
-	if (j->n == j->cap) {
-		int cap = j->cap ? j->cap * 2 : 64;
-		void *a = realloc(j->progs, sizeof(*j->progs) * (size_t)cap);
-
-		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-		j->progs = a;
-		a = realloc(j->arch, sizeof(*j->arch) * (size_t)cap);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-		j->arch = a;
-		a = realloc(j->label, sizeof(*j->label) * (size_t)cap);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-		j->label = a;
-		j->cap = cap;
-	}
-	j->progs[j->n] = *p;
-	snprintf(j->arch[j->n], sizeof(j->arch[0]), "%s", arch);
-	snprintf(j->label[j->n], sizeof(j->label[0]), "%s", label);
-	j->n++;
+	t->bm = c->p[0];
+	t->bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
+	t->bk = is_wgmma(c->variant) ? 64 : c->p[3];
+	t->wm = is_wgmma(c->variant) ? c->p[0] / 16 : c->p[4];
+	t->wn = is_wgmma(c->variant) ? 1 : c->p[5];
+	t->stages = c->p[6];
+	t->wgmma = is_wgmma(c->variant) && !is_ws(c->variant);
+	t->ws = is_ws(c->variant);
+	t->consumers = t->ws ? c->p[8] : 0;
 }
 
-static void job_add_plan(struct job_list *j, const struct kt_shape *s, const struct kt_config *c,
-			 const struct kt_target *t, const char *why)
+/* the ws variants: a smaller sample (CI time) */
+static int pick_samples(int v)
 {
-	struct kt_plan p;
-	struct kt_err e = {0};
-	char arch[16], key[200], label[200];
-	int i;
-
-	CU_ASSERT_EQUAL_FATAL(mon->plan(s, c, t, &p, &e), 0);
-	kt_target_arch(t, arch, sizeof(arch));
-	kt_config_key(mon, c, key, sizeof(key));
-	snprintf(label, sizeof(label), "%.160s [%.20s]", key, why);
-	for (i = 0; i < p.nprograms; i++)
-		job_add(j, &p.programs[i], arch, label);
-}
-
-struct pick {
-	struct kt_shape s;
-	struct kt_target t;
-	int variant;
-	long n;
-	struct kt_config *valid;
-	long cap;
-	struct kt_config ext[6];	/* first, last, max smem, max acc, min/max threads */
-	long ext_v[6];
-};
-
-static int pick_one(const struct kt_config *c, void *arg)
-{
-	struct pick *x = arg;
-	struct kt_gemm_tile t;
-	char why[200];
-	long v[6];
-	int k;
-
-	if (c->variant != x->variant || mon->check(&x->s, c, &x->t, why, sizeof(why)))
-		return 0;
-	if (x->n == x->cap) {
-		void *a;
-
-		x->cap = x->cap ? x->cap * 2 : 256;
-		a = realloc(x->valid, sizeof(*x->valid) * (size_t)x->cap);
-		if (!a)
-			return -1;
-		x->valid = a;
-	}
-	x->valid[x->n] = *c;
-	/* stage 2's tile (BLOCK_N) stands for the smem / register extremes;
-	 * stage 1's differs only in Z_BLOCK_N, covered by first and last */
-	memset(&t, 0, sizeof(t));
-	t.bm = c->p[0];
-	t.bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
-	t.bk = is_wgmma(c->variant) ? 64 : c->p[3];
-	t.wm = is_wgmma(c->variant) ? c->p[0] / 16 : c->p[4];
-	t.wn = is_wgmma(c->variant) ? 1 : c->p[5];
-	t.stages = c->p[6];
-	t.wgmma = is_wgmma(c->variant) && !is_ws(c->variant);
-	t.ws = is_ws(c->variant);
-	t.consumers = t.ws ? c->p[8] : 0;
-	v[0] = -x->n;
-	v[1] = x->n;
-	v[2] = kt_gemm_smem(&t);
-	v[3] = kt_gemm_acc_regs(&t);
-	v[4] = -(long)kt_gemm_threads(&t);
-	v[5] = kt_gemm_threads(&t);
-	for (k = 0; k < 6; k++)
-		if (x->n == 0 || v[k] > x->ext_v[k]) {
-			x->ext_v[k] = v[k];
-			x->ext[k] = *c;
-		}
-	x->n++;
-	return 0;
+	return is_ws(v) ? SAMPLE_WS : SAMPLE_PER_VARIANT;
 }
 
 static uint64_t rng_state = 0x6d6f6e61726368ull;	/* fixed seed: the same sample every run */
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 /* Queues the configs of shape on target tname: wgmma variants on sm_90a
  * only, and there only them unless all. */
 static void add_shape(struct job_list *j, const char *text, const char *tname, int all)
 {
-	static const char *const ext_names[] = {"first", "last", "max smem", "max acc",
-						"min threads", "max threads"};
-	struct kt_plan rp;
-	struct kt_err e = {0};
-	char arch[16];
-	int v, k;
-	long i;
+	const struct job_sample js = {mon, is_wgmma, pick_tile, pick_samples, &rng_state};
+	struct kt_shape s = shape(text);
+	struct kt_target t = target(tname);
 
-	for (v = 0; v < mon->nvariants; v++) {
-		int arch_a = strcmp(tname, "sm_90a") == 0;
-		struct pick x;
-
-		if (is_wgmma(v) ? !arch_a : arch_a && !all)
-			continue;
-		memset(&x, 0, sizeof(x));
-		x.s = shape(text);
-		x.t = target(tname);
-		x.variant = v;
-		CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, pick_one, &x), 0);
-		CU_ASSERT(x.n > 0);
-		if (all) {
-			for (i = 0; i < x.n; i++)
-				job_add_plan(j, &x.s, &x.valid[i], &x.t, "all");
-		} else if (x.n > 0) {
-			for (k = 0; k < 6; k++)
-				job_add_plan(j, &x.s, &x.ext[k], &x.t, ext_names[k]);
-			/* the ws variants: a smaller sample (CI time) */
-			for (k = 0; k < (is_ws(v) ? SAMPLE_WS : SAMPLE_PER_VARIANT); k++)
-				job_add_plan(j, &x.s, &x.valid[rng_next() % (uint64_t)x.n], &x.t,
-					     "sample");
-		}
-		free(x.valid);
-	}
-	{
-		struct kt_shape s = shape(text);
-		struct kt_target t = target(tname);
-
-		CU_ASSERT_EQUAL_FATAL(mon->ref_plan(&s, &t, &rp, &e), 0);
-		kt_target_arch(&t, arch, sizeof(arch));
-		for (k = 0; k < rp.nprograms; k++)
-			job_add(j, &rp.programs[k], arch, "reference");
-	}
+	job_add_shape(j, &js, &s, &t, all);
 }
 
 static void test_compile(void)
@@ -1278,9 +904,8 @@ static void test_compile(void)
 	int everything = all && strcmp(all, "1") == 0;
 	const char *targets[] = {"sm_80", "sm_90", "sm_90a"};
 	struct job_list j;
-	struct jit_job *jobs;
 	size_t t, i;
-	int k, ok = 0, monarch_seen = 0;
+	int k, monarch_seen = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1292,36 +917,12 @@ static void test_compile(void)
 			add_shape(&j, ref_shapes[2], targets[t], 0);
 		}
 	}
-	jobs = calloc((size_t)j.n, sizeof(*jobs));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
-	for (k = 0; k < j.n; k++) {
-		jobs[k].prog = &j.progs[k];
-		jobs[k].arch = j.arch[k];
-	}
-	printf("\n  compiling %d programs (NVRTC %s)\n", j.n, jit_nvrtc_version());
-	jit_compile_all(jobs, j.n, 0);
-	for (k = 0; k < j.n; k++) {
-		struct jit_result *r = &jobs[k].res;
-
-		CU_ASSERT_EQUAL(jobs[k].failed, 0);
-		CU_ASSERT(r->ok && r->cubin && r->cubin_len > 64);
-		if (jobs[k].failed || !r->ok) {
-			fprintf(stderr, "  FAILED %s %s %s: %s\n%s\n", j.arch[k], j.progs[k].tpl,
-				j.label[k], jobs[k].err_msg, r->log ? r->log : "");
-			continue;
-		}
-		ok++;
-		monarch_seen += strcmp(j.progs[k].tpl, "monarch") == 0;
-	}
+	job_list_compile(&j);
+	for (k = 0; k < j.n; k++)
+		monarch_seen += job_ok(&j, k) && strcmp(j.progs[k].tpl, "monarch") == 0;
 	/* the data-movement / reference template (no defines), once per target */
 	CU_ASSERT_EQUAL(monarch_seen, 3);
-	printf("  %d/%d compiled\n", ok, j.n);
-	for (k = 0; k < j.n; k++)
-		jit_result_release(&jobs[k].res);
-	free(jobs);
-	free(j.progs);
-	free(j.arch);
-	free(j.label);
+	job_list_release(&j);
 }
 
 static void add_cpu_tests(CU_pSuite s)

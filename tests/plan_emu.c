@@ -1,0 +1,509 @@
+/*
+ * plan_emu.c -- the host emulator of launch plans and the NVRTC compile-job
+ * list the family test programs share (see plan_emu.h).
+ */
+#include "plan_emu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm_plan.h"
+#include "testutil.h"
+#include "tuner/worker_int.h"	/* wk_tmap_check: the map the worker encodes */
+
+float emu_ld(struct emu *m, int buf, long long i)
+{
+	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
+		m->oob++;
+		return 0;
+	}
+	return m->d[buf][i];
+}
+
+void emu_st(struct emu *m, int buf, long long i, double v)
+{
+	if (buf < 0 || buf >= m->nb || i < 0 || (size_t)i >= m->bufs[buf].elems) {
+		m->oob++;
+		return;
+	}
+	if (m->round && m->bufs[buf].dtype == KT_BF16)
+		m->d[buf][i] = kt_bf16_to_f32(kt_f32_to_bf16((float)v));
+	else
+		m->d[buf][i] = (float)v;
+}
+
+long long emu_ai(const struct kt_launch *l, int k)
+{
+	CU_ASSERT(k < l->nargs && l->args[k].kind != KT_ARG_BUF);
+	return k < l->nargs ? l->args[k].i : 0;
+}
+
+int emu_ab(const struct kt_launch *l, int k)
+{
+	CU_ASSERT(k < l->nargs && l->args[k].kind == KT_ARG_BUF);
+	return k < l->nargs ? l->args[k].buf : -1;
+}
+
+long emu_define(const struct kt_program *p, const char *name)
+{
+	size_t len = strlen(name);
+	int i;
+
+	for (i = 0; i < p->ndefines; i++)
+		if (strncmp(p->defines[i], name, len) == 0 && p->defines[i][len] == '=')
+			return atol(p->defines[i] + len + 1);
+	return -1;
+}
+
+/* gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC): C = A B^T per
+ * batch blockIdx.z, no split-K. */
+static void emu_gemm(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int A = emu_ab(l, 0), B = emu_ab(l, 1), C = emu_ab(l, 2);
+	long long M = emu_ai(l, 3), N = emu_ai(l, 4), K = emu_ai(l, 5), lda = emu_ai(l, 6);
+	long long ldb = emu_ai(l, 7), ldc = emu_ai(l, 8), sA = emu_ai(l, 9), sB = emu_ai(l, 10);
+	long long sC = emu_ai(l, 11);
+	long bm = emu_define(p, "BLOCK_M"), bn = emu_define(p, "BLOCK_N");
+	long long z, t, c, k;
+
+	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
+	CU_ASSERT_EQUAL(l->nargs, 12);
+	/* the launch matches its program's tile */
+	CU_ASSERT(bm > 0 && bn > 0);
+	if (bm > 0 && bn > 0)
+		CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
+	CU_ASSERT_EQUAL(l->grid[1], 1);	/* no split-K here */
+	/* gemm.cu's 16-byte rules */
+	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0);
+	CU_ASSERT(sA % 8 == 0 && sB % 8 == 0 && sC % 8 == 0);
+	CU_ASSERT(l->smem > 0);
+	for (z = 0; z < (long long)l->grid[2]; z++)
+		for (t = 0; t < M; t++)
+			for (c = 0; c < N; c++) {
+				double acc = 0;
+
+				for (k = 0; k < K; k++)
+					acc += (double)emu_ld(m, A, z * sA + t * lda + k) *
+					       (double)emu_ld(m, B, z * sB + c * ldb + k);
+				emu_st(m, C, z * sC + t * ldc + c, acc);
+			}
+}
+
+/* A TMA read: element (c0, c1, c2) of map a, zero outside its dims (the
+ * copy engine's fill), else through its strides (bounds-checked). */
+static double tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
+		     long long c2)
+{
+	const struct kt_tmap *t = &a->tmap;
+
+	if (c0 < 0 || c0 >= t->dims[0] || c1 < 0 || c1 >= t->dims[1] || c2 < 0 ||
+	    c2 >= t->dims[2])
+		return 0;
+	return emu_ld(m, a->buf, c0 + c1 * t->strides[1] + c2 * t->strides[2]);
+}
+
+/* Element (row, k) of batch z as gemm_tn_ws loads it: map (k, rows,
+ * batch) with the batch coordinate z * zm, or (k, batch, rows) for zm 2. */
+static double ws_elem(struct emu *m, const struct kt_arg *a, long long zm, long long z,
+		      long long row, long long k)
+{
+	return zm == 2 ? tma_ld(m, a, k, z, row) : tma_ld(m, a, k, row, z * zm);
+}
+
+/* The map as the worker will encode it, with the tile's box (rows_box
+ * along the rows dimension, one batch). */
+static void ws_map_ok(struct emu *m, const struct kt_arg *a, long long zm, long rows_box)
+{
+	const struct kt_tmap *t = &a->tmap;
+	int rd = zm == 2 ? 2 : 1, bd = zm == 2 ? 1 : 2;
+	long long last;
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
+	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
+	CU_ASSERT(zm == 0 || zm == 1 || zm == 2);
+	CU_ASSERT_EQUAL(wk_tmap_check(t, &m->bufs[a->buf], why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "\n  tensor map: %s\n", why);
+	CU_ASSERT_EQUAL(t->rank, 3);
+	CU_ASSERT_EQUAL(t->box[0], 64);
+	CU_ASSERT_EQUAL(t->swizzle, 128);
+	CU_ASSERT_EQUAL(t->box[rd], rows_box);
+	CU_ASSERT_EQUAL(t->box[bd], 1);
+	/* 16-byte strides, rows no shorter than K (blast's batch stride is
+	 * below its row stride: no order between them), the last element
+	 * inside the buffer */
+	CU_ASSERT(t->strides[1] >= t->dims[0]);
+	CU_ASSERT(t->strides[1] % 8 == 0 && t->strides[2] % 8 == 0);
+	last = (t->dims[2] - 1) * t->strides[2] + (t->dims[1] - 1) * t->strides[1] + t->dims[0] - 1;
+	CU_ASSERT(last >= 0 && (size_t)last < m->bufs[a->buf].elems);
+}
+
+void emu_map_extent(const struct kt_arg *a, long long zm, long long rows, long long K,
+		    long long nz)
+{
+	const struct kt_tmap *t = &a->tmap;
+	int rd = zm == 2 ? 2 : 1, bd = zm == 2 ? 1 : 2;
+
+	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
+	CU_ASSERT_EQUAL(t->dims[0], K);
+	CU_ASSERT_EQUAL(t->dims[rd], rows);
+	CU_ASSERT((nz - 1) * (zm == 2 ? 1 : zm) < t->dims[bd]);
+}
+
+/* gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB): k-tiles of 64 through
+ * the maps (past K the map's zero fill); SPLIT_K: slice blockIdx.y of
+ * whole k-tiles into fp32 workspace slices. */
+static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	const struct kt_arg *tA = &l->args[0], *tB = &l->args[1];
+	int C = emu_ab(l, 2);
+	long long M = emu_ai(l, 3), N = emu_ai(l, 4), K = emu_ai(l, 5), ldc = emu_ai(l, 6);
+	long long sC = emu_ai(l, 7), zA = emu_ai(l, 8), zB = emu_ai(l, 9);
+	long bm = emu_define(p, "BLOCK_M"), bn = emu_define(p, "BLOCK_N");
+	long cons = emu_define(p, "CONSUMERS"), sk = emu_define(p, "SPLIT_K");
+	long long z, t, c, k, sl, kc, k0, kend;
+
+	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
+	CU_ASSERT_EQUAL(emu_define(p, "WS"), 1);
+	CU_ASSERT_EQUAL_FATAL(l->nargs, 10);
+	CU_ASSERT_FATAL(bm > 0 && bn > 0 && (cons == 1 || cons == 2));
+	if (sk < 1)
+		sk = 1;
+	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
+	CU_ASSERT_EQUAL((long long)l->grid[1], sk);
+	CU_ASSERT(sk == 1 || l->grid[2] == 1);
+	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
+	ws_map_ok(m, tA, zA, bm);
+	ws_map_ok(m, tB, zB, bn);
+	/* 16-byte rows, the staged epilogue's 16-byte stores */
+	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && ldc % 8 == 0 && sC % 8 == 0);
+	kc = sk > 1 ? (K + 64 * sk - 1) / (64 * sk) * 64 : K;
+	for (z = 0; z < (long long)l->grid[2]; z++)
+		for (sl = 0; sl < sk; sl++) {
+			k0 = sl * kc;
+			kend = k0 + ((K - k0 < kc ? K - k0 : kc) + 63) / 64 * 64;
+			for (t = 0; t < M; t++)
+				for (c = 0; c < N; c++) {
+					double acc = 0;
+
+					for (k = k0; k < kend; k++)
+						acc += ws_elem(m, tA, zA, z, t, k) *
+						       ws_elem(m, tB, zB, z, c, k);
+					if (sk > 1)
+						emu_st(m, C, sl * M * ldc + t * ldc + c, acc);
+					else
+						emu_st(m, C, z * sC + t * ldc + c, acc);
+				}
+		}
+}
+
+/* splitk_reduce(W, C, M, N, ldc, splits): C = the sum of the slices. */
+static void emu_splitk_reduce(struct emu *m, const struct kt_launch *l)
+{
+	int W = emu_ab(l, 0), C = emu_ab(l, 1);
+	long long M = emu_ai(l, 2), N = emu_ai(l, 3), ldc = emu_ai(l, 4), splits = emu_ai(l, 5);
+	long long t, c, s;
+
+	CU_ASSERT(N % 8 == 0);
+	CU_ASSERT((long long)l->grid[0] * 256 * 4 >= M * N);
+	for (t = 0; t < M; t++)
+		for (c = 0; c < N; c++) {
+			double acc = 0;
+
+			for (s = 0; s < splits; s++)
+				acc += emu_ld(m, W, s * M * N + t * N + c);
+			emu_st(m, C, t * ldc + c, acc);
+		}
+}
+
+void emu_launch(struct emu *m, const struct kt_launch *l)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(struct emu *, const struct kt_launch *);
+	} kernels[] = {
+		{"gemm_tn", emu_gemm},
+		{"gemm_tn_ws", emu_gemm_ws},
+		{"splitk_reduce", emu_splitk_reduce},
+	};
+	size_t i, n = m->tpl ? strlen(m->tpl) : 0;
+
+	CU_ASSERT_FATAL(l->program >= 0 && l->program < m->plan->nprograms);
+	CU_ASSERT(l->grid[0] >= 1 && l->grid[1] >= 1 && l->grid[2] >= 1);
+	CU_ASSERT(l->block[0] >= 32 && l->block[0] * l->block[1] * l->block[2] <= 1024);
+	if (n && strncmp(l->kernel, m->tpl, n) == 0 && l->kernel[n] == '_')
+		CU_ASSERT_STRING_EQUAL(m->plan->programs[l->program].tpl, m->tpl);
+	if (m->family && m->family(m, l))
+		return;
+	for (i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
+		if (strcmp(kernels[i].name, l->kernel) == 0) {
+			kernels[i].fn(m, l);
+			return;
+		}
+	m->unknown++;
+}
+
+float *emu_run(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
+	       const struct kt_plan *plan, uint16_t *const *in, int nin, int y, int round,
+	       const char *tpl, emu_family_fn family, long *oob)
+{
+	struct emu m;
+	float *out;
+	size_t e;
+	int i;
+
+	memset(&m, 0, sizeof(m));
+	m.plan = plan;
+	m.round = round;
+	m.tpl = tpl;
+	m.family = family;
+	m.nb = f->buffers(s, c, m.bufs);
+	CU_ASSERT_FATAL(m.nb >= nin && m.nb <= KT_MAX_BUFS && y >= 0 && y < m.nb);
+	for (i = 0; i < m.nb; i++) {
+		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
+		for (e = 0; e < m.bufs[i].elems; e++)
+			m.d[i][e] = i < nin && in[i] ? kt_bf16_to_f32(in[i][e]) : NAN;
+	}
+	for (i = 0; i < plan->nprep; i++)
+		emu_launch(&m, &plan->prep[i]);
+	for (i = 0; i < plan->nlaunch; i++)
+		emu_launch(&m, &plan->launch[i]);
+	CU_ASSERT_EQUAL(m.unknown, 0);
+	*oob = m.oob;
+	out = m.d[y];
+	m.d[y] = NULL;
+	for (i = 0; i < m.nb; i++)
+		free(m.d[i]);
+	return out;
+}
+
+double emu_rel_l2(const float *a, const float *b, size_t n)
+{
+	double d = 0, r = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		r += (double)b[i] * b[i];
+	}
+	return r > 0 ? sqrt(d / r) : (d > 0 ? 1e30 : 0);
+}
+
+int emu_nonfinite(const float *y, size_t n)
+{
+	int bad = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		bad += !isfinite(y[i]);
+	return bad;
+}
+
+/* ---- NVRTC compile jobs ---- */
+
+void job_add(struct job_list *j, const struct kt_program *p, const char *arch, const char *label)
+{
+	int i, d;
+
+	for (i = 0; i < j->n; i++) {
+		const struct kt_program *q = &j->progs[i];
+
+		if (strcmp(q->tpl, p->tpl) || q->ndefines != p->ndefines || strcmp(j->arch[i], arch))
+			continue;
+		for (d = 0; d < p->ndefines && strcmp(q->defines[d], p->defines[d]) == 0; d++)
+			;
+		if (d == p->ndefines)
+			return;
+	}
+	if (j->n == j->cap) {
+		int cap = j->cap ? j->cap * 2 : 64;
+		void *a = realloc(j->progs, sizeof(*j->progs) * (size_t)cap);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+		j->progs = a;
+		a = realloc(j->arch, sizeof(*j->arch) * (size_t)cap);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+		j->arch = a;
+		a = realloc(j->label, sizeof(*j->label) * (size_t)cap);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+		j->label = a;
+		j->cap = cap;
+	}
+	j->progs[j->n] = *p;
+	snprintf(j->arch[j->n], sizeof(j->arch[0]), "%s", arch);
+	snprintf(j->label[j->n], sizeof(j->label[0]), "%s", label);
+	j->n++;
+}
+
+void job_add_plan(struct job_list *j, const struct kt_family *f, const struct kt_shape *s,
+		  const struct kt_config *c, const struct kt_target *t, const char *why)
+{
+	struct kt_plan p;
+	struct kt_err e = {0};
+	char arch[16], key[200], label[200];
+	int i;
+
+	CU_ASSERT_EQUAL_FATAL(f->plan(s, c, t, &p, &e), 0);
+	kt_target_arch(t, arch, sizeof(arch));
+	kt_config_key(f, c, key, sizeof(key));
+	snprintf(label, sizeof(label), "%.160s [%.20s]", key, why);
+	for (i = 0; i < p.nprograms; i++)
+		job_add(j, &p.programs[i], arch, label);
+}
+
+struct pick {
+	const struct job_sample *js;
+	struct kt_shape s;
+	struct kt_target t;
+	int variant;
+	long n;
+	struct kt_config *valid;
+	long cap;
+	struct kt_config ext[6];	/* first, last, max smem, max acc, min/max threads */
+	long ext_v[6];
+};
+
+static int pick_one(const struct kt_config *c, void *arg)
+{
+	struct pick *x = arg;
+	struct kt_gemm_tile t;
+	char why[200];
+	long v[6];
+	int k;
+
+	if (c->variant != x->variant || x->js->f->check(&x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	if (x->n == x->cap) {
+		void *a;
+
+		x->cap = x->cap ? x->cap * 2 : 256;
+		a = realloc(x->valid, sizeof(*x->valid) * (size_t)x->cap);
+		if (!a)
+			return -1;
+		x->valid = a;
+	}
+	x->valid[x->n] = *c;
+	memset(&t, 0, sizeof(t));
+	x->js->tile(c, &t);
+	v[0] = -x->n;
+	v[1] = x->n;
+	v[2] = kt_gemm_smem(&t);
+	v[3] = kt_gemm_acc_regs(&t);
+	v[4] = -(long)kt_gemm_threads(&t);
+	v[5] = kt_gemm_threads(&t);
+	for (k = 0; k < 6; k++)
+		if (x->n == 0 || v[k] > x->ext_v[k]) {
+			x->ext_v[k] = v[k];
+			x->ext[k] = *c;
+		}
+	x->n++;
+	return 0;
+}
+
+static uint64_t rng_next(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void job_add_shape(struct job_list *j, const struct job_sample *js, const struct kt_shape *s,
+		   const struct kt_target *t, int all)
+{
+	static const char *const ext_names[] = {"first", "last", "max smem", "max acc",
+						"min threads", "max threads"};
+	const struct kt_family *f = js->f;
+	struct kt_plan rp;
+	struct kt_err e = {0};
+	char arch[16];
+	int v, k, arch_a;
+	long i;
+
+	kt_target_arch(t, arch, sizeof(arch));
+	arch_a = strcmp(arch, "sm_90a") == 0;
+	for (v = 0; v < f->nvariants; v++) {
+		struct pick x;
+
+		if (js->only_90a(v) ? !arch_a : arch_a && !all)
+			continue;
+		memset(&x, 0, sizeof(x));
+		x.js = js;
+		x.s = *s;
+		x.t = *t;
+		x.variant = v;
+		CU_ASSERT_EQUAL(kt_space_foreach(f, 0, pick_one, &x), 0);
+		CU_ASSERT(x.n > 0);
+		if (all) {
+			for (i = 0; i < x.n; i++)
+				job_add_plan(j, f, &x.s, &x.valid[i], &x.t, "all");
+		} else if (x.n > 0) {
+			int n = js->samples(v);
+
+			for (k = 0; k < 6; k++)
+				job_add_plan(j, f, &x.s, &x.ext[k], &x.t, ext_names[k]);
+			for (k = 0; k < n; k++)
+				job_add_plan(j, f, &x.s, &x.valid[rng_next(js->rng) % (uint64_t)x.n],
+					     &x.t, "sample");
+		}
+		free(x.valid);
+	}
+	CU_ASSERT_EQUAL_FATAL(f->ref_plan(s, t, &rp, &e), 0);
+	for (k = 0; k < rp.nprograms; k++)
+		job_add(j, &rp.programs[k], arch, "reference");
+}
+
+int job_list_compile(struct job_list *j)
+{
+	int k, ok = 0;
+
+	CU_ASSERT_PTR_NULL_FATAL(j->jobs);
+	j->jobs = calloc((size_t)(j->n > 0 ? j->n : 1), sizeof(*j->jobs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j->jobs);
+	for (k = 0; k < j->n; k++) {
+		j->jobs[k].prog = &j->progs[k];
+		j->jobs[k].arch = j->arch[k];
+	}
+	printf("\n  compiling %d programs (NVRTC %s)\n", j->n, jit_nvrtc_version());
+	jit_compile_all(j->jobs, j->n, 0);
+	for (k = 0; k < j->n; k++) {
+		struct jit_result *r = &j->jobs[k].res;
+
+		CU_ASSERT_EQUAL(j->jobs[k].failed, 0);
+		CU_ASSERT(r->ok && r->cubin && r->cubin_len > 64);
+		if (j->jobs[k].failed || !r->ok) {
+			fprintf(stderr, "  FAILED %s %s %s: %s\n%s\n", j->arch[k], j->progs[k].tpl,
+				j->label[k], j->jobs[k].err_msg, r->log ? r->log : "");
+			continue;
+		}
+		ok++;
+	}
+	printf("  %d/%d compiled\n", ok, j->n);
+	return ok;
+}
+
+int job_ok(const struct job_list *j, int k)
+{
+	return j->jobs && k >= 0 && k < j->n && !j->jobs[k].failed && j->jobs[k].res.ok;
+}
+
+void job_list_release(struct job_list *j)
+{
+	int k;
+
+	if (j->jobs)
+		for (k = 0; k < j->n; k++)
+			jit_result_release(&j->jobs[k].res);
+	free(j->jobs);
+	free(j->progs);
+	free(j->arch);
+	free(j->label);
+	memset(j, 0, sizeof(*j));
+}

@@ -1,0 +1,126 @@
+/*
+ * plan_emu.h -- what the family test programs share beyond testutil.h:
+ *
+ *  - a host emulator of launch plans: it runs a plan's launches (prep, then
+ *    timed) on fp32 copies of the config's buffers. It knows the GEMM
+ *    template's kernels -- gemm_tn, gemm_tn_ws (operands read through the
+ *    TMAP args' geometry with the copy engine's zero fill, k-tiles of 64,
+ *    split-K slices into the fp32 workspace) and splitk_reduce -- each
+ *    mirrored from templates/gemm.cu with its alignment rules, grid, block
+ *    and boxes and the worker's tensor-map check asserted. A family's own
+ *    kernels plug in through a dispatch callback. Every access is
+ *    bounds-checked (oob counts the misses); every buffer that is not an
+ *    input starts as NaN (device memory is not cleared either); bf16
+ *    stores round like the GPU's when asked.
+ *    emu_rel_l2 and emu_nonfinite judge what it returns.
+ *  - an NVRTC compile-job list: programs of plans, deduplicated per
+ *    architecture, compiled in one jit_compile_all, every result asserted;
+ *    job_add_shape queues a family's valid configs of a shape (all, or
+ *    each variant's extremes and a fixed-seed sample) and its reference.
+ */
+#ifndef KT_PLAN_EMU_H
+#define KT_PLAN_EMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/family.h"
+#include "kernels/gemm_plan.h"
+#include "tuner/jit.h"
+
+struct emu;
+
+/* A family's kernels: runs launch l and returns 1, or returns 0 when l is
+ * not one of its kernels (the emulator then tries the GEMM template's). It
+ * may also check a GEMM launch further and return 0. */
+typedef int (*emu_family_fn)(struct emu *m, const struct kt_launch *l);
+
+struct emu {
+	const struct kt_plan *plan;
+	int nb;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	float *d[KT_MAX_BUFS];
+	int round;		/* 1: bf16 stores rounded like the GPU's */
+	long oob;		/* out-of-bounds accesses seen */
+	long unknown;		/* launches of kernels the emulator lacks */
+	const char *tpl;	/* the family's template: its "<tpl>_" kernels come from it */
+	emu_family_fn family;	/* may be NULL */
+};
+
+/* Element i of buffer buf (0 and counted when outside it). */
+float emu_ld(struct emu *m, int buf, long long i);
+/* Stores v (rounded to bf16 for bf16 buffers when m->round). */
+void emu_st(struct emu *m, int buf, long long i, double v);
+/* Launch argument k: a scalar / a buffer index (asserted). */
+long long emu_ai(const struct kt_launch *l, int k);
+int emu_ab(const struct kt_launch *l, int k);
+/* The value of define name=... of program p, -1 without it. */
+long emu_define(const struct kt_program *p, const char *name);
+
+/* For a family whose gemm_tn_ws maps cover exactly its operands: map arg a
+ * (batch coordinate z * zm, zm 2: (k, batch, rows)) spans K along dim 0,
+ * rows along its rows dimension and nz batches. */
+void emu_map_extent(const struct kt_arg *a, long long zm, long long rows, long long K,
+		    long long nz);
+
+/* Runs one launch: the common checks (program index, grid, block, a
+ * "<tpl>_" kernel from the family's template), then the family's callback,
+ * then the GEMM template's kernels; else counts it unknown. */
+void emu_launch(struct emu *m, const struct kt_launch *l);
+
+/* Runs plan (prep, then timed launches) of config c of family f on shape s:
+ * buffer k starts as in[k] (bf16 bits) where in[k] is not NULL (k < nin),
+ * else NaN; tpl and family as in struct emu. Asserts that no launch was
+ * unknown; *oob gets the misses.
+ * Returns buffer y's final contents (malloc'ed, the caller frees). */
+float *emu_run(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
+	       const struct kt_plan *plan, uint16_t *const *in, int nin, int y, int round,
+	       const char *tpl, emu_family_fn family, long *oob);
+
+/* sqrt(|a - b|^2 / |b|^2) in double (1e30 for b = 0 unless a = b too;
+ * NaN where a holds one). */
+double emu_rel_l2(const float *a, const float *b, size_t n);
+/* How many of y[0..n) are NaN or infinite. */
+int emu_nonfinite(const float *y, size_t n);
+
+/* ---- NVRTC compile jobs ---- */
+
+struct job_list {
+	struct kt_program *progs;
+	char (*arch)[16];
+	char (*label)[200];
+	int n, cap;
+	struct jit_job *jobs;	/* after job_list_compile */
+};
+
+/* Adds p for arch unless the same program (template and defines) is there
+ * for arch already. */
+void job_add(struct job_list *j, const struct kt_program *p, const char *arch, const char *label);
+/* Adds every program of family f's plan of config c (asserted to plan). */
+void job_add_plan(struct job_list *j, const struct kt_family *f, const struct kt_shape *s,
+		  const struct kt_config *c, const struct kt_target *t, const char *why);
+/* How a family's space is sampled for compiling (job_add_shape). */
+struct job_sample {
+	const struct kt_family *f;
+	int (*only_90a)(int variant);	/* 1: the variant compiles for sm_90a only */
+	/* the GEMM tile that stands for config c's smem / register extremes */
+	void (*tile)(const struct kt_config *c, struct kt_gemm_tile *t);
+	int (*samples)(int variant);	/* random configs per variant besides the extremes */
+	uint64_t *rng;			/* the sample's state (fixed seed: the same every run) */
+};
+
+/* Queues the valid configs of shape s on target t (sm_90a-only variants on
+ * sm_90a only, and there only them unless all): every one when all, else
+ * each variant's extremes (first, last, max smem, max acc, min / max
+ * threads) and js->samples(v) drawn at random; then the reference plan's
+ * programs. */
+void job_add_shape(struct job_list *j, const struct job_sample *js, const struct kt_shape *s,
+		   const struct kt_target *t, int all);
+
+/* Compiles every job (jit_compile_all), asserting and printing each
+ * failure; returns how many compiled. job_ok(j, k) says whether job k did. */
+int job_list_compile(struct job_list *j);
+int job_ok(const struct job_list *j, int k);
+void job_list_release(struct job_list *j);
+
+#endif
