@@ -50,7 +50,7 @@
 
 namespace kba {
 
-/* How the conjugate rotation of dq, dk gets its table pairs (store_acc's
+/* How the conjugate rotation of dq, dk gets its table pairs (put_acc's
  * CTM): RPF 6 reads dq's per row ahead of its stores, as RPF 1, and keeps
  * them as f16x2 (2) for dk (1); RPF 1, 7, 8 read them per row ahead of
  * each output's stores (nothing held: fewest registers). */
@@ -118,13 +118,15 @@ KT_DEV float2 epi_tab_pair(unsigned v)
 	return r;
 }
 
-/* Stores an output tile of one warp (rows r0.., columns d0..) to x (T, H,
- * HD), conjugate-rotated by the table when ROPE and ROT (pairs never
- * straddle a thread: a thread holds columns 2t, 2t+1 of each n8 tile). */
-template <bool ROT, int CTM>
-KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *table,
-		      const unsigned char *stab, unsigned (&ct)[MI][2][ND], int r0, int d0,
-		      int t0, int len, int H, int h, int lane)
+/* Writes an output tile of one warp (rows r0.., columns d0..),
+ * conjugate-rotated by the table when ROPE and ROT (pairs never straddle a
+ * thread: a thread holds columns 2t, 2t+1 of each n8 tile): to x (T, H, HD)
+ * from registers (STAGED false, EPI 0), or into a swizzled BLK x HD shared
+ * tile for store_tile to write out in 16-byte rows (STAGED true, EPI 1). */
+template <bool ROT, int CTM, bool STAGED>
+KT_DEV void put_acc(__nv_bfloat16 *x, unsigned char *tile, float (&acc)[MI][ND][4],
+		    const float *table, const unsigned char *stab, unsigned (&ct)[MI][2][ND],
+		    int r0, int d0, int t0, int len, int H, int h, int lane)
 {
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
@@ -159,54 +161,13 @@ KT_DEV void store_acc(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const float *ta
 						ct[mi][hf][nt] = epi_tab_pack1(cs);
 					rot_conj(y0, y1, cs.x, cs.y);
 				}
-				*reinterpret_cast<unsigned *>(x + ((long long)(t0 + row) * H + h) * HD +
-							      col) = kt_pack_bf16x2(y0, y1);
-			}
-		}
-}
-
-/* The same tile into a swizzled BLK x HD shared tile (rows r0.., columns
- * d0..), for store_tile to write out in 16-byte rows (EPI = 1). */
-template <bool ROT, int CTM>
-KT_DEV void stage_acc(unsigned char *tile, float (&acc)[MI][ND][4], const float *table,
-		      const unsigned char *stab, unsigned (&ct)[MI][2][ND], int r0, int d0,
-		      int t0, int len, int lane)
-{
-#pragma unroll
-	for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-		for (int hf = 0; hf < 2; hf++) {
-			int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
-			float2 pre[ND];
-
-			/* RPF 1, 7, 8 and CTM 2: the row's table pairs read ahead, row clamped */
-			if (ROPE && ROT && (EPRE || CTM == 2))
-#pragma unroll
-				for (int nt = 0; nt < ND; nt++)
-					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
-						table + (long long)(t0 + min(row, len - 1)) * HD + d0 +
-						nt * 8 + 2 * (lane & 3)));
-			if (row >= len)
-				continue;
-#pragma unroll
-			for (int nt = 0; nt < ND; nt++) {
-				int col = d0 + nt * 8 + 2 * (lane & 3);
-				float y0 = acc[mi][nt][2 * hf], y1 = acc[mi][nt][2 * hf + 1];
-
-				if (ROPE && ROT) {
-					float2 cs = CTM == 1 ? epi_tab_pair(ct[mi][hf][nt])
-						    : RTAB ? tab_pair(stab, row, col)
-						    : EPRE || CTM == 2 ? pre[nt]
-							       : __ldg(reinterpret_cast<const float2 *>(
-									 table + (long long)(t0 + row) * HD +
-									 col));
-
-					if (CTM == 2)	/* kept for dk: the same rows */
-						ct[mi][hf][nt] = epi_tab_pack1(cs);
-					rot_conj(y0, y1, cs.x, cs.y);
-				}
-				*reinterpret_cast<unsigned *>(tile + elem_off<CH>(row, col)) =
-					kt_pack_bf16x2(y0, y1);
+				if (STAGED)
+					*reinterpret_cast<unsigned *>(tile + elem_off<CH>(row, col)) =
+						kt_pack_bf16x2(y0, y1);
+				else
+					*reinterpret_cast<unsigned *>(
+						x + ((long long)(t0 + row) * H + h) * HD + col) =
+						kt_pack_bf16x2(y0, y1);
 			}
 		}
 }
@@ -381,37 +342,43 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			zero_acc(acc);
 			mma_px(acc, dp, sk, d0, len, lane);
 			if (!EPI)
-				store_acc<true, DQM>(dq, acc, table, stab, ct, r0, d0, b.x, len, H, h, lane);
+				put_acc<true, DQM, false>(dq, nullptr, acc, table, stab, ct, r0, d0, b.x,
+							  len, H, h, lane);
 		}
 		__syncthreads();
 		/* EPI: outputs staged in tiles that are dead by then -- dQ in k's
 		 * (phase 2 reads P, do, dS, q only), dV in do's, dK in q's -- and
 		 * written out in 16-byte rows at the end */
 		if (EPI && r0 < len)
-			stage_acc<true, DQM>(gq + TILE, acc, table, stab, ct, r0, d0, b.x, len, lane);
+			put_acc<true, DQM, true>(nullptr, gq + TILE, acc, table, stab, ct, r0, d0,
+						 b.x, len, H, h, lane);
 
 		/* ---- phase 2: key rows r0.. ---- */
 		if (r0 < len) {
 			zero_acc(acc);
 			mma_xty(acc, sp, r0, sdo, d0, len, lane);
 			if (!EPI)
-				store_acc<false, 0>(dv, acc, table, stab, ct, r0, d0, b.x, len, H, h, lane);
+				put_acc<false, 0, false>(dv, nullptr, acc, table, stab, ct, r0, d0, b.x,
+							 len, H, h, lane);
 		}
 		if (EPI) {
 			__syncthreads();	/* every warp is done reading do */
 			if (r0 < len)
-				stage_acc<false, 0>(gq + 3 * TILE, acc, table, stab, ct, r0, d0, b.x, len, lane);
+				put_acc<false, 0, true>(nullptr, gq + 3 * TILE, acc, table, stab, ct, r0,
+							d0, b.x, len, H, h, lane);
 		}
 		if (r0 < len) {
 			zero_acc(acc);
 			mma_xty(acc, sds, r0, sq, d0, len, lane);
 			if (!EPI)
-				store_acc<true, DKM>(dk, acc, table, stab, ct, r0, d0, b.x, len, H, h, lane);
+				put_acc<true, DKM, false>(dk, nullptr, acc, table, stab, ct, r0, d0, b.x,
+							  len, H, h, lane);
 		}
 		if (EPI) {
 			__syncthreads();	/* every warp is done reading q */
 			if (r0 < len)
-				stage_acc<true, DKM>(gq, acc, table, stab, ct, r0, d0, b.x, len, lane);
+				put_acc<true, DKM, true>(nullptr, gq, acc, table, stab, ct, r0, d0, b.x,
+							 len, H, h, lane);
 			__syncthreads();
 			store_tile(dq, gq + TILE, b.x, len, H, h, tid);
 			store_tile(dv, gq + 3 * TILE, b.x, len, H, h, tid);
