@@ -231,17 +231,6 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	return kt_gemm_check(&s3, T, m / b, r, 0, tgt, why, whylen);
 }
 
-static void set_buf(struct kt_buf *bf, const char *name, enum kt_buf_role role, enum kt_dtype dt,
-		    size_t elems, double scale)
-{
-	memset(bf, 0, sizeof(*bf));
-	snprintf(bf->name, sizeof(bf->name), "%s", name);
-	bf->role = role;
-	bf->dtype = dt;
-	bf->elems = elems;
-	bf->scale = scale;
-}
-
 static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 			 struct kt_buf out[KT_MAX_BUFS])
 {
@@ -253,21 +242,21 @@ static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 	 * k products each stage keeps the variance of x's entries (1/3):
 	 * z sums nb terms, w sums b, y sums r -- y is O(1) (rms ~0.58)
 	 * whatever the shape. */
-	set_buf(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
-	set_buf(&out[B_U], "U", KT_BUF_INPUT, KT_BF16, m * r, sqrt(3.0 / (double)r));
-	set_buf(&out[B_V], "V", KT_BUF_INPUT, KT_BF16, r * n, sqrt(3.0 / (double)nb));
-	set_buf(&out[B_S], "S", KT_BUF_INPUT, KT_BF16, b * b * r, sqrt(3.0 / (double)b));
-	set_buf(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
+	kt_buf_set(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
+	kt_buf_set(&out[B_U], "U", KT_BUF_INPUT, KT_BF16, m * r, sqrt(3.0 / (double)r));
+	kt_buf_set(&out[B_V], "V", KT_BUF_INPUT, KT_BF16, r * n, sqrt(3.0 / (double)nb));
+	kt_buf_set(&out[B_S], "S", KT_BUF_INPUT, KT_BF16, b * b * r, sqrt(3.0 / (double)b));
+	kt_buf_set(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
 	/* the GPU reference's fp32 intermediates: problem buffers */
-	set_buf(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
-	set_buf(&out[B_W32], "w32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
+	kt_buf_set(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
+	kt_buf_set(&out[B_W32], "w32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
 	if (!cfg || cfg->variant < 0 || cfg->variant >= V_COUNT)
 		return NPROBLEM_BUFS;
-	set_buf(&out[B_W], "w", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
-	set_buf(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
+	kt_buf_set(&out[B_W], "w", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	kt_buf_set(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
 	if (is_fused(cfg->variant))
 		return 9;	/* z stays on chip */
-	set_buf(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
 	return 10;
 }
 

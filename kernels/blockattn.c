@@ -391,17 +391,6 @@ static void layout_of(int bwd, const struct kt_shape *s, struct layout *L)
 	L->blocks = n;
 }
 
-static void set_buf(struct kt_buf *b, const char *name, enum kt_buf_role role,
-		    enum kt_dtype t, size_t elems, double scale)
-{
-	memset(b, 0, sizeof(*b));
-	snprintf(b->name, sizeof(b->name), "%s", name);
-	b->role = role;
-	b->dtype = t;
-	b->elems = elems;
-	b->scale = scale;
-}
-
 /* q, k in (-2, 2): S = q.k / sqrt(d) then has a standard deviation of 4/3,
  * far from both a uniform and a one-hot softmax. */
 #define QK_SCALE 2.0
@@ -414,25 +403,25 @@ static int buffers_of(int bwd, const struct kt_shape *s, const struct kt_config 
 	size_t x = (size_t)T * (size_t)s->v[BA_D_HEADS] * (size_t)s->v[BA_D_HDIM];
 
 	layout_of(bwd, s, &L);
-	set_buf(&out[L.q], "q", KT_BUF_INPUT, KT_BF16, x, QK_SCALE);
-	set_buf(&out[L.k], "k", KT_BUF_INPUT, KT_BF16, x, QK_SCALE);
-	set_buf(&out[L.v], "v", KT_BUF_INPUT, KT_BF16, x, 1.0);
+	kt_buf_set(&out[L.q], "q", KT_BUF_INPUT, KT_BF16, x, QK_SCALE);
+	kt_buf_set(&out[L.k], "k", KT_BUF_INPUT, KT_BF16, x, QK_SCALE);
+	kt_buf_set(&out[L.v], "v", KT_BUF_INPUT, KT_BF16, x, 1.0);
 	if (bwd)
-		set_buf(&out[L.dout], "do", KT_BUF_INPUT, KT_BF16, x, 1.0);
-	set_buf(&out[L.off], "offsets", KT_BUF_INPUT, KT_I32, (size_t)s->v[BA_D_SEQS] + 1, 0);
+		kt_buf_set(&out[L.dout], "do", KT_BUF_INPUT, KT_BF16, x, 1.0);
+	kt_buf_set(&out[L.off], "offsets", KT_BUF_INPUT, KT_I32, (size_t)s->v[BA_D_SEQS] + 1, 0);
 	if (L.tab >= 0)
-		set_buf(&out[L.tab], "rope_table", KT_BUF_INPUT, KT_F32,
+		kt_buf_set(&out[L.tab], "rope_table", KT_BUF_INPUT, KT_F32,
 			(size_t)T * (size_t)s->v[BA_D_HDIM], 0);
 	if (bwd) {
-		set_buf(&out[L.dq], "dq", KT_BUF_OUTPUT, KT_BF16, x, 0);
-		set_buf(&out[L.dk], "dk", KT_BUF_OUTPUT, KT_BF16, x, 0);
-		set_buf(&out[L.dv], "dv", KT_BUF_OUTPUT, KT_BF16, x, 0);
+		kt_buf_set(&out[L.dq], "dq", KT_BUF_OUTPUT, KT_BF16, x, 0);
+		kt_buf_set(&out[L.dk], "dk", KT_BUF_OUTPUT, KT_BF16, x, 0);
+		kt_buf_set(&out[L.dv], "dv", KT_BUF_OUTPUT, KT_BF16, x, 0);
 	} else {
-		set_buf(&out[L.o], "o", KT_BUF_OUTPUT, KT_BF16, x, 0);
+		kt_buf_set(&out[L.o], "o", KT_BUF_OUTPUT, KT_BF16, x, 0);
 	}
 	if (!cfg)
 		return L.nproblem;
-	set_buf(&out[L.blocks], "blocks", KT_BUF_SCRATCH, KT_I32,
+	kt_buf_set(&out[L.blocks], "blocks", KT_BUF_SCRATCH, KT_I32,
 		2 * (size_t)ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], s->v[BA_D_BLOCK]), 0);
 	return L.nproblem + 1;
 }

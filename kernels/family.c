@@ -432,3 +432,14 @@ size_t kt_dtype_size(enum kt_dtype t)
 	}
 	return 0;
 }
+
+void kt_buf_set(struct kt_buf *b, const char *name, enum kt_buf_role role, enum kt_dtype t,
+		size_t elems, double scale)
+{
+	memset(b, 0, sizeof(*b));
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	b->role = role;
+	b->dtype = t;
+	b->elems = elems;
+	b->scale = scale;
+}

@@ -225,4 +225,8 @@ uint16_t kt_f32_to_bf16(float f);	/* round to nearest even */
 float kt_bf16_to_f32(uint16_t h);
 size_t kt_dtype_size(enum kt_dtype t);
 
+/* Fills one buffer description (the rest of *b zeroed). */
+void kt_buf_set(struct kt_buf *b, const char *name, enum kt_buf_role role, enum kt_dtype t,
+		size_t elems, double scale);
+
 #endif

@@ -172,17 +172,6 @@ static int lowrank_check(const struct kt_shape *s, const struct kt_config *c,
 	return kt_gemm_check(&y, T, m, R, 0, tgt, why, whylen);
 }
 
-static void set_buf(struct kt_buf *b, const char *name, enum kt_buf_role role, enum kt_dtype dt,
-		    size_t elems, double scale)
-{
-	memset(b, 0, sizeof(*b));
-	snprintf(b->name, sizeof(b->name), "%s", name);
-	b->role = role;
-	b->dtype = dt;
-	b->elems = elems;
-	b->scale = scale;
-}
-
 static int lowrank_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 			   struct kt_buf out[KT_MAX_BUFS])
 {
@@ -190,20 +179,20 @@ static int lowrank_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	size_t R = (size_t)s->v[D_RANK];
 
 	/* scales keep z and y O(1) whatever in and rank are */
-	set_buf(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
-	set_buf(&out[B_V], "V", KT_BUF_INPUT, KT_BF16, R * n, 1.0 / sqrt((double)n));
-	set_buf(&out[B_U], "U", KT_BUF_INPUT, KT_BF16, m * R, 1.0 / sqrt((double)R));
-	set_buf(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
+	kt_buf_set(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
+	kt_buf_set(&out[B_V], "V", KT_BUF_INPUT, KT_BF16, R * n, 1.0 / sqrt((double)n));
+	kt_buf_set(&out[B_U], "U", KT_BUF_INPUT, KT_BF16, m * R, 1.0 / sqrt((double)R));
+	kt_buf_set(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
 	/* the GPU reference's fp32 intermediate: a problem buffer */
-	set_buf(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, T * R, 0);
+	kt_buf_set(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, T * R, 0);
 	if (cfg && is_unfused(cfg->variant)) {
 		struct kt_gemm_tile y, z;
 		size_t ws;
 
-		set_buf(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, T * R, 0);
+		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, T * R, 0);
 		tiles_of(cfg, &y, &z);
 		if ((ws = kt_gemm_workspace(&z, (long)T, (long)R)) > 0) {
-			set_buf(&out[B_ZWS], "splitk_ws", KT_BUF_SCRATCH, KT_F32, ws, 0);
+			kt_buf_set(&out[B_ZWS], "splitk_ws", KT_BUF_SCRATCH, KT_F32, ws, 0);
 			return 7;
 		}
 		return 6;

@@ -200,17 +200,6 @@ static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
 	return kt_gemm_check(&y2, T, m / b, r, 0, tgt, why, whylen);
 }
 
-static void set_buf(struct kt_buf *bf, const char *name, enum kt_buf_role role, enum kt_dtype dt,
-		    size_t elems, double scale)
-{
-	memset(bf, 0, sizeof(*bf));
-	snprintf(bf->name, sizeof(bf->name), "%s", name);
-	bf->role = role;
-	bf->dtype = dt;
-	bf->elems = elems;
-	bf->scale = scale;
-}
-
 static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 			   struct kt_buf out[KT_MAX_BUFS])
 {
@@ -220,20 +209,20 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 
 	/* each z value sums nb products, each y value r: these scales keep
 	 * z and y O(1) whatever the shape */
-	set_buf(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
-	set_buf(&out[B_W1], "w1", KT_BUF_INPUT, KT_BF16, r * n, 1.0 / sqrt((double)nb));
-	set_buf(&out[B_W2], "w2", KT_BUF_INPUT, KT_BF16, m * r, 1.0 / sqrt((double)r));
-	set_buf(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
+	kt_buf_set(&out[B_X], "x", KT_BUF_INPUT, KT_BF16, T * n, 1.0);
+	kt_buf_set(&out[B_W1], "w1", KT_BUF_INPUT, KT_BF16, r * n, 1.0 / sqrt((double)nb));
+	kt_buf_set(&out[B_W2], "w2", KT_BUF_INPUT, KT_BF16, m * r, 1.0 / sqrt((double)r));
+	kt_buf_set(&out[B_Y], "y", KT_BUF_OUTPUT, KT_BF16, T * m, 0);
 	/* the GPU reference's fp32 intermediate: a problem buffer */
-	set_buf(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
+	kt_buf_set(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
 	if (!cfg || cfg->variant < 0 || cfg->variant >= V_COUNT)
 		return 5;
-	set_buf(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
-	set_buf(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
-	set_buf(&out[B_Y2], "y2", KT_BUF_SCRATCH, KT_BF16, T * m, 0);
+	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
+	kt_buf_set(&out[B_Y2], "y2", KT_BUF_SCRATCH, KT_BF16, T * m, 0);
 	if (!is_relayout(cfg->variant))
 		return 8;
-	set_buf(&out[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16, r * n, 0);
+	kt_buf_set(&out[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16, r * n, 0);
 	return 9;
 }
 
