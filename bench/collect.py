@@ -73,6 +73,8 @@ def main():
                     continue
                 if r.get("impl") == "ktune":
                     continue  # the sweep's row is the ktune row
+                if r.get("impl") == "rope_conj_only":
+                    continue  # peers_attn.py's rotation-only timing: not a BENCH.md peer
                 rows.append(r)
     ratios(rows)
     doc = {"device": device or "unknown",
