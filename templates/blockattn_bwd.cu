@@ -193,6 +193,8 @@ KT_DEV void load_item(unsigned st, const __nv_bfloat16 *q, const __nv_bfloat16 *
 
 } /* namespace kba */
 
+/* blockattn_ws.cu takes the helpers above without this kernel */
+#ifndef BLOCKATTN_BWD_HELPERS_ONLY
 extern "C" __global__ void KBA_BOUNDS
 blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 	      const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
@@ -389,3 +391,4 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 	}
 	kt_cp_async_wait<0>();
 }
+#endif

@@ -1,0 +1,706 @@
+/*
+ * blockattn_ws.cu -- jagged block-diagonal attention, forward (BWD 0) and
+ * backward (BWD 1), warp-specialized on wgmma (sm_90a). Same problem, work
+ * items, arguments and outputs as blockattn_fwd.cu / blockattn_bwd.cu, whose
+ * helpers (softmax, the epilogue with its conjugate rotation) this file
+ * includes.
+ *
+ *   blockattn_fwd_ws(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
+ *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
+ *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024.
+ *
+ * Roles. Warpgroup 0 is the producer: its 128 threads copy each item's q,
+ * k, v (do) by cp.async into a ring of STAGES slots and, with ROPE, each
+ * thread rotates the q, k chunks it copied itself once they have landed
+ * (its table reads issued with the copies; RPROD picks how, see producer()),
+ * so the rotation never sits on an MMA warp's path. Warpgroups 1..CONS are consumers; consumer c runs
+ * the CTA's items c, c + CONS, ... Slot s of item i = i % STAGES is guarded
+ * by two mbarriers: full (128 producer arrivals: cp.async.mbarrier.arrive
+ * without rope, a plain arrive after the rotation with it) and empty (128
+ * arrivals of the consumer that ran the item). STAGES >= CONS keeps every
+ * wait within one phase of the barrier it waits on.
+ *
+ * Tiles are stored as the tensor cores read them: 64-column panels of
+ * 128-byte rows with the 128-byte swizzle (16-byte chunk ^= row % 8), so a
+ * tile is K-major for S = q k^T and dP = do v^T (descriptor start + 32 B
+ * per k16 step, + one panel per 64 columns) and MN-major for the products
+ * that read it along its rows (k16 step = 16 rows = 2048 B; LBO = one
+ * panel between 64-column groups, SBO = 1024 B between 8-row groups).
+ *
+ * Consumer, per item (one m64 tile: warp w of the warpgroup owns rows
+ * 16w..16w+15 in the m16n8 accumulator layout the mma.sync kernels use):
+ *   fwd: S = q k^T (wgmma, both from shared memory), exact softmax in
+ *     registers (no running max, no LSE), O = P v with P as the register A
+ *     operand and v MN-major, divided by the row sum, stored.
+ *   bwd: S and dP = do v^T; P, Di = rowsum(P dP), dS in registers; P to the
+ *     dead v tile; dQ = dS k (dS the register A operand, k MN-major),
+ *     conjugate-rotated with ROPE, stored; dS to the dead k tile; dV = P^T
+ *     do and dK = dS^T q (both operands MN-major), dK conjugate-rotated.
+ * Rows past a block's length are zero-filled on load, P is 0 there and in
+ * key columns past it; outputs are written once, no atomics.
+ */
+#ifndef BWD
+#define BWD 0
+#endif
+#ifndef CONS
+#define CONS 1
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+/* RPROD (rope): how the producer rotates -- 0: one item at a time, q, k
+ * rotated in the slot; 1: the next item's copies issued before this one is
+ * rotated (when its slot is free); 2: q, k read into registers, rotated
+ * there and stored once (one item at a time) */
+#ifndef RPROD
+#define RPROD 0
+#endif
+/* the included epilogue reads a row's table pairs ahead (RPF 1) */
+#define RPF (ROPE ? 1 : 0)
+
+#define BLOCKATTN_HELPERS_ONLY
+#define BLOCKATTN_BWD_HELPERS_ONLY
+#include "blockattn_bwd.cu"
+#undef BLOCKATTN_BWD_HELPERS_ONLY
+#undef BLOCKATTN_HELPERS_ONLY
+
+namespace kws {
+
+using namespace kba;
+
+static_assert(BLK == 64, "one m64 wgmma tile per item: BLK 64");
+static_assert(HD == 64 || HD == 128, "HD 64 or 128");
+static_assert(STAGES >= 2 && STAGES >= CONS, "STAGES >= 2 and >= CONS");
+static_assert(ROWS_W == 16 && DSPLIT == 1, "the epilogue helpers' warp layout: 16 rows");
+
+constexpr int PANEL = BLK * 128;	/* bytes of one 64-column panel */
+constexpr int NTL = BWD ? 4 : 3;	/* tiles per slot */
+constexpr int SLOT = NTL * TILE;
+constexpr int PT = 128;			/* producer threads */
+constexpr int IT = BLK * CH / PT;	/* chunks of a tile per producer thread */
+
+/* Byte offset of 16-byte chunk c of row r in a panel-major swizzled tile. */
+KT_DEV int pan_off(int r, int c)
+{
+	return (c >> 3) * PANEL + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+KT_DEV void load_pan(unsigned s, const __nv_bfloat16 *x, int t0, int len, int H, int h, int pt)
+{
+#pragma unroll
+	for (int i = 0; i < IT; i++) {
+		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+
+		kt_cp_async16(s + pan_off(r, c),
+			      x + ((long long)(t0 + min(r, len - 1)) * H + h) * HD + c * 8, r < len);
+	}
+}
+
+/* K-major operand (rows of 128 bytes along K, 8-row groups 1024 B apart). */
+KT_DEV unsigned long long desc_k(unsigned a)
+{
+	return (unsigned long long)((a & 0x3ffff) >> 4) | (1ull << 16) |
+	       ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+/* MN-major operand: 64-element groups one panel apart (LBO), 8-row K
+ * groups 1024 B apart (SBO). */
+KT_DEV unsigned long long desc_mn(unsigned a)
+{
+	return (unsigned long long)((a & 0x3ffff) >> 4) | ((unsigned long long)(PANEL >> 4) << 16) |
+	       ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+KT_DEV void wg_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+KT_DEV void wg_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+KT_DEV void wg_wait0(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+
+/* generic-proxy shared-memory writes (cp.async, st.shared) before
+ * async-proxy reads (wgmma) */
+KT_DEV void proxy_fence(void)
+{
+	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* Keeps the compiler from touching accumulators across a wgmma wait. */
+template <int N>
+KT_DEV void pin(float (&d)[N][4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+template <int N>
+KT_DEV void zero(float (&d)[N][4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.f;
+}
+
+template <int N>
+struct wg;
+
+template <>
+struct wg<64> {
+	/* both operands from shared memory; TA, TB: 1 = MN-major (transposed) */
+	template <int TA, int TB>
+	KT_DEV static void ss(float (&d)[8][4], unsigned long long da, unsigned long long db)
+	{
+		asm volatile("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, %34, %35;\n"
+			     "}\n"
+			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+	}
+	/* A from registers (the m64k16 fragment of the warpgroup); TB as above */
+	template <int TB>
+	KT_DEV static void rs(float (&d)[8][4], const unsigned (&a)[4], unsigned long long db)
+	{
+		asm volatile("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+			     "}\n"
+			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+	}
+};
+
+template <>
+struct wg<128> {
+	/* both operands from shared memory; TA, TB: 1 = MN-major (transposed) */
+	template <int TA, int TB>
+	KT_DEV static void ss(float (&d)[16][4], unsigned long long da, unsigned long long db)
+	{
+		asm volatile("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, %66, %67;\n"
+			     "}\n"
+			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+		       "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+		       "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+		       "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+		       "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+		       "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+		       "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+		       "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+		       "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+	}
+	/* A from registers (the m64k16 fragment of the warpgroup); TB as above */
+	template <int TB>
+	KT_DEV static void rs(float (&d)[16][4], const unsigned (&a)[4], unsigned long long db)
+	{
+		asm volatile("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
+			     "}\n"
+			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+		       "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+		       "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+		       "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+		       "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+		       "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+		       "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+		       "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+		       "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+	}
+};
+
+/* bf16 pairs of a warp's 16 rows of an S-layout accumulator into a BLK x
+ * BLK panel tile (row = query, column = key), as the MN-major A operand of
+ * P^T x and dS^T x reads it. */
+KT_DEV void put_pan(unsigned char *t, const float (&p)[NB][4], int r0, int lane)
+{
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		int row = r0 + (lane >> 2) + 8 * hf;
+
+#pragma unroll
+		for (int nt = 0; nt < NB; nt++) {
+			int col = nt * 8 + 2 * (lane & 3);
+
+			*reinterpret_cast<unsigned *>(t + pan_off(row, col >> 3) + (col & 7) * 2) =
+				kt_pack_bf16x2(p[nt][2 * hf], p[nt][2 * hf + 1]);
+		}
+	}
+}
+
+/* acc = S = A . B^T over HD (both K-major tiles): S = q k^T, dP = do v^T. */
+KT_DEV void mma_s(float (&acc)[NB][4], unsigned sa, unsigned sb)
+{
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++) {
+		unsigned off = (kk >> 2) * PANEL + (kk & 3) * 32;
+
+		wg<BLK>::ss<0, 0>(acc, desc_k(sa + off), desc_k(sb + off));
+	}
+}
+
+/* acc += P . X over the keys, P the register operand (S layout), X MN-major.
+ * Every A fragment is packed before the fence, so that ptxas need not fence
+ * between the wgmmas of the group. */
+KT_DEV void mma_rx(float (&acc)[ND][4], const float (&p)[NB][4], unsigned sx)
+{
+	unsigned a[BLK / 16][4];
+
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++)
+		a_from_acc(a[kk], p, kk);
+	wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++)
+		wg<HD>::rs<1>(acc, a[kk], desc_mn(sx + kk * 2048));
+}
+
+/* acc += X^T . Y over the query rows, both MN-major tiles: dV = P^T do, dK = dS^T q. */
+KT_DEV void mma_tt(float (&acc)[ND][4], unsigned sx, unsigned sy)
+{
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++)
+		wg<HD>::ss<1, 1>(acc, desc_mn(sx + kk * 2048), desc_mn(sy + kk * 2048));
+}
+
+struct ptab {
+	float4 a[IT], b[IT];
+};
+
+/* Producer: issues item i's copies into its slot (after the item STAGES
+ * back has left it); one cp.async group per call, empty past the end (so
+ * wait_group counts stay aligned). False past the end. */
+KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
+		  const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
+		  const int2 *blocks, int nitems, int H, int cta_step, int item_step, int nper,
+		  int pt, bool qk = true)
+{
+	int w = item_at(i, nitems, cta_step, item_step, nper), slot = i % STAGES;
+
+	if (w < 0) {
+		kt_cp_async_commit();
+		return false;
+	}
+	if (i >= STAGES)	/* the item STAGES back has left the slot */
+		kt_mbar_wait(bars + (STAGES + slot) * 8, ((i / STAGES) - 1) & 1);
+
+	const int2 b = blocks[w / H];
+	const int h = w % H;
+	const unsigned st = sbase + slot * SLOT;
+
+	if (qk) {
+		load_pan(st, q, b.x, b.y, H, h, pt);
+		load_pan(st + TILE, k, b.x, b.y, H, h, pt);
+	}
+	load_pan(st + 2 * TILE, v, b.x, b.y, H, h, pt);
+	if (BWD)
+		load_pan(st + 3 * TILE, dout, b.x, b.y, H, h, pt);
+	kt_cp_async_commit();
+	if (!ROPE)	/* full[slot] gets this thread's arrival once its copies land */
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+				     bars + slot * 8)
+			     : "memory");
+	return true;
+}
+
+/* ROPE: the table chunks of the q, k chunks this thread copies for item i
+ * (rows clamped: no branch). */
+KT_DEV void load_tab(int i, const int2 *blocks, const float *table, ptab &t, int nitems, int H,
+		     int cta_step, int item_step, int nper, int pt)
+{
+	const int w = item_at(i, nitems, cta_step, item_step, nper);
+	const int2 b = blocks[w / H];
+
+#pragma unroll
+	for (int j = 0; j < IT; j++) {
+		int idx = pt + j * PT, r = min(idx / CH, b.y - 1), c = idx % CH;
+		const float4 *tp =
+			reinterpret_cast<const float4 *>(table + (long long)(b.x + r) * HD + c * 8);
+
+		t.a[j] = __ldg(tp);
+		t.b[j] = __ldg(tp + 1);
+	}
+}
+
+/* RPROD 2: item i's q, k chunks of this thread, read into registers (rows
+ * past the length as zeros) to be rotated there and stored once. */
+struct pqk {
+	uint4 q[IT], k[IT];
+};
+
+KT_DEV void load_qk(int i, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const int2 *blocks,
+		    pqk &x, int nitems, int H, int cta_step, int item_step, int nper, int pt)
+{
+	const int w = item_at(i, nitems, cta_step, item_step, nper);
+	const int2 b = blocks[w / H];
+	const int h = w % H;
+
+#pragma unroll
+	for (int j = 0; j < IT; j++) {
+		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
+		long long off = ((long long)(b.x + min(r, b.y - 1)) * H + h) * HD + c * 8;
+		uint4 zq = __ldg(reinterpret_cast<const uint4 *>(q + off));
+		uint4 zk = __ldg(reinterpret_cast<const uint4 *>(k + off));
+		const uint4 z = make_uint4(0, 0, 0, 0);
+
+		x.q[j] = r < b.y ? zq : z;
+		x.k[j] = r < b.y ? zk : z;
+	}
+}
+
+/* RPROD 2: rotates item i's q, k chunks in registers and stores them into the
+ * slot, then (once this thread's v, do copies have landed) arrives on full. */
+KT_DEV void store_qk(int i, unsigned char *smem, unsigned bars, const pqk &x, const ptab &t)
+{
+	const int slot = i % STAGES;
+	unsigned char *gq = smem + slot * SLOT, *gk = gq + TILE;
+	const int pt = threadIdx.x & 127;
+
+#pragma unroll
+	for (int j = 0; j < IT; j++) {
+		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
+
+		*reinterpret_cast<uint4 *>(gq + pan_off(r, c)) = rot_chunk_reg(x.q[j], t.a[j], t.b[j]);
+		*reinterpret_cast<uint4 *>(gk + pan_off(r, c)) = rot_chunk_reg(x.k[j], t.a[j], t.b[j]);
+	}
+	kt_cp_async_wait<0>();
+	proxy_fence();
+	kt_mbar_arrive(bars + slot * 8);
+}
+
+/* ROPE: once item i's copies have landed (the caller waited), each thread
+ * rotates the q, k chunks it copied, then announces the slot full. */
+KT_DEV void rotate(int i, unsigned char *smem, unsigned bars, const int2 *blocks, const ptab &t,
+		   int nitems, int H, int cta_step, int item_step, int nper, int pt)
+{
+	const int w = item_at(i, nitems, cta_step, item_step, nper), slot = i % STAGES;
+	const int len = blocks[w / H].y;
+	unsigned char *gq = smem + slot * SLOT, *gk = gq + TILE;
+
+#pragma unroll
+	for (int j = 0; j < IT; j++) {
+		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
+
+		if (r < len) {
+			uint4 *pq = reinterpret_cast<uint4 *>(gq + pan_off(r, c));
+			uint4 *pk = reinterpret_cast<uint4 *>(gk + pan_off(r, c));
+
+			*pq = rot_chunk_reg(*pq, t.a[j], t.b[j]);
+			*pk = rot_chunk_reg(*pk, t.a[j], t.b[j]);
+		}
+	}
+	proxy_fence();
+	kt_mbar_arrive(bars + slot * 8);
+}
+
+/* 1 when the phase of parity `parity` of bar has completed; never blocks. */
+KT_DEV bool mbar_done(unsigned bar, unsigned parity)
+{
+	unsigned done;
+
+	asm volatile("{\n"
+		     ".reg .pred p;\n"
+		     "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+		     "selp.u32 %0, 1, 0, p;\n"
+		     "}\n"
+		     : "=r"(done)
+		     : "r"(bar), "r"(parity)
+		     : "memory");
+	return done != 0;
+}
+
+/* The producer warpgroup's whole life. Without rope it only issues (the
+ * copies arrive on full[] by themselves) and runs STAGES items ahead. With
+ * rope and RPROD 0 it takes one item at a time (issue, wait, rotate); with
+ * RPROD 2 the same, q and k through registers; with RPROD 1 item i+1's
+ * copies go out before it waits for item i's -- but only
+ * when i+1's slot is already free: waiting for a slot there would hold
+ * item i back behind the consumer of item i+1-STAGES (measured: +40% at
+ * STAGES 2). Item i+1's table is read right after item i is rotated (one
+ * table set in registers). */
+KT_DEV void producer(unsigned char *smem, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
+		     const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
+		     const int2 *blocks, const float *table, int nitems, int H, int cta_step,
+		     int item_step, int nper, int pt)
+{
+	ptab t;
+
+	if (!ROPE) {
+		for (int i = 0; issue(i, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step,
+				      item_step, nper, pt);
+		     i++)
+			;
+	} else if (RPROD == 2) {
+		/* one item at a time: v, do copied, q, k and the table read into
+		 * registers, rotated there and stored */
+		pqk x;
+
+		for (int i = 0; issue(i, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step,
+				      item_step, nper, pt, false);
+		     i++) {
+			load_qk(i, q, k, blocks, x, nitems, H, cta_step, item_step, nper, pt);
+			load_tab(i, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
+			store_qk(i, smem, bars, x, t);
+		}
+	} else if (RPROD == 0) {
+		/* one item at a time: copies and table reads, wait, rotate */
+		for (int i = 0; issue(i, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step,
+				      item_step, nper, pt);
+		     i++) {
+			load_tab(i, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
+			kt_cp_async_wait<0>();
+			rotate(i, smem, bars, blocks, t, nitems, H, cta_step, item_step, nper, pt);
+		}
+	} else if (issue(0, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step, item_step,
+			 nper, pt)) {
+		load_tab(0, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
+		for (int i = 0;; i++) {
+			const int n = i + 1;
+			const bool more = item_at(n, nitems, cta_step, item_step, nper) >= 0;
+			/* one decision per warp (lane 0): no divergence inside a warp */
+			const bool ahead =
+				more && __shfl_sync(0xffffffffu,
+						    n < STAGES || mbar_done(bars + (STAGES + n % STAGES) * 8,
+									    ((n / STAGES) - 1) & 1),
+						    0);
+
+			if (ahead) {
+				issue(n, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step,
+				      item_step, nper, pt);
+				kt_cp_async_wait<1>();	/* item i's group */
+			} else {
+				kt_cp_async_wait<0>();
+			}
+			rotate(i, smem, bars, blocks, t, nitems, H, cta_step, item_step, nper, pt);
+			if (!more)
+				break;
+			if (!ahead)
+				issue(n, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step,
+				      item_step, nper, pt);
+			load_tab(n, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
+		}
+	}
+	kt_cp_async_wait<0>();
+}
+
+} /* namespace kws */
+
+#define KWS_BODY_BEGIN                                                                     \
+	using namespace kws;                                                               \
+	extern __shared__ __align__(1024) unsigned char smem[];                            \
+	const unsigned sbase = kt_smem_u32(smem);                                          \
+	const unsigned bars = sbase + STAGES * SLOT;                                       \
+	const int tid = threadIdx.x, wgi = tid >> 7;                                      \
+	if (tid == 0) {                                                                    \
+		for (int s = 0; s < STAGES; s++) {                                         \
+			kt_mbar_init(bars + s * 8, PT);                                    \
+			kt_mbar_init(bars + (STAGES + s) * 8, 128);                        \
+		}                                                                          \
+		kt_mbar_init_fence();                                                      \
+	}                                                                                  \
+	__syncthreads();
+
+#if BWD
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
+		 const int2 *__restrict__ blocks, const float *__restrict__ table,
+		 __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
+		 __nv_bfloat16 *__restrict__ dv, int nitems, int H, int cta_step, int item_step,
+		 int nper)
+{
+	KWS_BODY_BEGIN
+	if (wgi == 0) {
+		producer(smem, sbase, bars, q, k, v, dout, blocks, table, nitems, H, cta_step,
+			 item_step, nper, tid);
+		return;
+	}
+
+	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
+	const float scale = 1.f / sqrtf((float)HD);
+	unsigned ct[MI][2][ND];	/* unused: the epilogue reads its pairs per row */
+
+	for (int i = cw;; i += CONS) {
+		const int w = item_at(i, nitems, cta_step, item_step, nper), slot = i % STAGES;
+
+		if (w < 0)
+			break;
+		kt_mbar_wait(bars + slot * 8, (i / STAGES) & 1);
+		proxy_fence();
+
+		const int2 b = blocks[w / H];
+		const int h = w % H, len = b.y;
+		const unsigned sq = sbase + slot * SLOT, sk = sq + TILE, sv = sq + 2 * TILE,
+			       sdo = sq + 3 * TILE;
+		unsigned char *gq = smem + slot * SLOT;
+		float s[MI][NB][4], dp[MI][NB][4], inv[MI][2], acc[MI][ND][4];
+
+		/* S = q k^T, dP = do v^T */
+		zero(s[0]);
+		zero(dp[0]);
+		wg_fence();
+		mma_s(s[0], sq, sk);
+		mma_s(dp[0], sdo, sv);
+		wg_commit();
+		wg_wait0();
+		pin(s[0]);
+		pin(dp[0]);
+
+		softmax_rows(s, inv, len, lane);
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			int row = r0 + (lane >> 2) + 8 * hf;
+			float norm = row < len ? inv[0][hf] : 0.f, di = 0.f;
+
+#pragma unroll
+			for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					float p = s[0][nt][2 * hf + e] * norm;
+
+					s[0][nt][2 * hf + e] = p;
+					di += p * dp[0][nt][2 * hf + e];
+				}
+			di += __shfl_xor_sync(0xffffffffu, di, 1);
+			di += __shfl_xor_sync(0xffffffffu, di, 2);
+#pragma unroll
+			for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++)
+					dp[0][nt][2 * hf + e] =
+						s[0][nt][2 * hf + e] * (dp[0][nt][2 * hf + e] - di) * scale;
+		}
+		/* v is dead (the waited wgmmas were its last readers): P there */
+		put_pan(gq + 2 * TILE, s[0], r0, lane);
+
+		/* dQ = dS k */
+		zero(acc[0]);
+		mma_rx(acc[0], dp[0], sk);
+		wg_commit();
+		wg_wait0();
+		pin(acc[0]);
+		/* k is dead now: dS there; every warp's P and dS before dV, dK */
+		put_pan(gq + TILE, dp[0], r0, lane);
+		proxy_fence();
+		kt_bar_sync(1 + cw, 128);
+		put_acc<true, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+					lane);
+
+		/* dV = P^T do */
+		zero(acc[0]);
+		wg_fence();
+		mma_tt(acc[0], sv, sdo);
+		wg_commit();
+		wg_wait0();
+		pin(acc[0]);
+		put_acc<false, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+					 lane);
+
+		/* dK = dS^T q */
+		zero(acc[0]);
+		wg_fence();
+		mma_tt(acc[0], sk, sq);
+		wg_commit();
+		wg_wait0();
+		pin(acc[0]);
+		kt_mbar_arrive(bars + (STAGES + slot) * 8);	/* the slot is free */
+		put_acc<true, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+					lane);
+	}
+}
+#else
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+		 const __nv_bfloat16 *__restrict__ v, const int2 *__restrict__ blocks,
+		 const float *__restrict__ table, __nv_bfloat16 *__restrict__ o, int nitems, int H,
+		 int cta_step, int item_step, int nper)
+{
+	KWS_BODY_BEGIN
+	if (wgi == 0) {
+		producer(smem, sbase, bars, q, k, v, nullptr, blocks, table, nitems, H, cta_step,
+			 item_step, nper, tid);
+		return;
+	}
+
+	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
+	unsigned ct[MI][2][ND];	/* unused (no rotation of O) */
+
+	for (int i = cw;; i += CONS) {
+		const int w = item_at(i, nitems, cta_step, item_step, nper), slot = i % STAGES;
+
+		if (w < 0)
+			break;
+		kt_mbar_wait(bars + slot * 8, (i / STAGES) & 1);
+		proxy_fence();
+
+		const int2 b = blocks[w / H];
+		const int h = w % H, len = b.y;
+		const unsigned sq = sbase + slot * SLOT, sk = sq + TILE, sv = sq + 2 * TILE;
+		float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
+
+		zero(s[0]);
+		wg_fence();
+		mma_s(s[0], sq, sk);
+		wg_commit();
+		wg_wait0();
+		pin(s[0]);
+		softmax_rows(s, inv, len, lane);
+
+		zero(acc[0]);
+		mma_rx(acc[0], s[0], sv);
+		wg_commit();
+		wg_wait0();
+		pin(acc[0]);
+		kt_mbar_arrive(bars + (STAGES + slot) * 8);	/* the slot is free */
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[0][nt][e] *= inv[0][e >> 1];
+		put_acc<false, 0, false>(o, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+					 lane);
+	}
+}
+#endif
