@@ -23,7 +23,7 @@
  * The forward also has `prefetch`: the grid's order with its one stage
  * refilled in place (the next item's q, k as soon as S is done, its v once
  * O is out; EPI: O staged in the v tile or stored from registers).
- * All are mma.sync m16n8k16 (sm_80+). Also searched: the backward's
+ * These three are mma.sync m16n8k16 (sm_80+). Also searched: the backward's
  * epilogue (EPI: registers or staged 16-byte rows), how rope reads its
  * table (RPF: per chunk, batched ahead, or the block's tile brought into
  * shared memory by cp.async and kept across the heads of a block -- the
@@ -33,10 +33,20 @@
  * pairs held as f16x2 from dq to dk or read ahead per output) and a register
  * cap (MINB CTAs per SM through __launch_bounds__). Measured on the H200:
  * bench/NOTES-attention.md.
- * NEEDSWORK: wgmma (sm_90a) and producer/consumer warp specialization
- * (the block-attention work's load / MMA / softmax / epilogue roles) are
- * not variants yet; rotated v is not supported; rope costs the backward
- * a third more time (NOTES: it is latency and instructions, not bytes).
+ *
+ * `ws` (both families; templates/blockattn_ws.cu): warp-specialized on
+ * wgmma. One producer warpgroup loads each item with cp.async into a
+ * STAGES ring guarded by mbarriers and, with rope, rotates q, k in place;
+ * CONS consumer warpgroups each run their own items on wgmma (S, dP from
+ * shared memory; P, dS as register A operands; transposed operands read
+ * MN-major). Persistent: one CTA of (CONS + 1) * 128 threads per SM,
+ * items strided. Its parameters are CONS and RING (the ring depth, passed
+ * as -DSTAGES), and with rope RPROD (how the producer rotates: one item at
+ * a time in the slot, the next item's copies issued first, or q, k through
+ * registers); none of the mma.sync variants' apply. sm_90a, BLK 64.
+ * NEEDSWORK: ws at BLK 128 (the mma.sync variants cover it); rotated v is
+ * not supported; rope costs the mma.sync backward a third more time
+ * (NOTES: it is latency and instructions, not bytes).
  */
 #include "blockattn.h"
 #include "gemm_plan.h"
@@ -46,10 +56,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { V_GRID, V_PERSIST, V_PREFETCH };
+/* Variant indices. The forward's are {grid, persistent, prefetch, ws}, the
+ * backward's {grid, persistent, ws}: prefetch is the forward's only, so
+ * V_PREFETCH means nothing in the backward and ws has an index per family
+ * (ws_variant). Config keys name variants, so stored keys stay valid. */
+enum { V_GRID, V_PERSIST, V_PREFETCH, V_FWD_WS = 3 };
+enum { V_BWD_WS = 2 };
 /* Parameter indices: the same in both families; EPI is the backward's and
- * the forward prefetch variant's. */
-enum { P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI };
+ * the forward prefetch variant's; CONS and RING are ws's only. */
+enum {
+	P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI, P_CONS, P_RING,
+	P_RPROD
+};
+
+static int ws_variant(int bwd)
+{
+	return bwd ? V_BWD_WS : V_FWD_WS;
+}
 
 static const struct kt_dim dims[] = {
 	{"seqs", 1, 1L << 20, 0, "sequences B (lengths drawn from (seqs, lmax), see blockattn.h)"},
@@ -62,41 +85,58 @@ static const struct kt_dim dims[] = {
 
 /* prefetch (forward only): the grid's work order, one stage refilled in
  * place -- the next item's q, k once S is done, its v once O is out. */
-static const char *const variants[] = {"grid", "persistent", "prefetch"};
+static const char *const fwd_variants[] = {"grid", "persistent", "prefetch", "ws"};
+static const char *const bwd_variants[] = {"grid", "persistent", "ws"};
 
-#define ALL ((1u << V_GRID) | (1u << V_PERSIST) | (1u << V_PREFETCH))
-#define RING ((1u << V_GRID) | (1u << V_PERSIST))
+/* Parameter masks: the mma.sync variants of each family, ws's own. */
+#define FWD_SYNC ((1u << V_GRID) | (1u << V_PERSIST) | (1u << V_PREFETCH))
+#define BWD_SYNC ((1u << V_GRID) | (1u << V_PERSIST))
+#define SYNC_RING ((1u << V_GRID) | (1u << V_PERSIST))
 #define ORDERED ((1u << V_GRID) | (1u << V_PREFETCH))
 
+#define CONS_HELP "ws: consumer warpgroups, each running its own items (the warp split: " \
+		  "one producer warpgroup loads and, with rope, rotates)"
+#define RING_HELP "ws: ring depth (-DSTAGES): items in flight between the producer and " \
+		  "the consumers"
+#define RPROD_HELP "ws, rope=1: how the producer rotates q, k -- 0: one item at a time, in " \
+		   "the slot; 1: item i+1's copies issued before item i is rotated (when its " \
+		   "slot is free); 2: one at a time, q, k read into registers, rotated there"
+
 static const struct kt_param fwd_params[] = {
-	{"ROWS_W", 2, {16, 32}, ALL, "query rows per warp (m16 tiles of S and O)"},
-	{"DSPLIT", 2, {1, 2}, ALL, "warps per row group, each computing 1/DSPLIT of head_dim"},
-	{"STAGES", 3, {1, 2, 3}, RING, "cp.async ring depth over a CTA's work items"},
+	{"ROWS_W", 2, {16, 32}, FWD_SYNC, "query rows per warp (m16 tiles of S and O)"},
+	{"DSPLIT", 2, {1, 2}, FWD_SYNC, "warps per row group, each computing 1/DSPLIT of head_dim"},
+	{"STAGES", 3, {1, 2, 3}, SYNC_RING, "cp.async ring depth over a CTA's work items"},
 	{"ITEMS", 4, {1, 2, 4, 8}, ORDERED,
 	 "(block, head) items per CTA, heads of a block first"},
 	{"CTAS_SM", 3, {1, 2, 4}, 1u << V_PERSIST, "persistent grid: CTAs per SM, items strided"},
-	{"RPF", 3, {0, 1, 2}, ALL,
+	{"RPF", 3, {0, 1, 2}, FWD_SYNC,
 	 "rope=1: table read per chunk (0), batched ahead (1), tile in shared memory (2)"},
-	{"MINB", 2, {1, 4}, ALL, "CTAs per SM asked of ptxas (a register cap); 1: none"},
+	{"MINB", 2, {1, 4}, FWD_SYNC, "CTAs per SM asked of ptxas (a register cap); 1: none"},
 	{"EPI", 2, {0, 1}, 1u << V_PREFETCH,
 	 "prefetch: 0: O stored from registers, next v at once; 1: O staged in the v tile"},
+	{"CONS", 2, {1, 2}, 1u << V_FWD_WS, CONS_HELP},
+	{"RING", 3, {2, 3, 4}, 1u << V_FWD_WS, RING_HELP},
+	{"RPROD", 3, {0, 1, 2}, 1u << V_FWD_WS, RPROD_HELP},
 };
 
 /* The backward holds four tiles per stage plus P and dS: a third stage
  * never fits beside enough CTAs to matter. */
 static const struct kt_param bwd_params[] = {
-	{"ROWS_W", 2, {16, 32}, ALL, "query (then key) rows per warp"},
-	{"DSPLIT", 2, {1, 2}, ALL, "warps per row group, each computing 1/DSPLIT of head_dim"},
-	{"STAGES", 2, {1, 2}, ALL, "cp.async ring depth over a CTA's work items"},
+	{"ROWS_W", 2, {16, 32}, BWD_SYNC, "query (then key) rows per warp"},
+	{"DSPLIT", 2, {1, 2}, BWD_SYNC, "warps per row group, each computing 1/DSPLIT of head_dim"},
+	{"STAGES", 2, {1, 2}, BWD_SYNC, "cp.async ring depth over a CTA's work items"},
 	{"ITEMS", 3, {1, 2, 4}, 1u << V_GRID, "(block, head) items per CTA, heads of a block first"},
 	{"CTAS_SM", 3, {1, 2, 4}, 1u << V_PERSIST, "persistent grid: CTAs per SM, items strided"},
-	{"RPF", 6, {0, 1, 2, 6, 7, 8}, ALL,
+	{"RPF", 6, {0, 1, 2, 6, 7, 8}, BWD_SYNC,
 	 "rope=1: table read per chunk (0), batched ahead (1), tile in shared memory (2); "
 	 "read while q, k copy, each thread rotating its own chunks, no barrier of its "
 	 "own (6-8: packed bf16x2 6, 8 / fp32 7; the epilogue's pairs read at dq and held "
 	 "for dk 6 / read per output as 1 does 7, 8)"},
-	{"MINB", 2, {1, 3}, ALL, "CTAs per SM asked of ptxas (a register cap); 1: none"},
-	{"EPI", 2, {0, 1}, ALL, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
+	{"MINB", 2, {1, 3}, BWD_SYNC, "CTAs per SM asked of ptxas (a register cap); 1: none"},
+	{"EPI", 2, {0, 1}, BWD_SYNC, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
+	{"CONS", 2, {1, 2}, 1u << V_BWD_WS, CONS_HELP},
+	{"RING", 2, {2, 3}, 1u << V_BWD_WS, RING_HELP},
+	{"RPROD", 3, {0, 1, 2}, 1u << V_BWD_WS, RPROD_HELP},
 };
 
 /* ---- the generator ---- */
@@ -484,6 +524,8 @@ struct cfg {
 	long blk, d, rope, heads;
 	long rows_w, dsplit, stages, items, ctas_sm, epi, rpf, minb;
 	int persist, pf;
+	int ws;			/* the ws variant: cons, and stages from RING */
+	long cons, rprod;
 	long mi;		/* m16 tiles per warp */
 	long threads;
 	unsigned smem;
@@ -496,6 +538,17 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	g->d = s->v[BA_D_HDIM];
 	g->rope = s->v[BA_D_ROPE];
 	g->heads = s->v[BA_D_HEADS];
+	if (c->variant == ws_variant(bwd)) {
+		g->ws = 1;
+		g->cons = c->p[P_CONS];
+		g->stages = c->p[P_RING];
+		g->rprod = c->p[P_RPROD];
+		/* one producer warpgroup and CONS consumer warpgroups; the
+		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers */
+		g->threads = (g->cons + 1) * 128;
+		g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024);
+		return;
+	}
 	g->rows_w = c->p[P_ROWS_W];
 	g->dsplit = c->p[P_DSPLIT];
 	g->pf = !bwd && c->variant == V_PREFETCH;
@@ -544,13 +597,65 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 	return bwd ? 192 : 160;
 }
 
+/* The ws variant past the shape checks: sm_90a, BLK 64, its own two
+ * parameters, none of the mma.sync variants'. */
+static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
+		    const struct cfg *g, char *why, size_t whylen)
+{
+	const struct kt_param *params = bwd ? bwd_params : fwd_params;
+	int n = bwd ? (int)(sizeof(bwd_params) / sizeof(bwd_params[0]))
+		    : (int)(sizeof(fwd_params) / sizeof(fwd_params[0]));
+	long ring_max = bwd ? 3 : 4;
+	char arch[16];
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!(params[i].variants & (1u << c->variant)) && c->p[i] != 0)
+			return snprintf(why, whylen, "ws has no parameter %s (%s=%ld)", params[i].name,
+					params[i].name, c->p[i]), 1;
+	if (!tgt->arch_a) {
+		kt_target_arch(tgt, arch, sizeof(arch));
+		return snprintf(why, whylen, "ws needs sm_90a (wgmma, setmaxnreg); target %s", arch),
+		       1;
+	}
+	if (g->blk != 64)
+		return snprintf(why, whylen,
+				"ws: block %ld: BLK 64 only (NEEDSWORK: 128; grid and persistent "
+				"cover it)", g->blk), 1;
+	if (g->cons != 1 && g->cons != 2)
+		return snprintf(why, whylen, "CONS %ld: 1 or 2 consumer warpgroups", g->cons), 1;
+	if (g->rprod < 0 || g->rprod > 2)
+		return snprintf(why, whylen, "RPROD %ld: 0, 1 or 2", g->rprod), 1;
+	if (!g->rope && g->rprod)
+		return snprintf(why, whylen, "RPROD %ld without rope: the same kernel as 0", g->rprod),
+		       1;
+	if (g->stages < 2)
+		return snprintf(why, whylen,
+				"RING %ld: ws needs 2 or more stages (the producer fills one while "
+				"a consumer reads another)", g->stages), 1;
+	if (g->stages > ring_max)
+		return snprintf(why, whylen, "RING %ld: at most %ld", g->stages, ring_max), 1;
+	/* the template's static_assert: each consumer's waits stay within one
+	 * phase of a slot's barriers (unreachable while CONS <= 2 <= RING) */
+	if (g->stages < g->cons)
+		return snprintf(why, whylen, "RING %ld < CONS %ld: a slot per consumer", g->stages,
+				g->cons), 1;
+	if (g->threads > tgt->max_threads)
+		return snprintf(why, whylen, "%ld threads > %d", g->threads, tgt->max_threads), 1;
+	if (g->smem > (unsigned)tgt->smem_optin)
+		return snprintf(why, whylen, "shared memory %u > %d bytes", g->smem, tgt->smem_optin),
+		       1;
+	return 0;
+}
+
 static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		    const struct kt_target *tgt, char *why, size_t whylen)
 {
 	struct cfg g;
 	long seqs = s->v[BA_D_SEQS], lmax = s->v[BA_D_LMAX];
 
-	if (c->variant != V_GRID && c->variant != V_PERSIST && (bwd || c->variant != V_PREFETCH))
+	if (c->variant != V_GRID && c->variant != V_PERSIST && c->variant != ws_variant(bwd) &&
+	    (bwd || c->variant != V_PREFETCH))
 		return snprintf(why, whylen, "unknown variant %d", c->variant), 1;
 	cfg_of(bwd, s, c, &g);
 	if (g.d != 64 && g.d != 128)
@@ -559,6 +664,8 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 		return snprintf(why, whylen, "block %ld: the kernels take 64 or 128", g.blk), 1;
 	if ((double)seqs * (double)lmax > 2147483647.0)
 		return snprintf(why, whylen, "seqs x lmax over 2^31: offsets are int32"), 1;
+	if (g.ws)
+		return check_ws(bwd, c, tgt, &g, why, whylen);
 	if (g.rows_w != 16 && g.rows_w != 32)
 		return snprintf(why, whylen, "ROWS_W %ld: 16 or 32", g.rows_w), 1;
 	if (g.dsplit != 1 && g.dsplit != 2)
@@ -654,8 +761,15 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	if (nitems > 2147483647L)
 		return kt_err_set(err, KT_EINVAL, "%s: %ld work items over 2^31", fam, nitems);
 	out->nprograms = 1;
-	pr->tpl = fam;
-	if (kt_program_define(pr, "BLK", g.blk) || kt_program_define(pr, "HD", g.d) ||
+	pr->tpl = g.ws ? "blockattn_ws" : fam;
+	if (g.ws) {
+		if (kt_program_define(pr, "BWD", bwd) || kt_program_define(pr, "BLK", g.blk) ||
+		    kt_program_define(pr, "HD", g.d) || kt_program_define(pr, "ROPE", g.rope) ||
+		    kt_program_define(pr, "CONS", g.cons) ||
+		    kt_program_define(pr, "STAGES", g.stages) ||
+		    kt_program_define(pr, "RPROD", g.rprod))
+			return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
+	} else if (kt_program_define(pr, "BLK", g.blk) || kt_program_define(pr, "HD", g.d) ||
 	    kt_program_define(pr, "ROPE", g.rope) || kt_program_define(pr, "ROWS_W", g.rows_w) ||
 	    kt_program_define(pr, "DSPLIT", g.dsplit) ||
 	    kt_program_define(pr, "STAGES", g.stages) || kt_program_define(pr, "RPF", g.rpf) ||
@@ -677,10 +791,11 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 
 	/* The work order: items (block, head), heads fastest so that the CTAs
 	 * running at once share a block's table rows in L2. */
-	if (g.persist) {
+	if (g.persist || g.ws) {
 		long sms = tgt->sms > 0 ? tgt->sms : 132;	/* compile-only targets */
 
-		grid = sms * g.ctas_sm;
+		/* ws: one CTA per SM (its ring fills most of the shared memory) */
+		grid = g.ws ? sms : sms * g.ctas_sm;
 		if (grid > nitems)
 			grid = nitems;
 		cta_step = 1;
@@ -694,7 +809,7 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	}
 	out->nlaunch = 1;
 	l = &out->launch[0];
-	snprintf(l->kernel, sizeof(l->kernel), "%s", fam);
+	snprintf(l->kernel, sizeof(l->kernel), "%s%s", fam, g.ws ? "_ws" : "");
 	l->grid[0] = (unsigned)grid;
 	l->grid[1] = l->grid[2] = 1;
 	l->block[0] = (unsigned)g.threads;
@@ -965,8 +1080,8 @@ const struct kt_family blockattn_fwd_family = {
 	.hidden = 0,
 	.ndims = BA_NDIMS,
 	.dims = dims,
-	.nvariants = 3,
-	.variants = variants,
+	.nvariants = (int)(sizeof(fwd_variants) / sizeof(fwd_variants[0])),
+	.variants = fwd_variants,
 	.planted = 0,
 	.nparams = (int)(sizeof(fwd_params) / sizeof(fwd_params[0])),
 	.params = fwd_params,
@@ -988,8 +1103,8 @@ const struct kt_family blockattn_bwd_family = {
 	.hidden = 0,
 	.ndims = BA_NDIMS,
 	.dims = dims,
-	.nvariants = 2,
-	.variants = variants,
+	.nvariants = (int)(sizeof(bwd_variants) / sizeof(bwd_variants[0])),
+	.variants = bwd_variants,
 	.planted = 0,
 	.nparams = (int)(sizeof(bwd_params) / sizeof(bwd_params[0])),
 	.params = bwd_params,

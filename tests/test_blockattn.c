@@ -10,13 +10,24 @@
  * valid configs of the bench shape (seqs=1152, lmax=256, heads=4,
  * head_dim=128, block=64, rope 0 and 1) and a fixed-seed sample of its other
  * programs (CI_SAMPLE); KTUNE_COMPILE_ALL=1 compiles every distinct program
- * of every valid config of every (head_dim, block, rope).
+ * of every valid config of every (head_dim, block, rope). For sm_90a it
+ * compiles every program of the `ws` variant (the only one that needs the
+ * `a` features; every (fwd/bwd, head_dim, rope, CONS, RING) at block 64:
+ * a few dozen). Every compiled cubin must hold the kernels its plans name
+ * (the prep launch's blockattn_blocks included).
  *
  * A GPU suite (below, inactive without a GPU) runs every config on small
  * ragged shapes against both references and at the bench shape against
- * the GPU reference, and can time them (KTUNE_BLOCKATTN_BENCH).
+ * the GPU reference, and can time them (KTUNE_BLOCKATTN_BENCH). The device
+ * is compiled for as a sweep does (kt_target_arch: sm_90a on an sm_90
+ * device, so `ws` runs there with the rest).
  * KTUNE_BLOCKATTN_GPU_ONLY=1 leaves the compile suite out (for a timed
- * GPU call; CI runs it).
+ * GPU call; CI runs it). KTUNE_BLOCKATTN_VARIANT=NAME restricts the GPU
+ * suite (small shapes, bench shape, timing) to configs of variant NAME
+ * (e.g. ws; a family without it is left out), for a short device call
+ * while one variant's kernels change. KTUNE_BLOCKATTN_BENCH_ONLY=S: only
+ * the bench-shape workloads whose name holds S; KTUNE_BLOCKATTN_SMALL_ONLY=1:
+ * the small shapes alone.
  *
  * Dump mode, for the bench's final run: with KTUNE_BLOCKATTN_DUMP=DIR and
  * KTUNE_BLOCKATTN_DUMP_CONFIG=KEY (a blockattn_bwd config key as
@@ -715,11 +726,353 @@ static void test_rtab_prefetch(void)
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL(kt_config_parse(fams[1],
 		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=0,MINB=1,EPI=0", &c, &e), -1);
+	/* its index 2 is ws, not prefetch (the families' own variant lists);
+	 * past its last variant, nothing runs */
+	CU_ASSERT_EQUAL(kt_variant_index(fams[1], "prefetch"), -1);
+	CU_ASSERT_EQUAL(kt_variant_index(fams[0], "prefetch"), 2);
+	CU_ASSERT_EQUAL(kt_variant_index(fams[1], "ws"), 2);
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], base_cfg[1], &c, &e), 0);
-	c.variant = 2;
+	c.variant = fams[1]->nvariants;
 	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "unknown variant"));
 	test_rpf_fused();
+}
+
+/* ---- the ws variant (templates/blockattn_ws.cu: warp-specialized, wgmma) ---- */
+
+static int param_index(const struct kt_family *f, const char *name)
+{
+	int i;
+
+	for (i = 0; i < f->nparams; i++)
+		if (strcmp(f->params[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* 1 when launches a and b pass the same arguments. */
+static int same_args(const struct kt_launch *a, const struct kt_launch *b)
+{
+	int i;
+
+	if (a->nargs != b->nargs)
+		return 0;
+	for (i = 0; i < a->nargs; i++)
+		if (a->args[i].kind != b->args[i].kind || a->args[i].buf != b->args[i].buf ||
+		    a->args[i].i != b->args[i].i)
+			return 0;
+	return 1;
+}
+
+/* The mma.sync variants' parameters (every one but CONS and RING). */
+static const char *const sync_params[] = {"ROWS_W", "DSPLIT", "STAGES", "ITEMS",
+					  "CTAS_SM", "RPF", "MINB", "EPI"};
+#define NSYNC_PARAMS ((int)(sizeof(sync_params) / sizeof(sync_params[0])))
+
+/* ws configs of family f valid at a shape with this rope setting: every
+ * value of its parameters, RPROD (rope only) held at 0 without rope. */
+static long ws_count(int f, int rope)
+{
+	int ws = kt_variant_index(fams[f], "ws"), i;
+	long n = 1;
+
+	for (i = 0; i < fams[f]->nparams; i++)
+		if ((fams[f]->params[i].variants & (1u << ws)) &&
+		    (rope || strcmp(fams[f]->params[i].name, "RPROD") != 0))
+			n *= fams[f]->params[i].nvalues;
+	return n;
+}
+
+/* The suffix of a ws key after CONS and RING: RPROD, 0 or the given mode. */
+static const char *ws_tail(int rprod)
+{
+	return rprod == 2 ? ",RPROD=2" : rprod ? ",RPROD=1" : ",RPROD=0";
+}
+
+/* Each family's own variant list, ws's parameters and no other. */
+static void test_ws_params(void)
+{
+	int f, i, j;
+
+	for (f = 0; f < 2; f++) {
+		const struct kt_family *fa = fams[f];
+		int ws = kt_variant_index(fa, "ws"), ic = param_index(fa, "CONS");
+		int ir = param_index(fa, "RING");
+
+		/* the forward keeps prefetch at 2; the backward has its own list */
+		CU_ASSERT_EQUAL(fa->nvariants, f ? 3 : 4);
+		CU_ASSERT_EQUAL(ws, f ? 2 : 3);
+		CU_ASSERT_EQUAL(kt_variant_index(fa, "grid"), 0);
+		CU_ASSERT_EQUAL(kt_variant_index(fa, "persistent"), 1);
+		CU_ASSERT_FATAL(ws >= 0 && ic >= 0 && ir >= 0);
+		for (i = 0; i < NSYNC_PARAMS; i++) {
+			int k = param_index(fa, sync_params[i]);
+
+			CU_ASSERT_FATAL(k >= 0);
+			CU_ASSERT_EQUAL(fa->params[k].variants & (1u << ws), 0);
+		}
+		CU_ASSERT_EQUAL(fa->params[ic].variants, 1u << ws);
+		CU_ASSERT_EQUAL(fa->params[ir].variants, 1u << ws);
+		/* RPROD: ws only, 0..2 */
+		CU_ASSERT_FATAL(param_index(fa, "RPROD") >= 0);
+		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].variants, 1u << ws);
+		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].nvalues, 3);
+		CU_ASSERT_EQUAL(fa->params[ic].nvalues, 2);
+		CU_ASSERT_EQUAL(fa->params[ic].values[0], 1);
+		CU_ASSERT_EQUAL(fa->params[ic].values[1], 2);
+		/* the ring: 2..4 stages forward, 2..3 backward */
+		CU_ASSERT_EQUAL(fa->params[ir].nvalues, f ? 2 : 3);
+		for (j = 0; j < fa->params[ir].nvalues; j++)
+			CU_ASSERT_EQUAL(fa->params[ir].values[j], 2 + j);
+		/* no parameter names a variant the family does not have */
+		for (j = 0; j < fa->nparams; j++)
+			CU_ASSERT_EQUAL(fa->params[j].variants >> fa->nvariants, 0);
+	}
+}
+
+/* ws plans: the template, its defines, the persistent launch with the
+ * same arguments as the persistent variant's (CTAS_SM 1), one CTA of
+ * (CONS + 1) warpgroups per SM, the ring's shared memory; key round trips. */
+static void test_ws_plans(void)
+{
+	struct kt_target t90a, few;
+	int f, d, rope;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
+	CU_ASSERT_EQUAL(t90a.sms, 0);	/* compile-only: 132 CTAs assumed */
+	few = t90a;
+	few.sms = 7;
+	for (f = 0; f < 2; f++)
+		for (d = 64; d <= 128; d += 64)
+			for (rope = 0; rope < 2; rope++) {
+				const struct kt_family *fa = fams[f];
+				int ic = param_index(fa, "CONS"), ir = param_index(fa, "RING"), a, b;
+				long nitems = ba_blocks(1152, 256, 64) * 4;
+				struct kt_shape s, small;
+				struct kt_config pc;
+				struct kt_plan pp, ppf, ps;
+				struct kt_err e;
+				char text[160];
+
+				CU_ASSERT_FATAL(ic >= 0 && ir >= 0);
+				snprintf(text, sizeof(text),
+					 "seqs=1152,lmax=256,heads=4,head_dim=%d,block=64,rope=%d", d, rope);
+				CU_ASSERT_EQUAL_FATAL(parse(fa, text, &s), 0);
+				snprintf(text, sizeof(text),
+					 "seqs=3,lmax=70,heads=2,head_dim=%d,block=64,rope=%d", d, rope);
+				CU_ASSERT_EQUAL_FATAL(parse(fa, text, &small), 0);
+				snprintf(text, sizeof(text),
+					 "variant=persistent,ROWS_W=16,DSPLIT=1,STAGES=1,CTAS_SM=1,RPF=%d,"
+					 "MINB=1%s", rope, f ? ",EPI=0" : "");
+				kt_err_clear(&e);
+				CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, text, &pc, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &pc, &t90a, &pp, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &pc, &few, &ppf, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(fa->plan(&small, &pc, &t90a, &ps, &e), 0);
+				for (a = 0; a < fa->params[ic].nvalues; a++)
+					for (b = 0; b < fa->params[ir].nvalues; b++) {
+						long cons = fa->params[ic].values[a], ring = fa->params[ir].values[b];
+						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * 64 * d * 2 + 1024);
+						struct kt_config c;
+						struct kt_plan p;
+						const struct kt_launch *l = &p.launch[0];
+						char key[160], why[160], want[KT_MAX_DEFINES][48], kname[32];
+						int i;
+
+						snprintf(text, sizeof(text), "variant=ws,CONS=%ld,RING=%ld%s", cons,
+							 ring, ws_tail(rope ? 1 + (int)(cons + ring) % 2 : 0));
+						kt_err_clear(&e);
+						CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, text, &c, &e), 0);
+						kt_config_key(fa, &c, key, sizeof(key));
+						CU_ASSERT_STRING_EQUAL(key, text);
+						CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+						kt_err_clear(&e);
+						CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &c, &t90a, &p, &e), 0);
+						CU_ASSERT_EQUAL(p.nprograms, 1);
+						CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "blockattn_ws");
+						snprintf(want[0], 48, "BWD=%d", f);
+						snprintf(want[1], 48, "BLK=64");
+						snprintf(want[2], 48, "HD=%d", d);
+						snprintf(want[3], 48, "ROPE=%d", rope);
+						snprintf(want[4], 48, "CONS=%ld", cons);
+						snprintf(want[5], 48, "STAGES=%ld", ring);
+						snprintf(want[6], 48, "RPROD=%d",
+							 rope ? 1 + (int)(cons + ring) % 2 : 0);
+						CU_ASSERT_EQUAL_FATAL(p.programs[0].ndefines, 7);
+						for (i = 0; i < 7; i++)
+							CU_ASSERT_STRING_EQUAL(p.programs[0].defines[i], want[i]);
+						/* the launch */
+						snprintf(kname, sizeof(kname), "%s_ws", fa->name);
+						CU_ASSERT_EQUAL_FATAL(p.nlaunch, 1);
+						CU_ASSERT_STRING_EQUAL(l->kernel, kname);
+						CU_ASSERT_EQUAL(l->program, 0);
+						CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
+						CU_ASSERT_EQUAL(l->block[1] * l->block[2], 1);
+						CU_ASSERT_EQUAL(l->smem, smem);
+						CU_ASSERT(nitems > 132);
+						CU_ASSERT_EQUAL(l->grid[0], 132);
+						CU_ASSERT_EQUAL(l->grid[1] * l->grid[2], 1);
+						/* nitems, H, cta_step 1, item_step = grid, nper */
+						CU_ASSERT_EQUAL_FATAL(l->nargs, f ? 14 : 11);
+						CU_ASSERT_EQUAL(l->args[l->nargs - 5].i, nitems);
+						CU_ASSERT_EQUAL(l->args[l->nargs - 4].i, 4);
+						CU_ASSERT_EQUAL(l->args[l->nargs - 3].i, 1);
+						CU_ASSERT_EQUAL(l->args[l->nargs - 2].i, 132);
+						CU_ASSERT_EQUAL(l->args[l->nargs - 1].i, (nitems + 131) / 132);
+						CU_ASSERT(same_args(l, &pp.launch[0]));
+						CU_ASSERT_EQUAL(l->grid[0], pp.launch[0].grid[0]);
+						/* the prep launch is the other variants' */
+						CU_ASSERT_EQUAL_FATAL(p.nprep, 1);
+						CU_ASSERT_STRING_EQUAL(p.prep[0].kernel, "blockattn_blocks");
+						CU_ASSERT_EQUAL(p.prep[0].program, 0);
+						CU_ASSERT(same_args(&p.prep[0], &pp.prep[0]));
+						CU_ASSERT_EQUAL(p.prep[0].block[0], pp.prep[0].block[0]);
+						/* the same buffers (the block list) as every variant */
+						{
+							struct kt_buf b1[KT_MAX_BUFS], b2[KT_MAX_BUFS];
+							int n1 = fa->buffers(&s, &c, b1), n2 = fa->buffers(&s, &pc, b2);
+
+							CU_ASSERT_EQUAL(n1, n2);
+							CU_ASSERT_EQUAL(b1[n1 - 1].elems, b2[n2 - 1].elems);
+						}
+						/* a device of 7 SMs: 7 CTAs */
+						kt_err_clear(&e);
+						CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &c, &few, &p, &e), 0);
+						CU_ASSERT_EQUAL(l->grid[0], 7);
+						CU_ASSERT(same_args(l, &ppf.launch[0]));
+						/* fewer items than SMs: one CTA per item, one item each */
+						kt_err_clear(&e);
+						CU_ASSERT_EQUAL_FATAL(fa->plan(&small, &c, &t90a, &p, &e), 0);
+						CU_ASSERT_EQUAL(l->grid[0], (unsigned)(ba_blocks(3, 70, 64) * 2));
+						CU_ASSERT_EQUAL(l->args[l->nargs - 1].i, 1);
+						CU_ASSERT(same_args(l, &ps.launch[0]));
+					}
+			}
+}
+
+/* What check() refuses for ws, each with its reason. */
+static void test_ws_refusals(void)
+{
+	struct kt_target t80, t90, t90a, tight;
+	int f, i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_80", &t80), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
+	for (f = 0; f < 2; f++) {
+		const struct kt_family *fa = fams[f];
+		int ic = param_index(fa, "CONS"), ir = param_index(fa, "RING");
+		long ring_max = f ? 3 : 4;
+		unsigned smem = (unsigned)(ring_max * (f ? 4 : 3) * 64 * 128 * 2 + 1024);
+		struct kt_shape s, s0, s128;
+		struct kt_config c, dc;
+		struct kt_plan p;
+		struct kt_err e;
+		char why[160], key[96];
+
+		CU_ASSERT_FATAL(ic >= 0 && ir >= 0);
+		CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0",
+					    &s0), 0);
+		CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1",
+					    &s), 0);
+		CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=1",
+					    &s128), 0);
+		kt_err_clear(&e);
+		snprintf(key, sizeof(key), "variant=ws,CONS=2,RING=2%s", ws_tail(2));
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, key, &c, &e), 0);
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		/* RPROD changes only the rotation: refused without rope */
+		CU_ASSERT_EQUAL(fa->check(&s0, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "without rope"));
+		c.p[param_index(fa, "RPROD")] = 0;
+		CU_ASSERT_EQUAL(fa->check(&s0, &c, &t90a, why, sizeof(why)), 0);
+		c.p[param_index(fa, "RPROD")] = 3;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "0, 1 or 2"));
+		c.p[param_index(fa, "RPROD")] = 1;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		/* wgmma and setmaxnreg: sm_90a only */
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "target sm_90"));
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t80, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_80"));
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL(fa->plan(&s, &c, &t90, &p, &e), -1);
+		CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "sm_90a"));
+		/* BLK 64 only */
+		CU_ASSERT_EQUAL(fa->check(&s128, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "BLK 64"));
+		/* the ring: 2 or more stages, at most ring_max */
+		for (i = 0; i < 2; i++) {
+			c.p[ir] = i;
+			CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING"));
+		}
+		c.p[ir] = ring_max + 1;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "at most"));
+		c.p[ir] = 2;
+		/* one or two consumer warpgroups */
+		c.p[ic] = 3;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "CONS"));
+		c.p[ic] = 0;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "CONS"));
+		c.p[ic] = 1;
+		/* the deepest ring at d = 128 fits the H200 (bwd: 192 KiB + 1 KiB),
+		 * not one byte less */
+		c.p[ir] = ring_max;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &c, &t90a, &p, &e), 0);
+		CU_ASSERT_EQUAL(p.launch[0].smem, smem);
+		CU_ASSERT(smem <= (unsigned)t90a.smem_optin);
+		tight = t90a;
+		tight.smem_optin = (int)smem;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &tight, why, sizeof(why)), 0);
+		tight.smem_optin = (int)smem - 1;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &tight, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+		c.p[ir] = 2;
+		/* none of the mma.sync variants' parameters: refused in a key and
+		 * in a config */
+		for (i = 0; i < NSYNC_PARAMS; i++) {
+			int k = param_index(fa, sync_params[i]);
+			char text[96];
+
+			CU_ASSERT_FATAL(k >= 0);
+			snprintf(text, sizeof(text), "variant=ws,CONS=1,RING=2%s,%s=%ld", ws_tail(1),
+				 sync_params[i], fa->params[k].values[fa->params[k].nvalues - 1]);
+			kt_err_clear(&e);
+			CU_ASSERT_EQUAL(kt_config_parse(fa, text, &dc, &e), -1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, sync_params[i]));
+			c.p[k] = fa->params[k].values[fa->params[k].nvalues - 1];
+			CU_ASSERT(c.p[k] != 0);
+			CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "ws has no parameter"));
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, sync_params[i]));
+			kt_err_clear(&e);
+			CU_ASSERT_EQUAL(fa->plan(&s, &c, &t90a, &p, &e), -1);
+			CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+			c.p[k] = 0;
+		}
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		/* and ws's parameters are no other variant's */
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL(kt_config_parse(fa, f ? "variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,"
+							"ITEMS=1,RPF=0,MINB=1,EPI=0,CONS=1"
+						      : "variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,"
+							"ITEMS=1,RPF=0,MINB=1,RING=2",
+						&dc, &e), -1);
+		/* the default stays the grid one, on sm_90a too */
+		CU_ASSERT_EQUAL(fa->default_config(&s, &t90a, &dc), 0);
+		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "grid"));
+	}
 }
 
 /* ---- the dump mode (KTUNE_BLOCKATTN_DUMP + KTUNE_BLOCKATTN_DUMP_CONFIG) ---- */
@@ -979,6 +1332,7 @@ struct space_walk {
 	const struct kt_shape *s;
 	const struct kt_target *t;
 	int valid, invalid, bad;
+	int valid_v[KT_MAX_VARIANTS];	/* valid configs per variant */
 };
 
 static int walk_one(const struct kt_config *c, void *arg)
@@ -997,6 +1351,8 @@ static int walk_one(const struct kt_config *c, void *arg)
 		return 0;
 	}
 	w->valid++;
+	if (c->variant >= 0 && c->variant < KT_MAX_VARIANTS)
+		w->valid_v[c->variant]++;
 	kt_err_clear(&e);
 	if (w->f->plan(w->s, c, w->t, &p, &e) != 0 || p.nlaunch != 1 || p.nprep != 1 ||
 	    p.launch[0].smem > (unsigned)w->t->smem_optin ||
@@ -1006,16 +1362,39 @@ static int walk_one(const struct kt_config *c, void *arg)
 	return 0;
 }
 
+/* test_space's ws counts for one (f, target, shape): ws configs are valid
+ * exactly on sm_90a at block 64 (all of its space); on sm_90a every other
+ * variant has as many valid configs as on sm_90 (kept in on90). */
+static void space_ws(int f, const struct kt_target *t, int blk, int rope,
+		     const struct space_walk *w, int *on90)
+{
+	int ws = kt_variant_index(fams[f], "ws"), v;
+
+	CU_ASSERT_FATAL(ws >= 0);
+	CU_ASSERT_EQUAL(w->valid_v[ws], t->arch_a && blk == 64 ? ws_count(f, rope) : 0);
+	for (v = 0; v < fams[f]->nvariants; v++) {
+		if (t->sm == 90 && !t->arch_a)
+			on90[v] = w->valid_v[v];
+		else if (t->arch_a && v != ws)
+			CU_ASSERT_EQUAL(w->valid_v[v], on90[v]);
+	}
+}
+
 /* Every config either is refused with a reason or plans within the
  * target's limits; every supported (head_dim, block, rope) has a valid
- * config and a valid default on sm_80 and sm_90. */
+ * config and a valid default (the grid variant) on sm_80, sm_90 and
+ * sm_90a. ws is valid on sm_90a at block 64 only, every config of its
+ * space there; sm_90a changes nothing else. */
 static void test_space(void)
 {
-	static const char *const tn[] = {"sm_80", "sm_90"};
+	static const char *const tn[] = {"sm_80", "sm_90", "sm_90a"};
+	/* valid configs per variant on sm_90, per (f, head_dim, block, rope) */
+	int on90[2][2][2][2][KT_MAX_VARIANTS];
 	int f, ti, d, blk, rope;
 
+	memset(on90, 0, sizeof(on90));
 	for (f = 0; f < 2; f++)
-		for (ti = 0; ti < 2; ti++)
+		for (ti = 0; ti < 3; ti++)
 			for (d = 64; d <= 128; d += 64)
 				for (blk = 64; blk <= 128; blk += 64)
 					for (rope = 0; rope < 2; rope++) {
@@ -1041,6 +1420,9 @@ static void test_space(void)
 						CU_ASSERT_EQUAL(fams[f]->default_config(&s, &t, &c), 0);
 						CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t, text,
 									       sizeof(text)), 0);
+						CU_ASSERT_EQUAL(c.variant, kt_variant_index(fams[f], "grid"));
+						space_ws(f, &t, blk, rope, &w,
+							 on90[f][d / 64 - 1][blk / 64 - 1][rope]);
 					}
 }
 
@@ -1074,6 +1456,9 @@ struct collect {
 	const struct kt_target *t;
 	struct kt_program *progs;
 	int *required;		/* 0: may be left out of a CI sample */
+	/* the kernels (launch, prep) a plan of each program names: its cubin
+	 * must hold them */
+	char (*kernels)[2][KT_NAME_MAX];
 	int n, cap;
 	/* per family: a required program already has variant v / value j of
 	 * parameter i (every value compiled in CI, not only a sample) */
@@ -1109,9 +1494,10 @@ static int same_program(const struct kt_program *a, const struct kt_program *b)
 	return 1;
 }
 
-/* Adds p (once) and returns its index. */
-static int add_program(struct collect *c, const struct kt_program *p, int required)
+/* Adds the program of plan pl (once) and returns its index. */
+static int add_program(struct collect *c, const struct kt_plan *pl, int required)
 {
+	const struct kt_program *p = &pl->programs[0];
 	int i;
 
 	for (i = 0; i < c->n; i++)
@@ -1121,6 +1507,7 @@ static int add_program(struct collect *c, const struct kt_program *p, int requir
 		}
 	if (c->n == c->cap) {
 		struct kt_program *np = realloc(c->progs, (size_t)(c->cap * 2 + 16) * sizeof(*np));
+		char (*nk)[2][KT_NAME_MAX];
 		int *nr;
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(np);
@@ -1128,11 +1515,39 @@ static int add_program(struct collect *c, const struct kt_program *p, int requir
 		nr = realloc(c->required, (size_t)(c->cap * 2 + 16) * sizeof(*nr));
 		CU_ASSERT_PTR_NOT_NULL_FATAL(nr);
 		c->required = nr;
+		nk = realloc(c->kernels, (size_t)(c->cap * 2 + 16) * sizeof(*nk));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(nk);
+		c->kernels = nk;
 		c->cap = c->cap * 2 + 16;
 	}
 	c->required[c->n] = required;
+	memset(c->kernels[c->n], 0, sizeof(c->kernels[c->n]));
+	if (pl->nlaunch > 0)
+		snprintf(c->kernels[c->n][0], KT_NAME_MAX, "%s", pl->launch[0].kernel);
+	if (pl->nprep > 0)
+		snprintf(c->kernels[c->n][1], KT_NAME_MAX, "%s", pl->prep[0].kernel);
 	c->progs[c->n++] = *p;
 	return c->n - 1;
+}
+
+/* 1 when the cubin's symbol names hold `name` (extern "C": unmangled,
+ * NUL on both sides in the ELF string table). */
+static int cubin_has(const struct jit_result *r, const char *name)
+{
+	const char *b = r->cubin;
+	size_t n = strlen(name), i;
+
+	for (i = 1; b && i + n < r->cubin_len; i++)
+		if (b[i - 1] == 0 && b[i + n] == 0 && memcmp(b + i, name, n) == 0)
+			return 1;
+	return 0;
+}
+
+/* 1 for the ws variant: the only one that needs sm_90a, the only one
+ * compiled for it. */
+static int is_ws(const struct kt_family *f, int v)
+{
+	return v >= 0 && v < f->nvariants && strcmp(f->variants[v], "ws") == 0;
 }
 
 static int collect_one(const struct kt_config *cfg, void *arg)
@@ -1142,13 +1557,16 @@ static int collect_one(const struct kt_config *cfg, void *arg)
 	struct kt_err e;
 	char why[160];
 
+	/* sm_90a: ws alone (the others' programs are sm_90's) */
+	if (c->t->arch_a && !is_ws(c->f, cfg->variant))
+		return 0;
 	if (c->f->check(c->s, cfg, c->t, why, sizeof(why)))
 		return 0;
 	if (c->cover_only && !covers_new(c, cfg))
 		return 0;
 	kt_err_clear(&e);
 	if (c->f->plan(c->s, cfg, c->t, &p, &e) == 0) {
-		int idx = add_program(c, &p.programs[0], 0), i, j;
+		int idx = add_program(c, &p, 0), i, j;
 
 		/* the first config with a variant or a parameter value not seen
 		 * yet makes its program required */
@@ -1182,11 +1600,17 @@ static void compile_for(const char *arch)
 	struct collect c = {0};
 	struct kt_target t;
 	struct jit_job *jobs;
-	int f, d, blk, rope, i, njobs = 0, failed = 0;
+	int *job_prog;
+	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0;
+	long nws = 0;		/* sm_90a: ws programs expected */
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
 	for (f = 0; f < 2; f++) {
-		int pi, vi;
+		int pi, vi, ws = kt_variant_index(fams[f], "ws");
+
+		/* ws: every config a program, every one valid at block 64 */
+		CU_ASSERT_FATAL(ws >= 0);
+		nws += 2 * (ws_count(f, 0) + ws_count(f, 1));	/* head_dim x rope */
 
 		memset(c.cover_var, 0, sizeof(c.cover_var));
 		memset(c.cover, 0, sizeof(c.cover));
@@ -1207,8 +1631,8 @@ static void compile_for(const char *arch)
 					c.f = fams[f];
 					c.s = &s;
 					c.t = &t;
-					if (everything || bench) {
-						int n0 = c.n;
+					if (everything || bench || t.arch_a) {
+						int n0 = c.n, k;
 
 						c.cover_only = 0;
 						kt_space_foreach(fams[f], 0, collect_one, &c);
@@ -1217,22 +1641,27 @@ static void compile_for(const char *arch)
 							c.required[n0] = 1;
 							c.required[c.n - 1] = 1;
 						}
+						/* sm_90a: every ws program */
+						for (k = n0; t.arch_a && k < c.n; k++)
+							c.required[k] = 1;
 					}
+					if (t.arch_a)
+						continue;
 					kt_err_clear(&e);
 					CU_ASSERT_EQUAL_FATAL(fams[f]->default_config(&s, &t, &cfg), 0);
 					CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &cfg, &t, &p, &e), 0);
-					add_program(&c, &p.programs[0], 1);
+					add_program(&c, &p, 1);
 					kt_err_clear(&e);
 					{
 						struct kt_plan rp;
 
 						CU_ASSERT_EQUAL_FATAL(fams[f]->ref_plan(&s, &t, &rp, &e), 0);
-						add_program(&c, &rp.programs[0], 1);
+						add_program(&c, &rp, 1);
 					}
 				}
 		/* values valid nowhere at the bench shape (MINB 4 overfills
 		 * sm_80's shared memory at d = 128): from the other shapes */
-		for (d = 64; d <= 128 && !everything; d += 64)
+		for (d = 64; d <= 128 && !everything && !t.arch_a; d += 64)
 			for (blk = 64; blk <= 128; blk += 64)
 				for (rope = 0; rope < 2; rope++) {
 					struct kt_shape s;
@@ -1247,11 +1676,16 @@ static void compile_for(const char *arch)
 					c.cover_only = 1;
 					kt_space_foreach(fams[f], 0, collect_one, &c);
 				}
-		/* every variant and every parameter value is compiled */
+		/* every variant and every parameter value is compiled: ws's for
+		 * sm_90a, the others' for the other targets */
 		for (pi = 0; pi < fams[f]->nvariants; pi++)
-			CU_ASSERT(c.cover_var[pi]);
+			CU_ASSERT_EQUAL(c.cover_var[pi], is_ws(fams[f], pi) == t.arch_a);
 		for (pi = 0; pi < fams[f]->nparams; pi++)
 			for (vi = 0; vi < fams[f]->params[pi].nvalues; vi++) {
+				uint32_t mine = t.arch_a ? 1u << ws : ~(1u << ws);
+
+				if (!(fams[f]->params[pi].variants & mine))
+					continue;
 				CU_ASSERT(c.cover[pi][vi]);
 				if (!c.cover[pi][vi])
 					fprintf(stderr, "\n  %s %s: %s=%ld in no valid config\n", arch,
@@ -1276,17 +1710,20 @@ static void compile_for(const char *arch)
 		}
 	}
 	jobs = calloc((size_t)c.n, sizeof(*jobs));
+	job_prog = calloc((size_t)c.n, sizeof(*job_prog));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(job_prog);
 	for (i = 0; i < c.n; i++)
 		if (everything || c.required[i]) {
+			job_prog[njobs] = i;
 			jobs[njobs].prog = &c.progs[i];
 			jobs[njobs++].arch = arch;
 		}
 	jit_compile_all(jobs, njobs, 0);
 	for (i = 0; i < njobs; i++) {
-		if (jobs[i].failed || !jobs[i].res.ok) {
-			int k;
+		int k;
 
+		if (jobs[i].failed || !jobs[i].res.ok) {
 			failed++;
 			fprintf(stderr, "%s %s:", arch, jobs[i].prog->tpl);
 			for (k = 0; k < jobs[i].prog->ndefines; k++)
@@ -1294,15 +1731,35 @@ static void compile_for(const char *arch)
 			fprintf(stderr, "\n%s\n%s\n", jobs[i].err_msg,
 				jobs[i].res.log ? jobs[i].res.log : "");
 		}
+		/* the kernels its plans launch are in it */
+		for (k = 0; k < 2 && jobs[i].res.ok; k++) {
+			const char *name = c.kernels[job_prog[i]][k];
+
+			if (name[0] && !cubin_has(&jobs[i].res, name)) {
+				int m;
+
+				missing++;
+				fprintf(stderr, "\n  %s %s:", arch, jobs[i].prog->tpl);
+				for (m = 0; m < jobs[i].prog->ndefines; m++)
+					fprintf(stderr, " %s", jobs[i].prog->defines[m]);
+				fprintf(stderr, ": no kernel %s in the cubin\n", name);
+			}
+		}
 		jit_result_release(&jobs[i].res);
 	}
 	printf("\n  %s: %d of %d blockattn programs compiled%s, %d failed\n", arch, njobs, c.n,
-	       everything ? "" : " (KTUNE_COMPILE_ALL=1: all)", failed);
+	       everything || t.arch_a ? "" : " (KTUNE_COMPILE_ALL=1: all)", failed);
 	CU_ASSERT(njobs > 10);
 	CU_ASSERT_EQUAL(failed, 0);
+	CU_ASSERT_EQUAL(missing, 0);
+	/* sm_90a: every ws program, nothing else */
+	if (t.arch_a)
+		CU_ASSERT_EQUAL(njobs, nws);
 	free(jobs);
+	free(job_prog);
 	free(c.progs);
 	free(c.required);
+	free(c.kernels);
 }
 
 static void test_compile_sm80(void)
@@ -1313,6 +1770,11 @@ static void test_compile_sm80(void)
 static void test_compile_sm90(void)
 {
 	compile_for("sm_90");
+}
+
+static void test_compile_sm90a(void)
+{
+	compile_for("sm_90a");
 }
 
 /* ---- GPU (inactive without one) ----
@@ -1347,7 +1809,18 @@ static struct {
 	CUevent ev[2 * GPU_REPS];
 	FILE *bench;		/* KTUNE_BLOCKATTN_BENCH */
 	int nrows;
+	const char *variant;	/* KTUNE_BLOCKATTN_VARIANT: only its configs; NULL: all */
 } G;
+
+/* 1 when family f's configs are left out by KTUNE_BLOCKATTN_VARIANT (it
+ * has no such variant); prints why. */
+static int variant_left_out(const struct kt_family *f, const char *what)
+{
+	if (!G.variant || kt_variant_index(f, G.variant) >= 0)
+		return 0;
+	printf("\n    %s %s: left out (no variant %s)", f->name, what, G.variant);
+	return 1;
+}
 
 static int gpu_fail(CUresult r, const char *what, int line)
 {
@@ -1418,7 +1891,9 @@ static int gpu_init(void)
 	CK(G.api.DeviceGetAttribute(&G.tgt.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
 	CK(G.api.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
 	G.tgt.l2_bytes = v;
-	snprintf(G.arch, sizeof(G.arch), "sm_%d", G.tgt.sm);
+	/* as a sweep compiles (tuner/sweep.c): sm_90a on an sm_90 device */
+	G.tgt.arch_a = G.tgt.sm == 90;
+	kt_target_arch(&G.tgt, G.arch, sizeof(G.arch));
 	CK(G.api.DevicePrimaryCtxRetain(&G.ctx, dev));
 	CK(G.api.CtxSetCurrent(G.ctx));
 	CK(G.api.StreamCreate(&G.st, 0));
@@ -1720,6 +2195,8 @@ static int cands_add(const struct kt_config *c, void *arg)
 	char why[160];
 	struct cand *k;
 
+	if (G.variant && strcmp(cs->dp->f->variants[c->variant], G.variant) != 0)
+		return 0;
 	if (cs->dp->f->check(&cs->dp->s, c, &G.tgt, why, sizeof(why)))
 		return 0;
 	if (cs->n == cs->cap) {
@@ -1741,8 +2218,11 @@ static int cands_add(const struct kt_config *c, void *arg)
 	return 0;
 }
 
-/* Every valid config of dp: compiled together, then each verified (and
- * timed). Returns the candidates (caller frees) in *out. */
+/* Every valid config of dp (of KTUNE_BLOCKATTN_VARIANT's variant when set):
+ * compiled together, then each verified (and timed). Returns the number
+ * of failures, -1 when none could be listed (with the variant filter
+ * none is not a failure: ws has no config at block 128), and the
+ * candidates (caller frees) in *cs. */
 static int gpu_sweep(struct dprob *dp, int timed, struct cands *cs)
 {
 	struct jit_job *jobs;
@@ -1750,8 +2230,10 @@ static int gpu_sweep(struct dprob *dp, int timed, struct cands *cs)
 
 	memset(cs, 0, sizeof(*cs));
 	cs->dp = dp;
-	if (kt_space_foreach(dp->f, 0, cands_add, cs) != 0 || cs->n == 0)
+	if (kt_space_foreach(dp->f, 0, cands_add, cs) != 0)
 		return -1;
+	if (cs->n == 0)
+		return G.variant ? 0 : -1;
 	if (!(jobs = calloc((size_t)cs->n, sizeof(*jobs))) ||
 	    !(job_of = calloc((size_t)cs->n, sizeof(*job_of)))) {
 		free(jobs);
@@ -1792,9 +2274,14 @@ static int gpu_sweep(struct dprob *dp, int timed, struct cands *cs)
 
 static void test_gpu_small(void)
 {
-	int f, d, blk, rope;
+	int f, d, blk, rope, total[2] = {0, 0};
 
-	for (f = 0; f < 2; f++)
+	if (G.variant)
+		CU_ASSERT(kt_variant_index(fams[0], G.variant) >= 0 ||
+			  kt_variant_index(fams[1], G.variant) >= 0);
+	for (f = 0; f < 2; f++) {
+		if (variant_left_out(fams[f], "small shapes"))
+			continue;
 		for (d = 64; d <= 128; d += 64)
 			for (blk = 64; blk <= 128; blk += 64)
 				for (rope = 0; rope < 2; rope++) {
@@ -1828,11 +2315,16 @@ static void test_gpu_small(void)
 						worst_cpu = cs.v[i].cpu_rel > worst_cpu ? cs.v[i].cpu_rel
 											: worst_cpu;
 					}
-					printf("\n    %s %s: %d configs, worst rel %.2e (GPU ref) %.2e (CPU ref)",
-					       fams[f]->name, dp.key, cs.n, worst, worst_cpu);
+					printf("\n    %s %s: %d configs%s%s, worst rel %.2e (GPU ref) %.2e (CPU ref)",
+					       fams[f]->name, dp.key, cs.n, G.variant ? " of " : "",
+					       G.variant ? G.variant : "", worst, worst_cpu);
+					total[f] += cs.n;
 					free(cs.v);
 					dprob_release(&dp);
 				}
+		/* the variant filter left something to run */
+		CU_ASSERT(total[f] > 0);
+	}
 }
 
 static double floor_us(const struct kt_family *f, const struct kt_shape *s)
@@ -1958,9 +2450,12 @@ static void test_gpu_bench_shape(void)
 				printf("\n    %s: left out (KTUNE_BLOCKATTN_BENCH_ONLY=%s)", wl, only);
 				continue;
 			}
+			if (variant_left_out(fams[f], wl))
+				continue;
 			CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[f], text, 5, 0), 0);
 			bad = gpu_sweep(&dp, G.bench != NULL, &cs);
 			CU_ASSERT_EQUAL(bad, 0);
+			CU_ASSERT(cs.n > 0);	/* block 64: every variant has configs */
 			for (i = 0; i < cs.n; i++) {
 				struct cand *k = &cs.v[i];
 
@@ -2001,11 +2496,12 @@ static void test_gpu_dump(void)
 	char why[1024];
 
 	memset(&k, 0, sizeof(k));
-	/* without a GPU the key is still checked, for sm_90 */
+	/* without a GPU the key is still checked, for sm_90a (where every
+	 * variant plans) */
 	if (dump_gpu == 0)
 		t = G.tgt;
 	else
-		CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t), 0);
+		CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t), 0);
 	if (dump_config(key, &t, &k.c, &k.p, why, sizeof(why)) != 0) {
 		fprintf(stderr, "\n  KTUNE_BLOCKATTN_DUMP_CONFIG: %s\n", why);
 		CU_FAIL("KTUNE_BLOCKATTN_DUMP_CONFIG does not plan (reason above)");
@@ -2016,7 +2512,7 @@ static void test_gpu_dump(void)
 			fprintf(stderr, "\n  no GPU: %s\n", G.why);
 			CU_FAIL("dump mode: no usable GPU");
 		} else {
-			printf("\n  dump skipped (the key plans for sm_90): %s\n", G.why);
+			printf("\n  dump skipped (the key plans for sm_90a): %s\n", G.why);
 		}
 		return;
 	}
@@ -2060,10 +2556,15 @@ static int gpu_suite_clean(void)
 static void add_gpu_suite(void)
 {
 	const char *bench = getenv("KTUNE_BLOCKATTN_BENCH");
+	const char *variant = getenv("KTUNE_BLOCKATTN_VARIANT");
 	CU_pSuite s = CU_add_suite("blockattn_gpu", NULL, gpu_suite_clean);
 	int gpu = gpu_init();
 
+	G.variant = variant && *variant ? variant : NULL;
 	if (gpu == 0) {
+		if (G.variant)
+			printf("KTUNE_BLOCKATTN_VARIANT=%s: the GPU suite runs its configs only\n",
+			       G.variant);
 		if (bench && *bench && (G.bench = fopen(bench, "w")))
 			fprintf(G.bench, "[\n");
 		CU_add_test(s, "every config vs CPU and GPU refs, small ragged shapes", test_gpu_small);
@@ -2116,6 +2617,9 @@ int main(void)
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check_rejects);
 	CU_add_test(s, "RPF 2 and prefetch: checks and plans", test_rtab_prefetch);
+	CU_add_test(s, "ws: variant lists and parameters", test_ws_params);
+	CU_add_test(s, "ws: plans and config keys", test_ws_plans);
+	CU_add_test(s, "ws: refusals and their reasons", test_ws_refusals);
 	CU_add_test(s, "dump mode: the config key's parsing and refusal", test_dump_config);
 	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
 	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
@@ -2124,6 +2628,7 @@ int main(void)
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
 	CU_add_test(s, "compile sm_90", test_compile_sm90);
+	CU_add_test(s, "compile sm_90a (every ws program)", test_compile_sm90a);
 	/* KTUNE_BLOCKATTN_GPU_ONLY=1 (a timed GPU call): CI compiles these */
 	if (getenv("KTUNE_BLOCKATTN_GPU_ONLY"))
 		CU_set_suite_active(s, CU_FALSE);
