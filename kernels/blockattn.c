@@ -43,7 +43,9 @@
  * items strided. Its parameters are CONS and RING (the ring depth, passed
  * as -DSTAGES), and with rope RPROD (how the producer rotates: one item at
  * a time in the slot, the next item's copies issued first, or q, k through
- * registers); none of the mma.sync variants' apply. sm_90a, BLK 64.
+ * registers; backward also 3: the producer conjugate-rotates dq, dk in place
+ * after the consumer stores them, so no rope work is left on the MMA warps);
+ * none of the mma.sync variants' apply. sm_90a, BLK 64.
  * NEEDSWORK: ws at BLK 128 (the mma.sync variants cover it); rotated v is
  * not supported; rope costs the mma.sync backward a third more time
  * (NOTES: it is latency and instructions, not bytes).
@@ -101,6 +103,8 @@ static const char *const bwd_variants[] = {"grid", "persistent", "ws"};
 #define RPROD_HELP "ws, rope=1: how the producer rotates q, k -- 0: one item at a time, in " \
 		   "the slot; 1: item i+1's copies issued before item i is rotated (when its " \
 		   "slot is free); 2: one at a time, q, k read into registers, rotated there"
+#define RPROD3_HELP RPROD_HELP "; 3: as 0, and dq, dk conjugate-rotated by the producer " \
+		    "(stored unrotated by the consumer, rotated in place once it releases the slot)"
 
 static const struct kt_param fwd_params[] = {
 	{"ROWS_W", 2, {16, 32}, FWD_SYNC, "query rows per warp (m16 tiles of S and O)"},
@@ -136,7 +140,7 @@ static const struct kt_param bwd_params[] = {
 	{"EPI", 2, {0, 1}, BWD_SYNC, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
 	{"CONS", 2, {1, 2}, 1u << V_BWD_WS, CONS_HELP},
 	{"RING", 2, {2, 3}, 1u << V_BWD_WS, RING_HELP},
-	{"RPROD", 3, {0, 1, 2}, 1u << V_BWD_WS, RPROD_HELP},
+	{"RPROD", 4, {0, 1, 2, 3}, 1u << V_BWD_WS, RPROD3_HELP},
 };
 
 /* ---- the generator ---- */
@@ -624,8 +628,9 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				"cover it)", g->blk), 1;
 	if (g->cons != 1 && g->cons != 2)
 		return snprintf(why, whylen, "CONS %ld: 1 or 2 consumer warpgroups", g->cons), 1;
-	if (g->rprod < 0 || g->rprod > 2)
-		return snprintf(why, whylen, "RPROD %ld: 0, 1 or 2", g->rprod), 1;
+	if (g->rprod < 0 || g->rprod > (bwd ? 3 : 2))
+		return snprintf(why, whylen, "RPROD %ld: %s", g->rprod,
+				bwd ? "0 to 3" : "0, 1 or 2 (3 rotates the backward's outputs)"), 1;
 	if (!g->rope && g->rprod)
 		return snprintf(why, whylen, "RPROD %ld without rope: the same kernel as 0", g->rprod),
 		       1;

@@ -51,7 +51,11 @@
 /* RPROD (rope): how the producer rotates -- 0: one item at a time, q, k
  * rotated in the slot; 1: the next item's copies issued before this one is
  * rotated (when its slot is free); 2: q, k read into registers, rotated
- * there and stored once (one item at a time) */
+ * there and stored once (one item at a time); 3 (backward): as 0, and the
+ * conjugate rotation of dq, dk is the producer's too -- the consumer stores
+ * them unrotated, the producer rotates them in place (16-byte chunks, L2)
+ * once the consumer has released the slot, so no rope work is left on the
+ * MMA warps */
 #ifndef RPROD
 #define RPROD 0
 #endif
@@ -72,6 +76,9 @@ static_assert(BLK == 64, "one m64 wgmma tile per item: BLK 64");
 static_assert(HD == 64 || HD == 128, "HD 64 or 128");
 static_assert(STAGES >= 2 && STAGES >= CONS, "STAGES >= 2 and >= CONS");
 static_assert(ROWS_W == 16 && DSPLIT == 1, "the epilogue helpers' warp layout: 16 rows");
+static_assert(RPROD >= 0 && RPROD <= (BWD ? 3 : 2), "RPROD 0-2 (fwd), 0-3 (bwd)");
+/* RPROD 3: dq, dk leave the consumers unrotated */
+constexpr bool CROT = ROPE && RPROD != 3;
 
 constexpr int PANEL = BLK * 128;	/* bytes of one 64-column panel */
 constexpr int NTL = BWD ? 4 : 3;	/* tiles per slot */
@@ -435,6 +442,73 @@ KT_DEV void rotate(int i, unsigned char *smem, unsigned bars, const int2 *blocks
 	kt_mbar_arrive(bars + slot * 8);
 }
 
+/* RPROD 3: the conjugate rotation of one 16-byte chunk (4 bf16 pairs) of a
+ * gradient, by its table chunk (a, b): dx0 = dy0 c + dy1 s, dx1 = dy1 c - dy0 s. */
+KT_DEV unsigned conj_pair(unsigned v, float c, float s)
+{
+	__nv_bfloat162 x = *reinterpret_cast<__nv_bfloat162 *>(&v);
+	float y0 = __low2float(x), y1 = __high2float(x);
+
+	rot_conj(y0, y1, c, s);
+	return kt_pack_bf16x2(y0, y1);
+}
+
+KT_DEV uint4 conj_chunk(uint4 v, float4 a, float4 b)
+{
+	v.x = conj_pair(v.x, a.x, a.y);
+	v.y = conj_pair(v.y, a.z, a.w);
+	v.z = conj_pair(v.z, b.x, b.y);
+	v.w = conj_pair(v.w, b.z, b.w);
+	return v;
+}
+
+/* RPROD 3: item j's dq and dk rows, stored unrotated by its consumer before
+ * it arrived on empty[] (the caller waited on that: release/acquire at CTA
+ * scope orders the global stores), conjugate-rotated in place. Loads go to
+ * L2 (.cg): L1 is not coherent with the consumer's stores. Half of the
+ * thread's chunks at a time, all their loads issued before any store (the
+ * compiler cannot move a load above a store it may alias). */
+KT_DEV void conj_out(int j, __nv_bfloat16 *dq, __nv_bfloat16 *dk, const int2 *blocks,
+		     const float *table, int nitems, int H, int cta_step, int item_step, int nper,
+		     int pt)
+{
+	constexpr int HALF = IT / 2 > 0 ? IT / 2 : 1;
+	const int w = item_at(j, nitems, cta_step, item_step, nper);
+	const int2 b = blocks[w / H];
+	const int h = w % H;
+
+#pragma unroll
+	for (int j0 = 0; j0 < IT; j0 += HALF) {
+		uint4 vq[HALF], vk[HALF];
+		float4 ta[HALF], tb[HALF];
+
+#pragma unroll
+		for (int jj = 0; jj < HALF; jj++) {
+			int idx = pt + (j0 + jj) * PT, r = idx / CH, c = idx % CH;
+			long long off = ((long long)(b.x + r) * H + h) * HD + c * 8;
+			const float4 *tp = reinterpret_cast<const float4 *>(
+				table + (long long)(b.x + r) * HD + c * 8);
+
+			if (r < b.y) {
+				ta[jj] = __ldg(tp);
+				tb[jj] = __ldg(tp + 1);
+				vq[jj] = __ldcg(reinterpret_cast<const uint4 *>(dq + off));
+				vk[jj] = __ldcg(reinterpret_cast<const uint4 *>(dk + off));
+			}
+		}
+#pragma unroll
+		for (int jj = 0; jj < HALF; jj++) {
+			int idx = pt + (j0 + jj) * PT, r = idx / CH, c = idx % CH;
+			long long off = ((long long)(b.x + r) * H + h) * HD + c * 8;
+
+			if (r < b.y) {
+				*reinterpret_cast<uint4 *>(dq + off) = conj_chunk(vq[jj], ta[jj], tb[jj]);
+				*reinterpret_cast<uint4 *>(dk + off) = conj_chunk(vk[jj], ta[jj], tb[jj]);
+			}
+		}
+	}
+}
+
 /* 1 when the phase of parity `parity` of bar has completed; never blocks. */
 KT_DEV bool mbar_done(unsigned bar, unsigned parity)
 {
@@ -462,8 +536,8 @@ KT_DEV bool mbar_done(unsigned bar, unsigned parity)
  * table set in registers). */
 KT_DEV void producer(unsigned char *smem, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		     const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
-		     const int2 *blocks, const float *table, int nitems, int H, int cta_step,
-		     int item_step, int nper, int pt)
+		     const int2 *blocks, const float *table, __nv_bfloat16 *dq, __nv_bfloat16 *dk,
+		     int nitems, int H, int cta_step, int item_step, int nper, int pt)
 {
 	ptab t;
 
@@ -483,6 +557,26 @@ KT_DEV void producer(unsigned char *smem, unsigned sbase, unsigned bars, const _
 			load_qk(i, q, k, blocks, x, nitems, H, cta_step, item_step, nper, pt);
 			load_tab(i, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
 			store_qk(i, smem, bars, x, t);
+		}
+	} else if (RPROD == 3) {
+		/* as 0; before item i's table reads (registers), the outputs of
+		 * item i - STAGES, whose slot issue() has just waited for */
+		int i = 0;
+
+		for (; issue(i, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step, item_step,
+			     nper, pt);
+		     i++) {
+			if (i >= STAGES)
+				conj_out(i - STAGES, dq, dk, blocks, table, nitems, H, cta_step,
+					 item_step, nper, pt);
+			load_tab(i, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
+			kt_cp_async_wait<0>();
+			rotate(i, smem, bars, blocks, t, nitems, H, cta_step, item_step, nper, pt);
+		}
+		/* the last STAGES items: wait for each consumer's release */
+		for (int j = i - STAGES < 0 ? 0 : i - STAGES; j < i; j++) {
+			kt_mbar_wait(bars + (STAGES + j % STAGES) * 8, (j / STAGES) & 1);
+			conj_out(j, dq, dk, blocks, table, nitems, H, cta_step, item_step, nper, pt);
 		}
 	} else if (RPROD == 0) {
 		/* one item at a time: copies and table reads, wait, rotate */
@@ -553,8 +647,8 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 {
 	KWS_BODY_BEGIN
 	if (wgi == 0) {
-		producer(smem, sbase, bars, q, k, v, dout, blocks, table, nitems, H, cta_step,
-			 item_step, nper, tid);
+		producer(smem, sbase, bars, q, k, v, dout, blocks, table, dq, dk, nitems, H,
+			 cta_step, item_step, nper, tid);
 		return;
 	}
 
@@ -625,7 +719,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		put_pan(gq + TILE, dp[0], r0, lane);
 		proxy_fence();
 		kt_bar_sync(1 + cw, 128);
-		put_acc<true, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+		put_acc<CROT, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
 					lane);
 
 		/* dV = P^T do */
@@ -645,9 +739,12 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		wg_commit();
 		wg_wait0();
 		pin(acc[0]);
-		kt_mbar_arrive(bars + (STAGES + slot) * 8);	/* the slot is free */
-		put_acc<true, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+		if (RPROD != 3)	/* the slot is free */
+			kt_mbar_arrive(bars + (STAGES + slot) * 8);
+		put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
 					lane);
+		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
+			kt_mbar_arrive(bars + (STAGES + slot) * 8);
 	}
 }
 #else
@@ -659,8 +756,8 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 {
 	KWS_BODY_BEGIN
 	if (wgi == 0) {
-		producer(smem, sbase, bars, q, k, v, nullptr, blocks, table, nitems, H, cta_step,
-			 item_step, nper, tid);
+		producer(smem, sbase, bars, q, k, v, nullptr, blocks, table, nullptr, nullptr, nitems,
+			 H, cta_step, item_step, nper, tid);
 		return;
 	}
 

@@ -784,10 +784,12 @@ static long ws_count(int f, int rope)
 	return n;
 }
 
-/* The suffix of a ws key after CONS and RING: RPROD, 0 or the given mode. */
+/* The suffix of a ws key after CONS and RING: RPROD=rprod (0..3). */
 static const char *ws_tail(int rprod)
 {
-	return rprod == 2 ? ",RPROD=2" : rprod ? ",RPROD=1" : ",RPROD=0";
+	static const char *const t[] = {",RPROD=0", ",RPROD=1", ",RPROD=2", ",RPROD=3"};
+
+	return t[rprod & 3];
 }
 
 /* Each family's own variant list, ws's parameters and no other. */
@@ -817,7 +819,7 @@ static void test_ws_params(void)
 		/* RPROD: ws only, 0..2 */
 		CU_ASSERT_FATAL(param_index(fa, "RPROD") >= 0);
 		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].variants, 1u << ws);
-		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].nvalues, 3);
+		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].nvalues, f ? 4 : 3);
 		CU_ASSERT_EQUAL(fa->params[ic].nvalues, 2);
 		CU_ASSERT_EQUAL(fa->params[ic].values[0], 1);
 		CU_ASSERT_EQUAL(fa->params[ic].values[1], 2);
@@ -873,6 +875,8 @@ static void test_ws_plans(void)
 				for (a = 0; a < fa->params[ic].nvalues; a++)
 					for (b = 0; b < fa->params[ir].nvalues; b++) {
 						long cons = fa->params[ic].values[a], ring = fa->params[ir].values[b];
+						/* with rope every RPROD but 0 comes round (3: backward) */
+						int rprod = rope ? 1 + (int)(cons + ring) % (f ? 3 : 2) : 0;
 						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * 64 * d * 2 + 1024);
 						struct kt_config c;
 						struct kt_plan p;
@@ -881,7 +885,7 @@ static void test_ws_plans(void)
 						int i;
 
 						snprintf(text, sizeof(text), "variant=ws,CONS=%ld,RING=%ld%s", cons,
-							 ring, ws_tail(rope ? 1 + (int)(cons + ring) % 2 : 0));
+							 ring, ws_tail(rprod));
 						kt_err_clear(&e);
 						CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, text, &c, &e), 0);
 						kt_config_key(fa, &c, key, sizeof(key));
@@ -897,8 +901,7 @@ static void test_ws_plans(void)
 						snprintf(want[3], 48, "ROPE=%d", rope);
 						snprintf(want[4], 48, "CONS=%ld", cons);
 						snprintf(want[5], 48, "STAGES=%ld", ring);
-						snprintf(want[6], 48, "RPROD=%d",
-							 rope ? 1 + (int)(cons + ring) % 2 : 0);
+						snprintf(want[6], 48, "RPROD=%d", rprod);
 						CU_ASSERT_EQUAL_FATAL(p.programs[0].ndefines, 7);
 						for (i = 0; i < 7; i++)
 							CU_ASSERT_STRING_EQUAL(p.programs[0].defines[i], want[i]);
@@ -987,9 +990,14 @@ static void test_ws_refusals(void)
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "without rope"));
 		c.p[param_index(fa, "RPROD")] = 0;
 		CU_ASSERT_EQUAL(fa->check(&s0, &c, &t90a, why, sizeof(why)), 0);
+		/* 3 (the producer rotates dq, dk) is the backward's only */
 		c.p[param_index(fa, "RPROD")] = 3;
+		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), f ? 0 : 1);
+		if (!f)
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "0, 1 or 2"));
+		c.p[param_index(fa, "RPROD")] = 4;
 		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(why, "0, 1 or 2"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPROD 4"));
 		c.p[param_index(fa, "RPROD")] = 1;
 		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
 		/* wgmma and setmaxnreg: sm_90a only */
