@@ -5,7 +5,14 @@ same run.
 
 Usage: collect.py OUT.json COMMIT "PEERS.json [PEERS.json...]" SWEEP.json...
 A ktune row is written only for a sweep whose winner verified in this run.
+
+With KTUNE_COLLECT_KEEP=OLD.json (a run of only some lanes, bench/h200.sh
+KTUNE_LANES), the rows of every workload this run did not measure are
+carried over from OLD.json unchanged, each marked with "run": the commit and
+date of the run that measured it; "runs" at the top lists both runs. A row
+and its peers always come from one run: workloads are carried whole.
 """
+import os
 import datetime
 import json
 import sys
@@ -77,9 +84,21 @@ def main():
                     continue  # peers_attn.py's rotation-only timing: not a BENCH.md peer
                 rows.append(r)
     ratios(rows)
-    doc = {"device": device or "unknown",
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "commit": commit, "rows": rows}
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc = {"device": device or "unknown", "date": now, "commit": commit, "rows": rows}
+    keep = os.environ.get("KTUNE_COLLECT_KEEP")
+    if keep:
+        with open(keep) as f:
+            old = json.load(f)
+        mine = {r["workload"] for r in rows}
+        carried = [dict(r, run=r.get("run", {"commit": old["commit"], "date": old["date"]}))
+                   for r in old["rows"] if r["workload"] not in mine]
+        for r in rows:
+            r["run"] = {"commit": commit, "date": now}
+        rows += carried
+        doc["runs"] = [{"commit": commit, "date": now, "workloads": sorted(mine)},
+                       {"commit": old["commit"], "date": old["date"],
+                        "workloads": sorted({r["workload"] for r in carried})}]
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)
     # The short table, last.

@@ -17,6 +17,9 @@
 # With one GPU both lanes run one after the other on it.
 # KTUNE_SWEEP_LIMIT (seconds per sweep, default 150) keeps the call inside a
 # time-limited machine's limit; a sweep stopped by it is marked unfinished.
+# KTUNE_LANES (default "linear attn") runs only the lanes named; with
+# KTUNE_COLLECT_KEEP=OLD.json the other workloads' rows are carried over from
+# that earlier run, marked with its commit and date (bench/collect.py).
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
@@ -32,13 +35,15 @@ lane() { # name gpu steps workloads
 		bench/device.sh "$B" "$OUT/$1" "$COMMIT" >"$OUT/$1/lane.log" 2>&1
 	echo "lane $1 (GPU $2) exit $? after $(( $(date +%s) - t0 )) s" >&2
 }
-if [ "$ngpu" -ge 2 ]; then
+lanes=${KTUNE_LANES:-linear attn}
+has() { case " $lanes " in *" $1 "*) return 0 ;; esac; return 1; }
+if [ "$ngpu" -ge 2 ] && has linear && has attn; then
 	lane linear 0 "tests sweeps peers export" "$lin" &
 	lane attn 1 "sweeps attn export" "$att" &
 	wait
 else
-	lane linear 0 "tests sweeps peers export" "$lin"
-	lane attn 0 "sweeps attn export" "$att"
+	if has linear; then lane linear 0 "tests sweeps peers export" "$lin"; fi
+	if has attn; then lane attn 0 "sweeps attn export" "$att"; fi
 fi
 status=0
 grep -h "FAILED" "$OUT"/*/lane.log >&2 && status=1
