@@ -77,8 +77,10 @@ static_assert(HD == 64 || HD == 128, "HD 64 or 128");
 static_assert(STAGES >= 2 && STAGES >= CONS, "STAGES >= 2 and >= CONS");
 static_assert(ROWS_W == 16 && DSPLIT == 1, "the epilogue helpers' warp layout: 16 rows");
 static_assert(RPROD >= 0 && RPROD <= (BWD ? 3 : 2), "RPROD 0-2 (fwd), 0-3 (bwd)");
+#if BWD
 /* RPROD 3: dq, dk leave the consumers unrotated */
 constexpr bool CROT = ROPE && RPROD != 3;
+#endif
 
 constexpr int PANEL = BLK * 128;	/* bytes of one 64-column panel */
 constexpr int NTL = BWD ? 4 : 3;	/* tiles per slot */
@@ -103,43 +105,6 @@ KT_DEV void load_pan(unsigned s, const __nv_bfloat16 *x, int t0, int len, int H,
 	}
 }
 
-/* K-major operand (rows of 128 bytes along K, 8-row groups 1024 B apart). */
-KT_DEV unsigned long long desc_k(unsigned a)
-{
-	return (unsigned long long)((a & 0x3ffff) >> 4) | (1ull << 16) |
-	       ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
-}
-
-/* MN-major operand: 64-element groups one panel apart (LBO), 8-row K
- * groups 1024 B apart (SBO). */
-KT_DEV unsigned long long desc_mn(unsigned a)
-{
-	return (unsigned long long)((a & 0x3ffff) >> 4) | ((unsigned long long)(PANEL >> 4) << 16) |
-	       ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
-}
-
-KT_DEV void wg_fence(void)
-{
-	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-
-KT_DEV void wg_commit(void)
-{
-	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-KT_DEV void wg_wait0(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-
-/* generic-proxy shared-memory writes (cp.async, st.shared) before
- * async-proxy reads (wgmma) */
-KT_DEV void proxy_fence(void)
-{
-	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 /* Keeps the compiler from touching accumulators across a wgmma wait. */
 template <int N>
 KT_DEV void pin(float (&d)[N][4])
@@ -158,105 +123,6 @@ KT_DEV void zero(float (&d)[N][4])
 	for (int i = 0; i < N; i++)
 		d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.f;
 }
-
-template <int N>
-struct wg;
-
-template <>
-struct wg<64> {
-	/* both operands from shared memory; TA, TB: 1 = MN-major (transposed) */
-	template <int TA, int TB>
-	KT_DEV static void ss(float (&d)[8][4], unsigned long long da, unsigned long long db)
-	{
-		asm volatile("{\n"
-			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, %34, %35;\n"
-			     "}\n"
-			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
-	}
-	/* A from registers (the m64k16 fragment of the warpgroup); TB as above */
-	template <int TB>
-	KT_DEV static void rs(float (&d)[8][4], const unsigned (&a)[4], unsigned long long db)
-	{
-		asm volatile("{\n"
-			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
-			     "}\n"
-			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
-	}
-};
-
-template <>
-struct wg<128> {
-	/* both operands from shared memory; TA, TB: 1 = MN-major (transposed) */
-	template <int TA, int TB>
-	KT_DEV static void ss(float (&d)[16][4], unsigned long long da, unsigned long long db)
-	{
-		asm volatile("{\n"
-			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, %66, %67;\n"
-			     "}\n"
-			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-		       "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-		       "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-		       "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-		       "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-		       "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-		       "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-		       "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-		       "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
-	}
-	/* A from registers (the m64k16 fragment of the warpgroup); TB as above */
-	template <int TB>
-	KT_DEV static void rs(float (&d)[16][4], const unsigned (&a)[4], unsigned long long db)
-	{
-		asm volatile("{\n"
-			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
-			     "}\n"
-			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-		       "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-		       "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-		       "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-		       "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-		       "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-		       "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-		       "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-		       "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
-	}
-};
 
 /* bf16 pairs of a warp's 16 rows of an S-layout accumulator into a BLK x
  * BLK panel tile (row = query, column = key), as the MN-major A operand of
@@ -284,7 +150,7 @@ KT_DEV void mma_s(float (&acc)[NB][4], unsigned sa, unsigned sb)
 	for (int kk = 0; kk < HD / 16; kk++) {
 		unsigned off = (kk >> 2) * PANEL + (kk & 3) * 32;
 
-		wg<BLK>::ss<0, 0>(acc, desc_k(sa + off), desc_k(sb + off));
+		kt_wg<BLK>::ss<0, 0>(acc, kt_wg_desc_k(sa + off), kt_wg_desc_k(sb + off));
 	}
 }
 
@@ -298,10 +164,10 @@ KT_DEV void mma_rx(float (&acc)[ND][4], const float (&p)[NB][4], unsigned sx)
 #pragma unroll
 	for (int kk = 0; kk < BLK / 16; kk++)
 		a_from_acc(a[kk], p, kk);
-	wg_fence();
+	kt_wg_fence();
 #pragma unroll
 	for (int kk = 0; kk < BLK / 16; kk++)
-		wg<HD>::rs<1>(acc, a[kk], desc_mn(sx + kk * 2048));
+		kt_wg<HD>::rs<1>(acc, a[kk], kt_wg_desc_mn(sx + kk * 2048, PANEL));
 }
 
 /* acc += X^T . Y over the query rows, both MN-major tiles: dV = P^T do, dK = dS^T q. */
@@ -309,7 +175,8 @@ KT_DEV void mma_tt(float (&acc)[ND][4], unsigned sx, unsigned sy)
 {
 #pragma unroll
 	for (int kk = 0; kk < BLK / 16; kk++)
-		wg<HD>::ss<1, 1>(acc, desc_mn(sx + kk * 2048), desc_mn(sy + kk * 2048));
+		kt_wg<HD>::ss<1, 1>(acc, kt_wg_desc_mn(sx + kk * 2048, PANEL),
+				    kt_wg_desc_mn(sy + kk * 2048, PANEL));
 }
 
 struct ptab {
@@ -413,7 +280,7 @@ KT_DEV void store_qk(int i, unsigned char *smem, unsigned bars, const pqk &x, co
 		*reinterpret_cast<uint4 *>(gk + pan_off(r, c)) = rot_chunk_reg(x.k[j], t.a[j], t.b[j]);
 	}
 	kt_cp_async_wait<0>();
-	proxy_fence();
+	kt_fence_proxy_async();
 	kt_mbar_arrive(bars + slot * 8);
 }
 
@@ -438,7 +305,7 @@ KT_DEV void rotate(int i, unsigned char *smem, unsigned bars, const int2 *blocks
 			*pk = rot_chunk_reg(*pk, t.a[j], t.b[j]);
 		}
 	}
-	proxy_fence();
+	kt_fence_proxy_async();
 	kt_mbar_arrive(bars + slot * 8);
 }
 
@@ -662,7 +529,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		if (w < 0)
 			break;
 		kt_mbar_wait(bars + slot * 8, (i / STAGES) & 1);
-		proxy_fence();
+		kt_fence_proxy_async();
 
 		const int2 b = blocks[w / H];
 		const int h = w % H, len = b.y;
@@ -674,11 +541,11 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		/* S = q k^T, dP = do v^T */
 		zero(s[0]);
 		zero(dp[0]);
-		wg_fence();
+		kt_wg_fence();
 		mma_s(s[0], sq, sk);
 		mma_s(dp[0], sdo, sv);
-		wg_commit();
-		wg_wait0();
+		kt_wg_commit();
+		kt_wg_wait<0>();
 		pin(s[0]);
 		pin(dp[0]);
 
@@ -712,32 +579,32 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		/* dQ = dS k */
 		zero(acc[0]);
 		mma_rx(acc[0], dp[0], sk);
-		wg_commit();
-		wg_wait0();
+		kt_wg_commit();
+		kt_wg_wait<0>();
 		pin(acc[0]);
 		/* k is dead now: dS there; every warp's P and dS before dV, dK */
 		put_pan(gq + TILE, dp[0], r0, lane);
-		proxy_fence();
+		kt_fence_proxy_async();
 		kt_bar_sync(1 + cw, 128);
 		put_acc<CROT, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
 					lane);
 
 		/* dV = P^T do */
 		zero(acc[0]);
-		wg_fence();
+		kt_wg_fence();
 		mma_tt(acc[0], sv, sdo);
-		wg_commit();
-		wg_wait0();
+		kt_wg_commit();
+		kt_wg_wait<0>();
 		pin(acc[0]);
 		put_acc<false, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
 					 lane);
 
 		/* dK = dS^T q */
 		zero(acc[0]);
-		wg_fence();
+		kt_wg_fence();
 		mma_tt(acc[0], sk, sq);
-		wg_commit();
-		wg_wait0();
+		kt_wg_commit();
+		kt_wg_wait<0>();
 		pin(acc[0]);
 		if (RPROD != 3)	/* the slot is free */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
@@ -770,7 +637,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		if (w < 0)
 			break;
 		kt_mbar_wait(bars + slot * 8, (i / STAGES) & 1);
-		proxy_fence();
+		kt_fence_proxy_async();
 
 		const int2 b = blocks[w / H];
 		const int h = w % H, len = b.y;
@@ -778,17 +645,17 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
 		zero(s[0]);
-		wg_fence();
+		kt_wg_fence();
 		mma_s(s[0], sq, sk);
-		wg_commit();
-		wg_wait0();
+		kt_wg_commit();
+		kt_wg_wait<0>();
 		pin(s[0]);
 		softmax_rows(s, inv, len, lane);
 
 		zero(acc[0]);
 		mma_rx(acc[0], s[0], sv);
-		wg_commit();
-		wg_wait0();
+		kt_wg_commit();
+		kt_wg_wait<0>();
 		pin(acc[0]);
 		kt_mbar_arrive(bars + (STAGES + slot) * 8);	/* the slot is free */
 #pragma unroll

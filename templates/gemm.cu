@@ -473,127 +473,9 @@ KT_DEV void lowrank_fused_body(const __nv_bfloat16 *X, const __nv_bfloat16 *V,
  * so one K-contiguous row is 128 bytes and the XOR swizzle of kt_swz<8> is
  * exactly the hardware's 128-byte swizzle (16-byte chunk ^= row % 8 within
  * 1024-byte groups of 8 rows): cp.async fills the tiles in the layout the
- * tensor cores read, no TMA needed.
- */
-template <int N>
-KT_DEV void wgmma_tile(float (&d)[1][N / 8][4], unsigned long long da, unsigned long long db);
-
-template <>
-KT_DEV void wgmma_tile<64>(float (&d)[1][8][4], unsigned long long da, unsigned long long db)
-{
-	asm volatile("{\n"
-		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;\n"
-		     "}\n"
-		     : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
-		  "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
-		  "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
-		  "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
-		  "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
-		  "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
-		  "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
-		  "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3])
-		     : "l"(da), "l"(db));
-}
-template <>
-KT_DEV void wgmma_tile<128>(float (&d)[1][16][4], unsigned long long da, unsigned long long db)
-{
-	asm volatile("{\n"
-		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n"
-		     "}\n"
-		     : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
-		  "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
-		  "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
-		  "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
-		  "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
-		  "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
-		  "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
-		  "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
-		  "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
-		  "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
-		  "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
-		  "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
-		  "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
-		  "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
-		  "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
-		  "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3])
-		     : "l"(da), "l"(db));
-}
-template <>
-KT_DEV void wgmma_tile<256>(float (&d)[1][32][4], unsigned long long da, unsigned long long db)
-{
-	asm volatile("{\n"
-		     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n"
-		     "}\n"
-		     : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
-		  "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
-		  "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
-		  "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
-		  "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
-		  "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
-		  "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
-		  "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
-		  "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
-		  "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
-		  "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
-		  "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
-		  "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
-		  "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
-		  "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
-		  "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3]),
-		  "+f"(d[0][16][0]), "+f"(d[0][16][1]), "+f"(d[0][16][2]), "+f"(d[0][16][3]),
-		  "+f"(d[0][17][0]), "+f"(d[0][17][1]), "+f"(d[0][17][2]), "+f"(d[0][17][3]),
-		  "+f"(d[0][18][0]), "+f"(d[0][18][1]), "+f"(d[0][18][2]), "+f"(d[0][18][3]),
-		  "+f"(d[0][19][0]), "+f"(d[0][19][1]), "+f"(d[0][19][2]), "+f"(d[0][19][3]),
-		  "+f"(d[0][20][0]), "+f"(d[0][20][1]), "+f"(d[0][20][2]), "+f"(d[0][20][3]),
-		  "+f"(d[0][21][0]), "+f"(d[0][21][1]), "+f"(d[0][21][2]), "+f"(d[0][21][3]),
-		  "+f"(d[0][22][0]), "+f"(d[0][22][1]), "+f"(d[0][22][2]), "+f"(d[0][22][3]),
-		  "+f"(d[0][23][0]), "+f"(d[0][23][1]), "+f"(d[0][23][2]), "+f"(d[0][23][3]),
-		  "+f"(d[0][24][0]), "+f"(d[0][24][1]), "+f"(d[0][24][2]), "+f"(d[0][24][3]),
-		  "+f"(d[0][25][0]), "+f"(d[0][25][1]), "+f"(d[0][25][2]), "+f"(d[0][25][3]),
-		  "+f"(d[0][26][0]), "+f"(d[0][26][1]), "+f"(d[0][26][2]), "+f"(d[0][26][3]),
-		  "+f"(d[0][27][0]), "+f"(d[0][27][1]), "+f"(d[0][27][2]), "+f"(d[0][27][3]),
-		  "+f"(d[0][28][0]), "+f"(d[0][28][1]), "+f"(d[0][28][2]), "+f"(d[0][28][3]),
-		  "+f"(d[0][29][0]), "+f"(d[0][29][1]), "+f"(d[0][29][2]), "+f"(d[0][29][3]),
-		  "+f"(d[0][30][0]), "+f"(d[0][30][1]), "+f"(d[0][30][2]), "+f"(d[0][30][3]),
-		  "+f"(d[0][31][0]), "+f"(d[0][31][1]), "+f"(d[0][31][2]), "+f"(d[0][31][3])
-		     : "l"(da), "l"(db));
-}
-
-/* K-major operand, 128-byte swizzle: start address, leading byte offset
- * (unused with this swizzle), 1024 bytes between 8-row groups. */
-KT_DEV unsigned long long wgmma_desc(unsigned saddr)
-{
-	return (unsigned long long)((saddr & 0x3ffff) >> 4) | (1ull << 16) |
-	       ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
-}
-
-KT_DEV void wgmma_fence(void)
-{
-	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-
-KT_DEV void wgmma_commit(void)
-{
-	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-template <int N>
-KT_DEV void wgmma_wait(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-/* cp.async writes through the generic proxy, wgmma reads through the async
- * proxy: this fence orders the two. */
-KT_DEV void fence_proxy_async(void)
-{
-	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-/*
+ * tensor cores read, no TMA needed. The wgmma wrappers and descriptors are
+ * common.cuh's (kt_wg).
+ *
  * Pipeline: STAGES buffers. With INFL = 1 one wgmma group (four k16 steps)
  * stays in flight across the barrier and STAGES-2 tiles load ahead: the
  * stage refilled in iteration kt is the one read in kt-2, which every
@@ -645,7 +527,7 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
 		const int rs = kt % ST, nk = kt + LA;
 
 		kt_cp_async_wait<LA - 1>();
-		fence_proxy_async();
+		kt_fence_proxy_async();
 		__syncthreads();
 		if (nk < KT) {
 			la.load(sA0 + (nk % ST) * A_STAGE, nk * BK, K);
@@ -653,20 +535,20 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
 		}
 		kt_cp_async_commit();
 		{
-			unsigned long long da = wgmma_desc(sA0 + rs * A_STAGE + wg * 64 * 128);
-			unsigned long long db = wgmma_desc(sB0 + rs * B_STAGE);
+			unsigned long long da = kt_wg_desc_k(sA0 + rs * A_STAGE + wg * 64 * 128);
+			unsigned long long db = kt_wg_desc_k(sB0 + rs * B_STAGE);
 
-			wgmma_fence();
+			kt_wg_fence();
 #pragma unroll
 			for (int kk = 0; kk < BK / 16; kk++)
 				/* +32 bytes per k16 step: the hardware applies the
 				 * swizzle to the advanced address */
-				wgmma_tile<BN>(acc, da + 2 * kk, db + 2 * kk);
-			wgmma_commit();
+				kt_wg<BN>::ss<0, 0>(acc[0], da + 2 * kk, db + 2 * kk);
+			kt_wg_commit();
 		}
-		wgmma_wait<INFL>();
+		kt_wg_wait<INFL>();
 	}
-	wgmma_wait<0>();
+	kt_wg_wait<0>();
 	kt_cp_async_wait<0>();
 	if (F32)
 		store_acc_f32<1, BN / 8>(acc, (float *)Cv + blockIdx.z * sC, ldc,
@@ -682,7 +564,7 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
  * Block (CONS + 1) * 128 threads. Warpgroup 0 is the producer: it gives
  * its registers back (setmaxnreg.dec to 40, when CONS > 1) and one thread
  * issues, per k-tile, the TMA box copies (A: 64 x BM, B: 64 x BN, 128-byte
- * swizzle, the layout wgmma_desc describes) into stage kt % ST, completing
+ * swizzle, the layout kt_wg_desc_k describes) into stage kt % ST, completing
  * on full[stage]; before reusing a stage it waits on empty[stage]. The
  * consumers (setmaxnreg.inc to 232) each own BM / CONS rows (MW m64 tiles)
  * x BN columns: wait full, issue 4 k16 wgmmas per m64 tile, keep one
@@ -860,21 +742,21 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			const int s = kt % ST;
 
 			kt_mbar_wait(full0 + s * 8, (kt / ST) & 1);
-			wgmma_fence();
+			kt_wg_fence();
 #pragma unroll
 			for (int kk = 0; kk < BK / 16; kk++) {
-				unsigned long long db = wgmma_desc(sB0 + s * B_STAGE) + 2 * kk;
+				unsigned long long db = kt_wg_desc_k(sB0 + s * B_STAGE) + 2 * kk;
 
 #pragma unroll
 				for (int mw = 0; mw < MW; mw++)
-					wgmma_tile<BN>(acc[mw],
-						       wgmma_desc(sA0 + s * A_STAGE +
+					kt_wg<BN>::ss<0, 0>(acc[mw][0],
+						       kt_wg_desc_k(sA0 + s * A_STAGE +
 								  (c * RW + mw * 64) * 128) +
 							       2 * kk,
 						       db);
 			}
-			wgmma_commit();
-			wgmma_wait<1>();
+			kt_wg_commit();
+			kt_wg_wait<1>();
 			/* k-tile kt-1 has retired: its stage may be refilled */
 			if (kt > 0 && lane == 0) {
 				const unsigned eb = empty0 + ((kt - 1) % ST) * 8;
@@ -888,7 +770,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 				}
 			}
 		}
-		wgmma_wait<0>();
+		kt_wg_wait<0>();
 
 		if (SK > 1) {
 			/* fp32 partials into slice blockIdx.y of the workspace
@@ -916,7 +798,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			const int PITCH = BN * 2 + 16, CH = BN / 8, t = tid & 127;
 			const unsigned st0 = base + c * RW * PITCH;
 
-			fence_proxy_async();
+			kt_fence_proxy_async();
 			kt_bar_sync(1, CONS * 128);	/* every consumer's wgmmas retired */
 #pragma unroll
 			for (int mw = 0; mw < MW; mw++)
