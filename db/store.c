@@ -331,6 +331,46 @@ static int grow(void **arr, int *cap, int n, size_t elem, struct kt_err *err)
 	return 0;
 }
 
+/* A list query's rows: steps s (bound) to its end, filling one elem-sized,
+ * zeroed row per result with fill, which may fail after allocating some of
+ * the row's fields (release frees whatever a row holds). On success *out
+ * and *n own the rows; on failure nothing is kept. Finishes s either way. */
+typedef int (*row_fill_fn)(sqlite3_stmt *s, void *row, struct kt_err *err);
+typedef void (*row_release_fn)(void *row);
+
+static int rows_collect(struct store *st, sqlite3_stmt *s, size_t elem, row_fill_fn fill,
+			row_release_fn release, const char *what, void **out, int *n,
+			struct kt_err *err)
+{
+	char *arr = NULL;
+	int cap = 0, cnt = 0, src, i, rc = -1;
+
+	*out = NULL;
+	*n = 0;
+	while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+		if (grow((void **)&arr, &cap, cnt, elem, err) < 0)
+			goto out;
+		if (fill(s, arr + (size_t)cnt++ * elem, err) < 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE) {
+		store_db_error(st, err, what);
+		goto out;
+	}
+	*out = arr;
+	*n = cnt;
+	arr = NULL;
+	rc = 0;
+out:
+	store_stmt_done(s);
+	if (arr) {
+		for (i = 0; release && i < cnt; i++)
+			release(arr + (size_t)i * elem);
+		free(arr);
+	}
+	return rc;
+}
+
 /* Decimal text -> id; 0 when s is not a plain positive number. */
 static int64_t parse_id(const char *s)
 {
@@ -695,34 +735,24 @@ out:
 	return rc;
 }
 
+static int device_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
+{
+	(void)err;
+	device_from_row(s, row);
+	return 0;
+}
+
 int store_devices_list(struct store *st, struct store_device **out, int *n,
 		       struct kt_err *err)
 {
-	struct store_device *arr = NULL;
 	sqlite3_stmt *s;
-	int cap = 0, cnt = 0, src, rc = -1;
 
 	*out = NULL;
 	*n = 0;
 	if (!(s = store_stmt(st, SQL_DEVICES_LIST, err)))
 		return -1;
-	while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-		if (grow((void **)&arr, &cap, cnt, sizeof(*arr), err) < 0)
-			goto out;
-		device_from_row(s, &arr[cnt++]);
-	}
-	if (src != SQLITE_DONE) {
-		store_db_error(st, err, "listing devices");
-		goto out;
-	}
-	*out = arr;
-	*n = cnt;
-	arr = NULL;
-	rc = 0;
-out:
-	store_stmt_done(s);
-	free(arr);
-	return rc;
+	return rows_collect(st, s, sizeof(**out), device_fill, NULL, "listing devices",
+			    (void **)out, n, err);
 }
 
 int store_device_find(struct store *st, const char *uuid_or_id,
@@ -1041,45 +1071,34 @@ out:
 	return rc;
 }
 
+static int sweep_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
+{
+	return sweep_from_row(s, row, err);
+}
+
+static void sweep_release_row(void *row)
+{
+	store_sweep_release(row);
+}
+
 int store_sweeps_list(struct store *st, int limit, struct store_sweep **out, int *n,
 		      struct kt_err *err)
 {
-	int b = SQLITE_OK;
-	struct store_sweep *arr = NULL;
+	int b;
 	sqlite3_stmt *s;
-	int cap = 0, cnt = 0, src, i, rc = -1;
 
 	*out = NULL;
 	*n = 0;
 	if (!(s = store_stmt(st, SQL_SWEEPS_LIST, err)))
 		return -1;
-	b |= sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
+	b = sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
 	if (b != SQLITE_OK) {
 		bind_error(st, b, err);
-		goto out;
+		store_stmt_done(s);
+		return -1;
 	}
-	while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-		if (grow((void **)&arr, &cap, cnt, sizeof(*arr), err) < 0 ||
-		    sweep_from_row(s, &arr[cnt], err) < 0)
-			goto out;
-		cnt++;
-	}
-	if (src != SQLITE_DONE) {
-		store_db_error(st, err, "listing sweeps");
-		goto out;
-	}
-	*out = arr;
-	*n = cnt;
-	arr = NULL;
-	rc = 0;
-out:
-	store_stmt_done(s);
-	if (arr) {
-		for (i = 0; i < cnt; i++)
-			store_sweep_release(&arr[i]);
-		free(arr);
-	}
-	return rc;
+	return rows_collect(st, s, sizeof(**out), sweep_fill, sweep_release_row, "listing sweeps",
+			    (void **)out, n, err);
 }
 
 /* ---- trials ---- */
@@ -1174,13 +1193,37 @@ void store_trial_row_release(struct store_trial_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
+static int trial_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
+{
+	struct store_trial_row *r = row;
+
+	r->sweep_id = sqlite3_column_int64(s, 0);
+	col_copy(s, 1, r->status, sizeof(r->status));
+	r->median_us = col_double(s, 4, 0);
+	r->min_us = col_double(s, 5, 0);
+	r->p90_us = col_double(s, 6, 0);
+	r->spread = col_double(s, 7, 0);
+	r->rel_err = col_double(s, 8, -1);
+	r->compile_ms = col_double(s, 9, 0);
+	r->retime_us = col_double(s, 10, 0);
+	r->reps = sqlite3_column_int(s, 11);
+	if (col_dup_nn(s, 2, &r->config_key, err) < 0 ||
+	    col_dup_nn(s, 3, &r->params_json, err) < 0 || col_dup(s, 12, &r->message, err) < 0 ||
+	    col_dup(s, 13, &r->log, err) < 0)
+		return -1;
+	return 0;
+}
+
+static void trial_release_row(void *row)
+{
+	store_trial_row_release(row);
+}
+
 int store_trials_list(struct store *st, int64_t sweep_id, int limit,
 		      struct store_trial_row **out, int *n, struct kt_err *err)
 {
 	int b = SQLITE_OK;
-	struct store_trial_row *arr = NULL, *r;
 	sqlite3_stmt *s;
-	int cap = 0, cnt = 0, src, i, rc = -1;
 
 	*out = NULL;
 	*n = 0;
@@ -1190,44 +1233,11 @@ int store_trials_list(struct store *st, int64_t sweep_id, int limit,
 	b |= sqlite3_bind_int(s, 2, limit > 0 ? limit : -1);
 	if (b != SQLITE_OK) {
 		bind_error(st, b, err);
-		goto out;
+		store_stmt_done(s);
+		return -1;
 	}
-	while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-		if (grow((void **)&arr, &cap, cnt, sizeof(*arr), err) < 0)
-			goto out;
-		r = &arr[cnt++];
-		r->sweep_id = sqlite3_column_int64(s, 0);
-		col_copy(s, 1, r->status, sizeof(r->status));
-		r->median_us = col_double(s, 4, 0);
-		r->min_us = col_double(s, 5, 0);
-		r->p90_us = col_double(s, 6, 0);
-		r->spread = col_double(s, 7, 0);
-		r->rel_err = col_double(s, 8, -1);
-		r->compile_ms = col_double(s, 9, 0);
-		r->retime_us = col_double(s, 10, 0);
-		r->reps = sqlite3_column_int(s, 11);
-		if (col_dup_nn(s, 2, &r->config_key, err) < 0 ||
-		    col_dup_nn(s, 3, &r->params_json, err) < 0 ||
-		    col_dup(s, 12, &r->message, err) < 0 ||
-		    col_dup(s, 13, &r->log, err) < 0)
-			goto out;
-	}
-	if (src != SQLITE_DONE) {
-		store_db_error(st, err, "listing trials");
-		goto out;
-	}
-	*out = arr;
-	*n = cnt;
-	arr = NULL;
-	rc = 0;
-out:
-	store_stmt_done(s);
-	if (arr) {
-		for (i = 0; i < cnt; i++)
-			store_trial_row_release(&arr[i]);
-		free(arr);
-	}
-	return rc;
+	return rows_collect(st, s, sizeof(**out), trial_fill, trial_release_row, "listing trials",
+			    (void **)out, n, err);
 }
 
 int store_retime_set(struct store *st, int64_t sweep_id, const char *config_key,
@@ -1338,15 +1348,43 @@ void store_winner_release(struct store_winner *w)
 	memset(w, 0, sizeof(*w));
 }
 
+static int winner_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
+{
+	struct store_winner *w = row;
+
+	w->device_id = sqlite3_column_int64(s, 0);
+	w->problem_id = sqlite3_column_int64(s, 1);
+	w->sweep_id = sqlite3_column_int64(s, 2);
+	col_copy(s, 3, w->device_name, sizeof(w->device_name));
+	col_copy(s, 4, w->device_uuid, sizeof(w->device_uuid));
+	col_copy(s, 5, w->arch, sizeof(w->arch));
+	col_copy(s, 6, w->family, sizeof(w->family));
+	w->median_us = col_double(s, 11, 0);
+	w->min_us = col_double(s, 12, 0);
+	w->p90_us = col_double(s, 13, 0);
+	w->retime_us = col_double(s, 14, 0);
+	w->cublas_us = col_double(s, 15, 0);
+	w->naive_us = col_double(s, 16, 0);
+	if (col_dup_nn(s, 7, &w->shape_key, err) < 0 || col_dup_nn(s, 8, &w->shape_json, err) < 0 ||
+	    col_dup_nn(s, 9, &w->config_key, err) < 0 ||
+	    col_dup_nn(s, 10, &w->params_json, err) < 0 ||
+	    col_dup_nn(s, 17, &w->provenance_json, err) < 0)
+		return -1;
+	return 0;
+}
+
+static void winner_release_row(void *row)
+{
+	store_winner_release(row);
+}
+
 int store_winners_list(struct store *st, const char *device, const char *arch,
 		       const char *family, struct store_winner **out, int *n,
 		       struct kt_err *err)
 {
 	int b = SQLITE_OK;
-	struct store_winner *arr = NULL, *w;
 	sqlite3_stmt *s;
 	int64_t id = parse_id(device);
-	int cap = 0, cnt = 0, src, i, rc = -1;
 
 	*out = NULL;
 	*n = 0;
@@ -1359,48 +1397,11 @@ int store_winners_list(struct store *st, const char *device, const char *arch,
 	b |= bind_text(s, 4, family);
 	if (b != SQLITE_OK) {
 		bind_error(st, b, err);
-		goto out;
+		store_stmt_done(s);
+		return -1;
 	}
-	while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-		if (grow((void **)&arr, &cap, cnt, sizeof(*arr), err) < 0)
-			goto out;
-		w = &arr[cnt++];
-		w->device_id = sqlite3_column_int64(s, 0);
-		w->problem_id = sqlite3_column_int64(s, 1);
-		w->sweep_id = sqlite3_column_int64(s, 2);
-		col_copy(s, 3, w->device_name, sizeof(w->device_name));
-		col_copy(s, 4, w->device_uuid, sizeof(w->device_uuid));
-		col_copy(s, 5, w->arch, sizeof(w->arch));
-		col_copy(s, 6, w->family, sizeof(w->family));
-		w->median_us = col_double(s, 11, 0);
-		w->min_us = col_double(s, 12, 0);
-		w->p90_us = col_double(s, 13, 0);
-		w->retime_us = col_double(s, 14, 0);
-		w->cublas_us = col_double(s, 15, 0);
-		w->naive_us = col_double(s, 16, 0);
-		if (col_dup_nn(s, 7, &w->shape_key, err) < 0 ||
-		    col_dup_nn(s, 8, &w->shape_json, err) < 0 ||
-		    col_dup_nn(s, 9, &w->config_key, err) < 0 ||
-		    col_dup_nn(s, 10, &w->params_json, err) < 0 ||
-		    col_dup_nn(s, 17, &w->provenance_json, err) < 0)
-			goto out;
-	}
-	if (src != SQLITE_DONE) {
-		store_db_error(st, err, "listing winners");
-		goto out;
-	}
-	*out = arr;
-	*n = cnt;
-	arr = NULL;
-	rc = 0;
-out:
-	store_stmt_done(s);
-	if (arr) {
-		for (i = 0; i < cnt; i++)
-			store_winner_release(&arr[i]);
-		free(arr);
-	}
-	return rc;
+	return rows_collect(st, s, sizeof(**out), winner_fill, winner_release_row,
+			    "listing winners", (void **)out, n, err);
 }
 
 /* ---- compiled-binary cache ---- */
