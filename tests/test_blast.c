@@ -39,6 +39,7 @@
 
 #include "kernels/family.h"
 #include "kernels/gemm_plan.h"
+#include "famtest.h"
 #include "plan_emu.h"
 #include "testutil.h"
 #include "tuner/jit.h"
@@ -74,24 +75,6 @@ static int init_blast(void)
 {
 	fam = kt_family_find("blast");
 	return fam ? 0 : 1;
-}
-
-static struct kt_target target(const char *name)
-{
-	struct kt_target t;
-
-	memset(&t, 0, sizeof(t));
-	CU_ASSERT_EQUAL_FATAL(kt_target_named(name, &t), 0);
-	return t;
-}
-
-static struct kt_shape shape(const char *text)
-{
-	struct kt_shape s;
-	struct kt_err e = {0};
-
-	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(fam, text, &s, &e), 0);
-	return s;
 }
 
 #define SV(s, name) kt_shape_get(fam, &(s), name)
@@ -149,7 +132,7 @@ static void problem_init(struct problem *p, const char *text, uint64_t seed)
 	int i;
 
 	memset(p, 0, sizeof(*p));
-	p->s = shape(text);
+	p->s = ft_shape(fam, text);
 	p->nb = fam->buffers(&p->s, NULL, p->bufs);
 	CU_ASSERT_EQUAL_FATAL(p->nb, NPROBLEM);
 	CU_ASSERT_STRING_EQUAL(p->bufs[X].name, "x");
@@ -591,7 +574,7 @@ static float *plan_run(const struct problem *p, const struct kt_config *c,
 /* The GPU reference's math (ref_plan through the emulator) vs cpu_ref. */
 static void test_gpu_ref_on_host(void)
 {
-	struct kt_target t = target("sm_90");
+	struct kt_target t = ft_target("sm_90");
 	size_t i;
 
 	for (i = 0; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++) {
@@ -610,52 +593,23 @@ static void test_gpu_ref_on_host(void)
 		CU_ASSERT_EQUAL(plan.programs[0].ndefines, 0);	/* one program for all shapes */
 		CU_ASSERT_EQUAL(wk_plan_check(&plan, p.nb, why, sizeof(why)), 0);
 		for (round = 0; round < 2; round++) {
-			double rel;
+			char what[96];
 
-			y = plan_run(&p, NULL, &plan, round, &oob);
-			CU_ASSERT_EQUAL(oob, 0);
-			CU_ASSERT_EQUAL(emu_nonfinite(y, p.bufs[Y].elems), 0);
-			rel = emu_rel_l2(y, p.ref, p.bufs[Y].elems);
 			/* fp32 accumulation; then bf16 output rounding */
-			CU_ASSERT(rel < (round ? 4e-3 : 1e-5));
-			if (rel >= (round ? 4e-3 : 1e-5))
-				fprintf(stderr, "\n  ref_plan %s round=%d: rel %.3g\n", small_shapes[i],
-					round, rel);
+			y = plan_run(&p, NULL, &plan, round, &oob);
+			snprintf(what, sizeof(what), "ref_plan %s", small_shapes[i]);
+			ft_check_output(y, oob, p.ref, p.bufs[Y].elems, round, what);
 			free(y);
 		}
 		problem_release(&p);
 	}
 }
 
-struct collect {
-	struct kt_shape s;
-	struct kt_target t;
-	int variant;
-	long n;
-	struct kt_config first, last, mid;
-};
-
-static int collect_one(const struct kt_config *c, void *arg)
-{
-	struct collect *x = arg;
-	char why[200];
-
-	if (c->variant != x->variant || fam->check(&x->s, c, &x->t, why, sizeof(why)))
-		return 0;
-	if (x->n == 0)
-		x->first = *c;
-	if (x->n % 97 == 13 || x->n == 0)
-		x->mid = *c;
-	x->last = *c;
-	x->n++;
-	return 0;
-}
-
 /* Each variant's plan, prep included, on the host vs cpu_ref. */
 static void test_variants_on_host(void)
 {
 	/* sm_90a: the mma.sync and the wgmma variants */
-	struct kt_target t = target("sm_90a");
+	struct kt_target t = ft_target("sm_90a");
 	int emulated[KT_MAX_VARIANTS] = {0};
 	size_t i;
 	int v, k;
@@ -666,14 +620,15 @@ static void test_variants_on_host(void)
 
 		problem_init(&p, small_shapes[i], 21 + i);
 		for (v = 0; v < fam->nvariants; v++) {
-			struct collect x;
+			struct ft_collect x;
 			const struct kt_config *cs[3];
 
 			memset(&x, 0, sizeof(x));
+			x.f = fam;
 			x.s = p.s;
 			x.t = t;
 			x.variant = v;
-			kt_space_foreach(fam, 0, collect_one, &x);
+			kt_space_foreach(fam, 0, ft_collect_one, &x);
 			/* wgmma's 64-row, 64-column tiles are pruned for GEMMs
 			 * under 33 in M or N */
 			small = SV(p.s, "tokens") < 33 || SV(p.s, "rank") < 33 ||
@@ -747,9 +702,9 @@ static void test_variants_on_host(void)
  * emulator runs threads, not the math): the coverage check can fail. */
 static void test_mix_grid_control(void)
 {
-	struct kt_target t = target("sm_90");
+	struct kt_target t = ft_target("sm_90");
 	struct problem p;
-	struct collect x;
+	struct ft_collect x;
 	struct kt_plan plan;
 	struct kt_err e = {0};
 	long oob;
@@ -757,10 +712,11 @@ static void test_mix_grid_control(void)
 
 	problem_init(&p, small_shapes[0], 5);
 	memset(&x, 0, sizeof(x));
+	x.f = fam;
 	x.s = p.s;
 	x.t = t;
 	x.variant = 0;
-	kt_space_foreach(fam, 0, collect_one, &x);
+	kt_space_foreach(fam, 0, ft_collect_one, &x);
 	CU_ASSERT_FATAL(x.n > 0);
 	CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &x.first, &t, &plan, &e), 0);
 	CU_ASSERT_STRING_EQUAL_FATAL(plan.launch[1].kernel, "blast_mix");
@@ -774,18 +730,6 @@ static void test_mix_grid_control(void)
 }
 
 /* ---- shapes, checks, space ---- */
-
-static void expect_shape_error(const char *text, const char *want)
-{
-	struct kt_shape s;
-	struct kt_err e = {0};
-
-	CU_ASSERT_EQUAL(kt_shape_parse(fam, text, &s, &e), -1);
-	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
-	if (!strstr(e.msg, want))
-		fprintf(stderr, "\n  '%s': message '%s' lacks '%s'\n", text, e.msg, want);
-	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
-}
 
 static void test_shape_parse(void)
 {
@@ -805,38 +749,24 @@ static void test_shape_parse(void)
 		CU_ASSERT_EQUAL(fam->dims[d].structural,
 				strcmp(fam->dims[d].name, "blocks") == 0 ||
 					strcmp(fam->dims[d].name, "rank") == 0);
-	expect_shape_error("tokens=16,in=4096,out=4096,rank=1024", "missing key 'blocks'");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16", "missing key 'rank'");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,rank=1024,heads=2",
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,rank=1024", "missing key 'blocks'");
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,blocks=16", "missing key 'rank'");
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,blocks=16,rank=1024,heads=2",
 			   "unknown key 'heads'");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=0,rank=1024", "blocks=0 out of range");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=512,rank=1024",
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,blocks=0,rank=1024", "blocks=0 out of range");
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,blocks=512,rank=1024",
 			   "blocks=512 out of range");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,rank=4", "rank=4 out of range");
-	expect_shape_error("tokens=0,in=4096,out=4096,blocks=16,rank=1024", "tokens=0 out of range");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=b16,rank=1024", "not an integer");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,blocks=16,rank=1024", "given twice");
-}
-
-static int first_config(const struct kt_shape *s, const struct kt_target *t, int variant,
-			struct kt_config *out)
-{
-	struct collect x;
-
-	memset(&x, 0, sizeof(x));
-	x.s = *s;
-	x.t = *t;
-	x.variant = variant;
-	kt_space_foreach(fam, 0, collect_one, &x);
-	*out = x.first;
-	return x.n > 0 ? 0 : -1;
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,blocks=16,rank=4", "rank=4 out of range");
+	ft_expect_shape_error(fam, "tokens=0,in=4096,out=4096,blocks=16,rank=1024", "tokens=0 out of range");
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,blocks=b16,rank=1024", "not an integer");
+	ft_expect_shape_error(fam, "tokens=16,in=4096,out=4096,blocks=16,blocks=16,rank=1024", "given twice");
 }
 
 /* cfg cannot run text; plan says so too; ref_plan too unless ref_ok */
 static void expect_reject(const char *text, const struct kt_config *c, const char *want, int ref_ok)
 {
-	struct kt_shape s = shape(text);
-	struct kt_target t = target("sm_90");
+	struct kt_shape s = ft_shape(fam, text);
+	struct kt_target t = ft_target("sm_90");
 	struct kt_plan plan;
 	struct kt_err e = {0};
 	char why[200] = "";
@@ -853,8 +783,8 @@ static void expect_reject(const char *text, const struct kt_config *c, const cha
 static void expect_config_reject(const char *shape_text, const char *cfg, const char *tname,
 				 const char *want)
 {
-	struct kt_shape s = shape(shape_text);
-	struct kt_target t = target(tname);
+	struct kt_shape s = ft_shape(fam, shape_text);
+	struct kt_target t = ft_target(tname);
 	struct kt_config c;
 	struct kt_plan plan;
 	struct kt_err e = {0};
@@ -870,8 +800,8 @@ static void expect_config_reject(const char *shape_text, const char *cfg, const 
 
 static void expect_config_ok(const char *shape_text, const char *cfg, const char *tname)
 {
-	struct kt_shape s = shape(shape_text);
-	struct kt_target t = target(tname);
+	struct kt_shape s = ft_shape(fam, shape_text);
+	struct kt_target t = ft_target(tname);
 	struct kt_config c;
 	struct kt_plan plan;
 	struct kt_err e = {0};
@@ -886,24 +816,24 @@ static void expect_config_ok(const char *shape_text, const char *cfg, const char
 
 static void test_check(void)
 {
-	struct kt_target t = target("sm_90"), ta = target("sm_90a");
-	struct kt_shape s = shape("tokens=64,in=256,out=256,blocks=4,rank=64");
+	struct kt_target t = ft_target("sm_90"), ta = ft_target("sm_90a");
+	struct kt_shape s = ft_shape(fam, "tokens=64,in=256,out=256,blocks=4,rank=64");
 	struct kt_config naive, wg;
 	char why[200];
 
-	CU_ASSERT_EQUAL_FATAL(first_config(&s, &t, 0, &naive), 0);
-	CU_ASSERT_EQUAL_FATAL(first_config(&s, &ta, 1, &wg), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_first_config(fam, &s, &t, 0, &naive), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_first_config(fam, &s, &ta, 1, &wg), 0);
 	/* blocks must divide in and out (not rank) */
 	expect_reject("tokens=64,in=258,out=256,blocks=4,rank=64", &naive, "must divide", 0);
 	expect_reject("tokens=64,in=256,out=250,blocks=4,rank=64", &naive, "must divide", 0);
-	s = shape("tokens=64,in=384,out=384,blocks=3,rank=64");
+	s = ft_shape(fam, "tokens=64,in=384,out=384,blocks=3,rank=64");
 	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 0);
 	/* the GEMMs' 16-byte alignment: in/blocks, out/blocks, rank */
 	expect_reject("tokens=64,in=256,out=256,blocks=64,rank=64", &naive, "multiples of 8", 0);
 	expect_reject("tokens=64,in=256,out=96,blocks=8,rank=64", &naive, "multiples of 8", 0);
 	expect_reject("tokens=64,in=256,out=256,blocks=4,rank=68", &naive, "multiples of 8", 0);
 	/* a GEMM tile rule reaches through: warp tile 16 x 16 multiples */
-	s = shape("tokens=64,in=256,out=256,blocks=4,rank=64");
+	s = ft_shape(fam, "tokens=64,in=256,out=256,blocks=4,rank=64");
 	naive.p[0] = 16;	/* BLOCK_M */
 	naive.p[4] = 2;		/* WARPS_M */
 	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 1);
@@ -1030,8 +960,8 @@ static void test_space(void)
 			struct space_ctx x;
 
 			memset(&x, 0, sizeof(x));
-			x.s = shape(suite_shapes[i]);
-			x.t = target(targets[t]);
+			x.s = ft_shape(fam, suite_shapes[i]);
+			x.t = ft_target(targets[t]);
 			CU_ASSERT_EQUAL(kt_space_foreach(fam, 1, space_one, &x), 0);
 			CU_ASSERT_EQUAL(x.all, total);
 			CU_ASSERT_EQUAL(x.bad_plans, 0);
@@ -1057,8 +987,8 @@ static void test_space(void)
 		struct space_ctx x;
 
 		memset(&x, 0, sizeof(x));
-		x.s = shape("tokens=16,in=4096,out=4096,blocks=16,rank=1024");
-		x.t = target("sm_90a");
+		x.s = ft_shape(fam, "tokens=16,in=4096,out=4096,blocks=16,rank=1024");
+		x.t = ft_target("sm_90a");
 		kt_space_foreach(fam, 0, space_one, &x);
 		CU_ASSERT(x.valid[0] > 0);
 		CU_ASSERT_EQUAL(x.bad_plans, 0);
@@ -1076,8 +1006,8 @@ static void test_defaults(void)
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
 		for (i = 0; i < nsuite + sizeof(extra) / sizeof(extra[0]); i++) {
 			const char *text = i < nsuite ? suite_shapes[i] : extra[i - nsuite];
-			struct kt_shape s = shape(text);
-			struct kt_target tg = target(targets[t]);
+			struct kt_shape s = ft_shape(fam, text);
+			struct kt_target tg = ft_target(targets[t]);
 			struct kt_config c;
 			struct kt_plan p;
 			struct kt_err e = {0};
@@ -1091,8 +1021,8 @@ static void test_defaults(void)
 		}
 	{
 		/* nothing to hand out for a shape no config can run */
-		struct kt_shape s = shape("tokens=16,in=4096,out=4096,blocks=3,rank=1024");
-		struct kt_target tg = target("sm_90");
+		struct kt_shape s = ft_shape(fam, "tokens=16,in=4096,out=4096,blocks=3,rank=1024");
+		struct kt_target tg = ft_target("sm_90");
 		struct kt_config c;
 
 		CU_ASSERT_EQUAL(fam->default_config(&s, &tg, &c), -1);
@@ -1109,7 +1039,7 @@ static void test_models(void)
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(lr);
 	for (i = 0; i < sizeof(suite_shapes) / sizeof(suite_shapes[0]); i++) {
-		struct kt_shape s = shape(suite_shapes[i]), ls;
+		struct kt_shape s = ft_shape(fam, suite_shapes[i]), ls;
 		struct kt_err e = {0};
 		char text[160];
 		double T = SV(s, "tokens"), n = SV(s, "in"), m = SV(s, "out"), r = SV(s, "rank");
@@ -1132,7 +1062,7 @@ static void test_models(void)
 		CU_ASSERT(fam->flops(&s) < 2 * T * n * m);
 	}
 	{
-		struct kt_shape s = shape(suite_shapes[0]);
+		struct kt_shape s = ft_shape(fam, suite_shapes[0]);
 		double floor_us = fmax(fam->flops(&s) / 790e12, fam->min_bytes(&s) / 4.3e12) * 1e6;
 
 		CU_ASSERT(floor_us > 22.0 && floor_us < 23.0);
@@ -1177,8 +1107,8 @@ static void add_shape(struct job_list *j, const char *text, const char *tname, i
 {
 	const struct job_sample js = {fam, is_90a, pick_tile,
 				      nsample ? samples_some : samples_none, &rng_state};
-	struct kt_shape s = shape(text);
-	struct kt_target t = target(tname);
+	struct kt_shape s = ft_shape(fam, text);
+	struct kt_target t = ft_target(tname);
 
 	CU_ASSERT(nsample == 0 || nsample == SAMPLE_PER_VARIANT);
 	job_add_shape(j, &js, &s, &t, all);
@@ -1199,8 +1129,8 @@ static void add_mixers(struct job_list *j, const char *tname)
 	size_t i;
 
 	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-		struct kt_shape s = shape(shapes[i]);
-		struct kt_target t = target(tname);
+		struct kt_shape s = ft_shape(fam, shapes[i]);
+		struct kt_target t = ft_target(tname);
 		struct kt_config c;
 
 		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
@@ -1343,7 +1273,7 @@ static void test_gpu_variants(void)
 	kt_target_arch(&t, arch, sizeof(arch));
 	printf("\n  %s (%s)", ginfo.name, arch);
 	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-		struct kt_shape s = shape(shapes[i]);
+		struct kt_shape s = ft_shape(fam, shapes[i]);
 		struct kt_err err = {0};
 		struct built ref;
 
@@ -1356,14 +1286,15 @@ static void test_gpu_variants(void)
 		}
 		built_release(&ref);
 		for (v = 0; v < fam->nvariants; v++) {
-			struct collect x;
+			struct ft_collect x;
 			const struct kt_config *cs[3];
 
 			memset(&x, 0, sizeof(x));
+			x.f = fam;
 			x.s = s;
 			x.t = t;
 			x.variant = v;
-			kt_space_foreach(fam, 0, collect_one, &x);
+			kt_space_foreach(fam, 0, ft_collect_one, &x);
 			if (x.n == 0) {
 				CU_ASSERT(is_90a(v) && !t.arch_a);
 				continue;

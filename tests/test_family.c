@@ -10,6 +10,7 @@
 
 #include "kernels/family.h"
 #include "kernels/gemm_plan.h"
+#include "famtest.h"
 #include "plan_emu.h"
 #include "testutil.h"
 
@@ -20,24 +21,6 @@ static int init_suite(void)
 	dense = kt_family_find("dense");
 	lowrank = kt_family_find("lowrank");
 	return dense && lowrank ? 0 : 1;
-}
-
-static struct kt_target target(const char *name)
-{
-	struct kt_target t;
-
-	memset(&t, 0, sizeof(t));
-	CU_ASSERT_EQUAL_FATAL(kt_target_named(name, &t), 0);
-	return t;
-}
-
-static struct kt_shape shape(const struct kt_family *f, const char *text)
-{
-	struct kt_shape s;
-	struct kt_err e = {0};
-
-	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, text, &s, &e), 0);
-	return s;
 }
 
 /* ---- registry ---- */
@@ -292,8 +275,8 @@ static void test_space(void)
 	}
 	memset(&a, 0, sizeof(a));
 	a.f = dense;
-	a.s = shape(dense, "tokens=1024,in=4096,out=4096");
-	a.t = target("sm_90");
+	a.s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
+	a.t = ft_target("sm_90");
 	b = a;
 	CU_ASSERT_EQUAL(kt_space_foreach(dense, 0, count_one, &a), 0);
 	CU_ASSERT_EQUAL(a.all, product);
@@ -317,7 +300,7 @@ static void test_space(void)
 	memset(&b, 0, sizeof(b));
 	b.f = dense;
 	b.s = a.s;
-	b.t = target("sm_90a");
+	b.t = ft_target("sm_90a");
 	kt_space_foreach(dense, 0, count_one, &b);
 	CU_ASSERT(b.valid > a.valid);
 	printf("  valid on sm_90a: %ld\n", b.valid);
@@ -327,8 +310,8 @@ static void test_space(void)
 
 	memset(&a, 0, sizeof(a));
 	a.f = lowrank;
-	a.s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
-	a.t = target("sm_90");
+	a.s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	a.t = ft_target("sm_90");
 	kt_space_foreach(lowrank, 0, count_one, &a);
 	CU_ASSERT_EQUAL(a.all, kt_space_size(lowrank, 0));
 	CU_ASSERT(a.valid > 20);
@@ -350,8 +333,8 @@ static int dense_cfg(struct kt_config *c, long bm, long bn, long bk, long wm, lo
 
 static void test_check(void)
 {
-	struct kt_shape s = shape(dense, "tokens=1024,in=4096,out=4096");
-	struct kt_target t90 = target("sm_90"), t86 = target("sm_86"), t80 = target("sm_80");
+	struct kt_shape s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
+	struct kt_target t90 = ft_target("sm_90"), t86 = ft_target("sm_86"), t80 = ft_target("sm_80");
 	struct kt_target small;
 	struct kt_config c;
 	char why[200];
@@ -382,20 +365,20 @@ static void test_check(void)
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "warp tile"));
 	/* alignment: out not a multiple of 8 */
-	s = shape(dense, "tokens=1024,in=4096,out=4100");
+	s = ft_shape(dense, "tokens=1024,in=4096,out=4100");
 	dense_cfg(&c, 128, 128, 32, 2, 2, 3);
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "multiples of 8"));
 	/* a 256-row tile for 16 tokens is pruned, a 16-row one is not */
-	s = shape(dense, "tokens=16,in=4096,out=4096");
+	s = ft_shape(dense, "tokens=16,in=4096,out=4096");
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
 	dense_cfg(&c, 16, 64, 64, 1, 4, 4);
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
 	/* wgmma: sm_90a only, 64-row warpgroups, 3+ stages */
 	{
 		struct kt_err e = {0};
-		struct kt_target t90a = target("sm_90a");
-		struct kt_shape big = shape(dense, "tokens=1024,in=4096,out=4096");
+		struct kt_target t90a = ft_target("sm_90a");
+		struct kt_shape big = ft_shape(dense, "tokens=1024,in=4096,out=4096");
 
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=wgmma,BLOCK_M=128,BLOCK_N=256,"
 					"STAGES=4,GROUP_M=8,SPLIT_K=1", &c, &e), 0);
@@ -428,8 +411,8 @@ static void test_check(void)
 
 static void test_check_lowrank(void)
 {
-	struct kt_shape s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
-	struct kt_target t = target("sm_90");
+	struct kt_shape s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
+	struct kt_target t = ft_target("sm_90");
 	struct kt_config c;
 	struct kt_err e = {0};
 	char why[200];
@@ -439,15 +422,15 @@ static void test_check_lowrank(void)
 		&c, &e), 0);
 	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "rank <= 256"));
-	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
 	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
 	/* N_SPLIT beyond the out tiles */
-	s = shape(lowrank, "tokens=1024,in=4096,out=512,rank=256");
+	s = ft_shape(lowrank, "tokens=1024,in=4096,out=512,rank=256");
 	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "N_SPLIT"));
 	/* z tile + ring over the sm_86 limit */
-	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
-	t = target("sm_86");
+	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	t = ft_target("sm_86");
 	c.p[0] = 128;	/* BLOCK_M: 64 KiB z + 3 x 384 x 64 B ring */
 	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
 }
@@ -465,10 +448,10 @@ static void test_defaults(void)
 	size_t i, j;
 
 	for (j = 0; j < sizeof(targets) / sizeof(targets[0]); j++) {
-		struct kt_target t = target(targets[j]);
+		struct kt_target t = ft_target(targets[j]);
 
 		for (i = 0; i < sizeof(dshapes) / sizeof(dshapes[0]); i++) {
-			struct kt_shape s = shape(dense, dshapes[i]);
+			struct kt_shape s = ft_shape(dense, dshapes[i]);
 			struct kt_config c;
 			char why[200] = "";
 
@@ -476,7 +459,7 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 0);
 		}
 		for (i = 0; i < sizeof(lshapes) / sizeof(lshapes[0]); i++) {
-			struct kt_shape s = shape(lowrank, lshapes[i]);
+			struct kt_shape s = ft_shape(lowrank, lshapes[i]);
 			struct kt_config c;
 			char why[200] = "";
 
@@ -550,8 +533,8 @@ static void check_args(const struct kt_plan *p, int nbufs)
 static void test_plans(void)
 {
 	char why[200];
-	struct kt_shape s = shape(dense, "tokens=1000,in=4096,out=4104");
-	struct kt_target t = target("sm_90");
+	struct kt_shape s = ft_shape(dense, "tokens=1000,in=4096,out=4104");
+	struct kt_target t = ft_target("sm_90");
 	struct kt_buf bufs[KT_MAX_BUFS], pbufs[KT_MAX_BUFS];
 	struct kt_config c;
 	struct kt_plan p;
@@ -586,7 +569,7 @@ static void test_plans(void)
 	CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "ref");
 
 	/* lowrank: problem buffers first and in the same order */
-	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
+	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
 	np = lowrank->buffers(&s, NULL, pbufs);
 	kt_config_parse(lowrank, "variant=unfused,BLOCK_M=128,BLOCK_N=256,BLOCK_K=32,WARPS_M=2,"
 				 "WARPS_N=4,STAGES=4,GROUP_M=8,Z_BLOCK_M=64,Z_BLOCK_N=128,Z_SPLIT_K=1", &c, &e);
@@ -619,7 +602,7 @@ static void test_plans(void)
 	CU_ASSERT(p.launch[0].smem <= (unsigned)t.smem_optin);
 
 	/* split-K: a second launch reduces the fp32 workspace (a scratch buffer) */
-	s = shape(dense, "tokens=16,in=4096,out=4096");
+	s = ft_shape(dense, "tokens=16,in=4096,out=4096");
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=mma_sync,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,"
 				"WARPS_M=1,WARPS_N=4,STAGES=4,GROUP_M=1,SPLIT_K=2", &c, &e), 0);
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 0);
@@ -638,14 +621,14 @@ static void test_plans(void)
 	CU_ASSERT_EQUAL(p.launch[1].args[1].buf, 2);
 	CU_ASSERT_STRING_EQUAL(p.programs[0].defines[p.programs[0].ndefines - 1], "SPLIT_K=2");
 	/* where the tiles already fill the GPU, splitting is pruned */
-	s = shape(dense, "tokens=1024,in=4096,out=4096");
+	s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
 	c.p[0] = 128;
 	c.p[1] = 256;
 	c.p[3] = 2;
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "SPLIT_K"));
 	/* lowrank's z GEMM split: z workspace after z, three launches */
-	s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
+	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank, "variant=unfused_wgmma,BLOCK_M=128,BLOCK_N=256,"
 				"STAGES=4,GROUP_M=8,Z_BLOCK_M=128,Z_BLOCK_N=128,Z_SPLIT_K=2", &c, &e), 0);
 	{
@@ -666,11 +649,11 @@ static void test_plans(void)
 	}
 
 	/* the roofline model */
-	s = shape(lowrank, "tokens=1024,in=4096,out=2048,rank=256");
+	s = ft_shape(lowrank, "tokens=1024,in=4096,out=2048,rank=256");
 	CU_ASSERT_DOUBLE_EQUAL(lowrank->flops(&s), 2.0 * 1024 * 256 * (4096 + 2048), 1);
 	CU_ASSERT_DOUBLE_EQUAL(lowrank->min_bytes(&s),
 			       2.0 * (1024.0 * 4096 + 256.0 * (4096 + 2048) + 1024.0 * 2048), 1);
-	s = shape(dense, "tokens=1024,in=4096,out=2048");
+	s = ft_shape(dense, "tokens=1024,in=4096,out=2048");
 	CU_ASSERT_DOUBLE_EQUAL(dense->flops(&s), 2.0 * 1024 * 4096 * 2048, 1);
 	CU_ASSERT_DOUBLE_EQUAL(dense->min_bytes(&s),
 			       2.0 * (1024.0 * 4096 + 4096.0 * 2048 + 1024.0 * 2048), 1);
@@ -701,8 +684,8 @@ static int has_define(const struct kt_program *p, const char *d)
 
 static void test_ws_check(void)
 {
-	struct kt_shape s = shape(dense, "tokens=1024,in=4096,out=4096");
-	struct kt_target t90a = target("sm_90a"), t90 = target("sm_90");
+	struct kt_shape s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
+	struct kt_target t90a = ft_target("sm_90a"), t90 = ft_target("sm_90");
 	struct kt_config c;
 	char why[200];
 
@@ -727,28 +710,28 @@ static void test_ws_check(void)
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
 	/* TMA strides: in not a multiple of 8 elements (16 bytes) */
-	s = shape(dense, "tokens=1024,in=4100,out=4096");
+	s = ft_shape(dense, "tokens=1024,in=4100,out=4096");
 	ws_cfg(&c, 128, 256, 4, 2);
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "multiples of 8"));
 	/* decode: 64 rows (the smallest warpgroup tile) for 16 tokens is pruned */
-	s = shape(dense, "tokens=16,in=4096,out=4096");
+	s = ft_shape(dense, "tokens=16,in=4096,out=4096");
 	ws_cfg(&c, 64, 128, 4, 1);
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
-	s = shape(dense, "tokens=33,in=4096,out=4096");
+	s = ft_shape(dense, "tokens=33,in=4096,out=4096");
 	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 0);
 	/* the sm_90a default at the reference shape is the ws tile */
-	s = shape(dense, "tokens=1024,in=4096,out=4096");
+	s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
 	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
 	CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "wgmma_ws");
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "CONSUMERS"), 2);
 	/* one wave where 128x256 would need two (136 CTAs on 132 SMs) */
-	s = shape(dense, "tokens=1000,in=4096,out=4104");
+	s = ft_shape(dense, "tokens=1000,in=4096,out=4104");
 	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
 	CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "wgmma_ws");
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 256);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 128);
-	s = shape(dense, "tokens=1024,in=4096,out=4096");
+	s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
 	/* and on plain sm_90 it is not */
 	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90, &c), 0);
 	CU_ASSERT_STRING_NOT_EQUAL(dense->variants[c.variant], "wgmma_ws");
@@ -756,8 +739,8 @@ static void test_ws_check(void)
 
 static void test_ws_plan(void)
 {
-	struct kt_shape s = shape(dense, "tokens=1000,in=4096,out=4104");
-	struct kt_target t = target("sm_90a");
+	struct kt_shape s = ft_shape(dense, "tokens=1000,in=4096,out=4104");
+	struct kt_target t = ft_target("sm_90a");
 	struct kt_buf bufs[KT_MAX_BUFS];
 	struct kt_config c;
 	struct kt_plan p;
@@ -851,7 +834,7 @@ static void test_ws_batched(void)
 	const long lda = K + 16, ldb = K + 8, ldc = N + 8;
 	const long sA = M * lda + 64, sC = M * ldc + 16;
 	char why[200];
-	struct kt_target tgt = target("sm_90a");
+	struct kt_target tgt = ft_target("sm_90a");
 
 	memset(&t, 0, sizeof(t));
 	t.bm = 128;
@@ -942,7 +925,7 @@ static void test_ws_interleaved_batches(void)
 	const struct kt_tmap *ma;
 	long z, r, k, bad = 0;
 	char why[200];
-	struct kt_target tgt = target("sm_90a");
+	struct kt_target tgt = ft_target("sm_90a");
 
 	ws_tile(&t, 128, 128, 2, 1);
 	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, nb, 0, &tgt, why, sizeof(why)), 0);
@@ -1001,7 +984,7 @@ static void test_ws_splitk(void)
 	struct kt_program prog;
 	const long M = 1024, N = 1024, K = 4096;
 	char why[200];
-	struct kt_target tgt = target("sm_90a");
+	struct kt_target tgt = ft_target("sm_90a");
 
 	ws_tile(&t, 128, 128, 2, 2);
 	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 0);
@@ -1041,8 +1024,8 @@ static void test_ws_splitk(void)
 /* lowrank unfused_ws: both stages on gemm_tn_ws, z split along K. */
 static void test_lowrank_ws(void)
 {
-	struct kt_shape s = shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
-	struct kt_target t = target("sm_90a"), t90 = target("sm_90");
+	struct kt_shape s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
+	struct kt_target t = ft_target("sm_90a"), t90 = ft_target("sm_90");
 	struct kt_buf bufs[KT_MAX_BUFS];
 	struct kt_config c;
 	struct kt_plan p;
@@ -1172,8 +1155,8 @@ static void test_lowrank_ws_emulated(void)
 		"variant=unfused_ws,BLOCK_M=128,BLOCK_N=256,STAGES=3,GROUP_M=8,Z_BLOCK_M=128,"
 		"Z_BLOCK_N=128,Z_SPLIT_K=1,CONSUMERS=2",
 	};
-	struct kt_shape s = shape(lowrank, "tokens=130,in=1032,out=200,rank=72");
-	struct kt_target t = target("sm_90a");
+	struct kt_shape s = ft_shape(lowrank, "tokens=130,in=1032,out=200,rank=72");
+	struct kt_target t = ft_target("sm_90a");
 	struct kt_buf pb[KT_MAX_BUFS];
 	uint16_t *in[3] = {NULL, NULL, NULL};
 	float *ref = NULL, *outs[1];
@@ -1292,8 +1275,8 @@ static void test_lowrank_ws_space(void)
 
 		memset(&x, 0, sizeof(x));
 		x.f = lowrank;
-		x.s = shape(lowrank, shapes[i]);
-		x.t = target("sm_90a");
+		x.s = ft_shape(lowrank, shapes[i]);
+		x.t = ft_target("sm_90a");
 		x.variant = kt_variant_index(lowrank, "unfused_ws");
 		CU_ASSERT_FATAL(x.variant >= 0);
 		CU_ASSERT_EQUAL(kt_space_foreach(lowrank, 0, ws_space_one, &x), 0);
@@ -1306,7 +1289,7 @@ static void test_lowrank_ws_space(void)
 		/* and none on a target without sm_90a */
 		memset(&x.valid, 0, sizeof(x.valid));
 		x.all = x.split = x.bad = 0;
-		x.t = target("sm_90");
+		x.t = ft_target("sm_90");
 		CU_ASSERT_EQUAL(kt_space_foreach(lowrank, 0, ws_space_one, &x), 0);
 		CU_ASSERT_EQUAL(x.valid, 0);
 		CU_ASSERT_EQUAL(x.bad, 0);
@@ -1448,7 +1431,7 @@ static void free_inputs(void **in, int n)
 
 static void test_dense_ref(void)
 {
-	struct kt_shape s = shape(dense, "tokens=37,in=200,out=72");
+	struct kt_shape s = ft_shape(dense, "tokens=37,in=200,out=72");
 	long T = 37, n = 200, m = 72, t, o, k;
 	float *y = malloc(T * m * 4), *naive = malloc(T * m * 4);
 	struct kt_err e = {0};
@@ -1485,8 +1468,8 @@ static void test_dense_ref(void)
 
 static void test_lowrank_ref(void)
 {
-	struct kt_shape ls = shape(lowrank, "tokens=29,in=96,out=56,rank=24");
-	struct kt_shape ds = shape(dense, "tokens=29,in=96,out=56");
+	struct kt_shape ls = ft_shape(lowrank, "tokens=29,in=96,out=56,rank=24");
+	struct kt_shape ds = ft_shape(dense, "tokens=29,in=96,out=56");
 	long T = 29, n = 96, m = 56, R = 24, o, k, r;
 	float *yl = malloc(T * m * 4), *yd = malloc(T * m * 4);
 	uint16_t *W = malloc(m * n * 2);

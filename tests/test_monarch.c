@@ -35,6 +35,7 @@
 
 #include "kernels/family.h"
 #include "kernels/gemm_plan.h"
+#include "famtest.h"
 #include "plan_emu.h"
 #include "testutil.h"
 #include "tuner/jit.h"
@@ -76,24 +77,6 @@ static int init_monarch_bm(void)
 	return mon ? 0 : 1;
 }
 
-static struct kt_target target(const char *name)
-{
-	struct kt_target t;
-
-	memset(&t, 0, sizeof(t));
-	CU_ASSERT_EQUAL_FATAL(kt_target_named(name, &t), 0);
-	return t;
-}
-
-static struct kt_shape shape(const char *text)
-{
-	struct kt_shape s;
-	struct kt_err e = {0};
-
-	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(mon, text, &s, &e), 0);
-	return s;
-}
-
 #define SV(s, name) kt_shape_get(mon, &(s), name)
 
 static int is_relayout(int v)
@@ -132,7 +115,7 @@ static void problem_init(struct problem *p, const char *text, uint64_t seed)
 	int i;
 
 	memset(p, 0, sizeof(*p));
-	p->s = shape(text);
+	p->s = ft_shape(mon, text);
 	p->nb = mon->buffers(&p->s, NULL, p->bufs);
 	CU_ASSERT_EQUAL_FATAL(p->nb, 5);
 	for (i = 0; i < p->nb; i++) {
@@ -404,7 +387,7 @@ static float *plan_run(const struct problem *p, const struct kt_config *c,
 /* The GPU reference's math (ref_plan through the emulator) vs cpu_ref. */
 static void test_gpu_ref_on_host(void)
 {
-	struct kt_target t = target("sm_90");
+	struct kt_target t = ft_target("sm_90");
 	size_t i;
 
 	for (i = 0; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++) {
@@ -424,52 +407,23 @@ static void test_gpu_ref_on_host(void)
 			CU_ASSERT_EQUAL(wk_plan_check(&plan, p.nb, why, sizeof(why)), 0);
 		}
 		for (round = 0; round < 2; round++) {
-			double rel;
+			char what[96];
 
-			y = plan_run(&p, NULL, &plan, round, &oob);
-			CU_ASSERT_EQUAL(oob, 0);
-			CU_ASSERT_EQUAL(emu_nonfinite(y, p.bufs[3].elems), 0);
-			rel = emu_rel_l2(y, p.ref, p.bufs[3].elems);
 			/* fp32 accumulation; then bf16 output rounding */
-			CU_ASSERT(rel < (round ? 4e-3 : 1e-5));
-			if (rel >= (round ? 4e-3 : 1e-5))
-				fprintf(stderr, "\n  ref_plan %s round=%d: rel %.3g\n", small_shapes[i],
-					round, rel);
+			y = plan_run(&p, NULL, &plan, round, &oob);
+			snprintf(what, sizeof(what), "ref_plan %s", small_shapes[i]);
+			ft_check_output(y, oob, p.ref, p.bufs[3].elems, round, what);
 			free(y);
 		}
 		problem_release(&p);
 	}
 }
 
-struct collect {
-	struct kt_shape s;
-	struct kt_target t;
-	int variant;
-	long n;
-	struct kt_config first, last, mid;
-};
-
-static int collect_one(const struct kt_config *c, void *arg)
-{
-	struct collect *x = arg;
-	char why[200];
-
-	if (c->variant != x->variant || mon->check(&x->s, c, &x->t, why, sizeof(why)))
-		return 0;
-	if (x->n == 0)
-		x->first = *c;
-	if (x->n % 97 == 13 || x->n == 0)
-		x->mid = *c;
-	x->last = *c;
-	x->n++;
-	return 0;
-}
-
 /* Each variant's plan, prep included, on the host vs cpu_ref. */
 static void test_variants_on_host(void)
 {
 	/* sm_90a: the mma.sync and the wgmma variants */
-	struct kt_target t = target("sm_90a");
+	struct kt_target t = ft_target("sm_90a");
 	int emulated[KT_MAX_VARIANTS] = {0};
 	size_t i;
 	int v, k;
@@ -479,14 +433,15 @@ static void test_variants_on_host(void)
 
 		problem_init(&p, small_shapes[i], 21 + i);
 		for (v = 0; v < mon->nvariants; v++) {
-			struct collect x;
+			struct ft_collect x;
 			const struct kt_config *cs[3];
 
 			memset(&x, 0, sizeof(x));
+			x.f = mon;
 			x.s = p.s;
 			x.t = t;
 			x.variant = v;
-			kt_space_foreach(mon, 0, collect_one, &x);
+			kt_space_foreach(mon, 0, ft_collect_one, &x);
 			if (is_relayout(v) && (SV(p.s, "rank") / SV(p.s, "blocks")) % 8) {
 				CU_ASSERT_EQUAL(x.n, 0);	/* rank/blocks % 8 != 0 */
 				continue;
@@ -587,18 +542,6 @@ static void test_variants_on_host(void)
 
 /* ---- shapes, checks, space ---- */
 
-static void expect_shape_error(const char *text, const char *want)
-{
-	struct kt_shape s;
-	struct kt_err e = {0};
-
-	CU_ASSERT_EQUAL(kt_shape_parse(mon, text, &s, &e), -1);
-	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
-	if (!strstr(e.msg, want))
-		fprintf(stderr, "\n  '%s': message '%s' lacks '%s'\n", text, e.msg, want);
-	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
-}
-
 static void test_shape_parse(void)
 {
 	struct kt_shape s;
@@ -616,34 +559,20 @@ static void test_shape_parse(void)
 		CU_ASSERT_EQUAL(mon->dims[d].structural,
 				strcmp(mon->dims[d].name, "blocks") == 0 ||
 					strcmp(mon->dims[d].name, "rank") == 0);
-	expect_shape_error("tokens=16,in=4096,out=4096,rank=1024", "missing key 'blocks'");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16", "missing key 'rank'");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,rank=1024,heads=2",
+	ft_expect_shape_error(mon, "tokens=16,in=4096,out=4096,rank=1024", "missing key 'blocks'");
+	ft_expect_shape_error(mon, "tokens=16,in=4096,out=4096,blocks=16", "missing key 'rank'");
+	ft_expect_shape_error(mon, "tokens=16,in=4096,out=4096,blocks=16,rank=1024,heads=2",
 			   "unknown key 'heads'");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=0,rank=1024", "blocks=0 out of range");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,rank=4", "rank=4 out of range");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=b16,rank=1024", "not an integer");
-	expect_shape_error("tokens=16,in=4096,out=4096,blocks=16,blocks=16,rank=1024", "given twice");
-}
-
-static int first_config(const struct kt_shape *s, const struct kt_target *t, int variant,
-			struct kt_config *out)
-{
-	struct collect x;
-
-	memset(&x, 0, sizeof(x));
-	x.s = *s;
-	x.t = *t;
-	x.variant = variant;
-	kt_space_foreach(mon, 0, collect_one, &x);
-	*out = x.first;
-	return x.n > 0 ? 0 : -1;
+	ft_expect_shape_error(mon, "tokens=16,in=4096,out=4096,blocks=0,rank=1024", "blocks=0 out of range");
+	ft_expect_shape_error(mon, "tokens=16,in=4096,out=4096,blocks=16,rank=4", "rank=4 out of range");
+	ft_expect_shape_error(mon, "tokens=16,in=4096,out=4096,blocks=b16,rank=1024", "not an integer");
+	ft_expect_shape_error(mon, "tokens=16,in=4096,out=4096,blocks=16,blocks=16,rank=1024", "given twice");
 }
 
 static void expect_reject(const char *text, const struct kt_config *c, const char *want)
 {
-	struct kt_shape s = shape(text);
-	struct kt_target t = target("sm_90");
+	struct kt_shape s = ft_shape(mon, text);
+	struct kt_target t = ft_target("sm_90");
 	struct kt_plan plan;
 	struct kt_err e = {0};
 	char why[200] = "";
@@ -659,13 +588,13 @@ static void expect_reject(const char *text, const struct kt_config *c, const cha
 
 static void test_check(void)
 {
-	struct kt_target t = target("sm_90");
-	struct kt_shape s = shape("tokens=64,in=256,out=256,blocks=4,rank=64");
+	struct kt_target t = ft_target("sm_90");
+	struct kt_shape s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=4,rank=64");
 	struct kt_config naive, relayout;
 	char why[200];
 
-	CU_ASSERT_EQUAL_FATAL(first_config(&s, &t, 0, &naive), 0);
-	CU_ASSERT_EQUAL_FATAL(first_config(&s, &t, 1, &relayout), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_first_config(mon, &s, &t, 0, &naive), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_first_config(mon, &s, &t, 1, &relayout), 0);
 	/* blocks must divide in, out and rank */
 	expect_reject("tokens=64,in=258,out=256,blocks=4,rank=64", &naive, "must divide");
 	expect_reject("tokens=64,in=256,out=250,blocks=4,rank=64", &naive, "must divide");
@@ -676,10 +605,10 @@ static void test_check(void)
 	expect_reject("tokens=64,in=256,out=256,blocks=4,rank=68", &naive, "multiples of 8");
 	/* relayout's chunks: rank/blocks % 8; naive runs there */
 	expect_reject("tokens=64,in=256,out=256,blocks=8,rank=32", &relayout, "rank/blocks");
-	s = shape("tokens=64,in=256,out=256,blocks=8,rank=32");
+	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=8,rank=32");
 	CU_ASSERT_EQUAL(mon->check(&s, &naive, &t, why, sizeof(why)), 0);
 	/* a GEMM tile rule reaches through: warp tile 16 x 16 multiples */
-	s = shape("tokens=64,in=256,out=256,blocks=4,rank=64");
+	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=4,rank=64");
 	naive.p[0] = 16;	/* BLOCK_M */
 	naive.p[4] = 2;		/* WARPS_M */
 	CU_ASSERT_EQUAL(mon->check(&s, &naive, &t, why, sizeof(why)), 1);
@@ -767,8 +696,8 @@ static void test_space(void)
 			struct space_ctx x;
 
 			memset(&x, 0, sizeof(x));
-			x.s = shape(ref_shapes[i]);
-			x.t = target(targets[t]);
+			x.s = ft_shape(mon, ref_shapes[i]);
+			x.t = ft_target(targets[t]);
 			CU_ASSERT_EQUAL(kt_space_foreach(mon, 1, space_one, &x), 0);
 			CU_ASSERT_EQUAL(x.all, total);
 			CU_ASSERT_EQUAL(x.bad_plans, 0);
@@ -792,8 +721,8 @@ static void test_space(void)
 		struct space_ctx x;
 
 		memset(&x, 0, sizeof(x));
-		x.s = shape("tokens=16,in=4096,out=4096,blocks=16,rank=1024");
-		x.t = target("sm_90a");
+		x.s = ft_shape(mon, "tokens=16,in=4096,out=4096,blocks=16,rank=1024");
+		x.t = ft_target("sm_90a");
 		kt_space_foreach(mon, 0, space_one, &x);
 		CU_ASSERT(x.valid[0] > 0 && x.valid[1] > 0);
 		CU_ASSERT_EQUAL(x.bad_plans, 0);
@@ -810,8 +739,8 @@ static void test_defaults(void)
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
 		for (i = 0; i < sizeof(ref_shapes) / sizeof(ref_shapes[0]) + 2; i++) {
 			const char *text = i < 3 ? ref_shapes[i] : extra[i - 3];
-			struct kt_shape s = shape(text);
-			struct kt_target tg = target(targets[t]);
+			struct kt_shape s = ft_shape(mon, text);
+			struct kt_target tg = ft_target(targets[t]);
 			struct kt_config c;
 			struct kt_plan p;
 			struct kt_err e = {0};
@@ -825,8 +754,8 @@ static void test_defaults(void)
 		}
 	{
 		/* nothing to hand out for a shape no config can run */
-		struct kt_shape s = shape("tokens=16,in=4096,out=4096,blocks=3,rank=1024");
-		struct kt_target tg = target("sm_90");
+		struct kt_shape s = ft_shape(mon, "tokens=16,in=4096,out=4096,blocks=3,rank=1024");
+		struct kt_target tg = ft_target("sm_90");
 		struct kt_config c;
 
 		CU_ASSERT_EQUAL(mon->default_config(&s, &tg, &c), -1);
@@ -842,7 +771,7 @@ static void test_models(void)
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(lr);
 	for (i = 0; i < sizeof(ref_shapes) / sizeof(ref_shapes[0]); i++) {
-		struct kt_shape s = shape(ref_shapes[i]), ls;
+		struct kt_shape s = ft_shape(mon, ref_shapes[i]), ls;
 		struct kt_err e = {0};
 		char text[160];
 		double T = SV(s, "tokens"), n = SV(s, "in"), m = SV(s, "out"), r = SV(s, "rank");
@@ -892,8 +821,8 @@ static uint64_t rng_state = 0x6d6f6e61726368ull;	/* fixed seed: the same sample 
 static void add_shape(struct job_list *j, const char *text, const char *tname, int all)
 {
 	const struct job_sample js = {mon, is_wgmma, pick_tile, pick_samples, &rng_state};
-	struct kt_shape s = shape(text);
-	struct kt_target t = target(tname);
+	struct kt_shape s = ft_shape(mon, text);
+	struct kt_target t = ft_target(tname);
 
 	job_add_shape(j, &js, &s, &t, all);
 }
