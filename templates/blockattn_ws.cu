@@ -425,34 +425,26 @@ KT_DEV void producer(unsigned char *smem, unsigned sbase, unsigned bars, const _
 			load_tab(i, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
 			store_qk(i, smem, bars, x, t);
 		}
-	} else if (RPROD == 3) {
-		/* as 0; before item i's table reads (registers), the outputs of
-		 * item i - STAGES, whose slot issue() has just waited for */
+	} else if (RPROD == 0 || RPROD == 3) {
+		/* one item at a time: copies and table reads, wait, rotate; with
+		 * RPROD 3 first the outputs of item i - STAGES, whose slot issue()
+		 * has just waited for (before the table reads: registers) */
 		int i = 0;
 
 		for (; issue(i, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step, item_step,
 			     nper, pt);
 		     i++) {
-			if (i >= STAGES)
+			if (RPROD == 3 && i >= STAGES)
 				conj_out(i - STAGES, dq, dk, blocks, table, nitems, H, cta_step,
 					 item_step, nper, pt);
 			load_tab(i, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
 			kt_cp_async_wait<0>();
 			rotate(i, smem, bars, blocks, t, nitems, H, cta_step, item_step, nper, pt);
 		}
-		/* the last STAGES items: wait for each consumer's release */
-		for (int j = i - STAGES < 0 ? 0 : i - STAGES; j < i; j++) {
+		/* RPROD 3: the last STAGES items, each after its consumer's release */
+		for (int j = i - STAGES < 0 ? 0 : i - STAGES; RPROD == 3 && j < i; j++) {
 			kt_mbar_wait(bars + (STAGES + j % STAGES) * 8, (j / STAGES) & 1);
 			conj_out(j, dq, dk, blocks, table, nitems, H, cta_step, item_step, nper, pt);
-		}
-	} else if (RPROD == 0) {
-		/* one item at a time: copies and table reads, wait, rotate */
-		for (int i = 0; issue(i, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step,
-				      item_step, nper, pt);
-		     i++) {
-			load_tab(i, blocks, table, t, nitems, H, cta_step, item_step, nper, pt);
-			kt_cp_async_wait<0>();
-			rotate(i, smem, bars, blocks, t, nitems, H, cta_step, item_step, nper, pt);
 		}
 	} else if (issue(0, sbase, bars, q, k, v, dout, blocks, nitems, H, cta_step, item_step,
 			 nper, pt)) {
@@ -484,6 +476,32 @@ KT_DEV void producer(unsigned char *smem, unsigned sbase, unsigned bars, const _
 		}
 	}
 	kt_cp_async_wait<0>();
+}
+
+/* Consumer: item i of the CTA, once its slot is full (false past the end):
+ * w, the block (first token, length) and head, and the slot's first tile. */
+struct citem {
+	int w, slot, h, len;
+	int2 b;
+	unsigned sq;		/* q's tile; k, v, do follow, TILE bytes apart */
+	unsigned char *gq;	/* the same, generic */
+};
+
+KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, const int2 *blocks,
+		 int nitems, int H, int cta_step, int item_step, int nper, citem &it)
+{
+	it.w = item_at(i, nitems, cta_step, item_step, nper);
+	it.slot = i % STAGES;
+	if (it.w < 0)
+		return false;
+	kt_mbar_wait(bars + it.slot * 8, (i / STAGES) & 1);
+	kt_fence_proxy_async();
+	it.b = blocks[it.w / H];
+	it.h = it.w % H;
+	it.len = it.b.y;
+	it.sq = sbase + it.slot * SLOT;
+	it.gq = smem + it.slot * SLOT;
+	return true;
 }
 
 } /* namespace kws */
@@ -524,18 +542,15 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	unsigned ct[MI][2][ND];	/* unused: the epilogue reads its pairs per row */
 
 	for (int i = cw;; i += CONS) {
-		const int w = item_at(i, nitems, cta_step, item_step, nper), slot = i % STAGES;
+		citem it;
 
-		if (w < 0)
+		if (!take(i, smem, sbase, bars, blocks, nitems, H, cta_step, item_step, nper, it))
 			break;
-		kt_mbar_wait(bars + slot * 8, (i / STAGES) & 1);
-		kt_fence_proxy_async();
 
-		const int2 b = blocks[w / H];
-		const int h = w % H, len = b.y;
-		const unsigned sq = sbase + slot * SLOT, sk = sq + TILE, sv = sq + 2 * TILE,
-			       sdo = sq + 3 * TILE;
-		unsigned char *gq = smem + slot * SLOT;
+		const int2 b = it.b;
+		const int h = it.h, len = it.len, slot = it.slot;
+		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE, sdo = sq + 3 * TILE;
+		unsigned char *gq = it.gq;
 		float s[MI][NB][4], dp[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
 		/* S = q k^T, dP = do v^T */
@@ -632,16 +647,14 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	unsigned ct[MI][2][ND];	/* unused (no rotation of O) */
 
 	for (int i = cw;; i += CONS) {
-		const int w = item_at(i, nitems, cta_step, item_step, nper), slot = i % STAGES;
+		citem it;
 
-		if (w < 0)
+		if (!take(i, smem, sbase, bars, blocks, nitems, H, cta_step, item_step, nper, it))
 			break;
-		kt_mbar_wait(bars + slot * 8, (i / STAGES) & 1);
-		kt_fence_proxy_async();
 
-		const int2 b = blocks[w / H];
-		const int h = w % H, len = b.y;
-		const unsigned sq = sbase + slot * SLOT, sk = sq + TILE, sv = sq + 2 * TILE;
+		const int2 b = it.b;
+		const int h = it.h, len = it.len, slot = it.slot;
+		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE;
 		float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
 		zero(s[0]);
