@@ -601,8 +601,8 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 	return bwd ? 192 : 160;
 }
 
-/* The ws variant past the shape checks: sm_90a, BLK 64, its own two
- * parameters, none of the mma.sync variants'. */
+/* The ws variant past the shape checks: sm_90a, BLK 64, its own parameters
+ * (CONS, RING, RPROD), none of the mma.sync variants'. */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
 		    const struct cfg *g, char *why, size_t whylen)
 {
@@ -619,7 +619,7 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 					params[i].name, c->p[i]), 1;
 	if (!tgt->arch_a) {
 		kt_target_arch(tgt, arch, sizeof(arch));
-		return snprintf(why, whylen, "ws needs sm_90a (wgmma, setmaxnreg); target %s", arch),
+		return snprintf(why, whylen, "ws needs sm_90a (wgmma); target %s", arch),
 		       1;
 	}
 	if (g->blk != 64)

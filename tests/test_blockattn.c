@@ -1000,7 +1000,7 @@ static void test_ws_refusals(void)
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPROD 4"));
 		c.p[param_index(fa, "RPROD")] = 1;
 		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
-		/* wgmma and setmaxnreg: sm_90a only */
+		/* wgmma: sm_90a only */
 		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "target sm_90"));
