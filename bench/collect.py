@@ -9,7 +9,7 @@ A ktune row is written only for a sweep whose winner verified in this run.
 With KTUNE_COLLECT_KEEP=OLD.json (a run of only some lanes, bench/h200.sh
 KTUNE_LANES), the rows of every workload this run did not measure are
 carried over from OLD.json unchanged, each marked with "run": the commit and
-date of the run that measured it; "runs" at the top lists both runs. A row
+date of the run that measured it; "runs" at the top lists the runs. A row
 and its peers always come from one run: workloads are carried whole.
 """
 import os
@@ -96,9 +96,13 @@ def main():
         for r in rows:
             r["run"] = {"commit": commit, "date": now}
         rows += carried
-        doc["runs"] = [{"commit": commit, "date": now, "workloads": sorted(mine)},
-                       {"commit": old["commit"], "date": old["date"],
-                        "workloads": sorted({r["workload"] for r in carried})}]
+        # which workloads each run measured, from the rows themselves (a
+        # carried row may itself have been carried into OLD.json)
+        runs = {}
+        for r in rows:
+            runs.setdefault((r["run"]["commit"], r["run"]["date"]), set()).add(r["workload"])
+        doc["runs"] = [{"commit": c, "date": d, "workloads": sorted(w)}
+                       for (c, d), w in sorted(runs.items(), key=lambda kv: kv[0][1], reverse=True)]
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)
     # The short table, last.
