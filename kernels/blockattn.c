@@ -30,7 +30,7 @@
  * backward's conjugate-rotation epilogue reads it there too; the
  * backward's 6-8: read while q, k copy, each thread rotating its own
  * chunks without a barrier, in fp32 or packed bf16x2, the epilogue's
- * pairs held as f16x2 from dq to dk or read ahead per output) and a register
+ * pairs held as bf16x2 from dq to dk or read ahead per output) and a register
  * cap (MINB CTAs per SM through __launch_bounds__). Measured on the H200:
  * bench/NOTES-attention.md.
  *
@@ -82,7 +82,7 @@ static const struct kt_dim dims[] = {
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
 	{"block", 64, 128, 1, "BLK: 64 or 128 tokens per attention block"},
-	{"rope", 0, 1, 1, "1: q, k raw plus a (T, d) cos/sin table, rotated in the kernel"},
+	{"rope", 0, 1, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel"},
 };
 
 /* prefetch (forward only): the grid's work order, one stage refilled in
@@ -198,7 +198,7 @@ long ba_blocks(long seqs, long lmax, long blk)
 	return n;
 }
 
-void ba_rope_table(const int32_t *offsets, long seqs, long d, float *table)
+void ba_rope_table(const int32_t *offsets, long seqs, long d, uint16_t *table)
 {
 	long s, t, i;
 
@@ -209,8 +209,8 @@ void ba_rope_table(const int32_t *offsets, long seqs, long d, float *table)
 			for (i = 0; i < d / 2; i++) {
 				double th = pos * pow(10000.0, -2.0 * (double)i / (double)d);
 
-				table[t * d + 2 * i] = (float)cos(th);
-				table[t * d + 2 * i + 1] = (float)sin(th);
+				table[t * d + 2 * i] = kt_f32_to_bf16((float)cos(th));
+				table[t * d + 2 * i + 1] = kt_f32_to_bf16((float)sin(th));
 			}
 		}
 }
@@ -454,7 +454,7 @@ static int buffers_of(int bwd, const struct kt_shape *s, const struct kt_config 
 		kt_buf_set(&out[L.dout], "do", KT_BUF_INPUT, KT_BF16, x, 1.0);
 	kt_buf_set(&out[L.off], "offsets", KT_BUF_INPUT, KT_I32, (size_t)s->v[BA_D_SEQS] + 1, 0);
 	if (L.tab >= 0)
-		kt_buf_set(&out[L.tab], "rope_table", KT_BUF_INPUT, KT_F32,
+		kt_buf_set(&out[L.tab], "rope_table", KT_BUF_INPUT, KT_BF16,
 			(size_t)T * (size_t)s->v[BA_D_HDIM], 0);
 	if (bwd) {
 		kt_buf_set(&out[L.dq], "dq", KT_BUF_OUTPUT, KT_BF16, x, 0);
@@ -570,9 +570,9 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	 * too unless it fits in the consumed v tile (BLK <= d) */
 	g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 +
 			     (bwd ? (g->blk <= g->d ? 1 : 2) * g->blk * g->blk * 2 : 0));
-	/* RPF 2: the f32 table tile of the block, rows padded by 16 bytes */
+	/* RPF 2: the bf16 table tile of the block, rows padded by 16 bytes */
 	if (g->rope && g->rpf == 2)
-		g->smem += (unsigned)(g->blk * (g->d * 4 + 16));
+		g->smem += (unsigned)(g->blk * (g->d * 2 + 16));
 }
 
 /* fp32 accumulators a thread holds at once: S (and dP) plus one output
@@ -584,7 +584,7 @@ static long acc_regs(int bwd, const struct cfg *g)
 {
 	long n = g->mi * ((bwd ? 2 : 1) * g->blk / 2 + g->d / g->dsplit / 2);
 
-	/* RPF 6 holds dq's table pairs (f16x2) for dk through the second phase */
+	/* RPF 6 holds dq's table pairs (bf16x2) for dk through the second phase */
 	if (bwd && g->rope && g->rpf == 6)
 		n += g->mi * g->d / g->dsplit / 4;
 	return n;
@@ -952,7 +952,7 @@ static int cpu_ref_of(int bwd, const struct kt_shape *s, const void *const *in,
 		if (!(tab = malloc(nt * sizeof(double))))
 			goto nomem;
 		for (i = 0; i < nt; i++)
-			tab[i] = ((const float *)in[L.tab])[i];
+			tab[i] = kt_bf16_to_f32(((const uint16_t *)in[L.tab])[i]);
 	}
 	if ((bwd ? ba_cpu_bwd(&p, x[0], x[1], x[2], x[3], tab, y[0], y[1], y[2])
 		 : ba_cpu_fwd(&p, x[0], x[1], x[2], tab, y[0])) != 0)
@@ -1014,14 +1014,14 @@ static double bwd_flops(const struct kt_shape *s)
 
 /* fwd reads q, k, v and writes o (8d bytes per token-head); bwd reads q, k,
  * v, do and writes dq, dk, dv (14d); plus the offsets and, with rope, the
- * f32 table once (4d bytes per token). */
+ * bf16 table once (2d bytes per token). */
 static double bytes_of(int bwd, const struct kt_shape *s)
 {
 	double T = (double)ba_tokens(s->v[BA_D_SEQS], s->v[BA_D_LMAX]);
 	double d = (double)s->v[BA_D_HDIM], H = (double)s->v[BA_D_HEADS];
 
 	return (bwd ? 14.0 : 8.0) * d * T * H + 4.0 * ((double)s->v[BA_D_SEQS] + 1) +
-	       (s->v[BA_D_ROPE] ? 4.0 * d * T : 0);
+	       (s->v[BA_D_ROPE] ? 2.0 * d * T : 0);
 }
 
 static double fwd_min_bytes(const struct kt_shape *s)

@@ -8,7 +8,7 @@
  * offsets (B+1) int32. Each sequence is cut into blocks of BLK tokens (the
  * last one may be partial); a token attends to the keys of its own block
  * (same head), non-causal, scale 1/sqrt(d). With rope, q and k are raw
- * (unrotated) and a table (T, d) f32 holds cos/sin interleaved by pair:
+ * (unrotated) and a table (T, d) bf16 holds cos/sin interleaved by pair:
  * table[t][2i] = cos(p * theta_i), table[t][2i+1] = sin(p * theta_i), p the
  * position of token t within its sequence, theta_i = 10000^(-2i/d).
  *
@@ -43,8 +43,9 @@ void ba_offsets(long seqs, long lmax, int32_t *offsets);
 /* T and the number of BLK-blocks of (seqs, lmax), without allocating. */
 long ba_tokens(long seqs, long lmax);
 long ba_blocks(long seqs, long lmax, long blk);
-/* The rope table (T, d) f32 for offsets. */
-void ba_rope_table(const int32_t *offsets, long seqs, long d, float *table);
+/* The rope table (T, d) for offsets: bf16 (uint16_t, rounded to nearest
+ * even from the double cos / sin), (cos, sin) of pair i at 2i, 2i + 1. */
+void ba_rope_table(const int32_t *offsets, long seqs, long d, uint16_t *table);
 
 /* One jagged problem for the CPU references. */
 struct ba_dims {

@@ -7,7 +7,7 @@
  *                 cta_step, item_step, nper)
  *       block (BLK / ROWS_W) * DSPLIT * 32, dynamic smem
  *       STAGES * 4 * BLK * HD * 2 + (BLK <= HD ? 1 : 2) * BLK * BLK * 2
- *       (+ BLK * (HD * 4 + 16) with RPF 2: the table tile, last).
+ *       (+ BLK * (HD * 2 + 16) with RPF 2: the table tile, last).
  *
  * With RPF 2 the block's rope table tile comes by cp.async with q, k, v,
  * do (only when the block changes: a CTA's consecutive items are the heads
@@ -52,7 +52,7 @@ namespace kba {
 
 /* How the conjugate rotation of dq, dk gets its table pairs (put_acc's
  * CTM): RPF 6 reads dq's per row ahead of its stores, as RPF 1, and keeps
- * them as f16x2 (2) for dk (1); RPF 1, 7, 8 read them per row ahead of
+ * them as bf16x2 (2) for dk (1); RPF 1, 7, 8 read them per row ahead of
  * each output's stores (nothing held: fewest registers). */
 constexpr bool EPRE = ROPE && (RPF == 1 || RPF == 7 || RPF == 8);
 constexpr int DQM = RF && !EPRE ? 2 : 0;
@@ -95,27 +95,18 @@ KT_DEV void mma_xty(float (&acc)[MI][ND][4], unsigned sx, int j0, unsigned sy, i
 	}
 }
 
-/* RPF 6: dq's (cos, sin) pairs, kept as f16x2 for dk (the same rows: dq's
- * query rows are dk's key rows): half the registers of fp32, cos and sin
- * to 2^-12, far under the bf16 output's rounding. */
+/* RPF 6: dq's (cos, sin) pairs, kept as the table's bf16x2 for dk (the
+ * same rows: dq's query rows are dk's key rows): half the registers of
+ * fp32, and exact (the pair came from bf16). */
 KT_DEV unsigned epi_tab_pack1(float2 f)
 {
-	unsigned r;
-
-	asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(f.y), "f"(f.x));
-	return r;
+	return kt_pack_bf16x2(f.x, f.y);
 }
 
-/* (cos, sin) of an f16x2 pair from epi_tab_pack1. */
+/* (cos, sin) of a pair from epi_tab_pack1. */
 KT_DEV float2 epi_tab_pair(unsigned v)
 {
-	float2 r;
-
-	asm("{\n\t.reg .f16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\t"
-	    "cvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;\n\t}\n"
-	    : "=f"(r.x), "=f"(r.y)
-	    : "r"(v));
-	return r;
+	return bf2_widen(v);
 }
 
 /* Writes an output tile of one warp (rows r0.., columns d0..),
@@ -125,7 +116,7 @@ KT_DEV float2 epi_tab_pair(unsigned v)
  * tile for store_tile to write out in 16-byte rows (STAGED true, EPI 1). */
 template <bool ROT, int CTM, bool STAGED>
 KT_DEV void put_acc(__nv_bfloat16 *x, unsigned char *tile, float (&acc)[MI][ND][4],
-		    const float *table, const unsigned char *stab, unsigned (&ct)[MI][2][ND],
+		    const rtab *table, const unsigned char *stab, unsigned (&ct)[MI][2][ND],
 		    int r0, int d0, int t0, int len, int H, int h, int lane)
 {
 #pragma unroll
@@ -139,9 +130,8 @@ KT_DEV void put_acc(__nv_bfloat16 *x, unsigned char *tile, float (&acc)[MI][ND][
 			if (ROPE && ROT && (EPRE || CTM == 2))
 #pragma unroll
 				for (int nt = 0; nt < ND; nt++)
-					pre[nt] = __ldg(reinterpret_cast<const float2 *>(
-						table + (long long)(t0 + min(row, len - 1)) * HD + d0 +
-						nt * 8 + 2 * (lane & 3)));
+					pre[nt] = tab_pair_g(table, t0 + min(row, len - 1),
+							     d0 + nt * 8 + 2 * (lane & 3));
 			if (row >= len)
 				continue;
 #pragma unroll
@@ -153,9 +143,7 @@ KT_DEV void put_acc(__nv_bfloat16 *x, unsigned char *tile, float (&acc)[MI][ND][
 					float2 cs = CTM == 1 ? epi_tab_pair(ct[mi][hf][nt])
 						    : RTAB ? tab_pair(stab, row, col)
 						    : EPRE || CTM == 2 ? pre[nt]
-							       : __ldg(reinterpret_cast<const float2 *>(
-									 table + (long long)(t0 + row) * HD +
-									 col));
+							       : tab_pair_g(table, t0 + row, col);
 
 					if (CTM == 2)	/* kept for dk: the same rows */
 						ct[mi][hf][nt] = epi_tab_pack1(cs);
@@ -198,7 +186,7 @@ KT_DEV void load_item(unsigned st, const __nv_bfloat16 *q, const __nv_bfloat16 *
 extern "C" __global__ void KBA_BOUNDS
 blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 	      const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
-	      const int2 *__restrict__ blocks, const float *__restrict__ table,
+	      const int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
 	      __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
 	      __nv_bfloat16 *__restrict__ dv, int nitems, int H, int cta_step, int item_step,
 	      int nper)
@@ -216,7 +204,7 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 	const unsigned stab_u = sds + (P_IN_V ? 1 : 2) * PTILE;
 	const unsigned char *stab = gds + (P_IN_V ? 1 : 2) * PTILE;
 	int tblk = -1;
-	/* RPF 6: dq's table pairs, held as f16x2 for dk */
+	/* RPF 6: dq's table pairs, held as bf16x2 for dk */
 	unsigned ct[MI][2][ND];
 
 #pragma unroll
@@ -250,11 +238,11 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			 * do copy; each thread rotates its own chunks of q, k once
 			 * they have landed */
 			const int2 bw = blocks[w / H];
-			float4 ta[BLK * CH / NT], tb[BLK * CH / NT];
+			uint4 tu[BLK * CH / NT];
 
-			rope_tab_load(ta, tb, table, bw.x, bw.y, tid);
+			rope_tab_load(tu, table, bw.x, bw.y, tid);
 			kt_cp_async_wait<0>();
-			rope_qk_own(smem, smem + TILE, ta, tb, bw.y, tid);
+			rope_qk_own(smem, smem + TILE, tu, bw.y, tid);
 		} else {
 			kt_cp_async_wait<STAGES - 1>();
 		}

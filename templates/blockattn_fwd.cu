@@ -9,7 +9,7 @@
  * depth of the cp.async ring over a CTA's work items, RPF (0, 1, 2) how
  * rope reads its table: one chunk at a time from global memory (0), reads
  * batched ahead of the shared-memory rotation (1), or the block's table
- * tile (BLK x HD f32, padded rows) brought into shared memory by cp.async with
+ * tile (BLK x HD bf16, padded rows) brought into shared memory by cp.async with
  * q and k and kept across the CTA's consecutive items of the same block
  * (2: STAGES 1 only; the backward's conjugate-rotation epilogue reads it
  * too), MINB (1..4) CTAs per SM asked of ptxas through __launch_bounds__
@@ -27,7 +27,8 @@
  *       order (the untimed prep launch).
  *   blockattn_fwd(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *       grid (CTAs), block (BLK / ROWS_W) * DSPLIT * 32,
- *       dynamic smem STAGES * 3 * BLK * HD * 2 (+ BLK * (HD * 4 + 16) with RPF 2).
+ *       dynamic smem STAGES * 3 * BLK * HD * 2 (+ BLK * (HD * 2 + 16) with RPF 2).
+ *       table (T, HD) bf16: (cos, sin) of every pair of a token's row.
  *       Work item w = block * H + head; CTA c runs items
  *       c * cta_step + i * item_step for i < nper (and w < nitems): ITEMS
  *       consecutive items (cta_step = ITEMS, item_step = 1) or a persistent
@@ -94,8 +95,8 @@ constexpr int NB = BLK / 8;		/* n8 tiles across a row of S */
 constexpr int ND = DW / 8;		/* n8 tiles across a warp's output columns */
 /* RPF 2: the table tile in shared memory, TCH 16-byte chunks per row */
 constexpr bool RTAB = ROPE && RPF == 2;
-constexpr int TCH = HD / 4;
-constexpr int TROW = HD * 4 + 16;	/* padded row: row r starts r bank groups on */
+constexpr int TCH = HD / 8;
+constexpr int TROW = HD * 2 + 16;	/* padded row: row r starts r bank groups on */
 constexpr int TTILE = RTAB ? BLK * TROW : 0;
 
 static_assert(BLK % ROWS_W == 0 && ROWS_W % 16 == 0, "ROWS_W must divide BLK in m16 tiles");
@@ -106,7 +107,7 @@ static_assert(!PF || STAGES == 1, "PF refills the one stage in place");
 /* RPF 6-8 (backward): the rotation's table read while q, k copy, each
  * thread rotating its own chunks with no barrier of its own; in packed
  * bf16x2 (6, 8) or fp32 arithmetic (7); the conjugate-rotation epilogue's
- * table pairs read ahead of dq's stores and held as f16x2 for dk's (6), or
+ * table pairs read ahead of dq's stores and held as bf16x2 for dk's (6), or
  * read ahead of each output's stores as RPF 1 does (7, 8). (RPF 3-5, which
  * read the epilogue's pairs in the prologue or held them with an fp32
  * prologue, measured slower on the H200 and were removed: NOTES.) */
@@ -153,9 +154,42 @@ KT_DEV unsigned rot_pair(unsigned v, float c, float s)
 	return kt_pack_bf16x2(x0 * c - x1 * s, x0 * s + x1 * c);
 }
 
-/* Rotates the first len rows of a tile in place by the table (T, HD) f32
+/* The rope table (T, HD): bf16 like every tensor of the family (KERNELS.md),
+ * (cos, sin) interleaved per pair -- 2 HD bytes a token, read once. */
+typedef __nv_bfloat16 rtab;
+
+/* A bf16 pair (low half first) widened to fp32: exact, two integer ops. */
+KT_DEV float2 bf2_widen(unsigned u)
+{
+	return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+
+/* The (cos, sin) pairs of x's 16-byte chunk c (4 pairs) from its table
+ * chunk (16 bytes, 8 bf16), widened: a = pairs 0, 1; b = pairs 2, 3. */
+KT_DEV void tab_widen(uint4 u, float4 &a, float4 &b)
+{
+	float2 p0 = bf2_widen(u.x), p1 = bf2_widen(u.y);
+	float2 p2 = bf2_widen(u.z), p3 = bf2_widen(u.w);
+
+	a = make_float4(p0.x, p0.y, p1.x, p1.y);
+	b = make_float4(p2.x, p2.y, p3.x, p3.y);
+}
+
+/* tab_widen of the table chunk of row t, chunk c (read-only path). */
+KT_DEV void tab_chunk(const rtab *table, long long t, int c, float4 &a, float4 &b)
+{
+	tab_widen(__ldg(reinterpret_cast<const uint4 *>(table + t * HD + c * 8)), a, b);
+}
+
+/* The (cos, sin) pair of column col (even) of table row t. */
+KT_DEV float2 tab_pair_g(const rtab *table, long long t, int col)
+{
+	return bf2_widen(__ldg(reinterpret_cast<const unsigned *>(table + t * HD + col)));
+}
+
+/* Rotates the first len rows of a tile in place by the table (T, HD)
  * (cos, sin interleaved per pair). Called between two __syncthreads. */
-KT_DEV void rope_tile(unsigned char *s, const float *table, int t0, int len, int tid)
+KT_DEV void rope_tile(unsigned char *s, const rtab *table, int t0, int len, int tid)
 {
 #pragma unroll
 	for (int i = 0; i < BLK * CH / NT; i++) {
@@ -163,10 +197,10 @@ KT_DEV void rope_tile(unsigned char *s, const float *table, int t0, int len, int
 
 		if (r < len) {
 			uint4 *p = reinterpret_cast<uint4 *>(s + kt_swz<CH>(r, c));
-			const float4 *t = reinterpret_cast<const float4 *>(
-				table + (long long)(t0 + r) * HD + c * 8);
-			float4 a = __ldg(t), b = __ldg(t + 1);
+			float4 a, b;
 			uint4 v = *p;
+
+			tab_chunk(table, t0 + r, c, a, b);
 
 			v.x = rot_pair(v.x, a.x, a.y);
 			v.y = rot_pair(v.y, a.z, a.w);
@@ -192,7 +226,7 @@ KT_DEV void rot_chunk(unsigned char *p, float4 a, float4 b)
  * read once for both, and the reads of RB chunks are issued before any
  * shared-memory access, so their latencies overlap instead of adding up
  * (rows are clamped into the block so the reads need no branch). */
-KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, const float *table, int t0, int len,
+KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, const rtab *table, int t0, int len,
 		    int tid)
 {
 	constexpr int IT = BLK * CH / NT, RB = IT < 4 ? IT : 4;
@@ -205,11 +239,8 @@ KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, const float *table, in
 #pragma unroll
 		for (int j = 0; j < RB; j++) {
 			int idx = tid + (i0 + j) * NT, r = min(idx / CH, len - 1), c = idx % CH;
-			const float4 *t = reinterpret_cast<const float4 *>(
-				table + (long long)(t0 + r) * HD + c * 8);
 
-			a[j] = __ldg(t);
-			b[j] = __ldg(t + 1);
+			tab_chunk(table, t0 + r, c, a[j], b[j]);
 		}
 #pragma unroll
 		for (int j = 0; j < RB; j++) {
@@ -235,14 +266,15 @@ KT_DEV int tab_off(int r, int c16)
 
 /* cp.async of the table rows [t0, t0 + len) into the tile at s (RPF 2);
  * rows past len are zero-filled (never read). */
-KT_DEV void load_table(unsigned s, const float *table, int t0, int len, int tid)
+KT_DEV void load_table(unsigned s, const rtab *table, int t0, int len, int tid)
 {
+	static_assert((BLK * TCH) % NT == 0, "table chunks must spread evenly over the threads");
 #pragma unroll
 	for (int i = 0; i < BLK * TCH / NT; i++) {
 		int idx = tid + i * NT, r = idx / TCH, c = idx % TCH;
 		bool ok = r < len;
 
-		kt_cp_async16(s + tab_off(r, c), table + (long long)(t0 + (ok ? r : 0)) * HD + c * 4,
+		kt_cp_async16(s + tab_off(r, c), table + (long long)(t0 + (ok ? r : 0)) * HD + c * 8,
 			      ok);
 	}
 }
@@ -250,13 +282,13 @@ KT_DEV void load_table(unsigned s, const float *table, int t0, int len, int tid)
 /* The (cos, sin) pair of column col (even) of row r of the table tile. */
 KT_DEV float2 tab_pair(const unsigned char *st, int r, int col)
 {
-	return *reinterpret_cast<const float2 *>(st + tab_off(r, col >> 2) + (col & 3) * 4);
+	return bf2_widen(
+		*reinterpret_cast<const unsigned *>(st + tab_off(r, col >> 3) + (col & 7) * 2));
 }
 
 /* rope_qk from the table tile in shared memory (RPF 2): no global load in
- * the rotation. A chunk of 8 bf16 needs table chunks 2c and 2c + 1; every
- * other run of 4 threads reads them in the opposite order, so 8 consecutive
- * threads touch 8 distinct bank groups in each of the two reads. */
+ * the rotation. A chunk of 8 bf16 of q (k) needs table chunk c of its row,
+ * 16 bytes: 8 consecutive threads read 128 consecutive bytes. */
 KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, const unsigned char *st, int len,
 			 int tid)
 {
@@ -265,11 +297,9 @@ KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, const unsigned ch
 		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
 
 		if (r < len) {
-			int sw = (c >> 2) & 1;
-			float4 x = *reinterpret_cast<const float4 *>(st + tab_off(r, 2 * c + sw));
-			float4 y = *reinterpret_cast<const float4 *>(st + tab_off(r, 2 * c + 1 - sw));
-			float4 a = sw ? y : x, b = sw ? x : y;
+			float4 a, b;
 
+			tab_widen(*reinterpret_cast<const uint4 *>(st + tab_off(r, c)), a, b);
 			rot_chunk(sq + kt_swz<CH>(r, c), a, b);
 			rot_chunk(sk + kt_swz<CH>(r, c), a, b);
 		}
@@ -279,8 +309,8 @@ KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, const unsigned ch
 /* (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) in packed bf16x2 arithmetic
  * (RPF 6, 8): x * (c, c) + swap(x) * (-s, s), one swap, one HMUL2, one
  * HFMA2 per pair instead of an unpack, four FP32 ops and a pack. c and s
- * are rounded to bf16 and the product swap(x) * (-s, s) once more: two
- * more roundings of 2^-9 than rot_pair. */
+ * are the table's bf16; the product swap(x) * (-s, s) is rounded to bf16
+ * before the sum: one more rounding of 2^-9 than rot_pair. */
 KT_DEV unsigned rot_pair_pk(unsigned v, __nv_bfloat162 cc, __nv_bfloat162 sn)
 {
 	__nv_bfloat162 x = *reinterpret_cast<__nv_bfloat162 *>(&v);
@@ -289,7 +319,7 @@ KT_DEV unsigned rot_pair_pk(unsigned v, __nv_bfloat162 cc, __nv_bfloat162 sn)
 	return *reinterpret_cast<unsigned *>(&r);
 }
 
-/* One 16-byte chunk (4 pairs) rotated by the table's 32 bytes (a, b). */
+/* One 16-byte chunk (4 pairs) rotated by its widened table chunk (a, b). */
 KT_DEV uint4 rot_chunk_reg(uint4 v, float4 a, float4 b)
 {
 	if (RPK) {
@@ -310,17 +340,13 @@ KT_DEV uint4 rot_chunk_reg(uint4 v, float4 a, float4 b)
  * copies by cp.async (load_tile's mapping), read into registers right
  * after those copies are issued, so that their latency overlaps the
  * copies' instead of following it (rows clamped: no branch). */
-KT_DEV void rope_tab_load(float4 (&a)[BLK * CH / NT], float4 (&b)[BLK * CH / NT],
-			  const float *table, int t0, int len, int tid)
+KT_DEV void rope_tab_load(uint4 (&u)[BLK * CH / NT], const rtab *table, int t0, int len, int tid)
 {
 #pragma unroll
 	for (int i = 0; i < BLK * CH / NT; i++) {
 		int idx = tid + i * NT, r = min(idx / CH, len - 1), c = idx % CH;
-		const float4 *t = reinterpret_cast<const float4 *>(table + (long long)(t0 + r) * HD +
-								   c * 8);
 
-		a[i] = __ldg(t);
-		b[i] = __ldg(t + 1);
+		u[i] = __ldg(reinterpret_cast<const uint4 *>(table + (long long)(t0 + r) * HD + c * 8));
 	}
 }
 
@@ -330,8 +356,8 @@ KT_DEV void rope_tab_load(float4 (&a)[BLK * CH / NT], float4 (&b)[BLK * CH / NT]
  * The separate rotation pass's barrier and its global table latency are
  * gone; what is left on the item's path is one shared read-modify-write
  * per chunk. */
-KT_DEV void rope_qk_own(unsigned char *sq, unsigned char *sk, const float4 (&a)[BLK * CH / NT],
-			const float4 (&b)[BLK * CH / NT], int len, int tid)
+KT_DEV void rope_qk_own(unsigned char *sq, unsigned char *sk, const uint4 (&u)[BLK * CH / NT],
+			int len, int tid)
 {
 #pragma unroll
 	for (int i = 0; i < BLK * CH / NT; i++) {
@@ -340,9 +366,11 @@ KT_DEV void rope_qk_own(unsigned char *sq, unsigned char *sk, const float4 (&a)[
 		if (r < len) {
 			uint4 *pq = reinterpret_cast<uint4 *>(sq + kt_swz<CH>(r, c));
 			uint4 *pk = reinterpret_cast<uint4 *>(sk + kt_swz<CH>(r, c));
+			float4 a, b;
 
-			*pq = rot_chunk_reg(*pq, a[i], b[i]);
-			*pk = rot_chunk_reg(*pk, a[i], b[i]);
+			tab_widen(u[i], a, b);
+			*pq = rot_chunk_reg(*pq, a, b);
+			*pk = rot_chunk_reg(*pk, a, b);
 		}
 	}
 }
@@ -541,7 +569,7 @@ blockattn_blocks(const int *offsets, int B, int2 *blocks)
 extern "C" __global__ void KBA_BOUNDS
 blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 	      const __nv_bfloat16 *__restrict__ v, const int2 *__restrict__ blocks,
-	      const float *__restrict__ table, __nv_bfloat16 *__restrict__ o, int nitems, int H,
+	      const __nv_bfloat16 *__restrict__ table, __nv_bfloat16 *__restrict__ o, int nitems, int H,
 	      int cta_step, int item_step, int nper)
 {
 	using namespace kba;

@@ -6,9 +6,10 @@
  *   ref_blockattn_fwd(q, k, v, offsets, table, o, B, H, d, blk)
  *   ref_blockattn_bwd(q, k, v, do, offsets, table, dq, dk, dv, B, H, d, blk)
  *       grid (number of BLK-blocks, H), block (blk): one CTA per (block,
- *       head), one thread per row of the block. table is NULL without rope;
- *       with it q and k are raw and rotated as they are read, and the
- *       backward writes the gradients of the raw q, k (conjugate rotation).
+ *       head), one thread per row of the block. table (T, d) bf16 is
+ *       NULL without rope; with it q and k are raw and rotated as they are
+ *       read, and the backward writes the gradients of the raw q, k
+ *       (conjugate rotation).
  *       blk <= 128, d <= 128 (the families check it).
  */
 #include <cuda_bf16.h>
@@ -33,8 +34,8 @@ __device__ int2 ref_block(const int *off, int B, int blk, int g)
 }
 
 /* Element c of token t, head h, of x (T, H, d); rotated when table. */
-__device__ float ref_ld(const __nv_bfloat16 *x, const float *table, int t, int H, int h, int d,
-			int c)
+__device__ float ref_ld(const __nv_bfloat16 *x, const __nv_bfloat16 *table, int t, int H, int h,
+			int d, int c)
 {
 	const __nv_bfloat16 *r = x + ((long long)t * H + h) * d;
 	int p = c & ~1;
@@ -44,13 +45,13 @@ __device__ float ref_ld(const __nv_bfloat16 *x, const float *table, int t, int H
 		return __bfloat162float(r[c]);
 	x0 = __bfloat162float(r[p]);
 	x1 = __bfloat162float(r[p + 1]);
-	co = table[(long long)t * d + p];
-	si = table[(long long)t * d + p + 1];
+	co = __bfloat162float(table[(long long)t * d + p]);
+	si = __bfloat162float(table[(long long)t * d + p + 1]);
 	return (c & 1) ? x0 * si + x1 * co : x0 * co - x1 * si;
 }
 
 __device__ float ref_dot(const __nv_bfloat16 *a, int ta, const __nv_bfloat16 *b, int tb,
-			 const float *table, int H, int h, int d)
+			 const __nv_bfloat16 *table, int H, int h, int d)
 {
 	float acc = 0.f;
 
@@ -61,13 +62,14 @@ __device__ float ref_dot(const __nv_bfloat16 *a, int ta, const __nv_bfloat16 *b,
 
 /* Writes the pair (g0, g1) at columns c, c+1 of token t: conjugate-rotated
  * when table (the gradient of a raw pair from that of a rotated one). */
-__device__ void ref_st2(__nv_bfloat16 *x, const float *table, int t, int H, int h, int d, int c,
-			float g0, float g1)
+__device__ void ref_st2(__nv_bfloat16 *x, const __nv_bfloat16 *table, int t, int H, int h,
+			int d, int c, float g0, float g1)
 {
 	__nv_bfloat16 *r = x + ((long long)t * H + h) * d;
 
 	if (table) {
-		float co = table[(long long)t * d + c], si = table[(long long)t * d + c + 1];
+		float co = __bfloat162float(table[(long long)t * d + c]);
+		float si = __bfloat162float(table[(long long)t * d + c + 1]);
 		float x0 = g0 * co + g1 * si, x1 = g1 * co - g0 * si;
 
 		g0 = x0;
@@ -79,7 +81,7 @@ __device__ void ref_st2(__nv_bfloat16 *x, const float *table, int t, int H, int 
 
 extern "C" __global__ void ref_blockattn_fwd(const __nv_bfloat16 *q, const __nv_bfloat16 *k,
 					     const __nv_bfloat16 *v, const int *offsets,
-					     const float *table, __nv_bfloat16 *o, int B, int H,
+					     const __nv_bfloat16 *table, __nv_bfloat16 *o, int B, int H,
 					     int d, int blk)
 {
 	__shared__ int2 bl;
@@ -111,7 +113,7 @@ extern "C" __global__ void ref_blockattn_fwd(const __nv_bfloat16 *q, const __nv_
 
 extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_bfloat16 *k,
 					     const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
-					     const int *offsets, const float *table,
+					     const int *offsets, const __nv_bfloat16 *table,
 					     __nv_bfloat16 *dq, __nv_bfloat16 *dk,
 					     __nv_bfloat16 *dv, int B, int H, int d, int blk)
 {

@@ -179,9 +179,19 @@ KT_DEV void mma_tt(float (&acc)[ND][4], unsigned sx, unsigned sy)
 				    kt_wg_desc_mn(sy + kk * 2048, PANEL));
 }
 
+/* The table chunks (bf16, 16 bytes: 4 pairs) of this thread's q, k chunks. */
 struct ptab {
-	float4 a[IT], b[IT];
+	uint4 u[IT];
 };
+
+/* Chunk x rotated by its table chunk u (widened to fp32 pairs). */
+KT_DEV uint4 rot_by(uint4 x, uint4 u)
+{
+	float4 a, b;
+
+	tab_widen(u, a, b);
+	return rot_chunk_reg(x, a, b);
+}
 
 /* Producer: issues item i's copies into its slot (after the item STAGES
  * back has left it); one cp.async group per call, empty past the end (so
@@ -221,7 +231,7 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 
 /* ROPE: the table chunks of the q, k chunks this thread copies for item i
  * (rows clamped: no branch). */
-KT_DEV void load_tab(int i, const int2 *blocks, const float *table, ptab &t, int nitems, int H,
+KT_DEV void load_tab(int i, const int2 *blocks, const rtab *table, ptab &t, int nitems, int H,
 		     int cta_step, int item_step, int nper, int pt)
 {
 	const int w = item_at(i, nitems, cta_step, item_step, nper);
@@ -230,11 +240,9 @@ KT_DEV void load_tab(int i, const int2 *blocks, const float *table, ptab &t, int
 #pragma unroll
 	for (int j = 0; j < IT; j++) {
 		int idx = pt + j * PT, r = min(idx / CH, b.y - 1), c = idx % CH;
-		const float4 *tp =
-			reinterpret_cast<const float4 *>(table + (long long)(b.x + r) * HD + c * 8);
 
-		t.a[j] = __ldg(tp);
-		t.b[j] = __ldg(tp + 1);
+		t.u[j] = __ldg(
+			reinterpret_cast<const uint4 *>(table + (long long)(b.x + r) * HD + c * 8));
 	}
 }
 
@@ -276,8 +284,8 @@ KT_DEV void store_qk(int i, unsigned char *smem, unsigned bars, const pqk &x, co
 	for (int j = 0; j < IT; j++) {
 		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
 
-		*reinterpret_cast<uint4 *>(gq + pan_off(r, c)) = rot_chunk_reg(x.q[j], t.a[j], t.b[j]);
-		*reinterpret_cast<uint4 *>(gk + pan_off(r, c)) = rot_chunk_reg(x.k[j], t.a[j], t.b[j]);
+		*reinterpret_cast<uint4 *>(gq + pan_off(r, c)) = rot_by(x.q[j], t.u[j]);
+		*reinterpret_cast<uint4 *>(gk + pan_off(r, c)) = rot_by(x.k[j], t.u[j]);
 	}
 	kt_cp_async_wait<0>();
 	kt_fence_proxy_async();
@@ -301,8 +309,8 @@ KT_DEV void rotate(int i, unsigned char *smem, unsigned bars, const int2 *blocks
 			uint4 *pq = reinterpret_cast<uint4 *>(gq + pan_off(r, c));
 			uint4 *pk = reinterpret_cast<uint4 *>(gk + pan_off(r, c));
 
-			*pq = rot_chunk_reg(*pq, t.a[j], t.b[j]);
-			*pk = rot_chunk_reg(*pk, t.a[j], t.b[j]);
+			*pq = rot_by(*pq, t.u[j]);
+			*pk = rot_by(*pk, t.u[j]);
 		}
 	}
 	kt_fence_proxy_async();
@@ -310,7 +318,7 @@ KT_DEV void rotate(int i, unsigned char *smem, unsigned bars, const int2 *blocks
 }
 
 /* RPROD 3: the conjugate rotation of one 16-byte chunk (4 bf16 pairs) of a
- * gradient, by its table chunk (a, b): dx0 = dy0 c + dy1 s, dx1 = dy1 c - dy0 s. */
+ * gradient, by its table chunk u: dx0 = dy0 c + dy1 s, dx1 = dy1 c - dy0 s. */
 KT_DEV unsigned conj_pair(unsigned v, float c, float s)
 {
 	__nv_bfloat162 x = *reinterpret_cast<__nv_bfloat162 *>(&v);
@@ -320,8 +328,11 @@ KT_DEV unsigned conj_pair(unsigned v, float c, float s)
 	return kt_pack_bf16x2(y0, y1);
 }
 
-KT_DEV uint4 conj_chunk(uint4 v, float4 a, float4 b)
+KT_DEV uint4 conj_chunk(uint4 v, uint4 u)
 {
+	float4 a, b;
+
+	tab_widen(u, a, b);
 	v.x = conj_pair(v.x, a.x, a.y);
 	v.y = conj_pair(v.y, a.z, a.w);
 	v.z = conj_pair(v.z, b.x, b.y);
@@ -336,7 +347,7 @@ KT_DEV uint4 conj_chunk(uint4 v, float4 a, float4 b)
  * thread's chunks at a time, all their loads issued before any store (the
  * compiler cannot move a load above a store it may alias). */
 KT_DEV void conj_out(int j, __nv_bfloat16 *dq, __nv_bfloat16 *dk, const int2 *blocks,
-		     const float *table, int nitems, int H, int cta_step, int item_step, int nper,
+		     const rtab *table, int nitems, int H, int cta_step, int item_step, int nper,
 		     int pt)
 {
 	constexpr int HALF = IT / 2 > 0 ? IT / 2 : 1;
@@ -346,19 +357,16 @@ KT_DEV void conj_out(int j, __nv_bfloat16 *dq, __nv_bfloat16 *dk, const int2 *bl
 
 #pragma unroll
 	for (int j0 = 0; j0 < IT; j0 += HALF) {
-		uint4 vq[HALF], vk[HALF];
-		float4 ta[HALF], tb[HALF];
+		uint4 vq[HALF], vk[HALF], tu[HALF];
 
 #pragma unroll
 		for (int jj = 0; jj < HALF; jj++) {
 			int idx = pt + (j0 + jj) * PT, r = idx / CH, c = idx % CH;
 			long long off = ((long long)(b.x + r) * H + h) * HD + c * 8;
-			const float4 *tp = reinterpret_cast<const float4 *>(
-				table + (long long)(b.x + r) * HD + c * 8);
 
 			if (r < b.y) {
-				ta[jj] = __ldg(tp);
-				tb[jj] = __ldg(tp + 1);
+				tu[jj] = __ldg(reinterpret_cast<const uint4 *>(
+					table + (long long)(b.x + r) * HD + c * 8));
 				vq[jj] = __ldcg(reinterpret_cast<const uint4 *>(dq + off));
 				vk[jj] = __ldcg(reinterpret_cast<const uint4 *>(dk + off));
 			}
@@ -369,8 +377,8 @@ KT_DEV void conj_out(int j, __nv_bfloat16 *dq, __nv_bfloat16 *dk, const int2 *bl
 			long long off = ((long long)(b.x + r) * H + h) * HD + c * 8;
 
 			if (r < b.y) {
-				*reinterpret_cast<uint4 *>(dq + off) = conj_chunk(vq[jj], ta[jj], tb[jj]);
-				*reinterpret_cast<uint4 *>(dk + off) = conj_chunk(vk[jj], ta[jj], tb[jj]);
+				*reinterpret_cast<uint4 *>(dq + off) = conj_chunk(vq[jj], tu[jj]);
+				*reinterpret_cast<uint4 *>(dk + off) = conj_chunk(vk[jj], tu[jj]);
 			}
 		}
 	}
@@ -403,7 +411,7 @@ KT_DEV bool mbar_done(unsigned bar, unsigned parity)
  * table set in registers). */
 KT_DEV void producer(unsigned char *smem, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		     const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
-		     const int2 *blocks, const float *table, __nv_bfloat16 *dq, __nv_bfloat16 *dk,
+		     const int2 *blocks, const rtab *table, __nv_bfloat16 *dq, __nv_bfloat16 *dk,
 		     int nitems, int H, int cta_step, int item_step, int nper, int pt)
 {
 	ptab t;
@@ -525,7 +533,7 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
 blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
-		 const int2 *__restrict__ blocks, const float *__restrict__ table,
+		 const int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
 		 __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
 		 __nv_bfloat16 *__restrict__ dv, int nitems, int H, int cta_step, int item_step,
 		 int nper)
@@ -633,7 +641,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
 blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		 const __nv_bfloat16 *__restrict__ v, const int2 *__restrict__ blocks,
-		 const float *__restrict__ table, __nv_bfloat16 *__restrict__ o, int nitems, int H,
+		 const __nv_bfloat16 *__restrict__ table, __nv_bfloat16 *__restrict__ o, int nitems, int H,
 		 int cta_step, int item_step, int nper)
 {
 	KWS_BODY_BEGIN

@@ -124,13 +124,13 @@ static void prob_init(struct prob *pr, const long *lens, int nseq, long heads, l
 	rand_fill(pr->v, pr->n, seed + 3, 1.0);
 	rand_fill(pr->dout, pr->n, seed + 4, 1.0);
 	{
-		float *t = calloc((size_t)(pr->p.tokens * d), sizeof(float));
+		uint16_t *t = calloc((size_t)(pr->p.tokens * d), sizeof(*t));
 		size_t j;
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(t);
 		ba_rope_table(pr->off, nseq, d, t);
 		for (j = 0; j < (size_t)(pr->p.tokens * d); j++)
-			pr->table[j] = t[j];
+			pr->table[j] = kt_bf16_to_f32(t[j]);
 		free(t);
 	}
 }
@@ -203,6 +203,12 @@ static void test_lengths(void)
 	}
 }
 
+/* x rounded to bf16 (the table's type), back in double. */
+static double bf16_of(double x)
+{
+	return kt_bf16_to_f32(kt_f32_to_bf16((float)x));
+}
+
 static void test_rope_table(void)
 {
 	long lens[] = {3, 70};
@@ -216,8 +222,11 @@ static void test_rope_table(void)
 		for (i = 0; i < 4; i++) {
 			double th = (double)pos / pow(10000.0, (double)(2 * i) / 8.0);
 
-			CU_ASSERT(fabs(pr.table[t * 8 + 2 * i] - cos(th)) < 1e-6);
-			CU_ASSERT(fabs(pr.table[t * 8 + 2 * i + 1] - sin(th)) < 1e-6);
+			/* bf16: the nearest of cos, sin, within half an ulp (2^-9) */
+			CU_ASSERT(pr.table[t * 8 + 2 * i] == bf16_of(cos(th)));
+			CU_ASSERT(pr.table[t * 8 + 2 * i + 1] == bf16_of(sin(th)));
+			CU_ASSERT(fabs(pr.table[t * 8 + 2 * i] - cos(th)) <= fabs(cos(th)) / 255);
+			CU_ASSERT(fabs(pr.table[t * 8 + 2 * i + 1] - sin(th)) <= fabs(sin(th)) / 255);
 		}
 	}
 	prob_release(&pr);
@@ -227,7 +236,8 @@ static void test_rope_table(void)
 
 /* Naive forward of token t, head h: its block by arithmetic on the
  * position, the softmax by log-sum-exp, the rotation from the angles
- * themselves (not the table). */
+ * themselves (not the table), their cos and sin rounded to bf16 as the
+ * table's are. */
 static void naive_row(const struct prob *pr, int rope, long t, long h, double *o)
 {
 	long s = 0, H = pr->p.heads, d = pr->p.d, b0, b1, j, c;
@@ -247,8 +257,10 @@ static void naive_row(const struct prob *pr, int rope, long t, long h, double *o
 			if (rope) {
 				double w = pow(10000.0, -(double)c / (double)d);
 				double aq = (double)(t - pr->off[s]) * w, ak = (double)(j - pr->off[s]) * w;
-				double rq0 = q0 * cos(aq) - q1 * sin(aq), rq1 = q0 * sin(aq) + q1 * cos(aq);
-				double rk0 = k0 * cos(ak) - k1 * sin(ak), rk1 = k0 * sin(ak) + k1 * cos(ak);
+				double cq = bf16_of(cos(aq)), sq = bf16_of(sin(aq));
+				double ck = bf16_of(cos(ak)), sk = bf16_of(sin(ak));
+				double rq0 = q0 * cq - q1 * sq, rq1 = q0 * sq + q1 * cq;
+				double rk0 = k0 * ck - k1 * sk, rk1 = k0 * sk + k1 * ck;
 
 				q0 = rq0, q1 = rq1, k0 = rk0, k1 = rk1;
 			}
@@ -290,9 +302,9 @@ static void check_fwd_naive(long blk, int rope)
 			dd = max_abs_diff(row, o + (t * 2 + h) * 64, 64);
 			worst = dd > worst ? dd : worst;
 		}
-	/* the table is f32: rope agrees to its rounding, plain to double's */
-	CU_ASSERT(worst < (rope ? 1e-5 : 1e-12));
-	if (!(worst < (rope ? 1e-5 : 1e-12)))
+	/* the same bf16 cos, sin on both sides: double's rounding only */
+	CU_ASSERT(worst < 1e-12);
+	if (!(worst < 1e-12))
 		fprintf(stderr, "fwd blk=%ld rope=%d: max |diff| %g\n", blk, rope, worst);
 	free(o);
 	prob_release(&pr);
@@ -649,8 +661,8 @@ static void test_rtab_prefetch(void)
 		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 0);
 		kt_err_clear(&e);
 		CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &c, &t90, &p, &e), 0);
-		/* plus the table tile: 64 rows of 128 f32, padded by 16 bytes */
-		CU_ASSERT_EQUAL(p.launch[0].smem, base + 64u * (512 + 16));
+		/* plus the table tile: 64 rows of 128 bf16, padded by 16 bytes */
+		CU_ASSERT_EQUAL(p.launch[0].smem, base + 64u * (256 + 16));
 		CU_ASSERT(has_define(&p, "RPF=2"));
 		/* no rope: nothing to tile */
 		CU_ASSERT_EQUAL(fams[f]->check(&s0, &c, &t90, why, sizeof(why)), 1);
@@ -683,7 +695,7 @@ static void test_rtab_prefetch(void)
 	CU_ASSERT(has_define(&p, "PF=1"));
 	CU_ASSERT(has_define(&p, "EPI=0"));
 	CU_ASSERT(has_define(&p, "STAGES=1"));
-	CU_ASSERT_EQUAL(p.launch[0].smem, 3u * 16384 + 64u * (512 + 16));
+	CU_ASSERT_EQUAL(p.launch[0].smem, 3u * 16384 + 64u * (256 + 16));
 	/* two consecutive items per CTA, as the grid variant */
 	CU_ASSERT_EQUAL(p.launch[0].grid[0],
 			(unsigned)((ba_blocks(1152, 256, 64) * 4 + 1) / 2));
@@ -1204,7 +1216,7 @@ static void test_buffers_and_fill(void)
 	struct kt_config c;
 	struct kt_err e;
 	int32_t off[8], ref[8];
-	float *tab, *ref_tab;
+	uint16_t *tab, *ref_tab;
 	int f, n, i;
 
 	for (f = 0; f < 2; f++) {
@@ -1236,13 +1248,14 @@ static void test_buffers_and_fill(void)
 			CU_ASSERT_EQUAL(fams[f]->fill(&s, noff, off, 99), 0);
 			CU_ASSERT_EQUAL(memcmp(off, ref, sizeof(off)), 0);
 			if (ntab >= 0) {
-				tab = calloc(b[ntab].elems, sizeof(float));
-				ref_tab = calloc(b[ntab].elems, sizeof(float));
+				CU_ASSERT_EQUAL(b[ntab].dtype, KT_BF16);
+				tab = calloc(b[ntab].elems, sizeof(*tab));
+				ref_tab = calloc(b[ntab].elems, sizeof(*ref_tab));
 				CU_ASSERT_PTR_NOT_NULL_FATAL(tab);
 				CU_ASSERT_PTR_NOT_NULL_FATAL(ref_tab);
 				CU_ASSERT_EQUAL(fams[f]->fill(&s, ntab, tab, 1), 0);
 				ba_rope_table(ref, 7, 64, ref_tab);
-				CU_ASSERT_EQUAL(memcmp(tab, ref_tab, b[ntab].elems * sizeof(float)), 0);
+				CU_ASSERT_EQUAL(memcmp(tab, ref_tab, b[ntab].elems * sizeof(*tab)), 0);
 				free(tab);
 				free(ref_tab);
 			}
@@ -1303,7 +1316,7 @@ static void test_family_cpu_ref(void)
 		}
 		tab = dalloc((size_t)(p.tokens * 64));
 		for (j = 0; j < (size_t)(p.tokens * 64); j++)
-			tab[j] = ((float *)in[nin - 1])[j];
+			tab[j] = kt_bf16_to_f32(((uint16_t *)in[nin - 1])[j]);
 		for (a = 0; a < nout; a++)
 			y[a] = dalloc(b[0].elems);
 		if (f) {
@@ -1448,7 +1461,9 @@ static void test_models(void)
 	/* the byte floors of KERNELS.md: 8d and 14d per token-head */
 	CU_ASSERT(fabs(bf - 8.0 * 128 * 4 * T) < 8.0 * 1153);
 	CU_ASSERT(fabs(bb - 14.0 * 128 * 4 * T) < 8.0 * 1153);
-	CU_ASSERT(fams[0]->min_bytes(&s1) > bf);
+	/* rope adds the bf16 table, read once: 2d bytes per token */
+	CU_ASSERT(fabs(fams[0]->min_bytes(&s1) - bf - 2.0 * 128 * T) < 1.0);
+	CU_ASSERT(fabs(fams[1]->min_bytes(&s1) - bb - 2.0 * 128 * T) < 1.0);
 	ff = fams[0]->flops(&s0);
 	fb = fams[1]->flops(&s0);
 	CU_ASSERT(fabs(fb / ff - 2.5) < 1e-9);
