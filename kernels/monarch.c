@@ -41,6 +41,24 @@
  *             batch strides (16-byte chunks: r, b*r, m, mb all % 8 == 0).
  *             K edges (nb, r under 64) are the copy engine's zero fill.
  *             NEEDSWORK: not yet verified or timed on a GPU.
+ *   fused_ws  the whole layer in one kernel (templates/monarch_fused.cu,
+ *             sm_90a): relayout's w1r (the same prep launch and transform),
+ *             then a CTA per (token tile of BLOCK_M, output block i) loops
+ *             over the input blocks j: G_j = x_j . w1r[j][i*rp ..]^T on
+ *             wgmma from TMA tiles, then y_i += G_j . w2[i][:, j*rp ..]^T
+ *             with G_j as the register A operand. Every z column is computed
+ *             once by the CTA that needs it; nothing but y is written. A
+ *             producer warpgroup and BLOCK_M/64 consumer warpgroups; RING
+ *             slots of 64-wide (x, w1r) k-chunks (one input block's must
+ *             fit: in/blocks <= 64 * RING), two w2 slices. Shapes: rank/blocks
+ *             64 or 128, out/blocks 64, 128 or 256 (the output block stays
+ *             in registers; fewer than 176 accumulators per thread);
+ *             others are refused. EPILOGUE 0 stores from the
+ *             accumulators (monarch's interleaved y in 2-byte scatters at
+ *             stride blocks: measured slow); 1 stages 16-byte rows, and for
+ *             monarch writes y2 block-major, then monarch_perm_rows
+ *             interleaves it (one row per block through shared memory).
+ *             Its z and g scratch buffers are empty.
  *
  * NEEDSWORK: relayout still runs a (chunk) copy kernel between the stages.
  * No choice of w1/w2 re-layout, ldc, lda and batch strides removes it: for
@@ -83,10 +101,10 @@
 enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
 /* new variants go last: stored configs keep their variant index */
 enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAYOUT_WS,
-       V_COUNT };
+       V_FUSED_WS, V_COUNT };
 /* problem buffers first (x, w1, w2, y, the reference's z32), then scratch */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R };
-enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS };
+enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI };
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
@@ -100,18 +118,20 @@ static const struct kt_dim dims[] = {
 };
 
 static const char *const variants[] = {"naive",	  "relayout", "naive_wgmma",
-				       "relayout_wgmma", "naive_ws", "relayout_ws"};
+				       "relayout_wgmma", "naive_ws", "relayout_ws", "fused_ws"};
 
 #define MMA ((1u << V_NAIVE) | (1u << V_RELAYOUT))
 #define WG ((1u << V_NAIVE_WGMMA) | (1u << V_RELAYOUT_WGMMA))
 #define WS ((1u << V_NAIVE_WS) | (1u << V_RELAYOUT_WS))
 #define ALLV (MMA | WG | WS)
+#define FUSED (1u << V_FUSED_WS)
 
 /* One tile shared by both GEMM stages except its N: stage 1's N is the
  * rank, stage 2's is out/blocks, which differ by up to 16x in the reference
  * shapes. Sharing the rest keeps the space a few thousand points. */
 static const struct kt_param params[] = {
-	{"BLOCK_M", 4, {16, 32, 64, 128}, ALLV, "token tile of both GEMM stages"},
+	{"BLOCK_M", 4, {16, 32, 64, 128}, ALLV | FUSED,
+	 "token tile of both GEMM stages (fused_ws: 64 per consumer warpgroup)"},
 	{"BLOCK_N", 4, {32, 64, 128, 256}, ALLV, "out/blocks tile of stage 2"},
 	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, ALLV, "rank tile of stage 1"},
 	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
@@ -121,6 +141,11 @@ static const struct kt_param params[] = {
 	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "ws: consumer warpgroups per CTA (each BLOCK_M/CONSUMERS rows), both stages"},
+	{"RING", 3, {4, 5, 6}, FUSED,
+	 "fused_ws: TMA ring slots of 64-wide (x, w1r) k-chunks; one input block's must fit"},
+	{"EPILOGUE", 2, {0, 1}, FUSED,
+	 "fused_ws: 0 stores from the accumulators, 1 stages 16-byte rows (monarch: into y2, "
+	 "then a row permutation kernel)"},
 };
 
 /* y2 is stage 2's tile, z1 stage 1's. */
@@ -162,7 +187,76 @@ static int is_relayout(int variant)
 	return variant == V_RELAYOUT || variant == V_RELAYOUT_WGMMA || variant == V_RELAYOUT_WS;
 }
 
+/* the variants that read w1r, the re-laid w1 (their prep launch) */
+static int has_w1r(int variant)
+{
+	return is_relayout(variant) || variant == V_FUSED_WS;
+}
+
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)
+
+/* fused_ws (templates/monarch_fused.cu): what the kernel's static_asserts,
+ * the copy engine and the target accept. */
+static long fused_consumers(const struct kt_config *c)
+{
+	return c->p[P_BM] / 64;
+}
+
+static unsigned long fused_smem(const struct kt_config *c, long rp, long mb)
+{
+	/* alignment, the ring of (x, w1r) k-chunks, two w2 slices, barriers */
+	return 1024 + (unsigned long)(c->p[P_RING] * (c->p[P_BM] + rp) * 128 + 2 * rp * mb * 2) +
+	       256;
+}
+
+/* monarch_perm_rows's shared memory: one row, each block's run padded */
+static unsigned long perm_rows_smem(const struct kt_shape *s)
+{
+	long b = s->v[D_BLOCKS], mb = s->v[D_OUT] / b;
+
+	return (unsigned long)(b * (mb + 8) * 2);
+}
+
+static int fused_check(int bm, const struct kt_shape *s, const struct kt_config *c,
+		       const struct kt_target *tgt, char *why, size_t whylen)
+{
+	long T = s->v[D_TOKENS], b = s->v[D_BLOCKS];
+	long nb = s->v[D_IN] / b, mb = s->v[D_OUT] / b, rp = s->v[D_RANK] / b;
+	long cons = fused_consumers(c), kch = (nb + 63) / 64;
+	unsigned long smem;
+
+	if (tgt->sm != 90 || !tgt->arch_a)
+		return WHY("fused_ws (wgmma, TMA, setmaxnreg) needs sm_90a, target is sm_%d%s",
+			   tgt->sm, tgt->arch_a ? "a" : "");
+	if (c->p[P_BM] != 64 && c->p[P_BM] != 128)
+		return WHY("fused_ws: BLOCK_M=%ld must be 64 or 128 (one or two consumer "
+			   "warpgroups of 64 rows)", c->p[P_BM]);
+	if (rp != 64 && rp != 128)
+		return WHY("fused_ws: rank/blocks=%ld must be 64 or 128 (the first product's N, "
+			   "whole 64-wide k panels of the second)", rp);
+	if (mb != 64 && mb != 128 && mb != 256)
+		return WHY("fused_ws: out/blocks=%ld must be 64, 128 or 256 (one wgmma N: the "
+			   "output block stays in registers)", mb);
+	/* per consumer thread: the output block, G and its bf16 fragments */
+	if (mb / 2 + rp / 2 + rp / 4 > 176)
+		return WHY("fused_ws: out/blocks=%ld with rank/blocks=%ld needs %ld accumulator "
+			   "registers per thread (> 176)", mb, rp, mb / 2 + rp / 2 + rp / 4);
+	if (kch > c->p[P_RING])
+		return WHY("fused_ws: in/blocks=%ld is %ld k-chunks of 64, over RING=%ld (one "
+			   "input block's chunks must fit in the ring)", nb, kch, c->p[P_RING]);
+	/* monarch's EPILOGUE 1: y2 block-major, then monarch_perm_rows */
+	if (c->p[P_EPI] && !bm && perm_rows_smem(s) > (unsigned long)tgt->smem_optin)
+		return WHY("fused_ws: EPILOGUE=1's row permutation needs %lu B of shared memory "
+			   "> %d B", perm_rows_smem(s), tgt->smem_optin);
+	if ((cons + 1) * 128 > tgt->max_threads)
+		return WHY("%ld threads > %d per block", (cons + 1) * 128, tgt->max_threads);
+	smem = fused_smem(c, rp, mb);
+	if (smem > (unsigned long)tgt->smem_optin)
+		return WHY("shared memory %lu B > %d B opt-in limit", smem, tgt->smem_optin);
+	if (c->p[P_BM] / 2 >= T)
+		return WHY("BLOCK_M=%ld is over twice tokens=%ld", c->p[P_BM], T);
+	return 0;
+}
 
 /* The structural rules, independent of the config. */
 static int shape_check(const struct kt_shape *s, char *why, size_t whylen)
@@ -177,8 +271,8 @@ static int shape_check(const struct kt_shape *s, char *why, size_t whylen)
 	return 0;
 }
 
-static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
-			 const struct kt_target *tgt, char *why, size_t whylen)
+static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *c,
+		      const struct kt_target *tgt, char *why, size_t whylen)
 {
 	struct kt_gemm_tile z1, y2;
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
@@ -188,6 +282,8 @@ static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
 		return WHY("unknown variant %d", c->variant);
 	if (shape_check(s, why, whylen))
 		return 1;
+	if (c->variant == V_FUSED_WS)
+		return fused_check(bm, s, c, tgt, why, whylen);
 	if (is_relayout(c->variant) && (r / b) % 8)
 		return WHY("relayout copies 16-byte chunks: rank/blocks=%ld must be a multiple of 8",
 			   r / b);
@@ -198,6 +294,18 @@ static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
 	if (kt_gemm_check(&z1, T, r, n / b, 0, tgt, why, whylen))
 		return 1;
 	return kt_gemm_check(&y2, T, m / b, r, 0, tgt, why, whylen);
+}
+
+static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
+			 const struct kt_target *tgt, char *why, size_t whylen)
+{
+	return check_impl(0, s, c, tgt, why, whylen);
+}
+
+static int monarch_bm_check(const struct kt_shape *s, const struct kt_config *c,
+			    const struct kt_target *tgt, char *why, size_t whylen)
+{
+	return check_impl(1, s, c, tgt, why, whylen);
 }
 
 static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg,
@@ -217,10 +325,18 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	kt_buf_set(&out[B_Z32], "z32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
 	if (!cfg || cfg->variant < 0 || cfg->variant >= V_COUNT)
 		return 5;
-	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
-	kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
-	kt_buf_set(&out[B_Y2], "y2", KT_BUF_SCRATCH, KT_BF16, T * m, 0);
-	if (!is_relayout(cfg->variant))
+	/* fused_ws has no intermediate: z, g stay empty (their indices keep
+	 * w1r's); y2 only for EPILOGUE 1 (monarch: block-major y2, then the
+	 * row permutation) */
+	{
+		size_t inter = cfg->variant == V_FUSED_WS ? 0 : 1;
+		size_t y2 = inter || cfg->p[P_EPI] ? 1 : 0;
+
+		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
+		kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
+		kt_buf_set(&out[B_Y2], "y2", KT_BUF_SCRATCH, KT_BF16, y2 * T * m, 0);
+	}
+	if (!has_w1r(cfg->variant))
 		return 8;
 	kt_buf_set(&out[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16, r * n, 0);
 	return 9;
@@ -243,6 +359,115 @@ static struct kt_launch *elem_launch(struct kt_launch *l, int program, const cha
 	return l;
 }
 
+/* w1r's prep launch (program `program`, monarch.cu) and the transform it
+ * stands for, which export carries. */
+static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan *out)
+{
+	long n = s->v[D_IN], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+	struct kt_launch *l;
+
+	snprintf(out->transform, sizeof(out->transform),
+		 "w1r[j][i*rp+q][:] = w1[j][q*b+i][:] (rp = rank/blocks): the rows of each "
+		 "w1 block grouped by row mod blocks");
+	out->nprep = 1;
+	l = elem_launch(&out->prep[0], program, "monarch_relayout_w1", (long long)r * n);
+	kt_launch_arg_buf(l, B_W1);
+	kt_launch_arg_buf(l, B_W1R);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+	kt_launch_arg_i32(l, n / b);
+}
+
+/* A rank-3 tensor map argument over buf: dims and strides in elements
+ * (dimension 0 contiguous), box, 128-byte swizzle. */
+static void arg_map(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,
+		    long long s1, long long s2, int b0, int b1, int b2)
+{
+	struct kt_arg *a = &l->args[l->nargs++];
+
+	memset(a, 0, sizeof(*a));
+	a->kind = KT_ARG_TMAP;
+	a->buf = buf;
+	a->tmap.rank = 3;
+	a->tmap.dims[0] = d0;
+	a->tmap.dims[1] = d1;
+	a->tmap.dims[2] = d2;
+	a->tmap.strides[0] = 1;
+	a->tmap.strides[1] = s1;
+	a->tmap.strides[2] = s2;
+	a->tmap.box[0] = b0;
+	a->tmap.box[1] = b1;
+	a->tmap.box[2] = b2;
+	a->tmap.swizzle = 128;
+}
+
+/* fused_ws: the w1 re-layout (prep), then one launch of monarch_fused.cu
+ * (its header says the maps, grid and shared memory); monarch with
+ * EPILOGUE 1: that launch stores y2 block-major in 16-byte rows, then
+ * monarch_perm_rows interleaves it into y (2-byte scattered stores at
+ * stride blocks measured ~2x the whole kernel's time). */
+static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *c,
+		      struct kt_plan *out, struct kt_err *err)
+{
+	struct kt_program *p = &out->programs[0];
+	struct kt_launch *l = &out->launch[0];
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK], nb = n / b, mb = m / b, rp = r / b, bmt = c->p[P_BM];
+	int rc = 0;
+
+	out->nprograms = 2;
+	p->tpl = "monarch_fused";
+	rc |= kt_program_define(p, "BLOCK_M", bmt);
+	rc |= kt_program_define(p, "CONSUMERS", fused_consumers(c));
+	rc |= kt_program_define(p, "RING", c->p[P_RING]);
+	rc |= kt_program_define(p, "RP", rp);
+	rc |= kt_program_define(p, "MB", mb);
+	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI]);
+	rc |= kt_program_define(p, "EPILOGUE", c->p[P_EPI]);
+	if (rc)
+		return kt_err_set(err, KT_EINTERNAL, "monarch: too many defines");
+	out->programs[1].tpl = "monarch";
+	plan_relayout(s, 1, out);
+	out->nlaunch = 1;
+	memset(l, 0, sizeof(*l));
+	l->program = 0;
+	snprintf(l->kernel, sizeof(l->kernel), "fused_monarch_ws");
+	l->grid[0] = (unsigned)(((T + bmt - 1) / bmt) * b);
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = (unsigned)((fused_consumers(c) + 1) * 128);
+	l->block[1] = l->block[2] = 1;
+	l->smem = (unsigned)fused_smem(c, rp, mb);
+	/* x (N, n) as (k, block j, token): block j's nb columns, zero past them */
+	arg_map(l, B_X, nb, b, T, nb, n, 64, 1, (int)bmt);
+	/* w1r (b, r, nb) as (k, row, block): rows i*rp .. of block j */
+	arg_map(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)rp, 1);
+	/* w2 (b, mb, r) as (k, row, block): columns j*rp .. of block i */
+	arg_map(l, B_W2, r, mb, b, r, mb * r, 64, (int)mb, 1);
+	kt_launch_arg_buf(l, bm || !c->p[P_EPI] ? B_Y : B_Y2);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, m);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, nb);
+	if (bm || !c->p[P_EPI])
+		return 0;
+	out->nlaunch = 2;
+	l = &out->launch[1];
+	memset(l, 0, sizeof(*l));
+	l->program = 1;
+	snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_rows");
+	l->grid[0] = (unsigned)T;
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = ELEM_THREADS;
+	l->block[1] = l->block[2] = 1;
+	l->smem = (unsigned)perm_rows_smem(s);
+	kt_launch_arg_buf(l, B_Y2);
+	kt_launch_arg_buf(l, B_Y);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, m);
+	kt_launch_arg_i32(l, b);
+	return 0;
+}
+
 /* bm: the monarch_bm family, y block-major: stage 2 writes y itself. */
 static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c,
 		     const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
@@ -255,8 +480,10 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	int same, pg1, pg2, pm, relayout = is_relayout(c->variant);
 
 	memset(out, 0, sizeof(*out));
-	if (monarch_check(s, c, tgt, why, sizeof(why)))
+	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "monarch: config cannot run: %s", why);
+	if (c->variant == V_FUSED_WS)
+		return plan_fused(bm, s, c, out, err);
 	nb = n / b;
 	mb = m / b;
 	tiles_of(c, &z1, &y2);
@@ -275,18 +502,8 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	}
 	out->programs[pm].tpl = "monarch";
 
-	if (relayout) {
-		snprintf(out->transform, sizeof(out->transform),
-			 "w1r[j][i*rp+q][:] = w1[j][q*b+i][:] (rp = rank/blocks): the rows of each "
-			 "w1 block grouped by row mod blocks");
-		out->nprep = 1;
-		l = elem_launch(&out->prep[0], pm, "monarch_relayout_w1", (long long)r * n);
-		kt_launch_arg_buf(l, B_W1);
-		kt_launch_arg_buf(l, B_W1R);
-		kt_launch_arg_i32(l, b);
-		kt_launch_arg_i32(l, r);
-		kt_launch_arg_i32(l, nb);
-	}
+	if (relayout)
+		plan_relayout(s, pm, out);
 	out->nlaunch = bm ? 3 : 4;
 	/* stage 1, batch j: A = x + j*nb (rows n apart), B = w1[j] (or w1r[j]);
 	 * naive writes z[j] at j*N*r (b, N, r); relayout writes it at j*r with
@@ -509,7 +726,7 @@ const struct kt_family monarch_bm_family = {
 	.nparams = (int)(sizeof(params) / sizeof(params[0])),
 	.params = params,
 	.tol = 1e-2,
-	.check = monarch_check,
+	.check = monarch_bm_check,
 	.buffers = monarch_buffers,
 	.plan = monarch_bm_plan,
 	.ref_plan = monarch_bm_ref_plan,

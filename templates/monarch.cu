@@ -22,6 +22,10 @@
  *         chunks (rp % 8 == 0, pointers 16-byte aligned)
  *   monarch_perm_out(y2, y, N, m, b)         y2 (N, m) block-major
  *         (column i*mb + s) -> y (N, m) interleaved (column s*b + i)
+ *   monarch_perm_rows(y2, y, N, m, b)        the same permutation, one row
+ *         per block (grid N, block 256) through shared memory: 16-byte
+ *         loads and stores (m % 8 == 0); dynamic smem b * (mb + 8) * 2
+ *         (each block's run padded by 16 bytes); fused_ws's epilogue 1
  *   monarch_ref_z(x, w1, z32, N, n, b, r)    reference stage 1 into fp32
  *         z32 (b, N, r), k in order
  *   monarch_ref_y(z32, w2, y, N, m, b, r, bm)   reference stage 2 with
@@ -98,6 +102,40 @@ extern "C" __global__ void monarch_perm_out(const __nv_bfloat16 *y2, __nv_bfloat
 		const int i = o % b, s = o / b;
 
 		y[e] = y2[t * m + (i64)i * mb + s];
+	}
+}
+
+extern "C" __global__ void monarch_perm_rows(const __nv_bfloat16 *y2, __nv_bfloat16 *y, int N,
+					     int m, int b)
+{
+	extern __shared__ __align__(16) unsigned char monarch_row[];
+	__nv_bfloat16 *row = reinterpret_cast<__nv_bfloat16 *>(monarch_row);
+	const int mb = m / b, pitch = mb + 8;
+
+	for (i64 t = blockIdx.x; t < N; t += gridDim.x) {
+		const __nv_bfloat16 *src = y2 + t * m;
+
+		/* block i's run of mb at i * pitch: 16-byte chunks (mb % 8 == 0) */
+		for (int ch = threadIdx.x; ch < m / 8; ch += blockDim.x) {
+			const int i = ch / (mb / 8), c = ch % (mb / 8);
+
+			*reinterpret_cast<uint4 *>(row + i * pitch + c * 8) =
+				*reinterpret_cast<const uint4 *>(src + ch * 8);
+		}
+		__syncthreads();
+		for (int ch = threadIdx.x; ch < m / 8; ch += blockDim.x) {
+			__align__(16) __nv_bfloat16 v[8];
+
+#pragma unroll
+			for (int u = 0; u < 8; u++) {
+				const int o = ch * 8 + u;
+
+				v[u] = row[(o % b) * pitch + o / b];
+			}
+			*reinterpret_cast<uint4 *>(y + t * m + ch * 8) =
+				*reinterpret_cast<const uint4 *>(v);
+		}
+		__syncthreads();
 	}
 }
 

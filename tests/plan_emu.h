@@ -107,10 +107,14 @@ struct job_sample {
 	void (*tile)(const struct kt_config *c, struct kt_gemm_tile *t);
 	int (*samples)(int variant);	/* random configs per variant besides the extremes */
 	uint64_t *rng;			/* the sample's state (fixed seed: the same every run) */
+	/* optional: 1 when variant v has no config at s by design (a shape its
+	 * kernel refuses), so that none is not a failure */
+	int (*unsupported)(int variant, const struct kt_shape *s);
 };
 
 /* Queues the valid configs of shape s on target t (sm_90a-only variants on
- * sm_90a only, and there only them unless all): every one when all, else
+ * sm_90a only, and there only them unless all; each variant must have one
+ * unless js->unsupported says otherwise): every one when all, else
  * each variant's extremes (first, last, max smem, max acc, min / max
  * threads) and js->samples(v) drawn at random; then the reference plan's
  * programs. */

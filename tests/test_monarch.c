@@ -17,15 +17,24 @@
  *    launches, strides, batch offsets, program indices -- are checked
  *    against the CPU reference, exactly (fp32/double intermediates) and
  *    with bf16 rounding like the GPU's; relayout without its transform
- *    must fail (the control);
+ *    must fail (the control); fused_ws's one kernel is emulated from its
+ *    launch (tensor maps read with the copy engine's zero fill, its grid,
+ *    block, shared memory and defines asserted), and a plan whose output
+ *    layout is flipped must fail;
  *  - monarch_bm's y is monarch's with the columns permuted;
  *  - shape parsing, check() rejections, the space and its pruning, that
  *    every valid config of the reference shapes plans (and passes the
  *    worker's plan check), default configs, flops and bytes;
  *  - NVRTC compiles each variant's extremes and a fixed-seed sample for
- *    sm_80 and sm_90 (the wgmma and ws variants for sm_90a) and the reference
+ *    sm_80 and sm_90 (the wgmma and ws variants for sm_90a; fused_ws: every
+ *    config of llama7b q/k/v/o, both families) and the reference
  *    template; KTUNE_COMPILE_ALL=1: every valid config of the reference
- *    shapes for sm_80, sm_90 and sm_90a (what a sweep on the H200 compiles).
+ *    shapes for sm_80, sm_90 and sm_90a (what a sweep on the H200 compiles);
+ *  - with a GPU (sm_90): every fused_ws config of both families through the
+ *    worker, as a sweep runs it (verified against the GPU reference, then
+ *    timed), on fused_ws's small shapes and at llama7b q/k/v/o N1024, with
+ *    relayout_ws's measured winner and cuBLAS dense timed beside it. No GPU:
+ *    the suite is inactive (KTUNE_REQUIRE_GPU=1: a failure).
  */
 #include <math.h>
 #include <stdint.h>
@@ -39,6 +48,7 @@
 #include "plan_emu.h"
 #include "testutil.h"
 #include "tuner/jit.h"
+#include "tuner/worker.h"
 #include "tuner/worker_int.h"	/* wk_plan_check: what the worker accepts */
 
 static const struct kt_family *mon;	/* the family under test */
@@ -53,14 +63,19 @@ static const char *const ref_shapes[] = {
 
 /* small shapes the emulator runs: b, rp, nb and mb all differ, so a
  * swapped index shows; the fourth has rank/blocks = 4 (naive only); the
- * last has tokens past two 64-row tiles and in/blocks = 96 (a partial
- * 64-wide k-tile) for the ws variants' 64..128-row tiles */
+ * fifth has tokens past two 64-row tiles and in/blocks = 96 (a partial
+ * 64-wide k-tile) for the ws variants' 64..128-row tiles; the last two are
+ * fused_ws's (rank/blocks 64 and 128, out/blocks 64 and 128, a partial
+ * k-chunk and a partial token tile; in/blocks = 320 is five k-chunks, over
+ * RING 4) */
 static const char *const small_shapes[] = {
 	"tokens=33,in=256,out=512,blocks=8,rank=128",
 	"tokens=7,in=128,out=64,blocks=2,rank=48",
 	"tokens=20,in=64,out=384,blocks=4,rank=64",
 	"tokens=5,in=128,out=64,blocks=8,rank=32",
 	"tokens=130,in=384,out=256,blocks=4,rank=128",
+	"tokens=70,in=384,out=256,blocks=4,rank=256",
+	"tokens=40,in=640,out=256,blocks=2,rank=256",
 };
 
 static int init_monarch(void)
@@ -84,18 +99,42 @@ static int is_relayout(int v)
 	return strstr(mon->variants[v], "relayout") != NULL;
 }
 
+/* the whole layer in one kernel (templates/monarch_fused.cu) */
+static int is_fused(int v)
+{
+	return strcmp(mon->variants[v], "fused_ws") == 0;
+}
+
+/* the two GEMM stages on gemm_tn_ws */
 static int is_ws(int v)
 {
 	const char *n = mon->variants[v];
 	size_t len = strlen(n);
 
-	return len > 3 && strcmp(n + len - 3, "_ws") == 0;
+	return len > 3 && strcmp(n + len - 3, "_ws") == 0 && !is_fused(v);
 }
 
 /* the sm_90a-only variants: the wgmma and the warp-specialized forms */
 static int is_wgmma(int v)
 {
-	return strstr(mon->variants[v], "wgmma") != NULL || is_ws(v);
+	return strstr(mon->variants[v], "wgmma") != NULL || is_ws(v) || is_fused(v);
+}
+
+/* the variants whose prep re-lays w1 out into w1r */
+static int has_w1r(int v)
+{
+	return is_relayout(v) || is_fused(v);
+}
+
+/* The shapes fused_ws's kernel takes (monarch.c's fused_check, without the
+ * ring and token-tile rules): rank/blocks 64 or 128, out/blocks 64, 128 or
+ * 256, at most 176 accumulator registers. */
+static int fused_supports(const struct kt_shape *s)
+{
+	long b = SV(*s, "blocks"), rp = SV(*s, "rank") / b, mb = SV(*s, "out") / b;
+
+	return (rp == 64 || rp == 128) && (mb == 64 || mb == 128 || mb == 256) &&
+	       mb / 2 + rp / 2 + rp / 4 <= 176;
 }
 
 /* ---- problem inputs on the host ---- */
@@ -307,6 +346,21 @@ static void emu_perm_out(struct emu *m, const struct kt_launch *l)
 	}
 }
 
+/* monarch_perm_rows: the same permutation as monarch_perm_out, a row per
+ * block through shared memory (16-byte chunks both ways) */
+static void emu_perm_rows(struct emu *m, const struct kt_launch *l)
+{
+	int y2 = emu_ab(l, 0), y = emu_ab(l, 1);
+	long long N = emu_ai(l, 2), mm = emu_ai(l, 3), b = emu_ai(l, 4), mb = mm / b, t, o;
+
+	CU_ASSERT(mm % 8 == 0 && mb % 8 == 0);
+	CU_ASSERT_EQUAL(l->grid[0], (unsigned)N);
+	CU_ASSERT_EQUAL(l->smem, (unsigned)(b * (mb + 8) * 2));
+	for (t = 0; t < N; t++)
+		for (o = 0; o < mm; o++)
+			emu_st(m, y, t * mm + o, emu_ld(m, y2, t * mm + (o % b) * mb + o / b));
+}
+
 static void emu_ref_z(struct emu *m, const struct kt_launch *l)
 {
 	int x = emu_ab(l, 0), w1 = emu_ab(l, 1), z32 = emu_ab(l, 2);
@@ -340,6 +394,118 @@ static void emu_ref_y(struct emu *m, const struct kt_launch *l)
 	}
 }
 
+/* Element (c0, c1, c2) of map arg a as the copy engine delivers it: 0
+ * outside the map's dims. */
+static double map_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
+		     long long c2)
+{
+	const struct kt_tmap *t = &a->tmap;
+
+	if (c0 < 0 || c0 >= t->dims[0] || c1 < 0 || c1 >= t->dims[1] || c2 < 0 ||
+	    c2 >= t->dims[2])
+		return 0;
+	return emu_ld(m, a->buf, c0 + c1 * t->strides[1] + c2 * t->strides[2]);
+}
+
+/* Map arg a: a rank-3 map the worker accepts over its buffer, with box
+ * (64, b1, b2) and the 128-byte swizzle the kernel's descriptors assume. */
+static void map_ok(struct emu *m, const struct kt_arg *a, int b1, int b2)
+{
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
+	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
+	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "\n  tensor map: %s\n", why);
+	CU_ASSERT_EQUAL(a->tmap.rank, 3);
+	CU_ASSERT_EQUAL(a->tmap.box[0], 64);
+	CU_ASSERT_EQUAL(a->tmap.box[1], b1);
+	CU_ASSERT_EQUAL(a->tmap.box[2], b2);
+	CU_ASSERT_EQUAL(a->tmap.swizzle, 128);
+}
+
+/* fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb) of monarch_fused.cu: per
+ * CTA (token tile t0, output block i = blockIdx.x % b) and input block j,
+ * G = the boxes of x at (kc*64, j, t0) times those of w1r at (kc*64,
+ * i*RP, j) over the KCH k-chunks, rounded to bf16 (m->round), then acc +=
+ * G times the w2 boxes at (j*RP + p*64, 0, i); y's column s*b + i, or
+ * i*MB + s with BLOCKMAJOR. */
+static void emu_fused(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	const struct kt_arg *tx = &l->args[0], *tw1 = &l->args[1], *tw2 = &l->args[2];
+	long BM = emu_define(p, "BLOCK_M"), cons = emu_define(p, "CONSUMERS");
+	long ring = emu_define(p, "RING"), RP = emu_define(p, "RP"), MB = emu_define(p, "MB");
+	long blk = emu_define(p, "BLOCKMAJOR"), epi = emu_define(p, "EPILOGUE");
+	long long N, mm, b, nb, kch, cta, j, kc, r, q, k, sx, pp;
+	int y;
+	double *G, *acc;
+
+	CU_ASSERT_STRING_EQUAL(p->tpl, "monarch_fused");
+	CU_ASSERT_EQUAL_FATAL(l->nargs, 8);
+	y = emu_ab(l, 3);
+	N = emu_ai(l, 4);
+	mm = emu_ai(l, 5);
+	b = emu_ai(l, 6);
+	nb = emu_ai(l, 7);
+	kch = (nb + 63) / 64;
+	/* the kernel's static_asserts and its run-time trap */
+	CU_ASSERT_FATAL(BM == 64 * cons && (cons == 1 || cons == 2));
+	CU_ASSERT_FATAL(RP == 64 || RP == 128);
+	CU_ASSERT_FATAL(MB == 64 || MB == 128 || MB == 256);
+	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm == b * MB);
+	CU_ASSERT(blk == 0 || blk == 1);
+	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1));
+	CU_ASSERT_EQUAL((long long)l->grid[0], (N + BM - 1) / BM * b);
+	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
+	CU_ASSERT_EQUAL(l->smem, (unsigned)(1024 + ring * (BM + RP) * 128 + 2 * RP * MB * 2 + 256));
+	map_ok(m, tx, 1, (int)BM);
+	map_ok(m, tw1, (int)RP, 1);
+	map_ok(m, tw2, (int)MB, 1);
+	G = malloc(sizeof(double) * (size_t)(BM * RP));
+	acc = malloc(sizeof(double) * (size_t)(BM * MB));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(G);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(acc);
+	for (cta = 0; cta < (long long)l->grid[0]; cta++) {
+		long long i = cta % b, t0 = cta / b * BM;
+
+		memset(acc, 0, sizeof(double) * (size_t)(BM * MB));
+		for (j = 0; j < b; j++) {
+			memset(G, 0, sizeof(double) * (size_t)(BM * RP));
+			for (kc = 0; kc < kch; kc++)
+				for (r = 0; r < BM; r++)
+					for (q = 0; q < RP; q++) {
+						double g = 0;
+
+						for (k = 0; k < 64; k++)
+							g += map_ld(m, tx, kc * 64 + k, j, t0 + r) *
+							     map_ld(m, tw1, kc * 64 + k, i * RP + q, j);
+						G[r * RP + q] += g;
+					}
+			if (m->round)	/* the A fragments are bf16 */
+				for (r = 0; r < BM * RP; r++)
+					G[r] = kt_bf16_to_f32(kt_f32_to_bf16((float)G[r]));
+			for (pp = 0; pp < RP / 64; pp++)
+				for (r = 0; r < BM; r++)
+					for (sx = 0; sx < MB; sx++) {
+						double a = 0;
+
+						for (k = 0; k < 64; k++)
+							a += G[r * RP + pp * 64 + k] *
+							     map_ld(m, tw2, j * RP + pp * 64 + k, sx, i);
+						acc[r * MB + sx] += a;
+					}
+		}
+		for (r = 0; r < BM && t0 + r < N; r++)
+			for (sx = 0; sx < MB; sx++)
+				emu_st(m, y, (t0 + r) * mm + (blk ? i * MB + sx : sx * b + i),
+				       acc[r * MB + sx]);
+	}
+	free(G);
+	free(acc);
+}
+
 /* monarch.cu's kernels for the shared emulator (plan_emu.h). */
 static int monarch_kernel(struct emu *m, const struct kt_launch *l)
 {
@@ -351,8 +517,10 @@ static int monarch_kernel(struct emu *m, const struct kt_launch *l)
 		{"monarch_relayout_w1", emu_relayout_w1},
 		{"monarch_gather_chunks", emu_gather_chunks},
 		{"monarch_perm_out", emu_perm_out},
+		{"monarch_perm_rows", emu_perm_rows},
 		{"monarch_ref_z", emu_ref_z},
 		{"monarch_ref_y", emu_ref_y},
+		{"fused_monarch_ws", emu_fused},	/* monarch_fused.cu */
 	};
 	size_t i;
 	int k;
@@ -446,6 +614,10 @@ static void test_variants_on_host(void)
 				CU_ASSERT_EQUAL(x.n, 0);	/* rank/blocks % 8 != 0 */
 				continue;
 			}
+			if (is_fused(v) && !fused_supports(&p.s)) {
+				CU_ASSERT_EQUAL(x.n, 0);
+				continue;
+			}
 			/* wgmma's 64-row tiles are pruned for few tokens (ws:
 			 * also 64-row tiles for 32 tokens) */
 			CU_ASSERT_FATAL(x.n > 0 || (is_wgmma(v) && SV(p.s, "tokens") <= 32));
@@ -466,11 +638,23 @@ static void test_variants_on_host(void)
 
 				CU_ASSERT_EQUAL_FATAL(mon->plan(&p.s, cs[k], &t, &plan, &e), 0);
 				kt_config_key(mon, cs[k], key, sizeof(key));
-				/* monarch_bm: no output permutation */
-				CU_ASSERT_EQUAL(plan.nlaunch, blockmajor ? 3 : 4);
-				{
+				if (is_fused(v)) {
+					long epi = kt_config_get(mon, cs[k], "EPILOGUE");
+
+					/* one kernel, its own template, and the prep's
+					 * (monarch's EPILOGUE 1: then the row permutation) */
+					CU_ASSERT_EQUAL(plan.nlaunch, blockmajor || !epi ? 1 : 2);
+					CU_ASSERT_EQUAL_FATAL(plan.nprograms, 2);
+					CU_ASSERT_STRING_EQUAL(plan.programs[0].tpl, "monarch_fused");
+					CU_ASSERT_STRING_EQUAL(plan.programs[1].tpl, "monarch");
+					CU_ASSERT_STRING_EQUAL(plan.launch[0].kernel, "fused_monarch_ws");
+					CU_ASSERT_EQUAL(emu_define(&plan.programs[0], "BLOCKMAJOR"),
+							blockmajor || epi);
+				} else {
 					int pr, wg = 0, ws = 0, gl;
 
+					/* monarch_bm: no output permutation */
+					CU_ASSERT_EQUAL(plan.nlaunch, blockmajor ? 3 : 4);
 					for (pr = 0; pr < plan.nprograms; pr++) {
 						wg += emu_define(&plan.programs[pr], "WGMMA") == 1;
 						ws += emu_define(&plan.programs[pr], "WS") == 1;
@@ -490,7 +674,7 @@ static void test_variants_on_host(void)
 						CU_ASSERT_EQUAL(plan.launch[2].args[8].i, 1);
 					}
 				}
-				if (is_relayout(v)) {
+				if (has_w1r(v)) {
 					CU_ASSERT_EQUAL(plan.nprep, 1);
 					CU_ASSERT(strlen(plan.transform) > 10);
 				} else {
@@ -523,9 +707,25 @@ static void test_variants_on_host(void)
 					CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
 					free(y);
 				}
-				/* control: relayout's stage 1 on the canonical w1 (the
-				 * transform skipped) is wrong */
-				if (is_relayout(v) && SV(p.s, "blocks") > 1) {
+				/* control (fused_ws): the other output layout is wrong */
+				if (is_fused(v) && SV(p.s, "blocks") > 1 &&
+				    emu_define(&plan.programs[0], "EPILOGUE") == 0) {
+					struct kt_plan bad = plan;
+					struct kt_program *fp = &bad.programs[0];
+					int d;
+
+					for (d = 0; d < fp->ndefines; d++)
+						if (strncmp(fp->defines[d], "BLOCKMAJOR=", 11) == 0)
+							snprintf(fp->defines[d], sizeof(fp->defines[d]),
+								 "BLOCKMAJOR=%d", !blockmajor);
+					y = plan_run(&p, cs[k], &bad, 0, &oob);
+					CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
+					free(y);
+				}
+				/* control: relayout's stage 1 (fused_ws: its first
+				 * product) on the canonical w1 (the transform skipped) is
+				 * wrong */
+				if (has_w1r(v) && SV(p.s, "blocks") > 1) {
 					plan.nprep = 0;
 					plan.launch[0].args[1].buf = 1;	/* w1 (map or pointer) */
 					y = plan_run(&p, cs[k], &plan, 0, &oob);
@@ -537,7 +737,7 @@ static void test_variants_on_host(void)
 		problem_release(&p);
 	}
 	for (v = 0; v < mon->nvariants; v++)
-		CU_ASSERT(emulated[v] > 0);
+		CU_ASSERT(emulated[v] >= (is_fused(v) ? 2 : 1));
 }
 
 /* ---- shapes, checks, space ---- */
@@ -616,6 +816,74 @@ static void test_check(void)
 	naive.variant = 7;
 	CU_ASSERT_EQUAL(mon->check(&s, &naive, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "variant"));
+}
+
+/* The index of param name (a fatal assertion when the family lacks it). */
+static int param_index(const char *name)
+{
+	int k;
+
+	for (k = 0; k < mon->nparams; k++)
+		if (strcmp(mon->params[k].name, name) == 0)
+			return k;
+	CU_FAIL_FATAL("no such param");
+	return 0;
+}
+
+/* fused_ws's refusals, each with its reason, and what it accepts. */
+static void fused_reject(const char *text, long bmt, long ring, long epi, const char *tname,
+			 const char *want)
+{
+	struct kt_shape s = ft_shape(mon, text);
+	struct kt_target t = ft_target(tname);
+	struct kt_config c;
+	struct kt_plan plan;
+	struct kt_err e = {0};
+	char why[200] = "";
+	int v = kt_variant_index(mon, "fused_ws");
+
+	CU_ASSERT_FATAL(v >= 0);
+	memset(&c, 0, sizeof(c));
+	c.variant = v;
+	c.p[param_index("BLOCK_M")] = bmt;
+	c.p[param_index("RING")] = ring;
+	c.p[param_index("EPILOGUE")] = epi;
+	CU_ASSERT_EQUAL(mon->check(&s, &c, &t, why, sizeof(why)), want != NULL);
+	if (want && !strstr(why, want))
+		fprintf(stderr, "\n  fused_ws '%s': why '%s' lacks '%s'\n", text, why, want);
+	if (!want && why[0])
+		fprintf(stderr, "\n  fused_ws '%s' refused: %s\n", text, why);
+	CU_ASSERT(!want || strstr(why, want) != NULL);
+	CU_ASSERT_EQUAL(mon->plan(&s, &c, &t, &plan, &e), want ? -1 : 0);
+}
+
+static void test_fused_check(void)
+{
+	const char *ll = "tokens=1024,in=4096,out=4096,blocks=16,rank=1024";
+
+	fused_reject(ll, 128, 4, 0, "sm_90a", NULL);
+	fused_reject(ll, 64, 6, 0, "sm_90a", NULL);
+	fused_reject(ll, 128, 4, 0, "sm_90", "sm_90a");
+	fused_reject(ll, 32, 4, 0, "sm_90a", "BLOCK_M=32");
+	/* rank/blocks 16 (llama1b), 96 (llama7b gate/up) */
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 4, 0, "sm_90a",
+		     "rank/blocks=16");
+	fused_reject("tokens=1024,in=4096,out=11008,blocks=16,rank=1536", 128, 4, 0, "sm_90a",
+		     "rank/blocks=96");
+	/* out/blocks 768 (gpt2s c_fc at b4, rank/blocks 64): not one wgmma N */
+	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=256", 128, 4, 0, "sm_90a",
+		     "out/blocks=768");
+	/* rank/blocks 128 with out/blocks 256: too many accumulators */
+	fused_reject("tokens=1024,in=4096,out=4096,blocks=16,rank=2048", 128, 4, 0, "sm_90a",
+		     "accumulator registers");
+	/* in/blocks 320: five k-chunks, over a ring of 4 (5 fits) */
+	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 4, 0, "sm_90a", "RING=4");
+	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 5, 0, "sm_90a", NULL);
+	/* the staged epilogue (monarch: and the row permutation) */
+	fused_reject(ll, 128, 4, 1, "sm_90a", NULL);
+	/* a 128-token tile for 64 tokens */
+	fused_reject("tokens=64,in=4096,out=4096,blocks=16,rank=1024", 128, 4, 0, "sm_90a",
+		     "over twice tokens");
 }
 
 struct space_ctx {
@@ -708,6 +976,12 @@ static void test_space(void)
 					CU_ASSERT_EQUAL(x.valid[v], 0);
 					continue;
 				}
+				/* fused_ws: llama7b q/k/v/o only (rank/blocks 64) */
+				if (is_fused(v)) {
+					CU_ASSERT_EQUAL(x.valid[v] > 0, fused_supports(&x.s));
+					CU_ASSERT(x.valid[v] < product[v]);
+					continue;
+				}
 				CU_ASSERT(x.valid[v] > (is_wgmma(v) ? 10 : 20));
 				CU_ASSERT(x.valid[v] < product[v]);
 			}
@@ -797,6 +1071,18 @@ static void test_models(void)
  * stage 1's differs only in Z_BLOCK_N, covered by first and last */
 static void pick_tile(const struct kt_config *c, struct kt_gemm_tile *t)
 {
+	if (is_fused(c->variant)) {
+		/* its ring and consumers order shared memory and threads alike */
+		t->bm = c->p[0];
+		t->bn = 64;
+		t->bk = 64;
+		t->wm = c->p[0] / 16;
+		t->wn = 1;
+		t->stages = kt_config_get(mon, c, "RING");
+		t->ws = 1;
+		t->consumers = c->p[0] / 64;
+		return;
+	}
 	t->bm = c->p[0];
 	t->bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
 	t->bk = is_wgmma(c->variant) ? 64 : c->p[3];
@@ -816,15 +1102,43 @@ static int pick_samples(int v)
 
 static uint64_t rng_state = 0x6d6f6e61726368ull;	/* fixed seed: the same sample every run */
 
+/* fused_ws has no config where its kernel does not fit the shape */
+static int fused_unsupported(int v, const struct kt_shape *s)
+{
+	return is_fused(v) && !fused_supports(s);
+}
+
 /* Queues the configs of shape on target tname: wgmma variants on sm_90a
  * only, and there only them unless all. */
 static void add_shape(struct job_list *j, const char *text, const char *tname, int all)
 {
-	const struct job_sample js = {mon, is_wgmma, pick_tile, pick_samples, &rng_state};
+	const struct job_sample js = {mon, is_wgmma, pick_tile, pick_samples, &rng_state,
+				      fused_unsupported};
 	struct kt_shape s = ft_shape(mon, text);
 	struct kt_target t = ft_target(tname);
 
 	job_add_shape(j, &js, &s, &t, all);
+}
+
+struct fused_jobs {
+	struct job_list *j;
+	struct kt_shape s;
+	struct kt_target t;
+	int variant;
+	long n;
+};
+
+/* job_add_plan for each valid config of x->variant */
+static int add_fused(const struct kt_config *c, void *arg)
+{
+	struct fused_jobs *x = arg;
+	char why[200];
+
+	if (c->variant != x->variant || mon->check(&x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	job_add_plan(x->j, mon, &x->s, c, &x->t, "fused_ws");
+	x->n++;
+	return 0;
 }
 
 static void test_compile(void)
@@ -834,7 +1148,7 @@ static void test_compile(void)
 	const char *targets[] = {"sm_80", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;
-	int k, monarch_seen = 0;
+	int k, monarch_seen = 0, fused_seen = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -846,11 +1160,39 @@ static void test_compile(void)
 			add_shape(&j, ref_shapes[2], targets[t], 0);
 		}
 	}
+	/* fused_ws: every config at llama7b q/k/v/o in both families (a dozen
+	 * each: monarch_bm adds its block-major direct stores) */
+	{
+		const struct kt_family *fams[2] = {kt_family_find("monarch"),
+						    kt_family_find("monarch_bm")};
+		const struct kt_family *keep = mon;
+		int f;
+
+		for (f = 0; f < 2; f++) {
+			struct fused_jobs x;
+
+			CU_ASSERT_PTR_NOT_NULL_FATAL(fams[f]);
+			mon = fams[f];
+			memset(&x, 0, sizeof(x));
+			x.j = &j;
+			x.s = ft_shape(mon, ref_shapes[0]);
+			x.t = ft_target("sm_90a");
+			x.variant = kt_variant_index(mon, "fused_ws");
+			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
+			CU_ASSERT(x.n >= 12);
+		}
+		mon = keep;
+	}
 	job_list_compile(&j);
-	for (k = 0; k < j.n; k++)
+	for (k = 0; k < j.n; k++) {
 		monarch_seen += job_ok(&j, k) && strcmp(j.progs[k].tpl, "monarch") == 0;
+		fused_seen += job_ok(&j, k) && strcmp(j.progs[k].tpl, "monarch_fused") == 0;
+	}
 	/* the data-movement / reference template (no defines), once per target */
 	CU_ASSERT_EQUAL(monarch_seen, 3);
+	/* BLOCK_M 64, 128 x RING 4, 5, 6 x (scattered, block-major direct,
+	 * block-major staged) */
+	CU_ASSERT(fused_seen >= 18);
 	job_list_release(&j);
 }
 
@@ -862,6 +1204,7 @@ static void add_cpu_tests(CU_pSuite s)
 	CU_add_test(s, "every variant's plan on the host vs cpu_ref", test_variants_on_host);
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check);
+	CU_add_test(s, "fused_ws check rejects", test_fused_check);
 	CU_add_test(s, "space, pruning, every valid config plans", test_space);
 	CU_add_test(s, "default configs", test_defaults);
 	CU_add_test(s, "flops and bytes", test_models);
@@ -907,12 +1250,256 @@ static void test_bm_is_permuted(void)
 	}
 }
 
+/* ---- GPU: fused_ws through the worker ---- */
+
+static struct worker *gw;
+static struct worker_device_info ginfo;
+static char gpu_why[600];
+
+static int gpu_init(void)
+{
+	struct worker_opts o;
+	struct kt_err err = {0};
+
+	worker_opts_default(&o);
+	o.exe = kt_test_ktune();
+	o.backend = WORKER_BACKEND_CUDA;
+	o.timeout_s = 30;
+	if (worker_start(&o, &gw, &err) != 0) {
+		snprintf(gpu_why, sizeof(gpu_why), "%s (%s)", err.msg, kt_errcode_name(err.code));
+		gw = NULL;
+		return err.code == KT_ENOGPU ? 1 : -1;
+	}
+	worker_info(gw, &ginfo);
+	return 0;
+}
+
+static int gpu_cleanup(void)
+{
+	worker_stop(gw);
+	gw = NULL;
+	return 0;
+}
+
+/* A compiled plan: one cubin per program. */
+struct built {
+	struct kt_plan plan;
+	struct jit_result res[KT_MAX_PROGRAMS];
+	const void *cubins[KT_MAX_PROGRAMS];
+	size_t lens[KT_MAX_PROGRAMS];
+};
+
+static void built_release(struct built *b)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_PROGRAMS; i++)
+		jit_result_release(&b->res[i]);
+}
+
+static int build(struct built *b, const char *arch)
+{
+	struct kt_err err = {0};
+	int i;
+
+	for (i = 0; i < b->plan.nprograms; i++) {
+		if (jit_compile(&b->plan.programs[i], arch, &b->res[i], &err) != 0 || !b->res[i].ok) {
+			fprintf(stderr, "\n  compile %s: %s\n%s\n", b->plan.programs[i].tpl, err.msg,
+				b->res[i].log ? b->res[i].log : "");
+			return -1;
+		}
+		b->cubins[i] = b->res[i].cubin;
+		b->lens[i] = b->res[i].cubin_len;
+	}
+	return 0;
+}
+
+/* The sweep's target for the worker's device (sm_90a on sm_90). */
+static struct kt_target gpu_target(void)
+{
+	struct kt_target t;
+
+	memset(&t, 0, sizeof(t));
+	t.sm = ginfo.sm;
+	t.arch_a = ginfo.sm == 90;
+	t.smem_optin = ginfo.smem_optin;
+	t.max_threads = ginfo.max_threads;
+	t.sms = ginfo.sms;
+	t.l2_bytes = ginfo.l2_bytes;
+	return t;
+}
+
+/* Makes (mon, s) the worker's problem (its GPU reference run). */
+static int gpu_problem(const struct kt_shape *s, const struct kt_target *t, const char *arch)
+{
+	struct kt_err err = {0};
+	struct built ref;
+	int rc = -1;
+
+	memset(&ref, 0, sizeof(ref));
+	if (mon->ref_plan(s, t, &ref.plan, &err) != 0 || build(&ref, arch) != 0)
+		goto out;
+	if (worker_problem(gw, mon, s, 1, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
+		fprintf(stderr, "\n  worker_problem: %s\n", err.msg);
+		goto out;
+	}
+	rc = 0;
+out:
+	built_release(&ref);
+	return rc;
+}
+
+#define GPU_TIMEOUT_S 10	/* per candidate, as a sweep's default */
+#define GPU_MAX_FAILS 2		/* then the rest of the shape's configs are skipped */
+
+/* Config c verified and timed on the current problem; prints one line. */
+static void gpu_eval(const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *t, const char *arch, struct worker_result *r)
+{
+	struct kt_err err = {0};
+	struct built b;
+	char key[256];
+
+	memset(r, 0, sizeof(*r));
+	r->status = (enum worker_status)-1;
+	memset(&b, 0, sizeof(b));
+	kt_config_key(mon, c, key, sizeof(key));
+	CU_ASSERT_EQUAL_FATAL(mon->plan(s, c, t, &b.plan, &err), 0);
+	if (build(&b, arch) == 0 &&
+	    worker_eval(gw, c, &b.plan, b.cubins, b.lens, GPU_TIMEOUT_S, r, &err) != 0)
+		fprintf(stderr, "\n  worker_eval(%s): %s\n", key, err.msg);
+	printf("\n    %-8s %8.2f us (min %.2f, p90 %.2f, %3d reps) rel_err %.3g  %s %s",
+	       worker_status_name(r->status), r->median_us, r->min_us, r->p90_us, r->reps,
+	       r->rel_err, key, r->message);
+	built_release(&b);
+}
+
+struct fused_walk {
+	struct kt_shape s;
+	struct kt_target t;
+	char arch[16];
+	int variant;
+	long n, ok, failed;
+	double best_us;
+	struct kt_config best;
+};
+
+static int fused_eval_one(const struct kt_config *c, void *arg)
+{
+	struct fused_walk *x = arg;
+	struct worker_result r;
+	char why[200];
+
+	if (c->variant != x->variant || mon->check(&x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	x->n++;
+	gpu_eval(&x->s, c, &x->t, x->arch, &r);
+	CU_ASSERT_EQUAL(r.status, WORKER_OK);
+	CU_ASSERT(r.rel_err >= 0 && r.rel_err <= mon->tol);
+	if (r.status == WORKER_OK) {
+		x->ok++;
+		if (x->best_us <= 0 || r.median_us < x->best_us) {
+			x->best_us = r.median_us;
+			x->best = *c;
+		}
+	} else if (++x->failed >= GPU_MAX_FAILS) {
+		printf("\n    %ld failed: the shape's other configs skipped", x->failed);
+		return 1;
+	}
+	return 0;
+}
+
+/* Every fused_ws config of shape text: verified (and timed); the best. */
+static void fused_on_gpu(const char *text, struct fused_walk *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->s = ft_shape(mon, text);
+	x->t = gpu_target();
+	kt_target_arch(&x->t, x->arch, sizeof(x->arch));
+	x->variant = kt_variant_index(mon, "fused_ws");
+	printf("\n  %s %s (%s)", mon->name, text, x->arch);
+	CU_ASSERT_EQUAL_FATAL(gpu_problem(&x->s, &x->t, x->arch), 0);
+	kt_space_foreach(mon, 0, fused_eval_one, x);
+	CU_ASSERT(x->n > 0);
+	CU_ASSERT_EQUAL(x->ok, x->n);
+}
+
+static void test_gpu_fused(void)
+{
+	static const char *const fams[] = {"monarch", "monarch_bm"};
+	const char *relayout_best = "variant=relayout_ws,BLOCK_M=128,BLOCK_N=256,Z_BLOCK_N=256,"
+				    "STAGES=4,GROUP_M=8,CONSUMERS=2";
+	const struct kt_family *keep = mon;
+	size_t f, i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	if (ginfo.sm != 90) {
+		printf("\n  sm_%d: fused_ws needs sm_90a, nothing to run", ginfo.sm);
+		return;
+	}
+	for (f = 0; f < 2; f++) {
+		struct fused_walk x;
+		struct worker_result rl, cb;
+		struct kt_config c;
+		struct kt_err err = {0};
+		char key[256];
+
+		mon = kt_family_find(fams[f]);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mon);
+		blockmajor = (int)f;
+		for (i = 5; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++)
+			fused_on_gpu(small_shapes[i], &x);
+		fused_on_gpu(ref_shapes[0], &x);
+		/* beside it: relayout_ws's winner (h200.json) and cuBLAS dense */
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(mon, relayout_best, &c, &err), 0);
+		gpu_eval(&x.s, &c, &x.t, x.arch, &rl);
+		CU_ASSERT_EQUAL(rl.status, WORKER_OK);
+		memset(&cb, 0, sizeof(cb));
+		CU_ASSERT_EQUAL(worker_baseline(gw, "cublas_dense", &cb, &err), 1);
+		kt_config_key(mon, &x.best, key, sizeof(key));
+		printf("\n  %s %s: fused_ws best %.2f us (%s), relayout_ws %.2f us, "
+		       "cuBLAS dense %.2f us, fused / cuBLAS %.3f\n",
+		       mon->name, ref_shapes[0], x.best_us, key, rl.median_us, cb.median_us,
+		       cb.median_us > 0 ? x.best_us / cb.median_us : 0);
+	}
+	mon = keep;
+	blockmajor = 0;
+}
+
+static void test_gpu_missing(void)
+{
+	fprintf(stderr, "  no GPU: %s\n", gpu_why);
+	CU_FAIL("KTUNE_REQUIRE_GPU=1 but no GPU was found");
+}
+
+static void add_gpu_suite(void)
+{
+	CU_pSuite s = CU_add_suite("monarch (GPU)", init_monarch, gpu_cleanup);
+	int gpu = gpu_init();
+
+	if (gpu == 0) {
+		CU_add_test(s, "fused_ws: every config verified and timed", test_gpu_fused);
+	} else if (kt_test_gpu_required() || gpu < 0) {
+		fprintf(stderr, "GPU not usable: %s\n", gpu_why);
+		CU_add_test(s, "a GPU is present", test_gpu_missing);
+	} else {
+		printf("GPU suite skipped: %s\n", gpu_why);
+		CU_add_test(s, "fused_ws: every config verified and timed", test_gpu_fused);
+		CU_set_suite_active(s, CU_FALSE);
+	}
+}
+
 int main(void)
 {
 	CU_pSuite s;
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
+	/* KTUNE_MONARCH_GPU_ONLY=1: the GPU suite alone (a device run) */
+	if (getenv("KTUNE_MONARCH_GPU_ONLY")) {
+		add_gpu_suite();
+		return kt_test_main();
+	}
 	s = CU_add_suite("monarch (CPU)", init_monarch, NULL);
 	add_cpu_tests(s);
 	s = CU_add_suite("monarch_bm (CPU)", init_monarch_bm, NULL);
@@ -921,5 +1508,6 @@ int main(void)
 	s = CU_add_suite("monarch (NVRTC)", init_monarch, NULL);
 	CU_add_test(s, "compile extremes and a sample for sm_80, sm_90 (+ wgmma, ws: sm_90a)",
 		    test_compile);
+	add_gpu_suite();
 	return kt_test_main();
 }

@@ -1,0 +1,328 @@
+/*
+ * monarch_fused.cu -- the fully fused Monarch layer of kernels/monarch.c's
+ * `fused_ws` variant (families monarch and monarch_bm), warp-specialized on
+ * wgmma (sm_90a). Notation as in templates/monarch.cu: N tokens, n in, m
+ * out, b blocks, r rank, rp = r / b, nb = n / b, mb = m / b; w1r is w1 with
+ * its rows re-laid out by monarch_relayout_w1 (the variant's untimed prep),
+ * w1r[j][i*rp + q][:] = w1[j][q*b + i][:], so that the rp rows of block j
+ * that output block i gathers are one contiguous run.
+ *
+ *   fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb)
+ *       grid ceil(N / BLOCK_M) * b, block (CONSUMERS + 1) * 128,
+ *       dynamic smem 1024 + RING * (BLOCK_M + RP) * 128 + 2 * RP * MB * 2 + 256.
+ *   tx:  x (N, n) as (k = nb, batch = b, rows = N), strides (1, nb, n),
+ *        box (64, 1, BLOCK_M)
+ *   tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP, 1)
+ *   tw2: w2 (b, mb, r) as (r, mb, b), box (64, MB, 1)
+ *   all three with the 128-byte swizzle.
+ *
+ * CTA (token tile t0, output block i) for j = 0 .. b-1:
+ *   G_j (BLOCK_M x RP) = x[t0.., j*nb ..] . w1r[j][i*RP .. +RP]^T     (K = nb)
+ *   acc (BLOCK_M x MB) += bf16(G_j) . w2[i][:, j*RP .. +RP]^T          (K = RP)
+ * and y's block i is acc: column s*b + i (monarch), i*MB + s (BLOCKMAJOR).
+ * Every z column is computed once, by the one CTA that needs it; nothing
+ * leaves the SM but y. G_j is rounded to bf16 before the second product,
+ * as the unfused variants store z in bf16.
+ *
+ * Roles. Warpgroup 0 is the producer: one thread issues the TMA copies, in
+ * the order the consumers use them: for each j the KCH = ceil(nb / 64)
+ * k-chunks of (x: BLOCK_M rows, w1r: RP rows) into a RING-slot ring
+ * (full / empty mbarriers), then the w2 slice (MB rows x RP, RP / 64
+ * panels) into one of two w2 buffers. Warpgroups 1..CONSUMERS each own 64
+ * token rows (the m64 wgmma tile); per j (S1 = the first product, S2 the
+ * second), with the pending wgmma groups in brackets:
+ *   issue S1(j+1) into the other G                [S2(j-1), S1(j+1)]
+ *   wait for S2(j-1): its w2 buffer and A fragments are free
+ *   G_j -> bf16 A fragments; issue S2(j)           [S1(j+1), S2(j)]
+ *   wait for S1(j+1): its ring slots are free
+ * so the tensor cores always have the other product queued (and the other
+ * consumer's). Two G register sets, so the j loop is unrolled by 2 (no
+ * run-time register indexing). The ring must hold one j's chunks (KCH <=
+ * RING: S1(j+1)'s slots are released only after all of it retired); the
+ * host check refuses more, and the kernel traps rather than hang.
+ *
+ * Epilogue: bf16 straight from the accumulators (monarch: 2-byte stores at
+ * stride b; BLOCKMAJOR: pairs), or (EPILOGUE 1, BLOCKMAJOR only) staged
+ * through the ring into 16-byte row stores.
+ *
+ * Resources: consumers hold MB / 2 + RP fp32 accumulators (the output and
+ * two G sets) + RP / 4 fragment registers; with 2 consumers the producer
+ * gives registers back (setmaxnreg 24) and the consumers take 240.
+ */
+#include "common.cuh"
+
+#if !defined(BLOCK_M) || !defined(CONSUMERS) || !defined(RING) || !defined(RP) || !defined(MB)
+#error "monarch_fused.cu needs -DBLOCK_M -DCONSUMERS -DRING -DRP -DMB"
+#endif
+#ifndef BLOCKMAJOR
+#define BLOCKMAJOR 0
+#endif
+#ifndef EPILOGUE
+#define EPILOGUE 0
+#endif
+
+namespace kmf {
+
+constexpr int CONS = CONSUMERS;
+constexpr int XCH = BLOCK_M * 128;	/* one x k-chunk: BLOCK_M rows of 64 k */
+constexpr int WCH = RP * 128;		/* one w1r k-chunk: RP rows of 64 k */
+constexpr int SLOT = XCH + WCH;
+constexpr int WP = RP / 64;		/* 64-column panels of a w2 slice */
+constexpr int PANEL = MB * 128;		/* one panel: MB rows of 64 k */
+constexpr int W2B = WP * PANEL;		/* one w2 slice */
+constexpr int NA = MB / 8;		/* n8 tiles of the output accumulator */
+constexpr int NG = RP / 8;		/* n8 tiles of G */
+constexpr int KS = RP / 16;		/* k16 steps of the second product */
+
+static_assert(BLOCK_M == 64 * CONS, "one m64 tile per consumer warpgroup");
+static_assert(CONS == 1 || CONS == 2, "1 or 2 consumer warpgroups");
+static_assert(RP == 64 || RP == 128, "RP 64 or 128 (a wgmma N and whole 64-wide panels)");
+static_assert(MB == 64 || MB == 128 || MB == 256, "MB 64, 128 or 256 (a wgmma N)");
+static_assert(NA * 4 + 2 * NG * 4 <= 192, "accumulators fit the consumer's registers");
+static_assert(RING >= 2 && 2 * RING + 4 <= 32, "RING 2..14 (the barriers' 256 bytes)");
+static_assert(!EPILOGUE || BLOCKMAJOR, "the staged epilogue writes block-major rows");
+static_assert(!EPILOGUE || BLOCK_M * (MB * 2 + 16) <= RING * SLOT,
+	      "the staged tile fits in the ring");
+
+/* Keeps the compiler from touching accumulators across a wgmma wait. */
+template <int N>
+KT_DEV void pin(float (&d)[N][4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+template <int N>
+KT_DEV void zero(float (&d)[N][4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.f;
+}
+
+/* The m64k16 A fragment of k16 step kk from an m64nN accumulator (the
+ * m16n8 layout: n8 tiles 2kk and 2kk+1 are the step's 16 columns). */
+KT_DEV void a_frag(unsigned (&a)[4], const float (&g)[NG][4], int kk)
+{
+	a[0] = kt_pack_bf16x2(g[2 * kk][0], g[2 * kk][1]);
+	a[1] = kt_pack_bf16x2(g[2 * kk][2], g[2 * kk][3]);
+	a[2] = kt_pack_bf16x2(g[2 * kk + 1][0], g[2 * kk + 1][1]);
+	a[3] = kt_pack_bf16x2(g[2 * kk + 1][2], g[2 * kk + 1][3]);
+}
+
+struct ctx {
+	unsigned ring, w2s, full, empty, wfull, wempty;	/* shared addresses */
+	unsigned xoff;		/* this consumer's 64 rows in an x chunk */
+	int kch, lane;
+};
+
+/* Issues S1 for input block j into g (zeroed by the caller): the KCH
+ * chunks of j, each once the copy engine has delivered it. */
+KT_DEV void s1_issue(const ctx &c, float (&g)[NG][4], int j)
+{
+	for (int kc = 0; kc < c.kch; kc++) {
+		const int q = j * c.kch + kc, s = q % RING;
+		const unsigned st = c.ring + s * SLOT;
+
+		kt_mbar_wait(c.full + s * 8, (q / RING) & 1);
+#pragma unroll
+		for (int kk = 0; kk < 4; kk++)
+			kt_wg<RP>::ss<0, 0>(g, kt_wg_desc_k(st + c.xoff) + 2 * kk,
+					    kt_wg_desc_k(st + XCH) + 2 * kk);
+	}
+}
+
+/* S1 of block j has retired: its ring slots go back to the producer (one
+ * arrival per warp). */
+KT_DEV void s1_release(const ctx &c, int j)
+{
+	if (c.lane == 0)
+		for (int kc = 0; kc < c.kch; kc++)
+			kt_mbar_arrive(c.empty + ((j * c.kch + kc) % RING) * 8);
+}
+
+/* One j, with S1(j) issued before: once it (and S2(j-1)) retired, G_j
+ * becomes the A fragments, then S2(j) and S1(j+1) go out as one group.
+ * Nothing is in flight while G is converted and re-zeroed, so no
+ * accumulator register is redefined inside a wgmma pipeline stage. */
+KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, int b)
+{
+	const bool more = j + 1 < b;
+	unsigned a[KS][4];
+
+	kt_wg_wait<0>();
+	pin(g);
+	s1_release(c, j);
+	if (j > 0 && c.lane == 0)	/* S2(j-1)'s w2 buffer is free */
+		kt_mbar_arrive(c.wempty + ((j - 1) & 1) * 8);
+#pragma unroll
+	for (int kk = 0; kk < KS; kk++)
+		a_frag(a[kk], g, kk);
+	if (more)
+		zero(g);
+	const unsigned wb = c.w2s + (j & 1) * W2B;
+
+	kt_mbar_wait(c.wfull + (j & 1) * 8, (j >> 1) & 1);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KS; kk++)
+		kt_wg<MB>::rs<0>(acc, a[kk], kt_wg_desc_k(wb + (kk >> 2) * PANEL) + 2 * (kk & 3));
+	if (more)
+		s1_issue(c, g, j + 1);
+	kt_wg_commit();
+}
+
+/* A consumer warpgroup's whole life: the j loop, then the epilogue. */
+KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b, int i, int t0,
+		     unsigned base)
+{
+	const int tid = threadIdx.x;
+	const int cw = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+	float acc[NA][4], g[NG][4];
+
+	c.xoff = cw * 64 * 128;
+	zero(acc);
+	zero(g);
+	kt_wg_fence();
+	s1_issue(c, g, 0);
+	kt_wg_commit();
+	for (int j = 0; j < b; j++)
+		step(c, acc, g, j, b);
+	kt_wg_wait<0>();
+	pin(acc);
+
+	const int r0 = t0 + cw * 64 + warp * 16 + (lane >> 2), s0 = 2 * (lane & 3);
+	const int mb = MB;
+
+	if (EPILOGUE) {
+		/* every consumer's wgmmas have retired before the ring is reused */
+		constexpr int PITCH = MB * 2 + 16, CH = MB / 8;
+		const unsigned st0 = base + cw * 64 * PITCH;
+		const int lr = warp * 16 + (lane >> 2);
+
+		kt_bar_sync(1, CONS * 128);
+#pragma unroll
+		for (int nt = 0; nt < NA; nt++)
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				unsigned o = st0 + (lr + 8 * h) * PITCH + (nt * 8 + s0) * 2;
+
+				asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
+					     "r"(kt_pack_bf16x2(acc[nt][2 * h], acc[nt][2 * h + 1])));
+			}
+		kt_bar_sync(2 + cw, 128);
+#pragma unroll 4
+		for (int e = tid & 127; e < 64 * CH; e += 128) {
+			const int r = e / CH, ch = e % CH, gr = t0 + cw * 64 + r;
+			uint4 v;
+
+			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+				     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+				     : "r"(st0 + r * PITCH + ch * 16));
+			if (gr < N)
+				*reinterpret_cast<uint4 *>(y + (long long)gr * m + i * mb + ch * 8) = v;
+		}
+		return;
+	}
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		const int row = r0 + 8 * h;
+
+		if (row >= N)
+			continue;
+		__nv_bfloat16 *yr = y + (long long)row * m;
+
+#pragma unroll
+		for (int nt = 0; nt < NA; nt++) {
+			const int s = nt * 8 + s0;
+
+			if (BLOCKMAJOR) {
+				*reinterpret_cast<unsigned *>(yr + i * mb + s) =
+					kt_pack_bf16x2(acc[nt][2 * h], acc[nt][2 * h + 1]);
+			} else {
+				yr[s * b + i] = __float2bfloat16_rn(acc[nt][2 * h]);
+				yr[(s + 1) * b + i] = __float2bfloat16_rn(acc[nt][2 * h + 1]);
+			}
+		}
+	}
+}
+
+} /* namespace kmf */
+
+extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ kt_tmap_t tw1,
+		 const __grid_constant__ kt_tmap_t tw2, __nv_bfloat16 *__restrict__ y, int N,
+		 int m, int b, int nb)
+{
+	using namespace kmf;
+	extern __shared__ __align__(1024) unsigned char smem_raw[];
+	const unsigned base = (kt_smem_u32(smem_raw) + 1023u) & ~1023u;
+	const int tid = threadIdx.x, wg = tid >> 7;
+	const int i = (int)(blockIdx.x % (unsigned)b), t0 = (int)(blockIdx.x / (unsigned)b) * BLOCK_M;
+	ctx c;
+
+	c.ring = base;
+	c.w2s = base + RING * SLOT;
+	c.full = c.w2s + 2 * W2B;
+	c.empty = c.full + RING * 8;
+	c.wfull = c.empty + RING * 8;
+	c.wempty = c.wfull + 16;
+	c.kch = (nb + 63) / 64;
+	c.lane = tid & 31;
+	/* the host check refuses these; a trap is a fault, not a hang */
+	if (c.kch > RING || m != b * MB)
+		__trap();
+	if (tid == 0) {
+		for (int s = 0; s < RING; s++) {
+			kt_mbar_init(c.full + s * 8, 1);
+			kt_mbar_init(c.empty + s * 8, 4 * CONS);
+		}
+		for (int s = 0; s < 2; s++) {
+			kt_mbar_init(c.wfull + s * 8, 1);
+			kt_mbar_init(c.wempty + s * 8, 4 * CONS);
+		}
+		kt_mbar_init_fence();
+	}
+	__syncthreads();
+
+	if (wg == 0) {
+		/* producer */
+		if (CONS > 1)
+			asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+		if (tid == 0) {
+			kt_tmap_prefetch(&tx);
+			kt_tmap_prefetch(&tw1);
+			kt_tmap_prefetch(&tw2);
+			for (int j = 0, q = 0; j < b; j++) {
+				for (int kc = 0; kc < c.kch; kc++, q++) {
+					const int s = q % RING;
+					const unsigned st = c.ring + s * SLOT, fb = c.full + s * 8;
+
+					if (q >= RING)
+						kt_mbar_wait(c.empty + s * 8, ((q / RING) - 1) & 1);
+					kt_mbar_arrive_tx(fb, SLOT);
+					kt_tma_load_3d(st, &tx, fb, kc * 64, j, t0);
+					kt_tma_load_3d(st + XCH, &tw1, fb, kc * 64, i * RP, j);
+				}
+				const int wb = j & 1;
+				const unsigned fb = c.wfull + wb * 8;
+
+				if (j >= 2)
+					kt_mbar_wait(c.wempty + wb * 8, ((j >> 1) - 1) & 1);
+				kt_mbar_arrive_tx(fb, W2B);
+#pragma unroll
+				for (int p = 0; p < WP; p++)
+					kt_tma_load_3d(c.w2s + wb * W2B + p * PANEL, &tw2, fb,
+						       j * RP + p * 64, 0, i);
+			}
+		}
+	} else {
+		/* consumers */
+		if (CONS > 1)
+			asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+		consumer(c, y, N, m, b, i, t0, base);
+	}
+}
