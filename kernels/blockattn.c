@@ -3,7 +3,7 @@
  * block-diagonal attention with optional fused rotary (see blockattn.h for
  * the problem and the generator, KERNELS.md for the math).
  *
- * Buffers, in order (problem buffers; the table only when rope=1):
+ * Buffers, in order (problem buffers; the table only when rope=1 or 2):
  *   fwd: q k v offsets [table] | o
  *   bwd: q k v do offsets [table] | dq dk dv
  * then, for a candidate, one scratch buffer: the block list (int2 start,
@@ -46,9 +46,14 @@
  * registers; backward also 3: the producer conjugate-rotates dq, dk in place
  * after the consumer stores them, so no rope work is left on the MMA warps);
  * none of the mma.sync variants' apply. sm_90a, BLK 64.
- * NEEDSWORK: ws at BLK 128 (the mma.sync variants cover it); rotated v is
- * not supported; rope costs the mma.sync backward a third more time
- * (NOTES: it is latency and instructions, not bytes).
+ * rope=2 (v rotated too, as in the block-attention work): every variant
+ * rotates v's tile with q's and k's (the same tokens, so the same table
+ * chunks), and the backward conjugate-rotates dv in its epilogue as it
+ * does dk (by the consumer also under RPROD 3; RPROD 2 rotates v in the
+ * slot once its copy has landed).
+ * NEEDSWORK: ws at BLK 128 (the mma.sync variants cover it); rope costs
+ * the mma.sync backward a third more time (NOTES: it is latency and
+ * instructions, not bytes).
  */
 #include "blockattn.h"
 #include "gemm_plan.h"
@@ -82,7 +87,8 @@ static const struct kt_dim dims[] = {
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
 	{"block", 64, 128, 1, "BLK: 64 or 128 tokens per attention block"},
-	{"rope", 0, 1, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel"},
+	{"rope", 0, 2, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel; "
+	 "2: v rotated too (dv is the gradient of the raw v)"},
 };
 
 /* prefetch (forward only): the grid's work order, one stage refilled in
@@ -288,35 +294,44 @@ static void block_probs(const struct ba_dims *p, const double *q, const double *
 	}
 }
 
-/* Copies of q and k rotated by the table (or NULL copies when no table). */
-static int rotated_qk(const struct ba_dims *p, const double *q, const double *k,
-		      const double *table, double **rq, double **rk)
+/* A copy of x rotated by the table, or NULL (and 0) when no table. */
+static int rotated(const struct ba_dims *p, const double *x, const double *table, double **rx)
 {
 	size_t n = (size_t)p->tokens * (size_t)p->heads * (size_t)p->d;
 
-	*rq = *rk = NULL;
+	*rx = NULL;
 	if (!table)
 		return 0;
-	if (!(*rq = malloc(n * sizeof(double))) || !(*rk = malloc(n * sizeof(double)))) {
+	if (!(*rx = malloc(n * sizeof(double))))
+		return -1;
+	memcpy(*rx, x, n * sizeof(double));
+	ba_rotate(p, table, *rx, 0);
+	return 0;
+}
+
+/* Rotated copies of q, k and, with rot_v, v (NULL where not rotated). */
+static int rotated_qkv(const struct ba_dims *p, const double *q, const double *k, const double *v,
+		       const double *table, int rot_v, double **rq, double **rk, double **rv)
+{
+	*rk = *rv = NULL;
+	if (rotated(p, q, table, rq) != 0 || rotated(p, k, table, rk) != 0 ||
+	    rotated(p, v, rot_v ? table : NULL, rv) != 0) {
 		free(*rq);
-		*rq = NULL;
+		free(*rk);
+		*rq = *rk = NULL;
 		return -1;
 	}
-	memcpy(*rq, q, n * sizeof(double));
-	memcpy(*rk, k, n * sizeof(double));
-	ba_rotate(p, table, *rq, 0);
-	ba_rotate(p, table, *rk, 0);
 	return 0;
 }
 
 int ba_cpu_fwd(const struct ba_dims *p, const double *q, const double *k, const double *v,
-	       const double *table, double *o)
+	       const double *table, int rot_v, double *o)
 {
-	double *rq = NULL, *rk = NULL, *P = NULL;
+	double *rq = NULL, *rk = NULL, *rv = NULL, *P = NULL;
 	long H = p->heads, d = p->d;
 	int rc = -1;
 
-	if (rotated_qk(p, q, k, table, &rq, &rk) != 0)
+	if (rotated_qkv(p, q, k, v, table, rot_v, &rq, &rk, &rv) != 0)
 		goto out;
 	if (!(P = malloc((size_t)(p->blk * p->blk) * sizeof(double))))
 		goto out;
@@ -324,6 +339,8 @@ int ba_cpu_fwd(const struct ba_dims *p, const double *q, const double *k, const 
 		q = rq;
 		k = rk;
 	}
+	if (rv)
+		v = rv;
 	for (long sq = -1, b0 = 0, n = 0; block_next(p, &sq, &b0, &n);)
 		for (long h = 0; h < H; h++) {
 			block_probs(p, q, k, b0, n, h, P);
@@ -340,20 +357,24 @@ int ba_cpu_fwd(const struct ba_dims *p, const double *q, const double *k, const 
 out:
 	free(rq);
 	free(rk);
+	free(rv);
 	free(P);
 	return rc;
 }
 
 int ba_cpu_bwd(const struct ba_dims *p, const double *q, const double *k, const double *v,
-	       const double *dout, const double *table, double *dq, double *dk, double *dv)
+	       const double *dout, const double *table, int rot_v, double *dq, double *dk,
+	       double *dv)
 {
-	double *rq = NULL, *rk = NULL, *P = NULL, *dS = NULL;
+	double *rq = NULL, *rk = NULL, *rv = NULL, *P = NULL, *dS = NULL;
 	long H = p->heads, d = p->d;
 	double scale = 1.0 / sqrt((double)d);
 	int rc = -1;
 
-	if (rotated_qk(p, q, k, table, &rq, &rk) != 0)
+	if (rotated_qkv(p, q, k, v, table, rot_v, &rq, &rk, &rv) != 0)
 		goto out;
+	if (rv)
+		v = rv;
 	if (!(P = malloc((size_t)(p->blk * p->blk) * sizeof(double))) ||
 	    !(dS = malloc((size_t)(p->blk * p->blk) * sizeof(double))))
 		goto out;
@@ -398,11 +419,14 @@ int ba_cpu_bwd(const struct ba_dims *p, const double *q, const double *k, const 
 	if (table) {
 		ba_rotate(p, table, dq, 1);
 		ba_rotate(p, table, dk, 1);
+		if (rot_v)
+			ba_rotate(p, table, dv, 1);
 	}
 	rc = 0;
 out:
 	free(rq);
 	free(rk);
+	free(rv);
 	free(P);
 	free(dS);
 	return rc;
@@ -898,6 +922,7 @@ static int ref_plan_of(int bwd, const struct kt_shape *s, struct kt_plan *out, s
 	kt_launch_arg_i32(l, s->v[BA_D_HEADS]);
 	kt_launch_arg_i32(l, s->v[BA_D_HDIM]);
 	kt_launch_arg_i32(l, s->v[BA_D_BLOCK]);
+	kt_launch_arg_i32(l, s->v[BA_D_ROPE] == 2);	/* rv: v rotated too */
 	return 0;
 }
 
@@ -925,7 +950,7 @@ static int cpu_ref_of(int bwd, const struct kt_shape *s, const void *const *in,
 	struct ba_dims p;
 	double *x[4] = {NULL, NULL, NULL, NULL}, *tab = NULL, *y[3] = {NULL, NULL, NULL};
 	size_t n, i;
-	int a, nin, nout, rc = -1;
+	int a, nin, nout, rot_v, rc = -1;
 
 	layout_of(bwd, s, &L);
 	p.seqs = s->v[BA_D_SEQS];
@@ -954,8 +979,9 @@ static int cpu_ref_of(int bwd, const struct kt_shape *s, const void *const *in,
 		for (i = 0; i < nt; i++)
 			tab[i] = kt_bf16_to_f32(((const uint16_t *)in[L.tab])[i]);
 	}
-	if ((bwd ? ba_cpu_bwd(&p, x[0], x[1], x[2], x[3], tab, y[0], y[1], y[2])
-		 : ba_cpu_fwd(&p, x[0], x[1], x[2], tab, y[0])) != 0)
+	rot_v = s->v[BA_D_ROPE] == 2;
+	if ((bwd ? ba_cpu_bwd(&p, x[0], x[1], x[2], x[3], tab, rot_v, y[0], y[1], y[2])
+		 : ba_cpu_fwd(&p, x[0], x[1], x[2], tab, rot_v, y[0])) != 0)
 		goto nomem;
 	for (a = 0; a < nout; a++)
 		for (i = 0; i < n; i++)

@@ -11,6 +11,9 @@
  * (unrotated) and a table (T, d) bf16 holds cos/sin interleaved by pair:
  * table[t][2i] = cos(p * theta_i), table[t][2i+1] = sin(p * theta_i), p the
  * position of token t within its sequence, theta_i = 10000^(-2i/d).
+ * rope=2 rotates v as well (its rows by their own positions, like k's):
+ * o = softmax(rot(q) rot(k)^T / sqrt(d)) rot(v), and the backward returns
+ * the gradients of the raw q, k and v.
  *
  * Shape keys: seqs (B), lmax, heads (H), head_dim (d), block (BLK), rope.
  * The lengths are not a key: they are a pure function of (seqs, lmax),
@@ -55,13 +58,14 @@ struct ba_dims {
 };
 
 /* o = blockattn(q, k, v); with table non-NULL q, k are raw and rotated
- * first. Arrays (T, H, d). */
+ * first, and so is v when rot_v (rope=2). Arrays (T, H, d). */
 int ba_cpu_fwd(const struct ba_dims *p, const double *q, const double *k, const double *v,
-	       const double *table, double *o);
+	       const double *table, int rot_v, double *o);
 /* Gradients of sum(o * dout) w.r.t. q, k, v (the raw q, k when table is
- * non-NULL). */
+ * non-NULL, the raw v too when rot_v). */
 int ba_cpu_bwd(const struct ba_dims *p, const double *q, const double *k, const double *v,
-	       const double *dout, const double *table, double *dq, double *dk, double *dv);
+	       const double *dout, const double *table, int rot_v, double *dq, double *dk,
+	       double *dv);
 /* x (T, H, d) rotated in place by the table; conj: the inverse rotation
  * (dx0 = dy0 c + dy1 s, dx1 = dy1 c - dy0 s), which is also the transpose,
  * so it maps gradients of rotated inputs to gradients of raw ones. */

@@ -242,7 +242,7 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 
 			rope_tab_load(tu, table, bw.x, bw.y, tid);
 			kt_cp_async_wait<0>();
-			rope_qk_own(smem, smem + TILE, tu, bw.y, tid);
+			rope_qk_own(smem, smem + TILE, smem + 2 * TILE, tu, bw.y, tid);
 		} else {
 			kt_cp_async_wait<STAGES - 1>();
 		}
@@ -258,12 +258,14 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 
 		if (ROPE && !RF) {
 			if (RTAB) {
-				rope_qk_smem(gq, gq + TILE, stab, len, tid);
+				rope_qk_smem(gq, gq + TILE, gq + 2 * TILE, stab, len, tid);
 			} else if (RPF) {
-				rope_qk(gq, gq + TILE, table, b.x, len, tid);
+				rope_qk(gq, gq + TILE, gq + 2 * TILE, table, b.x, len, tid);
 			} else {
 				rope_tile(gq, table, b.x, len, tid);
 				rope_tile(gq + TILE, table, b.x, len, tid);
+				if (ROPE_V)
+					rope_tile(gq + 2 * TILE, table, b.x, len, tid);
 			}
 			__syncthreads();
 		}
@@ -348,14 +350,14 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			zero_acc(acc);
 			mma_xty(acc, sp, r0, sdo, d0, len, lane);
 			if (!EPI)
-				put_acc<false, 0, false>(dv, nullptr, acc, table, stab, ct, r0, d0, b.x,
-							 len, H, h, lane);
+				put_acc<ROPE_V, DKM, false>(dv, nullptr, acc, table, stab, ct, r0, d0,
+							    b.x, len, H, h, lane);
 		}
 		if (EPI) {
 			__syncthreads();	/* every warp is done reading do */
 			if (r0 < len)
-				put_acc<false, 0, true>(nullptr, gq + 3 * TILE, acc, table, stab, ct, r0,
-							d0, b.x, len, H, h, lane);
+				put_acc<ROPE_V, DKM, true>(nullptr, gq + 3 * TILE, acc, table, stab, ct,
+							   r0, d0, b.x, len, H, h, lane);
 		}
 		if (r0 < len) {
 			zero_acc(acc);

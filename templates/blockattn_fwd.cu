@@ -4,7 +4,7 @@
  * the problem, the buffers and the variants.
  *
  * Compile-time parameters (-D): BLK (64, 128) tokens per block, HD (64,
- * 128) head_dim, ROPE (0, 1), ROWS_W (16, 32) query rows per warp, DSPLIT
+ * 128) head_dim, ROPE (0; 1: q, k rotated; 2: v too), ROWS_W (16, 32) query rows per warp, DSPLIT
  * (1, 2) warps per row group splitting head_dim for O = P.V, STAGES (1..3)
  * depth of the cp.async ring over a CTA's work items, RPF (0, 1, 2) how
  * rope reads its table: one chunk at a time from global memory (0), reads
@@ -93,6 +93,8 @@ constexpr int NT = NWARPS * 32;
 constexpr int DW = HD / DSPLIT;		/* head_dim columns of one warp's outputs */
 constexpr int NB = BLK / 8;		/* n8 tiles across a row of S */
 constexpr int ND = DW / 8;		/* n8 tiles across a warp's output columns */
+/* ROPE 2: v is rotated with q and k (the same rows, the same table chunks) */
+constexpr bool ROPE_V = ROPE == 2;
 /* RPF 2: the table tile in shared memory, TCH 16-byte chunks per row */
 constexpr bool RTAB = ROPE && RPF == 2;
 constexpr int TCH = HD / 8;
@@ -222,12 +224,12 @@ KT_DEV void rot_chunk(unsigned char *p, float4 a, float4 b)
 	*reinterpret_cast<uint4 *>(p) = v;
 }
 
-/* rope_tile for the q and k tiles together (RPF = 1): each table chunk is
- * read once for both, and the reads of RB chunks are issued before any
+/* rope_tile for the q and k (and with ROPE_V v) tiles together (RPF = 1):
+ * each table chunk is read once for all, and the reads of RB chunks are issued before any
  * shared-memory access, so their latencies overlap instead of adding up
  * (rows are clamped into the block so the reads need no branch). */
-KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, const rtab *table, int t0, int len,
-		    int tid)
+KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, unsigned char *sv, const rtab *table,
+		    int t0, int len, int tid)
 {
 	constexpr int IT = BLK * CH / NT, RB = IT < 4 ? IT : 4;
 
@@ -249,6 +251,8 @@ KT_DEV void rope_qk(unsigned char *sq, unsigned char *sk, const rtab *table, int
 			if (r < len) {
 				rot_chunk(sq + kt_swz<CH>(r, c), a[j], b[j]);
 				rot_chunk(sk + kt_swz<CH>(r, c), a[j], b[j]);
+				if (ROPE_V)
+					rot_chunk(sv + kt_swz<CH>(r, c), a[j], b[j]);
 			}
 		}
 	}
@@ -289,8 +293,8 @@ KT_DEV float2 tab_pair(const unsigned char *st, int r, int col)
 /* rope_qk from the table tile in shared memory (RPF 2): no global load in
  * the rotation. A chunk of 8 bf16 of q (k) needs table chunk c of its row,
  * 16 bytes: 8 consecutive threads read 128 consecutive bytes. */
-KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, const unsigned char *st, int len,
-			 int tid)
+KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, unsigned char *sv,
+			 const unsigned char *st, int len, int tid)
 {
 #pragma unroll
 	for (int i = 0; i < BLK * CH / NT; i++) {
@@ -302,6 +306,8 @@ KT_DEV void rope_qk_smem(unsigned char *sq, unsigned char *sk, const unsigned ch
 			tab_widen(*reinterpret_cast<const uint4 *>(st + tab_off(r, c)), a, b);
 			rot_chunk(sq + kt_swz<CH>(r, c), a, b);
 			rot_chunk(sk + kt_swz<CH>(r, c), a, b);
+			if (ROPE_V)
+				rot_chunk(sv + kt_swz<CH>(r, c), a, b);
 		}
 	}
 }
@@ -356,8 +362,8 @@ KT_DEV void rope_tab_load(uint4 (&u)[BLK * CH / NT], const rtab *table, int t0, 
  * The separate rotation pass's barrier and its global table latency are
  * gone; what is left on the item's path is one shared read-modify-write
  * per chunk. */
-KT_DEV void rope_qk_own(unsigned char *sq, unsigned char *sk, const uint4 (&u)[BLK * CH / NT],
-			int len, int tid)
+KT_DEV void rope_qk_own(unsigned char *sq, unsigned char *sk, unsigned char *sv,
+			const uint4 (&u)[BLK * CH / NT], int len, int tid)
 {
 #pragma unroll
 	for (int i = 0; i < BLK * CH / NT; i++) {
@@ -371,6 +377,11 @@ KT_DEV void rope_qk_own(unsigned char *sq, unsigned char *sk, const uint4 (&u)[B
 			tab_widen(u[i], a, b);
 			*pq = rot_chunk_reg(*pq, a, b);
 			*pk = rot_chunk_reg(*pk, a, b);
+			if (ROPE_V) {
+				uint4 *pv = reinterpret_cast<uint4 *>(sv + kt_swz<CH>(r, c));
+
+				*pv = rot_chunk_reg(*pv, a, b);
+			}
 		}
 	}
 }
@@ -633,12 +644,15 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 
 		if (ROPE) {
 			if (RTAB) {
-				rope_qk_smem(gq, gq + TILE, smem + STAGES * 3 * TILE, b.y, tid);
+				rope_qk_smem(gq, gq + TILE, gq + 2 * TILE, smem + STAGES * 3 * TILE, b.y,
+					     tid);
 			} else if (RPF) {
-				rope_qk(gq, gq + TILE, table, b.x, b.y, tid);
+				rope_qk(gq, gq + TILE, gq + 2 * TILE, table, b.x, b.y, tid);
 			} else {
 				rope_tile(gq, table, b.x, b.y, tid);
 				rope_tile(gq + TILE, table, b.x, b.y, tid);
+				if (ROPE_V)
+					rope_tile(gq + 2 * TILE, table, b.x, b.y, tid);
 			}
 			__syncthreads();
 		}

@@ -3,13 +3,14 @@
  * simple and obviously correct, not fast. fp32 throughout, no tensor cores,
  * no shared tiles; inputs read from global memory as they are needed.
  *
- *   ref_blockattn_fwd(q, k, v, offsets, table, o, B, H, d, blk)
- *   ref_blockattn_bwd(q, k, v, do, offsets, table, dq, dk, dv, B, H, d, blk)
+ *   ref_blockattn_fwd(q, k, v, offsets, table, o, B, H, d, blk, rv)
+ *   ref_blockattn_bwd(q, k, v, do, offsets, table, dq, dk, dv, B, H, d, blk, rv)
  *       grid (number of BLK-blocks, H), block (blk): one CTA per (block,
  *       head), one thread per row of the block. table (T, d) bf16 is
  *       NULL without rope; with it q and k are raw and rotated as they are
  *       read, and the backward writes the gradients of the raw q, k
- *       (conjugate rotation).
+ *       (conjugate rotation). rv (rope=2): v is raw too, rotated as it is
+ *       read, and dv is the gradient of the raw v.
  *       blk <= 128, d <= 128 (the families check it).
  */
 #include <cuda_bf16.h>
@@ -60,6 +61,17 @@ __device__ float ref_dot(const __nv_bfloat16 *a, int ta, const __nv_bfloat16 *b,
 	return acc;
 }
 
+/* do . rot(v) (rot by vt when non-NULL): do is never rotated. */
+__device__ float ref_dot_v(const __nv_bfloat16 *dout, int ta, const __nv_bfloat16 *v, int tb,
+			   const __nv_bfloat16 *vt, int H, int h, int d)
+{
+	float acc = 0.f;
+
+	for (int c = 0; c < d; c++)
+		acc += ref_ld(dout, nullptr, ta, H, h, d, c) * ref_ld(v, vt, tb, H, h, d, c);
+	return acc;
+}
+
 /* Writes the pair (g0, g1) at columns c, c+1 of token t: conjugate-rotated
  * when table (the gradient of a raw pair from that of a rotated one). */
 __device__ void ref_st2(__nv_bfloat16 *x, const __nv_bfloat16 *table, int t, int H, int h,
@@ -82,8 +94,9 @@ __device__ void ref_st2(__nv_bfloat16 *x, const __nv_bfloat16 *table, int t, int
 extern "C" __global__ void ref_blockattn_fwd(const __nv_bfloat16 *q, const __nv_bfloat16 *k,
 					     const __nv_bfloat16 *v, const int *offsets,
 					     const __nv_bfloat16 *table, __nv_bfloat16 *o, int B, int H,
-					     int d, int blk)
+					     int d, int blk, int rv)
 {
+	const __nv_bfloat16 *vtab = rv ? table : nullptr;
 	__shared__ int2 bl;
 	const int i = threadIdx.x, h = blockIdx.y;
 	const float scale = rsqrtf((float)d);
@@ -106,7 +119,7 @@ extern "C" __global__ void ref_blockattn_fwd(const __nv_bfloat16 *q, const __nv_
 		float acc = 0.f;
 
 		for (int j = 0; j < bl.y; j++)
-			acc += p[j] * __bfloat162float(v[((long long)(bl.x + j) * H + h) * d + c]);
+			acc += p[j] * ref_ld(v, vtab, bl.x + j, H, h, d, c);
 		o[((long long)(bl.x + i) * H + h) * d + c] = __float2bfloat16_rn(acc / l);
 	}
 }
@@ -115,8 +128,9 @@ extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_
 					     const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
 					     const int *offsets, const __nv_bfloat16 *table,
 					     __nv_bfloat16 *dq, __nv_bfloat16 *dk,
-					     __nv_bfloat16 *dv, int B, int H, int d, int blk)
+					     __nv_bfloat16 *dv, int B, int H, int d, int blk, int rv)
 {
+	const __nv_bfloat16 *vtab = rv ? table : nullptr;
 	__shared__ int2 bl;
 	__shared__ float rmax[REF_MAX], rsum[REF_MAX], rdi[REF_MAX];
 	const int r = threadIdx.x, h = blockIdx.y;
@@ -140,7 +154,7 @@ extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_
 		}
 		for (int j = 0; j < bl.y; j++) {
 			p[j] /= l;
-			ds[j] = ref_dot(dout, bl.x + r, v, bl.x + j, nullptr, H, h, d);
+			ds[j] = ref_dot_v(dout, bl.x + r, v, bl.x + j, vtab, H, h, d);
 			di += p[j] * ds[j];
 		}
 		for (int j = 0; j < bl.y; j++)
@@ -163,7 +177,7 @@ extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_
 	if (r < bl.y) {
 		for (int i = 0; i < bl.y; i++) {
 			float s = ref_dot(q, bl.x + i, k, bl.x + r, table, H, h, d) * scale;
-			float dp = ref_dot(dout, bl.x + i, v, bl.x + r, nullptr, H, h, d);
+			float dp = ref_dot_v(dout, bl.x + i, v, bl.x + r, vtab, H, h, d);
 
 			p[i] = expf(s - rmax[i]) / rsum[i];
 			ds[i] = p[i] * (dp - rdi[i]) * scale;
@@ -179,7 +193,7 @@ extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_
 				g0 += ds[i] * ref_ld(q, table, bl.x + i, H, h, d, c);
 				g1 += ds[i] * ref_ld(q, table, bl.x + i, H, h, d, c + 1);
 			}
-			ref_st2(dv, nullptr, bl.x + r, H, h, d, c, v0, v1);
+			ref_st2(dv, vtab, bl.x + r, H, h, d, c, v0, v1);
 			ref_st2(dk, table, bl.x + r, H, h, d, c, g0, g1);
 		}
 	}

@@ -288,6 +288,15 @@ KT_DEV void store_qk(int i, unsigned char *smem, unsigned bars, const pqk &x, co
 		*reinterpret_cast<uint4 *>(gk + pan_off(r, c)) = rot_by(x.k[j], t.u[j]);
 	}
 	kt_cp_async_wait<0>();
+	/* ROPE 2: this thread's v chunks have landed; rotate them in place
+	 * (rows past the length are zeros and stay zeros) */
+#pragma unroll
+	for (int j = 0; j < IT && ROPE_V; j++) {
+		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
+		uint4 *pv = reinterpret_cast<uint4 *>(gq + 2 * TILE + pan_off(r, c));
+
+		*pv = rot_by(*pv, t.u[j]);
+	}
 	kt_fence_proxy_async();
 	kt_mbar_arrive(bars + slot * 8);
 }
@@ -299,7 +308,7 @@ KT_DEV void rotate(int i, unsigned char *smem, unsigned bars, const int2 *blocks
 {
 	const int w = item_at(i, nitems, cta_step, item_step, nper), slot = i % STAGES;
 	const int len = blocks[w / H].y;
-	unsigned char *gq = smem + slot * SLOT, *gk = gq + TILE;
+	unsigned char *gq = smem + slot * SLOT, *gk = gq + TILE, *gv = gq + 2 * TILE;
 
 #pragma unroll
 	for (int j = 0; j < IT; j++) {
@@ -311,6 +320,11 @@ KT_DEV void rotate(int i, unsigned char *smem, unsigned bars, const int2 *blocks
 
 			*pq = rot_by(*pq, t.u[j]);
 			*pk = rot_by(*pk, t.u[j]);
+			if (ROPE_V) {
+				uint4 *pv = reinterpret_cast<uint4 *>(gv + pan_off(r, c));
+
+				*pv = rot_by(*pv, t.u[j]);
+			}
 		}
 	}
 	kt_fence_proxy_async();
@@ -619,8 +633,9 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_commit();
 		kt_wg_wait<0>();
 		pin(acc[0]);
-		put_acc<false, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
-					 lane);
+		/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
+		put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H,
+					  h, lane);
 
 		/* dK = dS^T q */
 		zero(acc[0]);

@@ -276,8 +276,20 @@ static void naive_row(const struct prob *pr, int rope, long t, long h, double *o
 	for (c = 0; c < d; c++) {
 		double acc = 0;
 
-		for (j = b0; j < b1; j++)
-			acc += exp(sc[j - b0] - lse) * pr->v[(j * H + h) * d + c];
+		for (j = b0; j < b1; j++) {
+			const double *vr = pr->v + (j * H + h) * d;
+			double x = vr[c];
+
+			if (rope == 2) {	/* v's pair by key j's position */
+				long p = c & ~1L;
+				double w = pow(10000.0, -(double)p / (double)d);
+				double av = (double)(j - pr->off[s]) * w;
+				double cv = bf16_of(cos(av)), sv = bf16_of(sin(av));
+
+				x = (c & 1) ? vr[p] * sv + vr[p + 1] * cv : vr[p] * cv - vr[p + 1] * sv;
+			}
+			acc += exp(sc[j - b0] - lse) * x;
+		}
 		o[c] = acc;
 	}
 }
@@ -293,7 +305,8 @@ static void check_fwd_naive(long blk, int rope)
 
 	prob_init(&pr, lens, 7, 2, 64, blk, 7 + (uint64_t)blk + (uint64_t)rope);
 	o = dalloc(pr.n);
-	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, rope ? pr.table : NULL, o), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, rope ? pr.table : NULL, rope == 2,
+					 o), 0);
 	for (t = 0; t < pr.p.tokens; t++)
 		for (h = 0; h < 2; h++) {
 			double dd;
@@ -315,6 +328,8 @@ static void test_fwd_vs_naive(void)
 	check_fwd_naive(64, 0);
 	check_fwd_naive(128, 0);
 	check_fwd_naive(64, 1);
+	check_fwd_naive(64, 2);
+	check_fwd_naive(128, 2);
 }
 
 /* The output must differ from a uniform average of v (softmax is not
@@ -328,7 +343,7 @@ static void test_fwd_not_degenerate(void)
 
 	prob_init(&pr, lens, 1, 1, 64, 64, 11);
 	o = dalloc(pr.n);
-	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, NULL, o), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, NULL, 0, o), 0);
 	for (t = 0; t < 64; t++)
 		for (c = 0; c < 64; c++)
 			mean[c] += pr.v[t * 64 + c] / 64.0;
@@ -341,12 +356,12 @@ static void test_fwd_not_degenerate(void)
 }
 
 /* L = sum(o * dout) */
-static double loss(struct prob *pr, const double *table, double *o)
+static double loss(struct prob *pr, const double *table, int rot_v, double *o)
 {
 	double l = 0;
 	size_t i;
 
-	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr->p, pr->q, pr->k, pr->v, table, o), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr->p, pr->q, pr->k, pr->v, table, rot_v, o), 0);
 	for (i = 0; i < pr->n; i++)
 		l += o[i] * pr->dout[i];
 	return l;
@@ -368,7 +383,8 @@ static void check_bwd_fd(int rope)
 	dk = dalloc(pr.n);
 	dv = dalloc(pr.n);
 	o = dalloc(pr.n);
-	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, table, dq, dk, dv), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, table, rope == 2, dq, dk,
+					 dv), 0);
 	x[0] = pr.q, x[1] = pr.k, x[2] = pr.v;
 	g[0] = dq, g[1] = dk, g[2] = dv;
 	for (a = 0; a < 3; a++)
@@ -376,9 +392,9 @@ static void check_bwd_fd(int rope)
 			double keep = x[a][i], lp, lm, fd, err;
 
 			x[a][i] = keep + eps;
-			lp = loss(&pr, table, o);
+			lp = loss(&pr, table, rope == 2, o);
 			x[a][i] = keep - eps;
-			lm = loss(&pr, table, o);
+			lm = loss(&pr, table, rope == 2, o);
 			x[a][i] = keep;
 			fd = (lp - lm) / (2 * eps);
 			err = fabs(fd - g[a][i]) / (1.0 + fabs(fd));
@@ -404,45 +420,86 @@ static void test_bwd_fd(void)
 static void test_bwd_rope_fd(void)
 {
 	check_bwd_fd(1);
+	check_bwd_fd(2);
 }
 
 /* The fused-rotary backward equals the plain backward on rotated q, k
- * followed by the conjugate rotation of dq, dk (dv unchanged) -- what
- * bench's unfused_rope peer computes. */
-static void test_bwd_rope_is_conj_of_plain(void)
+ * (and v with rot_v) followed by the conjugate rotation of dq, dk (and
+ * dv; else dv unchanged) -- what bench's unfused_rope peer computes. */
+static void check_rope_is_conj_of_plain(int rot_v)
 {
 	long lens[] = {1, 70, 33};
 	struct prob pr;
-	double *g1[3], *g2[3], *rq, *rk;
+	double *g1[3], *g2[3], *r[3];
 	int a;
 
 	prob_init(&pr, lens, 3, 2, 64, 64, 33);
 	for (a = 0; a < 3; a++) {
 		g1[a] = dalloc(pr.n);
 		g2[a] = dalloc(pr.n);
+		r[a] = dalloc(pr.n);
 	}
-	rq = dalloc(pr.n);
-	rk = dalloc(pr.n);
-	memcpy(rq, pr.q, pr.n * sizeof(double));
-	memcpy(rk, pr.k, pr.n * sizeof(double));
-	ba_rotate(&pr.p, pr.table, rq, 0);
-	ba_rotate(&pr.p, pr.table, rk, 0);
-	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, pr.table, g1[0], g1[1],
-					 g1[2]), 0);
-	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, rq, rk, pr.v, pr.dout, NULL, g2[0], g2[1], g2[2]), 0);
+	memcpy(r[0], pr.q, pr.n * sizeof(double));
+	memcpy(r[1], pr.k, pr.n * sizeof(double));
+	memcpy(r[2], pr.v, pr.n * sizeof(double));
+	for (a = 0; a < (rot_v ? 3 : 2); a++)
+		ba_rotate(&pr.p, pr.table, r[a], 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, pr.table, rot_v, g1[0],
+					 g1[1], g1[2]), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, r[0], r[1], r[2], pr.dout, NULL, 0, g2[0], g2[1],
+					 g2[2]), 0);
 	/* before the conjugate rotation they differ ... */
-	CU_ASSERT(max_abs_diff(g1[0], g2[0], pr.n) > 1e-3);
-	ba_rotate(&pr.p, pr.table, g2[0], 1);
-	ba_rotate(&pr.p, pr.table, g2[1], 1);
+	for (a = 0; a < (rot_v ? 3 : 2); a++)
+		CU_ASSERT(max_abs_diff(g1[a], g2[a], pr.n) > 1e-3);
+	for (a = 0; a < (rot_v ? 3 : 2); a++)
+		ba_rotate(&pr.p, pr.table, g2[a], 1);
 	/* ... after it they agree */
 	for (a = 0; a < 3; a++)
 		CU_ASSERT(max_abs_diff(g1[a], g2[a], pr.n) < 1e-12);
 	for (a = 0; a < 3; a++) {
 		free(g1[a]);
 		free(g2[a]);
+		free(r[a]);
 	}
-	free(rq);
-	free(rk);
+	prob_release(&pr);
+}
+
+static void test_bwd_rope_is_conj_of_plain(void)
+{
+	check_rope_is_conj_of_plain(0);
+	check_rope_is_conj_of_plain(1);
+}
+
+/* rope=2 changes every output: v rotated is not v */
+static void test_rope_v_differs(void)
+{
+	long lens[] = {70, 33};
+	struct prob pr;
+	double *o1, *o2, *g1[3], *g2[3];
+	int a;
+
+	prob_init(&pr, lens, 2, 2, 64, 64, 35);
+	o1 = dalloc(pr.n);
+	o2 = dalloc(pr.n);
+	for (a = 0; a < 3; a++) {
+		g1[a] = dalloc(pr.n);
+		g2[a] = dalloc(pr.n);
+	}
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, pr.table, 0, o1), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, pr.table, 1, o2), 0);
+	CU_ASSERT(max_abs_diff(o1, o2, pr.n) > 1e-2);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, pr.table, 0, g1[0],
+					 g1[1], g1[2]), 0);
+	CU_ASSERT_EQUAL_FATAL(ba_cpu_bwd(&pr.p, pr.q, pr.k, pr.v, pr.dout, pr.table, 1, g2[0],
+					 g2[1], g2[2]), 0);
+	for (a = 0; a < 3; a++)
+		CU_ASSERT(max_abs_diff(g1[a], g2[a], pr.n) > 1e-3);
+	free(o1);
+	free(o2);
+	for (a = 0; a < 3; a++) {
+		free(g1[a]);
+		free(g2[a]);
+	}
 	prob_release(&pr);
 }
 
@@ -452,7 +509,7 @@ static void test_shape_parse(void)
 {
 	static const char *const bad[] = {
 		"seqs=4,lmax=70,heads=2,head_dim=64,block=64",		  /* rope missing */
-		"seqs=4,lmax=70,heads=2,head_dim=64,block=64,rope=2",	  /* out of range */
+		"seqs=4,lmax=70,heads=2,head_dim=64,block=64,rope=3",	  /* out of range */
 		"seqs=4,lmax=70,heads=2,head_dim=256,block=64,rope=0",	  /* head_dim */
 		"seqs=4,lmax=70,heads=2,head_dim=64,block=32,rope=0",	  /* block */
 		"seqs=0,lmax=70,heads=2,head_dim=64,block=64,rope=0",	  /* seqs */
@@ -1222,7 +1279,7 @@ static void test_buffers_and_fill(void)
 	for (f = 0; f < 2; f++) {
 		int rope;
 
-		for (rope = 0; rope < 2; rope++) {
+		for (rope = 0; rope < 3; rope++) {
 			char text[128];
 			int noff, ntab, nout, nin;
 
@@ -1230,7 +1287,7 @@ static void test_buffers_and_fill(void)
 				 "seqs=7,lmax=90,heads=3,head_dim=64,block=64,rope=%d", rope);
 			CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
 			n = fams[f]->buffers(&s, NULL, b);
-			nin = (f ? 5 : 4) + rope;
+			nin = (f ? 5 : 4) + (rope != 0);	/* one table for rope 1 and 2 */
 			nout = f ? 3 : 1;
 			CU_ASSERT_EQUAL(n, nin + nout);
 			noff = f ? 4 : 3;
@@ -1277,18 +1334,19 @@ static void test_family_cpu_ref(void)
 	struct kt_shape s;
 	struct kt_buf b[KT_MAX_BUFS];
 	struct kt_err e;
-	int f;
 
-	for (f = 0; f < 2; f++) {
+	for (int k = 0; k < 4; k++) {
+		const int f = k & 1, rope = 1 + (k >> 1);
 		void *in[6] = {0};
 		float *out[3] = {0};
 		double *x[4] = {0}, *y[3] = {0}, *tab = NULL;
 		struct ba_dims p;
 		int n, i, nin, nout, a;
 		size_t j;
+		char text[96];
 
-		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=3,lmax=80,heads=2,head_dim=64,block=64,rope=1",
-					    &s), 0);
+		snprintf(text, sizeof(text), "seqs=3,lmax=80,heads=2,head_dim=64,block=64,rope=%d", rope);
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
 		n = fams[f]->buffers(&s, NULL, b);
 		nout = f ? 3 : 1;
 		nin = n - nout;
@@ -1320,9 +1378,10 @@ static void test_family_cpu_ref(void)
 		for (a = 0; a < nout; a++)
 			y[a] = dalloc(b[0].elems);
 		if (f) {
-			CU_ASSERT_EQUAL(ba_cpu_bwd(&p, x[0], x[1], x[2], x[3], tab, y[0], y[1], y[2]), 0);
+			CU_ASSERT_EQUAL(ba_cpu_bwd(&p, x[0], x[1], x[2], x[3], tab, rope == 2, y[0], y[1],
+					y[2]), 0);
 		} else {
-			CU_ASSERT_EQUAL(ba_cpu_fwd(&p, x[0], x[1], x[2], tab, y[0]), 0);
+			CU_ASSERT_EQUAL(ba_cpu_fwd(&p, x[0], x[1], x[2], tab, rope == 2, y[0]), 0);
 		}
 		for (a = 0; a < nout; a++) {
 			double worst = 0, norm = 0;
@@ -1410,7 +1469,7 @@ static void test_space(void)
 {
 	static const char *const tn[] = {"sm_80", "sm_90", "sm_90a"};
 	/* valid configs per variant on sm_90, per (f, head_dim, block, rope) */
-	int on90[2][2][2][2][KT_MAX_VARIANTS];
+	int on90[2][2][2][3][KT_MAX_VARIANTS];
 	int f, ti, d, blk, rope;
 
 	memset(on90, 0, sizeof(on90));
@@ -1418,7 +1477,7 @@ static void test_space(void)
 		for (ti = 0; ti < 3; ti++)
 			for (d = 64; d <= 128; d += 64)
 				for (blk = 64; blk <= 128; blk += 64)
-					for (rope = 0; rope < 2; rope++) {
+					for (rope = 0; rope < 3; rope++) {
 						struct kt_target t;
 						struct kt_shape s;
 						struct kt_config c;
@@ -1633,19 +1692,32 @@ static void compile_for(const char *arch)
 
 		/* ws: every config a program, every one valid at block 64 */
 		CU_ASSERT_FATAL(ws >= 0);
-		nws += 2 * (ws_count(f, 0) + ws_count(f, 1));	/* head_dim x rope */
+		/* head_dim x rope (0, 1, 2) */
+		nws += 2 * (ws_count(f, 0) + ws_count(f, 1) + ws_count(f, 2));
 
 		memset(c.cover_var, 0, sizeof(c.cover_var));
 		memset(c.cover, 0, sizeof(c.cover));
 		for (d = 64; d <= 128; d += 64)
 			for (blk = 64; blk <= 128; blk += 64)
-				for (rope = 0; rope < 2; rope++) {
+				for (rope = 0; rope < 3; rope++) {
 					struct kt_shape s;
 					struct kt_config cfg;
 					struct kt_plan p;
 					struct kt_err e;
 					char text[128];
 					int bench = d == 128 && blk == 64;
+					/* rope 2 (v rotated too) takes other paths of every
+					 * RPF and RPROD: at the bench shape its own first
+					 * config of each variant and value is required */
+					int own = bench && rope == 2 && !everything && !t.arch_a;
+					int keep_var[8] = {0}, keep[KT_MAX_PARAMS][KT_MAX_VALUES] = {{0}};
+
+					if (own) {
+						memcpy(keep_var, c.cover_var, sizeof(keep_var));
+						memcpy(keep, c.cover, sizeof(keep));
+						memset(c.cover_var, 0, sizeof(c.cover_var));
+						memset(c.cover, 0, sizeof(c.cover));
+					}
 
 					snprintf(text, sizeof(text),
 						 "seqs=1152,lmax=256,heads=4,head_dim=%d,block=%d,rope=%d",
@@ -1668,6 +1740,11 @@ static void compile_for(const char *arch)
 						for (k = n0; t.arch_a && k < c.n; k++)
 							c.required[k] = 1;
 					}
+					for (int v = 0; own && v < 8; v++)
+						c.cover_var[v] |= keep_var[v];
+					for (int a = 0; own && a < KT_MAX_PARAMS; a++)
+						for (int j = 0; j < KT_MAX_VALUES; j++)
+							c.cover[a][j] |= keep[a][j];
 					if (t.arch_a)
 						continue;
 					kt_err_clear(&e);
@@ -1686,7 +1763,7 @@ static void compile_for(const char *arch)
 		 * sm_80's shared memory at d = 128): from the other shapes */
 		for (d = 64; d <= 128 && !everything && !t.arch_a; d += 64)
 			for (blk = 64; blk <= 128; blk += 64)
-				for (rope = 0; rope < 2; rope++) {
+				for (rope = 0; rope < 3; rope++) {
 					struct kt_shape s;
 					char text[128];
 
@@ -2307,7 +2384,7 @@ static void test_gpu_small(void)
 			continue;
 		for (d = 64; d <= 128; d += 64)
 			for (blk = 64; blk <= 128; blk += 64)
-				for (rope = 0; rope < 2; rope++) {
+				for (rope = 0; rope < 3; rope++) {
 					struct dprob dp;
 					struct cands cs;
 					char text[128];
@@ -2636,6 +2713,7 @@ int main(void)
 	CU_add_test(s, "bwd CPU ref vs finite differences", test_bwd_fd);
 	CU_add_test(s, "bwd rope CPU ref vs finite differences", test_bwd_rope_fd);
 	CU_add_test(s, "bwd rope = conj(plain bwd of rotated)", test_bwd_rope_is_conj_of_plain);
+	CU_add_test(s, "rope=2: v rotated changes o, dq, dk, dv", test_rope_v_differs);
 	s = CU_add_suite("blockattn_family", NULL, NULL);
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check_rejects);
