@@ -58,6 +58,10 @@
  *             stride blocks: measured slow); 1 stages 16-byte rows, and for
  *             monarch writes y2 block-major, then monarch_perm_rows
  *             interleaves it (one row per block through shared memory).
+ *             CLUSTER_I 2: the CTAs of output blocks i, i+1 form a cluster
+ *             and multicast the x tiles they share; CLUSTER_T 2: those of
+ *             two token tiles multicast their w1r and w2 tiles (each half
+ *             of that operand's L2 traffic; both: clusters of 4).
  *             Its z and g scratch buffers are empty.
  *
  * NEEDSWORK: relayout still runs a (chunk) copy kernel between the stages.
@@ -104,7 +108,8 @@ enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAY
        V_FUSED_WS, V_COUNT };
 /* problem buffers first (x, w1, w2, y, the reference's z32), then scratch */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R };
-enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI };
+enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
+       P_CLI, P_CLT };
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
@@ -146,6 +151,10 @@ static const struct kt_param params[] = {
 	{"EPILOGUE", 2, {0, 1}, FUSED,
 	 "fused_ws: 0 stores from the accumulators, 1 stages 16-byte rows (monarch: into y2, "
 	 "then a row permutation kernel)"},
+	{"CLUSTER_I", 2, {1, 2}, FUSED,
+	 "fused_ws: 2 pairs the CTAs of output blocks i, i+1 to multicast the x tiles they share"},
+	{"CLUSTER_T", 2, {1, 2}, FUSED,
+	 "fused_ws: 2 pairs the CTAs of two token tiles to multicast the weight tiles they share"},
 };
 
 /* y2 is stage 2's tile, z1 stage 1's. */
@@ -241,6 +250,12 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 	if (mb / 2 + rp / 2 + rp / 4 > 176)
 		return WHY("fused_ws: out/blocks=%ld with rank/blocks=%ld needs %ld accumulator "
 			   "registers per thread (> 176)", mb, rp, mb / 2 + rp / 2 + rp / 4);
+	if ((c->p[P_CLI] != 1 && c->p[P_CLI] != 2) || (c->p[P_CLT] != 1 && c->p[P_CLT] != 2))
+		return WHY("fused_ws: CLUSTER_I=%ld and CLUSTER_T=%ld must be 1 or 2", c->p[P_CLI],
+			   c->p[P_CLT]);
+	if (b % c->p[P_CLI])
+		return WHY("fused_ws: CLUSTER_I=%ld pairs output blocks: blocks=%ld is odd",
+			   c->p[P_CLI], b);
 	if (kch > c->p[P_RING])
 		return WHY("fused_ws: in/blocks=%ld is %ld k-chunks of 64, over RING=%ld (one "
 			   "input block's chunks must fit in the ring)", nb, kch, c->p[P_RING]);
@@ -424,6 +439,8 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	rc |= kt_program_define(p, "MB", mb);
 	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI]);
 	rc |= kt_program_define(p, "EPILOGUE", c->p[P_EPI]);
+	rc |= kt_program_define(p, "CLUSTER_I", c->p[P_CLI]);
+	rc |= kt_program_define(p, "CLUSTER_T", c->p[P_CLT]);
 	if (rc)
 		return kt_err_set(err, KT_EINTERNAL, "monarch: too many defines");
 	out->programs[1].tpl = "monarch";
@@ -432,17 +449,22 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	memset(l, 0, sizeof(*l));
 	l->program = 0;
 	snprintf(l->kernel, sizeof(l->kernel), "fused_monarch_ws");
-	l->grid[0] = (unsigned)(((T + bmt - 1) / bmt) * b);
+	/* token tiles padded to whole CLUSTER_T pairs (a padded tile's rows are
+	 * all past tokens: zero-filled loads, no stores) */
+	l->grid[0] = (unsigned)(((T + bmt * c->p[P_CLT] - 1) / (bmt * c->p[P_CLT])) * c->p[P_CLT] * b);
 	l->grid[1] = l->grid[2] = 1;
 	l->block[0] = (unsigned)((fused_consumers(c) + 1) * 128);
 	l->block[1] = l->block[2] = 1;
 	l->smem = (unsigned)fused_smem(c, rp, mb);
-	/* x (N, n) as (k, block j, token): block j's nb columns, zero past them */
-	arg_map(l, B_X, nb, b, T, nb, n, 64, 1, (int)bmt);
+	/* x (N, n) as (k, block j, token): block j's nb columns, zero past
+	 * them; in a cluster each CTA loads (and multicasts) its part of the
+	 * rows of the tiles it shares: x over CLUSTER_I, the weights over
+	 * CLUSTER_T */
+	arg_map(l, B_X, nb, b, T, nb, n, 64, 1, (int)(bmt / c->p[P_CLI]));
 	/* w1r (b, r, nb) as (k, row, block): rows i*rp .. of block j */
-	arg_map(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)rp, 1);
+	arg_map(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)(rp / c->p[P_CLT]), 1);
 	/* w2 (b, mb, r) as (k, row, block): columns j*rp .. of block i */
-	arg_map(l, B_W2, r, mb, b, r, mb * r, 64, (int)mb, 1);
+	arg_map(l, B_W2, r, mb, b, r, mb * r, 64, (int)(mb / c->p[P_CLT]), 1);
 	kt_launch_arg_buf(l, bm || !c->p[P_EPI] ? B_Y : B_Y2);
 	kt_launch_arg_i32(l, T);
 	kt_launch_arg_i32(l, m);

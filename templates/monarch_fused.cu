@@ -41,6 +41,17 @@
  * RING: S1(j+1)'s slots are released only after all of it retired); the
  * host check refuses more, and the kernel traps rather than hang.
  *
+ * Clusters (CLUSTER_I x CLUSTER_T CTAs, each 1 or 2): the CTAs of output
+ * blocks i, i+1 (CLUSTER_I 2) share their x tiles, those of two token
+ * tiles (CLUSTER_T 2) their w1r and w2 tiles. Each producer loads its part
+ * (rows) of a shared tile and multicasts it into the peers that share it,
+ * so each tile crosses L2 -> SM once per cluster (x and the weights are
+ * each half of the kernel's L2 traffic). A buffer is refilled only when
+ * the consumers of every CTA writing into it have released it: consumers
+ * arrive on their own and those peers' empty barriers. Rank ri + CLUSTER_I
+ * * rt (blockIdx.x % cluster size): block i = pair * CLUSTER_I + ri, token
+ * tile = pair * CLUSTER_T + rt.
+ *
  * Epilogue: bf16 straight from the accumulators (monarch: 2-byte stores at
  * stride b; BLOCKMAJOR: pairs), or (EPILOGUE 1, BLOCKMAJOR only) staged
  * through the ring into 16-byte row stores.
@@ -59,6 +70,12 @@
 #endif
 #ifndef EPILOGUE
 #define EPILOGUE 0
+#endif
+#ifndef CLUSTER_I
+#define CLUSTER_I 1
+#endif
+#ifndef CLUSTER_T
+#define CLUSTER_T 1
 #endif
 
 namespace kmf {
@@ -81,6 +98,12 @@ static_assert(MB == 64 || MB == 128 || MB == 256, "MB 64, 128 or 256 (a wgmma N)
 static_assert(NA * 4 + 2 * NG * 4 <= 192, "accumulators fit the consumer's registers");
 static_assert(RING >= 2 && 2 * RING + 4 <= 32, "RING 2..14 (the barriers' 256 bytes)");
 static_assert(!EPILOGUE || BLOCKMAJOR, "the staged epilogue writes block-major rows");
+static_assert(CLUSTER_I == 1 || CLUSTER_I == 2, "CLUSTER_I 1 or 2 (output blocks i, i+1)");
+static_assert(CLUSTER_T == 1 || CLUSTER_T == 2, "CLUSTER_T 1 or 2 (two token tiles)");
+constexpr int CL = CLUSTER_I * CLUSTER_T;	/* CTAs per cluster */
+/* the CTAs whose copies land in a CTA's ring (x from its CLUSTER_I
+ * x-peers, w1r from its CLUSTER_T w-peers, itself counted once) */
+constexpr int RING_PEERS = CLUSTER_I + CLUSTER_T - 1;
 static_assert(!EPILOGUE || BLOCK_M * (MB * 2 + 16) <= RING * SLOT,
 	      "the staged tile fits in the ring");
 
@@ -116,7 +139,7 @@ KT_DEV void a_frag(unsigned (&a)[4], const float (&g)[NG][4], int kk)
 struct ctx {
 	unsigned ring, w2s, full, empty, wfull, wempty;	/* shared addresses */
 	unsigned xoff;		/* this consumer's 64 rows in an x chunk */
-	int kch, lane;
+	int kch, lane, rank;	/* rank in the cluster (0 without one) */
 };
 
 /* Issues S1 for input block j into g (zeroed by the caller): the KCH
@@ -135,13 +158,32 @@ KT_DEV void s1_issue(const ctx &c, float (&g)[NG][4], int j)
 	}
 }
 
-/* S1 of block j has retired: its ring slots go back to the producer (one
- * arrival per warp). */
+/* Arrives (one warp's release) on barrier bar of this CTA and, in a
+ * cluster, of every peer whose multicasts fill the same buffer: the
+ * x-peers (same token tile, rank ri ^ 1: ranks 2rt, 2rt+1) with xs, the
+ * w-peers (same output block, rank ri + CLUSTER_I * (rt ^ 1)) with ws. */
+KT_DEV void release(unsigned bar, int rank, bool xs, bool ws)
+{
+	const int ri = rank % CLUSTER_I, rt = rank / CLUSTER_I;
+
+	if (CL == 1) {
+		kt_mbar_arrive(bar);
+		return;
+	}
+	kt_mbar_arrive_cluster(bar, (unsigned)rank);
+	if (CLUSTER_I > 1 && xs)
+		kt_mbar_arrive_cluster(bar, (unsigned)((ri ^ 1) + CLUSTER_I * rt));
+	if (CLUSTER_T > 1 && ws)
+		kt_mbar_arrive_cluster(bar, (unsigned)(ri + CLUSTER_I * (rt ^ 1)));
+}
+
+/* S1 of block j has retired: its ring slots go back to the producers that
+ * fill them (one arrival per warp each). */
 KT_DEV void s1_release(const ctx &c, int j)
 {
 	if (c.lane == 0)
 		for (int kc = 0; kc < c.kch; kc++)
-			kt_mbar_arrive(c.empty + ((j * c.kch + kc) % RING) * 8);
+			release(c.empty + ((j * c.kch + kc) % RING) * 8, c.rank, true, true);
 }
 
 /* One j, with S1(j) issued before: once it (and S2(j-1)) retired, G_j
@@ -157,7 +199,7 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 	pin(g);
 	s1_release(c, j);
 	if (j > 0 && c.lane == 0)	/* S2(j-1)'s w2 buffer is free */
-		kt_mbar_arrive(c.wempty + ((j - 1) & 1) * 8);
+		release(c.wempty + ((j - 1) & 1) * 8, c.rank, false, true);
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
 		a_frag(a[kk], g, kk);
@@ -252,7 +294,12 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 
 } /* namespace kmf */
 
-extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+#if CLUSTER_I * CLUSTER_T > 1
+#define KMF_CLUSTER __cluster_dims__(CLUSTER_I * CLUSTER_T, 1, 1)
+#else
+#define KMF_CLUSTER
+#endif
+extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KMF_CLUSTER
 fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ kt_tmap_t tw1,
 		 const __grid_constant__ kt_tmap_t tw2, __nv_bfloat16 *__restrict__ y, int N,
 		 int m, int b, int nb)
@@ -261,9 +308,15 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	const unsigned base = (kt_smem_u32(smem_raw) + 1023u) & ~1023u;
 	const int tid = threadIdx.x, wg = tid >> 7;
-	const int i = (int)(blockIdx.x % (unsigned)b), t0 = (int)(blockIdx.x / (unsigned)b) * BLOCK_M;
+	/* cluster (tile pair, block pair) = blockIdx.x / CL, block pairs
+	 * fastest; rank = blockIdx.x % CL = ri + CLUSTER_I * rt */
+	const int rank = (int)(blockIdx.x % CL), cid = (int)(blockIdx.x / CL);
+	const int ri = rank % CLUSTER_I, rt = rank / CLUSTER_I, bg = b / CLUSTER_I;
+	const int i = (cid % bg) * CLUSTER_I + ri;
+	const int t0 = ((cid / bg) * CLUSTER_T + rt) * BLOCK_M;
 	ctx c;
 
+	c.rank = rank;
 	c.ring = base;
 	c.w2s = base + RING * SLOT;
 	c.full = c.w2s + 2 * W2B;
@@ -273,26 +326,41 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	c.kch = (nb + 63) / 64;
 	c.lane = tid & 31;
 	/* the host check refuses these; a trap is a fault, not a hang */
-	if (c.kch > RING || m != b * MB)
+	if (c.kch > RING || m != b * MB || b % CLUSTER_I)
 		__trap();
 	if (tid == 0) {
 		for (int s = 0; s < RING; s++) {
 			kt_mbar_init(c.full + s * 8, 1);
-			kt_mbar_init(c.empty + s * 8, 4 * CONS);
+			kt_mbar_init(c.empty + s * 8, 4 * CONS * RING_PEERS);
 		}
 		for (int s = 0; s < 2; s++) {
 			kt_mbar_init(c.wfull + s * 8, 1);
-			kt_mbar_init(c.wempty + s * 8, 4 * CONS);
+			kt_mbar_init(c.wempty + s * 8, 4 * CONS * CLUSTER_T);
 		}
 		kt_mbar_init_fence();
 	}
-	__syncthreads();
+	/* with a cluster, the peer's barriers must be initialised before any
+	 * multicast or remote arrival reaches them */
+	if (CL > 1)
+		kt_cluster_sync();
+	else
+		__syncthreads();
 
 	if (wg == 0) {
 		/* producer */
 		if (CONS > 1)
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
 		if (tid == 0) {
+			/* in a cluster: this CTA's part of each x chunk (rows) into
+			 * its x-peers, of each w1r chunk and w2 slice (rows) into its
+			 * w-peers; the parts land where a whole box would put them
+			 * (offsets of whole 1024-byte swizzle groups) */
+			const int xh = BLOCK_M / CLUSTER_I, wh = RP / CLUSTER_T, w2h = MB / CLUSTER_T;
+			const unsigned short xmask = (unsigned short)(((1 << CLUSTER_I) - 1)
+								      << (CLUSTER_I * rt));
+			const unsigned short wmask = (unsigned short)(CLUSTER_T > 1 ?
+				(1 << ri) | (1 << (ri + CLUSTER_I)) : 1 << ri);
+
 			kt_tmap_prefetch(&tx);
 			kt_tmap_prefetch(&tw1);
 			kt_tmap_prefetch(&tw2);
@@ -304,8 +372,16 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 					if (q >= RING)
 						kt_mbar_wait(c.empty + s * 8, ((q / RING) - 1) & 1);
 					kt_mbar_arrive_tx(fb, SLOT);
-					kt_tma_load_3d(st, &tx, fb, kc * 64, j, t0);
-					kt_tma_load_3d(st + XCH, &tw1, fb, kc * 64, i * RP, j);
+					if (CLUSTER_I > 1)
+						kt_tma_load_3d_mc(st + ri * xh * 128, &tx, fb, kc * 64, j,
+								  t0 + ri * xh, xmask);
+					else
+						kt_tma_load_3d(st, &tx, fb, kc * 64, j, t0);
+					if (CLUSTER_T > 1)
+						kt_tma_load_3d_mc(st + XCH + rt * wh * 128, &tw1, fb, kc * 64,
+								  i * RP + rt * wh, j, wmask);
+					else
+						kt_tma_load_3d(st + XCH, &tw1, fb, kc * 64, i * RP, j);
 				}
 				const int wb = j & 1;
 				const unsigned fb = c.wfull + wb * 8;
@@ -314,9 +390,15 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 					kt_mbar_wait(c.wempty + wb * 8, ((j >> 1) - 1) & 1);
 				kt_mbar_arrive_tx(fb, W2B);
 #pragma unroll
-				for (int p = 0; p < WP; p++)
-					kt_tma_load_3d(c.w2s + wb * W2B + p * PANEL, &tw2, fb,
-						       j * RP + p * 64, 0, i);
+				for (int p = 0; p < WP; p++) {
+					const unsigned dst = c.w2s + wb * W2B + p * PANEL;
+
+					if (CLUSTER_T > 1)
+						kt_tma_load_3d_mc(dst + rt * w2h * 128, &tw2, fb,
+								  j * RP + p * 64, rt * w2h, i, wmask);
+					else
+						kt_tma_load_3d(dst, &tw2, fb, j * RP + p * 64, 0, i);
+				}
 			}
 		}
 	} else {
@@ -324,5 +406,11 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 		if (CONS > 1)
 			asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
 		consumer(c, y, N, m, b, i, t0, base);
+	}
+	/* a CTA of a cluster leaves only when its peer can no longer multicast
+	 * into it or arrive on its barriers */
+	if (CL > 1) {
+		__syncwarp();
+		kt_cluster_sync();
 	}
 }

@@ -438,6 +438,7 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	long BM = emu_define(p, "BLOCK_M"), cons = emu_define(p, "CONSUMERS");
 	long ring = emu_define(p, "RING"), RP = emu_define(p, "RP"), MB = emu_define(p, "MB");
 	long blk = emu_define(p, "BLOCKMAJOR"), epi = emu_define(p, "EPILOGUE");
+	long ci = emu_define(p, "CLUSTER_I"), ct = emu_define(p, "CLUSTER_T"), cl = ci * ct;
 	long long N, mm, b, nb, kch, cta, j, kc, r, q, k, sx, pp;
 	int y;
 	double *G, *acc;
@@ -457,18 +458,26 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm == b * MB);
 	CU_ASSERT(blk == 0 || blk == 1);
 	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1));
-	CU_ASSERT_EQUAL((long long)l->grid[0], (N + BM - 1) / BM * b);
+	/* clusters pair output blocks i, i+1 (CLUSTER_I) and token tiles
+	 * (CLUSTER_T; the tiles padded to whole pairs) */
+	CU_ASSERT_FATAL((ci == 1 || ci == 2) && (ct == 1 || ct == 2) && b % ci == 0);
+	CU_ASSERT_EQUAL((long long)l->grid[0], (N + BM * ct - 1) / (BM * ct) * ct * b);
+	CU_ASSERT_EQUAL(l->grid[0] % cl, 0);
 	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
 	CU_ASSERT_EQUAL(l->smem, (unsigned)(1024 + ring * (BM + RP) * 128 + 2 * RP * MB * 2 + 256));
-	map_ok(m, tx, 1, (int)BM);
-	map_ok(m, tw1, (int)RP, 1);
-	map_ok(m, tw2, (int)MB, 1);
+	/* each CTA of a cluster loads its part of the rows it shares */
+	map_ok(m, tx, 1, (int)(BM / ci));
+	map_ok(m, tw1, (int)(RP / ct), 1);
+	map_ok(m, tw2, (int)(MB / ct), 1);
 	G = malloc(sizeof(double) * (size_t)(BM * RP));
 	acc = malloc(sizeof(double) * (size_t)(BM * MB));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(G);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(acc);
 	for (cta = 0; cta < (long long)l->grid[0]; cta++) {
-		long long i = cta % b, t0 = cta / b * BM;
+		/* the kernel's mapping: rank ri + CLUSTER_I * rt, pairs of blocks
+		 * fastest */
+		long long rank = cta % cl, cid = cta / cl, ri = rank % ci, rt = rank / ci;
+		long long i = (cid % (b / ci)) * ci + ri, t0 = ((cid / (b / ci)) * ct + rt) * BM;
 
 		memset(acc, 0, sizeof(double) * (size_t)(BM * MB));
 		for (j = 0; j < b; j++) {
@@ -830,9 +839,10 @@ static int param_index(const char *name)
 	return 0;
 }
 
-/* fused_ws's refusals, each with its reason, and what it accepts. */
-static void fused_reject(const char *text, long bmt, long ring, long epi, const char *tname,
-			 const char *want)
+/* fused_ws's refusals, each with its reason, and what it accepts; cluster
+ * is CLUSTER_I + 10 * CLUSTER_T (10 * 0 read as 1). */
+static void fused_reject(const char *text, long bmt, long ring, long epi, long cluster,
+			 const char *tname, const char *want)
 {
 	struct kt_shape s = ft_shape(mon, text);
 	struct kt_target t = ft_target(tname);
@@ -848,6 +858,8 @@ static void fused_reject(const char *text, long bmt, long ring, long epi, const 
 	c.p[param_index("BLOCK_M")] = bmt;
 	c.p[param_index("RING")] = ring;
 	c.p[param_index("EPILOGUE")] = epi;
+	c.p[param_index("CLUSTER_I")] = cluster % 10;
+	c.p[param_index("CLUSTER_T")] = cluster / 10 ? cluster / 10 : 1;
 	CU_ASSERT_EQUAL(mon->check(&s, &c, &t, why, sizeof(why)), want != NULL);
 	if (want && !strstr(why, want))
 		fprintf(stderr, "\n  fused_ws '%s': why '%s' lacks '%s'\n", text, why, want);
@@ -861,28 +873,37 @@ static void test_fused_check(void)
 {
 	const char *ll = "tokens=1024,in=4096,out=4096,blocks=16,rank=1024";
 
-	fused_reject(ll, 128, 4, 0, "sm_90a", NULL);
-	fused_reject(ll, 64, 6, 0, "sm_90a", NULL);
-	fused_reject(ll, 128, 4, 0, "sm_90", "sm_90a");
-	fused_reject(ll, 32, 4, 0, "sm_90a", "BLOCK_M=32");
+	fused_reject(ll, 128, 4, 0, 1, "sm_90a", NULL);
+	fused_reject(ll, 64, 6, 0, 1, "sm_90a", NULL);
+	fused_reject(ll, 128, 4, 0, 1, "sm_90", "sm_90a");
+	fused_reject(ll, 32, 4, 0, 1, "sm_90a", "BLOCK_M=32");
 	/* rank/blocks 16 (llama1b), 96 (llama7b gate/up) */
-	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 4, 0, "sm_90a",
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 4, 0, 1, "sm_90a",
 		     "rank/blocks=16");
-	fused_reject("tokens=1024,in=4096,out=11008,blocks=16,rank=1536", 128, 4, 0, "sm_90a",
+	fused_reject("tokens=1024,in=4096,out=11008,blocks=16,rank=1536", 128, 4, 0, 1, "sm_90a",
 		     "rank/blocks=96");
 	/* out/blocks 768 (gpt2s c_fc at b4, rank/blocks 64): not one wgmma N */
-	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=256", 128, 4, 0, "sm_90a",
+	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=256", 128, 4, 0, 1, "sm_90a",
 		     "out/blocks=768");
 	/* rank/blocks 128 with out/blocks 256: too many accumulators */
-	fused_reject("tokens=1024,in=4096,out=4096,blocks=16,rank=2048", 128, 4, 0, "sm_90a",
+	fused_reject("tokens=1024,in=4096,out=4096,blocks=16,rank=2048", 128, 4, 0, 1, "sm_90a",
 		     "accumulator registers");
 	/* in/blocks 320: five k-chunks, over a ring of 4 (5 fits) */
-	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 4, 0, "sm_90a", "RING=4");
-	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 5, 0, "sm_90a", NULL);
+	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 4, 0, 1, "sm_90a", "RING=4");
+	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 5, 0, 1, "sm_90a", NULL);
 	/* the staged epilogue (monarch: and the row permutation) */
-	fused_reject(ll, 128, 4, 1, "sm_90a", NULL);
+	fused_reject(ll, 128, 4, 1, 1, "sm_90a", NULL);
+	/* a cluster pairs output blocks: even blocks only */
+	fused_reject(ll, 128, 6, 1, 2, "sm_90a", NULL);
+	fused_reject(ll, 128, 6, 1, 22, "sm_90a", NULL);
+	fused_reject(ll, 64, 4, 0, 21, "sm_90a", NULL);
+	fused_reject(ll, 64, 4, 0, 31, "sm_90a", "CLUSTER_T=3");
+	fused_reject("tokens=256,in=192,out=192,blocks=3,rank=192", 128, 4, 0, 2, "sm_90a",
+		     "blocks=3 is odd");
+	fused_reject("tokens=256,in=192,out=192,blocks=3,rank=192", 128, 4, 0, 1, "sm_90a", NULL);
+	fused_reject(ll, 128, 4, 0, 3, "sm_90a", "CLUSTER_I=3");
 	/* a 128-token tile for 64 tokens */
-	fused_reject("tokens=64,in=4096,out=4096,blocks=16,rank=1024", 128, 4, 0, "sm_90a",
+	fused_reject("tokens=64,in=4096,out=4096,blocks=16,rank=1024", 128, 4, 0, 1, "sm_90a",
 		     "over twice tokens");
 }
 
@@ -1179,7 +1200,7 @@ static void test_compile(void)
 			x.t = ft_target("sm_90a");
 			x.variant = kt_variant_index(mon, "fused_ws");
 			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
-			CU_ASSERT(x.n >= 12);
+			CU_ASSERT(x.n >= 48);
 		}
 		mon = keep;
 	}
@@ -1191,8 +1212,8 @@ static void test_compile(void)
 	/* the data-movement / reference template (no defines), once per target */
 	CU_ASSERT_EQUAL(monarch_seen, 3);
 	/* BLOCK_M 64, 128 x RING 4, 5, 6 x (scattered, block-major direct,
-	 * block-major staged) */
-	CU_ASSERT(fused_seen >= 18);
+	 * block-major staged) x CLUSTER_I 1, 2 x CLUSTER_T 1, 2 */
+	CU_ASSERT(fused_seen >= 72);
 	job_list_release(&j);
 }
 
