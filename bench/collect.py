@@ -75,7 +75,9 @@ def main():
                     # names the kernel that produced that dq.
                     for k in rows:
                         if k["workload"] == r["workload"] and k["impl"] == "ktune":
-                            k["dq_rel_err"] = r["dq_rel_err"]
+                            for n in ("dq", "dk", "dv"):
+                                if n + "_rel_err" in r:
+                                    k[n + "_rel_err"] = r[n + "_rel_err"]
                             k["dq_rel_err_config"] = r.get("config", "unknown")
                     continue
                 if r.get("impl") == "ktune":
@@ -124,9 +126,11 @@ def main():
                   f"{c['us'] if c else '-':>8} {ratio:>10s}")
         if k and "vs_plain_bwd" in k:
             print(f"{w:34s} rope / plain bwd {k['vs_plain_bwd']:.3f}")
-        if k and "dq_rel_err" in k:
-            fa = impls.get("fa2_varlen", {}).get("dq_rel_err")
-            print(f"{w:34s} dq_rel_err ktune {k['dq_rel_err']:.3e} fa2 {fa if fa is None else f'{fa:.3e}'}")
+        for n in ("dq", "dk", "dv"):
+            if k and n + "_rel_err" in k:
+                fa = impls.get("fa2_varlen", {}).get(n + "_rel_err")
+                print(f"{w:34s} {n}_rel_err ktune {k[n + '_rel_err']:.3e} "
+                      f"fa2 {fa if fa is None else f'{fa:.3e}'}")
 
 
 if __name__ == "__main__":

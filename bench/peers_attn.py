@@ -14,8 +14,9 @@ return_mode="median"):
   fa2_varlen    torch.nn.attention.varlen.varlen_attn(q, k, v, cu, cu, BLK, BLK)
                 with cu holding every block boundary (FlashAttention-2 on exactly
                 the block-diagonal problem); backward through torch.autograd.grad.
-                Its backward row carries dq_rel_err = |dq - dq64| / |dq64| against
-                a float64 reference on the same inputs.
+                Its backward row carries dq_rel_err = |dq - dq64| / |dq64| (and
+                dk_rel_err, dv_rel_err alike) against a float64 reference on the
+                same inputs.
   unfused_rope  ktune's plain backward (from --ktune, measured in the same run)
                 plus the conjugate rotation of dq and dk written plainly in
                 PyTorch eager.
@@ -23,7 +24,8 @@ With --inputs DIR (written by tests/test_blockattn with KTUNE_BLOCKATTN_DUMP)
 the inputs are ktune's own q, k, v, do, and DIR/dq_ktune.bf16, if present,
 gets its dq_rel_err against the same float64 reference (a ktune_dq_check
 row; its "config" is DIR/dq_config.txt, the config key of that dq, when
-present: KTUNE_BLOCKATTN_DUMP_CONFIG=KEY dumps the dq of one given config).
+present: KTUNE_BLOCKATTN_DUMP_CONFIG=KEY dumps the gradients of one given
+config), and DIR/dk_ktune.bf16, dv_ktune.bf16 their dk_rel_err, dv_rel_err.
 """
 import argparse
 import json
@@ -67,22 +69,20 @@ def block_index(offsets, blk, device):
 
 
 def reference64(q, k, v, do, starts, lens, blk):
-    """dq of block-diagonal attention in float64 (autograd through a padded
-    per-block formulation; padded keys masked, padded rows dropped)."""
+    """dq, dk, dv of block-diagonal attention in float64 (autograd through a
+    padded per-block formulation; padded keys masked, padded rows dropped)."""
     T, H, d = q.shape
     ar = torch.arange(blk, device=q.device)
     idx = starts[:, None] + ar[None, :]                     # (nb, blk)
     valid = ar[None, :] < lens[:, None]                     # (nb, blk)
     idx = torch.where(valid, idx, torch.zeros_like(idx))
-    q64 = q.double().requires_grad_()
-    k64, v64 = k.double(), v.double()
+    q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
     qb, kb, vb = q64[idx], k64[idx], v64[idx]               # (nb, blk, H, d)
     s = torch.einsum("bihd,bjhd->bhij", qb, kb) / math.sqrt(d)
     s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
     o = torch.einsum("bhij,bjhd->bihd", torch.softmax(s, dim=-1), vb)
     dob = do.double()[idx] * valid[:, :, None, None]
-    (dq,) = torch.autograd.grad(o, (q64,), dob)
-    return dq
+    return torch.autograd.grad(o, (q64, k64, v64), dob)
 
 
 def rel_err(x, ref):
@@ -137,7 +137,7 @@ def main():
         varlen_attn = None
         print(f"peers_attn: fa2_varlen skipped: {e}", file=sys.stderr)
 
-    dq64 = reference64(q, k, v, do, starts, blens, blk)
+    g64 = reference64(q, k, v, do, starts, blens, blk)
     if varlen_attn is not None:
         rows.append({"workload": f"blockattn_fwd:{wl}", "impl": "fa2_varlen",
                      "us": bench(lambda: varlen_attn(q, k, v, cu, cu, blk, blk))})
@@ -147,11 +147,15 @@ def main():
         rows.append({"workload": f"blockattn_bwd:{wl}", "impl": "fa2_varlen",
                      "us": bench(lambda: torch.autograd.grad(o, (qg, kg, vg), do,
                                                              retain_graph=True)),
-                     "dq_rel_err": rel_err(grads[0], dq64)})
+                     **{f"d{n}_rel_err": rel_err(grads[i], g64[i]) for i, n in enumerate("qkv")}})
     if a.inputs and os.path.exists(os.path.join(a.inputs, "dq_ktune.bf16")):
         dqk = load_bf16(os.path.join(a.inputs, "dq_ktune.bf16"), (T, H, d), dev)
         row = {"workload": f"blockattn_bwd:{wl}", "impl": "ktune_dq_check",
-               "dq_rel_err": rel_err(dqk, dq64)}
+               "dq_rel_err": rel_err(dqk, g64[0])}
+        for i, n in ((1, "dk"), (2, "dv")):
+            path = os.path.join(a.inputs, f"{n}_ktune.bf16")
+            if os.path.exists(path):
+                row[f"{n}_rel_err"] = rel_err(load_bf16(path, (T, H, d), dev), g64[i])
         cfg_path = os.path.join(a.inputs, "dq_config.txt")
         if os.path.exists(cfg_path):
             with open(cfg_path) as f:
@@ -188,7 +192,8 @@ def main():
         json.dump(rows, f, indent=1)
     for r in rows:
         us = f"{r['us']:9.1f} us" if "us" in r else " " * 12
-        extra = f"  dq_rel_err {r['dq_rel_err']:.2e}" if "dq_rel_err" in r else ""
+        extra = "".join(f"  {n}_rel_err {r[n + '_rel_err']:.2e}" for n in ("dq", "dk", "dv")
+                        if n + "_rel_err" in r)
         extra += f"  {r['config']}" if "config" in r else ""
         print(f"{r['workload']:36s} {r['impl']:16s} {us}{extra}")
 

@@ -34,7 +34,7 @@
  * kt_config_key / `ktune sweep --json` prints it) the program registers
  * one test only: KEY at seqs=1152,lmax=256,heads=4,head_dim=128,block=64,
  * rope=0, verified against the GPU reference (the family's tolerance), then
- * DIR/{q,k,v,do}.bf16, offsets.i32, dq_ktune.bf16 (its dq) and
+ * DIR/{q,k,v,do}.bf16, offsets.i32, {dq,dk,dv}_ktune.bf16 (its gradients) and
  * dq_config.txt (KEY, canonical) written, and "dumped dq of KEY: rel_err X"
  * printed. A key that does not parse, check or plan fails with the reason,
  * with or without a GPU.
@@ -2489,8 +2489,8 @@ static void bench_row(const struct dprob *dp, const char *workload, const struct
 		k->ok ? "true" : "false", k->rel, dp->f->name, dp->key, cfg);
 }
 
-/* Writes the problem's inputs (q k v do offsets) and candidate k's dq to
- * dir for bench/peers_attn.py, and k's config key to dir/dq_config.txt.
+/* Writes the problem's inputs (q k v do offsets) and candidate k's dq, dk,
+ * dv to dir for bench/peers_attn.py, and k's config key to dir/dq_config.txt.
  * rerun: run k first (its outputs were overwritten since it was verified). */
 static int dump_write(struct dprob *dp, const struct cand *k, const char *dir, int rerun)
 {
@@ -2510,12 +2510,20 @@ static int dump_write(struct dprob *dp, const struct cand *k, const char *dir, i
 	if (rerun && (gpu_load(&k->p.programs[0], &mod) != 0 ||
 		      gpu_run(&k->p, &mod, dp->d, 0, k->p.nprep + k->p.nlaunch) != 0))
 		goto out;
-	if (G.api.StreamSynchronize(G.st) != CUDA_SUCCESS ||
-	    G.api.MemcpyDtoH(h, dp->d[dp->first_out], n * sizeof(*h)) != CUDA_SUCCESS)
+	if (G.api.StreamSynchronize(G.st) != CUDA_SUCCESS)
 		goto out;
-	if (write_file(dir, "dq_ktune.bf16", h, n * sizeof(*h)) != 0 ||
-	    write_file(dir, "dq_config.txt", k->key, strlen(k->key)) != 0) {
-		fprintf(stderr, "\n  cannot write the dq files to %s\n", dir);
+	for (i = 0; i < 3; i++) {
+		static const char *const outs[] = {"dq_ktune.bf16", "dk_ktune.bf16", "dv_ktune.bf16"};
+
+		if (G.api.MemcpyDtoH(h, dp->d[dp->first_out + i], n * sizeof(*h)) != CUDA_SUCCESS)
+			goto out;
+		if (write_file(dir, outs[i], h, n * sizeof(*h)) != 0) {
+			fprintf(stderr, "\n  cannot write %s/%s\n", dir, outs[i]);
+			goto out;
+		}
+	}
+	if (write_file(dir, "dq_config.txt", k->key, strlen(k->key)) != 0) {
+		fprintf(stderr, "\n  cannot write %s/dq_config.txt\n", dir);
 		goto out;
 	}
 	rc = 0;
