@@ -58,6 +58,10 @@
  *             stride blocks: measured slow); 1 stages 16-byte rows, and for
  *             monarch writes y2 block-major, then monarch_perm_rows
  *             interleaves it (one row per block through shared memory).
+ *             EPILOGUE 2 (monarch, blocks % 8 == 0): clusters of the 8 CTAs
+ *             of blocks i0 .. i0+7 exchange their staged tiles through
+ *             distributed shared memory so that y's interleaved columns
+ *             go out in 16-byte stores (no second launch).
  *             CLUSTER_I 2: the CTAs of output blocks i, i+1 form a cluster
  *             and multicast the x tiles they share; CLUSTER_T 2: those of
  *             two token tiles multicast their w1r and w2 tiles (each half
@@ -148,9 +152,9 @@ static const struct kt_param params[] = {
 	 "ws: consumer warpgroups per CTA (each BLOCK_M/CONSUMERS rows), both stages"},
 	{"RING", 3, {4, 5, 6}, FUSED,
 	 "fused_ws: TMA ring slots of 64-wide (x, w1r) k-chunks; one input block's must fit"},
-	{"EPILOGUE", 2, {0, 1}, FUSED,
+	{"EPILOGUE", 3, {0, 1, 2}, FUSED,
 	 "fused_ws: 0 stores from the accumulators, 1 stages 16-byte rows (monarch: into y2, "
-	 "then a row permutation kernel)"},
+	 "then a row permutation kernel), 2 (monarch) interleaves in 8-CTA clusters"},
 	{"CLUSTER_I", 2, {1, 2}, FUSED,
 	 "fused_ws: 2 pairs the CTAs of output blocks i, i+1 to multicast the x tiles they share"},
 	{"CLUSTER_T", 2, {1, 2}, FUSED,
@@ -259,8 +263,22 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 	if (kch > c->p[P_RING])
 		return WHY("fused_ws: in/blocks=%ld is %ld k-chunks of 64, over RING=%ld (one "
 			   "input block's chunks must fit in the ring)", nb, kch, c->p[P_RING]);
+	if (c->p[P_EPI] < 0 || c->p[P_EPI] > 2)
+		return WHY("fused_ws: EPILOGUE=%ld must be 0, 1 or 2", c->p[P_EPI]);
+	/* EPILOGUE 2: clusters of the 8 CTAs of blocks i0 .. i0+7 exchange
+	 * their tiles (distributed shared memory) for 16-byte stores of the
+	 * interleaved y; block-major rows are contiguous without it */
+	if (c->p[P_EPI] == 2 && bm)
+		return WHY("fused_ws: EPILOGUE=2 interleaves y (monarch only; monarch_bm's rows "
+			   "are contiguous: EPILOGUE=1)");
+	if (c->p[P_EPI] == 2 && b % 8)
+		return WHY("fused_ws: EPILOGUE=2 exchanges within 8 output blocks: blocks=%ld is not "
+			   "a multiple of 8", b);
+	if (c->p[P_EPI] == 2 && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1))
+		return WHY("fused_ws: EPILOGUE=2 has clusters of its own: CLUSTER_I and CLUSTER_T "
+			   "must be 1");
 	/* monarch's EPILOGUE 1: y2 block-major, then monarch_perm_rows */
-	if (c->p[P_EPI] && !bm && perm_rows_smem(s) > (unsigned long)tgt->smem_optin)
+	if (c->p[P_EPI] == 1 && !bm && perm_rows_smem(s) > (unsigned long)tgt->smem_optin)
 		return WHY("fused_ws: EPILOGUE=1's row permutation needs %lu B of shared memory "
 			   "> %d B", perm_rows_smem(s), tgt->smem_optin);
 	if ((cons + 1) * 128 > tgt->max_threads)
@@ -345,7 +363,7 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	 * row permutation) */
 	{
 		size_t inter = cfg->variant == V_FUSED_WS ? 0 : 1;
-		size_t y2 = inter || cfg->p[P_EPI] ? 1 : 0;
+		size_t y2 = inter || cfg->p[P_EPI] == 1 ? 1 : 0;
 
 		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
 		kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
@@ -437,7 +455,7 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	rc |= kt_program_define(p, "RING", c->p[P_RING]);
 	rc |= kt_program_define(p, "RP", rp);
 	rc |= kt_program_define(p, "MB", mb);
-	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI]);
+	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI] == 1);
 	rc |= kt_program_define(p, "EPILOGUE", c->p[P_EPI]);
 	rc |= kt_program_define(p, "CLUSTER_I", c->p[P_CLI]);
 	rc |= kt_program_define(p, "CLUSTER_T", c->p[P_CLT]);
@@ -465,12 +483,12 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	arg_map(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)(rp / c->p[P_CLT]), 1);
 	/* w2 (b, mb, r) as (k, row, block): columns j*rp .. of block i */
 	arg_map(l, B_W2, r, mb, b, r, mb * r, 64, (int)(mb / c->p[P_CLT]), 1);
-	kt_launch_arg_buf(l, bm || !c->p[P_EPI] ? B_Y : B_Y2);
+	kt_launch_arg_buf(l, bm || c->p[P_EPI] != 1 ? B_Y : B_Y2);
 	kt_launch_arg_i32(l, T);
 	kt_launch_arg_i32(l, m);
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, nb);
-	if (bm || !c->p[P_EPI])
+	if (bm || c->p[P_EPI] != 1)
 		return 0;
 	out->nlaunch = 2;
 	l = &out->launch[1];

@@ -54,7 +54,10 @@
  *
  * Epilogue: bf16 straight from the accumulators (monarch: 2-byte stores at
  * stride b; BLOCKMAJOR: pairs), or (EPILOGUE 1, BLOCKMAJOR only) staged
- * through the ring into 16-byte row stores.
+ * through the ring into 16-byte row stores, or (EPILOGUE 2, monarch: b %
+ * 8 == 0) staged, then exchanged within a cluster of the 8 CTAs of blocks
+ * i0 .. i0+7 through distributed shared memory, so that y's interleaved
+ * columns s*b + i0 .. i0+7 go out as 16-byte stores (exchange()).
  *
  * Resources: consumers hold MB / 2 + RP fp32 accumulators (the output and
  * two G sets) + RP / 4 fragment registers; with 2 consumers the producer
@@ -95,9 +98,12 @@ static_assert(BLOCK_M == 64 * CONS, "one m64 tile per consumer warpgroup");
 static_assert(CONS == 1 || CONS == 2, "1 or 2 consumer warpgroups");
 static_assert(RP == 64 || RP == 128, "RP 64 or 128 (a wgmma N and whole 64-wide panels)");
 static_assert(MB == 64 || MB == 128 || MB == 256, "MB 64, 128 or 256 (a wgmma N)");
-static_assert(NA * 4 + 2 * NG * 4 <= 192, "accumulators fit the consumer's registers");
+static_assert(NA * 4 + NG * 4 + KS * 4 <= 176, "accumulators fit the consumer's registers");
 static_assert(RING >= 2 && 2 * RING + 4 <= 32, "RING 2..14 (the barriers' 256 bytes)");
-static_assert(!EPILOGUE || BLOCKMAJOR, "the staged epilogue writes block-major rows");
+static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE 0, 1 or 2");
+static_assert(EPILOGUE != 1 || BLOCKMAJOR, "the staged epilogue writes block-major rows");
+static_assert(EPILOGUE != 2 || (!BLOCKMAJOR && CLUSTER_I == 1 && CLUSTER_T == 1),
+	      "the cluster exchange interleaves (8-CTA clusters of its own)");
 static_assert(CLUSTER_I == 1 || CLUSTER_I == 2, "CLUSTER_I 1 or 2 (output blocks i, i+1)");
 static_assert(CLUSTER_T == 1 || CLUSTER_T == 2, "CLUSTER_T 1 or 2 (two token tiles)");
 constexpr int CL = CLUSTER_I * CLUSTER_T;	/* CTAs per cluster */
@@ -255,6 +261,8 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 				asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
 					     "r"(kt_pack_bf16x2(acc[nt][2 * h], acc[nt][2 * h + 1])));
 			}
+		if (EPILOGUE == 2)	/* the cluster exchange (kernel end) stores y */
+			return;
 		kt_bar_sync(2 + cw, 128);
 #pragma unroll 4
 		for (int e = tid & 127; e < 64 * CH; e += 128) {
@@ -292,9 +300,59 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 	}
 }
 
+/* EPILOGUE 2: the 8 CTAs of output blocks i0 .. i0+7 (one token tile, a
+ * cluster) have staged their tiles; CTA i0 + e writes rows e*BLOCK_M/8 ..
+ * of the tile for all 8, interleaved: for token row r and 8 consecutive s,
+ * one 16-byte load from each CTA's staged row (distributed shared memory),
+ * an 8 x 8 transpose of bf16 in registers, and 8 16-byte stores of
+ * y[r][s*b + i0 .. i0+7]. ct: the consumer thread, 0 .. CONS*128-1. */
+KT_DEV void exchange(__nv_bfloat16 *__restrict__ y, int N, int m, int b, int i, int t0,
+		     unsigned base, int ct)
+{
+	constexpr int PITCH = MB * 2 + 16, RPC = BLOCK_M / 8, SB = MB / 8;
+	const int e = i & 7, i0 = i - e;
+
+	for (int it = ct; it < RPC * SB; it += CONS * 128) {
+		const int r = e * RPC + it / SB, sb = it % SB, row = t0 + r;
+		const unsigned off = base + r * PITCH + sb * 16;
+		unsigned w[8][4];
+
+#pragma unroll
+		for (int c = 0; c < 8; c++)
+			asm volatile("{\n"
+				     ".reg .b32 ra;\n"
+				     "mapa.shared::cluster.u32 ra, %4, %5;\n"
+				     "ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [ra];\n"
+				     "}\n"
+				     : "=r"(w[c][0]), "=r"(w[c][1]), "=r"(w[c][2]), "=r"(w[c][3])
+				     : "r"(off), "r"(c)
+				     : "memory");
+		if (row >= N)
+			continue;
+		__nv_bfloat16 *yr = y + (long long)row * m + i0;
+
+#pragma unroll
+		for (int u = 0; u < 8; u++) {
+			/* s = sb*8 + u: word u/2 of each CTA's chunk, its low or
+			 * high half */
+			const int k = u >> 1;
+			const unsigned sel = (u & 1) ? 0x7632u : 0x5410u;
+			uint4 o;
+
+			o.x = __byte_perm(w[0][k], w[1][k], sel);
+			o.y = __byte_perm(w[2][k], w[3][k], sel);
+			o.z = __byte_perm(w[4][k], w[5][k], sel);
+			o.w = __byte_perm(w[6][k], w[7][k], sel);
+			*reinterpret_cast<uint4 *>(yr + (long long)(sb * 8 + u) * b) = o;
+		}
+	}
+}
+
 } /* namespace kmf */
 
-#if CLUSTER_I * CLUSTER_T > 1
+#if EPILOGUE == 2
+#define KMF_CLUSTER __cluster_dims__(8, 1, 1)
+#elif CLUSTER_I * CLUSTER_T > 1
 #define KMF_CLUSTER __cluster_dims__(CLUSTER_I * CLUSTER_T, 1, 1)
 #else
 #define KMF_CLUSTER
@@ -326,7 +384,7 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	c.kch = (nb + 63) / 64;
 	c.lane = tid & 31;
 	/* the host check refuses these; a trap is a fault, not a hang */
-	if (c.kch > RING || m != b * MB || b % CLUSTER_I)
+	if (c.kch > RING || m != b * MB || b % CLUSTER_I || (EPILOGUE == 2 && b % 8))
 		__trap();
 	if (tid == 0) {
 		for (int s = 0; s < RING; s++) {
@@ -401,16 +459,28 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 				}
 			}
 		}
+		/* A CTA of a cluster leaves only when its peers can no longer
+		 * multicast into it or arrive on its barriers; EPILOGUE 2: every
+		 * tile of the cluster is staged, then (after the exchange) no peer
+		 * reads it any more. Each role syncs in its own branch: code after
+		 * the join would get the producer's 24 registers. */
+		__syncwarp();
+		if (CL > 1 || EPILOGUE == 2)
+			kt_cluster_sync();
+		if (EPILOGUE == 2)
+			kt_cluster_sync();
 	} else {
 		/* consumers */
 		if (CONS > 1)
 			asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
 		consumer(c, y, N, m, b, i, t0, base);
-	}
-	/* a CTA of a cluster leaves only when its peer can no longer multicast
-	 * into it or arrive on its barriers */
-	if (CL > 1) {
 		__syncwarp();
-		kt_cluster_sync();
+		if (CL > 1 || EPILOGUE == 2)
+			kt_cluster_sync();
+		if (EPILOGUE == 2) {
+			exchange(y, N, m, b, i, t0, base, tid - 128);
+			__syncwarp();
+			kt_cluster_sync();
+		}
 	}
 }

@@ -67,7 +67,7 @@ static const char *const ref_shapes[] = {
  * 64-wide k-tile) for the ws variants' 64..128-row tiles; the last two are
  * fused_ws's (rank/blocks 64 and 128, out/blocks 64 and 128, a partial
  * k-chunk and a partial token tile; in/blocks = 320 is five k-chunks, over
- * RING 4) */
+ * RING 4; blocks 8 for the 8-CTA cluster exchange) */
 static const char *const small_shapes[] = {
 	"tokens=33,in=256,out=512,blocks=8,rank=128",
 	"tokens=7,in=128,out=64,blocks=2,rank=48",
@@ -76,6 +76,7 @@ static const char *const small_shapes[] = {
 	"tokens=130,in=384,out=256,blocks=4,rank=128",
 	"tokens=70,in=384,out=256,blocks=4,rank=256",
 	"tokens=40,in=640,out=256,blocks=2,rank=256",
+	"tokens=40,in=512,out=512,blocks=8,rank=512",
 };
 
 static int init_monarch(void)
@@ -457,7 +458,9 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_FATAL(MB == 64 || MB == 128 || MB == 256);
 	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm == b * MB);
 	CU_ASSERT(blk == 0 || blk == 1);
-	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1));
+	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1) || (epi == 2 && blk == 0));
+	/* EPILOGUE 2: 8-CTA clusters of blocks i0 .. i0+7, no multicast */
+	CU_ASSERT(epi != 2 || (b % 8 == 0 && cl == 1));
 	/* clusters pair output blocks i, i+1 (CLUSTER_I) and token tiles
 	 * (CLUSTER_T; the tiles padded to whole pairs) */
 	CU_ASSERT_FATAL((ci == 1 || ci == 2) && (ct == 1 || ct == 2) && b % ci == 0);
@@ -652,13 +655,13 @@ static void test_variants_on_host(void)
 
 					/* one kernel, its own template, and the prep's
 					 * (monarch's EPILOGUE 1: then the row permutation) */
-					CU_ASSERT_EQUAL(plan.nlaunch, blockmajor || !epi ? 1 : 2);
+					CU_ASSERT_EQUAL(plan.nlaunch, blockmajor || epi != 1 ? 1 : 2);
 					CU_ASSERT_EQUAL_FATAL(plan.nprograms, 2);
 					CU_ASSERT_STRING_EQUAL(plan.programs[0].tpl, "monarch_fused");
 					CU_ASSERT_STRING_EQUAL(plan.programs[1].tpl, "monarch");
 					CU_ASSERT_STRING_EQUAL(plan.launch[0].kernel, "fused_monarch_ws");
 					CU_ASSERT_EQUAL(emu_define(&plan.programs[0], "BLOCKMAJOR"),
-							blockmajor || epi);
+							blockmajor || epi == 1);
 				} else {
 					int pr, wg = 0, ws = 0, gl;
 
@@ -902,6 +905,12 @@ static void test_fused_check(void)
 		     "blocks=3 is odd");
 	fused_reject("tokens=256,in=192,out=192,blocks=3,rank=192", 128, 4, 0, 1, "sm_90a", NULL);
 	fused_reject(ll, 128, 4, 0, 3, "sm_90a", "CLUSTER_I=3");
+	/* the cluster exchange: monarch, blocks % 8 == 0, no multicast */
+	fused_reject(ll, 128, 6, 2, 1, "sm_90a", blockmajor ? "monarch only" : NULL);
+	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 5, 2, 1, "sm_90a",
+		     blockmajor ? "monarch only" : "blocks=2 is not");
+	fused_reject(ll, 128, 6, 2, 2, "sm_90a", blockmajor ? "monarch only" : "must be 1");
+	fused_reject(ll, 128, 6, 3, 1, "sm_90a", "EPILOGUE=3");
 	/* a 128-token tile for 64 tokens */
 	fused_reject("tokens=64,in=4096,out=4096,blocks=16,rank=1024", 128, 4, 0, 1, "sm_90a",
 		     "over twice tokens");
@@ -1212,8 +1221,9 @@ static void test_compile(void)
 	/* the data-movement / reference template (no defines), once per target */
 	CU_ASSERT_EQUAL(monarch_seen, 3);
 	/* BLOCK_M 64, 128 x RING 4, 5, 6 x (scattered, block-major direct,
-	 * block-major staged) x CLUSTER_I 1, 2 x CLUSTER_T 1, 2 */
-	CU_ASSERT(fused_seen >= 72);
+	 * block-major staged) x CLUSTER_I 1, 2 x CLUSTER_T 1, 2, and the
+	 * cluster exchange (CLUSTER_I = CLUSTER_T = 1) */
+	CU_ASSERT(fused_seen >= 78);
 	job_list_release(&j);
 }
 
