@@ -66,6 +66,15 @@
  *             and multicast the x tiles they share; CLUSTER_T 2: those of
  *             two token tiles multicast their w1r and w2 tiles (each half
  *             of that operand's L2 traffic; both: clusters of 4).
+ *             Measured (H200, llama7b q/k/v/o N1024): 42.3-42.8 us for
+ *             monarch (EPILOGUE 1), 34.1 for monarch_bm, cuBLAS dense ~47;
+ *             see templates/monarch_fused.cu for what else was tried.
+ *             NEEDSWORK: rank/blocks 96 (llama7b gate/up) needs an m64n96
+ *             wgmma (common.cuh has N 64, 128, 256); in/blocks past
+ *             64 * RING (down: 688) needs the ring released per k-chunk;
+ *             out/blocks past 256 (gpt2s c_fc: 768) an output tile split
+ *             (G recomputed per tile). monarch_default still hands out
+ *             naive.
  *             Its z and g scratch buffers are empty.
  *
  * NEEDSWORK: relayout still runs a (chunk) copy kernel between the stages.

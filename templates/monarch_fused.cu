@@ -59,9 +59,23 @@
  * i0 .. i0+7 through distributed shared memory, so that y's interleaved
  * columns s*b + i0 .. i0+7 go out as 16-byte stores (exchange()).
  *
- * Resources: consumers hold MB / 2 + RP fp32 accumulators (the output and
- * two G sets) + RP / 4 fragment registers; with 2 consumers the producer
- * gives registers back (setmaxnreg 24) and the consumers take 240.
+ * Resources: consumers hold MB / 2 + RP / 2 fp32 accumulators (the output
+ * and G) + RP / 4 fragment registers; with 2 consumers the producer gives
+ * registers back (setmaxnreg 24) and the consumers take 240. ptxas: 168
+ * registers at entry (202 with one consumer), no stack frame, no spills.
+ *
+ * Measured on the H200 (bench/NOTES-linear.md, 2026-12-01), llama7b
+ * q/k/v/o N1024: BLOCK_M 128, RING 6, EPILOGUE 1 wins: monarch_bm 34.1 us,
+ * monarch (+ monarch_perm_rows) 42.3-42.8 us, cuBLAS dense ~47; RING 4, 5
+ * 40.2, 37.8 us; the multicast clusters ~2.5 us slower; EPILOGUE 0's
+ * 2-byte scatter 81.9 us; EPILOGUE 2 100.6 us.
+ * NEEDSWORK: the core is bound by bytes in flight per SM (the ring depth),
+ * not L2 bandwidth: RING 7-8 fits only with one w2 buffer, released as
+ * soon as S2(j) retires (its own commit group), or w2 streamed through the
+ * ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do not all fit
+ * at once (not checked: cudaOccupancyMaxActiveClusters); 4-CTA clusters
+ * (8-byte stores) are the untried middle. The G wait happens once per j
+ * for both products; FA3-style ping-pong between the consumers is untried.
  */
 #include "common.cuh"
 
