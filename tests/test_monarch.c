@@ -1059,6 +1059,26 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(mon->plan(&s, &c, &tg, &p, &e), 0);
 		}
 	{
+		/* sm_90a: fused_ws's measured winner where the shape takes it
+		 * (BLOCK_M 64 for few tokens), naive elsewhere */
+		struct kt_target t90a = ft_target("sm_90a"), t90 = ft_target("sm_90");
+		struct kt_shape ll = ft_shape(mon, ref_shapes[0]), gu = ft_shape(mon, ref_shapes[1]);
+		struct kt_shape few = ft_shape(mon, "tokens=60,in=4096,out=4096,blocks=16,rank=1024");
+		struct kt_config c;
+
+		CU_ASSERT_EQUAL_FATAL(mon->default_config(&ll, &t90a, &c), 0);
+		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "fused_ws");
+		CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), 128);
+		CU_ASSERT_EQUAL(kt_config_get(mon, &c, "EPILOGUE"), 1);
+		CU_ASSERT_EQUAL_FATAL(mon->default_config(&few, &t90a, &c), 0);
+		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "fused_ws");
+		CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), 64);
+		CU_ASSERT_EQUAL_FATAL(mon->default_config(&gu, &t90a, &c), 0);
+		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
+		CU_ASSERT_EQUAL_FATAL(mon->default_config(&ll, &t90, &c), 0);
+		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
+	}
+	{
 		/* nothing to hand out for a shape no config can run */
 		struct kt_shape s = ft_shape(mon, "tokens=16,in=4096,out=4096,blocks=3,rank=1024");
 		struct kt_target tg = ft_target("sm_90");
