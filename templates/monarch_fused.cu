@@ -8,12 +8,13 @@
  * that output block i gathers are one contiguous run.
  *
  *   fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb)
- *       grid ceil(N / BLOCK_M) * b, block (CONSUMERS + 1) * 128,
+ *       grid ceil(N / BLOCK_M) * b (token tiles padded to whole CLUSTER_T
+ *       pairs), block (CONSUMERS + 1) * 128,
  *       dynamic smem 1024 + RING * (BLOCK_M + RP) * 128 + 2 * RP * MB * 2 + 256.
  *   tx:  x (N, n) as (k = nb, batch = b, rows = N), strides (1, nb, n),
- *        box (64, 1, BLOCK_M)
- *   tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP, 1)
- *   tw2: w2 (b, mb, r) as (r, mb, b), box (64, MB, 1)
+ *        box (64, 1, BLOCK_M / CLUSTER_I)
+ *   tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP / CLUSTER_T, 1)
+ *   tw2: w2 (b, mb, r) as (r, mb, b), box (64, MB / CLUSTER_T, 1)
  *   all three with the 128-byte swizzle.
  *
  * CTA (token tile t0, output block i) for j = 0 .. b-1:
@@ -30,14 +31,15 @@
  * (full / empty mbarriers), then the w2 slice (MB rows x RP, RP / 64
  * panels) into one of two w2 buffers. Warpgroups 1..CONSUMERS each own 64
  * token rows (the m64 wgmma tile); per j (S1 = the first product, S2 the
- * second), with the pending wgmma groups in brackets:
- *   issue S1(j+1) into the other G                [S2(j-1), S1(j+1)]
- *   wait for S2(j-1): its w2 buffer and A fragments are free
- *   G_j -> bf16 A fragments; issue S2(j)           [S1(j+1), S2(j)]
- *   wait for S1(j+1): its ring slots are free
- * so the tensor cores always have the other product queued (and the other
- * consumer's). Two G register sets, so the j loop is unrolled by 2 (no
- * run-time register indexing). The ring must hold one j's chunks (KCH <=
+ * second; step()):
+ *   wait for S1(j) and S2(j-1): their ring slots and w2 buffer go back
+ *   G_j -> bf16 A fragments, G zeroed
+ *   issue S2(j), then S1(j+1) into G, as one commit group
+ * Nothing is in flight while G is converted and re-zeroed: ptxas
+ * serializes the wgmmas when an accumulator is redefined inside a pipeline
+ * stage (C7515), and two G register sets (S1(j+1) issued before S2(j))
+ * ran out of registers (C7512). The tensor cores stay busy with the other
+ * consumer's group meanwhile. The ring must hold one j's chunks (KCH <=
  * RING: S1(j+1)'s slots are released only after all of it retired); the
  * host check refuses more, and the kernel traps rather than hang.
  *
