@@ -177,10 +177,17 @@ KT_DEV void tab_widen(uint4 u, float4 &a, float4 &b)
 	b = make_float4(p2.x, p2.y, p3.x, p3.y);
 }
 
-/* tab_widen of the table chunk of row t, chunk c (read-only path). */
+/* The table chunk (16 bytes: the 4 pairs of x's chunk c) of row t, as
+ * stored (read-only path). */
+KT_DEV uint4 tab_raw(const rtab *table, long long t, int c)
+{
+	return __ldg(reinterpret_cast<const uint4 *>(table + t * HD + c * 8));
+}
+
+/* tab_widen of the table chunk of row t, chunk c. */
 KT_DEV void tab_chunk(const rtab *table, long long t, int c, float4 &a, float4 &b)
 {
-	tab_widen(__ldg(reinterpret_cast<const uint4 *>(table + t * HD + c * 8)), a, b);
+	tab_widen(tab_raw(table, t, c), a, b);
 }
 
 /* The (cos, sin) pair of column col (even) of table row t. */
@@ -352,7 +359,7 @@ KT_DEV void rope_tab_load(uint4 (&u)[BLK * CH / NT], const rtab *table, int t0, 
 	for (int i = 0; i < BLK * CH / NT; i++) {
 		int idx = tid + i * NT, r = min(idx / CH, len - 1), c = idx % CH;
 
-		u[i] = __ldg(reinterpret_cast<const uint4 *>(table + (long long)(t0 + r) * HD + c * 8));
+		u[i] = tab_raw(table, t0 + r, c);
 	}
 }
 

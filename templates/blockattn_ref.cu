@@ -51,24 +51,15 @@ __device__ float ref_ld(const __nv_bfloat16 *x, const __nv_bfloat16 *table, int 
 	return (c & 1) ? x0 * si + x1 * co : x0 * co - x1 * si;
 }
 
+/* a[ta] . b[tb] (token rows, head h), each rotated by its table when that
+ * is non-NULL. */
 __device__ float ref_dot(const __nv_bfloat16 *a, int ta, const __nv_bfloat16 *b, int tb,
-			 const __nv_bfloat16 *table, int H, int h, int d)
+			 const __nv_bfloat16 *at, const __nv_bfloat16 *bt, int H, int h, int d)
 {
 	float acc = 0.f;
 
 	for (int c = 0; c < d; c++)
-		acc += ref_ld(a, table, ta, H, h, d, c) * ref_ld(b, table, tb, H, h, d, c);
-	return acc;
-}
-
-/* do . rot(v) (rot by vt when non-NULL): do is never rotated. */
-__device__ float ref_dot_v(const __nv_bfloat16 *dout, int ta, const __nv_bfloat16 *v, int tb,
-			   const __nv_bfloat16 *vt, int H, int h, int d)
-{
-	float acc = 0.f;
-
-	for (int c = 0; c < d; c++)
-		acc += ref_ld(dout, nullptr, ta, H, h, d, c) * ref_ld(v, vt, tb, H, h, d, c);
+		acc += ref_ld(a, at, ta, H, h, d, c) * ref_ld(b, bt, tb, H, h, d, c);
 	return acc;
 }
 
@@ -108,7 +99,7 @@ extern "C" __global__ void ref_blockattn_fwd(const __nv_bfloat16 *q, const __nv_
 	if (i >= bl.y)
 		return;
 	for (int j = 0; j < bl.y; j++) {
-		p[j] = ref_dot(q, bl.x + i, k, bl.x + j, table, H, h, d) * scale;
+		p[j] = ref_dot(q, bl.x + i, k, bl.x + j, table, table, H, h, d) * scale;
 		m = fmaxf(m, p[j]);
 	}
 	for (int j = 0; j < bl.y; j++) {
@@ -145,7 +136,7 @@ extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_
 		float m = KBA_NEG_INF, l = 0.f, di = 0.f;
 
 		for (int j = 0; j < bl.y; j++) {
-			p[j] = ref_dot(q, bl.x + r, k, bl.x + j, table, H, h, d) * scale;
+			p[j] = ref_dot(q, bl.x + r, k, bl.x + j, table, table, H, h, d) * scale;
 			m = fmaxf(m, p[j]);
 		}
 		for (int j = 0; j < bl.y; j++) {
@@ -154,7 +145,7 @@ extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_
 		}
 		for (int j = 0; j < bl.y; j++) {
 			p[j] /= l;
-			ds[j] = ref_dot_v(dout, bl.x + r, v, bl.x + j, vtab, H, h, d);
+			ds[j] = ref_dot(dout, bl.x + r, v, bl.x + j, nullptr, vtab, H, h, d);
 			di += p[j] * ds[j];
 		}
 		for (int j = 0; j < bl.y; j++)
@@ -176,8 +167,8 @@ extern "C" __global__ void ref_blockattn_bwd(const __nv_bfloat16 *q, const __nv_
 	/* key row r: column r of P and dS, then dV, dK */
 	if (r < bl.y) {
 		for (int i = 0; i < bl.y; i++) {
-			float s = ref_dot(q, bl.x + i, k, bl.x + r, table, H, h, d) * scale;
-			float dp = ref_dot_v(dout, bl.x + i, v, bl.x + r, vtab, H, h, d);
+			float s = ref_dot(q, bl.x + i, k, bl.x + r, table, table, H, h, d) * scale;
+			float dp = ref_dot(dout, bl.x + i, v, bl.x + r, nullptr, vtab, H, h, d);
 
 			p[i] = expf(s - rmax[i]) / rsum[i];
 			ds[i] = p[i] * (dp - rdi[i]) * scale;

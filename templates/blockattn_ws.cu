@@ -105,25 +105,6 @@ KT_DEV void load_pan(unsigned s, const __nv_bfloat16 *x, int t0, int len, int H,
 	}
 }
 
-/* Keeps the compiler from touching accumulators across a wgmma wait. */
-template <int N>
-KT_DEV void pin(float (&d)[N][4])
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			asm volatile("" : "+f"(d[i][e])::"memory");
-}
-
-template <int N>
-KT_DEV void zero(float (&d)[N][4])
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.f;
-}
-
 /* bf16 pairs of a warp's 16 rows of an S-layout accumulator into a BLK x
  * BLK panel tile (row = query, column = key), as the MN-major A operand of
  * P^T x and dS^T x reads it. */
@@ -241,8 +222,7 @@ KT_DEV void load_tab(int i, const int2 *blocks, const rtab *table, ptab &t, int 
 	for (int j = 0; j < IT; j++) {
 		int idx = pt + j * PT, r = min(idx / CH, b.y - 1), c = idx % CH;
 
-		t.u[j] = __ldg(
-			reinterpret_cast<const uint4 *>(table + (long long)(b.x + r) * HD + c * 8));
+		t.u[j] = tab_raw(table, b.x + r, c);
 	}
 }
 
@@ -379,8 +359,7 @@ KT_DEV void conj_out(int j, __nv_bfloat16 *dq, __nv_bfloat16 *dk, const int2 *bl
 			long long off = ((long long)(b.x + r) * H + h) * HD + c * 8;
 
 			if (r < b.y) {
-				tu[jj] = __ldg(reinterpret_cast<const uint4 *>(
-					table + (long long)(b.x + r) * HD + c * 8));
+				tu[jj] = tab_raw(table, b.x + r, c);
 				vq[jj] = __ldcg(reinterpret_cast<const uint4 *>(dq + off));
 				vk[jj] = __ldcg(reinterpret_cast<const uint4 *>(dk + off));
 			}
@@ -576,15 +555,15 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		float s[MI][NB][4], dp[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
 		/* S = q k^T, dP = do v^T */
-		zero(s[0]);
-		zero(dp[0]);
+		kt_wg_zero(s[0]);
+		kt_wg_zero(dp[0]);
 		kt_wg_fence();
 		mma_s(s[0], sq, sk);
 		mma_s(dp[0], sdo, sv);
 		kt_wg_commit();
 		kt_wg_wait<0>();
-		pin(s[0]);
-		pin(dp[0]);
+		kt_wg_pin(s[0]);
+		kt_wg_pin(dp[0]);
 
 		softmax_rows(s, inv, len, lane);
 #pragma unroll
@@ -614,11 +593,11 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		put_pan(gq + 2 * TILE, s[0], r0, lane);
 
 		/* dQ = dS k */
-		zero(acc[0]);
+		kt_wg_zero(acc[0]);
 		mma_rx(acc[0], dp[0], sk);
 		kt_wg_commit();
 		kt_wg_wait<0>();
-		pin(acc[0]);
+		kt_wg_pin(acc[0]);
 		/* k is dead now: dS there; every warp's P and dS before dV, dK */
 		put_pan(gq + TILE, dp[0], r0, lane);
 		kt_fence_proxy_async();
@@ -627,23 +606,23 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					lane);
 
 		/* dV = P^T do */
-		zero(acc[0]);
+		kt_wg_zero(acc[0]);
 		kt_wg_fence();
 		mma_tt(acc[0], sv, sdo);
 		kt_wg_commit();
 		kt_wg_wait<0>();
-		pin(acc[0]);
+		kt_wg_pin(acc[0]);
 		/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
 		put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H,
 					  h, lane);
 
 		/* dK = dS^T q */
-		zero(acc[0]);
+		kt_wg_zero(acc[0]);
 		kt_wg_fence();
 		mma_tt(acc[0], sk, sq);
 		kt_wg_commit();
 		kt_wg_wait<0>();
-		pin(acc[0]);
+		kt_wg_pin(acc[0]);
 		if (RPROD != 3)	/* the slot is free */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
 		put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
@@ -680,19 +659,19 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE;
 		float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
-		zero(s[0]);
+		kt_wg_zero(s[0]);
 		kt_wg_fence();
 		mma_s(s[0], sq, sk);
 		kt_wg_commit();
 		kt_wg_wait<0>();
-		pin(s[0]);
+		kt_wg_pin(s[0]);
 		softmax_rows(s, inv, len, lane);
 
-		zero(acc[0]);
+		kt_wg_zero(acc[0]);
 		mma_rx(acc[0], s[0], sv);
 		kt_wg_commit();
 		kt_wg_wait<0>();
-		pin(acc[0]);
+		kt_wg_pin(acc[0]);
 		kt_mbar_arrive(bars + (STAGES + slot) * 8);	/* the slot is free */
 #pragma unroll
 		for (int nt = 0; nt < ND; nt++)

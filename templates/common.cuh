@@ -263,6 +263,27 @@ KT_DEV void kt_wg_wait(void)
 	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
+/* Keeps the compiler from touching an accumulator (N m64 fragments of
+ * 4 floats a thread) across a wgmma wait. */
+template <int N>
+KT_DEV void kt_wg_pin(float (&d)[N][4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+/* The same accumulator zeroed (before a first wgmma with scale-d 1). */
+template <int N>
+KT_DEV void kt_wg_zero(float (&d)[N][4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.f;
+}
+
 /* Generic-proxy shared-memory writes (cp.async, st.shared) before
  * async-proxy reads (wgmma, TMA stores). */
 KT_DEV void kt_fence_proxy_async(void)

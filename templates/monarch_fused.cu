@@ -129,25 +129,6 @@ constexpr int RING_PEERS = CLUSTER_I + CLUSTER_T - 1;
 static_assert(!EPILOGUE || BLOCK_M * (MB * 2 + 16) <= RING * SLOT,
 	      "the staged tile fits in the ring");
 
-/* Keeps the compiler from touching accumulators across a wgmma wait. */
-template <int N>
-KT_DEV void pin(float (&d)[N][4])
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			asm volatile("" : "+f"(d[i][e])::"memory");
-}
-
-template <int N>
-KT_DEV void zero(float (&d)[N][4])
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.f;
-}
-
 /* The m64k16 A fragment of k16 step kk from an m64nN accumulator (the
  * m16n8 layout: n8 tiles 2kk and 2kk+1 are the step's 16 columns). */
 KT_DEV void a_frag(unsigned (&a)[4], const float (&g)[NG][4], int kk)
@@ -218,7 +199,7 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 	unsigned a[KS][4];
 
 	kt_wg_wait<0>();
-	pin(g);
+	kt_wg_pin(g);
 	s1_release(c, j);
 	if (j > 0 && c.lane == 0)	/* S2(j-1)'s w2 buffer is free */
 		release(c.wempty + ((j - 1) & 1) * 8, c.rank, false, true);
@@ -226,7 +207,7 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 	for (int kk = 0; kk < KS; kk++)
 		a_frag(a[kk], g, kk);
 	if (more)
-		zero(g);
+		kt_wg_zero(g);
 	const unsigned wb = c.w2s + (j & 1) * W2B;
 
 	kt_mbar_wait(c.wfull + (j & 1) * 8, (j >> 1) & 1);
@@ -248,15 +229,15 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 	float acc[NA][4], g[NG][4];
 
 	c.xoff = cw * 64 * 128;
-	zero(acc);
-	zero(g);
+	kt_wg_zero(acc);
+	kt_wg_zero(g);
 	kt_wg_fence();
 	s1_issue(c, g, 0);
 	kt_wg_commit();
 	for (int j = 0; j < b; j++)
 		step(c, acc, g, j, b);
 	kt_wg_wait<0>();
-	pin(acc);
+	kt_wg_pin(acc);
 
 	const int r0 = t0 + cw * 64 + warp * 16 + (lane >> 2), s0 = 2 * (lane & 3);
 	const int mb = MB;
