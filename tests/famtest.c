@@ -3,9 +3,11 @@
  */
 #include "famtest.h"
 #include "plan_emu.h"
+#include "testutil.h"
 
 #include <CUnit/Basic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct kt_target ft_target(const char *name)
@@ -82,4 +84,64 @@ void ft_check_output(const float *y, long oob, const float *ref, size_t n, int r
 	CU_ASSERT(rel < tol);
 	if (rel >= tol)
 		fprintf(stderr, "\n  %s round=%d: rel %.3g\n", what, round, rel);
+}
+
+int ft_gpu_start(double timeout_s, struct worker **w, struct worker_device_info *info, char *why,
+		 size_t whylen)
+{
+	struct worker_opts o;
+	struct kt_err err = {0};
+	const char *e = getenv("KTUNE_WORKER_BIN");
+
+	worker_opts_default(&o);
+	o.exe = e && *e ? e : kt_test_ktune();
+	o.backend = WORKER_BACKEND_CUDA;
+	o.timeout_s = timeout_s;
+	if (worker_start(&o, w, &err) != 0) {
+		snprintf(why, whylen, "%s (%s)", err.msg, kt_errcode_name(err.code));
+		*w = NULL;
+		return err.code == KT_ENOGPU ? 1 : -1;
+	}
+	worker_info(*w, info);
+	return 0;
+}
+
+struct kt_target ft_gpu_target(const struct worker_device_info *info)
+{
+	struct kt_target t;
+
+	memset(&t, 0, sizeof(t));
+	t.sm = info->sm;
+	t.arch_a = info->sm == 90;
+	t.smem_optin = info->smem_optin;
+	t.max_threads = info->max_threads;
+	t.sms = info->sms;
+	t.l2_bytes = info->l2_bytes;
+	return t;
+}
+
+void ft_built_release(struct ft_built *b)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_PROGRAMS; i++)
+		jit_result_release(&b->res[i]);
+}
+
+int ft_build(struct ft_built *b, const char *arch)
+{
+	struct kt_err err = {0};
+	int i;
+
+	for (i = 0; i < b->plan.nprograms; i++) {
+		if (jit_compile(&b->plan.programs[i], arch, &b->res[i], &err) != 0 ||
+		    !b->res[i].ok) {
+			fprintf(stderr, "\n  compiling %s for %s: %s\n%s\n", b->plan.programs[i].tpl,
+				arch, err.msg, b->res[i].log ? b->res[i].log : "");
+			return -1;
+		}
+		b->cubins[i] = b->res[i].cubin;
+		b->lens[i] = b->res[i].cubin_len;
+	}
+	return 0;
 }

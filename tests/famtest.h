@@ -2,12 +2,16 @@
  * famtest.h -- what the family test programs (test_family, test_monarch,
  * test_blast) share: named targets and parsed shapes that fail the test when
  * they do not parse, shape-parse refusals, a walk of one variant's valid
- * configs, and the checks on an emulated plan's output.
+ * configs, the checks on an emulated plan's output, and for the GPU suites
+ * (test_gpu too) a CUDA worker's start, its device as a target, and plans
+ * compiled to cubins.
  */
 #ifndef KT_FAMTEST_H
 #define KT_FAMTEST_H
 
 #include "kernels/family.h"
+#include "tuner/jit.h"
+#include "tuner/worker.h"
 
 #include <stddef.h>
 
@@ -41,5 +45,27 @@ int ft_first_config(const struct kt_family *f, const struct kt_shape *s,
  * what names the case in the message printed on failure. */
 void ft_check_output(const float *y, long oob, const float *ref, size_t n, int round,
 		     const char *what);
+
+/* Starts a CUDA worker (KTUNE_WORKER_BIN, else the test's ktune) with
+ * timeout_s per request: 0 with *w and *info set; 1 when the worker found no
+ * GPU, -1 on any other failure (why says which, *w NULL). */
+int ft_gpu_start(double timeout_s, struct worker **w, struct worker_device_info *info, char *why,
+		 size_t whylen);
+/* The target a sweep compiles for on that device (sm_90a on sm_90). */
+struct kt_target ft_gpu_target(const struct worker_device_info *info);
+
+/* A compiled plan: one cubin per program (ft_build fills res, cubins, lens
+ * from plan; ft_built_release frees the results). */
+struct ft_built {
+	struct kt_plan plan;
+	struct jit_result res[KT_MAX_PROGRAMS];
+	const void *cubins[KT_MAX_PROGRAMS];
+	size_t lens[KT_MAX_PROGRAMS];
+};
+
+void ft_built_release(struct ft_built *b);
+/* Compiles every program of b->plan for arch: 0, or -1 with the NVRTC
+ * message and log on stderr. */
+int ft_build(struct ft_built *b, const char *arch);
 
 #endif

@@ -92,10 +92,8 @@ static void emu_gemm(struct emu *m, const struct kt_launch *l)
 			}
 }
 
-/* A TMA read: element (c0, c1, c2) of map a, zero outside its dims (the
- * copy engine's fill), else through its strides (bounds-checked). */
-static double tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
-		     long long c2)
+double emu_tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
+		  long long c2)
 {
 	const struct kt_tmap *t = &a->tmap;
 
@@ -110,7 +108,7 @@ static double tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long l
 static double ws_elem(struct emu *m, const struct kt_arg *a, long long zm, long long z,
 		      long long row, long long k)
 {
-	return zm == 2 ? tma_ld(m, a, k, z, row) : tma_ld(m, a, k, row, z * zm);
+	return zm == 2 ? emu_tma_ld(m, a, k, z, row) : emu_tma_ld(m, a, k, row, z * zm);
 }
 
 /* The map as the worker will encode it, with the tile's box (rows_box

@@ -49,6 +49,10 @@ struct emu {
 
 /* Element i of buffer buf (0 and counted when outside it). */
 float emu_ld(struct emu *m, int buf, long long i);
+/* A TMA read: element (c0, c1, c2) of map arg a, zero outside its dims
+ * (the copy engine's fill), else through its strides (bounds-checked). */
+double emu_tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
+		  long long c2);
 /* Stores v (rounded to bf16 for bf16 buffers when m->round). */
 void emu_st(struct emu *m, int buf, long long i, double v);
 /* Launch argument k: a scalar / a buffer index (asserted). */

@@ -1184,57 +1184,9 @@ static struct worker *gw;
 static struct worker_device_info ginfo;
 static char gpu_why[600];
 
-/* A compiled plan: one cubin per program. */
-struct built {
-	struct kt_plan plan;
-	struct jit_result res[KT_MAX_PROGRAMS];
-	const void *cubins[KT_MAX_PROGRAMS];
-	size_t lens[KT_MAX_PROGRAMS];
-};
-
-static void built_release(struct built *b)
-{
-	int i;
-
-	for (i = 0; i < KT_MAX_PROGRAMS; i++)
-		jit_result_release(&b->res[i]);
-}
-
-static int build(struct built *b, const char *arch)
-{
-	struct kt_err err = {0};
-	int i;
-
-	for (i = 0; i < b->plan.nprograms; i++) {
-		if (jit_compile(&b->plan.programs[i], arch, &b->res[i], &err) != 0 ||
-		    !b->res[i].ok) {
-			fprintf(stderr, "\n  compiling %s for %s: %s\n%s\n", b->plan.programs[i].tpl,
-				arch, err.msg, b->res[i].log ? b->res[i].log : "");
-			return -1;
-		}
-		b->cubins[i] = b->res[i].cubin;
-		b->lens[i] = b->res[i].cubin_len;
-	}
-	return 0;
-}
-
 static int gpu_init(void)
 {
-	struct worker_opts o;
-	struct kt_err err = {0};
-	const char *e = getenv("KTUNE_WORKER_BIN");
-
-	worker_opts_default(&o);
-	o.exe = e && *e ? e : kt_test_ktune();
-	o.backend = WORKER_BACKEND_CUDA;
-	o.timeout_s = 60;
-	if (worker_start(&o, &gw, &err) != 0) {
-		snprintf(gpu_why, sizeof(gpu_why), "%s (%s)", err.msg, kt_errcode_name(err.code));
-		gw = NULL;
-		return err.code == KT_ENOGPU ? 1 : -1;
-	}
-	worker_info(gw, &ginfo);
-	return 0;
+	return ft_gpu_start(60, &gw, &ginfo, gpu_why, sizeof(gpu_why));
 }
 
 static int gpu_cleanup(void)
@@ -1263,28 +1215,22 @@ static void test_gpu_variants(void)
 	int v, k;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
-	memset(&t, 0, sizeof(t));
-	t.sm = ginfo.sm;
-	t.arch_a = ginfo.sm == 90;
-	t.smem_optin = ginfo.smem_optin;
-	t.max_threads = ginfo.max_threads;
-	t.sms = ginfo.sms;
-	t.l2_bytes = ginfo.l2_bytes;
+	t = ft_gpu_target(&ginfo);
 	kt_target_arch(&t, arch, sizeof(arch));
 	printf("\n  %s (%s)", ginfo.name, arch);
 	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
 		struct kt_shape s = ft_shape(fam, shapes[i]);
 		struct kt_err err = {0};
-		struct built ref;
+		struct ft_built ref;
 
 		memset(&ref, 0, sizeof(ref));
 		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(&s, &t, &ref.plan, &err), 0);
-		CU_ASSERT_EQUAL_FATAL(build(&ref, arch), 0);
+		CU_ASSERT_EQUAL_FATAL(ft_build(&ref, arch), 0);
 		if (worker_problem(gw, fam, &s, 4321 + i, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
 			fprintf(stderr, "\n  worker_problem(%s): %s\n", shapes[i], err.msg);
 			CU_FAIL_FATAL("worker_problem failed");
 		}
-		built_release(&ref);
+		ft_built_release(&ref);
 		for (v = 0; v < fam->nvariants; v++) {
 			struct ft_collect x;
 			const struct kt_config *cs[3];
@@ -1303,14 +1249,14 @@ static void test_gpu_variants(void)
 			cs[1] = &x.mid;
 			cs[2] = &x.last;
 			for (k = 0; k < 3; k++) {
-				struct built b;
+				struct ft_built b;
 				struct worker_result r;
 				char key[256];
 
 				memset(&b, 0, sizeof(b));
 				kt_config_key(fam, cs[k], key, sizeof(key));
 				CU_ASSERT_EQUAL_FATAL(fam->plan(&s, cs[k], &t, &b.plan, &err), 0);
-				CU_ASSERT_EQUAL_FATAL(build(&b, arch), 0);
+				CU_ASSERT_EQUAL_FATAL(ft_build(&b, arch), 0);
 				memset(&r, 0, sizeof(r));
 				if (worker_eval(gw, cs[k], &b.plan, b.cubins, b.lens, 0, &r, &err) != 0) {
 					fprintf(stderr, "\n  worker_eval(%s): %s\n", key, err.msg);
@@ -1324,7 +1270,7 @@ static void test_gpu_variants(void)
 				else
 					printf("\n  %s %s: rel %.2e, %.1f us", shapes[i], key, r.rel_err,
 					       r.median_us);
-				built_release(&b);
+				ft_built_release(&b);
 			}
 		}
 	}

@@ -20,6 +20,7 @@
 #include "../kernels/family.h"
 #include "../tuner/jit.h"
 #include "../tuner/worker.h"
+#include "famtest.h"
 #include "testutil.h"
 
 #define SELFTEST_N ((1L << 20) + 17)	/* odd: the tail must be masked */
@@ -42,43 +43,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* A compiled plan: one cubin per program. */
-struct built {
-	struct kt_plan plan;
-	struct jit_result res[KT_MAX_PROGRAMS];
-	const void *cubins[KT_MAX_PROGRAMS];
-	size_t lens[KT_MAX_PROGRAMS];
-};
-
-static void built_release(struct built *b)
-{
-	int i;
-
-	for (i = 0; i < KT_MAX_PROGRAMS; i++)
-		jit_result_release(&b->res[i]);
-}
-
-/* Compiles every program of b->plan for arch; 0 when all compiled. */
-static int build(struct built *b, const char *arch)
-{
-	struct kt_err err = { 0 };
-	int i;
-
-	for (i = 0; i < b->plan.nprograms; i++) {
-		if (jit_compile(&b->plan.programs[i], arch, &b->res[i], &err) != 0) {
-			fprintf(stderr, "jit_compile: %s\n", err.msg);
-			return -1;
-		}
-		if (!b->res[i].ok) {
-			fprintf(stderr, "compile error:\n%s\n", b->res[i].log ? b->res[i].log : "");
-			return -1;
-		}
-		b->cubins[i] = b->res[i].cubin;
-		b->lens[i] = b->res[i].cubin_len;
-	}
-	return 0;
 }
 
 struct tma_case {
@@ -116,7 +80,7 @@ static void test_selftest_compiles(void)
 	struct kt_shape s = { { 1000 } };
 	struct kt_target tgt;
 	struct kt_err err = { 0 };
-	struct built b;
+	struct ft_built b;
 	struct kt_config c = cfg("ok", 2);
 	char arch[16];
 
@@ -125,14 +89,14 @@ static void test_selftest_compiles(void)
 	kt_target_arch(&tgt, arch, sizeof(arch));
 	memset(&b, 0, sizeof(b));
 	CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &tgt, &b.plan, &err), 0);
-	CU_ASSERT_EQUAL(build(&b, arch), 0);
+	CU_ASSERT_EQUAL(ft_build(&b, arch), 0);
 	CU_ASSERT_TRUE(b.lens[0] > 0);
-	built_release(&b);
+	ft_built_release(&b);
 	memset(&b, 0, sizeof(b));
 	CU_ASSERT_EQUAL_FATAL(f->ref_plan(&s, &tgt, &b.plan, &err), 0);
-	CU_ASSERT_EQUAL(build(&b, arch), 0);
+	CU_ASSERT_EQUAL(ft_build(&b, arch), 0);
 	CU_ASSERT_TRUE(b.lens[0] > 0);
-	built_release(&b);
+	ft_built_release(&b);
 }
 
 static void tma_plan(const struct tma_case *tc, struct kt_plan *p);
@@ -142,18 +106,18 @@ static void tma_plan(const struct tma_case *tc, struct kt_plan *p);
 static void test_compare_compiles(void)
 {
 	static const char *const archs[] = { "sm_80", "sm_90" };
-	struct built b;
+	struct ft_built b;
 	size_t i;
 
 	for (i = 0; i < 2; i++) {
 		memset(&b, 0, sizeof(b));
 		b.plan.nprograms = 1;
 		b.plan.programs[0].tpl = "compare";
-		CU_ASSERT_EQUAL(build(&b, archs[i]), 0);
+		CU_ASSERT_EQUAL(ft_build(&b, archs[i]), 0);
 		CU_ASSERT_TRUE(b.lens[0] > 0);
 		/* The kernel the worker looks up is there (extern "C"). */
 		CU_ASSERT_TRUE(b.lens[0] > 0 && memmem(b.cubins[0], b.lens[0], "kt_compare", 10));
-		built_release(&b);
+		ft_built_release(&b);
 	}
 }
 
@@ -162,15 +126,15 @@ static void test_tma_compiles(void)
 {
 	static const struct tma_case tc = { 3, 32, 8, 64, 200, 50, 100, 64 };
 	static const char *const archs[] = { "sm_90", "sm_80" };
-	struct built b;
+	struct ft_built b;
 	size_t i;
 
 	for (i = 0; i < 2; i++) {
 		memset(&b, 0, sizeof(b));
 		tma_plan(&tc, &b.plan);
-		CU_ASSERT_EQUAL(build(&b, archs[i]), 0);
+		CU_ASSERT_EQUAL(ft_build(&b, archs[i]), 0);
 		CU_ASSERT_TRUE(b.lens[0] > 0);
-		built_release(&b);
+		ft_built_release(&b);
 	}
 }
 
@@ -178,20 +142,7 @@ static void test_tma_compiles(void)
 
 static int gpu_init(void)
 {
-	struct worker_opts o;
-	struct kt_err err = { 0 };
-
-	worker_opts_default(&o);
-	o.exe = worker_exe();
-	o.backend = WORKER_BACKEND_CUDA;
-	o.timeout_s = 30;
-	if (worker_start(&o, &gw, &err) != 0) {
-		snprintf(gpu_why, sizeof(gpu_why), "%s (%s)", err.msg, kt_errcode_name(err.code));
-		gw = NULL;
-		return err.code == KT_ENOGPU ? 1 : -1;
-	}
-	worker_info(gw, &ginfo);
-	return 0;
+	return ft_gpu_start(30, &gw, &ginfo, gpu_why, sizeof(gpu_why));
 }
 
 static int gpu_cleanup(void)
@@ -267,7 +218,7 @@ static void eval_variant(const char *variant, long unroll, double timeout_s,
 	struct kt_config c = cfg(variant, unroll);
 	struct kt_target tgt;
 	struct kt_err err = { 0 };
-	struct built b;
+	struct ft_built b;
 	char arch[16];
 	double t0;
 
@@ -277,7 +228,7 @@ static void eval_variant(const char *variant, long unroll, double timeout_s,
 	kt_target_arch(&tgt, arch, sizeof(arch));
 	memset(&b, 0, sizeof(b));
 	CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &tgt, &b.plan, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(build(&b, arch), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_build(&b, arch), 0);
 	t0 = now_s();
 	if (worker_eval(gw, &c, &b.plan, b.cubins, b.lens, timeout_s, r, &err) != 0) {
 		fprintf(stderr, "worker_eval(%s): %s\n", variant, err.msg);
@@ -287,7 +238,7 @@ static void eval_variant(const char *variant, long unroll, double timeout_s,
 	       "rel_err %.3g, eval %.0f ms %s", variant, unroll, worker_status_name(r->status),
 	       r->median_us, r->min_us, r->p90_us, r->reps, r->rel_err, (now_s() - t0) * 1e3,
 	       r->message);
-	built_release(&b);
+	ft_built_release(&b);
 }
 
 static void test_selftest_on_gpu(void)
@@ -297,7 +248,7 @@ static void test_selftest_on_gpu(void)
 	struct kt_target tgt;
 	struct kt_err err = { 0 };
 	struct worker_result r;
-	struct built ref;
+	struct ft_built ref;
 	char arch[16];
 	double t0, expect;
 	int restarts0;
@@ -307,12 +258,12 @@ static void test_selftest_on_gpu(void)
 	kt_target_arch(&tgt, arch, sizeof(arch));
 	memset(&ref, 0, sizeof(ref));
 	CU_ASSERT_EQUAL_FATAL(f->ref_plan(&s, &tgt, &ref.plan, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(build(&ref, arch), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_build(&ref, arch), 0);
 	if (worker_problem(gw, f, &s, SEED, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
 		fprintf(stderr, "worker_problem: %s\n", err.msg);
 		CU_FAIL_FATAL("worker_problem failed");
 	}
-	built_release(&ref);
+	ft_built_release(&ref);
 	restarts0 = worker_restarts(gw);
 
 	eval_variant("ok", 1, 0, &r);
@@ -360,22 +311,22 @@ static int selftest_problem(void)
 	struct kt_shape s = { { SELFTEST_N } };
 	struct kt_target tgt;
 	struct kt_err err = { 0 };
-	struct built ref;
+	struct ft_built ref;
 	char arch[16];
 	int rc;
 
 	target_of(&ginfo, &tgt);
 	kt_target_arch(&tgt, arch, sizeof(arch));
 	memset(&ref, 0, sizeof(ref));
-	if (f->ref_plan(&s, &tgt, &ref.plan, &err) != 0 || build(&ref, arch) != 0) {
-		built_release(&ref);
+	if (f->ref_plan(&s, &tgt, &ref.plan, &err) != 0 || ft_build(&ref, arch) != 0) {
+		ft_built_release(&ref);
 		fprintf(stderr, "selftest reference: %s\n", err.msg);
 		return -1;
 	}
 	rc = worker_problem(gw, f, &s, SEED, &ref.plan, ref.cubins, ref.lens, &err);
 	if (rc != 0)
 		fprintf(stderr, "worker_problem(selftest): %s\n", err.msg);
-	built_release(&ref);
+	ft_built_release(&ref);
 	return rc;
 }
 
@@ -452,7 +403,7 @@ static void tma_eval_on(struct worker *w, const struct tma_case *tc, struct work
 	struct kt_config c = cfg("ok", 1);
 	struct kt_target tgt;
 	struct kt_err err = { 0 };
-	struct built b;
+	struct ft_built b;
 	char arch[16];
 
 	memset(r, 0, sizeof(*r));
@@ -463,7 +414,7 @@ static void tma_eval_on(struct worker *w, const struct tma_case *tc, struct work
 	 * arch-specific features); below sm_90 the kernel compiles to nothing. */
 	target_of(&ginfo, &tgt);
 	kt_target_arch(&tgt, arch, sizeof(arch));
-	CU_ASSERT_EQUAL_FATAL(build(&b, arch), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_build(&b, arch), 0);
 	if (worker_eval(w, &c, &b.plan, b.cubins, b.lens, 0, r, &err) != 0) {
 		fprintf(stderr, "worker_eval(selftest_tma): %s\n", err.msg);
 		CU_FAIL("worker_eval returned -1");
@@ -472,7 +423,7 @@ static void tma_eval_on(struct worker *w, const struct tma_case *tc, struct work
 	       "%d non-finite, %.2f us %s", tc->rank, tc->box_w, tc->box_h, tc->swizzle,
 	       tc->kernel_swizzle, tc->width, tc->rows, tc->planes, worker_status_name(r->status),
 	       r->rel_err, r->nonfinite, r->median_us, r->message);
-	built_release(&b);
+	ft_built_release(&b);
 }
 
 static void test_tma_tmap(void)
@@ -597,7 +548,7 @@ static int set_problem(struct worker *w, const struct kt_family *f, const struct
 		       const struct kt_plan *ref_override, struct kt_err *err)
 {
 	struct kt_target tgt;
-	struct built ref;
+	struct ft_built ref;
 	char arch[16];
 	int rc = -1;
 
@@ -608,13 +559,13 @@ static int set_problem(struct worker *w, const struct kt_family *f, const struct
 		ref.plan = *ref_override;
 	else if (f->ref_plan(s, &tgt, &ref.plan, err) != 0)
 		goto out;
-	if (build(&ref, arch) != 0) {
+	if (ft_build(&ref, arch) != 0) {
 		kt_err_set(err, KT_ECOMPILE, "reference did not compile");
 		goto out;
 	}
 	rc = worker_problem(w, f, s, SEED, &ref.plan, ref.cubins, ref.lens, err);
 out:
-	built_release(&ref);
+	ft_built_release(&ref);
 	return rc;
 }
 
@@ -623,7 +574,7 @@ static int eval_plan(struct worker *w, const struct kt_config *c, const struct k
 {
 	struct kt_target tgt;
 	struct kt_err err = { 0 };
-	struct built b;
+	struct ft_built b;
 	char arch[16];
 	int rc = -1;
 
@@ -633,10 +584,10 @@ static int eval_plan(struct worker *w, const struct kt_config *c, const struct k
 	kt_target_arch(&tgt, arch, sizeof(arch));
 	memset(&b, 0, sizeof(b));
 	b.plan = *p;
-	if (build(&b, arch) == 0 &&
+	if (ft_build(&b, arch) == 0 &&
 	    (rc = worker_eval(w, c, &b.plan, b.cubins, b.lens, 0, r, &err)) != 0)
 		fprintf(stderr, "worker_eval: %s\n", err.msg);
-	built_release(&b);
+	ft_built_release(&b);
 	return rc;
 }
 
@@ -762,7 +713,7 @@ static void test_cublas_baseline(void)
 	struct kt_target tgt;
 	struct kt_err err = { 0 };
 	struct worker_result r;
-	struct built ref;
+	struct ft_built ref;
 	char arch[16];
 	double floor_us;
 	int rc;
@@ -774,12 +725,12 @@ static void test_cublas_baseline(void)
 	kt_target_arch(&tgt, arch, sizeof(arch));
 	memset(&ref, 0, sizeof(ref));
 	CU_ASSERT_EQUAL_FATAL(f->ref_plan(&s, &tgt, &ref.plan, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(build(&ref, arch), 0);
+	CU_ASSERT_EQUAL_FATAL(ft_build(&ref, arch), 0);
 	if (worker_problem(gw, f, &s, SEED, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
 		fprintf(stderr, "worker_problem(dense): %s\n", err.msg);
 		CU_FAIL_FATAL("worker_problem failed");
 	}
-	built_release(&ref);
+	ft_built_release(&ref);
 	rc = worker_baseline(gw, "cublas_dense", &r, &err);
 	printf("\n    cublas_dense %s: rc %d %.2f us (min %.2f, p90 %.2f, %d reps) %s%s",
 	       "tokens=1024,in=4096,out=4096", rc, r.median_us, r.min_us, r.p90_us, r.reps,

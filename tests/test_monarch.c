@@ -397,19 +397,6 @@ static void emu_ref_y(struct emu *m, const struct kt_launch *l)
 	}
 }
 
-/* Element (c0, c1, c2) of map arg a as the copy engine delivers it: 0
- * outside the map's dims. */
-static double map_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
-		     long long c2)
-{
-	const struct kt_tmap *t = &a->tmap;
-
-	if (c0 < 0 || c0 >= t->dims[0] || c1 < 0 || c1 >= t->dims[1] || c2 < 0 ||
-	    c2 >= t->dims[2])
-		return 0;
-	return emu_ld(m, a->buf, c0 + c1 * t->strides[1] + c2 * t->strides[2]);
-}
-
 /* Map arg a: a rank-3 map the worker accepts over its buffer, with box
  * (64, b1, b2) and the 128-byte swizzle the kernel's descriptors assume. */
 static void map_ok(struct emu *m, const struct kt_arg *a, int b1, int b2)
@@ -493,8 +480,8 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 						double g = 0;
 
 						for (k = 0; k < 64; k++)
-							g += map_ld(m, tx, kc * 64 + k, j, t0 + r) *
-							     map_ld(m, tw1, kc * 64 + k, i * RP + q, j);
+							g += emu_tma_ld(m, tx, kc * 64 + k, j, t0 + r) *
+							     emu_tma_ld(m, tw1, kc * 64 + k, i * RP + q, j);
 						G[r * RP + q] += g;
 					}
 			if (m->round)	/* the A fragments are bf16 */
@@ -507,7 +494,7 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 
 						for (k = 0; k < 64; k++)
 							a += G[r * RP + pp * 64 + k] *
-							     map_ld(m, tw2, j * RP + pp * 64 + k, sx, i);
+							     emu_tma_ld(m, tw2, j * RP + pp * 64 + k, sx, i);
 						acc[r * MB + sx] += a;
 					}
 		}
@@ -1311,20 +1298,7 @@ static char gpu_why[600];
 
 static int gpu_init(void)
 {
-	struct worker_opts o;
-	struct kt_err err = {0};
-
-	worker_opts_default(&o);
-	o.exe = kt_test_ktune();
-	o.backend = WORKER_BACKEND_CUDA;
-	o.timeout_s = 30;
-	if (worker_start(&o, &gw, &err) != 0) {
-		snprintf(gpu_why, sizeof(gpu_why), "%s (%s)", err.msg, kt_errcode_name(err.code));
-		gw = NULL;
-		return err.code == KT_ENOGPU ? 1 : -1;
-	}
-	worker_info(gw, &ginfo);
-	return 0;
+	return ft_gpu_start(30, &gw, &ginfo, gpu_why, sizeof(gpu_why));
 }
 
 static int gpu_cleanup(void)
@@ -1334,63 +1308,15 @@ static int gpu_cleanup(void)
 	return 0;
 }
 
-/* A compiled plan: one cubin per program. */
-struct built {
-	struct kt_plan plan;
-	struct jit_result res[KT_MAX_PROGRAMS];
-	const void *cubins[KT_MAX_PROGRAMS];
-	size_t lens[KT_MAX_PROGRAMS];
-};
-
-static void built_release(struct built *b)
-{
-	int i;
-
-	for (i = 0; i < KT_MAX_PROGRAMS; i++)
-		jit_result_release(&b->res[i]);
-}
-
-static int build(struct built *b, const char *arch)
-{
-	struct kt_err err = {0};
-	int i;
-
-	for (i = 0; i < b->plan.nprograms; i++) {
-		if (jit_compile(&b->plan.programs[i], arch, &b->res[i], &err) != 0 || !b->res[i].ok) {
-			fprintf(stderr, "\n  compile %s: %s\n%s\n", b->plan.programs[i].tpl, err.msg,
-				b->res[i].log ? b->res[i].log : "");
-			return -1;
-		}
-		b->cubins[i] = b->res[i].cubin;
-		b->lens[i] = b->res[i].cubin_len;
-	}
-	return 0;
-}
-
-/* The sweep's target for the worker's device (sm_90a on sm_90). */
-static struct kt_target gpu_target(void)
-{
-	struct kt_target t;
-
-	memset(&t, 0, sizeof(t));
-	t.sm = ginfo.sm;
-	t.arch_a = ginfo.sm == 90;
-	t.smem_optin = ginfo.smem_optin;
-	t.max_threads = ginfo.max_threads;
-	t.sms = ginfo.sms;
-	t.l2_bytes = ginfo.l2_bytes;
-	return t;
-}
-
 /* Makes (mon, s) the worker's problem (its GPU reference run). */
 static int gpu_problem(const struct kt_shape *s, const struct kt_target *t, const char *arch)
 {
 	struct kt_err err = {0};
-	struct built ref;
+	struct ft_built ref;
 	int rc = -1;
 
 	memset(&ref, 0, sizeof(ref));
-	if (mon->ref_plan(s, t, &ref.plan, &err) != 0 || build(&ref, arch) != 0)
+	if (mon->ref_plan(s, t, &ref.plan, &err) != 0 || ft_build(&ref, arch) != 0)
 		goto out;
 	if (worker_problem(gw, mon, s, 1, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
 		fprintf(stderr, "\n  worker_problem: %s\n", err.msg);
@@ -1398,7 +1324,7 @@ static int gpu_problem(const struct kt_shape *s, const struct kt_target *t, cons
 	}
 	rc = 0;
 out:
-	built_release(&ref);
+	ft_built_release(&ref);
 	return rc;
 }
 
@@ -1410,7 +1336,7 @@ static void gpu_eval(const struct kt_shape *s, const struct kt_config *c,
 		     const struct kt_target *t, const char *arch, struct worker_result *r)
 {
 	struct kt_err err = {0};
-	struct built b;
+	struct ft_built b;
 	char key[256];
 
 	memset(r, 0, sizeof(*r));
@@ -1418,13 +1344,13 @@ static void gpu_eval(const struct kt_shape *s, const struct kt_config *c,
 	memset(&b, 0, sizeof(b));
 	kt_config_key(mon, c, key, sizeof(key));
 	CU_ASSERT_EQUAL_FATAL(mon->plan(s, c, t, &b.plan, &err), 0);
-	if (build(&b, arch) == 0 &&
+	if (ft_build(&b, arch) == 0 &&
 	    worker_eval(gw, c, &b.plan, b.cubins, b.lens, GPU_TIMEOUT_S, r, &err) != 0)
 		fprintf(stderr, "\n  worker_eval(%s): %s\n", key, err.msg);
 	printf("\n    %-8s %8.2f us (min %.2f, p90 %.2f, %3d reps) rel_err %.3g  %s %s",
 	       worker_status_name(r->status), r->median_us, r->min_us, r->p90_us, r->reps,
 	       r->rel_err, key, r->message);
-	built_release(&b);
+	ft_built_release(&b);
 }
 
 struct fused_walk {
@@ -1467,7 +1393,7 @@ static void fused_on_gpu(const char *text, struct fused_walk *x)
 {
 	memset(x, 0, sizeof(*x));
 	x->s = ft_shape(mon, text);
-	x->t = gpu_target();
+	x->t = ft_gpu_target(&ginfo);
 	kt_target_arch(&x->t, x->arch, sizeof(x->arch));
 	x->variant = kt_variant_index(mon, "fused_ws");
 	printf("\n  %s %s (%s)", mon->name, text, x->arch);
