@@ -292,6 +292,28 @@ void kt_launch_arg_i64(struct kt_launch *l, long long v)
 	add_arg(l, KT_ARG_I64, 0, v);
 }
 
+void kt_launch_arg_tmap3(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,
+			 long long s1, long long s2, int b0, int b1, int b2)
+{
+	struct kt_arg *a;
+
+	if (l->nargs >= KT_MAX_ARGS)
+		return;	/* as add_arg */
+	add_arg(l, KT_ARG_TMAP, buf, 0);
+	a = &l->args[l->nargs - 1];
+	a->tmap.rank = 3;
+	a->tmap.dims[0] = d0;
+	a->tmap.dims[1] = d1;
+	a->tmap.dims[2] = d2;
+	a->tmap.strides[0] = 1;
+	a->tmap.strides[1] = s1;
+	a->tmap.strides[2] = s2;
+	a->tmap.box[0] = b0;
+	a->tmap.box[1] = b1;
+	a->tmap.box[2] = b2;
+	a->tmap.swizzle = 128;
+}
+
 /* A rank-3 map (k, rows, batch) over buf: box (64, box_rows, 1), 128-byte
  * swizzle. Returns the kernel's zA / zB: the batch coordinate's multiplier,
  * 0 when every batch reads the same matrix (batch stride 0); or 2 for the
@@ -302,38 +324,17 @@ void kt_launch_arg_i64(struct kt_launch *l, long long v)
 static int ws_map_arg(struct kt_launch *l, int buf, long rows, long K, long ld, long stride,
 		      long batch, long box_rows, int row_batches)
 {
-	struct kt_arg *a;
 	int shared = batch > 1 && stride == 0;
+	long nb = batch > 1 && !shared ? batch : 1;
 
-	add_arg(l, KT_ARG_TMAP, buf, 0);
-	a = &l->args[l->nargs - 1];
 	if (row_batches && batch > 1 && stride >= K && stride < ld && batch * stride <= ld) {
-		a->tmap.rank = 3;
-		a->tmap.dims[0] = K;
-		a->tmap.dims[1] = batch;
-		a->tmap.dims[2] = rows;
-		a->tmap.strides[0] = 1;
-		a->tmap.strides[1] = stride;
-		a->tmap.strides[2] = ld;
-		a->tmap.box[0] = 64;
-		a->tmap.box[1] = 1;
-		a->tmap.box[2] = (int)box_rows;
-		a->tmap.swizzle = 128;
+		kt_launch_arg_tmap3(l, buf, K, batch, rows, stride, ld, 64, 1, (int)box_rows);
 		return 2;
 	}
-	a->tmap.rank = 3;
-	a->tmap.dims[0] = K;
-	a->tmap.dims[1] = rows;
-	a->tmap.dims[2] = batch > 1 && !shared ? batch : 1;
-	a->tmap.strides[0] = 1;
-	a->tmap.strides[1] = ld;
 	/* one batch: any stride past the matrix (the driver wants 16 bytes
 	 * multiples, the worker every address inside the buffer) */
-	a->tmap.strides[2] = a->tmap.dims[2] > 1 ? stride : rows * ld;
-	a->tmap.box[0] = 64;
-	a->tmap.box[1] = (int)box_rows;
-	a->tmap.box[2] = 1;
-	a->tmap.swizzle = 128;
+	kt_launch_arg_tmap3(l, buf, K, rows, nb, ld, nb > 1 ? stride : rows * ld, 64,
+			    (int)box_rows, 1);
 	return shared ? 0 : 1;
 }
 

@@ -103,6 +103,10 @@ int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, 
 void kt_launch_arg_buf(struct kt_launch *l, int buf);
 void kt_launch_arg_i32(struct kt_launch *l, long long v);
 void kt_launch_arg_i64(struct kt_launch *l, long long v);
+/* A rank-3 tensor map argument over buf: dims and strides in elements
+ * (dimension 0 contiguous, stride 1), box, 128-byte swizzle. */
+void kt_launch_arg_tmap3(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,
+			 long long s1, long long s2, int b0, int b1, int b2);
 
 /* The GPU reference GEMM of templates/ref.cu: one thread per element of
  * C = A . B^T, fp32 accumulation; A and C bf16, or fp32 when a_f32 / c_f32. */

@@ -401,6 +401,17 @@ static struct kt_launch *elem_launch(struct kt_launch *l, int program, const cha
 	return l;
 }
 
+/* The arguments of the kernels that interleave block-major y2 into y
+ * (monarch_perm_out, monarch_perm_rows): (y2, y, N, m, b). */
+static void y2_to_y_args(struct kt_launch *l, long T, long m, long b)
+{
+	kt_launch_arg_buf(l, B_Y2);
+	kt_launch_arg_buf(l, B_Y);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, m);
+	kt_launch_arg_i32(l, b);
+}
+
 /* w1r's prep launch (program `program`, monarch.cu) and the transform it
  * stands for, which export carries. */
 static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan *out)
@@ -418,29 +429,6 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, r);
 	kt_launch_arg_i32(l, n / b);
-}
-
-/* A rank-3 tensor map argument over buf: dims and strides in elements
- * (dimension 0 contiguous), box, 128-byte swizzle. */
-static void arg_map(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,
-		    long long s1, long long s2, int b0, int b1, int b2)
-{
-	struct kt_arg *a = &l->args[l->nargs++];
-
-	memset(a, 0, sizeof(*a));
-	a->kind = KT_ARG_TMAP;
-	a->buf = buf;
-	a->tmap.rank = 3;
-	a->tmap.dims[0] = d0;
-	a->tmap.dims[1] = d1;
-	a->tmap.dims[2] = d2;
-	a->tmap.strides[0] = 1;
-	a->tmap.strides[1] = s1;
-	a->tmap.strides[2] = s2;
-	a->tmap.box[0] = b0;
-	a->tmap.box[1] = b1;
-	a->tmap.box[2] = b2;
-	a->tmap.swizzle = 128;
 }
 
 /* fused_ws: the w1 re-layout (prep), then one launch of monarch_fused.cu
@@ -487,11 +475,11 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	 * them; in a cluster each CTA loads (and multicasts) its part of the
 	 * rows of the tiles it shares: x over CLUSTER_I, the weights over
 	 * CLUSTER_T */
-	arg_map(l, B_X, nb, b, T, nb, n, 64, 1, (int)(bmt / c->p[P_CLI]));
+	kt_launch_arg_tmap3(l, B_X, nb, b, T, nb, n, 64, 1, (int)(bmt / c->p[P_CLI]));
 	/* w1r (b, r, nb) as (k, row, block): rows i*rp .. of block j */
-	arg_map(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)(rp / c->p[P_CLT]), 1);
+	kt_launch_arg_tmap3(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)(rp / c->p[P_CLT]), 1);
 	/* w2 (b, mb, r) as (k, row, block): columns j*rp .. of block i */
-	arg_map(l, B_W2, r, mb, b, r, mb * r, 64, (int)(mb / c->p[P_CLT]), 1);
+	kt_launch_arg_tmap3(l, B_W2, r, mb, b, r, mb * r, 64, (int)(mb / c->p[P_CLT]), 1);
 	kt_launch_arg_buf(l, bm || c->p[P_EPI] != 1 ? B_Y : B_Y2);
 	kt_launch_arg_i32(l, T);
 	kt_launch_arg_i32(l, m);
@@ -509,11 +497,7 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	l->block[0] = ELEM_THREADS;
 	l->block[1] = l->block[2] = 1;
 	l->smem = (unsigned)perm_rows_smem(s);
-	kt_launch_arg_buf(l, B_Y2);
-	kt_launch_arg_buf(l, B_Y);
-	kt_launch_arg_i32(l, T);
-	kt_launch_arg_i32(l, m);
-	kt_launch_arg_i32(l, b);
+	y2_to_y_args(l, T, m, b);
 	return 0;
 }
 
@@ -573,11 +557,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	if (bm)
 		return 0;
 	l = elem_launch(&out->launch[3], pm, "monarch_perm_out", (long long)T * m);
-	kt_launch_arg_buf(l, B_Y2);
-	kt_launch_arg_buf(l, B_Y);
-	kt_launch_arg_i32(l, T);
-	kt_launch_arg_i32(l, m);
-	kt_launch_arg_i32(l, b);
+	y2_to_y_args(l, T, m, b);
 	return 0;
 }
 
