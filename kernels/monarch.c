@@ -56,8 +56,10 @@
  *             others are refused. EPILOGUE 0 stores from the
  *             accumulators (monarch's interleaved y in 2-byte scatters at
  *             stride blocks: measured slow); 1 stages 16-byte rows, and for
- *             monarch writes y2 block-major, then monarch_perm_rows
- *             interleaves it (one row per block through shared memory).
+ *             monarch writes y2 block-major, then monarch_perm_x8
+ *             interleaves it (blocks % 8 == 0: 8 x 8 tiles transposed in
+ *             registers, 16-byte loads and stores), else monarch_perm_rows
+ *             (one row per block through shared memory).
  *             EPILOGUE 2 (monarch, blocks % 8 == 0): clusters of the 8 CTAs
  *             of blocks i0 .. i0+7 exchange their staged tiles through
  *             distributed shared memory so that y's interleaved columns
@@ -126,6 +128,7 @@ enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
+#define PERM_X8_THREADS 128	/* monarch_perm_x8's block (monarch.cu says why) */
 
 static const struct kt_dim dims[] = {
 	{"tokens", 1, 1L << 20, 0, "rows of x (batch x sequence)"},
@@ -286,8 +289,9 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 	if (c->p[P_EPI] == 2 && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1))
 		return WHY("fused_ws: EPILOGUE=2 has clusters of its own: CLUSTER_I and CLUSTER_T "
 			   "must be 1");
-	/* monarch's EPILOGUE 1: y2 block-major, then monarch_perm_rows */
-	if (c->p[P_EPI] == 1 && !bm && perm_rows_smem(s) > (unsigned long)tgt->smem_optin)
+	/* monarch's EPILOGUE 1: y2 block-major, then monarch_perm_x8 (blocks
+	 * % 8 == 0, no shared memory) or monarch_perm_rows */
+	if (c->p[P_EPI] == 1 && !bm && b % 8 && perm_rows_smem(s) > (unsigned long)tgt->smem_optin)
 		return WHY("fused_ws: EPILOGUE=1's row permutation needs %lu B of shared memory "
 			   "> %d B", perm_rows_smem(s), tgt->smem_optin);
 	if ((cons + 1) * 128 > tgt->max_threads)
@@ -434,8 +438,9 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
 /* fused_ws: the w1 re-layout (prep), then one launch of monarch_fused.cu
  * (its header says the maps, grid and shared memory); monarch with
  * EPILOGUE 1: that launch stores y2 block-major in 16-byte rows, then
- * monarch_perm_rows interleaves it into y (2-byte scattered stores at
- * stride blocks measured ~2x the whole kernel's time). */
+ * monarch_perm_x8 (blocks % 8 == 0) or monarch_perm_rows interleaves it
+ * into y (2-byte scattered stores at stride blocks measured ~2x the whole
+ * kernel's time). */
 static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *c,
 		      struct kt_plan *out, struct kt_err *err)
 {
@@ -490,6 +495,21 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	out->nlaunch = 2;
 	l = &out->launch[1];
 	memset(l, 0, sizeof(*l));
+	if (b % 8 == 0) {
+		/* a thread per 8 x 8 tile (8 s of 8 blocks); the kernel loops
+		 * over what a capped grid leaves */
+		long long grid = ((long long)T * (mb / 8) * (b / 8) + PERM_X8_THREADS - 1) /
+				 PERM_X8_THREADS;
+
+		l->program = 1;
+		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_x8");
+		l->grid[0] = (unsigned)(grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
+		l->grid[1] = l->grid[2] = 1;
+		l->block[0] = PERM_X8_THREADS;
+		l->block[1] = l->block[2] = 1;
+		y2_to_y_args(l, T, m, b);
+		return 0;
+	}
 	l->program = 1;
 	snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_rows");
 	l->grid[0] = (unsigned)T;

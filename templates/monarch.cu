@@ -10,8 +10,8 @@
  *
  * No -D parameters: every size is a run-time argument, every index is
  * 64-bit, and every kernel is a grid-stride loop over its outputs (one
- * thread per output element, block 256), so any grid of at least one
- * block is correct. The host emulator in tests/test_monarch.c mirrors each
+ * thread per output element, block 256, unless said below), so any grid
+ * of at least one block is correct. The host emulator in tests/test_monarch.c mirrors each
  * kernel line by line: change both together.
  *
  *   monarch_perm_mid(z, g, N, b, r)          naive: z (b, N, r) -> g (b, N, r)
@@ -26,6 +26,17 @@
  *         per block (grid N, block 256) through shared memory: 16-byte
  *         loads and stores (m % 8 == 0); dynamic smem b * (mb + 8) * 2
  *         (each block's run padded by 16 bytes); fused_ws's epilogue 1
+ *         where b % 8 != 0
+ *   monarch_perm_x8(y2, y, N, m, b)          the same permutation for
+ *         b % 8 == 0 (fused_ws's epilogue 1), no shared memory: a thread
+ *         per (token t, s-chunk sb, block group g) loads the 16-byte
+ *         chunks y2[t][i*mb + 8sb ..] of the 8 blocks i = 8g .. 8g+7 (all
+ *         8 loads before any store), transposes the 8 x 8 bf16 in
+ *         registers (__byte_perm) and stores the 8 chunks
+ *         y[t][s*b + 8g ..] for s = 8sb .. 8sb+7. Work items g fastest,
+ *         so a warp's loads are whole runs of y2 and its stores whole
+ *         32-byte sectors of y (b = 16). Block 128: llama7b's 65536 items
+ *         are ~4 blocks per SM of 132 (256 would leave some SMs 2, some 1)
  *   monarch_ref_z(x, w1, z32, N, n, b, r)    reference stage 1 into fp32
  *         z32 (b, N, r), k in order
  *   monarch_ref_y(z32, w2, y, N, m, b, r, bm)   reference stage 2 with
@@ -136,6 +147,49 @@ extern "C" __global__ void monarch_perm_rows(const __nv_bfloat16 *y2, __nv_bfloa
 				*reinterpret_cast<const uint4 *>(v);
 		}
 		__syncthreads();
+	}
+}
+
+/* the 16-bit half h (0, 1) of each of two words, as one word (a's low) */
+__device__ __forceinline__ unsigned monarch_halves(unsigned a, unsigned b, int h)
+{
+	return __byte_perm(a, b, h ? 0x7632u : 0x5410u);
+}
+
+extern "C" __global__ void monarch_perm_x8(const __nv_bfloat16 *y2, __nv_bfloat16 *y, int N,
+					   int m, int b)
+{
+	const int mb = m / b, sc = mb / 8, ng = b / 8;
+
+	MONARCH_FOR(e, (i64)N * sc * ng)
+	{
+		const int g = (int)(e % ng), sb = (int)((e / ng) % sc);
+		const i64 t = e / ng / sc;
+		const __nv_bfloat16 *src = y2 + t * m + (i64)g * 8 * mb + sb * 8;
+		__nv_bfloat16 *dst = y + t * m + (i64)sb * 8 * b + g * 8;
+		uint4 w[8];
+
+		/* w[c]: block 8g + c, s = 8sb .. 8sb+7 (word k: s = 8sb + 2k, +1) */
+#pragma unroll
+		for (int c = 0; c < 8; c++)
+			w[c] = *reinterpret_cast<const uint4 *>(src + (i64)c * mb);
+#pragma unroll
+		for (int u = 0; u < 8; u++) {
+			/* s = 8sb + u: element u of each block's chunk */
+			const int h = u & 1;
+			unsigned k[8];
+			uint4 o;
+
+#pragma unroll
+			for (int c = 0; c < 8; c++)
+				k[c] = (u >> 1) == 0 ? w[c].x : (u >> 1) == 1 ? w[c].y :
+				       (u >> 1) == 2 ? w[c].z : w[c].w;
+			o.x = monarch_halves(k[0], k[1], h);
+			o.y = monarch_halves(k[2], k[3], h);
+			o.z = monarch_halves(k[4], k[5], h);
+			o.w = monarch_halves(k[6], k[7], h);
+			*reinterpret_cast<uint4 *>(dst + (i64)u * b) = o;
+		}
 	}
 }
 

@@ -20,7 +20,9 @@
  *    must fail (the control); fused_ws's one kernel is emulated from its
  *    launch (tensor maps read with the copy engine's zero fill, its grid,
  *    block, shared memory and defines asserted), and a plan whose output
- *    layout is flipped must fail;
+ *    layout is flipped must fail; EPILOGUE 1 on each shape it takes, so
+ *    monarch's y2 goes through both interleaving kernels (perm_x8's
+ *    register transpose with its halves swapped must fail);
  *  - monarch_bm's y is monarch's with the columns permuted;
  *  - shape parsing, check() rejections, the space and its pruning, that
  *    every valid config of the reference shapes plans (and passes the
@@ -364,6 +366,38 @@ static void emu_perm_rows(struct emu *m, const struct kt_launch *l)
 			emu_st(m, y, t * mm + o, emu_ld(m, y2, t * mm + (o % b) * mb + o / b));
 }
 
+/* 1: monarch_perm_x8's transpose takes each chunk's element u ^ 1 (the
+ * halves of __byte_perm swapped), a control that must fail */
+static int perm_x8_swap;
+
+/* monarch_perm_x8: a work item per (token t, s-chunk sb, group g of 8
+ * blocks), g fastest; 8 chunk loads (blocks 8g + c, s 8sb ..), then
+ * the transposed chunks: y[t][(8sb + u)*b + 8g + c] = w[c][u] */
+static void emu_perm_x8(struct emu *m, const struct kt_launch *l)
+{
+	int y2 = emu_ab(l, 0), y = emu_ab(l, 1);
+	long long N = emu_ai(l, 2), mm = emu_ai(l, 3), b = emu_ai(l, 4), mb = mm / b;
+	long long sc = mb / 8, ng = b / 8, total = N * sc * ng, e;
+
+	CU_ASSERT_FATAL(b % 8 == 0 && mb % 8 == 0 && mm == b * mb);
+	CU_ASSERT_EQUAL(l->block[0], 128u);
+	CU_ASSERT_EQUAL(l->smem, 0u);
+	CU_ASSERT_EQUAL((long long)l->grid[0], (total + 127) / 128);
+	for (e = 0; e < total; e++) {
+		long long g = e % ng, sb = (e / ng) % sc, t = e / ng / sc;
+		long long src = t * mm + g * 8 * mb + sb * 8, dst = t * mm + sb * 8 * b + g * 8;
+		float w[8][8];
+		int c, u;
+
+		for (c = 0; c < 8; c++)
+			for (u = 0; u < 8; u++)
+				w[c][u] = emu_ld(m, y2, src + c * mb + u);
+		for (u = 0; u < 8; u++)
+			for (c = 0; c < 8; c++)
+				emu_st(m, y, dst + u * b + c, w[c][perm_x8_swap ? u ^ 1 : u]);
+	}
+}
+
 static void emu_ref_z(struct emu *m, const struct kt_launch *l)
 {
 	int x = emu_ab(l, 0), w1 = emu_ab(l, 1), z32 = emu_ab(l, 2);
@@ -519,6 +553,7 @@ static int monarch_kernel(struct emu *m, const struct kt_launch *l)
 		{"monarch_gather_chunks", emu_gather_chunks},
 		{"monarch_perm_out", emu_perm_out},
 		{"monarch_perm_rows", emu_perm_rows},
+		{"monarch_perm_x8", emu_perm_x8},
 		{"monarch_ref_z", emu_ref_z},
 		{"monarch_ref_y", emu_ref_y},
 		{"fused_monarch_ws", emu_fused},	/* monarch_fused.cu */
@@ -651,6 +686,12 @@ static void test_variants_on_host(void)
 					CU_ASSERT_STRING_EQUAL(plan.launch[0].kernel, "fused_monarch_ws");
 					CU_ASSERT_EQUAL(emu_define(&plan.programs[0], "BLOCKMAJOR"),
 							blockmajor || epi == 1);
+					/* the register transpose where 8 blocks make a tile */
+					if (plan.nlaunch == 2)
+						CU_ASSERT_STRING_EQUAL(plan.launch[1].kernel,
+								       SV(p.s, "blocks") % 8 ?
+								       "monarch_perm_rows" :
+								       "monarch_perm_x8");
 				} else {
 					int pr, wg = 0, ws = 0, gl;
 
@@ -739,6 +780,73 @@ static void test_variants_on_host(void)
 	}
 	for (v = 0; v < mon->nvariants; v++)
 		CU_ASSERT(emulated[v] >= (is_fused(v) ? 2 : 1));
+}
+
+static int param_index(const char *name);
+
+/* fused_ws with EPILOGUE 1 (the sweeps' winner) on each small shape it
+ * takes, whatever the first / mid / last sample above picked: monarch's
+ * y2 then goes through monarch_perm_x8 (blocks % 8 == 0) or
+ * monarch_perm_rows; the transpose with its halves swapped must fail. */
+static void test_fused_epilogue1_on_host(void)
+{
+	struct kt_target t = ft_target("sm_90a");
+	size_t i;
+	int x8 = 0, rows = 0;
+
+	for (i = 0; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++) {
+		struct problem p;
+		struct kt_config c;
+		struct kt_plan plan;
+		struct kt_err e = {0};
+		char why[200];
+		float *y;
+		long oob, b;
+		int round;
+
+		problem_init(&p, small_shapes[i], 41 + i);
+		b = SV(p.s, "blocks");
+		if (ft_first_config(mon, &p.s, &t, kt_variant_index(mon, "fused_ws"), &c)) {
+			problem_release(&p);
+			continue;
+		}
+		c.p[param_index("BLOCK_M")] = 64;
+		c.p[param_index("RING")] = 6;
+		c.p[param_index("EPILOGUE")] = 1;
+		c.p[param_index("CLUSTER_I")] = 1;
+		c.p[param_index("CLUSTER_T")] = 1;
+		if (!fused_supports(&p.s) || mon->check(&p.s, &c, &t, why, sizeof(why))) {
+			problem_release(&p);
+			continue;
+		}
+		CU_ASSERT_EQUAL_FATAL(mon->plan(&p.s, &c, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(plan.nlaunch, blockmajor ? 1 : 2);
+		if (!blockmajor) {
+			const char *k = plan.launch[1].kernel;
+
+			CU_ASSERT_STRING_EQUAL(k, b % 8 ? "monarch_perm_rows" : "monarch_perm_x8");
+			x8 += strcmp(k, "monarch_perm_x8") == 0;
+			rows += strcmp(k, "monarch_perm_rows") == 0;
+		}
+		for (round = 0; round < 2; round++) {
+			char what[120];
+
+			y = plan_run(&p, &c, &plan, round, &oob);
+			snprintf(what, sizeof(what), "fused_ws EPILOGUE=1 %s", small_shapes[i]);
+			ft_check_output(y, oob, p.ref, p.bufs[3].elems, round, what);
+			free(y);
+		}
+		if (!blockmajor && b % 8 == 0) {
+			perm_x8_swap = 1;
+			y = plan_run(&p, &c, &plan, 0, &oob);
+			perm_x8_swap = 0;
+			CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
+			free(y);
+		}
+		problem_release(&p);
+	}
+	/* monarch: both interleaving kernels ran */
+	CU_ASSERT(blockmajor || (x8 > 0 && rows > 0));
 }
 
 /* ---- shapes, checks, space ---- */
@@ -1242,6 +1350,8 @@ static void add_cpu_tests(CU_pSuite s)
 	CU_add_test(s, "outputs are O(1)", test_output_scale);
 	CU_add_test(s, "GPU reference's math on the host vs cpu_ref", test_gpu_ref_on_host);
 	CU_add_test(s, "every variant's plan on the host vs cpu_ref", test_variants_on_host);
+	CU_add_test(s, "fused_ws EPILOGUE 1 (y2, then the interleaving) on the host",
+		    test_fused_epilogue1_on_host);
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check);
 	CU_add_test(s, "fused_ws check rejects", test_fused_check);
