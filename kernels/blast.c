@@ -46,6 +46,20 @@
  *   mix_fused_ws mix_fused with stage 3 on the warp-specialized path (the
  *                ws tile shares BLOCK_M and STAGES with the fused kernel:
  *                BLOCK_M >= 64).
+ *   tcmix        naive with the mixing on tensor cores (blast.cu's
+ *                blast_mix_tc, -DMIX_TC=1; blocks <= 16): per rank c the
+ *                mixing is W_c = S_c Z_c, a 16 x 16 (b padded) times 16 x N
+ *                product, one m16n8k16 mma per (rank, 8 tokens). A CTA
+ *                parks a 32-token x 32-rank tile of every z[j] in shared
+ *                memory, transposes it into mma fragments with 2-byte
+ *                conflict-free reads, and writes w in 16-byte chunks. The
+ *                prep (offline transform) is St (r, 16, 16) bf16: S rank-
+ *                major, zero-padded. Measured on the H200 under ncu:
+ *                blast_mix (CUDA cores, lane = token, 16-byte loads 2 KiB
+ *                apart) took 217 us at llama7b N1024 -- the mixing is 0.54
+ *                GFLOP and 64 MiB of traffic; the tensor-core mixer is
+ *                bound by that traffic instead.
+ *   tcmix_ws     tcmix with both GEMM stages on the ws path (as naive_ws).
  *
  * Both GEMM stages share one tile except its N: stage 1's N is the rank,
  * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
@@ -73,16 +87,22 @@
 #include <string.h>
 
 enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
-enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_COUNT };
+/* new variants go last: stored configs keep their variant index */
+enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_TCMIX, V_TCMIX_WS,
+       V_COUNT };
 /* problem buffers first (x, U, V, S, y, the reference's z32 and w32), then
  * the variants' scratch */
 enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
+#define B_ST B_S32	/* tcmix: the slot of S32 holds St instead */
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS };
 
 #define NPROBLEM_BUFS 7
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the reference kernels loop over the rest */
 #define MIX_WARPS 8			/* warps per mixer CTA (rank vectors) */
+#define TC_T 32				/* tcmix: tokens x ranks per CTA, 4 warps */
+#define TC_R 32
+#define TC_THREADS 128
 
 static const struct kt_dim dims[] = {
 	{"tokens", 1, 1L << 20, 0, "rows of x (batch x sequence)"},
@@ -92,12 +112,12 @@ static const struct kt_dim dims[] = {
 	{"rank", 8, 65536, 1, "rank r shared by all blocks; a multiple of 8"},
 };
 
-static const char *const variants[] = {"naive", "naive_wgmma", "naive_ws", "mix_fused",
-					"mix_fused_ws"};
+static const char *const variants[] = {"naive",	"naive_wgmma", "naive_ws", "mix_fused",
+					"mix_fused_ws", "tcmix",	    "tcmix_ws"};
 
-#define MMA ((1u << V_NAIVE) | (1u << V_MIX_FUSED) | (1u << V_MIX_FUSED_WS))
+#define MMA ((1u << V_NAIVE) | (1u << V_MIX_FUSED) | (1u << V_MIX_FUSED_WS) | (1u << V_TCMIX))
 #define WG (1u << V_NAIVE_WGMMA)
-#define WS ((1u << V_NAIVE_WS) | (1u << V_MIX_FUSED_WS))
+#define WS ((1u << V_NAIVE_WS) | (1u << V_MIX_FUSED_WS) | (1u << V_TCMIX_WS))
 #define ALLV (MMA | WG | WS)
 
 static const struct kt_param params[] = {
@@ -155,7 +175,7 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *s1, struct 
 		s3->wm = s3->bm / 16;
 		s3->wn = 1;
 	}
-	if (c->variant == V_NAIVE_WS)
+	if (c->variant == V_NAIVE_WS || c->variant == V_TCMIX_WS)
 		ws_tile(s3, c);
 	*s1 = *s3;
 	s1->bn = c->p[P_ZBN];
@@ -166,6 +186,12 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *s1, struct 
 static int is_fused(int variant)
 {
 	return variant == V_MIX_FUSED || variant == V_MIX_FUSED_WS;
+}
+
+/* the tensor-core mixer (blast.cu's blast_mix_tc) */
+static int is_tc(int variant)
+{
+	return variant == V_TCMIX || variant == V_TCMIX_WS;
 }
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), 1)
@@ -222,6 +248,12 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (ELEM_THREADS > tgt->max_threads || MIX_WARPS * 32 > tgt->max_threads)
 		return WHY("the mixing kernels need %d threads per block, target has %d",
 			   ELEM_THREADS, tgt->max_threads);
+	if (is_tc(c->variant) && b > 16)
+		return WHY("%s: blocks=%ld > 16 (the mixer pads S_c to one 16 x 16 mma tile)",
+			   variants[c->variant], b);
+	if (is_tc(c->variant) && TC_THREADS > tgt->max_threads)
+		return WHY("tcmix: the mixer needs %d threads per block, target has %d", TC_THREADS,
+			   tgt->max_threads);
 	tiles_of(c, &s1, &s3);
 	if (is_fused(c->variant) && fused_check(&s1, b, tgt, why, whylen))
 		return 1;
@@ -253,7 +285,10 @@ static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 	if (!cfg || cfg->variant < 0 || cfg->variant >= V_COUNT)
 		return NPROBLEM_BUFS;
 	kt_buf_set(&out[B_W], "w", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
-	kt_buf_set(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
+	if (is_tc(cfg->variant))	/* S rank-major, each S_c padded to 16 x 16 */
+		kt_buf_set(&out[B_ST], "St", KT_BUF_SCRATCH, KT_BF16, r * 256, 0);
+	else
+		kt_buf_set(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
 	if (is_fused(cfg->variant))
 		return 9;	/* z stays on chip */
 	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
@@ -323,8 +358,27 @@ static void mix_launch(int pm, long T, long b, long r, struct kt_launch *l)
 	kt_launch_arg_i32(l, r);
 }
 
+/* tcmix's mixer: TC_T tokens x TC_R ranks of every block per CTA. */
+static void mix_tc_launch(int pm, long T, long r, struct kt_launch *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->program = pm;
+	snprintf(l->kernel, sizeof(l->kernel), "blast_mix_tc");
+	l->grid[0] = (unsigned)((T + TC_T - 1) / TC_T);
+	l->grid[1] = (unsigned)((r + TC_R - 1) / TC_R);
+	l->grid[2] = 1;
+	l->block[0] = TC_THREADS;
+	l->block[1] = l->block[2] = 1;
+	kt_launch_arg_buf(l, B_Z);
+	kt_launch_arg_buf(l, B_ST);
+	kt_launch_arg_buf(l, B_W);
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, r);
+}
+
 /*
  * Programs: naive  [gemm s1] [gemm s3 unless the same tile] [blast MIX_B]
+ *           tcmix  the same, blast with MIX_TC
  *           fused  [blast FUSED MIX_B + s1's tile] [gemm s3]
  * Prep: S32 = float(S). Launches: stage 1 (+ mixing), stage 3.
  */
@@ -360,6 +414,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		out->programs[pm].tpl = "blast";
 	}
 	rc |= kt_program_define(&out->programs[pm], "MIX_B", b);
+	if (is_tc(c->variant))
+		rc |= kt_program_define(&out->programs[pm], "MIX_TC", 1);
 	if (pg3 != 0) {
 		out->programs[pg3].tpl = "gemm";
 		rc |= kt_gemm_defines(&s3, &out->programs[pg3]);
@@ -367,13 +423,23 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	if (rc)
 		return kt_err_set(err, KT_EINTERNAL, "blast: too many defines");
 
-	snprintf(out->transform, sizeof(out->transform),
-		 "S32[i][j][c] = (float)S[i][j][c]: the mixing weights as fp32, same layout");
 	out->nprep = 1;
-	l = elem_launch(&out->prep[0], pm, "blast_s_to_f32", (long long)b * b * r);
-	kt_launch_arg_buf(l, B_S);
-	kt_launch_arg_buf(l, B_S32);
-	kt_launch_arg_i64(l, (long long)b * b * r);
+	if (is_tc(c->variant)) {
+		snprintf(out->transform, sizeof(out->transform),
+			 "St[c][i][j] = S[i][j][c] for i, j < blocks, 0 up to 16: the mixing "
+			 "weights rank-major, each S_c one 16 x 16 bf16 tile (St: rank x 256)");
+		l = elem_launch(&out->prep[0], pm, "blast_s_to_t16", (long long)r * 256);
+		kt_launch_arg_buf(l, B_S);
+		kt_launch_arg_buf(l, B_ST);
+		kt_launch_arg_i32(l, r);
+	} else {
+		snprintf(out->transform, sizeof(out->transform),
+			 "S32[i][j][c] = (float)S[i][j][c]: the mixing weights as fp32, same layout");
+		l = elem_launch(&out->prep[0], pm, "blast_s_to_f32", (long long)b * b * r);
+		kt_launch_arg_buf(l, B_S);
+		kt_launch_arg_buf(l, B_S32);
+		kt_launch_arg_i64(l, (long long)b * b * r);
+	}
 
 	if (fused) {
 		out->nlaunch = 2;
@@ -384,7 +450,10 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		 * j*r*nb, C = z[j] at j*N*r (rows r apart) */
 		kt_gemm_launch(&s1, 0, T, r, nb, B_X, n, nb, B_V, nb, r * nb, B_Z, r, T * r, b,
 			       &out->launch[0]);
-		mix_launch(pm, T, b, r, &out->launch[1]);
+		if (is_tc(c->variant))
+			mix_tc_launch(pm, T, r, &out->launch[1]);
+		else
+			mix_launch(pm, T, b, r, &out->launch[1]);
 	}
 	/* stage 3, batch i: A = w[i] (b, N, r), B = U_i at i*mb*r; y's column
 	 * block i at i*mb, rows m apart */

@@ -267,6 +267,147 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
 }
 #endif /* FUSED */
 
+#ifdef MIX_TC
+/*
+ * tcmix, tcmix_ws (kernels/blast.c): the mixing on tensor cores. For one
+ * rank c the mixing is a b x b matrix times a b x N one, W_c = S_c Z_c
+ * (S_c[i][j] = S[i][j][c], Z_c[j][t] = z[j][t][c]): with b <= 16 padded to
+ * 16, an m16n8k16 mma per (rank, 8 tokens), A = S_c from St (the prep's
+ * rank-major copy of S), B = Z_c, fp32 sums, w rounded to bf16 once.
+ * A CTA (4 warps) owns TC_T tokens x TC_R ranks of every block: it parks
+ * z's tile in shared memory (16 slots of TC_T rows of TC_R ranks; slots of
+ * b.. are zero), each warp computes TC_R/4 ranks for all TC_T tokens and
+ * keeps its W fragments as bf16 pairs; then the tile is overwritten with w
+ * and stored in 16-byte chunks. The transposes z (t, c) -> Z_c (j, t) and
+ * back are 2-byte shared-memory accesses, conflict-free: z's slot of block j
+ * is (j even: j/2, odd: 8 + j/2), slots TC_JP elements (641 words: one bank
+ * apart), rows TC_P = 40 elements (20 words); w's slot is i.
+ * grid (ceil(N/TC_T), ceil(r/TC_R)), block 128, 41,024 B static smem.
+ */
+#include "common.cuh"
+
+static_assert(MIX_B <= 16, "tcmix pads the blocks to one 16 x 16 tile");
+constexpr int TC_T = 32, TC_R = 32, TC_P = TC_R + 8, TC_JP = TC_T * TC_P + 2;
+constexpr int TC_RW = TC_R / 4;		/* ranks per warp */
+constexpr int TC_TG = TC_T / 8;		/* n8 token groups */
+
+__device__ __forceinline__ int tc_zslot(int j)
+{
+	return (j & 1) ? 8 + (j >> 1) : (j >> 1);
+}
+
+extern "C" __global__ void blast_s_to_t16(const __nv_bfloat16 *S, __nv_bfloat16 *St, int r)
+{
+	BLAST_FOR(e, (i64)r * 256)
+	{
+		const int j = (int)(e & 15), i = (int)((e >> 4) & 15);
+		const i64 c = e >> 8;
+
+		St[e] = (i < MIX_B && j < MIX_B) ? S[((i64)i * MIX_B + j) * r + c]
+						 : __float2bfloat16_rn(0.f);
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+blast_mix_tc(const __nv_bfloat16 *z, const __nv_bfloat16 *St, __nv_bfloat16 *w, int N, int r)
+{
+	__shared__ __align__(16) unsigned short tile[16 * TC_JP];
+	const unsigned base = kt_smem_u32(tile);
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int g = lane >> 2, q = lane & 3;
+	const int t0 = blockIdx.x * TC_T, c0 = blockIdx.y * TC_R;
+	const i64 plane = (i64)N * r;
+	unsigned pk[TC_RW][TC_TG][2];
+
+	/* z's tile: 16 slots x TC_T rows x TC_R/8 chunks, zero outside; every
+	 * load in flight before the first store */
+	constexpr int LD = 16 * TC_T * (TC_R / 8) / 128;
+	uint4 v[LD];
+
+#pragma unroll
+	for (int u = 0; u < LD; u++) {
+		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
+		const int j = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
+
+		v[u] = make_uint4(0, 0, 0, 0);
+		if (j < MIX_B && t < N && c < r)
+			v[u] = *reinterpret_cast<const uint4 *>(z + j * plane + (i64)t * r + c);
+	}
+#pragma unroll
+	for (int u = 0; u < LD; u++) {
+		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
+		const int j = e / (TC_R / 8) / TC_T;
+		const unsigned a = base + 2u * (tc_zslot(j) * TC_JP + tl * TC_P + ch * 8);
+
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v[u].x));
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 4), "r"(v[u].y));
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 8), "r"(v[u].z));
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 12), "r"(v[u].w));
+	}
+	__syncthreads();
+#pragma unroll
+	for (int k = 0; k < TC_RW; k++) {
+		const int cl = warp * TC_RW + k, c = c0 + cl;
+		unsigned a[4] = {0, 0, 0, 0};
+
+		if (c < r) {
+			const unsigned *sp = reinterpret_cast<const unsigned *>(St + (i64)c * 256);
+
+			a[0] = __ldg(sp + (g * 16 + 2 * q) / 2);
+			a[1] = __ldg(sp + ((g + 8) * 16 + 2 * q) / 2);
+			a[2] = __ldg(sp + (g * 16 + 2 * q + 8) / 2);
+			a[3] = __ldg(sp + ((g + 8) * 16 + 2 * q + 8) / 2);
+		}
+#pragma unroll
+		for (int tg = 0; tg < TC_TG; tg++) {
+			/* B: k = j (2q, 2q+1 | 2q+8, 2q+9), n = token tg*8 + g */
+			const int off = (tg * 8 + g) * TC_P + cl;
+			const unsigned short *zp = tile + off;
+			unsigned bb[2];
+			float d[4] = {0.f, 0.f, 0.f, 0.f};
+
+			bb[0] = (unsigned)zp[q * TC_JP] | ((unsigned)zp[(8 + q) * TC_JP] << 16);
+			bb[1] = (unsigned)zp[(4 + q) * TC_JP] | ((unsigned)zp[(12 + q) * TC_JP] << 16);
+			kt_mma_bf16_16816(d, a, bb);
+			/* rows i = g, g + 8; columns tokens tg*8 + 2q, +1 */
+			pk[k][tg][0] = kt_pack_bf16x2(d[0], d[1]);
+			pk[k][tg][1] = kt_pack_bf16x2(d[2], d[3]);
+		}
+	}
+	__syncthreads();
+	/* w's tile, slot i */
+#pragma unroll
+	for (int k = 0; k < TC_RW; k++)
+#pragma unroll
+		for (int tg = 0; tg < TC_TG; tg++)
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				const int i = g + 8 * h, tl = tg * 8 + 2 * q;
+				unsigned short *wp = tile + i * TC_JP + tl * TC_P + warp * TC_RW + k;
+
+				if (h && MIX_B <= 8)
+					continue;
+				wp[0] = (unsigned short)(pk[k][tg][h] & 0xffffu);
+				wp[TC_P] = (unsigned short)(pk[k][tg][h] >> 16);
+			}
+	__syncthreads();
+	for (int e = tid; e < MIX_B * TC_T * (TC_R / 8); e += 128) {
+		const int ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
+		const int i = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
+		const unsigned a = base + 2u * (i * TC_JP + tl * TC_P + ch * 8);
+		uint4 v;
+
+		if (t >= N || c >= r)
+			continue;
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.x) : "r"(a));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.y) : "r"(a + 4));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.z) : "r"(a + 8));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.w) : "r"(a + 12));
+		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = v;
+	}
+}
+#endif /* MIX_TC */
+
 #endif /* MIX_B */
 
 extern "C" __global__ void blast_ref_z(const __nv_bfloat16 *x, const __nv_bfloat16 *V, float *z32,

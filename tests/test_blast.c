@@ -100,6 +100,12 @@ static int is_fused(int v)
 	return strstr(fam->variants[v], "fused") != NULL;
 }
 
+/* the tensor-core mixer: blocks <= 16 */
+static int is_tc(int v)
+{
+	return strstr(fam->variants[v], "tcmix") != NULL;
+}
+
 static double bf(uint16_t h)
 {
 	return (double)kt_bf16_to_f32(h);
@@ -485,6 +491,71 @@ static void emu_s1mix(struct emu *m, const struct kt_launch *l)
 	free(zt);
 }
 
+/* blast_s_to_t16: St[c][i][j] = S[i][j][c], zero beyond MIX_B. */
+static void emu_s_to_t16(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int Sb = emu_ab(l, 0), St = emu_ab(l, 1);
+	long long r = emu_ai(l, 2), e;
+	long B = emu_define(p, "MIX_B");
+
+	CU_ASSERT_EQUAL(emu_define(p, "MIX_TC"), 1);
+	CU_ASSERT_FATAL(B >= 1 && B <= 16);
+	CU_ASSERT_EQUAL(m->bufs[St].dtype, KT_BF16);
+	CU_ASSERT_EQUAL((long long)m->bufs[St].elems, r * 256);
+	for (e = 0; e < r * 256; e++) {
+		long long j = e & 15, i = (e >> 4) & 15, c = e >> 8;
+
+		emu_st(m, St, e, i < B && j < B ? emu_ld(m, Sb, (i * B + j) * r + c) : 0.0);
+	}
+}
+
+/* blast_mix_tc CTA by CTA: the CTA's 32 x 32 (tokens x ranks) tile of
+ * every z[j] (zero outside), W_c = St_c (16 x 16) . Z_c (16 x 32 tokens)
+ * with fp32 sums, w stored for i < MIX_B inside the shape. */
+static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int z = emu_ab(l, 0), St = emu_ab(l, 1), w = emu_ab(l, 2);
+	long long N = emu_ai(l, 3), r = emu_ai(l, 4), plane = N * r;
+	long B = emu_define(p, "MIX_B");
+	long long bx, by;
+
+	CU_ASSERT_EQUAL(emu_define(p, "MIX_TC"), 1);
+	CU_ASSERT_FATAL(B >= 1 && B <= 16);
+	CU_ASSERT_EQUAL(l->block[0] * l->block[1] * l->block[2], 128);	/* 4 warps */
+	CU_ASSERT_EQUAL(l->smem, 0);	/* static: 16 slots of 32 rows of 40 */
+	CU_ASSERT_EQUAL(m->bufs[z].dtype, KT_BF16);
+	CU_ASSERT_EQUAL(m->bufs[St].dtype, KT_BF16);
+	for (bx = 0; bx < l->grid[0]; bx++)
+		for (by = 0; by < l->grid[1]; by++) {
+			double zt[16][32][32];
+			long long j, tl, cl, i;
+
+			for (j = 0; j < 16; j++)
+				for (tl = 0; tl < 32; tl++)
+					for (cl = 0; cl < 32; cl++) {
+						long long t = bx * 32 + tl, c = by * 32 + cl;
+
+						zt[j][tl][cl] = j < B && t < N && c < r ?
+							emu_ld(m, z, j * plane + t * r + c) : 0.0;
+					}
+			for (i = 0; i < B; i++)
+				for (tl = 0; tl < 32; tl++)
+					for (cl = 0; cl < 32; cl++) {
+						long long t = bx * 32 + tl, c = by * 32 + cl;
+						float acc = 0.f;
+
+						if (t >= N || c >= r)
+							continue;
+						for (j = 0; j < 16; j++)
+							acc += (float)(emu_ld(m, St, (c * 16 + i) * 16 + j) *
+								       zt[j][tl][cl]);
+						emu_st(m, w, i * plane + t * r + c, acc);
+					}
+		}
+}
+
 static void emu_ref_z(struct emu *m, const struct kt_launch *l)
 {
 	int x = emu_ab(l, 0), Vb = emu_ab(l, 1), z32 = emu_ab(l, 2);
@@ -541,6 +612,8 @@ static int blast_kernel(struct emu *m, const struct kt_launch *l)
 		{"blast_s_to_f32", emu_s_to_f32},
 		{"blast_mix", emu_mix},
 		{"blast_s1mix", emu_s1mix},
+		{"blast_s_to_t16", emu_s_to_t16},
+		{"blast_mix_tc", emu_mix_tc},
 		{"blast_ref_z", emu_ref_z},
 		{"blast_ref_w", emu_ref_w},
 		{"blast_ref_y", emu_ref_y},
@@ -633,7 +706,8 @@ static void test_variants_on_host(void)
 			 * under 33 in M or N */
 			small = SV(p.s, "tokens") < 33 || SV(p.s, "rank") < 33 ||
 				SV(p.s, "out") / SV(p.s, "blocks") < 33;
-			CU_ASSERT_FATAL(x.n > 0 || (is_90a(v) && small));
+			CU_ASSERT_FATAL(x.n > 0 || (is_90a(v) && small) ||
+					(is_tc(v) && SV(p.s, "blocks") > 16));
 			if (x.n == 0)
 				continue;
 			emulated[v]++;
@@ -862,6 +936,16 @@ static void test_check(void)
 	expect_config_ok(suite_shapes[0],
 			 "variant=mix_fused,BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=32,"
 			 "WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=8", "sm_80");
+	/* tcmix: the blocks padded to one 16 x 16 mma tile */
+	expect_config_reject("tokens=64,in=640,out=640,blocks=20,rank=64",
+			     "variant=tcmix,BLOCK_M=64,BLOCK_N=32,Z_BLOCK_N=32,BLOCK_K=32,"
+			     "WARPS_M=2,WARPS_N=2,STAGES=2,GROUP_M=8", "sm_90", "blocks=20 > 16");
+	expect_config_ok("tokens=64,in=1024,out=1024,blocks=16,rank=64",
+			 "variant=tcmix,BLOCK_M=64,BLOCK_N=32,Z_BLOCK_N=32,BLOCK_K=32,"
+			 "WARPS_M=2,WARPS_N=2,STAGES=2,GROUP_M=8", "sm_90");
+	expect_config_ok(suite_shapes[0],
+			 "variant=tcmix_ws,BLOCK_M=128,BLOCK_N=256,Z_BLOCK_N=256,STAGES=4,GROUP_M=8,"
+			 "CONSUMERS=2", "sm_90a");
 	/* naive_ws: sm_90a, and CONSUMERS whole 64-row warpgroups */
 	expect_config_reject(suite_shapes[0],
 			     "variant=naive_ws,BLOCK_M=128,BLOCK_N=128,Z_BLOCK_N=128,STAGES=4,GROUP_M=8,"
@@ -953,7 +1037,7 @@ static void test_space(void)
 	CU_ASSERT_EQUAL(kt_space_size(fam, 1), total);	/* nothing planted */
 	/* modest: the two stages share all but their N tile (what a sweep
 	 * compiles is the valid part, bounded per variant below) */
-	CU_ASSERT(total < 20000);
+	CU_ASSERT(total < 30000);
 	printf("\n  blast space %ld\n", total);
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
 		for (i = 0; i < sizeof(suite_shapes) / sizeof(suite_shapes[0]); i++) {
@@ -1138,6 +1222,31 @@ static void add_mixers(struct job_list *j, const char *tname)
 	}
 }
 
+/* The tensor-core mixer at b = 1, 6 (gpt2s), 9 (dit_xl), 16: tcmix on
+ * the default config's tiles (the variants share their parameters). */
+static void add_tc_mixers(struct job_list *j, const char *tname)
+{
+	static const char *const shapes[] = {
+		"tokens=64,in=64,out=64,blocks=1,rank=64",
+		"tokens=64,in=384,out=384,blocks=6,rank=192",
+		"tokens=64,in=576,out=576,blocks=9,rank=72",
+		"tokens=64,in=1024,out=1024,blocks=16,rank=64",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		struct kt_shape s = ft_shape(fam, shapes[i]);
+		struct kt_target t = ft_target(tname);
+		struct kt_config c;
+		char why[200];
+
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
+		c.variant = kt_variant_index(fam, "tcmix");
+		CU_ASSERT_EQUAL_FATAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+		job_add_plan(j, fam, &s, &c, &t, "tc mixer");
+	}
+}
+
 static void test_compile(void)
 {
 	const char *all = getenv("KTUNE_COMPILE_ALL");
@@ -1145,7 +1254,7 @@ static void test_compile(void)
 	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;
-	int k, blast_seen = 0, mixers = 0, fused = 0;
+	int k, blast_seen = 0, mixers = 0, fused = 0, tc = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1157,6 +1266,7 @@ static void test_compile(void)
 			add_shape(&j, suite_shapes[2], targets[t], 0, 0);
 		}
 		add_mixers(&j, targets[t]);
+		add_tc_mixers(&j, targets[t]);
 	}
 	job_list_compile(&j);
 	for (k = 0; k < j.n; k++) {
@@ -1164,6 +1274,8 @@ static void test_compile(void)
 			continue;
 		if (emu_define(&j.progs[k], "FUSED") == 1) {
 			fused++;
+		} else if (emu_define(&j.progs[k], "MIX_TC") == 1) {
+			tc++;
 		} else {
 			blast_seen++;
 			mixers += emu_define(&j.progs[k], "MIX_B") > 0;
@@ -1173,6 +1285,8 @@ static void test_compile(void)
 	 * 16, 20, 40, 72, 256 */
 	CU_ASSERT_EQUAL(blast_seen, 4 * 7);
 	CU_ASSERT_EQUAL(mixers, 4 * 6);
+	/* the tensor-core mixer for b = 1, 6, 9, 16 on every target */
+	CU_ASSERT_EQUAL(tc, 4 * 4);
 	/* mix_fused on sm_80, sm_86, sm_90 (and naive's targets only) */
 	CU_ASSERT(fused >= 3 * 6);
 	job_list_release(&j);
