@@ -50,7 +50,8 @@
  *             once by the CTA that needs it; nothing but y is written. A
  *             producer warpgroup and BLOCK_M/64 consumer warpgroups; RING
  *             slots of 64-wide (x, w1r) k-chunks (one input block's must
- *             fit: in/blocks <= 64 * RING), two w2 slices. Shapes: rank/blocks
+ *             fit: in/blocks <= 64 * RING), two w2 slices (RING 7, 8: one,
+ *             W2BUF 1). Shapes: rank/blocks
  *             64 or 128, out/blocks 64, 128 or 256 (the output block stays
  *             in registers; fewer than 176 accumulators per thread);
  *             others are refused. EPILOGUE 0 stores from the
@@ -162,8 +163,9 @@ static const struct kt_param params[] = {
 	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "ws: consumer warpgroups per CTA (each BLOCK_M/CONSUMERS rows), both stages"},
-	{"RING", 3, {4, 5, 6}, FUSED,
-	 "fused_ws: TMA ring slots of 64-wide (x, w1r) k-chunks; one input block's must fit"},
+	{"RING", 5, {4, 5, 6, 7, 8}, FUSED,
+	 "fused_ws: TMA ring slots of 64-wide (x, w1r) k-chunks; one input block's must fit; "
+	 "7 and 8 with one w2 slice buffer (4-6: two)"},
 	{"EPILOGUE", 3, {0, 1, 2}, FUSED,
 	 "fused_ws: 0 stores from the accumulators, 1 stages 16-byte rows (monarch: into y2, "
 	 "then a row permutation kernel), 2 (monarch) interleaves in 8-CTA clusters"},
@@ -227,10 +229,23 @@ static long fused_consumers(const struct kt_config *c)
 	return c->p[P_BM] / 64;
 }
 
+/* w2 slice buffers: RING 7 and 8 fit (BLOCK_M 128) only with one, which
+ * the consumers release as soon as their second product retired; RING 4-6
+ * keep the two that configs stored before RING 7 were measured with.
+ * Measured: the one buffer's reload is exposed every j (44.8 us at RING 8
+ * against 35.0 at RING 6 with two, monarch_bm llama7b q/k/v/o): the
+ * search keeps RING 6; monarch_fused.cu's NEEDSWORK says what is left. */
+static long fused_w2buf(const struct kt_config *c)
+{
+	return c->p[P_RING] > 6 ? 1 : 2;
+}
+
 static unsigned long fused_smem(const struct kt_config *c, long rp, long mb)
 {
-	/* alignment, the ring of (x, w1r) k-chunks, two w2 slices, barriers */
-	return 1024 + (unsigned long)(c->p[P_RING] * (c->p[P_BM] + rp) * 128 + 2 * rp * mb * 2) +
+	/* alignment, the ring of (x, w1r) k-chunks, the w2 slices, barriers */
+	return 1024 +
+	       (unsigned long)(c->p[P_RING] * (c->p[P_BM] + rp) * 128 +
+			       fused_w2buf(c) * rp * mb * 2) +
 	       256;
 }
 
@@ -455,6 +470,7 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	rc |= kt_program_define(p, "BLOCK_M", bmt);
 	rc |= kt_program_define(p, "CONSUMERS", fused_consumers(c));
 	rc |= kt_program_define(p, "RING", c->p[P_RING]);
+	rc |= kt_program_define(p, "W2BUF", fused_w2buf(c));
 	rc |= kt_program_define(p, "RP", rp);
 	rc |= kt_program_define(p, "MB", mb);
 	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI] == 1);

@@ -10,7 +10,8 @@
  *   fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb)
  *       grid ceil(N / BLOCK_M) * b (token tiles padded to whole CLUSTER_T
  *       pairs), block (CONSUMERS + 1) * 128,
- *       dynamic smem 1024 + RING * (BLOCK_M + RP) * 128 + 2 * RP * MB * 2 + 256.
+ *       dynamic smem 1024 + RING * (BLOCK_M + RP) * 128 + W2BUF * RP * MB * 2
+ *       + 256.
  *   tx:  x (N, n) as (k = nb, batch = b, rows = N), strides (1, nb, n),
  *        box (64, 1, BLOCK_M / CLUSTER_I)
  *   tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP / CLUSTER_T, 1)
@@ -29,12 +30,19 @@
  * the order the consumers use them: for each j the KCH = ceil(nb / 64)
  * k-chunks of (x: BLOCK_M rows, w1r: RP rows) into a RING-slot ring
  * (full / empty mbarriers), then the w2 slice (MB rows x RP, RP / 64
- * panels) into one of two w2 buffers. Warpgroups 1..CONSUMERS each own 64
- * token rows (the m64 wgmma tile); per j (S1 = the first product, S2 the
- * second; step()):
+ * panels) into one of W2BUF (2, or 1) w2 buffers. Warpgroups 1..CONSUMERS
+ * each own 64 token rows (the m64 wgmma tile); per j (S1 = the first
+ * product, S2 the second; step()):
  *   wait for S1(j) and S2(j-1): their ring slots and w2 buffer go back
  *   G_j -> bf16 A fragments, G zeroed
  *   issue S2(j), then S1(j+1) into G, as one commit group
+ * W2BUF 1 (the host's choice for RING 7, 8, which fit only so): S2(j) and
+ * S1(j+1) are two commit groups and the consumer waits for the first
+ * (wait_group 1), so the one buffer goes back while S1(j+1) still runs;
+ * a second producer thread (warp 1) issues the w2 slices, so that the
+ * chunk stream never waits behind the buffer's release nor it behind the
+ * ring's. Neither G nor acc is touched between the two waits: ptxas
+ * reports no C7515 and the same registers (168) as with two buffers.
  * Nothing is in flight while G is converted and re-zeroed: ptxas
  * serializes the wgmmas when an accumulator is redefined inside a pipeline
  * stage (C7515), and two G register sets (S1(j+1) issued before S2(j))
@@ -67,15 +75,19 @@
  * registers at entry (202 with one consumer), no stack frame, no spills.
  *
  * Measured on the H200 (bench/NOTES-linear.md, 2026-12-01), llama7b
- * q/k/v/o N1024: BLOCK_M 128, RING 6, EPILOGUE 1 wins: monarch_bm 34.1 us,
- * monarch (+ monarch_perm_rows) 42.3-42.8 us, cuBLAS dense ~47; RING 4, 5
- * 40.2, 37.8 us; the multicast clusters ~2.5 us slower; EPILOGUE 0's
- * 2-byte scatter 81.9 us; EPILOGUE 2 100.6 us.
+ * q/k/v/o N1024: BLOCK_M 128, RING 6, EPILOGUE 1 wins: monarch_bm 34.1-35.0
+ * us, monarch (+ monarch_perm_x8) 41.6 us (monarch_perm_rows: 42.3-42.8),
+ * cuBLAS dense ~47; RING 4, 5 40.2, 37.8 us; the multicast clusters ~2.5
+ * us slower; EPILOGUE 0's 2-byte scatter 81.9 us; EPILOGUE 2 100.6 us;
+ * RING 7, 8 (W2BUF 1) 44.9, 44.8 us (monarch_bm, EPILOGUE 1).
  * NEEDSWORK: the core is bound by bytes in flight per SM (the ring depth),
- * not L2 bandwidth: RING 7-8 fits only with one w2 buffer, released as
- * soon as S2(j) retires (its own commit group), or w2 streamed through the
- * ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do not all fit
- * at once (not checked: cudaOccupancyMaxActiveClusters); 4-CTA clusters
+ * not L2 bandwidth, but the one w2 buffer that makes room for RING 7-8
+ * costs more than the deeper ring gives: w2(j+1) can load only once both
+ * consumers' S2(j) retired, and S2(j+1) waits for it about one S1 later,
+ * every j. Untried: three half-slice w2 buffers (S2 as two m64n(MB/2)
+ * halves in their own groups; 48 KiB, RING 7 fits), or w2 streamed
+ * through the ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do
+ * not all fit at once (not checked: cudaOccupancyMaxActiveClusters); 4-CTA clusters
  * (8-byte stores) are the untried middle. The G wait happens once per j
  * for both products; FA3-style ping-pong between the consumers is untried.
  */
@@ -95,6 +107,9 @@
 #endif
 #ifndef CLUSTER_T
 #define CLUSTER_T 1
+#endif
+#ifndef W2BUF
+#define W2BUF 2
 #endif
 
 namespace kmf {
@@ -122,6 +137,7 @@ static_assert(EPILOGUE != 2 || (!BLOCKMAJOR && CLUSTER_I == 1 && CLUSTER_T == 1)
 	      "the cluster exchange interleaves (8-CTA clusters of its own)");
 static_assert(CLUSTER_I == 1 || CLUSTER_I == 2, "CLUSTER_I 1 or 2 (output blocks i, i+1)");
 static_assert(CLUSTER_T == 1 || CLUSTER_T == 2, "CLUSTER_T 1 or 2 (two token tiles)");
+static_assert(W2BUF == 1 || W2BUF == 2, "W2BUF 1 or 2 w2 slice buffers");
 constexpr int CL = CLUSTER_I * CLUSTER_T;	/* CTAs per cluster */
 /* the CTAs whose copies land in a CTA's ring (x from its CLUSTER_I
  * x-peers, w1r from its CLUSTER_T w-peers, itself counted once) */
@@ -196,28 +212,65 @@ KT_DEV void s1_release(const ctx &c, int j)
 KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, int b)
 {
 	const bool more = j + 1 < b;
+	const int wbi = j % W2BUF;
 	unsigned a[KS][4];
 
 	kt_wg_wait<0>();
 	kt_wg_pin(g);
 	s1_release(c, j);
-	if (j > 0 && c.lane == 0)	/* S2(j-1)'s w2 buffer is free */
+	if (W2BUF == 2 && j > 0 && c.lane == 0)	/* S2(j-1)'s w2 buffer is free */
 		release(c.wempty + ((j - 1) & 1) * 8, c.rank, false, true);
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
 		a_frag(a[kk], g, kk);
 	if (more)
 		kt_wg_zero(g);
-	const unsigned wb = c.w2s + (j & 1) * W2B;
+	const unsigned wb = c.w2s + wbi * W2B;
 
-	kt_mbar_wait(c.wfull + (j & 1) * 8, (j >> 1) & 1);
+	kt_mbar_wait(c.wfull + wbi * 8, (j / W2BUF) & 1);
 	kt_wg_fence();
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
 		kt_wg<MB>::rs<0>(acc, a[kk], kt_wg_desc_k(wb + (kk >> 2) * PANEL) + 2 * (kk & 3));
+	if (W2BUF == 1) {
+		/* S2(j) a group of its own: the one w2 buffer goes back as soon
+		 * as it retired, while S1(j+1) still runs (acc and g are not
+		 * touched until the next step's wait) */
+		kt_wg_commit();
+		if (more)
+			s1_issue(c, g, j + 1);
+		kt_wg_commit();
+		kt_wg_wait<1>();
+		if (c.lane == 0)
+			release(c.wempty, c.rank, false, true);
+		return;
+	}
 	if (more)
 		s1_issue(c, g, j + 1);
 	kt_wg_commit();
+}
+
+/* The producer's copy of w2 slice j (columns j*RP .. of block i, its rows
+ * r0 .. of the slice multicast to wmask in a CLUSTER_T pair) into buffer
+ * j % W2BUF, once the consumers released that buffer's previous slice. */
+KT_DEV void w2_load(const ctx &c, const kt_tmap_t *tw2, int j, int i, int r0,
+		    unsigned short wmask)
+{
+	const int wb = j % W2BUF;
+	const unsigned fb = c.wfull + wb * 8;
+
+	if (j >= W2BUF)
+		kt_mbar_wait(c.wempty + wb * 8, ((j / W2BUF) - 1) & 1);
+	kt_mbar_arrive_tx(fb, W2B);
+#pragma unroll
+	for (int p = 0; p < WP; p++) {
+		const unsigned dst = c.w2s + wb * W2B + p * PANEL;
+
+		if (CLUSTER_T > 1)
+			kt_tma_load_3d_mc(dst + r0 * 128, tw2, fb, j * RP + p * 64, r0, i, wmask);
+		else
+			kt_tma_load_3d(dst, tw2, fb, j * RP + p * 64, 0, i);
+	}
 }
 
 /* A consumer warpgroup's whole life: the j loop, then the epilogue. */
@@ -374,7 +427,7 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	c.rank = rank;
 	c.ring = base;
 	c.w2s = base + RING * SLOT;
-	c.full = c.w2s + 2 * W2B;
+	c.full = c.w2s + W2BUF * W2B;
 	c.empty = c.full + RING * 8;
 	c.wfull = c.empty + RING * 8;
 	c.wempty = c.wfull + 16;
@@ -388,7 +441,7 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 			kt_mbar_init(c.full + s * 8, 1);
 			kt_mbar_init(c.empty + s * 8, 4 * CONS * RING_PEERS);
 		}
-		for (int s = 0; s < 2; s++) {
+		for (int s = 0; s < W2BUF; s++) {
 			kt_mbar_init(c.wfull + s * 8, 1);
 			kt_mbar_init(c.wempty + s * 8, 4 * CONS * CLUSTER_T);
 		}
@@ -438,23 +491,20 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 					else
 						kt_tma_load_3d(st + XCH, &tw1, fb, kc * 64, i * RP, j);
 				}
-				const int wb = j & 1;
-				const unsigned fb = c.wfull + wb * 8;
-
-				if (j >= 2)
-					kt_mbar_wait(c.wempty + wb * 8, ((j >> 1) - 1) & 1);
-				kt_mbar_arrive_tx(fb, W2B);
-#pragma unroll
-				for (int p = 0; p < WP; p++) {
-					const unsigned dst = c.w2s + wb * W2B + p * PANEL;
-
-					if (CLUSTER_T > 1)
-						kt_tma_load_3d_mc(dst + rt * w2h * 128, &tw2, fb,
-								  j * RP + p * 64, rt * w2h, i, wmask);
-					else
-						kt_tma_load_3d(dst, &tw2, fb, j * RP + p * 64, 0, i);
-				}
+				if (W2BUF == 2)
+					w2_load(c, &tw2, j, i, rt * w2h, wmask);
 			}
+		}
+		/* W2BUF 1: the w2 slices from a thread of their own (warp 1), so
+		 * that neither stream waits behind the other's releases (x / w1r
+		 * chunks free as S1 retires, the w2 buffer as S2 does) */
+		if (W2BUF == 1 && tid == 32) {
+			const unsigned short wmask = (unsigned short)(CLUSTER_T > 1 ?
+				(1 << ri) | (1 << (ri + CLUSTER_I)) : 1 << ri);
+
+			kt_tmap_prefetch(&tw2);
+			for (int j = 0; j < b; j++)
+				w2_load(c, &tw2, j, i, rt * (MB / CLUSTER_T), wmask);
 		}
 		/* A CTA of a cluster leaves only when its peers can no longer
 		 * multicast into it or arrive on its barriers; EPILOGUE 2: every
