@@ -18,7 +18,8 @@
 #
 # KTUNE_WORKLOADS lists workload ids; `ID` sweeps ID in full, `ID@random:N`
 # with a random budget of N configs, `ID@limit:S` with --time-limit S (both
-# may be given: `ID@random:24@limit:60`). KTUNE_SWEEP_LIMIT=S is the default
+# may be given: `ID@random:24@limit:60`), `ID@variants:A+B` only variants A
+# and B (ktune sweep --variants). KTUNE_SWEEP_LIMIT=S is the default
 # --time-limit of every sweep (a time-limited machine: the best so far is
 # still retimed and reported, and its row marked unfinished).
 # KTUNE_STEPS picks steps (default: "tests compile sweeps peers export collect";
@@ -89,6 +90,7 @@ elif want sweeps; then
 			case "$o" in
 			random:*) how+=(--strategy random --budget "${o#random:}") ;;
 			limit:*) limit=${o#limit:} ;;
+			variants:*) v=${o#variants:}; how+=(--variants "${v//+/,}") ;;
 			"") ;;
 			*) echo "device.sh: $entry: unknown option '$o'" >&2; status=1 ;;
 			esac

@@ -256,6 +256,8 @@ static void help(void)
 	       "                     taken out and its problem redone on another\n"
 	       "  --strategy NAME    exhaustive (default) or random\n"
 	       "  --budget N         random: configs to evaluate (default: all)\n"
+	       "  --variants LIST    only these variants, e.g. tcmix_ws,naive_ws (default:\n"
+	       "                     all; ktune families lists them)\n"
 	       "  --seed N           seed of the sample and of the inputs (default 1)\n"
 	       "  --device N         CUDA device ordinal (default 0)\n"
 	       "  --threads N        NVRTC compile threads (default: one per core)\n"
@@ -279,7 +281,7 @@ int cmd_sweep(int argc, char **argv)
 	struct fleet_item items[SWEEP_MAX_ITEMS];
 	int nitems = 0, i;
 	const char *budget = NULL, *seed = NULL, *device = NULL, *threads = NULL, *timeout = NULL;
-	const char *time_limit = NULL;
+	const char *time_limit = NULL, *variants = NULL;
 	const char *db = NULL, *backend = NULL;
 	int json = 0, plant = 0, no_retime = 0, no_baseline = 0, npos, rc;
 	char *pos[1];
@@ -291,7 +293,7 @@ int cmd_sweep(int argc, char **argv)
 		{ "budget", 1, &budget, NULL }, { "seed", 1, &seed, NULL },
 		{ "device", 1, &device, NULL }, { "threads", 1, &threads, NULL },
 		{ "timeout", 1, &timeout, NULL }, { "db", 1, &db, NULL },
-		{ "time-limit", 1, &time_limit, NULL },
+		{ "time-limit", 1, &time_limit, NULL }, { "variants", 1, &variants, NULL },
 		{ "worker-backend", 1, &backend, NULL },	/* test-only: cpu */
 		{ "plant", 0, NULL, &plant }, { "no-retime", 0, NULL, &no_retime },
 		{ "no-baseline", 0, NULL, &no_baseline }, { "json", 0, NULL, &json },
@@ -374,6 +376,7 @@ int cmd_sweep(int argc, char **argv)
 		else if (strcmp(backend, "cuda") != 0)
 			return cli_usage_error("sweep", "--worker-backend is cuda or cpu");
 	}
+	o.variants = variants;
 	o.plant = plant;
 	o.retime = !no_retime;
 	o.baseline = !no_baseline;

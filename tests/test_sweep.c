@@ -161,6 +161,41 @@ static void test_random_budget(void)
 	CU_ASSERT_EQUAL(s.evaluated, 3);
 }
 
+/* --variants keeps the listed variants only (and is part of the sweep's
+ * identity); an unknown name is refused before anything is created. */
+static void test_variants_filter(void)
+{
+	struct sweep_opts o;
+	struct sweep_summary all, s;
+	struct kt_err e = { 0 };
+	long n, ok;
+
+	selftest_opts(&o, kt_test_path("variants.db"), 0);
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &all, &e), 0);
+	o.variants = "ok";
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.resumed, 0);	/* a sweep of its own, not the one above */
+	CU_ASSERT(s.planned > 0 && s.planned < all.planned);
+	CU_ASSERT_EQUAL(s.evaluated, s.planned);
+	n = count_trials(kt_test_path("variants.db"), s.sweep_id, &ok);
+	CU_ASSERT_EQUAL(n, s.planned);
+	CU_ASSERT_EQUAL(ok, n);		/* no "wrong", "fault", ... candidate ran */
+	n = count_trials(kt_test_path("variants.db"), all.sweep_id, &ok);
+	CU_ASSERT(ok < n);
+
+	kt_err_clear(&e);
+	selftest_opts(&o, kt_test_path("variants_bad.db"), 0);
+	o.variants = "ok,nope";
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "'nope'"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "launch_error"));	/* names the variants */
+	o.variants = "ok,";
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	CU_ASSERT_NOT_EQUAL(access(kt_test_path("variants_bad.db"), F_OK), 0);
+}
+
 /* A small random budget samples every variant, even when one variant has
  * most of the space (a plain sample of 3 out of 12 would mostly miss the
  * two lone ones). */
@@ -265,6 +300,7 @@ int main(void)
 	CU_add_test(s, "--time-limit leaves a resumable sweep", test_time_limit_leaves_a_resumable_sweep);
 	CU_add_test(s, "random strategy honours its budget", test_random_budget);
 	CU_add_test(s, "random strategy samples every variant", test_random_covers_variants);
+	CU_add_test(s, "--variants sweeps only those variants", test_variants_filter);
 	CU_add_test(s, "kill -9 mid-sweep, then the same command resumes", test_kill9_resume);
 	return kt_test_main();
 }

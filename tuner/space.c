@@ -1,5 +1,6 @@
 #include "space.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,4 +55,50 @@ void space_release(struct space *sp)
 		return;
 	free(sp->cfg);
 	memset(sp, 0, sizeof(*sp));
+}
+
+int space_variant_mask(const struct kt_family *f, const char *list, unsigned *mask,
+		       struct kt_err *err)
+{
+	const char *p = list ? list : "";
+
+	*mask = 0;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		char name[64], names[512];
+		size_t n = 0;
+		int v, i;
+
+		if (len == 0 || len >= sizeof(name))
+			goto bad;
+		memcpy(name, p, len);
+		name[len] = 0;
+		if ((v = kt_variant_index(f, name)) >= 0) {
+			*mask |= 1u << v;
+			if (!p[len])
+				return 0;
+			p += len + 1;
+			continue;
+		}
+bad:
+		names[0] = 0;
+		for (i = 0; i < f->nvariants && n < sizeof(names); i++)
+			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s", i ? ", " : "",
+					      f->variants[i]);
+		return kt_err_set(err, KT_EINVAL, "variants: '%.*s' is not a variant of %s (%s)",
+				  (int)(len < 64 ? len : 64), p, f->name, names);
+	}
+}
+
+void space_keep_variants(const struct kt_family *f, struct space *sp, unsigned mask)
+{
+	long i, n = 0;
+
+	for (i = 0; i < sp->n; i++) {
+		unsigned bit = 1u << sp->cfg[i].variant;
+
+		if ((mask & bit) || (f->planted & bit))
+			sp->cfg[n++] = sp->cfg[i];
+	}
+	sp->n = n;
 }

@@ -22,4 +22,12 @@ int space_build(const struct kt_family *f, const struct kt_shape *s,
 		struct kt_err *err);
 void space_release(struct space *sp);
 
+/* Parses list, comma-separated variant names of f ("tcmix_ws,naive_ws"),
+ * into a mask of variant indexes; an unknown or empty name is an error
+ * naming f's variants. */
+int space_variant_mask(const struct kt_family *f, const char *list, unsigned *mask,
+		       struct kt_err *err);
+/* Keeps the configs of sp whose variant is in mask (planted ones too). */
+void space_keep_variants(const struct kt_family *f, struct space *sp, unsigned mask);
+
 #endif

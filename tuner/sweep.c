@@ -515,7 +515,9 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	long *order = NULL, norder = 0, i;
 	char shape_key[256], options_key[512], *shape_json = NULL, *prov = NULL;
 	int64_t problem_id;
-	int strat, nb = 0, rc = -1, ended = 0;
+	int strat, nb = 0, rc = -1, ended = 0, v, nv;
+	unsigned vmask = 0;
+	char vkey[256] = "";
 	json_t *sj = NULL;
 
 	memset(&r, 0, sizeof(r));
@@ -535,6 +537,8 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 				  o->strategy);
 	if (o->budget < 0)
 		return kt_err_set(err, KT_EINVAL, "budget must be >= 0");
+	if (o->variants && space_variant_mask(r.f, o->variants, &vmask, err) != 0)
+		return -1;
 	kt_shape_key(r.f, &r.shape, shape_key, sizeof(shape_key));
 
 	/* The GPU first: without one there is nothing to record. */
@@ -588,11 +592,20 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 
 	if (space_build(r.f, &r.shape, &r.tgt, o->plant, &sp, err) != 0)
 		goto out;
+	if (vmask) {
+		/* a canonical list (the family's order) for the sweep's identity */
+		for (v = 0, nv = 0; v < r.f->nvariants; v++)
+			if (vmask & (1u << v))
+				nv += snprintf(vkey + nv, sizeof(vkey) - (size_t)nv, "%s%s",
+					       nv ? "+" : ",variants=", r.f->variants[v]);
+		space_keep_variants(r.f, &sp, vmask);
+	}
 	sum->space = sp.n;
 	sum->pruned = sp.pruned;
 	if (sp.n == 0) {
-		kt_err_set(err, KT_EINVAL, "no config of %s fits %s on %s (%ld looked at, all "
-			   "rejected by its constraints)", r.f->name, shape_key, r.arch, sp.visited);
+		kt_err_set(err, KT_EINVAL, "no config of %s%s fits %s on %s (%ld looked at, all "
+			   "rejected by its constraints)", r.f->name, vkey, shape_key, r.arch,
+			   sp.visited);
 		goto out;
 	}
 	if (strategy_plan(strat, r.f, &sp, o->budget, o->seed, &order, &norder, err) != 0)
@@ -603,9 +616,9 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	/* What changes the plan is the sweep's identity: the same command on
 	 * the same device and problem resumes; new templates start afresh. */
 	snprintf(options_key, sizeof(options_key),
-		 "strategy=%s%s,budget=%ld,seed=%llu,plant=%d,arch=%s,space=%ld,templates=%s",
+		 "strategy=%s%s,budget=%ld,seed=%llu,plant=%d,arch=%s,space=%ld,templates=%s%s",
 		 strategy_name(strat), strat == STRATEGY_RANDOM ? "/by-variant" : "", o->budget, (unsigned long long)o->seed, o->plant ? 1 : 0,
-		 r.arch, sp.n, jit_templates_hash());
+		 r.arch, sp.n, jit_templates_hash(), vkey);
 	if (!(prov = provenance(&r, &di, &sd)))
 		goto oom;
 	memset(&spec, 0, sizeof(spec));

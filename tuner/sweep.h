@@ -33,6 +33,7 @@ struct sweep_opts {
 	const char *shape;	/* "tokens=1024,in=4096,out=4096" */
 	const char *strategy;	/* "exhaustive" (default) or "random" */
 	long budget;		/* random: configs to evaluate (0: all) */
+	const char *variants;	/* NULL: all; else comma-separated variant names */
 	uint64_t seed;		/* strategy and input seed */
 	int plant;		/* add the family's planted fault/hang candidates */
 	int threads;		/* NVRTC compile threads, 0: one per core */
