@@ -69,8 +69,9 @@
  *             and multicast the x tiles they share; CLUSTER_T 2: those of
  *             two token tiles multicast their w1r and w2 tiles (each half
  *             of that operand's L2 traffic; both: clusters of 4).
- *             Measured (H200, llama7b q/k/v/o N1024): 42.3-42.8 us for
- *             monarch (EPILOGUE 1), 34.1 for monarch_bm, cuBLAS dense ~47;
+ *             Measured (H200, llama7b q/k/v/o N1024): 41.3-41.6 us for
+ *             monarch (EPILOGUE 1 + monarch_perm_x8; 42.3-42.8 with
+ *             monarch_perm_rows), 34.1-35.0 for monarch_bm, cuBLAS dense ~47;
  *             see templates/monarch_fused.cu for what else was tried.
  *             NEEDSWORK: rank/blocks 96 (llama7b gate/up) needs an m64n96
  *             wgmma (common.cuh has N 64, 128, 256); in/blocks past
@@ -733,10 +734,11 @@ static double monarch_min_bytes(const struct kt_shape *s)
 extern const struct kt_family monarch_family;
 
 /* On sm_90a, where the shape takes it, fused_ws's measured winner
- * (BLOCK_M 128, RING 6, EPILOGUE 1, no clusters: 42.8 us for monarch and
- * 34.1 for monarch_bm at llama7b q/k/v/o N1024 on the H200, every config
- * verified), BLOCK_M 64 for few tokens; it is checked as monarch's, whose
- * EPILOGUE 1 rules are monarch_bm's and more. Else naive: stage 2's tile
+ * (BLOCK_M 128, RING 6, EPILOGUE 1, no clusters: 41.3 us for monarch and
+ * 34.1-35.0 for monarch_bm at llama7b q/k/v/o N1024 on the H200, every
+ * config verified; RING 7, 8 measured slower), BLOCK_M 64 for few
+ * tokens; it is checked as monarch's, whose EPILOGUE 1 rules are
+ * monarch_bm's and more. Else naive: stage 2's tile
  * from the GEMM defaults list (it has the larger N in the reference
  * shapes), stage 1's N tile the largest that still fits.
  * NEEDSWORK: prefer relayout_ws (rank/blocks % 8 == 0) over naive there:
