@@ -50,7 +50,7 @@
  *                blast_mix_tc, -DMIX_TC=1; blocks <= 16): per rank c the
  *                mixing is W_c = S_c Z_c, a 16 x 16 (b padded) times 16 x N
  *                product, one m16n8k16 mma per (rank, 8 tokens). A CTA
- *                parks a 32-token x 32-rank tile of every z[j] in shared
+ *                parks a 16-token x 64-rank tile of every z[j] in shared
  *                memory, transposes it into mma fragments with 2-byte
  *                conflict-free reads, and writes w in 16-byte chunks. The
  *                prep (offline transform) is St (r, 16, 16) bf16: S rank-
@@ -100,8 +100,8 @@ enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS };
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the reference kernels loop over the rest */
 #define MIX_WARPS 8			/* warps per mixer CTA (rank vectors) */
-#define TC_T 32				/* tcmix: tokens x ranks per CTA, 4 warps */
-#define TC_R 32
+#define TC_T 16				/* tcmix: tokens x ranks per CTA, 4 warps */
+#define TC_R 64				/* (templates/blast.cu says the same) */
 #define TC_THREADS 128
 
 static const struct kt_dim dims[] = {
@@ -358,14 +358,15 @@ static void mix_launch(int pm, long T, long b, long r, struct kt_launch *l)
 	kt_launch_arg_i32(l, r);
 }
 
-/* tcmix's mixer: TC_T tokens x TC_R ranks of every block per CTA. */
+/* tcmix's mixer: TC_T tokens x TC_R ranks of every block per CTA, rank
+ * tiles along grid x. */
 static void mix_tc_launch(int pm, long T, long r, struct kt_launch *l)
 {
 	memset(l, 0, sizeof(*l));
 	l->program = pm;
 	snprintf(l->kernel, sizeof(l->kernel), "blast_mix_tc");
-	l->grid[0] = (unsigned)((T + TC_T - 1) / TC_T);
-	l->grid[1] = (unsigned)((r + TC_R - 1) / TC_R);
+	l->grid[0] = (unsigned)((r + TC_R - 1) / TC_R);	/* rank tiles fastest */
+	l->grid[1] = (unsigned)((T + TC_T - 1) / TC_T);
 	l->grid[2] = 1;
 	l->block[0] = TC_THREADS;
 	l->block[1] = l->block[2] = 1;

@@ -274,20 +274,23 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  * (S_c[i][j] = S[i][j][c], Z_c[j][t] = z[j][t][c]): with b <= 16 padded to
  * 16, an m16n8k16 mma per (rank, 8 tokens), A = S_c from St (the prep's
  * rank-major copy of S), B = Z_c, fp32 sums, w rounded to bf16 once.
- * A CTA (4 warps) owns TC_T tokens x TC_R ranks of every block: it parks
+ * A CTA (4 warps) owns TC_T = 16 tokens x TC_R = 64 ranks of every block
+ * (rank tiles fastest in the grid: neighbouring CTAs read and write
+ * neighbouring 128-byte runs of the same rows): it parks
  * z's tile in shared memory (16 slots of TC_T rows of TC_R ranks; slots of
  * b.. are zero), each warp computes TC_R/4 ranks for all TC_T tokens and
  * keeps its W fragments as bf16 pairs; then the tile is overwritten with w
  * and stored in 16-byte chunks. The transposes z (t, c) -> Z_c (j, t) and
  * back are 2-byte shared-memory accesses, conflict-free: z's slot of block j
- * is (j even: j/2, odd: 8 + j/2), slots TC_JP elements (641 words: one bank
- * apart), rows TC_P = 40 elements (20 words); w's slot is i.
- * grid (ceil(N/TC_T), ceil(r/TC_R)), block 128, 41,024 B static smem.
+ * is (j even: j/2, odd: 8 + j/2), slots TC_JP elements (577 words: one bank
+ * apart), rows TC_P = 72 elements (36 words: 8 rows on 8 distinct multiples
+ * of 4 banks); w's slot is i.
+ * grid (ceil(r/TC_R), ceil(N/TC_T)), block 128, 36,928 B static smem.
  */
 #include "common.cuh"
 
 static_assert(MIX_B <= 16, "tcmix pads the blocks to one 16 x 16 tile");
-constexpr int TC_T = 32, TC_R = 32, TC_P = TC_R + 8, TC_JP = TC_T * TC_P + 2;
+constexpr int TC_T = 16, TC_R = 64, TC_P = TC_R + 8, TC_JP = TC_T * TC_P + 2;
 constexpr int TC_RW = TC_R / 4;		/* ranks per warp */
 constexpr int TC_TG = TC_T / 8;		/* n8 token groups */
 
@@ -315,7 +318,7 @@ blast_mix_tc(const __nv_bfloat16 *z, const __nv_bfloat16 *St, __nv_bfloat16 *w, 
 	const unsigned base = kt_smem_u32(tile);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, q = lane & 3;
-	const int t0 = blockIdx.x * TC_T, c0 = blockIdx.y * TC_R;
+	const int c0 = blockIdx.x * TC_R, t0 = blockIdx.y * TC_T;
 	const i64 plane = (i64)N * r;
 	unsigned pk[TC_RW][TC_TG][2];
 

@@ -510,9 +510,12 @@ static void emu_s_to_t16(struct emu *m, const struct kt_launch *l)
 	}
 }
 
-/* blast_mix_tc CTA by CTA: the CTA's 32 x 32 (tokens x ranks) tile of
- * every z[j] (zero outside), W_c = St_c (16 x 16) . Z_c (16 x 32 tokens)
- * with fp32 sums, w stored for i < MIX_B inside the shape. */
+/* blast_mix_tc CTA by CTA: the CTA's TC_T x TC_R (tokens x ranks) tile
+ * of every z[j] (zero outside; rank tiles along grid x), W_c = St_c
+ * (16 x 16) . Z_c (16 x TC_T tokens) with fp32 sums, w stored for
+ * i < MIX_B inside the shape. templates/blast.cu has the same TC_T, TC_R. */
+#define TC_T 16
+#define TC_R 64
 static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
@@ -520,30 +523,30 @@ static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 	long long N = emu_ai(l, 3), r = emu_ai(l, 4), plane = N * r;
 	long B = emu_define(p, "MIX_B");
 	long long bx, by;
+	static double zt[16][TC_T][TC_R];
 
 	CU_ASSERT_EQUAL(emu_define(p, "MIX_TC"), 1);
 	CU_ASSERT_FATAL(B >= 1 && B <= 16);
 	CU_ASSERT_EQUAL(l->block[0] * l->block[1] * l->block[2], 128);	/* 4 warps */
-	CU_ASSERT_EQUAL(l->smem, 0);	/* static: 16 slots of 32 rows of 40 */
+	CU_ASSERT_EQUAL(l->smem, 0);	/* static: 16 slots of TC_T rows of TC_R + 8 */
 	CU_ASSERT_EQUAL(m->bufs[z].dtype, KT_BF16);
 	CU_ASSERT_EQUAL(m->bufs[St].dtype, KT_BF16);
 	for (bx = 0; bx < l->grid[0]; bx++)
 		for (by = 0; by < l->grid[1]; by++) {
-			double zt[16][32][32];
 			long long j, tl, cl, i;
 
 			for (j = 0; j < 16; j++)
-				for (tl = 0; tl < 32; tl++)
-					for (cl = 0; cl < 32; cl++) {
-						long long t = bx * 32 + tl, c = by * 32 + cl;
+				for (tl = 0; tl < TC_T; tl++)
+					for (cl = 0; cl < TC_R; cl++) {
+						long long t = by * TC_T + tl, c = bx * TC_R + cl;
 
 						zt[j][tl][cl] = j < B && t < N && c < r ?
 							emu_ld(m, z, j * plane + t * r + c) : 0.0;
 					}
 			for (i = 0; i < B; i++)
-				for (tl = 0; tl < 32; tl++)
-					for (cl = 0; cl < 32; cl++) {
-						long long t = bx * 32 + tl, c = by * 32 + cl;
+				for (tl = 0; tl < TC_T; tl++)
+					for (cl = 0; cl < TC_R; cl++) {
+						long long t = by * TC_T + tl, c = bx * TC_R + cl;
 						float acc = 0.f;
 
 						if (t >= N || c >= r)
