@@ -16,7 +16,8 @@
  * depth, >= 2), GROUP_M (rows of CTA tiles walked together for L2 reuse;
  * 1 = plain row-major tile order), SPLIT_K (default 1: > 1 writes fp32
  * partials that splitk_reduce sums), WGMMA (sm_90a warpgroup MMA path);
- * with WS: CONSUMERS (1 or 2), EPILOGUE (1 staged, 0 direct), CLUSTER_M.
+ * with WS: CONSUMERS (1 or 2), EPILOGUE (1 staged, 0 direct), CLUSTER_M,
+ * PERSISTENT (1: a fixed grid walks every (tile, batch) work item).
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
@@ -27,6 +28,7 @@
  *   gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB)   with -DWS=1 instead of
  *       gemm_tn: A and B as TMA tensor maps (see its comment below); with
  *       SPLIT_K > 1 grid.y = SPLIT_K and C an fp32 workspace, as gemm_tn.
+ *       With -DPERSISTENT=1: (..., zA, zB, batch), grid (P, 1, 1).
  *   splitk_reduce(W, C, M, N, ldc, splits)   the split-K sum into bf16 C.
  *   lowrank_fused(X, V, U, Y, M, K, N)   only when RANK is defined:
  *       Y (M x N) = (X (M x K) . V (RANK x K)^T) . U (N x RANK)^T with the
@@ -615,10 +617,10 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
  * measured ~2x slower (128x256: 91 us). The suspect, changed after that
  * run and not yet measured: the remote empty arrivals used
  * mbarrier.arrive.release.cluster (8 per k-tile per CTA); they now use the
- * default semantics, as CUTLASS does. Not persistent either (one CTA per
- * tile: the epilogue does not overlap the next tile's loads), which costs
- * most where tiles come in many waves (16384 tokens) or few (N = 1024,
- * 256: split-K or stream-K would fill the machine).
+ * default semantics, as CUTLASS does. One CTA per tile: the epilogue does
+ * not overlap the next tile's loads, which costs most where tiles come in
+ * many waves (16384 tokens) or few k-chunks; see the persistent form
+ * below. Few tiles (N = 256) would want split-K or stream-K instead.
  */
 template <int BM, int BN, int GM, int CM>
 KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
@@ -836,6 +838,222 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 		kt_cluster_sync();
 	}
 }
+
+/*
+ * The persistent form (-DPERSISTENT=1; gemm_tn_ws then takes one more
+ * argument, the batch count): grid (P, 1, 1), P fixed by the caller
+ * (typically the SM count); CTA b walks the work items w = b, b + P, ...
+ * below tiles * batch, w / tiles the batch and w % tiles the tile in
+ * ws_tile_coords' order, so consecutive CTAs take the tiles the one-tile
+ * grid would run side by side. Barrier init and the tensor-map fetch are
+ * paid once per CTA, not once per tile.
+ *
+ * The producer streams k-chunks into the ring across tiles: one running
+ * chunk counter `it` gives the stage (it % ST) and the phase of every
+ * barrier wait, so the next tile's loads proceed while the consumers run
+ * the current tile's epilogue. Hence the consumers also release each
+ * tile's last stage (after wait_group 0), which the one-tile kernel never
+ * needs to.
+ *
+ * EPI 1 stages in its own area after the ring (BM rows of BN bf16 + 16
+ * bytes, the barriers after it; see kt_gemm_smem): the ring is being
+ * refilled while the epilogue runs. A consumer warpgroup owns its RW
+ * rows of that area; it restages only once all of its 128 threads have
+ * read the previous tile's (named barrier 2 + c before the shared
+ * stores). 128x256 tiles fit it with 3 stages, not 4. EPI 0 stores bf16
+ * pairs from the accumulators as in the one-tile kernel.
+ *
+ * Not with split-K or clusters (the kernel entry refuses them). A
+ * separate body so that the one-tile kernel's code (and PTX) stays as
+ * measured.
+ *
+ * Measured on the H200 (gemm_probe 30 persist, L2 flushed, grid 132,
+ * every output checked against cuBLAS), best one-tile -> best persistent:
+ * BLAST stage 1, 16 x 1024x1024x256: 30.0 -> 24.7 us (128x256 s3 e1;
+ * cuBLAS strided batched 23.1); 16 x 16384x1024x256: 344 -> 281 (cuBLAS
+ * 238); stage 3, 16 x 1024x256x1024 (128 tiles, under one wave): 21.3 ->
+ * 23.6 (slower); 16 x 16384x256x1024: 232 -> 234; 1024x4096x4096 46.9 ->
+ * 50.3 (3 stages where the one-tile kernel has 4). EPI 0 is far slower
+ * here too (16384x1024x256: 515 us).
+ */
+template <int BM, int BN, int GM>
+KT_DEV void ws_tile_at(int pid, int M, int N, int &m0, int &n0)
+{
+	int tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN;
+
+	if (GM <= 1) {
+		m0 = (pid / tn) * BM;
+		n0 = (pid % tn) * BN;
+	} else {
+		int in_group = GM * tn;
+		int first = (pid / in_group) * GM;
+		int gsize = min(tm - first, GM);
+		int local = pid % in_group;
+
+		m0 = (first + local % gsize) * BM;
+		n0 = (local / gsize) * BN;
+	}
+}
+
+template <int BM, int BN, int ST, int CONS, int GM, int EPI>
+KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv,
+				       int M, int N, int K, long long ldc, long long sC, int zA,
+				       int zB, int nbatch)
+{
+	const int BK = 64, RW = BM / CONS, MW = RW / 64;
+	const int PITCH = BN * 2 + 16, CH = BN / 8;
+	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
+	const unsigned EPI_BYTES = EPI ? BM * PITCH : 0;
+	static_assert(RW % 64 == 0, "each consumer warpgroup owns whole m64 tiles");
+	static_assert(MW * BN / 2 <= 128, "at most 128 accumulators per consumer thread");
+	static_assert(ST >= 2, "the ring needs 2+ stages");
+	static_assert(BM <= 256 && BN <= 256, "a TMA box is at most 256 rows");
+	extern __shared__ __align__(1024) unsigned char kt_smem_wsp[];
+	const unsigned base = (kt_smem_u32(kt_smem_wsp) + 1023u) & ~1023u;
+	const unsigned sA0 = base, sB0 = base + ST * A_STAGE;
+	const unsigned epi0 = base + ST * (A_STAGE + B_STAGE);
+	const unsigned full0 = epi0 + EPI_BYTES, empty0 = full0 + ST * 8;
+	const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+	const int KT = (K + BK - 1) / BK;
+	const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), items = tiles * nbatch;
+
+	if (tid == 0) {
+		for (int s = 0; s < ST; s++) {
+			kt_mbar_init(full0 + s * 8, 1);
+			kt_mbar_init(empty0 + s * 8, 4 * CONS);
+		}
+		kt_mbar_init_fence();
+	}
+	__syncthreads();
+
+	if (wg == 0) {
+		/* producer */
+		if (CONS > 1)
+			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+		if (tid == 0) {
+			int it = 0;
+
+			kt_tmap_prefetch(tA);
+			kt_tmap_prefetch(tB);
+			for (int w = blockIdx.x; w < items; w += gridDim.x) {
+				const int z = w / tiles;
+				const int a1 = zA == 2 ? z : 0, a2 = zA == 2 ? 0 : z * zA;
+				const int b1 = zB == 2 ? z : 0, b2 = zB == 2 ? 0 : z * zB;
+				int m0, n0;
+
+				ws_tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
+				for (int kt = 0; kt < KT; kt++, it++) {
+					const int s = it % ST, kk = kt * BK;
+					const unsigned fb = full0 + s * 8;
+
+					/* chunk it - ST, of this tile or an earlier
+					 * one, has been released */
+					if (it >= ST)
+						kt_mbar_wait(empty0 + s * 8, ((it / ST) - 1) & 1);
+					kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
+					if (zA == 2)
+						kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, a1, m0);
+					else
+						kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, m0, a2);
+					if (zB == 2)
+						kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, b1, n0);
+					else
+						kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, n0, b2);
+				}
+			}
+		}
+	} else {
+		/* consumers */
+		if (CONS > 1)
+			asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+		const int c = wg - 1, t = tid & 127;
+		const unsigned st0 = epi0 + c * RW * PITCH;
+		float acc[MW][1][BN / 8][4];
+		int it = 0;
+
+		for (int w = blockIdx.x; w < items; w += gridDim.x) {
+			const int z = w / tiles;
+			__nv_bfloat16 *C = (__nv_bfloat16 *)Cv + (long long)z * sC;
+			int m0, n0;
+
+			ws_tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
+#pragma unroll
+			for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+				for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+					for (int q = 0; q < 4; q++)
+						acc[mw][0][j][q] = 0.f;
+			for (int kt = 0; kt < KT; kt++, it++) {
+				const int s = it % ST;
+
+				kt_mbar_wait(full0 + s * 8, (it / ST) & 1);
+				kt_wg_fence();
+#pragma unroll
+				for (int kk = 0; kk < BK / 16; kk++) {
+					unsigned long long db = kt_wg_desc_k(sB0 + s * B_STAGE) + 2 * kk;
+
+#pragma unroll
+					for (int mw = 0; mw < MW; mw++)
+						kt_wg<BN>::ss<0, 0>(
+							acc[mw][0],
+							kt_wg_desc_k(sA0 + s * A_STAGE +
+								     (c * RW + mw * 64) * 128) +
+								2 * kk,
+							db);
+				}
+				kt_wg_commit();
+				kt_wg_wait<1>();
+				/* chunk it-1 has retired: its stage may be refilled */
+				if (kt > 0 && lane == 0)
+					kt_mbar_arrive(empty0 + ((it - 1) % ST) * 8);
+			}
+			kt_wg_wait<0>();
+			/* the tile's last chunk too: the producer is already
+			 * loading the next tile */
+			if (KT > 0 && lane == 0)
+				kt_mbar_arrive(empty0 + ((it - 1) % ST) * 8);
+
+			if (EPI == 0) {
+#pragma unroll
+				for (int mw = 0; mw < MW; mw++)
+					store_acc<1, BN / 8>(acc[mw], C, ldc,
+							     m0 + c * RW + mw * 64 + (warp & 3) * 16,
+							     n0, M, N, lane);
+			} else {
+				/* the previous tile's staged rows have been read */
+				kt_bar_sync(2 + c, 128);
+#pragma unroll
+				for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+					for (int ni = 0; ni < BN / 8; ni++) {
+						int r = mw * 64 + (warp & 3) * 16 + (lane >> 2);
+						unsigned o = st0 + r * PITCH + (ni * 8 + (lane & 3) * 2) * 2;
+
+						asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
+							     "r"(kt_pack_bf16x2(acc[mw][0][ni][0],
+										acc[mw][0][ni][1])));
+						asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o + 8 * PITCH),
+							     "r"(kt_pack_bf16x2(acc[mw][0][ni][2],
+										acc[mw][0][ni][3])));
+					}
+				kt_bar_sync(2 + c, 128);
+#pragma unroll 4
+				for (int i = t; i < RW * CH; i += 128) {
+					const int r = i / CH, ch = i % CH;
+					const int gr = m0 + c * RW + r, gc = n0 + ch * 8;
+					uint4 v;
+
+					asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+						     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+						     : "r"(st0 + r * PITCH + ch * 16));
+					if (gr < M && gc < N)
+						*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + gc) = v;
+				}
+			}
+		}
+	}
+}
 #endif
 
 /* C (bf16, row stride ldc) = sum of the `splits` fp32 slices of W
@@ -912,6 +1130,25 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
 #else
 #define KT_WS_CLUSTER
 #endif
+#ifndef PERSISTENT
+#define PERSISTENT 0
+#endif
+#if PERSISTENT
+#if SPLIT_K > 1 || CLUSTER_M > 1
+#error "gemm.cu -DPERSISTENT=1: no split-K or clusters (one walk of whole tiles per CTA)"
+#endif
+/* grid (P, 1, 1): CTA b computes work items b, b + P, ... of the
+ * ceil(M/BLOCK_M) * ceil(N/BLOCK_N) * batch (tile, batch) pairs; with
+ * EPILOGUE=1 the dynamic smem grows by BLOCK_M * (BLOCK_N * 2 + 16) (the
+ * staging area, before the barriers). */
+extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
+	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB, int batch)
+{
+	ktg::gemm_tn_ws_persistent_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE>(
+		&tA, &tB, C, M, N, K, ldc, sC, zA, zB, batch);
+}
+#else
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KT_WS_CLUSTER
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
 	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
@@ -919,6 +1156,7 @@ gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap
 	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M,
 			     SPLIT_K>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
 }
+#endif /* PERSISTENT */
 #else
 /*
  * SPLIT_K > 1: blockIdx.y picks a slice of K (whole BLOCK_K tiles); C is

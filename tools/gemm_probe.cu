@@ -22,7 +22,10 @@
  * build-dev, LD_LIBRARY_PATH=/usr/local/cuda/lib64); ~40 s for the lists in
  * gemm_probe_cfgs.h / gemm_probe_wcfgs.h / gemm_probe_fcfgs.h and the
  * split-K list below (2026-11-29). `gemm_probe 1 small` runs only the edge
- * shape and the batched checks (for compute-sanitizer); PROBE_NO_CM2=1
+ * shape and the batched checks (for compute-sanitizer); `gemm_probe 30
+ * persist` only the persistent ws kernel (-DPERSISTENT=1) against the
+ * one-tile one (pcfgs: edge shapes with 1, 5 and SM-count CTAs, then
+ * BLAST's batched stages, timed; a table last). PROBE_NO_CM2=1
  * leaves the cluster tiles out. A first launch that does not finish in
  * 10 s prints HANG and exits 4.
  */
@@ -92,6 +95,53 @@ k_ws2(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB
 
 typedef void (*ws_fn)(const kt_tmap_t, const kt_tmap_t, bf *, int, int, int, long long,
 		      long long, int, int);
+
+/* the persistent form (gemm.cu -DPERSISTENT=1): grid (P, 1, 1) walks every
+ * (tile, batch) pair; one more argument, the batch count */
+template <int BM, int BN, int ST, int CONS, int GM, int EPI>
+__global__ void __launch_bounds__((CONS + 1) * 128, 1)
+k_wsp(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB, bf *C, int M,
+      int N, int K, long long ldc, long long sC, int zA, int zB, int batch)
+{
+	ktg::gemm_tn_ws_persistent_body<BM, BN, ST, CONS, GM, EPI>(&tA, &tB, C, M, N, K, ldc, sC,
+								   zA, zB, batch);
+}
+
+typedef void (*wsp_fn)(const kt_tmap_t, const kt_tmap_t, bf *, int, int, int, long long,
+		       long long, int, int, int);
+
+/* `persist` mode: one-tile (fn) or persistent (pfn) ws tiles */
+struct pcfg {
+	const char *name;
+	ws_fn fn;
+	wsp_fn pfn;
+	int bm, bn, st, cons, gm, epi;
+};
+#define WSN(BM, BN, ST, CONS, EPI) \
+	{"ws " #BM "x" #BN " s" #ST " c" #CONS " e" #EPI, k_ws<BM, BN, ST, CONS, 8, EPI>, NULL, \
+	 BM, BN, ST, CONS, 8, EPI}
+#define WSP(BM, BN, ST, CONS, EPI) \
+	{"ws persistent " #BM "x" #BN " s" #ST " c" #CONS " e" #EPI, NULL, \
+	 k_wsp<BM, BN, ST, CONS, 8, EPI>, BM, BN, ST, CONS, 8, EPI}
+static const pcfg pcfgs[] = {
+	WSN(128, 256, 4, 2, 1),
+	WSN(128, 256, 4, 2, 0),
+	WSN(128, 256, 3, 2, 1),
+	WSN(128, 128, 6, 2, 1),
+	WSP(128, 256, 4, 2, 0),
+	WSP(128, 256, 3, 2, 0),
+	WSP(128, 256, 3, 2, 1),
+	WSP(128, 128, 5, 2, 1),
+	WSP(128, 128, 6, 2, 0),
+	WSP(64, 256, 4, 1, 1),
+};
+
+/* kt_gemm_smem: the ring, and with a persistent EPI 1 its own staging area */
+static int pcfg_smem(const pcfg &c)
+{
+	return 1024 + c.st * (c.bm + c.bn) * 128 + (c.pfn && c.epi ? c.bm * (c.bn * 2 + 16) : 0) +
+	       256;
+}
 
 /* split-K on the ws kernel (gemm.cu -DWS=1 -DSPLIT_K=SK): fp32 partials */
 template <int BM, int BN, int ST, int CONS, int SK>
@@ -420,6 +470,131 @@ static void launch_g(const gcfg &c, const bf *A, const bf *B, bf *C, int M, int 
 	c.fn<<<grid, c.wm * c.wn * 32, smem>>>(A, B, C, M, N, K, K, K, N, 0, 0, 0);
 }
 
+/* C[z] = A[z] . B[z]^T for z < Z, contiguous batches (sA = M*K, sB = N*K or
+ * 0 for a shared B, sC = M*N), through cuBLAS */
+static void cublas_tn_batched(const bf *A, const bf *B, long long sB, bf *C, int M, int N, int K,
+			      int Z)
+{
+	float one = 1.f, zero = 0.f;
+	cublasStatus_t s = cublasGemmStridedBatchedEx(
+		hb, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, K, sB, A, CUDA_R_16BF, K,
+		(long long)M * K, &zero, C, CUDA_R_16BF, N, (long long)M * N, Z, CUBLAS_COMPUTE_32F,
+		CUBLAS_GEMM_DEFAULT);
+	if (s != CUBLAS_STATUS_SUCCESS) {
+		fprintf(stderr, "cublas batched %d\n", (int)s);
+		exit(1);
+	}
+}
+
+/*
+ * `gemm_probe REPS persist`: the persistent ws kernel against the one-tile
+ * one, both checked against cuBLAS on every output. First edge shapes
+ * (masked M, N and K, several batches, a shared B) with grids of 1, 5 and
+ * SM-count CTAs, so that a CTA walks many tiles and the ring wraps across
+ * tiles; then BLAST's stage-1 / stage-3 GEMMs at 1024 and 16384 tokens
+ * and 1024x4096x4096, timed (L2 flushed). Returns the wrong results.
+ */
+static int run_persist(int reps, int sms)
+{
+	struct { int Z, M, N, K, shared; } shapes[] = {
+		{3, 200, 264, 328, 0}, {3, 200, 264, 328, 1}, {2, 77, 136, 64, 0},
+		{16, 1024, 1024, 256, 0}, {16, 1024, 256, 1024, 0}, {16, 16384, 1024, 256, 0},
+		{16, 16384, 256, 1024, 0}, {1, 1024, 4096, 4096, 0},
+	};
+	struct row {
+		int Z, M, N, K;
+		double cublas, one, pers;
+		std::string onename, persname;
+		int wrong;
+	};
+	std::vector<row> rows;
+	int wrong = 0;
+
+	for (const pcfg &c : pcfgs)
+		CK(cudaFuncSetAttribute(c.fn ? (const void *)c.fn : (const void *)c.pfn,
+					cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg_smem(c)));
+	printf("%-34s %3s %6s %6s %6s %5s %10s %10s %8s %8s\n", "config", "Z", "M", "N", "K", "grid",
+	       "us", "TFLOP/s", "xcublas", "relerr");
+	for (auto &s : shapes) {
+		const int Z = s.Z, M = s.M, N = s.N, K = s.K;
+		const bool timed = M >= 1024;
+		const long long sB = s.shared ? 0 : (long long)N * K;
+		const size_t nc = (size_t)Z * M * N;
+		bf *A = dev_rand((size_t)Z * M * K, 1.f);
+		bf *B = dev_rand((size_t)(s.shared ? 1 : Z) * N * K, 1.f / sqrtf(K));
+		bf *C, *Cr;
+		double flop = 2.0 * Z * M * N * K, tcb = 0;
+		row r = {Z, M, N, K, 0, 1e30, 1e30, "-", "-", 0};
+
+		CK(cudaMalloc(&C, nc * 2));
+		CK(cudaMalloc(&Cr, nc * 2));
+		cublas_tn_batched(A, B, sB, Cr, M, N, K, Z);
+		if (timed)
+			tcb = time_us([&] { cublas_tn_batched(A, B, sB, Cr, M, N, K, Z); }, reps);
+		r.cublas = tcb;
+		printf("%-34s %3d %6d %6d %6d %5s %10.2f %10.1f %8.2f %8s\n", "cublas (strided batched)",
+		       Z, M, N, K, "-", tcb, tcb > 0 ? flop / tcb / 1e6 : 0.0, 1.0, "-");
+		for (const pcfg &c : pcfgs) {
+			if (c.bm / 2 >= M || c.bn / 2 >= N)
+				continue;
+			const int tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
+			kt_tmap_t ta = make_map(A, M, K, K, Z, (long long)M * K, c.bm);
+			kt_tmap_t tb = make_map(B, N, K, K, s.shared ? 1 : Z, sB, c.bn);
+			const int zB = s.shared ? 0 : 1, smem = pcfg_smem(c);
+			/* the one-tile grid once; persistent: 1, 5 CTAs (edge
+			 * shapes only) and one per SM */
+			int grids[3] = {sms, 1, 5}, ng = c.pfn && !timed ? 3 : 1;
+
+			for (int g = 0; g < ng; g++) {
+				const int P = std::min(grids[g], tiles * Z);
+				auto run = [&] {
+					if (c.fn)
+						c.fn<<<dim3(tiles, 1, Z), (c.cons + 1) * 128, smem>>>(
+							ta, tb, C, M, N, K, N, (long long)M * N, 1, zB);
+					else
+						c.pfn<<<P, (c.cons + 1) * 128, smem>>>(
+							ta, tb, C, M, N, K, N, (long long)M * N, 1, zB, Z);
+				};
+				int nf;
+				double err, t = 0;
+				bool bad;
+
+				CK(cudaMemset(C, 0xff, nc * 2));
+				run();
+				sync_or_die(c.name);
+				CK(cudaGetLastError());
+				err = rel_l2(C, Cr, nc, &nf);
+				bad = nf || err > 1e-2;
+				if (timed && !bad)
+					t = time_us(run, reps);
+				r.wrong += bad;
+				if (timed && !bad && c.fn && t < r.one)
+					r.one = t, r.onename = c.name;
+				if (timed && !bad && c.pfn && t < r.pers)
+					r.pers = t, r.persname = c.name;
+				printf("%-34s %3d %6d %6d %6d %5d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, Z, M,
+				       N, K, c.fn ? tiles * Z : P, t, t > 0 ? flop / t / 1e6 : 0.0,
+				       tcb > 0 ? t / tcb : 0.0, err, bad ? " WRONG" : "");
+			}
+		}
+		fflush(stdout);
+		wrong += r.wrong;
+		rows.push_back(r);
+		CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(Cr));
+	}
+	printf("\npersistent vs one-tile ws (us, median of %d, L2 flushed; persistent grid = %d SMs)\n",
+	       reps, sms);
+	printf("%3s %6s %6s %6s %9s %9s %9s %7s %5s  %-26s %s\n", "Z", "M", "N", "K", "cublas",
+	       "one-tile", "persist", "p/one", "wrong", "best one-tile", "best persistent");
+	for (const row &r : rows)
+		printf("%3d %6d %6d %6d %9.2f %9.2f %9.2f %7.3f %5d  %-26s %s\n", r.Z, r.M, r.N, r.K,
+		       r.cublas, r.one < 1e29 ? r.one : 0.0, r.pers < 1e29 ? r.pers : 0.0,
+		       r.one < 1e29 && r.pers < 1e29 ? r.pers / r.one : 0.0, r.wrong,
+		       r.onename.c_str(), r.persname.c_str());
+	printf("wrong results in total: %d\n", wrong);
+	return wrong;
+}
+
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 30;
@@ -428,6 +603,8 @@ int main(int argc, char **argv)
 	const bool small = argc > 2 && strcmp(argv[2], "small") == 0;
 	/* PROBE_NO_CM2=1: leave the cluster tiles out (after a hang in one) */
 	const bool no_cm2 = getenv("PROBE_NO_CM2") != NULL;
+	/* "persist": the persistent ws kernel against the one-tile one, alone */
+	const bool persist = argc > 2 && strcmp(argv[2], "persist") == 0;
 	struct { int M, N, K; } shapes[] = {
 		{1024, 4096, 4096}, {16, 4096, 4096}, {77, 136, 264}, {1000, 4104, 4096},
 		{1024, 1024, 4096}, {1024, 4096, 1024}, {1024, 256, 4096}, {4096, 4096, 4096},
@@ -445,6 +622,14 @@ int main(int argc, char **argv)
 	if (q != cudaDriverEntryPointSuccess || !encode) {
 		fprintf(stderr, "no cuTensorMapEncodeTiled\n");
 		return 1;
+	}
+	if (persist) {
+		int sms = 0;
+
+		CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+		wrong_total = run_persist(reps, sms);
+		cublasDestroy(hb);
+		return wrong_total ? 3 : 0;
 	}
 	for (const wcfg &c : wcfgs)
 		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem(c)));
