@@ -25,6 +25,7 @@ int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 	t->epi_direct = 0;
 	t->cluster_m = 0;
 	t->row_batches = 0;
+	t->persistent = 0;
 	if (c->variant >= 0 && c->variant < f->nvariants) {
 		const char *v = f->variants[c->variant];
 		size_t n = strlen(v);
@@ -58,11 +59,14 @@ unsigned kt_gemm_smem(const struct kt_gemm_tile *t)
 {
 	if (t->ws) {
 		/* 1 KiB to align the ring, the ring (bk = 64: 128 B per row),
-		 * 256 B of mbarriers; the staged epilogue reuses the ring (rows
-		 * of bn bf16 + 16 B) */
+		 * 256 B of mbarriers; the staged epilogue (rows of bn bf16 +
+		 * 16 B) reuses the ring, or with a persistent kernel (whose
+		 * producer refills the ring meanwhile) follows it */
 		long ring = t->stages * (t->bm + t->bn) * 128;
 		long epi = t->epi_direct ? 0 : t->bm * (t->bn * 2 + 16);
 
+		if (t->persistent > 0)
+			return (unsigned)(1024 + ring + epi + 256);
 		return (unsigned)(1024 + (ring > epi ? ring : epi) + 256);
 	}
 	/* wgmma: + 1 KiB to align the ring to the swizzle's 1024-byte groups */
@@ -146,6 +150,10 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 	if (t->split_k > 1 && t->cluster_m > 1)
 		return WHY("SPLIT_K=%ld with CLUSTER_M=%ld: split-K runs without clusters",
 			   t->split_k, t->cluster_m);
+	if (t->persistent > 0 && (t->split_k > 1 || t->cluster_m > 1))
+		return WHY("PERSISTENT (%ld CTAs) with SPLIT_K=%ld, CLUSTER_M=%ld: the persistent "
+			   "walk covers whole tiles of single CTAs", t->persistent, t->split_k,
+			   t->cluster_m);
 	if ((long)kt_gemm_threads(t) > tgt->max_threads)
 		return WHY("%u threads > %d per block", kt_gemm_threads(t), tgt->max_threads);
 	if (smem > (unsigned long)tgt->smem_optin)
@@ -180,6 +188,9 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 		return WHY("cp.async and bf16 mma.sync need sm_80+, target is sm_%d", tgt->sm);
 	if (t->ws)
 		return ws_check(t, M, N, K, extra_smem, tgt, why, whylen);
+	if (t->persistent > 0)
+		return WHY("PERSISTENT (%ld CTAs): only the warp-specialized kernel (ws) has a "
+			   "persistent form", t->persistent);
 	if (t->wgmma) {
 		if (tgt->sm != 90 || !tgt->arch_a)
 			return WHY("wgmma needs sm_90a, target is sm_%d%s", tgt->sm,
@@ -255,6 +266,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "CLUSTER_M", t->cluster_m);
 		if (t->split_k > 1)
 			rc |= kt_program_define(p, "SPLIT_K", t->split_k);
+		if (t->persistent > 0)
+			rc |= kt_program_define(p, "PERSISTENT", 1);
 		return rc;
 	}
 	if (t->wgmma)
@@ -352,6 +365,14 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	out->grid[0] = (unsigned)(cm * tm * tn);
 	out->grid[1] = 1;	/* split-K: kt_gemm_launches sets SPLIT_K slices */
 	out->grid[2] = (unsigned)batch;
+	if (t->persistent > 0) {
+		/* a fixed set of CTAs walks the tm * tn * batch work items;
+		 * more CTAs than items would only start and leave */
+		long items = tm * tn * batch;
+
+		out->grid[0] = (unsigned)(t->persistent < items ? t->persistent : items);
+		out->grid[2] = 1;
+	}
 	out->block[0] = kt_gemm_threads(t);
 	out->block[1] = out->block[2] = 1;
 	out->smem = kt_gemm_smem(t);
@@ -365,6 +386,8 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	kt_launch_arg_i64(out, sC);
 	kt_launch_arg_i32(out, zA);
 	kt_launch_arg_i32(out, zB);
+	if (t->persistent > 0)	/* the kernel's walk: gridDim.z is 1 */
+		kt_launch_arg_i32(out, batch);
 }
 
 void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,

@@ -43,6 +43,14 @@ struct kt_gemm_tile {
 				 * stride < ld, batch * stride <= ld) as (k, batch,
 				 * rows), zA / zB = 2, keeping the map's strides
 				 * increasing (monarch's x); 0: (k, rows, batch) */
+	long persistent;	/* > 0: the persistent ws kernel (-DPERSISTENT=1)
+				 * with this many CTAs (the caller sets it, e.g.
+				 * kt_target.sms; more than the work items are
+				 * clamped, so with sms = 0 one per item is still
+				 * correct), each walking (tile, batch) work items;
+				 * with the staged epilogue it stages in its own
+				 * area after the ring (kt_gemm_smem). ws only, not
+				 * with split_k or cluster_m. 0: one CTA per tile */
 };
 
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
@@ -81,7 +89,9 @@ int kt_program_define(struct kt_program *p, const char *name, long value);
  * tensor maps (k, rows, batch) over bufA / bufB with boxes (64, bm, 1) and
  * (64, bn / cluster_m, 1), 128-byte swizzle (a batch stride of 0 with
  * batch > 1 maps one batch and passes zA / zB = 0), then C, M, N, K, ldc,
- * sC, zA, zB. With t->row_batches, batches side by side within each row
+ * sC, zA, zB. A persistent tile (t->persistent > 0) gets grid
+ * (min(persistent, tiles * batch), 1, 1) and one more argument, the batch
+ * count. With t->row_batches, batches side by side within each row
  * (K <= stride < ld, batch * stride <= ld: monarch's x) get the map
  * (k, batch, rows), box (64, 1, rows), and zA / zB = 2, so that the
  * strides stay increasing. */

@@ -152,9 +152,71 @@ void emu_map_extent(const struct kt_arg *a, long long zm, long long rows, long l
 	CU_ASSERT((nz - 1) * (zm == 2 ? 1 : zm) < t->dims[bd]);
 }
 
+/* The tile origin of tile pid of one batch, as gemm.cu's ws_tile_at (and
+ * ws_tile_coords without clusters): GROUP_M rows of tiles walked
+ * column-major, the last group shorter. */
+static void ws_tile_at(long long pid, long long M, long long N, long bm, long bn, long gm,
+		       long long *m0, long long *n0)
+{
+	long long tm = (M + bm - 1) / bm, tn = (N + bn - 1) / bn;
+
+	if (gm <= 1) {
+		*m0 = pid / tn * bm;
+		*n0 = pid % tn * bn;
+	} else {
+		long long in_group = gm * tn, first = pid / in_group * gm;
+		long long gsize = tm - first < gm ? tm - first : gm, local = pid % in_group;
+
+		*m0 = (first + local % gsize) * bm;
+		*n0 = local / gsize * bn;
+	}
+}
+
+/* gemm_tn_ws with -DPERSISTENT=1 (one more argument, the batch count):
+ * CTA b of grid (P, 1, 1) computes work items w = b, b + P, ... below
+ * tiles * batch, w / tiles the batch, w % tiles the tile; each tile's
+ * elements (masked at the M and N edges) from k-tiles of 64 through the
+ * maps. Work items the walk never reaches leave C as it was (NaN where
+ * nothing else wrote); one reached twice is an assertion. */
+static void emu_gemm_ws_persistent(struct emu *m, const struct kt_launch *l, long bm, long bn,
+				   long gm)
+{
+	const struct kt_arg *tA = &l->args[0], *tB = &l->args[1];
+	int C = emu_ab(l, 2);
+	long long M = emu_ai(l, 3), N = emu_ai(l, 4), K = emu_ai(l, 5), ldc = emu_ai(l, 6);
+	long long sC = emu_ai(l, 7), zA = emu_ai(l, 8), zB = emu_ai(l, 9), nb = emu_ai(l, 10);
+	long long tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn), items = tiles * nb;
+	long long P = l->grid[0], kend = (K + 63) / 64 * 64, b, w, t, c, k;
+	unsigned char *seen;
+
+	CU_ASSERT_EQUAL(l->grid[1], 1);
+	CU_ASSERT_EQUAL(l->grid[2], 1);	/* the batch is walked, not gridDim.z */
+	CU_ASSERT(nb >= 1 && P >= 1 && P <= items);	/* no CTA that only starts and leaves */
+	seen = calloc((size_t)(items > 0 ? items : 1), 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(seen);
+	for (b = 0; b < P; b++)
+		for (w = b; w < items; w += P) {
+			long long z = w / tiles, m0, n0;
+
+			CU_ASSERT_EQUAL(seen[w], 0);
+			seen[w]++;
+			ws_tile_at(w - z * tiles, M, N, bm, bn, gm, &m0, &n0);
+			for (t = m0; t < m0 + bm && t < M; t++)
+				for (c = n0; c < n0 + bn && c < N; c++) {
+					double acc = 0;
+
+					for (k = 0; k < kend; k++)
+						acc += ws_elem(m, tA, zA, z, t, k) *
+						       ws_elem(m, tB, zB, z, c, k);
+					emu_st(m, C, z * sC + t * ldc + c, acc);
+				}
+		}
+	free(seen);
+}
+
 /* gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB): k-tiles of 64 through
  * the maps (past K the map's zero fill); SPLIT_K: slice blockIdx.y of
- * whole k-tiles into fp32 workspace slices. */
+ * whole k-tiles into fp32 workspace slices; PERSISTENT: the walk above. */
 static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
@@ -168,10 +230,21 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 
 	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
 	CU_ASSERT_EQUAL(emu_define(p, "WS"), 1);
-	CU_ASSERT_EQUAL_FATAL(l->nargs, 10);
 	CU_ASSERT_FATAL(bm > 0 && bn > 0 && (cons == 1 || cons == 2));
 	if (sk < 1)
 		sk = 1;
+	if (emu_define(p, "PERSISTENT") == 1) {
+		CU_ASSERT_EQUAL_FATAL(l->nargs, 11);
+		CU_ASSERT_EQUAL(sk, 1);
+		CU_ASSERT(emu_define(p, "CLUSTER_M") <= 1);
+		CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
+		ws_map_ok(m, tA, zA, bm);
+		ws_map_ok(m, tB, zB, bn);
+		CU_ASSERT(K % 8 == 0 && N % 8 == 0 && ldc % 8 == 0 && sC % 8 == 0);
+		emu_gemm_ws_persistent(m, l, bm, bn, emu_define(p, "GROUP_M"));
+		return;
+	}
+	CU_ASSERT_EQUAL_FATAL(l->nargs, 10);
 	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
 	CU_ASSERT_EQUAL((long long)l->grid[1], sk);
 	CU_ASSERT(sk == 1 || l->grid[2] == 1);

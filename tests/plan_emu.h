@@ -5,7 +5,8 @@
  *    timed) on fp32 copies of the config's buffers. It knows the GEMM
  *    template's kernels -- gemm_tn, gemm_tn_ws (operands read through the
  *    TMAP args' geometry with the copy engine's zero fill, k-tiles of 64,
- *    split-K slices into the fp32 workspace) and splitk_reduce -- each
+ *    split-K slices into the fp32 workspace, the PERSISTENT walk of work
+ *    items tile by tile, each once) and splitk_reduce -- each
  *    mirrored from templates/gemm.cu with its alignment rules, grid, block
  *    and boxes and the worker's tensor-map check asserted. A family's own
  *    kernels plug in through a dispatch callback. Every access is

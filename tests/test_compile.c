@@ -387,6 +387,51 @@ static void test_compile_space(void)
 			CU_ASSERT_EQUAL(kt_gemm_defines(&ct, &p), 0);
 			add_program("gemm wgmma_ws CLUSTER_M=2 128x256", &p, "sm_90a", kt_gemm_smem(&ct));
 		}
+		/* the persistent form (-DPERSISTENT=1), which no family plans
+		 * yet: 128x256 with its staging area (3 stages) and direct
+		 * (4 stages), one consumer, GROUP_M 1 */
+		{
+			static const long pt[][6] = {
+				/* bm, bn, stages, consumers, epi_direct, group_m */
+				{128, 256, 3, 2, 0, 8},
+				{128, 256, 4, 2, 1, 8},
+				{128, 128, 5, 2, 0, 1},
+				{64, 256, 4, 1, 0, 8},
+			};
+			struct kt_target tgt;
+			size_t i;
+
+			memset(&tgt, 0, sizeof(tgt));
+			CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &tgt), 0);
+
+			for (i = 0; i < sizeof(pt) / sizeof(pt[0]); i++) {
+				struct kt_gemm_tile ct;
+				struct kt_program p;
+				char label[80], why[200];
+
+				memset(&ct, 0, sizeof(ct));
+				memset(&p, 0, sizeof(p));
+				ct.bm = pt[i][0];
+				ct.bn = pt[i][1];
+				ct.bk = 64;
+				ct.wm = ct.bm / 16;
+				ct.wn = 1;
+				ct.stages = pt[i][2];
+				ct.consumers = pt[i][3];
+				ct.epi_direct = pt[i][4];
+				ct.group_m = pt[i][5];
+				ct.split_k = 1;
+				ct.ws = 1;
+				ct.persistent = 132;
+				CU_ASSERT_EQUAL(kt_gemm_check(&ct, 1024, 1024, 256, 0, &tgt, why,
+							      sizeof(why)), 0);
+				p.tpl = "gemm";
+				CU_ASSERT_EQUAL(kt_gemm_defines(&ct, &p), 0);
+				snprintf(label, sizeof(label), "gemm wgmma_ws PERSISTENT %ldx%ld s%ld c%ld e%d",
+					 ct.bm, ct.bn, ct.stages, ct.consumers, ct.epi_direct ? 0 : 1);
+				add_program(label, &p, "sm_90a", kt_gemm_smem(&ct));
+			}
+		}
 		/* lowrank's stages on the ws kernel, where the z GEMM
 		 * (1024 x 1024 x 4096) takes split-K */
 		add_family(kt_family_find("lowrank"), lbig, "sm_90a", 0, "unfused_ws");

@@ -1021,6 +1021,170 @@ static void test_ws_splitk(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "CLUSTER_M"));
 }
 
+/* The persistent ws kernel (t.persistent CTAs walking every (tile, batch)
+ * work item): defines, shared memory, the checks that refuse it, the
+ * launch (grid clamped to the items, the batch count as the last
+ * argument), and the host emulation of the walk against a direct GEMM at
+ * masked edges for several grid sizes; the control passes one batch too
+ * few, and the walk must then leave that batch unwritten. */
+static void test_ws_persistent(void)
+{
+	struct kt_gemm_tile t;
+	struct kt_launch l;
+	struct kt_plan p;
+	struct emu m;
+	const long M = 200, N = 264, K = 328, Z = 3;
+	const long lda = K + 16, ldb = K + 8, ldc = N + 8;
+	const long sA = M * lda + 64, sB = N * ldb + 8, sC = M * ldc + 16;
+	const long grids[] = {1, 5, 7, 1000};
+	struct kt_target tgt = ft_target("sm_90a");
+	char why[200];
+	float *ref;
+	long i, z, r, c, k, g, shared;
+	unsigned st = 12345;
+
+	ws_tile(&t, 128, 128, 2, 1);
+	t.persistent = 5;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 0);
+	memset(&p, 0, sizeof(p));
+	CU_ASSERT_EQUAL(kt_gemm_defines(&t, &p.programs[0]), 0);
+	CU_ASSERT(has_define(&p.programs[0], "PERSISTENT=1"));
+	CU_ASSERT(has_define(&p.programs[0], "EPILOGUE=1"));
+	/* the staged epilogue has its own area after the ring */
+	CU_ASSERT_EQUAL(kt_gemm_smem(&t), 1024 + 4 * (128 + 128) * 128 + 128 * (128 * 2 + 16) + 256);
+	t.epi_direct = 1;
+	CU_ASSERT_EQUAL(kt_gemm_smem(&t), 1024 + 4 * (128 + 128) * 128 + 256);
+	t.epi_direct = 0;
+	/* 128x256 with 4 stages and the staging area exceed the opt-in limit;
+	 * 3 stages, or the direct epilogue, fit */
+	ws_tile(&t, 128, 256, 2, 1);
+	t.persistent = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 256, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	t.stages = 3;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 256, 0, &tgt, why, sizeof(why)), 0);
+	t.stages = 4;
+	t.epi_direct = 1;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 256, 0, &tgt, why, sizeof(why)), 0);
+	/* refused: split-K, clusters, the non-ws paths */
+	ws_tile(&t, 128, 128, 2, 2);
+	t.persistent = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 4096, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PERSISTENT"));
+	ws_tile(&t, 128, 128, 2, 1);
+	t.persistent = 132;
+	t.cluster_m = 2;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PERSISTENT"));
+	t.cluster_m = 0;
+	t.ws = 0;
+	t.bk = 32;
+	t.wm = 2;
+	t.wn = 4;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, M, N, K, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PERSISTENT"));
+
+	/* the launch: 2 x 3 tiles x 3 batches = 18 work items */
+	ws_tile(&t, 128, 128, 2, 1);
+	t.persistent = 5;
+	kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, sB, 2, ldc, sC, Z, &l);
+	CU_ASSERT_STRING_EQUAL(l.kernel, "gemm_tn_ws");
+	CU_ASSERT_EQUAL(l.grid[0], 5);
+	CU_ASSERT_EQUAL(l.grid[1], 1);
+	CU_ASSERT_EQUAL(l.grid[2], 1);
+	CU_ASSERT_EQUAL(l.smem, kt_gemm_smem(&t));
+	CU_ASSERT_EQUAL_FATAL(l.nargs, 11);
+	CU_ASSERT_EQUAL(l.args[10].kind, KT_ARG_I32);
+	CU_ASSERT_EQUAL(l.args[10].i, Z);
+	CU_ASSERT_EQUAL(l.args[0].tmap.dims[2], Z);	/* the maps still carry the batch */
+	t.persistent = 1000;
+	kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, sB, 2, ldc, sC, Z, &l);
+	CU_ASSERT_EQUAL(l.grid[0], 2 * 3 * Z);
+
+	/* emulated: every work item once, at every grid size, a separate and
+	 * a shared B, both epilogues' programs (GROUP_M 8 and 1) */
+	memset(&m, 0, sizeof(m));
+	m.plan = &p;
+	m.nb = 3;
+	p.nprograms = 1;
+	m.bufs[0].dtype = m.bufs[1].dtype = m.bufs[2].dtype = KT_BF16;
+	m.bufs[0].elems = (size_t)(sA * Z);
+	m.bufs[1].elems = (size_t)(sB * Z);
+	m.bufs[2].elems = (size_t)(sC * Z);
+	for (i = 0; i < 3; i++) {
+		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
+	}
+	for (i = 0; i < 2; i++) {
+		size_t e;
+
+		for (e = 0; e < m.bufs[i].elems; e++) {
+			st = st * 1103515245u + 12345u;
+			m.d[i][e] = (float)((int)((st >> 16) % 17) - 8) / 8.f;
+		}
+	}
+	ref = malloc((size_t)(sC * Z) * sizeof(float));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+	for (shared = 0; shared < 2; shared++) {
+		long long sb = shared ? 0 : sB;
+
+		for (z = 0; z < Z; z++)
+			for (r = 0; r < M; r++)
+				for (c = 0; c < N; c++) {
+					double acc = 0;
+
+					for (k = 0; k < K; k++)
+						acc += (double)m.d[0][z * sA + r * lda + k] *
+						       m.d[1][z * sb + c * ldb + k];
+					ref[z * sC + r * ldc + c] = (float)acc;
+				}
+		for (g = 0; g < (long)(sizeof(grids) / sizeof(grids[0])); g++) {
+			long bad = 0, nan = 0;
+
+			ws_tile(&t, g % 2 ? 64 : 128, 128, g % 2 ? 1 : 2, 1);
+			t.group_m = g == 2 ? 1 : 8;
+			t.epi_direct = g % 2;
+			t.persistent = grids[g];
+			memset(&p.programs[0], 0, sizeof(p.programs[0]));
+			p.programs[0].tpl = "gemm";
+			CU_ASSERT_EQUAL(kt_gemm_defines(&t, &p.programs[0]), 0);
+			kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, sb, 2, ldc, sC, Z, &l);
+			for (i = 0; i < (long)m.bufs[2].elems; i++)
+				m.d[2][i] = NAN;
+			emu_launch(&m, &l);
+			for (z = 0; z < Z; z++)
+				for (r = 0; r < M; r++)
+					for (c = 0; c < N; c++) {
+						float y = m.d[2][z * sC + r * ldc + c];
+
+						nan += isnan(y);
+						bad += fabsf(y - ref[z * sC + r * ldc + c]) > 1e-3f;
+					}
+			CU_ASSERT_EQUAL(nan, 0);
+			CU_ASSERT_EQUAL(bad, 0);
+			if (g == 1) {
+				/* control: one batch too few in the walk's count */
+				l.args[10].i = Z - 1;
+				for (i = 0; i < (long)m.bufs[2].elems; i++)
+					m.d[2][i] = NAN;
+				emu_launch(&m, &l);
+				nan = 0;
+				for (z = 0; z < Z; z++)
+					for (r = 0; r < M; r++)
+						for (c = 0; c < N; c++)
+							nan += isnan(m.d[2][z * sC + r * ldc + c]) &&
+							       z == Z - 1;
+				CU_ASSERT_EQUAL(nan, M * N);
+			}
+		}
+	}
+	CU_ASSERT_EQUAL(m.oob, 0);
+	CU_ASSERT_EQUAL(m.unknown, 0);
+	for (i = 0; i < 3; i++)
+		free(m.d[i]);
+	free(ref);
+}
+
 /* lowrank unfused_ws: both stages on gemm_tn_ws, z split along K. */
 static void test_lowrank_ws(void)
 {
@@ -1529,6 +1693,7 @@ int main(void)
 	CU_add_test(s, "ws: batches side by side in a row map (k, batch, rows)",
 		    test_ws_interleaved_batches);
 	CU_add_test(s, "ws split-K", test_ws_splitk);
+	CU_add_test(s, "ws persistent: checks, launch, emulated walk", test_ws_persistent);
 	CU_add_test(s, "lowrank unfused_ws plan (tensor maps, split z)", test_lowrank_ws);
 	CU_add_test(s, "lowrank unfused_ws space: exact pruning, every valid config plans",
 		    test_lowrank_ws_space);
