@@ -60,13 +60,16 @@ unsigned kt_gemm_smem(const struct kt_gemm_tile *t)
 	if (t->ws) {
 		/* 1 KiB to align the ring, the ring (bk = 64: 128 B per row),
 		 * 256 B of mbarriers; the staged epilogue (rows of bn bf16 +
-		 * 16 B) reuses the ring, or with a persistent kernel (whose
-		 * producer refills the ring meanwhile) follows it */
+		 * 16 B) reuses the ring; a persistent kernel's (whose producer
+		 * refills the ring meanwhile) follows it, min(bn, 128) swizzled
+		 * columns at a time */
 		long ring = t->stages * (t->bm + t->bn) * 128;
 		long epi = t->epi_direct ? 0 : t->bm * (t->bn * 2 + 16);
 
 		if (t->persistent > 0)
-			return (unsigned)(1024 + ring + epi + 256);
+			return (unsigned)(1024 + ring +
+					  (t->epi_direct ? 0 : t->bm * (t->bn > 128 ? 128 : t->bn) * 2) +
+					  256);
 		return (unsigned)(1024 + (ring > epi ? ring : epi) + 256);
 	}
 	/* wgmma: + 1 KiB to align the ring to the swizzle's 1024-byte groups */

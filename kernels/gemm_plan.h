@@ -49,7 +49,8 @@ struct kt_gemm_tile {
 				 * clamped, so with sms = 0 one per item is still
 				 * correct), each walking (tile, batch) work items;
 				 * with the staged epilogue it stages in its own
-				 * area after the ring (kt_gemm_smem). ws only, not
+				 * area after the ring, bm x min(bn, 128) bf16
+				 * (kt_gemm_smem). ws only, not
 				 * with split_k or cluster_m. 0: one CTA per tile */
 };
 

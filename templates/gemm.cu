@@ -855,26 +855,33 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
  * tile's last stage (after wait_group 0), which the one-tile kernel never
  * needs to.
  *
- * EPI 1 stages in its own area after the ring (BM rows of BN bf16 + 16
- * bytes, the barriers after it; see kt_gemm_smem): the ring is being
- * refilled while the epilogue runs. A consumer warpgroup owns its RW
- * rows of that area; it restages only once all of its 128 threads have
- * read the previous tile's (named barrier 2 + c before the shared
- * stores). 128x256 tiles fit it with 3 stages, not 4. EPI 0 stores bf16
- * pairs from the accumulators as in the one-tile kernel.
+ * EPI 1 stages in its own area after the ring (the barriers after it;
+ * see kt_gemm_smem): the ring is being refilled while the epilogue runs.
+ * The area holds BM rows of SW = min(BN, 128) bf16 columns, swizzled
+ * rather than padded (chunk j of row r at j ^ (r % 8): the 8 rows a warp
+ * writes, and the 8 chunks a quarter-warp reads, hit distinct banks), so
+ * a 256-column tile stages in two passes and 128x256 keeps 4 stages. A
+ * consumer warpgroup owns its RW rows of that area; it restages only once
+ * all of its 128 threads have read the previous pass's or tile's (named
+ * barrier 2 + c before the shared stores). EPI 0 stores bf16 pairs from
+ * the accumulators as in the one-tile kernel.
  *
  * Not with split-K or clusters (the kernel entry refuses them). A
  * separate body so that the one-tile kernel's code (and PTX) stays as
  * measured.
  *
  * Measured on the H200 (gemm_probe 30 persist, L2 flushed, grid 132,
- * every output checked against cuBLAS), best one-tile -> best persistent:
- * BLAST stage 1, 16 x 1024x1024x256: 30.0 -> 24.7 us (128x256 s3 e1;
- * cuBLAS strided batched 23.1); 16 x 16384x1024x256: 344 -> 281 (cuBLAS
- * 238); stage 3, 16 x 1024x256x1024 (128 tiles, under one wave): 21.3 ->
- * 23.6 (slower); 16 x 16384x256x1024: 232 -> 234; 1024x4096x4096 46.9 ->
- * 50.3 (3 stages where the one-tile kernel has 4). EPI 0 is far slower
- * here too (16384x1024x256: 515 us).
+ * every output checked against cuBLAS), 128x256 4 stages 2 consumers
+ * EPI 1, one-tile -> persistent (cuBLAS strided batched): BLAST stage 1,
+ * 16 x 1024x1024x256: 30.5 -> 23.4 us (23.1); 16 x 16384x1024x256: 343 ->
+ * 269 (238); stage 3, 16 x 1024x256x1024 (128 tiles, under one wave):
+ * 22.1 -> 22.2 (21.0); 16 x 16384x256x1024: 232 -> 217 (204);
+ * 1024x4096x4096: 47.0 -> 46.9 (46.7). The first version's padded
+ * staging area (BN * 2 + 16 bytes a row) left 128x256 only 3 stages:
+ * 24.7, 281, 23.9, 234, 50.3. EPI 0 is far slower here too
+ * (16384x1024x256: 517 us); 128x128 6 stages, 256x128 3, 64x256 (1
+ * consumer) and 128x64 8 lose to 128x256 on all five. compute-sanitizer
+ * racecheck clean on the edge shapes (gemm_probe 1 persist small).
  */
 template <int BM, int BN, int GM>
 KT_DEV void ws_tile_at(int pid, int M, int N, int &m0, int &n0)
@@ -901,13 +908,16 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 				       int zB, int nbatch)
 {
 	const int BK = 64, RW = BM / CONS, MW = RW / 64;
-	const int PITCH = BN * 2 + 16, CH = BN / 8;
+	/* EPI 1 stages SW columns at a time: rows of SW * 2 bytes, 16-byte
+	 * chunk j of row r at j ^ (r % 8) (no padding: 128x256 fits 4 stages) */
+	const int SW = BN > 128 ? 128 : BN, SCH = SW / 8;
 	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
-	const unsigned EPI_BYTES = EPI ? BM * PITCH : 0;
+	const unsigned EPI_BYTES = EPI ? BM * SW * 2 : 0;
 	static_assert(RW % 64 == 0, "each consumer warpgroup owns whole m64 tiles");
 	static_assert(MW * BN / 2 <= 128, "at most 128 accumulators per consumer thread");
 	static_assert(ST >= 2, "the ring needs 2+ stages");
 	static_assert(BM <= 256 && BN <= 256, "a TMA box is at most 256 rows");
+	static_assert(SCH >= 8 && BN % SW == 0, "the staging swizzle spans 8 chunks");
 	extern __shared__ __align__(1024) unsigned char kt_smem_wsp[];
 	const unsigned base = (kt_smem_u32(kt_smem_wsp) + 1023u) & ~1023u;
 	const unsigned sA0 = base, sB0 = base + ST * A_STAGE;
@@ -967,7 +977,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 		if (CONS > 1)
 			asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 		const int c = wg - 1, t = tid & 127;
-		const unsigned st0 = epi0 + c * RW * PITCH;
+		const unsigned st0 = epi0 + c * RW * SW * 2;
 		float acc[MW][1][BN / 8][4];
 		int it = 0;
 
@@ -1021,34 +1031,41 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 							     m0 + c * RW + mw * 64 + (warp & 3) * 16,
 							     n0, M, N, lane);
 			} else {
-				/* the previous tile's staged rows have been read */
-				kt_bar_sync(2 + c, 128);
 #pragma unroll
-				for (int mw = 0; mw < MW; mw++)
+				for (int h = 0; h < BN / SW; h++) {
+					/* the previous pass's (tile's) staged rows
+					 * have been read */
+					kt_bar_sync(2 + c, 128);
 #pragma unroll
-					for (int ni = 0; ni < BN / 8; ni++) {
-						int r = mw * 64 + (warp & 3) * 16 + (lane >> 2);
-						unsigned o = st0 + r * PITCH + (ni * 8 + (lane & 3) * 2) * 2;
+					for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+						for (int nj = 0; nj < SCH; nj++) {
+							const int ni = h * SCH + nj;
+							int r = mw * 64 + (warp & 3) * 16 + (lane >> 2);
+							/* rows r and r + 8 share the swizzle */
+							unsigned o = st0 + r * (SW * 2) + ((nj ^ (r & 7)) << 4) +
+								     (lane & 3) * 4;
 
-						asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
-							     "r"(kt_pack_bf16x2(acc[mw][0][ni][0],
-										acc[mw][0][ni][1])));
-						asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o + 8 * PITCH),
-							     "r"(kt_pack_bf16x2(acc[mw][0][ni][2],
-										acc[mw][0][ni][3])));
-					}
-				kt_bar_sync(2 + c, 128);
+							asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
+								     "r"(kt_pack_bf16x2(acc[mw][0][ni][0],
+											acc[mw][0][ni][1])));
+							asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o + 8 * SW * 2),
+								     "r"(kt_pack_bf16x2(acc[mw][0][ni][2],
+											acc[mw][0][ni][3])));
+						}
+					kt_bar_sync(2 + c, 128);
 #pragma unroll 4
-				for (int i = t; i < RW * CH; i += 128) {
-					const int r = i / CH, ch = i % CH;
-					const int gr = m0 + c * RW + r, gc = n0 + ch * 8;
-					uint4 v;
+					for (int i = t; i < RW * SCH; i += 128) {
+						const int r = i / SCH, ch = i % SCH;
+						const int gr = m0 + c * RW + r, gc = n0 + h * SW + ch * 8;
+						uint4 v;
 
-					asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-						     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-						     : "r"(st0 + r * PITCH + ch * 16));
-					if (gr < M && gc < N)
-						*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + gc) = v;
+						asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+							     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+							     : "r"(st0 + r * (SW * 2) + ((ch ^ (r & 7)) << 4)));
+						if (gr < M && gc < N)
+							*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + gc) = v;
+					}
 				}
 			}
 		}
@@ -1139,7 +1156,7 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
 #endif
 /* grid (P, 1, 1): CTA b computes work items b, b + P, ... of the
  * ceil(M/BLOCK_M) * ceil(N/BLOCK_N) * batch (tile, batch) pairs; with
- * EPILOGUE=1 the dynamic smem grows by BLOCK_M * (BLOCK_N * 2 + 16) (the
+ * EPILOGUE=1 the dynamic smem grows by BLOCK_M * min(BLOCK_N, 128) * 2 (the
  * staging area, before the barriers). */
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,

@@ -388,15 +388,16 @@ static void test_compile_space(void)
 			add_program("gemm wgmma_ws CLUSTER_M=2 128x256", &p, "sm_90a", kt_gemm_smem(&ct));
 		}
 		/* the persistent form (-DPERSISTENT=1), which no family plans
-		 * yet: 128x256 with its staging area (3 stages) and direct
-		 * (4 stages), one consumer, GROUP_M 1 */
+		 * yet: staged in two passes (BLOCK_N 256) and one (128, 64),
+		 * direct, one consumer, GROUP_M 1 */
 		{
 			static const long pt[][6] = {
 				/* bm, bn, stages, consumers, epi_direct, group_m */
-				{128, 256, 3, 2, 0, 8},
+				{128, 256, 4, 2, 0, 8},
 				{128, 256, 4, 2, 1, 8},
-				{128, 128, 5, 2, 0, 1},
+				{128, 128, 6, 2, 0, 1},
 				{64, 256, 4, 1, 0, 8},
+				{128, 64, 8, 2, 0, 8},
 			};
 			struct kt_target tgt;
 			size_t i;

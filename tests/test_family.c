@@ -1051,16 +1051,25 @@ static void test_ws_persistent(void)
 	CU_ASSERT(has_define(&p.programs[0], "PERSISTENT=1"));
 	CU_ASSERT(has_define(&p.programs[0], "EPILOGUE=1"));
 	/* the staged epilogue has its own area after the ring */
-	CU_ASSERT_EQUAL(kt_gemm_smem(&t), 1024 + 4 * (128 + 128) * 128 + 128 * (128 * 2 + 16) + 256);
+	CU_ASSERT_EQUAL(kt_gemm_smem(&t), 1024 + 4 * (128 + 128) * 128 + 128 * 128 * 2 + 256);
 	t.epi_direct = 1;
 	CU_ASSERT_EQUAL(kt_gemm_smem(&t), 1024 + 4 * (128 + 128) * 128 + 256);
 	t.epi_direct = 0;
-	/* 128x256 with 4 stages and the staging area exceed the opt-in limit;
-	 * 3 stages, or the direct epilogue, fit */
+	/* 128x256 stages 128 columns at a time: 4 stages fit */
 	ws_tile(&t, 128, 256, 2, 1);
+	t.persistent = 132;
+	CU_ASSERT_EQUAL(kt_gemm_smem(&t), 1024 + 4 * (128 + 256) * 128 + 128 * 128 * 2 + 256);
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 256, 0, &tgt, why, sizeof(why)), 0);
+	/* 256x128 with 4 stages and its staging area exceed the opt-in limit
+	 * (the one-tile kernel stages in the ring); 3 stages, or the direct
+	 * epilogue, fit */
+	ws_tile(&t, 256, 128, 2, 1);
 	t.persistent = 132;
 	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 256, 0, &tgt, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	t.persistent = 0;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 256, 0, &tgt, why, sizeof(why)), 0);
+	t.persistent = 132;
 	t.stages = 3;
 	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 256, 0, &tgt, why, sizeof(why)), 0);
 	t.stages = 4;
