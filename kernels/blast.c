@@ -59,7 +59,12 @@
  *                apart) took 217 us at llama7b N1024 -- the mixing is 0.54
  *                GFLOP and 64 MiB of traffic; the tensor-core mixer is
  *                bound by that traffic instead.
- *   tcmix_ws     tcmix with both GEMM stages on the ws path (as naive_ws).
+ *   tcmix_ws     tcmix with both GEMM stages on the ws path (as naive_ws),
+ *                either of them (PERSISTENT bit 1: stage 1, bit 2: stage 3)
+ *                on gemm.cu's persistent ws kernel: a CTA per SM walks the
+ *                (tile, batch) items, the next tile's loads in flight
+ *                during the epilogue -- stage 1 has only K = in/blocks
+ *                (256 at llama7b: four k-chunks) per tile.
  *
  * Both GEMM stages share one tile except its N: stage 1's N is the rank,
  * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
@@ -94,7 +99,7 @@ enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_TCMIX,
  * the variants' scratch */
 enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
 #define B_ST B_S32	/* tcmix: the slot of S32 holds St instead */
-enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS };
+enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PERSIST };
 
 #define NPROBLEM_BUFS 7
 #define ELEM_THREADS 256
@@ -133,6 +138,9 @@ static const struct kt_param params[] = {
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "ws GEMM stages: consumer warpgroups (each BLOCK_M/CONSUMERS rows) beside the TMA "
 	 "producer"},
+	{"PERSISTENT", 4, {0, 1, 2, 3}, 1u << V_TCMIX_WS,
+	 "ws stages on gemm.cu's persistent kernel (one CTA per SM walking the tiles): "
+	 "0 none, 1 stage 1, 2 stage 3, 3 both"},
 };
 
 /* Ranks per mixer thread: its b vectors of z stay in registers (b * RV <=
@@ -157,7 +165,8 @@ static void ws_tile(struct kt_gemm_tile *t, const struct kt_config *c)
 /* s1 is stage 1's tile (mix_fused: the fused kernel's), s3 stage 3's. They
  * share all but their N, except that mix_fused_ws runs stage 3 on the ws
  * path (BLOCK_K, WARPS_* then apply to the fused kernel only). */
-static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
+static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
+		     struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
 {
 	memset(s3, 0, sizeof(*s3));
 	s3->bm = c->p[P_BM];
@@ -181,6 +190,14 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *s1, struct 
 	s1->bn = c->p[P_ZBN];
 	if (c->variant == V_MIX_FUSED_WS)
 		ws_tile(s3, c);
+	if (c->variant == V_TCMIX_WS) {
+		/* one CTA per SM (gemm_plan clamps to the work items; with an
+		 * unknown count, compile-only, one per item) */
+		long ctas = tgt->sms > 0 ? tgt->sms : 1L << 30;
+
+		s1->persistent = c->p[P_PERSIST] & 1 ? ctas : 0;
+		s3->persistent = c->p[P_PERSIST] & 2 ? ctas : 0;
+	}
 }
 
 static int is_fused(int variant)
@@ -254,7 +271,7 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (is_tc(c->variant) && TC_THREADS > tgt->max_threads)
 		return WHY("tcmix: the mixer needs %d threads per block, target has %d", TC_THREADS,
 			   tgt->max_threads);
-	tiles_of(c, &s1, &s3);
+	tiles_of(c, tgt, &s1, &s3);
 	if (is_fused(c->variant) && fused_check(&s1, b, tgt, why, whylen))
 		return 1;
 	if (kt_gemm_check(&s1, T, r, n / b, is_fused(c->variant) ? fused_zsmem(&s1, b) : 0,
@@ -398,7 +415,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		return kt_err_set(err, KT_EINVAL, "blast: config cannot run: %s", why);
 	nb = n / b;
 	mb = m / b;
-	tiles_of(c, &s1, &s3);
+	tiles_of(c, tgt, &s1, &s3);
 	if (fused) {
 		pm = 0;
 		pg3 = 1;

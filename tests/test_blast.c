@@ -948,7 +948,30 @@ static void test_check(void)
 			 "WARPS_M=2,WARPS_N=2,STAGES=2,GROUP_M=8", "sm_90");
 	expect_config_ok(suite_shapes[0],
 			 "variant=tcmix_ws,BLOCK_M=128,BLOCK_N=256,Z_BLOCK_N=256,STAGES=4,GROUP_M=8,"
-			 "CONSUMERS=2", "sm_90a");
+			 "CONSUMERS=2,PERSISTENT=0", "sm_90a");
+	/* persistent stages stage their epilogue beside the ring (128 columns
+	 * a pass): 4 stages of 128 x 256 still fit */
+	expect_config_ok(suite_shapes[0],
+			 "variant=tcmix_ws,BLOCK_M=128,BLOCK_N=256,Z_BLOCK_N=256,STAGES=4,GROUP_M=8,"
+			 "CONSUMERS=2,PERSISTENT=3", "sm_90a");
+	{
+		/* a CTA per SM for the persistent stage (1), a CTA per tile for
+		 * the other (stage 3: 8 x 1 tiles x 16 blocks) */
+		struct kt_shape s7 = ft_shape(fam, suite_shapes[0]);
+		struct kt_target t7 = ft_target("sm_90a");
+		struct kt_config c7;
+		struct kt_plan p7;
+		struct kt_err e7 = {0};
+
+		t7.sms = 132;
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, "variant=tcmix_ws,BLOCK_M=128,BLOCK_N=256,"
+						      "Z_BLOCK_N=256,STAGES=3,GROUP_M=8,"
+						      "CONSUMERS=2,PERSISTENT=1", &c7, &e7), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(&s7, &c7, &t7, &p7, &e7), 0);
+		CU_ASSERT_EQUAL(p7.launch[0].grid[0], 132);
+		CU_ASSERT_EQUAL(p7.launch[0].grid[2], 1);
+		CU_ASSERT_EQUAL(p7.launch[2].grid[0] * p7.launch[2].grid[2], 8 * 16);
+	}
 	/* naive_ws: sm_90a, and CONSUMERS whole 64-row warpgroups */
 	expect_config_reject(suite_shapes[0],
 			     "variant=naive_ws,BLOCK_M=128,BLOCK_N=128,Z_BLOCK_N=128,STAGES=4,GROUP_M=8,"
