@@ -1033,6 +1033,11 @@ static int space_one(const struct kt_config *c, void *arg)
 		for (a = 0; a < l->nargs; a++)
 			if (l->args[a].kind == KT_ARG_BUF)
 				bad |= l->args[a].buf < 0 || l->args[a].buf >= nb;
+		/* a launch's arguments are its program's: the persistent ws
+		 * kernel takes the batch count as an 11th */
+		if (!bad && strcmp(l->kernel, "gemm_tn_ws") == 0)
+			bad |= (emu_define(&p.programs[l->program], "PERSISTENT") == 1) !=
+			       (l->nargs == 11);
 	}
 	for (i = 0; i < p.nprograms; i++)
 		bad |= !p.programs[i].tpl;
