@@ -30,6 +30,7 @@
  *    KTUNE_REQUIRE_GPU=1): through the worker, as a sweep runs them, the
  *    first, a middle and the last valid config of every variant on small
  *    and suite shapes must verify against the GPU reference.
+ *    KTUNE_BLAST_GPU_ONLY=1 runs the GPU suite alone.
  */
 #include <math.h>
 #include <stdint.h>
@@ -1428,6 +1429,9 @@ int main(void)
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
+	/* KTUNE_BLAST_GPU_ONLY=1: the GPU suite alone (a device run) */
+	if (getenv("KTUNE_BLAST_GPU_ONLY"))
+		goto gpu_suite;
 	s = CU_add_suite("blast (CPU)", init_blast, NULL);
 	CU_add_test(s, "cpu_ref vs the materialized dense W", test_cpu_ref_vs_dense);
 	CU_add_test(s, "one block is the low-rank layer with U diag(s)", test_b1_is_lowrank);
@@ -1443,8 +1447,9 @@ int main(void)
 	s = CU_add_suite("blast (NVRTC)", init_blast, NULL);
 	CU_add_test(s, "compile extremes and a sample for sm_80, sm_86, sm_90 (+ wgmma: sm_90a)",
 		    test_compile);
+gpu_suite:
 	gpu = gpu_init();
-	s = CU_add_suite("blast (GPU)", NULL, gpu_cleanup);
+	s = CU_add_suite("blast (GPU)", init_blast, gpu_cleanup);
 	if (gpu == 0) {
 		CU_add_test(s, "every variant verifies against the GPU reference", test_gpu_variants);
 	} else if (kt_test_gpu_required()) {
