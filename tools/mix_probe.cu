@@ -1,0 +1,209 @@
+/*
+ * mix_probe.cu -- dev harness for templates/blast.cu's mixers (not part of
+ * ktune): times blast_mix_tc (tensor cores) and blast_mix (CUDA cores) at
+ * BLAST's mixing shapes beside two memory references that do no math --
+ * cudaMemcpy of z into w (the same 2 x b*N*r bytes, streamed) and
+ * tile_copy (blast_mix_tc's exact loads and stores, the mma left out) --
+ * each cold (L2 flushed before every repetition) and warm (z rewritten by
+ * a kernel just before, as stage 1 leaves it). blast_mix_tc's w is checked
+ * against blast_mix's (both fp32 sums of the same bf16 products).
+ *
+ *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Itemplates \
+ *        -o build-dev/mix_probe tools/mix_probe.cu
+ *   build-dev/mix_probe [reps] [tc]     (tc: blast_mix_tc only)
+ *
+ * Measured on the H200 (2026-12-01, the blast_mix_tc of 7093546), warm /
+ * cold L2, us: llama7b (N 1024, r 1024) mix_tc 27.1 / 31.4, tile_copy 18.7
+ * / 23.6, memcpy 17.0 / 20.3, blast_mix 216.8; llama1b (r 256) 10.5 / 12.3
+ * vs tile_copy 6.9, memcpy 6.1; N 16384 423 vs 300, 256. The mixer is
+ * bound by its 2 b N r bf16 of DRAM traffic plus ~8 us of math that does
+ * not overlap it; capping its registers for 5 CTAs per SM (a temporary
+ * __launch_bounds__ variant) gave 26.5 / 378 us at N 1024 / 16384 but 10.7
+ * at llama1b, so it stayed as it is.
+ */
+#define MIX_B 16
+#define MIX_TC 1
+#include "../templates/blast.cu"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <algorithm>
+#include <string.h>
+#include <vector>
+
+#define CK(x)                                                                        \
+	do {                                                                         \
+		cudaError_t e_ = (x);                                                \
+		if (e_ != cudaSuccess) {                                             \
+			fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,    \
+				cudaGetErrorString(e_));                             \
+			exit(1);                                                     \
+		}                                                                    \
+	} while (0)
+
+/* blast_mix_tc's memory traffic without the math: tile in, the same tile
+ * out (slot i = j), through the same shared-memory layout. */
+extern "C" __global__ void __launch_bounds__(128)
+tile_copy(const __nv_bfloat16 *z, __nv_bfloat16 *w, int N, int r)
+{
+	__shared__ __align__(16) unsigned short tile[16 * TC_JP];
+	const unsigned base = kt_smem_u32(tile);
+	const int tid = threadIdx.x;
+	const int c0 = blockIdx.x * TC_R, t0 = blockIdx.y * TC_T;
+	const i64 plane = (i64)N * r;
+	constexpr int LD = 16 * TC_T * (TC_R / 8) / 128;
+	uint4 v[LD];
+
+#pragma unroll
+	for (int u = 0; u < LD; u++) {
+		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
+		const int j = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
+
+		v[u] = make_uint4(0, 0, 0, 0);
+		if (t < N && c < r)
+			v[u] = *reinterpret_cast<const uint4 *>(z + j * plane + (i64)t * r + c);
+	}
+#pragma unroll
+	for (int u = 0; u < LD; u++) {
+		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
+		const int j = e / (TC_R / 8) / TC_T;
+		const unsigned a = base + 2u * (j * TC_JP + tl * TC_P + ch * 8);
+
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v[u].x));
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 4), "r"(v[u].y));
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 8), "r"(v[u].z));
+		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 12), "r"(v[u].w));
+	}
+	__syncthreads();
+	for (int e = tid; e < 16 * TC_T * (TC_R / 8); e += 128) {
+		const int ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
+		const int i = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
+		const unsigned a = base + 2u * (i * TC_JP + tl * TC_P + ch * 8);
+		uint4 o;
+
+		if (t >= N || c >= r)
+			continue;
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.x) : "r"(a));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.y) : "r"(a + 4));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.z) : "r"(a + 8));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.w) : "r"(a + 12));
+		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = o;
+	}
+}
+
+/* Rewrites every z element (as stage 1 leaves z in L2 before the mixer). */
+extern "C" __global__ void touch(__nv_bfloat16 *z, i64 n, float k)
+{
+	for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x)
+		z[e] = __float2bfloat16_rn(k * (float)((e * 2654435761ll) % 2001 - 1000) / 1000.f);
+}
+
+static unsigned short h_bf16(float f)
+{
+	unsigned u;
+
+	memcpy(&u, &f, 4);
+	return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+int main(int argc, char **argv)
+{
+	const int reps = argc > 1 ? atoi(argv[1]) : 20;
+	const int shapes[][2] = {{1024, 1024}, {1024, 256}, {16384, 1024}};
+	__nv_bfloat16 *z, *w, *w2, *S, *St;
+	float *S32;
+	char *flush;
+	const size_t flush_bytes = 256u << 20;
+	cudaEvent_t e0, e1;
+
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaMalloc(&flush, flush_bytes));
+	printf("%-14s %-10s %-5s %9s %9s\n", "N x r", "kernel", "L2", "us", "TB/s");
+	for (auto &sh : shapes) {
+		const int N = sh[0], r = sh[1];
+		const i64 nz = (i64)16 * N * r, ns = (i64)16 * 16 * r;
+		std::vector<unsigned short> hs(ns);
+
+		CK(cudaMalloc(&z, nz * 2));
+		CK(cudaMalloc(&w, nz * 2));
+		CK(cudaMalloc(&w2, nz * 2));
+		CK(cudaMalloc(&S, ns * 2));
+		CK(cudaMalloc(&St, (i64)r * 256 * 2));
+		CK(cudaMalloc(&S32, ns * 4));
+		for (i64 e = 0; e < ns; e++)
+			hs[e] = h_bf16((float)((e * 7919) % 201 - 100) / 173.f);
+		CK(cudaMemcpy(S, hs.data(), ns * 2, cudaMemcpyHostToDevice));
+		touch<<<1024, 256>>>(z, nz, 1.f);
+		blast_s_to_t16<<<1024, 256>>>(S, St, r);
+		blast_s_to_f32<<<1024, 256>>>(S, S32, ns);
+		CK(cudaDeviceSynchronize());
+		/* check: tensor cores vs CUDA cores */
+		blast_mix_tc<<<dim3((r + TC_R - 1) / TC_R, (N + TC_T - 1) / TC_T), 128>>>(z, St, w, N, r);
+		blast_mix<<<dim3((N + 31) / 32, (r / MIX_RV + 7) / 8), dim3(32, 8)>>>(z, S32, w2, N, r);
+		CK(cudaDeviceSynchronize());
+		{
+			std::vector<unsigned short> a(nz), b(nz);
+			double num = 0, den = 0;
+
+			CK(cudaMemcpy(a.data(), w, nz * 2, cudaMemcpyDeviceToHost));
+			CK(cudaMemcpy(b.data(), w2, nz * 2, cudaMemcpyDeviceToHost));
+			for (i64 e = 0; e < nz; e += 7) {
+				unsigned ua = (unsigned)a[e] << 16, ub = (unsigned)b[e] << 16;
+				float fa, fb;
+
+				memcpy(&fa, &ua, 4);
+				memcpy(&fb, &ub, 4);
+				num += ((double)fa - fb) * ((double)fa - fb);
+				den += (double)fb * fb;
+			}
+			printf("%5d x %-6d w(tc) vs w(cuda cores): rel L2 %.2e%s\n", N, r, sqrt(num / den),
+			       sqrt(num / den) < 1e-2 ? "" : "  WRONG");
+		}
+		for (int k = 0; k < 4; k++)
+			for (int warm = 0; warm < 2; warm++) {
+				if (argc > 2 && k != 0)	/* `mix_probe N tc`: blast_mix_tc only */
+					continue;
+				std::vector<float> t;
+				const char *name[] = {"mix_tc", "mix_cuda", "tile_copy", "memcpy"};
+
+				for (int it = 0; it < reps + 2; it++) {
+					float ms;
+
+					CK(cudaMemsetAsync(flush, it & 255, flush_bytes));
+					if (warm)
+						touch<<<1024, 256>>>(z, nz, 1.f);
+					CK(cudaEventRecord(e0));
+					if (k == 0)
+						blast_mix_tc<<<dim3((r + TC_R - 1) / TC_R, (N + TC_T - 1) / TC_T), 128>>>(
+							z, St, w, N, r);
+					else if (k == 1)
+						blast_mix<<<dim3((N + 31) / 32, (r / MIX_RV + 7) / 8), dim3(32, 8)>>>(
+							z, S32, w, N, r);
+					else if (k == 2)
+						tile_copy<<<dim3((r + TC_R - 1) / TC_R, (N + TC_T - 1) / TC_T), 128>>>(
+							z, w, N, r);
+					else
+						CK(cudaMemcpyAsync(w, z, nz * 2, cudaMemcpyDeviceToDevice));
+					CK(cudaEventRecord(e1));
+					CK(cudaEventSynchronize(e1));
+					CK(cudaEventElapsedTime(&ms, e0, e1));
+					if (it >= 2)
+						t.push_back(ms * 1e3f);
+				}
+				CK(cudaGetLastError());
+				std::sort(t.begin(), t.end());
+				printf("%5d x %-6d %-10s %-5s %9.2f %9.2f\n", N, r, name[k], warm ? "warm" : "cold",
+				       t[t.size() / 2], 2.0 * nz * 2 / (t[t.size() / 2] * 1e-6) / 1e12);
+			}
+		CK(cudaFree(z));
+		CK(cudaFree(w));
+		CK(cudaFree(w2));
+		CK(cudaFree(S));
+		CK(cudaFree(St));
+		CK(cudaFree(S32));
+	}
+	return 0;
+}
