@@ -69,13 +69,15 @@
  * Both GEMM stages share one tile except its N: stage 1's N is the rank,
  * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
  *
- * NEEDSWORK: mix_fused on the wgmma path (accumulators of 64 x BR
- * warpgroup tiles in registers, z tiles through shared memory), and the
- * issue's L2 idea: token chunking (CHUNK_N) so that w of a chunk stays in
- * L2 for stage 3 -- which needs a buffer offset in struct kt_arg (the
+ * Measured (H200, bench/NOTES-linear.md 2026-12-01): tcmix_ws wins every
+ * suite shape (llama7b N1024 69.9 us: stage 1 ~23, mixer ~27, stage 3 ~18).
+ * NEEDSWORK: the issue's L2 idea, token chunking (CHUNK_N) so that z and w
+ * of a chunk stay in L2 -- the mixer is ~70% DRAM traffic
+ * (tools/mix_probe.cu) -- which needs a buffer offset in struct kt_arg (the
  * worker passes base pointers only) or a chunk index in gemm_tn, and more
- * than KT_MAX_LAUNCHES launches for more than two chunks. The mixer's
- * CTA shape (MIX_WARPS) is fixed, not searched.
+ * than KT_MAX_LAUNCHES launches for more than two chunks; blast_mix_tc's
+ * ~8 us of math overlapped with its memory; mix_fused on wgmma is not worth
+ * it (ingest-bound: NOTES). The mixers' CTA shapes are fixed, not searched.
  *
  * Shape: tokens 1..2^20; in, out 16..65536; blocks 1..256 and rank 8..65536
  * (both structural). check() requires blocks to divide in and out, and
@@ -596,9 +598,10 @@ static double blast_min_bytes(const struct kt_shape *s)
 extern const struct kt_family blast_family;
 
 /* Stage 3's tile from the GEMM defaults list, stage 1's N tile the largest
- * that still fits; naive on mma.sync (runs on every sm_80+ target).
- * NEEDSWORK: prefer naive_wgmma on sm_90a once the H200 run has verified
- * and timed it. */
+ * that still fits, on mma.sync (runs on every sm_80+ target): tcmix where
+ * blocks <= 16 (its tensor-core mixer: 28 vs 217 us for blast_mix at
+ * llama7b q/k/v/o N1024 on the H200, the same GEMM stages), else naive.
+ * NEEDSWORK: tcmix_ws's measured winner on sm_90a (as monarch_default). */
 static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 			 struct kt_config *out)
 {
@@ -608,7 +611,8 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
 	return kt_gemm_default_staged(&blast_family, s, tgt, s->v[D_TOKENS],
-				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK], V_NAIVE, idx, out);
+				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK],
+				      s->v[D_BLOCKS] <= 16 ? V_TCMIX : V_NAIVE, idx, out);
 }
 
 const struct kt_family blast_family = {

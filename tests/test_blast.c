@@ -1130,11 +1130,23 @@ static void test_defaults(void)
 			char why[200] = "";
 
 			CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &tg, &c), 0);
+			/* the tensor-core mixer wherever blocks <= 16 */
+			CU_ASSERT_STRING_EQUAL(fam->variants[c.variant],
+					       SV(s, "blocks") <= 16 ? "tcmix" : "naive");
 			CU_ASSERT_EQUAL(fam->check(&s, &c, &tg, why, sizeof(why)), 0);
 			if (why[0])
 				fprintf(stderr, "\n  default for %s on %s: %s\n", text, targets[t], why);
 			CU_ASSERT_EQUAL(fam->plan(&s, &c, &tg, &p, &e), 0);
 		}
+	{
+		/* blocks > 16: naive's CUDA-core mixer */
+		struct kt_shape s = ft_shape(fam, "tokens=64,in=640,out=640,blocks=20,rank=64");
+		struct kt_target tg = ft_target("sm_90");
+		struct kt_config c;
+
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &tg, &c), 0);
+		CU_ASSERT_STRING_EQUAL(fam->variants[c.variant], "naive");
+	}
 	{
 		/* nothing to hand out for a shape no config can run */
 		struct kt_shape s = ft_shape(fam, "tokens=16,in=4096,out=4096,blocks=3,rank=1024");
@@ -1250,6 +1262,7 @@ static void add_mixers(struct job_list *j, const char *tname)
 		struct kt_config c;
 
 		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
+		c.variant = kt_variant_index(fam, "naive");	/* the CUDA-core mixer */
 		job_add_plan(j, fam, &s, &c, &t, "mixer");
 	}
 }
