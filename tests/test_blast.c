@@ -1390,6 +1390,26 @@ static void test_gpu_variants(void)
 			CU_FAIL_FATAL("worker_problem failed");
 		}
 		ft_built_release(&ref);
+		{
+			/* what a lookup hands out for an untuned shape */
+			struct kt_config dc;
+			struct ft_built b;
+			struct worker_result r;
+
+			memset(&b, 0, sizeof(b));
+			memset(&r, 0, sizeof(r));
+			CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &dc), 0);
+			CU_ASSERT_EQUAL_FATAL(fam->plan(&s, &dc, &t, &b.plan, &err), 0);
+			CU_ASSERT_EQUAL_FATAL(ft_build(&b, arch), 0);
+			if (worker_eval(gw, &dc, &b.plan, b.cubins, b.lens, 0, &r, &err) != 0)
+				CU_FAIL("worker_eval of the default config returned -1");
+			CU_ASSERT_EQUAL(r.status, WORKER_OK);
+			CU_ASSERT(r.rel_err >= 0 && r.rel_err <= fam->tol);
+			printf("\n  %s default (%s): %s rel %.2e, %.1f us", shapes[i],
+			       fam->variants[dc.variant], worker_status_name(r.status), r.rel_err,
+			       r.median_us);
+			ft_built_release(&b);
+		}
 		for (v = 0; v < fam->nvariants; v++) {
 			struct ft_collect x;
 			const struct kt_config *cs[3];
