@@ -622,16 +622,15 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
  * many waves (16384 tokens) or few k-chunks; see the persistent form
  * below. Few tiles (N = 256) would want split-K or stream-K instead.
  */
-template <int BM, int BN, int GM, int CM>
-KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
+/* Tile pid of an M x N output in GROUP_M order: GM tile rows walked
+ * together (L2 reuse of B), then the next GM. */
+template <int BM, int BN, int GM>
+KT_DEV void ws_tile_at(int pid, int M, int N, int &m0, int &n0)
 {
-	/* CM vertically adjacent tiles form one (CM*BM) x BN super-tile */
-	const int SBM = CM * BM;
-	int pid = blockIdx.x / CM;
-	int tm = (M + SBM - 1) / SBM, tn = (N + BN - 1) / BN;
+	int tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN;
 
 	if (GM <= 1) {
-		m0 = (pid / tn) * SBM;
+		m0 = (pid / tn) * BM;
 		n0 = (pid % tn) * BN;
 	} else {
 		int in_group = GM * tn;
@@ -639,11 +638,47 @@ KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
 		int gsize = min(tm - first, GM);
 		int local = pid % in_group;
 
-		m0 = (first + local % gsize) * SBM;
+		m0 = (first + local % gsize) * BM;
 		n0 = (local / gsize) * BN;
 	}
+}
+
+template <int BM, int BN, int GM, int CM>
+KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
+{
+	/* CM vertically adjacent tiles form one (CM*BM) x BN super-tile */
+	ws_tile_at<CM * BM, BN, GM>(blockIdx.x / CM, M, N, m0, n0);
 	if (CM > 1)
 		m0 += (int)kt_cluster_ctarank() * BM;
+}
+
+/* A consumer warpgroup's ring chunk q (stage q % ST): waits for it to land,
+ * issues its BK/16 x MW wgmmas (rows c*RW.. of the A stage) as one group
+ * and waits until the previous chunk's group has retired, so the caller
+ * may release that chunk's stage. */
+template <int BM, int BN, int ST, int MW, int RW>
+KT_DEV void ws_mma_chunk(float (&acc)[MW][1][BN / 8][4], unsigned sA0, unsigned sB0,
+			 unsigned full0, int q, int c)
+{
+	const int BK = 64;
+	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
+	const int s = q % ST;
+
+	kt_mbar_wait(full0 + s * 8, (q / ST) & 1);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < BK / 16; kk++) {
+		unsigned long long db = kt_wg_desc_k(sB0 + s * B_STAGE) + 2 * kk;
+
+#pragma unroll
+		for (int mw = 0; mw < MW; mw++)
+			kt_wg<BN>::ss<0, 0>(acc[mw][0],
+					    kt_wg_desc_k(sA0 + s * A_STAGE + (c * RW + mw * 64) * 128) +
+						    2 * kk,
+					    db);
+	}
+	kt_wg_commit();
+	kt_wg_wait<1>();
 }
 
 template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1, int SK = 1>
@@ -741,24 +776,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 				for (int q = 0; q < 4; q++)
 					acc[mw][0][j][q] = 0.f;
 		for (int kt = 0; kt < KT; kt++) {
-			const int s = kt % ST;
-
-			kt_mbar_wait(full0 + s * 8, (kt / ST) & 1);
-			kt_wg_fence();
-#pragma unroll
-			for (int kk = 0; kk < BK / 16; kk++) {
-				unsigned long long db = kt_wg_desc_k(sB0 + s * B_STAGE) + 2 * kk;
-
-#pragma unroll
-				for (int mw = 0; mw < MW; mw++)
-					kt_wg<BN>::ss<0, 0>(acc[mw][0],
-						       kt_wg_desc_k(sA0 + s * A_STAGE +
-								  (c * RW + mw * 64) * 128) +
-							       2 * kk,
-						       db);
-			}
-			kt_wg_commit();
-			kt_wg_wait<1>();
+			ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, kt, c);
 			/* k-tile kt-1 has retired: its stage may be refilled */
 			if (kt > 0 && lane == 0) {
 				const unsigned eb = empty0 + ((kt - 1) % ST) * 8;
@@ -883,25 +901,6 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
  * consumer) and 128x64 8 lose to 128x256 on all five. compute-sanitizer
  * racecheck clean on the edge shapes (gemm_probe 1 persist small).
  */
-template <int BM, int BN, int GM>
-KT_DEV void ws_tile_at(int pid, int M, int N, int &m0, int &n0)
-{
-	int tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN;
-
-	if (GM <= 1) {
-		m0 = (pid / tn) * BM;
-		n0 = (pid % tn) * BN;
-	} else {
-		int in_group = GM * tn;
-		int first = (pid / in_group) * GM;
-		int gsize = min(tm - first, GM);
-		int local = pid % in_group;
-
-		m0 = (first + local % gsize) * BM;
-		n0 = (local / gsize) * BN;
-	}
-}
-
 template <int BM, int BN, int ST, int CONS, int GM, int EPI>
 KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv,
 				       int M, int N, int K, long long ldc, long long sC, int zA,
@@ -995,25 +994,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 					for (int q = 0; q < 4; q++)
 						acc[mw][0][j][q] = 0.f;
 			for (int kt = 0; kt < KT; kt++, it++) {
-				const int s = it % ST;
-
-				kt_mbar_wait(full0 + s * 8, (it / ST) & 1);
-				kt_wg_fence();
-#pragma unroll
-				for (int kk = 0; kk < BK / 16; kk++) {
-					unsigned long long db = kt_wg_desc_k(sB0 + s * B_STAGE) + 2 * kk;
-
-#pragma unroll
-					for (int mw = 0; mw < MW; mw++)
-						kt_wg<BN>::ss<0, 0>(
-							acc[mw][0],
-							kt_wg_desc_k(sA0 + s * A_STAGE +
-								     (c * RW + mw * 64) * 128) +
-								2 * kk,
-							db);
-				}
-				kt_wg_commit();
-				kt_wg_wait<1>();
+				ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, it, c);
 				/* chunk it-1 has retired: its stage may be refilled */
 				if (kt > 0 && lane == 0)
 					kt_mbar_arrive(empty0 + ((it - 1) % ST) * 8);
