@@ -1242,11 +1242,31 @@ static void add_shape(struct job_list *j, const char *text, const char *tname, i
 	job_add_shape(j, &js, &s, &t, all);
 }
 
-/* The mixer of every register-cache width (MIX_B 1, 16, 20, 40, 72, 256)
- * for arch: one plan of a small shape each. */
+/* One plan per shape for arch, on the default config's tiles with the
+ * given variant (the mixers' variants share their parameters). */
+static void add_plans(struct job_list *j, const char *tname, const char *const *shapes, size_t n,
+		      const char *variant, const char *what)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct kt_shape s = ft_shape(fam, shapes[i]);
+		struct kt_target t = ft_target(tname);
+		struct kt_config c;
+		char why[200];
+
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
+		c.variant = kt_variant_index(fam, variant);
+		CU_ASSERT_EQUAL_FATAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+		job_add_plan(j, fam, &s, &c, &t, what);
+	}
+}
+
+/* The CUDA-core mixer of every register-cache width (MIX_B 1, 16, 20, 40,
+ * 72, 256) and the tensor-core one at b = 1, 6 (gpt2s), 9 (dit_xl), 16. */
 static void add_mixers(struct job_list *j, const char *tname)
 {
-	static const char *const shapes[] = {
+	static const char *const cuda[] = {
 		"tokens=64,in=64,out=64,blocks=1,rank=64",
 		"tokens=64,in=256,out=256,blocks=16,rank=64",
 		"tokens=64,in=320,out=320,blocks=20,rank=64",
@@ -1254,42 +1274,15 @@ static void add_mixers(struct job_list *j, const char *tname)
 		"tokens=64,in=1152,out=1152,blocks=72,rank=64",
 		"tokens=64,in=2048,out=2048,blocks=256,rank=64",
 	};
-	size_t i;
-
-	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-		struct kt_shape s = ft_shape(fam, shapes[i]);
-		struct kt_target t = ft_target(tname);
-		struct kt_config c;
-
-		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
-		c.variant = kt_variant_index(fam, "naive");	/* the CUDA-core mixer */
-		job_add_plan(j, fam, &s, &c, &t, "mixer");
-	}
-}
-
-/* The tensor-core mixer at b = 1, 6 (gpt2s), 9 (dit_xl), 16: tcmix on
- * the default config's tiles (the variants share their parameters). */
-static void add_tc_mixers(struct job_list *j, const char *tname)
-{
-	static const char *const shapes[] = {
+	static const char *const tc[] = {
 		"tokens=64,in=64,out=64,blocks=1,rank=64",
 		"tokens=64,in=384,out=384,blocks=6,rank=192",
 		"tokens=64,in=576,out=576,blocks=9,rank=72",
 		"tokens=64,in=1024,out=1024,blocks=16,rank=64",
 	};
-	size_t i;
 
-	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-		struct kt_shape s = ft_shape(fam, shapes[i]);
-		struct kt_target t = ft_target(tname);
-		struct kt_config c;
-		char why[200];
-
-		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
-		c.variant = kt_variant_index(fam, "tcmix");
-		CU_ASSERT_EQUAL_FATAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
-		job_add_plan(j, fam, &s, &c, &t, "tc mixer");
-	}
+	add_plans(j, tname, cuda, sizeof(cuda) / sizeof(cuda[0]), "naive", "mixer");
+	add_plans(j, tname, tc, sizeof(tc) / sizeof(tc[0]), "tcmix", "tc mixer");
 }
 
 static void test_compile(void)
@@ -1311,7 +1304,6 @@ static void test_compile(void)
 			add_shape(&j, suite_shapes[2], targets[t], 0, 0);
 		}
 		add_mixers(&j, targets[t]);
-		add_tc_mixers(&j, targets[t]);
 	}
 	job_list_compile(&j);
 	for (k = 0; k < j.n; k++) {
