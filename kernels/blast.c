@@ -428,7 +428,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	} else {
 		/* stage 3 shares stage 1's program when their tiles compile the
 		 * same (tcmix_ws: one may be persistent, the other not) */
-		pg3 = s1.bn == s3.bn && (s1.persistent > 0) == (s3.persistent > 0) ? 0 : 1;
+		pg3 = kt_gemm_same_program(&s1, &s3) ? 0 : 1;
 		pm = pg3 + 1;
 		out->nprograms = pm + 1;
 		out->programs[0].tpl = "gemm";

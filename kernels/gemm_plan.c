@@ -280,6 +280,21 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 	return rc;
 }
 
+int kt_gemm_same_program(const struct kt_gemm_tile *a, const struct kt_gemm_tile *b)
+{
+	struct kt_program pa, pb;
+	int i;
+
+	memset(&pa, 0, sizeof(pa));
+	memset(&pb, 0, sizeof(pb));
+	if (kt_gemm_defines(a, &pa) || kt_gemm_defines(b, &pb) || pa.ndefines != pb.ndefines)
+		return 0;
+	for (i = 0; i < pa.ndefines; i++)
+		if (strcmp(pa.defines[i], pb.defines[i]) != 0)
+			return 0;
+	return 1;
+}
+
 static void add_arg(struct kt_launch *l, enum kt_arg_kind kind, int buf, long long v)
 {
 	struct kt_arg *a;

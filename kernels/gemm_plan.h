@@ -82,6 +82,9 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 
 /* Appends BLOCK_M=... STAGES, GROUP_M defines to p (tpl left as is). */
 int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p);
+/* 1 when tiles a and b compile to the same gemm program (kt_gemm_defines
+ * gives both the same defines), so that two GEMM stages may share it. */
+int kt_gemm_same_program(const struct kt_gemm_tile *a, const struct kt_gemm_tile *b);
 int kt_program_define(struct kt_program *p, const char *name, long value);
 
 /* The launch of gemm_tn from program `program`: C = A . B^T over `batch`

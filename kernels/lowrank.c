@@ -212,7 +212,7 @@ static int lowrank_plan(const struct kt_shape *s, const struct kt_config *c,
 		return kt_err_set(err, KT_EINVAL, "lowrank: config cannot run: %s", why);
 	tiles_of(c, &y, &z);
 	if (is_unfused(c->variant)) {
-		int same = z.bm == y.bm && z.bn == y.bn && z.split_k <= 1;
+		int same = kt_gemm_same_program(&z, &y);
 
 		out->nprograms = same ? 1 : 2;
 		out->programs[0].tpl = "gemm";

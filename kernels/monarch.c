@@ -557,7 +557,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	nb = n / b;
 	mb = m / b;
 	tiles_of(c, &z1, &y2);
-	same = z1.bn == y2.bn;
+	same = kt_gemm_same_program(&z1, &y2);
 	pg1 = 0;
 	pg2 = same ? 0 : 1;
 	pm = pg2 + 1;
