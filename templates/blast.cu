@@ -311,19 +311,12 @@ extern "C" __global__ void blast_s_to_t16(const __nv_bfloat16 *S, __nv_bfloat16 
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-blast_mix_tc(const __nv_bfloat16 *z, const __nv_bfloat16 *St, __nv_bfloat16 *w, int N, int r)
+/* Parks z's tile at (t0, c0) in the shared tile at base: 16 slots
+ * (block j in slot tc_zslot(j)) x TC_T rows x TC_R/8 chunks, zero outside
+ * the shape; every load in flight before the first store. */
+__device__ __forceinline__ void tc_park(unsigned base, const __nv_bfloat16 *z, i64 plane, int N,
+					int r, int t0, int c0, int tid)
 {
-	__shared__ __align__(16) unsigned short tile[16 * TC_JP];
-	const unsigned base = kt_smem_u32(tile);
-	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	const int g = lane >> 2, q = lane & 3;
-	const int c0 = blockIdx.x * TC_R, t0 = blockIdx.y * TC_T;
-	const i64 plane = (i64)N * r;
-	unsigned pk[TC_RW][TC_TG][2];
-
-	/* z's tile: 16 slots x TC_T rows x TC_R/8 chunks, zero outside; every
-	 * load in flight before the first store */
 	constexpr int LD = 16 * TC_T * (TC_R / 8) / 128;
 	uint4 v[LD];
 
@@ -347,6 +340,41 @@ blast_mix_tc(const __nv_bfloat16 *z, const __nv_bfloat16 *St, __nv_bfloat16 *w, 
 		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 8), "r"(v[u].z));
 		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 12), "r"(v[u].w));
 	}
+}
+
+/* Stores the shared tile at base (block i in slot i, i < MIX_B) as w's
+ * tile at (t0, c0) in 16-byte chunks, inside the shape. */
+__device__ __forceinline__ void tc_store(unsigned base, __nv_bfloat16 *w, i64 plane, int N, int r,
+					 int t0, int c0, int tid)
+{
+	for (int e = tid; e < MIX_B * TC_T * (TC_R / 8); e += 128) {
+		const int ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
+		const int i = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
+		const unsigned a = base + 2u * (i * TC_JP + tl * TC_P + ch * 8);
+		uint4 v;
+
+		if (t >= N || c >= r)
+			continue;
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.x) : "r"(a));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.y) : "r"(a + 4));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.z) : "r"(a + 8));
+		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.w) : "r"(a + 12));
+		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = v;
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+blast_mix_tc(const __nv_bfloat16 *z, const __nv_bfloat16 *St, __nv_bfloat16 *w, int N, int r)
+{
+	__shared__ __align__(16) unsigned short tile[16 * TC_JP];
+	const unsigned base = kt_smem_u32(tile);
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int g = lane >> 2, q = lane & 3;
+	const int c0 = blockIdx.x * TC_R, t0 = blockIdx.y * TC_T;
+	const i64 plane = (i64)N * r;
+	unsigned pk[TC_RW][TC_TG][2];
+
+	tc_park(base, z, plane, N, r, t0, c0, tid);
 	__syncthreads();
 #pragma unroll
 	for (int k = 0; k < TC_RW; k++) {
@@ -394,20 +422,7 @@ blast_mix_tc(const __nv_bfloat16 *z, const __nv_bfloat16 *St, __nv_bfloat16 *w, 
 				wp[TC_P] = (unsigned short)(pk[k][tg][h] >> 16);
 			}
 	__syncthreads();
-	for (int e = tid; e < MIX_B * TC_T * (TC_R / 8); e += 128) {
-		const int ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
-		const int i = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
-		const unsigned a = base + 2u * (i * TC_JP + tl * TC_P + ch * 8);
-		uint4 v;
-
-		if (t >= N || c >= r)
-			continue;
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.x) : "r"(a));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.y) : "r"(a + 4));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.z) : "r"(a + 8));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.w) : "r"(a + 12));
-		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = v;
-	}
+	tc_store(base, w, plane, N, r, t0, c0, tid);
 }
 #endif /* MIX_TC */
 

@@ -68,6 +68,22 @@ KT_DEV void kt_mma_bf16_16816(float d[4], const unsigned a[4], const unsigned b[
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* One step of an 8 x 8 bf16 transpose: element u (0..7) of each of eight
+ * 16-byte chunks w[0..7] (chunk c's word u/2, its low or high half), as one
+ * 16-byte chunk in order of c. */
+KT_DEV uint4 kt_bf16x8_column(const unsigned (&w)[8][4], int u)
+{
+	const int k = u >> 1;
+	const unsigned sel = (u & 1) ? 0x7632u : 0x5410u;
+	uint4 o;
+
+	o.x = __byte_perm(w[0][k], w[1][k], sel);
+	o.y = __byte_perm(w[2][k], w[3][k], sel);
+	o.z = __byte_perm(w[4][k], w[5][k], sel);
+	o.w = __byte_perm(w[6][k], w[7][k], sel);
+	return o;
+}
+
 KT_DEV unsigned kt_pack_bf16x2(float lo, float hi)
 {
 	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

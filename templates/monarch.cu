@@ -43,7 +43,7 @@
  *         both permutations written out: O(r) per output, j then q in
  *         order; bm = 1 writes y block-major (y[t][i*mb + s], monarch_bm)
  */
-#include <cuda_bf16.h>
+#include "common.cuh"
 
 typedef long long i64;
 
@@ -150,12 +150,6 @@ extern "C" __global__ void monarch_perm_rows(const __nv_bfloat16 *y2, __nv_bfloa
 	}
 }
 
-/* the 16-bit half h (0, 1) of each of two words, as one word (a's low) */
-__device__ __forceinline__ unsigned monarch_halves(unsigned a, unsigned b, int h)
-{
-	return __byte_perm(a, b, h ? 0x7632u : 0x5410u);
-}
-
 extern "C" __global__ void monarch_perm_x8(const __nv_bfloat16 *y2, __nv_bfloat16 *y, int N,
 					   int m, int b)
 {
@@ -167,29 +161,21 @@ extern "C" __global__ void monarch_perm_x8(const __nv_bfloat16 *y2, __nv_bfloat1
 		const i64 t = e / ng / sc;
 		const __nv_bfloat16 *src = y2 + t * m + (i64)g * 8 * mb + sb * 8;
 		__nv_bfloat16 *dst = y + t * m + (i64)sb * 8 * b + g * 8;
-		uint4 w[8];
+		unsigned w[8][4];
 
 		/* w[c]: block 8g + c, s = 8sb .. 8sb+7 (word k: s = 8sb + 2k, +1) */
 #pragma unroll
-		for (int c = 0; c < 8; c++)
-			w[c] = *reinterpret_cast<const uint4 *>(src + (i64)c * mb);
-#pragma unroll
-		for (int u = 0; u < 8; u++) {
-			/* s = 8sb + u: element u of each block's chunk */
-			const int h = u & 1;
-			unsigned k[8];
-			uint4 o;
+		for (int c = 0; c < 8; c++) {
+			const uint4 v = *reinterpret_cast<const uint4 *>(src + (i64)c * mb);
 
-#pragma unroll
-			for (int c = 0; c < 8; c++)
-				k[c] = (u >> 1) == 0 ? w[c].x : (u >> 1) == 1 ? w[c].y :
-				       (u >> 1) == 2 ? w[c].z : w[c].w;
-			o.x = monarch_halves(k[0], k[1], h);
-			o.y = monarch_halves(k[2], k[3], h);
-			o.z = monarch_halves(k[4], k[5], h);
-			o.w = monarch_halves(k[6], k[7], h);
-			*reinterpret_cast<uint4 *>(dst + (i64)u * b) = o;
+			w[c][0] = v.x;
+			w[c][1] = v.y;
+			w[c][2] = v.z;
+			w[c][3] = v.w;
 		}
+#pragma unroll
+		for (int u = 0; u < 8; u++)	/* s = 8sb + u */
+			*reinterpret_cast<uint4 *>(dst + (i64)u * b) = kt_bf16x8_column(w, u);
 	}
 }
 

@@ -382,19 +382,9 @@ KT_DEV void exchange(__nv_bfloat16 *__restrict__ y, int N, int m, int b, int i, 
 		__nv_bfloat16 *yr = y + (long long)row * m + i0;
 
 #pragma unroll
-		for (int u = 0; u < 8; u++) {
-			/* s = sb*8 + u: word u/2 of each CTA's chunk, its low or
-			 * high half */
-			const int k = u >> 1;
-			const unsigned sel = (u & 1) ? 0x7632u : 0x5410u;
-			uint4 o;
-
-			o.x = __byte_perm(w[0][k], w[1][k], sel);
-			o.y = __byte_perm(w[2][k], w[3][k], sel);
-			o.z = __byte_perm(w[4][k], w[5][k], sel);
-			o.w = __byte_perm(w[6][k], w[7][k], sel);
-			*reinterpret_cast<uint4 *>(yr + (long long)(sb * 8 + u) * b) = o;
-		}
+		for (int u = 0; u < 8; u++)	/* s = sb*8 + u */
+			*reinterpret_cast<uint4 *>(yr + (long long)(sb * 8 + u) * b) =
+				kt_bf16x8_column(w, u);
 	}
 }
 

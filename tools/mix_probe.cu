@@ -3,7 +3,7 @@
  * ktune): times blast_mix_tc (tensor cores) and blast_mix (CUDA cores) at
  * BLAST's mixing shapes beside two memory references that do no math --
  * cudaMemcpy of z into w (the same 2 x b*N*r bytes, streamed) and
- * tile_copy (blast_mix_tc's exact loads and stores, the mma left out) --
+ * tile_copy (blast_mix_tc's own tile park and store, the mma left out) --
  * each cold (L2 flushed before every repetition) and warm (z rewritten by
  * a kernel just before, as stage 1 leaves it). blast_mix_tc's w is checked
  * against blast_mix's (both fp32 sums of the same bf16 products).
@@ -43,54 +43,20 @@
 		}                                                                    \
 	} while (0)
 
-/* blast_mix_tc's memory traffic without the math: tile in, the same tile
- * out (slot i = j), through the same shared-memory layout. */
+/* blast_mix_tc's memory traffic without the math: its own tile park and
+ * store (blast.cu's tc_park, tc_store), nothing between them -- w gets z's
+ * blocks in slot order, a traffic reference, not a copy. */
 extern "C" __global__ void __launch_bounds__(128)
 tile_copy(const __nv_bfloat16 *z, __nv_bfloat16 *w, int N, int r)
 {
 	__shared__ __align__(16) unsigned short tile[16 * TC_JP];
 	const unsigned base = kt_smem_u32(tile);
-	const int tid = threadIdx.x;
 	const int c0 = blockIdx.x * TC_R, t0 = blockIdx.y * TC_T;
 	const i64 plane = (i64)N * r;
-	constexpr int LD = 16 * TC_T * (TC_R / 8) / 128;
-	uint4 v[LD];
 
-#pragma unroll
-	for (int u = 0; u < LD; u++) {
-		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
-		const int j = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
-
-		v[u] = make_uint4(0, 0, 0, 0);
-		if (t < N && c < r)
-			v[u] = *reinterpret_cast<const uint4 *>(z + j * plane + (i64)t * r + c);
-	}
-#pragma unroll
-	for (int u = 0; u < LD; u++) {
-		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
-		const int j = e / (TC_R / 8) / TC_T;
-		const unsigned a = base + 2u * (j * TC_JP + tl * TC_P + ch * 8);
-
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v[u].x));
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 4), "r"(v[u].y));
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 8), "r"(v[u].z));
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 12), "r"(v[u].w));
-	}
+	tc_park(base, z, plane, N, r, t0, c0, threadIdx.x);
 	__syncthreads();
-	for (int e = tid; e < 16 * TC_T * (TC_R / 8); e += 128) {
-		const int ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
-		const int i = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
-		const unsigned a = base + 2u * (i * TC_JP + tl * TC_P + ch * 8);
-		uint4 o;
-
-		if (t >= N || c >= r)
-			continue;
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.x) : "r"(a));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.y) : "r"(a + 4));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.z) : "r"(a + 8));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(o.w) : "r"(a + 12));
-		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = o;
-	}
+	tc_store(base, w, plane, N, r, t0, c0, threadIdx.x);
 }
 
 /* Rewrites every z element (as stage 1 leaves z in L2 before the mixer). */
