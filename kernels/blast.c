@@ -47,18 +47,20 @@
  *                ws tile shares BLOCK_M and STAGES with the fused kernel:
  *                BLOCK_M >= 64).
  *   tcmix        naive with the mixing on tensor cores (blast.cu's
- *                blast_mix_tc, -DMIX_TC=1; blocks <= 16): per rank c the
+ *                blast_mix_tcp, -DMIX_TC=1; blocks <= 16): per rank c the
  *                mixing is W_c = S_c Z_c, a 16 x 16 (b padded) times 16 x N
  *                product, one m16n8k16 mma per (rank, 8 tokens). A CTA
- *                parks a 16-token x 64-rank tile of every z[j] in shared
- *                memory, transposes it into mma fragments with 2-byte
- *                conflict-free reads, and writes w in 16-byte chunks. The
- *                prep (offline transform) is St (r, 16, 16) bf16: S rank-
- *                major, zero-padded. Measured on the H200 under ncu:
+ *                owns 64 ranks and walks 8-token tiles with the next one's
+ *                loads in flight; the tile goes through shared memory in
+ *                16-byte chunks laid out so that each lane reads exactly its
+ *                fragments' rows (one byte permute per fragment register).
+ *                The prep (offline transform) is St (r, 16, 16) bf16: S
+ *                rank-major, zero-padded. Measured on the H200 under ncu:
  *                blast_mix (CUDA cores, lane = token, 16-byte loads 2 KiB
  *                apart) took 217 us at llama7b N1024 -- the mixing is 0.54
  *                GFLOP and 64 MiB of traffic; the tensor-core mixer is
- *                bound by that traffic instead.
+ *                bound by that traffic instead (23.2 us; cudaMemcpy of the
+ *                same bytes 17.1: tools/mix_probe.cu).
  *   tcmix_ws     tcmix with both GEMM stages on the ws path (as naive_ws),
  *                either of them (PERSISTENT bit 1: stage 1, bit 2: stage 3)
  *                on gemm.cu's persistent ws kernel: a CTA per SM walks the
@@ -70,14 +72,17 @@
  * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
  *
  * Measured (H200, bench/NOTES-linear.md 2026-12-01): tcmix_ws wins every
- * suite shape (llama7b N1024 69.9 us: stage 1 ~23, mixer ~27, stage 3 ~18).
+ * suite shape (llama7b N1024 69.9 us: stage 1 ~23, mixer ~27, stage 3 ~18,
+ * with the first tensor-core mixer; blast_mix_tcp takes ~23).
  * NEEDSWORK: the issue's L2 idea, token chunking (CHUNK_N) so that z and w
  * of a chunk stay in L2 -- the mixer is ~70% DRAM traffic
  * (tools/mix_probe.cu) -- which needs a buffer offset in struct kt_arg (the
  * worker passes base pointers only) or a chunk index in gemm_tn, and more
- * than KT_MAX_LAUNCHES launches for more than two chunks; blast_mix_tc's
- * ~8 us of math overlapped with its memory; mix_fused on wgmma is not worth
- * it (ingest-bound: NOTES). The mixers' CTA shapes are fixed, not searched.
+ * than KT_MAX_LAUNCHES launches for more than two chunks; blast_mix_tcp's
+ * last ~6 us over cudaMemcpy (more bytes in flight per SM: its registers
+ * and shared memory allow one tile of 16 KiB per CTA); mix_fused on wgmma is
+ * not worth it (ingest-bound: NOTES). The mixers' CTA shapes are fixed, not
+ * searched.
  *
  * Shape: tokens 1..2^20; in, out 16..65536; blocks 1..256 and rank 8..65536
  * (both structural). check() requires blocks to divide in and out, and
@@ -107,9 +112,13 @@ enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PE
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the reference kernels loop over the rest */
 #define MIX_WARPS 8			/* warps per mixer CTA (rank vectors) */
-#define TC_T 16				/* tcmix: tokens x ranks per CTA, 4 warps */
-#define TC_R 64				/* (templates/blast.cu says the same) */
+#define TC_R 64		/* tcmix: ranks per CTA of blast_mix_tcp, 4 warps, and */
+#define TP_T 8		/* tokens per tile (templates/blast.cu says the same) */
 #define TC_THREADS 128
+/* its dynamic shared memory: the A fragments of 64 ranks, then one tile of
+ * 16 slots of TP_T rows of 144 bytes, slots 32 bytes apart */
+#define TP_SMEM (TC_R * 32 * 16 + 16 * (TP_T * (TC_R * 2 + 16) + 32))
+#define TP_CTAS_PER_SM 4	/* what fits: 128 registers, 51,712 B */
 
 static const struct kt_dim dims[] = {
 	{"tokens", 1, 1L << 20, 0, "rows of x (batch x sequence)"},
@@ -207,7 +216,7 @@ static int is_fused(int variant)
 	return variant == V_MIX_FUSED || variant == V_MIX_FUSED_WS;
 }
 
-/* the tensor-core mixer (blast.cu's blast_mix_tc) */
+/* the tensor-core mixer (blast.cu's blast_mix_tcp) */
 static int is_tc(int variant)
 {
 	return variant == V_TCMIX || variant == V_TCMIX_WS;
@@ -273,6 +282,9 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (is_tc(c->variant) && TC_THREADS > tgt->max_threads)
 		return WHY("tcmix: the mixer needs %d threads per block, target has %d", TC_THREADS,
 			   tgt->max_threads);
+	if (is_tc(c->variant) && TP_SMEM > tgt->smem_optin)
+		return WHY("tcmix: the mixer needs %d B of shared memory, target allows %d", TP_SMEM,
+			   tgt->smem_optin);
 	tiles_of(c, tgt, &s1, &s3);
 	if (is_fused(c->variant) && fused_check(&s1, b, tgt, why, whylen))
 		return 1;
@@ -377,18 +389,32 @@ static void mix_launch(int pm, long T, long b, long r, struct kt_launch *l)
 	kt_launch_arg_i32(l, r);
 }
 
-/* tcmix's mixer: TC_T tokens x TC_R ranks of every block per CTA, rank
- * tiles along grid x. */
-static void mix_tc_launch(int pm, long T, long r, struct kt_launch *l)
+/* tcmix's mixer, blast_mix_tcp: 64 ranks per CTA along grid x; the CTAs
+ * of a rank tile walk its token tiles (TP_T tokens), grid y of them. With
+ * the SM count known, grid y deals the tiles evenly over the CTAs that fit
+ * at once (TP_CTAS_PER_SM per SM): at llama7b N1024, 16 x 32 CTAs of 4
+ * tiles each; else (compile-only) one tile per CTA. Any grid y is correct. */
+static void mix_tc_launch(int pm, long T, long r, const struct kt_target *tgt,
+			  struct kt_launch *l)
 {
+	const long tiles = (T + TP_T - 1) / TP_T, rtiles = (r + TC_R - 1) / TC_R;
+	long gy = tiles;
+
+	if (tgt->sms > 0) {
+		const long slots = (long)TP_CTAS_PER_SM * tgt->sms;
+		const long per = (tiles * rtiles + slots - 1) / slots;
+
+		gy = (tiles + per - 1) / per;
+	}
 	memset(l, 0, sizeof(*l));
 	l->program = pm;
-	snprintf(l->kernel, sizeof(l->kernel), "blast_mix_tc");
-	l->grid[0] = (unsigned)((r + TC_R - 1) / TC_R);	/* rank tiles fastest */
-	l->grid[1] = (unsigned)((T + TC_T - 1) / TC_T);
+	snprintf(l->kernel, sizeof(l->kernel), "blast_mix_tcp");
+	l->grid[0] = (unsigned)rtiles;
+	l->grid[1] = (unsigned)(gy < 65535 ? gy : 65535);
 	l->grid[2] = 1;
 	l->block[0] = TC_THREADS;
 	l->block[1] = l->block[2] = 1;
+	l->smem = TP_SMEM;
 	kt_launch_arg_buf(l, B_Z);
 	kt_launch_arg_buf(l, B_ST);
 	kt_launch_arg_buf(l, B_W);
@@ -473,7 +499,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		kt_gemm_launch(&s1, 0, T, r, nb, B_X, n, nb, B_V, nb, r * nb, B_Z, r, T * r, b,
 			       &out->launch[0]);
 		if (is_tc(c->variant))
-			mix_tc_launch(pm, T, r, &out->launch[1]);
+			mix_tc_launch(pm, T, r, tgt, &out->launch[1]);
 		else
 			mix_launch(pm, T, b, r, &out->launch[1]);
 	}

@@ -274,25 +274,46 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  * (S_c[i][j] = S[i][j][c], Z_c[j][t] = z[j][t][c]): with b <= 16 padded to
  * 16, an m16n8k16 mma per (rank, 8 tokens), A = S_c from St (the prep's
  * rank-major copy of S), B = Z_c, fp32 sums, w rounded to bf16 once.
- * A CTA (4 warps) owns TC_T = 16 tokens x TC_R = 64 ranks of every block
+ *
+ * blast_mix_tcp(z, St, w, N, r): a CTA (4 warps) owns TC_R = 64 ranks
  * (rank tiles fastest in the grid: neighbouring CTAs read and write
- * neighbouring 128-byte runs of the same rows): it parks
- * z's tile in shared memory (16 slots of TC_T rows of TC_R ranks; slots of
- * b.. are zero), each warp computes TC_R/4 ranks for all TC_T tokens and
- * keeps its W fragments as bf16 pairs; then the tile is overwritten with w
- * and stored in 16-byte chunks. The transposes z (t, c) -> Z_c (j, t) and
- * back are 2-byte shared-memory accesses, conflict-free: z's slot of block j
- * is (j even: j/2, odd: 8 + j/2), slots TC_JP elements (577 words: one bank
- * apart), rows TC_P = 72 elements (36 words: 8 rows on 8 distinct multiples
- * of 4 banks); w's slot is i.
- * grid (ceil(r/TC_R), ceil(N/TC_T)), block 128, 36,928 B static smem.
+ * neighbouring 128-byte runs of the same rows) and walks token tiles of
+ * TP_T = 8 tokens (one mma n), blockIdx.y + k * gridDim.y; the next tile's
+ * z loads are in flight (registers) while the current one is mixed and
+ * stored. The A fragments (S_c) of its 64 ranks sit in shared memory in
+ * lane order, loaded once: one 16-byte load per rank and lane.
+ *
+ * Transposes: lane (g, q) of warp w (ranks 16w .. 16w+15 of the tile)
+ * reads 16 bytes (8 ranks) of each of the rows (j = 2q, 2q+1, 2q+8, 2q+9;
+ * token g): the k = j pairs of its B fragments, so one byte permute per
+ * fragment register is the whole transpose (rank k's pair is the low or
+ * high half of one word of rows j and j+1). Its accumulators are rows
+ * i = g, g+8 and tokens 2q, 2q+1 of each rank: 8 ranks of one (i, token)
+ * are one 16-byte chunk of w's tile, which takes the warp's own chunk
+ * columns of z's as soon as the warp has read them (no other warp reads or
+ * writes those columns). z's slot of block j is tc_zslot(j), w's is i,
+ * TP_ZS bytes apart (2 chunks mod 8), rows TP_P bytes (1 chunk mod 8):
+ * the 8 lanes of a quarter warp reading z hit 8 distinct 16-byte bank
+ * groups (w's stores: 2-way), and so do the row-wise copies from and to
+ * global memory (tp_park, tp_store).
+ *
+ * Measured (tools/mix_probe.cu, H200, warm L2): llama7b N1024 23.2 us,
+ * N16384 332, llama1b 10.1 against its memory references (cudaMemcpy of
+ * the same bytes) 17.1, 258, 6.1. The first tensor-core mixer (one 16 x
+ * 64 tile per CTA, 2-byte transposes, S loads inside the rank loop) took
+ * 27.1, 425, 10.5; fragments loaded straight from global memory, so that
+ * a warp's 16-byte load touches 32 lines, 43.6 at N1024.
+ * grid (ceil(r / 64), any), block 128, TP_SMEM bytes of dynamic shared
+ * memory (kernels/blast.c's TP_SMEM says the same).
  */
 #include "common.cuh"
 
 static_assert(MIX_B <= 16, "tcmix pads the blocks to one 16 x 16 tile");
-constexpr int TC_T = 16, TC_R = 64, TC_P = TC_R + 8, TC_JP = TC_T * TC_P + 2;
-constexpr int TC_RW = TC_R / 4;		/* ranks per warp */
-constexpr int TC_TG = TC_T / 8;		/* n8 token groups */
+constexpr int TC_R = 64, TP_T = 8, TP_P = TC_R * 2 + 16, TP_ZS = TP_T * TP_P + 32;
+constexpr int TP_SA = TC_R * 32 * 16;	/* A fragments: 64 ranks x 32 lanes x 16 B */
+constexpr int TP_SMEM = TP_SA + 16 * TP_ZS;
+constexpr int TP_LD = 16 * TP_T * (TC_R / 8) / 128;	/* z chunks per thread per tile */
+static_assert(TP_P % 128 == 16 && TP_ZS % 128 == 32, "blast_mix_tcp's conflict-free strides");
 
 __device__ __forceinline__ int tc_zslot(int j)
 {
@@ -311,118 +332,157 @@ extern "C" __global__ void blast_s_to_t16(const __nv_bfloat16 *S, __nv_bfloat16 
 	}
 }
 
-/* Parks z's tile at (t0, c0) in the shared tile at base: 16 slots
- * (block j in slot tc_zslot(j)) x TC_T rows x TC_R/8 chunks, zero outside
- * the shape; every load in flight before the first store. */
-__device__ __forceinline__ void tc_park(unsigned base, const __nv_bfloat16 *z, i64 plane, int N,
+/* z's tile at token t0 into registers: thread tid's chunks e = tid + 128u
+ * (8 chunks a row, then rows t, then blocks j); zero outside the shape. */
+__device__ __forceinline__ void tp_load(uint4 v[TP_LD], const __nv_bfloat16 *z, i64 plane, int N,
 					int r, int t0, int c0, int tid)
 {
-	constexpr int LD = 16 * TC_T * (TC_R / 8) / 128;
-	uint4 v[LD];
-
 #pragma unroll
-	for (int u = 0; u < LD; u++) {
-		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
-		const int j = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
+	for (int u = 0; u < TP_LD; u++) {
+		const int e = tid + 128 * u, ch = e & 7, t = t0 + ((e >> 3) % TP_T), j = e / (8 * TP_T);
+		const int c = c0 + ch * 8;
 
 		v[u] = make_uint4(0, 0, 0, 0);
 		if (j < MIX_B && t < N && c < r)
-			v[u] = *reinterpret_cast<const uint4 *>(z + j * plane + (i64)t * r + c);
-	}
-#pragma unroll
-	for (int u = 0; u < LD; u++) {
-		const int e = tid + 128 * u, ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
-		const int j = e / (TC_R / 8) / TC_T;
-		const unsigned a = base + 2u * (tc_zslot(j) * TC_JP + tl * TC_P + ch * 8);
-
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v[u].x));
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 4), "r"(v[u].y));
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 8), "r"(v[u].z));
-		asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a + 12), "r"(v[u].w));
+			v[u] = __ldg(reinterpret_cast<const uint4 *>(z + j * plane + (i64)t * r + c));
 	}
 }
 
-/* Stores the shared tile at base (block i in slot i, i < MIX_B) as w's
- * tile at (t0, c0) in 16-byte chunks, inside the shape. */
-__device__ __forceinline__ void tc_store(unsigned base, __nv_bfloat16 *w, i64 plane, int N, int r,
+/* tp_load's chunks into the shared tile at sz: block j in slot tc_zslot(j). */
+__device__ __forceinline__ void tp_park(unsigned sz, const uint4 v[TP_LD], int tid)
+{
+#pragma unroll
+	for (int u = 0; u < TP_LD; u++) {
+		const int e = tid + 128 * u, ch = e & 7, t = (e >> 3) % TP_T, j = e / (8 * TP_T);
+		const unsigned a = sz + tc_zslot(j) * TP_ZS + t * TP_P + ch * 16;
+
+		asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v[u].x),
+			     "r"(v[u].y), "r"(v[u].z), "r"(v[u].w)
+			     : "memory");
+	}
+}
+
+/* The shared tile at sz (block i in slot i, i < MIX_B) as w's tile at
+ * token t0, in 16-byte chunks inside the shape. */
+__device__ __forceinline__ void tp_store(unsigned sz, __nv_bfloat16 *w, i64 plane, int N, int r,
 					 int t0, int c0, int tid)
 {
-	for (int e = tid; e < MIX_B * TC_T * (TC_R / 8); e += 128) {
-		const int ch = e % (TC_R / 8), tl = (e / (TC_R / 8)) % TC_T;
-		const int i = e / (TC_R / 8) / TC_T, t = t0 + tl, c = c0 + ch * 8;
-		const unsigned a = base + 2u * (i * TC_JP + tl * TC_P + ch * 8);
-		uint4 v;
+	for (int e = tid; e < MIX_B * TP_T * 8; e += 128) {
+		const int ch = e & 7, tl = (e >> 3) % TP_T, i = e / (8 * TP_T);
+		const int t = t0 + tl, c = c0 + ch * 8;
+		uint4 o;
 
 		if (t >= N || c >= r)
 			continue;
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.x) : "r"(a));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.y) : "r"(a + 4));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.z) : "r"(a + 8));
-		asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v.w) : "r"(a + 12));
-		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = v;
+		asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+			     : "=r"(o.x), "=r"(o.y), "=r"(o.z), "=r"(o.w)
+			     : "r"(sz + i * TP_ZS + tl * TP_P + ch * 16)
+			     : "memory");
+		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = o;
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-blast_mix_tc(const __nv_bfloat16 *z, const __nv_bfloat16 *St, __nv_bfloat16 *w, int N, int r)
+/* Warp `warp`'s 8-rank chunk ch of the tile at sz: z -> w in place (the
+ * warp's own columns), A fragments from sa. */
+__device__ __forceinline__ void tp_mix_chunk(unsigned sz, unsigned sa, int ch, int lane)
 {
-	__shared__ __align__(16) unsigned short tile[16 * TC_JP];
-	const unsigned base = kt_smem_u32(tile);
-	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, q = lane & 3;
-	const int c0 = blockIdx.x * TC_R, t0 = blockIdx.y * TC_T;
-	const i64 plane = (i64)N * r;
-	unsigned pk[TC_RW][TC_TG][2];
+	uint4 b4[4];		/* rows j = 2q, 2q+1, 2q+8, 2q+9 */
+	unsigned o[4][4];	/* (i = g | g+8) x (token 2q | 2q+1), rank pairs */
 
-	tc_park(base, z, plane, N, r, t0, c0, tid);
-	__syncthreads();
 #pragma unroll
-	for (int k = 0; k < TC_RW; k++) {
-		const int cl = warp * TC_RW + k, c = c0 + cl;
-		unsigned a[4] = {0, 0, 0, 0};
+	for (int jj = 0; jj < 4; jj++) {
+		const int slot = (jj & 1) * 8 + (jj >> 1) * 4 + q;	/* tc_zslot(j) */
+
+		asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+			     : "=r"(b4[jj].x), "=r"(b4[jj].y), "=r"(b4[jj].z), "=r"(b4[jj].w)
+			     : "r"(sz + slot * TP_ZS + g * TP_P + ch * 16)
+			     : "memory");
+	}
+#pragma unroll
+	for (int k = 0; k < 8; k += 2) {
+		float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+
+#pragma unroll
+		for (int kk = 0; kk < 2; kk++) {
+			const unsigned sel = kk ? 0x7632u : 0x5410u;
+			unsigned a[4], wd[4], bb[2];
+
+			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+				     : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+				     : "r"(sa + ((ch * 8 + k + kk) * 32 + lane) * 16));
+#pragma unroll
+			for (int jj = 0; jj < 4; jj++) {
+				const uint4 u = b4[jj];
+
+				wd[jj] = k == 0 ? u.x : k == 2 ? u.y : k == 4 ? u.z : u.w;
+			}
+			bb[0] = __byte_perm(wd[0], wd[1], sel);
+			bb[1] = __byte_perm(wd[2], wd[3], sel);
+			kt_mma_bf16_16816(d[kk], a, bb);
+		}
+#pragma unroll
+		for (int x = 0; x < 4; x++)
+			o[x][k >> 1] = kt_pack_bf16x2(d[0][x], d[1][x]);
+	}
+	/* every lane of the warp has read chunk ch of every row */
+	__syncwarp();
+#pragma unroll
+	for (int x = 0; x < 4; x++) {
+		/* x = 0, 1: row g, tokens 2q, 2q+1; x = 2, 3: row g + 8 */
+		const int i = g + 8 * (x >> 1), t = 2 * q + (x & 1);
+
+		if (MIX_B <= 8 && x >= 2)
+			continue;
+		asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+				     sz + i * TP_ZS + t * TP_P + ch * 16),
+			     "r"(o[x][0]), "r"(o[x][1]), "r"(o[x][2]), "r"(o[x][3])
+			     : "memory");
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4)
+blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restrict__ St,
+	      __nv_bfloat16 *__restrict__ w, int N, int r)
+{
+	extern __shared__ __align__(16) unsigned char tp_smem[];
+	const unsigned sa = kt_smem_u32(tp_smem), sz = sa + TP_SA;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int c0 = blockIdx.x * TC_R, ntiles = (N + TP_T - 1) / TP_T;
+	const i64 plane = (i64)N * r;
+	uint4 v[TP_LD];
+
+	if (blockIdx.y < ntiles)
+		tp_load(v, z, plane, N, r, blockIdx.y * TP_T, c0, tid);
+	/* St_c's A fragment for lane (g, q): rows g, g + 8; k = 2q.. | 2q+8.. */
+	for (int e = tid; e < TC_R * 32; e += 128) {
+		const int c = c0 + (e >> 5), g = (e & 31) >> 2, q = e & 3;
+		uint4 a = make_uint4(0, 0, 0, 0);
 
 		if (c < r) {
 			const unsigned *sp = reinterpret_cast<const unsigned *>(St + (i64)c * 256);
 
-			a[0] = __ldg(sp + (g * 16 + 2 * q) / 2);
-			a[1] = __ldg(sp + ((g + 8) * 16 + 2 * q) / 2);
-			a[2] = __ldg(sp + (g * 16 + 2 * q + 8) / 2);
-			a[3] = __ldg(sp + ((g + 8) * 16 + 2 * q + 8) / 2);
+			a.x = __ldg(sp + g * 8 + q);
+			a.y = __ldg(sp + (g + 8) * 8 + q);
+			a.z = __ldg(sp + g * 8 + q + 4);
+			a.w = __ldg(sp + (g + 8) * 8 + q + 4);
 		}
-#pragma unroll
-		for (int tg = 0; tg < TC_TG; tg++) {
-			/* B: k = j (2q, 2q+1 | 2q+8, 2q+9), n = token tg*8 + g */
-			const int off = (tg * 8 + g) * TC_P + cl;
-			const unsigned short *zp = tile + off;
-			unsigned bb[2];
-			float d[4] = {0.f, 0.f, 0.f, 0.f};
-
-			bb[0] = (unsigned)zp[q * TC_JP] | ((unsigned)zp[(8 + q) * TC_JP] << 16);
-			bb[1] = (unsigned)zp[(4 + q) * TC_JP] | ((unsigned)zp[(12 + q) * TC_JP] << 16);
-			kt_mma_bf16_16816(d, a, bb);
-			/* rows i = g, g + 8; columns tokens tg*8 + 2q, +1 */
-			pk[k][tg][0] = kt_pack_bf16x2(d[0], d[1]);
-			pk[k][tg][1] = kt_pack_bf16x2(d[2], d[3]);
-		}
+		asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(sa + e * 16), "r"(a.x),
+			     "r"(a.y), "r"(a.z), "r"(a.w)
+			     : "memory");
 	}
-	__syncthreads();
-	/* w's tile, slot i */
-#pragma unroll
-	for (int k = 0; k < TC_RW; k++)
-#pragma unroll
-		for (int tg = 0; tg < TC_TG; tg++)
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				const int i = g + 8 * h, tl = tg * 8 + 2 * q;
-				unsigned short *wp = tile + i * TC_JP + tl * TC_P + warp * TC_RW + k;
-
-				if (h && MIX_B <= 8)
-					continue;
-				wp[0] = (unsigned short)(pk[k][tg][h] & 0xffffu);
-				wp[TC_P] = (unsigned short)(pk[k][tg][h] >> 16);
-			}
-	__syncthreads();
-	tc_store(base, w, plane, N, r, t0, c0, tid);
+	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y) {
+		/* the previous tile's w has left the tile (or this is the first) */
+		tp_park(sz, v, tid);
+		__syncthreads();
+		if (tt + gridDim.y < ntiles)
+			tp_load(v, z, plane, N, r, (tt + gridDim.y) * TP_T, c0, tid);
+		tp_mix_chunk(sz, sa, warp * 2, lane);
+		tp_mix_chunk(sz, sa, warp * 2 + 1, lane);
+		__syncthreads();
+		tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
+		__syncthreads();
+	}
 }
 #endif /* MIX_TC */
 

@@ -511,53 +511,57 @@ static void emu_s_to_t16(struct emu *m, const struct kt_launch *l)
 	}
 }
 
-/* blast_mix_tc CTA by CTA: the CTA's TC_T x TC_R (tokens x ranks) tile
- * of every z[j] (zero outside; rank tiles along grid x), W_c = St_c
- * (16 x 16) . Z_c (16 x TC_T tokens) with fp32 sums, w stored for
- * i < MIX_B inside the shape. templates/blast.cu has the same TC_T, TC_R. */
-#define TC_T 16
+/* blast_mix_tcp CTA by CTA: CTA (bx, by) owns ranks bx * TC_R .. and walks
+ * the token tiles by, by + grid y, .. of TP_T tokens; per tile it mixes
+ * every z[j] (zero outside) as W_c = St_c (16 x 16) . Z_c (16 x TP_T) with
+ * fp32 sums and stores w for i < MIX_B inside the shape.
+ * templates/blast.cu has the same TC_R, TP_T and shared memory size. */
 #define TC_R 64
+#define TP_T 8
+#define TP_SMEM (TC_R * 32 * 16 + 16 * (TP_T * (TC_R * 2 + 16) + 32))
 static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
 	int z = emu_ab(l, 0), St = emu_ab(l, 1), w = emu_ab(l, 2);
 	long long N = emu_ai(l, 3), r = emu_ai(l, 4), plane = N * r;
 	long B = emu_define(p, "MIX_B");
-	long long bx, by;
-	static double zt[16][TC_T][TC_R];
+	long long bx, by, tt;
+	static double zt[16][TP_T][TC_R];
 
 	CU_ASSERT_EQUAL(emu_define(p, "MIX_TC"), 1);
 	CU_ASSERT_FATAL(B >= 1 && B <= 16);
 	CU_ASSERT_EQUAL(l->block[0] * l->block[1] * l->block[2], 128);	/* 4 warps */
-	CU_ASSERT_EQUAL(l->smem, 0);	/* static: 16 slots of TC_T rows of TC_R + 8 */
+	CU_ASSERT_EQUAL(l->smem, TP_SMEM);
+	CU_ASSERT_EQUAL(l->grid[2], 1);
 	CU_ASSERT_EQUAL(m->bufs[z].dtype, KT_BF16);
 	CU_ASSERT_EQUAL(m->bufs[St].dtype, KT_BF16);
 	for (bx = 0; bx < l->grid[0]; bx++)
-		for (by = 0; by < l->grid[1]; by++) {
-			long long j, tl, cl, i;
+		for (by = 0; by < l->grid[1]; by++)
+			for (tt = by; tt * TP_T < N; tt += l->grid[1]) {
+				long long j, tl, cl, i;
 
-			for (j = 0; j < 16; j++)
-				for (tl = 0; tl < TC_T; tl++)
-					for (cl = 0; cl < TC_R; cl++) {
-						long long t = by * TC_T + tl, c = bx * TC_R + cl;
+				for (j = 0; j < 16; j++)
+					for (tl = 0; tl < TP_T; tl++)
+						for (cl = 0; cl < TC_R; cl++) {
+							long long t = tt * TP_T + tl, c = bx * TC_R + cl;
 
-						zt[j][tl][cl] = j < B && t < N && c < r ?
-							emu_ld(m, z, j * plane + t * r + c) : 0.0;
-					}
-			for (i = 0; i < B; i++)
-				for (tl = 0; tl < TC_T; tl++)
-					for (cl = 0; cl < TC_R; cl++) {
-						long long t = by * TC_T + tl, c = bx * TC_R + cl;
-						float acc = 0.f;
+							zt[j][tl][cl] = j < B && t < N && c < r ?
+								emu_ld(m, z, j * plane + t * r + c) : 0.0;
+						}
+				for (i = 0; i < B; i++)
+					for (tl = 0; tl < TP_T; tl++)
+						for (cl = 0; cl < TC_R; cl++) {
+							long long t = tt * TP_T + tl, c = bx * TC_R + cl;
+							float acc = 0.f;
 
-						if (t >= N || c >= r)
-							continue;
-						for (j = 0; j < 16; j++)
-							acc += (float)(emu_ld(m, St, (c * 16 + i) * 16 + j) *
-								       zt[j][tl][cl]);
-						emu_st(m, w, i * plane + t * r + c, acc);
-					}
-		}
+							if (t >= N || c >= r)
+								continue;
+							for (j = 0; j < 16; j++)
+								acc += (float)(emu_ld(m, St, (c * 16 + i) * 16 + j) *
+									       zt[j][tl][cl]);
+							emu_st(m, w, i * plane + t * r + c, acc);
+						}
+			}
 }
 
 static void emu_ref_z(struct emu *m, const struct kt_launch *l)
@@ -617,7 +621,7 @@ static int blast_kernel(struct emu *m, const struct kt_launch *l)
 		{"blast_mix", emu_mix},
 		{"blast_s1mix", emu_s1mix},
 		{"blast_s_to_t16", emu_s_to_t16},
-		{"blast_mix_tc", emu_mix_tc},
+		{"blast_mix_tcp", emu_mix_tc},
 		{"blast_ref_z", emu_ref_z},
 		{"blast_ref_w", emu_ref_w},
 		{"blast_ref_y", emu_ref_y},
@@ -803,6 +807,50 @@ static void test_mix_grid_control(void)
 	plan.launch[1].block[1] = 4;
 	y = plan_run(&p, &x.first, &plan, 0, &oob);
 	CU_ASSERT(emu_nonfinite(y, p.bufs[Y].elems) > 0);
+	free(y);
+	problem_release(&p);
+}
+
+/* blast_mix_tcp's CTAs walk token tiles when the SMs are few: on a 1-SM
+ * target (4 CTAs at once) tokens=65 (9 tiles of TP_T) and rank=40 (one
+ * rank tile) deal 3 tiles to each of 3 CTAs (grid y 3: tiles y, y+3, y+6);
+ * the plan still matches cpu_ref, and so does any other grid y (the walk's
+ * stride is the grid), down to one CTA. */
+static void test_mix_tcp_walk(void)
+{
+	struct kt_target t = ft_target("sm_90");
+	struct problem p;
+	struct ft_collect x;
+	struct kt_plan plan;
+	struct kt_err e = {0};
+	long oob;
+	float *y;
+	int v;
+
+	for (v = 0; v < fam->nvariants; v++)
+		if (strcmp(fam->variants[v], "tcmix") == 0)
+			break;
+	CU_ASSERT_FATAL(v < fam->nvariants);
+	t.sms = 1;
+	problem_init(&p, small_shapes[0], 9);
+	memset(&x, 0, sizeof(x));
+	x.f = fam;
+	x.s = p.s;
+	x.t = t;
+	x.variant = v;
+	kt_space_foreach(fam, 0, ft_collect_one, &x);
+	CU_ASSERT_FATAL(x.n > 0);
+	CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &x.first, &t, &plan, &e), 0);
+	CU_ASSERT_STRING_EQUAL_FATAL(plan.launch[1].kernel, "blast_mix_tcp");
+	CU_ASSERT_EQUAL(plan.launch[1].grid[0], 1);
+	CU_ASSERT_EQUAL(plan.launch[1].grid[1], 3);
+	y = plan_run(&p, &x.first, &plan, 0, &oob);
+	CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[Y].elems) < 1e-5);
+	CU_ASSERT_EQUAL(oob, 0);
+	free(y);
+	plan.launch[1].grid[1] = 1;
+	y = plan_run(&p, &x.first, &plan, 0, &oob);
+	CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[Y].elems) < 1e-5);
 	free(y);
 	problem_release(&p);
 }
@@ -1464,6 +1512,7 @@ int main(void)
 	CU_add_test(s, "GPU reference's math on the host vs cpu_ref", test_gpu_ref_on_host);
 	CU_add_test(s, "every variant's plan on the host vs cpu_ref", test_variants_on_host);
 	CU_add_test(s, "a mixer grid that misses ranks is caught", test_mix_grid_control);
+	CU_add_test(s, "the tensor-core mixer walks token tiles on few SMs", test_mix_tcp_walk);
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check);
 	CU_add_test(s, "space, pruning, every valid config plans", test_space);

@@ -1,25 +1,24 @@
 /*
  * mix_probe.cu -- dev harness for templates/blast.cu's mixers (not part of
- * ktune): times blast_mix_tc (tensor cores) and blast_mix (CUDA cores) at
- * BLAST's mixing shapes beside two memory references that do no math --
- * cudaMemcpy of z into w (the same 2 x b*N*r bytes, streamed) and
- * tile_copy (blast_mix_tc's own tile park and store, the mma left out) --
- * each cold (L2 flushed before every repetition) and warm (z rewritten by
- * a kernel just before, as stage 1 leaves it). blast_mix_tc's w is checked
- * against blast_mix's (both fp32 sums of the same bf16 products).
+ * ktune): times blast_mix_tcp (tensor cores, what tcmix runs) and
+ * blast_mix (CUDA cores) at BLAST's mixing shapes beside two memory
+ * references that do no math -- cudaMemcpy of z into w (the same 2 x b*N*r
+ * bytes, streamed) and tile_copy (blast_mix_tcp's own loads, parks and
+ * stores on its grid, the mma left out) -- each cold (L2 flushed before
+ * every repetition) and warm (z rewritten by a kernel just before, as
+ * stage 1 leaves it). blast_mix_tcp's w is checked against blast_mix's
+ * (both fp32 sums of the same bf16 products).
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Itemplates \
  *        -o build-dev/mix_probe tools/mix_probe.cu
- *   build-dev/mix_probe [reps] [tc]     (tc: blast_mix_tc only)
+ *   build-dev/mix_probe [reps] [tc]     (tc: blast_mix_tcp only)
  *
- * Measured on the H200 (2026-12-01, the blast_mix_tc of 7093546), warm /
- * cold L2, us: llama7b (N 1024, r 1024) mix_tc 27.1 / 31.4, tile_copy 18.7
- * / 23.6, memcpy 17.0 / 20.3, blast_mix 216.8; llama1b (r 256) 10.5 / 12.3
- * vs tile_copy 6.9, memcpy 6.1; N 16384 423 vs 300, 256. The mixer is
- * bound by its 2 b N r bf16 of DRAM traffic plus ~8 us of math that does
- * not overlap it; capping its registers for 5 CTAs per SM (a temporary
- * __launch_bounds__ variant) gave 26.5 / 378 us at N 1024 / 16384 but 10.7
- * at llama1b, so it stayed as it is.
+ * Measured on the H200 (2026-12-01), warm / cold L2, us: llama7b (N 1024,
+ * r 1024) mix_tcp 23.2 / 27.1, memcpy 17.1 / 20.3; llama1b (r 256) 10.1 /
+ * 12.1 vs memcpy 6.1; N 16384 332 vs 258. The first tensor-core mixer
+ * (blast_mix_tc of 7093546: one 16-token tile per CTA, 2-byte transposes)
+ * took 27.1 / 31.4, 10.5, 425 in the same call, its own tile copy 18.4,
+ * 6.9, 298.
  */
 #define MIX_B 16
 #define MIX_TC 1
@@ -43,20 +42,28 @@
 		}                                                                    \
 	} while (0)
 
-/* blast_mix_tc's memory traffic without the math: its own tile park and
- * store (blast.cu's tc_park, tc_store), nothing between them -- w gets z's
- * blocks in slot order, a traffic reference, not a copy. */
-extern "C" __global__ void __launch_bounds__(128)
+/* blast_mix_tcp's memory traffic without the math: its own loads, parks
+ * and stores on its grid, nothing between them -- w gets z's blocks in slot
+ * order, a traffic reference, not a copy. */
+extern "C" __global__ void __launch_bounds__(128, 4)
 tile_copy(const __nv_bfloat16 *z, __nv_bfloat16 *w, int N, int r)
 {
-	__shared__ __align__(16) unsigned short tile[16 * TC_JP];
-	const unsigned base = kt_smem_u32(tile);
-	const int c0 = blockIdx.x * TC_R, t0 = blockIdx.y * TC_T;
+	extern __shared__ __align__(16) unsigned char tc_smem[];
+	const unsigned sz = kt_smem_u32(tc_smem) + TP_SA;
+	const int c0 = blockIdx.x * TC_R, ntiles = (N + TP_T - 1) / TP_T;
 	const i64 plane = (i64)N * r;
+	uint4 v[TP_LD];
 
-	tc_park(base, z, plane, N, r, t0, c0, threadIdx.x);
-	__syncthreads();
-	tc_store(base, w, plane, N, r, t0, c0, threadIdx.x);
+	if (blockIdx.y < ntiles)
+		tp_load(v, z, plane, N, r, blockIdx.y * TP_T, c0, threadIdx.x);
+	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y) {
+		tp_park(sz, v, threadIdx.x);
+		__syncthreads();
+		if (tt + gridDim.y < ntiles)
+			tp_load(v, z, plane, N, r, (tt + gridDim.y) * TP_T, c0, threadIdx.x);
+		tp_store(sz, w, plane, N, r, tt * TP_T, c0, threadIdx.x);
+		__syncthreads();
+	}
 }
 
 /* Rewrites every z element (as stage 1 leaves z in L2 before the mixer). */
@@ -74,6 +81,16 @@ static unsigned short h_bf16(float f)
 	return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* blast_mix_tcp's grid y as kernels/blast.c plans it: token tiles dealt
+ * evenly over four CTAs per SM */
+static int tp_gy(int N, int r, int sms)
+{
+	const long tiles = (N + TP_T - 1) / TP_T, rtiles = (r + TC_R - 1) / TC_R;
+	const long per = (tiles * rtiles + 4L * sms - 1) / (4L * sms);
+
+	return (int)((tiles + per - 1) / per);
+}
+
 int main(int argc, char **argv)
 {
 	const int reps = argc > 1 ? atoi(argv[1]) : 20;
@@ -84,6 +101,11 @@ int main(int argc, char **argv)
 	const size_t flush_bytes = 256u << 20;
 	cudaEvent_t e0, e1;
 
+	int sms = 0;
+
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	CK(cudaFuncSetAttribute(blast_mix_tcp, cudaFuncAttributeMaxDynamicSharedMemorySize, TP_SMEM));
+	CK(cudaFuncSetAttribute(tile_copy, cudaFuncAttributeMaxDynamicSharedMemorySize, TP_SMEM));
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	CK(cudaMalloc(&flush, flush_bytes));
@@ -107,7 +129,8 @@ int main(int argc, char **argv)
 		blast_s_to_f32<<<1024, 256>>>(S, S32, ns);
 		CK(cudaDeviceSynchronize());
 		/* check: tensor cores vs CUDA cores */
-		blast_mix_tc<<<dim3((r + TC_R - 1) / TC_R, (N + TC_T - 1) / TC_T), 128>>>(z, St, w, N, r);
+		blast_mix_tcp<<<dim3((r + TC_R - 1) / TC_R, tp_gy(N, r, sms)), 128, TP_SMEM>>>(z, St, w,
+											      N, r);
 		blast_mix<<<dim3((N + 31) / 32, (r / MIX_RV + 7) / 8), dim3(32, 8)>>>(z, S32, w2, N, r);
 		CK(cudaDeviceSynchronize());
 		{
@@ -116,7 +139,7 @@ int main(int argc, char **argv)
 
 			CK(cudaMemcpy(a.data(), w, nz * 2, cudaMemcpyDeviceToHost));
 			CK(cudaMemcpy(b.data(), w2, nz * 2, cudaMemcpyDeviceToHost));
-			for (i64 e = 0; e < nz; e += 7) {
+			for (i64 e = 0; e < nz; e++) {
 				unsigned ua = (unsigned)a[e] << 16, ub = (unsigned)b[e] << 16;
 				float fa, fb;
 
@@ -125,15 +148,15 @@ int main(int argc, char **argv)
 				num += ((double)fa - fb) * ((double)fa - fb);
 				den += (double)fb * fb;
 			}
-			printf("%5d x %-6d w(tc) vs w(cuda cores): rel L2 %.2e%s\n", N, r, sqrt(num / den),
+			printf("%5d x %-6d w(tcp) vs w(cuda cores): rel L2 %.2e%s\n", N, r, sqrt(num / den),
 			       sqrt(num / den) < 1e-2 ? "" : "  WRONG");
 		}
 		for (int k = 0; k < 4; k++)
 			for (int warm = 0; warm < 2; warm++) {
-				if (argc > 2 && k != 0)	/* `mix_probe N tc`: blast_mix_tc only */
+				if (argc > 2 && k != 0)	/* `mix_probe N tc`: blast_mix_tcp only */
 					continue;
 				std::vector<float> t;
-				const char *name[] = {"mix_tc", "mix_cuda", "tile_copy", "memcpy"};
+				const char *name[] = {"mix_tcp", "mix_cuda", "tile_copy", "memcpy"};
 
 				for (int it = 0; it < reps + 2; it++) {
 					float ms;
@@ -143,14 +166,14 @@ int main(int argc, char **argv)
 						touch<<<1024, 256>>>(z, nz, 1.f);
 					CK(cudaEventRecord(e0));
 					if (k == 0)
-						blast_mix_tc<<<dim3((r + TC_R - 1) / TC_R, (N + TC_T - 1) / TC_T), 128>>>(
-							z, St, w, N, r);
+						blast_mix_tcp<<<dim3((r + TC_R - 1) / TC_R, tp_gy(N, r, sms)), 128,
+								TP_SMEM>>>(z, St, w, N, r);
 					else if (k == 1)
 						blast_mix<<<dim3((N + 31) / 32, (r / MIX_RV + 7) / 8), dim3(32, 8)>>>(
 							z, S32, w, N, r);
 					else if (k == 2)
-						tile_copy<<<dim3((r + TC_R - 1) / TC_R, (N + TC_T - 1) / TC_T), 128>>>(
-							z, w, N, r);
+						tile_copy<<<dim3((r + TC_R - 1) / TC_R, tp_gy(N, r, sms)), 128,
+							    TP_SMEM>>>(z, w, N, r);
 					else
 						CK(cudaMemcpyAsync(w, z, nz * 2, cudaMemcpyDeviceToDevice));
 					CK(cudaEventRecord(e1));
