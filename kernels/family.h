@@ -114,6 +114,11 @@ struct kt_launch {
 	char kernel[KT_NAME_MAX];	/* extern "C" name */
 	unsigned grid[3], block[3];
 	unsigned smem;		/* dynamic shared memory, bytes */
+	/* 1: a cooperative launch (cuLaunchCooperativeKernel). The kernel's
+	 * CTAs wait for each other, which is safe only when the whole grid is
+	 * resident at once; the driver refuses such a launch where it cannot
+	 * be, instead of letting it hang. 0: an ordinary launch. */
+	int cooperative;
 	int nargs;
 	struct kt_arg args[KT_MAX_ARGS];
 };

@@ -574,6 +574,13 @@ static void test_tmap_checks(void)
 	p.launch[0].args[0].kind = (enum kt_arg_kind)(KT_ARG_TMAP + 1);
 	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "bad kind"));
+	/* the cooperative flag is a flag: 0 or 1 */
+	p.launch[0].args[0].kind = KT_ARG_BUF;
+	p.launch[0].cooperative = 1;
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);
+	p.launch[0].cooperative = 2;
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0: cooperative is 2"));
 }
 
 /* The CPU test device refuses a plan with a tensor map, and an invalid

@@ -72,6 +72,7 @@ static const struct {
 	{ "cuModuleGetFunction", 2000, 0, offsetof(struct cu_api, ModuleGetFunction) },
 	{ "cuFuncSetAttribute", 9000, 0, offsetof(struct cu_api, FuncSetAttribute) },
 	{ "cuLaunchKernel", 4000, 0, offsetof(struct cu_api, LaunchKernel) },
+	{ "cuLaunchCooperativeKernel", 9000, 0, offsetof(struct cu_api, LaunchCooperativeKernel) },
 	{ "cuEventCreate", 2000, 0, offsetof(struct cu_api, EventCreate) },
 	{ "cuEventRecord", 2000, 0, offsetof(struct cu_api, EventRecord) },
 	{ "cuEventSynchronize", 2000, 0, offsetof(struct cu_api, EventSynchronize) },
@@ -715,6 +716,14 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 			    (void *)&m->tmap[m->tmap_of[li][j] - 1] : (void *)&vals[j];
 	}
 	params[l->nargs] = NULL;
+	/* A kernel whose CTAs wait for each other must be launched so: the
+	 * driver then refuses a grid that cannot be resident all at once
+	 * (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, the candidate's result)
+	 * where an ordinary launch would hang until the worker's timeout. */
+	if (l->cooperative)
+		return d->api.LaunchCooperativeKernel(fn, l->grid[0], l->grid[1], l->grid[2],
+						      l->block[0], l->block[1], l->block[2],
+						      l->smem, d->stream, params);
 	return d->api.LaunchKernel(fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
 				   l->block[1], l->block[2], l->smem, d->stream, params, NULL);
 }
@@ -764,7 +773,9 @@ static int work_enqueue(struct cu_work *w)
 					    &w->p->launch[i - w->p->nprep];
 
 		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs, w->m, i)) != CUDA_SUCCESS) {
-			snprintf(w->what, sizeof(w->what), "cuLaunchKernel (%s)", l->kernel);
+			snprintf(w->what, sizeof(w->what), "%s (%s)",
+				 l->cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
+				 l->kernel);
 			return -1;
 		}
 	}

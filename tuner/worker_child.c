@@ -165,6 +165,11 @@ int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *
 			snprintf(why, whylen, "launch %d has %d args", i, l->nargs);
 			return -1;
 		}
+		if (l->cooperative != 0 && l->cooperative != 1) {
+			snprintf(why, whylen, "launch %d: cooperative is %d, not 0 or 1", i,
+				 l->cooperative);
+			return -1;
+		}
 		for (j = 0; j < l->nargs; j++) {
 			const struct kt_arg *a = &l->args[j];
 
