@@ -65,6 +65,16 @@
  *             of blocks i0 .. i0+7 exchange their staged tiles through
  *             distributed shared memory so that y's interleaved columns
  *             go out in 16-byte stores (no second launch).
+ *             EPILOGUE 3 (monarch, blocks % 8 == 0, no clusters): one
+ *             cooperative launch (kt_launch.cooperative) stores y2 as
+ *             EPILOGUE 1 does, each CTA then arrives on its token tile's
+ *             counter (the scratch buffer `arrived`, one i32 per tile,
+ *             zeroed by the worker once per candidate), waits for the
+ *             tile's b CTAs and interleaves its share of the tile into y
+ *             (monarch_perm_x8's 8 x 8 register transpose, no second
+ *             launch). The wait needs the whole grid resident: refused
+ *             where the target's SM count is known and the grid (one CTA
+ *             per SM) exceeds it.
  *             CLUSTER_I 2: the CTAs of output blocks i, i+1 form a cluster
  *             and multicast the x tiles they share; CLUSTER_T 2: those of
  *             two token tiles multicast their w1r and w2 tiles (each half
@@ -72,7 +82,9 @@
  *             Measured (H200, llama7b q/k/v/o N1024): 41.3-41.6 us for
  *             monarch (EPILOGUE 1 + monarch_perm_x8; 42.3-42.8 with
  *             monarch_perm_rows), 34.1-35.0 for monarch_bm, cuBLAS dense ~47;
- *             see templates/monarch_fused.cu for what else was tried.
+ *             EPILOGUE 3 (BLOCK_M 128, RING 6) 39.10 us against EPILOGUE
+ *             1's 40.85 in one run (cuBLAS 46.56 there); see
+ *             templates/monarch_fused.cu for what else was tried.
  *             NEEDSWORK: rank/blocks 96 (llama7b gate/up) needs an m64n96
  *             wgmma (common.cuh has N 64, 128, 256); in/blocks past
  *             64 * RING (down: 688) needs the ring released per k-chunk;
@@ -123,8 +135,9 @@ enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
 /* new variants go last: stored configs keep their variant index */
 enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAYOUT_WS,
        V_FUSED_WS, V_COUNT };
-/* problem buffers first (x, w1, w2, y, the reference's z32), then scratch */
-enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R };
+/* problem buffers first (x, w1, w2, y, the reference's z32), then scratch;
+ * B_ARRIVED only for fused_ws's EPILOGUE 3 */
+enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
        P_CLI, P_CLT };
 
@@ -167,9 +180,11 @@ static const struct kt_param params[] = {
 	{"RING", 5, {4, 5, 6, 7, 8}, FUSED,
 	 "fused_ws: TMA ring slots of 64-wide (x, w1r) k-chunks; one input block's must fit; "
 	 "7 and 8 with one w2 slice buffer (4-6: two)"},
-	{"EPILOGUE", 3, {0, 1, 2}, FUSED,
+	{"EPILOGUE", 4, {0, 1, 2, 3}, FUSED,
 	 "fused_ws: 0 stores from the accumulators, 1 stages 16-byte rows (monarch: into y2, "
-	 "then a row permutation kernel), 2 (monarch) interleaves in 8-CTA clusters"},
+	 "then a row permutation kernel), 2 (monarch) interleaves in 8-CTA clusters, 3 "
+	 "(monarch) stores y2, waits for the token tile's CTAs and interleaves it in-kernel "
+	 "(a cooperative launch)"},
 	{"CLUSTER_I", 2, {1, 2}, FUSED,
 	 "fused_ws: 2 pairs the CTAs of output blocks i, i+1 to multicast the x tiles they share"},
 	{"CLUSTER_T", 2, {1, 2}, FUSED,
@@ -250,6 +265,15 @@ static unsigned long fused_smem(const struct kt_config *c, long rp, long mb)
 	       256;
 }
 
+/* CTAs of fused_monarch_ws: token tiles padded to whole CLUSTER_T pairs,
+ * times the output blocks */
+static long fused_grid(const struct kt_shape *s, const struct kt_config *c)
+{
+	long bmt = c->p[P_BM], ct = c->p[P_CLT];
+
+	return (s->v[D_TOKENS] + bmt * ct - 1) / (bmt * ct) * ct * s->v[D_BLOCKS];
+}
+
 /* monarch_perm_rows's shared memory: one row, each block's run padded */
 static unsigned long perm_rows_smem(const struct kt_shape *s)
 {
@@ -291,8 +315,8 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 	if (kch > c->p[P_RING])
 		return WHY("fused_ws: in/blocks=%ld is %ld k-chunks of 64, over RING=%ld (one "
 			   "input block's chunks must fit in the ring)", nb, kch, c->p[P_RING]);
-	if (c->p[P_EPI] < 0 || c->p[P_EPI] > 2)
-		return WHY("fused_ws: EPILOGUE=%ld must be 0, 1 or 2", c->p[P_EPI]);
+	if (c->p[P_EPI] < 0 || c->p[P_EPI] > 3)
+		return WHY("fused_ws: EPILOGUE=%ld must be 0, 1, 2 or 3", c->p[P_EPI]);
 	/* EPILOGUE 2: clusters of the 8 CTAs of blocks i0 .. i0+7 exchange
 	 * their tiles (distributed shared memory) for 16-byte stores of the
 	 * interleaved y; block-major rows are contiguous without it */
@@ -305,6 +329,26 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 	if (c->p[P_EPI] == 2 && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1))
 		return WHY("fused_ws: EPILOGUE=2 has clusters of its own: CLUSTER_I and CLUSTER_T "
 			   "must be 1");
+	/* EPILOGUE 3: each CTA stores its y2 tile, waits until the b CTAs of
+	 * its token tile have, and interleaves its share (whole 8 x 8 tiles of
+	 * 8 blocks: any b % 8 == 0 splits evenly, whatever BLOCK_M). The wait
+	 * needs every CTA resident at once: the launch is cooperative (the
+	 * driver refuses what cannot be), and with one CTA per SM (the
+	 * kernel's registers and shared memory) a grid past the SM count is
+	 * refused here, where the SM count is known. */
+	if (c->p[P_EPI] == 3 && bm)
+		return WHY("fused_ws: EPILOGUE=3 interleaves y (monarch only; monarch_bm's rows "
+			   "are contiguous: EPILOGUE=1)");
+	if (c->p[P_EPI] == 3 && b % 8)
+		return WHY("fused_ws: EPILOGUE=3 interleaves 8 x 8 tiles of 8 output blocks: "
+			   "blocks=%ld is not a multiple of 8", b);
+	if (c->p[P_EPI] == 3 && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1))
+		return WHY("fused_ws: EPILOGUE=3 waits for whole token tiles without clusters: "
+			   "CLUSTER_I and CLUSTER_T must be 1");
+	if (c->p[P_EPI] == 3 && tgt->sms > 0 && fused_grid(s, c) > tgt->sms)
+		return WHY("fused_ws: EPILOGUE=3 needs its %ld CTAs (%ld token tiles x %ld blocks, "
+			   "one per SM) resident at once: the target has %d SMs",
+			   fused_grid(s, c), fused_grid(s, c) / b, b, tgt->sms);
 	/* monarch's EPILOGUE 1: y2 block-major, then monarch_perm_x8 (blocks
 	 * % 8 == 0, no shared memory) or monarch_perm_rows */
 	if (c->p[P_EPI] == 1 && !bm && b % 8 && perm_rows_smem(s) > (unsigned long)tgt->smem_optin)
@@ -389,10 +433,10 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 		return 5;
 	/* fused_ws has no intermediate: z, g stay empty (their indices keep
 	 * w1r's); y2 only for EPILOGUE 1 (monarch: block-major y2, then the
-	 * row permutation) */
+	 * row permutation) and 3 (y2, interleaved in-kernel) */
 	{
 		size_t inter = cfg->variant == V_FUSED_WS ? 0 : 1;
-		size_t y2 = inter || cfg->p[P_EPI] == 1 ? 1 : 0;
+		size_t y2 = inter || cfg->p[P_EPI] == 1 || cfg->p[P_EPI] == 3 ? 1 : 0;
 
 		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
 		kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
@@ -401,7 +445,14 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	if (!has_w1r(cfg->variant))
 		return 8;
 	kt_buf_set(&out[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16, r * n, 0);
-	return 9;
+	if (cfg->variant != V_FUSED_WS || cfg->p[P_EPI] != 3 || cfg->p[P_BM] < 1)
+		return 9;
+	/* EPILOGUE 3's arrival counters, one per token tile: scratch, so the
+	 * worker zeroes them once per candidate; each launch raises them by
+	 * blocks and needs no reset (monarch_fused.cu's interleave) */
+	kt_buf_set(&out[B_ARRIVED], "arrived", KT_BUF_SCRATCH, KT_I32,
+		   (T + (size_t)cfg->p[P_BM] - 1) / (size_t)cfg->p[P_BM], 0);
+	return 10;
 }
 
 /* A launch of one of monarch.cu's element-wise kernels over `total` work
@@ -456,7 +507,8 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
  * EPILOGUE 1: that launch stores y2 block-major in 16-byte rows, then
  * monarch_perm_x8 (blocks % 8 == 0) or monarch_perm_rows interleaves it
  * into y (2-byte scattered stores at stride blocks measured ~2x the whole
- * kernel's time). */
+ * kernel's time); with EPILOGUE 3 the same launch, cooperative, does both
+ * (y2, then y and the arrival counters as two more arguments). */
 static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *c,
 		      struct kt_plan *out, struct kt_err *err)
 {
@@ -474,6 +526,8 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	rc |= kt_program_define(p, "W2BUF", fused_w2buf(c));
 	rc |= kt_program_define(p, "RP", rp);
 	rc |= kt_program_define(p, "MB", mb);
+	/* the layout of the kernel's y argument (EPILOGUE 3: y2 block-major
+	 * in, y interleaved out: 0) */
 	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI] == 1);
 	rc |= kt_program_define(p, "EPILOGUE", c->p[P_EPI]);
 	rc |= kt_program_define(p, "CLUSTER_I", c->p[P_CLI]);
@@ -488,7 +542,7 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	snprintf(l->kernel, sizeof(l->kernel), "fused_monarch_ws");
 	/* token tiles padded to whole CLUSTER_T pairs (a padded tile's rows are
 	 * all past tokens: zero-filled loads, no stores) */
-	l->grid[0] = (unsigned)(((T + bmt * c->p[P_CLT] - 1) / (bmt * c->p[P_CLT])) * c->p[P_CLT] * b);
+	l->grid[0] = (unsigned)fused_grid(s, c);
 	l->grid[1] = l->grid[2] = 1;
 	l->block[0] = (unsigned)((fused_consumers(c) + 1) * 128);
 	l->block[1] = l->block[2] = 1;
@@ -502,11 +556,19 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	kt_launch_arg_tmap3(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)(rp / c->p[P_CLT]), 1);
 	/* w2 (b, mb, r) as (k, row, block): columns j*rp .. of block i */
 	kt_launch_arg_tmap3(l, B_W2, r, mb, b, r, mb * r, 64, (int)(mb / c->p[P_CLT]), 1);
-	kt_launch_arg_buf(l, bm || c->p[P_EPI] != 1 ? B_Y : B_Y2);
+	kt_launch_arg_buf(l, !bm && (c->p[P_EPI] == 1 || c->p[P_EPI] == 3) ? B_Y2 : B_Y);
 	kt_launch_arg_i32(l, T);
 	kt_launch_arg_i32(l, m);
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, nb);
+	if (c->p[P_EPI] == 3) {
+		/* y2 staged, then interleaved into y by the same launch, whose
+		 * CTAs wait for each other: cooperative */
+		kt_launch_arg_buf(l, B_Y);
+		kt_launch_arg_buf(l, B_ARRIVED);
+		l->cooperative = 1;
+		return 0;
+	}
 	if (bm || c->p[P_EPI] != 1)
 		return 0;
 	out->nlaunch = 2;
@@ -742,7 +804,10 @@ extern const struct kt_family monarch_family;
  * from the GEMM defaults list (it has the larger N in the reference
  * shapes), stage 1's N tile the largest that still fits.
  * NEEDSWORK: prefer relayout_ws (rank/blocks % 8 == 0) over naive there:
- * 108.6 us against naive's untimed default. */
+ * 108.6 us against naive's untimed default. EPILOGUE 3 measured 1.75 us
+ * faster than EPILOGUE 1 in one GPU-suite run (39.10 vs 40.85 us); it is
+ * not the default until a sweep confirms it, and could be one only where
+ * the target's SM count is known (its co-residency check). */
 static int monarch_default(const struct kt_shape *s, const struct kt_target *tgt,
 			   struct kt_config *out)
 {

@@ -8,6 +8,7 @@
  * that output block i gathers are one contiguous run.
  *
  *   fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb)
+ *   fused_monarch_ws(tx, tw1, tw2, y2, N, m, b, nb, y, arrived)  EPILOGUE 3
  *       grid ceil(N / BLOCK_M) * b (token tiles padded to whole CLUSTER_T
  *       pairs), block (CONSUMERS + 1) * 128,
  *       dynamic smem 1024 + RING * (BLOCK_M + RP) * 128 + W2BUF * RP * MB * 2
@@ -67,7 +68,21 @@
  * through the ring into 16-byte row stores, or (EPILOGUE 2, monarch: b %
  * 8 == 0) staged, then exchanged within a cluster of the 8 CTAs of blocks
  * i0 .. i0+7 through distributed shared memory, so that y's interleaved
- * columns s*b + i0 .. i0+7 go out as 16-byte stores (exchange()).
+ * columns s*b + i0 .. i0+7 go out as 16-byte stores (exchange()), or
+ * (EPILOGUE 3, monarch: b % 8 == 0, no clusters) staged into y2 as
+ * EPILOGUE 1 does, then the in-kernel interleave (interleave()): the CTA
+ * arrives on its token tile's counter (arrived[t], an i32 scratch buffer
+ * zeroed once; fence + atomicAdd, the grid-sync pattern), waits with
+ * ld.acquire.gpu until all b CTAs of the tile have (target = (old / b + 1)
+ * * b, so repeated launches need no reset), then moves its BLOCK_M * MB /
+ * 64 of the tile's 8 x 8 tiles from y2 (in L2, just written; ld.cg) into
+ * y as monarch_perm_x8 does, 16 loads in flight per thread. The wait is
+ * safe only with the whole grid resident: the host launches EPILOGUE 3
+ * cooperatively (kt_launch.cooperative; the driver refuses a grid that
+ * cannot be) and refuses grids past the SM count (one CTA per SM: 168
+ * registers x 384 threads), so it runs only where ceil(N / BLOCK_M) * b <=
+ * SMs (llama7b N1024 at BLOCK_M 128: 128 CTAs). A wait that outlasts ~4M
+ * polls traps (a fault, not a hang).
  *
  * Resources: consumers hold MB / 2 + RP / 2 fp32 accumulators (the output
  * and G) + RP / 4 fragment registers; with 2 consumers the producer gives
@@ -75,8 +90,13 @@
  * registers at entry (202 with one consumer), no stack frame, no spills.
  *
  * Measured on the H200 (bench/NOTES-linear.md, 2026-12-01), llama7b
- * q/k/v/o N1024: BLOCK_M 128, RING 6, EPILOGUE 1 wins: monarch_bm 34.1-35.0
- * us, monarch (+ monarch_perm_x8) 41.6 us (monarch_perm_rows: 42.3-42.8),
+ * q/k/v/o N1024: monarch, BLOCK_M 128, RING 6: EPILOGUE 3 39.10 us against
+ * EPILOGUE 1 + monarch_perm_x8 40.85 in the same run (monarch_bm's
+ * EPILOGUE 1 there: 34.66, so the in-kernel interleave costs ~4.4 us where
+ * the separate pass cost ~6.2); EPILOGUE 3 at RING 4, 5, 7, 8: 45.3, 43.8,
+ * 49.4, 48.9 us. Before: BLOCK_M 128, RING 6, EPILOGUE 1 wins: monarch_bm
+ * 34.1-35.0 us, monarch (+ monarch_perm_x8) 41.6 us (monarch_perm_rows:
+ * 42.3-42.8),
  * cuBLAS dense ~47; RING 4, 5 40.2, 37.8 us; the multicast clusters ~2.5
  * us slower; EPILOGUE 0's 2-byte scatter 81.9 us; EPILOGUE 2 100.6 us;
  * RING 7, 8 (W2BUF 1) 44.9, 44.8 us (monarch_bm, EPILOGUE 1).
@@ -90,6 +110,10 @@
  * not all fit at once (not checked: cudaOccupancyMaxActiveClusters); 4-CTA clusters
  * (8-byte stores) are the untried middle. The G wait happens once per j
  * for both products; FA3-style ping-pong between the consumers is untried.
+ * NEEDSWORK: EPILOGUE 3 takes only grids of at most one wave (a
+ * persistent walk over the token tiles would lift that), and where its
+ * 4.4 us go (the y2 round trip through L2, the wait for a tile's slowest
+ * CTA, the stores of y) was not measured.
  */
 #include "common.cuh"
 
@@ -131,10 +155,12 @@ static_assert(RP == 64 || RP == 128, "RP 64 or 128 (a wgmma N and whole 64-wide 
 static_assert(MB == 64 || MB == 128 || MB == 256, "MB 64, 128 or 256 (a wgmma N)");
 static_assert(NA * 4 + NG * 4 + KS * 4 <= 176, "accumulators fit the consumer's registers");
 static_assert(RING >= 2 && 2 * RING + 4 <= 32, "RING 2..14 (the barriers' 256 bytes)");
-static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE 0, 1 or 2");
+static_assert(EPILOGUE >= 0 && EPILOGUE <= 3, "EPILOGUE 0, 1, 2 or 3");
 static_assert(EPILOGUE != 1 || BLOCKMAJOR, "the staged epilogue writes block-major rows");
 static_assert(EPILOGUE != 2 || (!BLOCKMAJOR && CLUSTER_I == 1 && CLUSTER_T == 1),
 	      "the cluster exchange interleaves (8-CTA clusters of its own)");
+static_assert(EPILOGUE != 3 || (!BLOCKMAJOR && CLUSTER_I == 1 && CLUSTER_T == 1),
+	      "the in-kernel interleave writes y interleaved, without clusters");
 static_assert(CLUSTER_I == 1 || CLUSTER_I == 2, "CLUSTER_I 1 or 2 (output blocks i, i+1)");
 static_assert(CLUSTER_T == 1 || CLUSTER_T == 2, "CLUSTER_T 1 or 2 (two token tiles)");
 static_assert(W2BUF == 1 || W2BUF == 2, "W2BUF 1 or 2 w2 slice buffers");
@@ -388,6 +414,97 @@ KT_DEV void exchange(__nv_bfloat16 *__restrict__ y, int N, int m, int b, int i, 
 	}
 }
 
+/* EPILOGUE 3: a bound on the arrival wait's polls (~1 s), past which the
+ * kernel traps: a wait that long is a bug (a counter that was not zeroed,
+ * a grid that is not co-resident), and a fault says so where a hang
+ * would only time out. */
+constexpr unsigned SPIN_MAX = 1u << 22;
+
+/* EPILOGUE 3: this CTA (token tile t0, output block i) has stored its y2
+ * tile; once every CTA of the tile has (arrivals on arrived[tile], zeroed
+ * once per buffer: a launch's b arrivals raise it from a multiple of b to
+ * the next, so no reset between launches), it interleaves its share of the
+ * tile from y2 (just written, in L2) into y. The tile's BLOCK_M * MB * b /
+ * 64 work items (token row r, s-chunk sb, group g of 8 blocks; g fastest,
+ * as monarch_perm_x8) split evenly, BLOCK_M * MB / 64 per CTA: the rows
+ * i * BLOCK_M / b .. where b divides BLOCK_M, and whole 8-block groups
+ * whatever b (b % 8 == 0 only). Per item: 8 16-byte loads (blocks 8g ..
+ * 8g+7, s = 8sb ..), the 8 x 8 bf16 transpose in registers, 8 16-byte
+ * stores of y[r][s*b + 8g ..]. Two items per thread at once: 16 loads in
+ * flight. The wait is safe only because the host launches this kernel
+ * cooperatively (every CTA resident). ct: the consumer thread. */
+KT_DEV void interleave(const __nv_bfloat16 *y2, __nv_bfloat16 *__restrict__ y,
+		       unsigned *arrived, int N, int m, int b, int i, int t0, int ct)
+{
+	constexpr int NT = CONS * 128, PER = BLOCK_M * MB / 64, U = 2, SC = MB / 8;
+	const int ng = b / 8;
+
+	/* every consumer's y2 stores are issued (grid-sync pattern: the
+	 * barrier, then one thread's fence makes the CTA's stores visible
+	 * before its arrival) */
+	kt_bar_sync(1, NT);
+	if (ct == 0) {
+		unsigned *a = arrived + t0 / BLOCK_M, v, n = 0;
+		unsigned target;
+
+		__threadfence();
+		target = (atomicAdd(a, 1u) / (unsigned)b + 1) * (unsigned)b;
+		/* the trap after the loop: inside it, ptxas (13.0) spilled 816
+		 * bytes and serialized the j loop's wgmmas (C7512) */
+		do {
+			asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
+				     : "=r"(v)
+				     : "l"(a)
+				     : "memory");
+		} while (v < target && ++n < SPIN_MAX);
+		if (v < target)
+			__trap();
+		__threadfence();
+	}
+	kt_bar_sync(1, NT);
+	for (int it = ct; it < PER; it += U * NT) {
+		unsigned w[U][8][4];
+		long long row[U];
+		int sb[U], g[U];
+
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const int e = i * PER + it + u * NT;	/* item in the tile */
+
+			g[u] = e % ng;
+			sb[u] = (e / ng) % SC;
+			row[u] = t0 + e / (ng * SC);
+			if (it + u * NT >= PER || row[u] >= N)
+				continue;
+			const __nv_bfloat16 *src = y2 + row[u] * m + (long long)g[u] * 8 * MB + sb[u] * 8;
+
+			/* .cg: y2 was written by other SMs during this launch */
+#pragma unroll
+			for (int c = 0; c < 8; c++) {
+				const uint4 q = __ldcg(reinterpret_cast<const uint4 *>(src + c * MB));
+
+				w[u][c][0] = q.x;
+				w[u][c][1] = q.y;
+				w[u][c][2] = q.z;
+				w[u][c][3] = q.w;
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if (it + u * NT >= PER || row[u] >= N)
+				continue;
+			__nv_bfloat16 *dst = y + row[u] * m + (long long)sb[u] * 8 * b + g[u] * 8;
+
+			/* __stwb: a plain store, but always one 16-byte one (the
+			 * assignment came out as four 4-byte stores for x = 0) */
+#pragma unroll
+			for (int x = 0; x < 8; x++)	/* s = sb*8 + x */
+				__stwb(reinterpret_cast<uint4 *>(dst + (long long)x * b),
+				       kt_bf16x8_column(w[u], x));
+		}
+	}
+}
+
 } /* namespace kmf */
 
 #if EPILOGUE == 2
@@ -400,7 +517,12 @@ KT_DEV void exchange(__nv_bfloat16 *__restrict__ y, int N, int m, int b, int i, 
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KMF_CLUSTER
 fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ kt_tmap_t tw1,
 		 const __grid_constant__ kt_tmap_t tw2, __nv_bfloat16 *__restrict__ y, int N,
-		 int m, int b, int nb)
+		 int m, int b, int nb
+#if EPILOGUE == 3
+		 /* y above is y2 (block-major, staged); yi the interleaved y */
+		 , __nv_bfloat16 *__restrict__ yi, unsigned *__restrict__ arrived
+#endif
+		 )
 {
 	using namespace kmf;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -424,7 +546,8 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	c.kch = (nb + 63) / 64;
 	c.lane = tid & 31;
 	/* the host check refuses these; a trap is a fault, not a hang */
-	if (c.kch > RING || m != b * MB || b % CLUSTER_I || (EPILOGUE == 2 && b % 8))
+	if (c.kch > RING || m != b * MB || b % CLUSTER_I ||
+	    ((EPILOGUE == 2 || EPILOGUE == 3) && b % 8))
 		__trap();
 	if (tid == 0) {
 		for (int s = 0; s < RING; s++) {
@@ -519,5 +642,8 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 			__syncwarp();
 			kt_cluster_sync();
 		}
+#if EPILOGUE == 3
+		interleave(y, yi, arrived, N, m, b, i, t0, tid - 128);
+#endif
 	}
 }

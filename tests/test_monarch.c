@@ -22,7 +22,12 @@
  *    block, shared memory and defines asserted), and a plan whose output
  *    layout is flipped must fail; EPILOGUE 1 on each shape it takes, so
  *    monarch's y2 goes through both interleaving kernels (perm_x8's
- *    register transpose with its halves swapped must fail);
+ *    register transpose with its halves swapped must fail); EPILOGUE 3
+ *    (monarch) on several token tiles: one cooperative launch, the
+ *    arrival counters a scratch i32 buffer per tile, the in-kernel
+ *    interleave after every CTA of a tile stored y2 (one that does not
+ *    wait reads unwritten y2, and a swapped transpose: both must fail),
+ *    and its co-residency refusal past a known SM count;
  *  - monarch_bm's y is monarch's with the columns permuted;
  *  - shape parsing, check() rejections, the space and its pruning, that
  *    every valid config of the reference shapes plans (and passes the
@@ -34,9 +39,11 @@
  *    shapes for sm_80, sm_90 and sm_90a (what a sweep on the H200 compiles);
  *  - with a GPU (sm_90): every fused_ws config of both families through the
  *    worker, as a sweep runs it (verified against the GPU reference, then
- *    timed), on fused_ws's small shapes; with KTUNE_MONARCH_BENCH=1 also at
- *    llama7b q/k/v/o N1024, with relayout_ws's measured winner and cuBLAS
- *    dense timed beside it (a table; ~2 minutes of GPU). No GPU: the suite
+ *    timed), on fused_ws's small shapes, and monarch's EPILOGUE 3 configs
+ *    on its shapes of several token tiles; with KTUNE_MONARCH_BENCH=1 also
+ *    at llama7b q/k/v/o N1024, with relayout_ws's measured winner and
+ *    cuBLAS dense timed beside it, and EPILOGUE 1 against 3 at BLOCK_M
+ *    128, RING 6 (a table; ~3 minutes of GPU). No GPU: the suite
  *    is inactive (KTUNE_REQUIRE_GPU=1: a failure). KTUNE_MONARCH_GPU_ONLY=1
  *    runs the GPU suite alone.
  */
@@ -81,6 +88,14 @@ static const char *const small_shapes[] = {
 	"tokens=70,in=384,out=256,blocks=4,rank=256",
 	"tokens=40,in=640,out=256,blocks=2,rank=256",
 	"tokens=40,in=512,out=512,blocks=8,rank=512",
+};
+
+/* EPILOGUE 3's (blocks % 8 == 0, rank/blocks and out/blocks 64): several
+ * token tiles, the last one partial, for BLOCK_M 64 and 128; one 8-block
+ * group (blocks 8) and two (blocks 16, as llama7b's) */
+static const char *const e3_shapes[] = {
+	"tokens=136,in=128,out=512,blocks=8,rank=512",
+	"tokens=136,in=256,out=1024,blocks=16,rank=1024",
 };
 
 static int init_monarch(void)
@@ -449,12 +464,48 @@ static void map_ok(struct emu *m, const struct kt_arg *a, int b1, int b2)
 	CU_ASSERT_EQUAL(a->tmap.swizzle, 128);
 }
 
+/* 1: EPILOGUE 3's interleave takes each chunk's element u ^ 1 (as
+ * perm_x8_swap); 2: each CTA interleaves right after its own y2 store,
+ * without waiting for the other CTAs of its token tile. Controls that
+ * must fail. */
+static int fused_e3_swap, fused_e3_nowait;
+
+/* EPILOGUE 3's interleave (monarch_fused.cu's interleave()) for CTA (t0,
+ * i): its BLOCK_M * MB / 64 work items of the token tile (row, s-chunk sb,
+ * 8-block group g, g fastest), each 8 16-byte chunks of y2 transposed into
+ * 8 of y. */
+static void emu_fused_interleave(struct emu *m, int y2, int yi, long long N, long long mm,
+				 long long b, long long BM, long long MB, long long i,
+				 long long t0)
+{
+	long long per = BM * MB / 64, sc = MB / 8, ng = b / 8, it;
+
+	for (it = 0; it < per; it++) {
+		long long e = i * per + it, g = e % ng, sb = (e / ng) % sc, row = t0 + e / (ng * sc);
+		long long src = row * mm + g * 8 * MB + sb * 8, dst = row * mm + sb * 8 * b + g * 8;
+		float w[8][8];
+		int c, u;
+
+		if (row >= N)
+			continue;
+		CU_ASSERT(src % 8 == 0 && dst % 8 == 0);	/* 16-byte chunks */
+		for (c = 0; c < 8; c++)
+			for (u = 0; u < 8; u++)
+				w[c][u] = emu_ld(m, y2, src + c * MB + u);
+		for (u = 0; u < 8; u++)
+			for (c = 0; c < 8; c++)
+				emu_st(m, yi, dst + u * b + c, w[c][fused_e3_swap ? u ^ 1 : u]);
+	}
+}
+
 /* fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb) of monarch_fused.cu: per
  * CTA (token tile t0, output block i = blockIdx.x % b) and input block j,
  * G = the boxes of x at (kc*64, j, t0) times those of w1r at (kc*64,
  * i*RP, j) over the KCH k-chunks, rounded to bf16 (m->round), then acc +=
  * G times the w2 boxes at (j*RP + p*64, 0, i); y's column s*b + i, or
- * i*MB + s with BLOCKMAJOR. */
+ * i*MB + s with BLOCKMAJOR. EPILOGUE 3 (args y2, N, m, b, nb, y, arrived,
+ * a cooperative launch): y2 block-major, then, once every CTA has stored
+ * (the arrival wait), each CTA's share of its tile interleaved into y. */
 static void emu_fused(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
@@ -464,11 +515,13 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	long blk = emu_define(p, "BLOCKMAJOR"), epi = emu_define(p, "EPILOGUE");
 	long ci = emu_define(p, "CLUSTER_I"), ct = emu_define(p, "CLUSTER_T"), cl = ci * ct;
 	long long N, mm, b, nb, kch, cta, j, kc, r, q, k, sx, pp;
-	int y;
+	int y, yi = -1, arrived = -1;
 	double *G, *acc;
 
 	CU_ASSERT_STRING_EQUAL(p->tpl, "monarch_fused");
-	CU_ASSERT_EQUAL_FATAL(l->nargs, 8);
+	CU_ASSERT_EQUAL_FATAL(l->nargs, epi == 3 ? 10 : 8);
+	/* only EPILOGUE 3's CTAs wait for each other */
+	CU_ASSERT_EQUAL(l->cooperative, epi == 3);
 	y = emu_ab(l, 3);
 	N = emu_ai(l, 4);
 	mm = emu_ai(l, 5);
@@ -481,9 +534,25 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_FATAL(MB == 64 || MB == 128 || MB == 256);
 	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm == b * MB);
 	CU_ASSERT(blk == 0 || blk == 1);
-	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1) || (epi == 2 && blk == 0));
-	/* EPILOGUE 2: 8-CTA clusters of blocks i0 .. i0+7, no multicast */
-	CU_ASSERT(epi != 2 || (b % 8 == 0 && cl == 1));
+	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1) || ((epi == 2 || epi == 3) && blk == 0));
+	/* EPILOGUE 2: 8-CTA clusters of blocks i0 .. i0+7, no multicast;
+	 * EPILOGUE 3: 8-block groups, no clusters */
+	CU_ASSERT(epi < 2 || (b % 8 == 0 && cl == 1));
+	if (epi == 3) {
+		/* y is the staged y2 (scratch), then y itself, then the arrival
+		 * counters: scratch (zeroed by the worker), i32, one per token
+		 * tile (the grid's) */
+		yi = emu_ab(l, 8);
+		arrived = emu_ab(l, 9);
+		CU_ASSERT_FATAL(y >= 0 && y < m->nb && yi >= 0 && yi < m->nb &&
+				arrived >= 0 && arrived < m->nb && y != yi);
+		CU_ASSERT_EQUAL(m->bufs[y].role, KT_BUF_SCRATCH);
+		CU_ASSERT_STRING_EQUAL(m->bufs[y].name, "y2");
+		CU_ASSERT_EQUAL(m->bufs[yi].role, KT_BUF_OUTPUT);
+		CU_ASSERT_EQUAL(m->bufs[arrived].role, KT_BUF_SCRATCH);
+		CU_ASSERT_EQUAL(m->bufs[arrived].dtype, KT_I32);
+		CU_ASSERT_EQUAL((long long)m->bufs[arrived].elems, (long long)l->grid[0] / b);
+	}
 	/* clusters pair output blocks i, i+1 (CLUSTER_I) and token tiles
 	 * (CLUSTER_T; the tiles padded to whole pairs) */
 	CU_ASSERT_FATAL((ci == 1 || ci == 2) && (ct == 1 || ct == 2) && b % ci == 0);
@@ -537,9 +606,18 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 		}
 		for (r = 0; r < BM && t0 + r < N; r++)
 			for (sx = 0; sx < MB; sx++)
-				emu_st(m, y, (t0 + r) * mm + (blk ? i * MB + sx : sx * b + i),
+				emu_st(m, y, (t0 + r) * mm + (blk || epi == 3 ? i * MB + sx : sx * b + i),
 				       acc[r * MB + sx]);
+		if (epi == 3) {
+			/* the CTA's arrival on its tile's counter (bounds) */
+			(void)emu_ld(m, arrived, t0 / BM);
+			if (fused_e3_nowait)
+				emu_fused_interleave(m, y, yi, N, mm, b, BM, MB, i, t0);
+		}
 	}
+	/* every CTA has arrived: the waits return, the interleave runs */
+	for (cta = 0; epi == 3 && !fused_e3_nowait && cta < (long long)l->grid[0]; cta++)
+		emu_fused_interleave(m, y, yi, N, mm, b, BM, MB, cta % b, cta / b * BM);
 	free(G);
 	free(acc);
 }
@@ -673,7 +751,7 @@ static void test_variants_on_host(void)
 				double rel;
 				long oob;
 				float *y;
-				int round;
+				int round, pr;
 
 				CU_ASSERT_EQUAL_FATAL(mon->plan(&p.s, cs[k], &t, &plan, &e), 0);
 				kt_config_key(mon, cs[k], key, sizeof(key));
@@ -695,8 +773,10 @@ static void test_variants_on_host(void)
 								       SV(p.s, "blocks") % 8 ?
 								       "monarch_perm_rows" :
 								       "monarch_perm_x8");
+					/* EPILOGUE 3's CTAs wait for each other */
+					CU_ASSERT_EQUAL(plan.launch[0].cooperative, epi == 3);
 				} else {
-					int pr, wg = 0, ws = 0, gl;
+					int wg = 0, ws = 0, gl;
 
 					/* monarch_bm: no output permutation */
 					CU_ASSERT_EQUAL(plan.nlaunch, blockmajor ? 3 : 4);
@@ -719,6 +799,12 @@ static void test_variants_on_host(void)
 						CU_ASSERT_EQUAL(plan.launch[2].args[8].i, 1);
 					}
 				}
+				/* nothing else waits for another CTA */
+				for (pr = 0; pr < plan.nprep + plan.nlaunch; pr++)
+					CU_ASSERT_EQUAL(pr < plan.nprep ? plan.prep[pr].cooperative :
+							plan.launch[pr - plan.nprep].cooperative,
+							pr == plan.nprep && is_fused(v) &&
+							kt_config_get(mon, cs[k], "EPILOGUE") == 3);
 				if (has_w1r(v)) {
 					CU_ASSERT_EQUAL(plan.nprep, 1);
 					CU_ASSERT(strlen(plan.transform) > 10);
@@ -852,6 +938,94 @@ static void test_fused_epilogue1_on_host(void)
 	CU_ASSERT(blockmajor || (x8 > 0 && rows > 0));
 }
 
+/* fused_ws with EPILOGUE 3 (monarch: y2 stored, the token tile's CTAs
+ * waited for, the interleave in the same launch) on its shapes, BLOCK_M 64
+ * and 128: one cooperative launch, the arrival counters a scratch buffer
+ * of one i32 per token tile, y exact and rounded; the transpose with its
+ * halves swapped and an interleave that does not wait for the other CTAs
+ * (it reads y2 they have not written: NaN) must fail. monarch_bm refuses
+ * it. */
+static void test_fused_epilogue3_on_host(void)
+{
+	static const long bms[] = {64, 128};
+	struct kt_target t = ft_target("sm_90a");
+	size_t i, k;
+	int ran = 0;
+
+	for (i = 0; i < sizeof(e3_shapes) / sizeof(e3_shapes[0]); i++)
+		for (k = 0; k < sizeof(bms) / sizeof(bms[0]); k++) {
+			struct problem p;
+			struct kt_config c;
+			struct kt_plan plan;
+			struct kt_buf bufs[KT_MAX_BUFS];
+			struct kt_err e = {0};
+			char why[200] = "", what[160];
+			long T, grid;
+			float *y;
+			long oob;
+			int round, nb;
+
+			problem_init(&p, e3_shapes[i], 51 + i);
+			T = SV(p.s, "tokens");
+			memset(&c, 0, sizeof(c));
+			c.variant = kt_variant_index(mon, "fused_ws");
+			c.p[param_index("BLOCK_M")] = bms[k];
+			c.p[param_index("RING")] = 4;
+			c.p[param_index("EPILOGUE")] = 3;
+			c.p[param_index("CLUSTER_I")] = 1;
+			c.p[param_index("CLUSTER_T")] = 1;
+			if (blockmajor) {
+				CU_ASSERT_EQUAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 1);
+				CU_ASSERT_PTR_NOT_NULL(strstr(why, "monarch only"));
+				problem_release(&p);
+				continue;
+			}
+			CU_ASSERT_EQUAL_FATAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL_FATAL(mon->plan(&p.s, &c, &t, &plan, &e), 0);
+			grid = (T + bms[k] - 1) / bms[k] * SV(p.s, "blocks");
+			CU_ASSERT_EQUAL(plan.nprep, 1);
+			CU_ASSERT_EQUAL_FATAL(plan.nlaunch, 1);
+			CU_ASSERT_EQUAL(plan.launch[0].cooperative, 1);
+			CU_ASSERT_EQUAL(plan.prep[0].cooperative, 0);
+			CU_ASSERT_EQUAL((long)plan.launch[0].grid[0], grid);
+			nb = mon->buffers(&p.s, &c, bufs);
+			CU_ASSERT_EQUAL_FATAL(nb, 10);
+			CU_ASSERT_STRING_EQUAL(bufs[9].name, "arrived");
+			CU_ASSERT_EQUAL(bufs[9].role, KT_BUF_SCRATCH);
+			CU_ASSERT_EQUAL(bufs[9].dtype, KT_I32);
+			CU_ASSERT_EQUAL((long)bufs[9].elems, (T + bms[k] - 1) / bms[k]);
+			CU_ASSERT_EQUAL(wk_plan_check_bufs(&plan, nb, bufs, why, sizeof(why)), 0);
+			for (round = 0; round < 2; round++) {
+				y = plan_run(&p, &c, &plan, round, &oob);
+				snprintf(what, sizeof(what), "fused_ws EPILOGUE=3 BLOCK_M=%ld %s", bms[k],
+					 e3_shapes[i]);
+				ft_check_output(y, oob, p.ref, p.bufs[3].elems, round, what);
+				free(y);
+			}
+			fused_e3_swap = 1;
+			y = plan_run(&p, &c, &plan, 0, &oob);
+			fused_e3_swap = 0;
+			CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[3].elems) > 0.1);
+			free(y);
+			fused_e3_nowait = 1;
+			y = plan_run(&p, &c, &plan, 0, &oob);
+			fused_e3_nowait = 0;
+			CU_ASSERT(emu_nonfinite(y, p.bufs[3].elems) > 0);
+			free(y);
+			/* the whole grid resident, one CTA per SM: refused past the
+			 * SM count where it is known */
+			t.sms = (int)grid;
+			CU_ASSERT_EQUAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 0);
+			t.sms = (int)grid - 1;
+			CU_ASSERT_EQUAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "resident at once"));
+			t.sms = 0;
+			ran++;
+			problem_release(&p);
+		}
+	CU_ASSERT_EQUAL(ran, blockmajor ? 0 : 4);
+}
+
 /* ---- shapes, checks, space ---- */
 
 static void test_shape_parse(void)
@@ -942,6 +1116,9 @@ static int param_index(const char *name)
 	return 0;
 }
 
+/* the SM count fused_reject's target claims (0: unknown, compile-only) */
+static int reject_sms;
+
 /* fused_ws's refusals, each with its reason, and what it accepts; cluster
  * is CLUSTER_I + 10 * CLUSTER_T (10 * 0 read as 1). */
 static void fused_reject(const char *text, long bmt, long ring, long epi, long cluster,
@@ -956,6 +1133,7 @@ static void fused_reject(const char *text, long bmt, long ring, long epi, long c
 	int v = kt_variant_index(mon, "fused_ws");
 
 	CU_ASSERT_FATAL(v >= 0);
+	t.sms = reject_sms;
 	memset(&c, 0, sizeof(c));
 	c.variant = v;
 	c.p[param_index("BLOCK_M")] = bmt;
@@ -1015,7 +1193,22 @@ static void test_fused_check(void)
 	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 5, 2, 1, "sm_90a",
 		     blockmajor ? "monarch only" : "blocks=2 is not");
 	fused_reject(ll, 128, 6, 2, 2, "sm_90a", blockmajor ? "monarch only" : "must be 1");
-	fused_reject(ll, 128, 6, 3, 1, "sm_90a", "EPILOGUE=3");
+	/* the in-kernel interleave: monarch, blocks % 8 == 0, no clusters, and
+	 * (where the SM count is known) every CTA resident, one per SM */
+	fused_reject(ll, 128, 6, 3, 1, "sm_90a", blockmajor ? "monarch only" : NULL);
+	fused_reject(ll, 64, 4, 3, 1, "sm_90a", blockmajor ? "monarch only" : NULL);
+	fused_reject("tokens=256,in=640,out=256,blocks=2,rank=256", 128, 5, 3, 1, "sm_90a",
+		     blockmajor ? "monarch only" : "blocks=2 is not a multiple of 8");
+	fused_reject(ll, 128, 6, 3, 2, "sm_90a", blockmajor ? "monarch only" : "must be 1");
+	fused_reject(ll, 128, 6, 3, 21, "sm_90a", blockmajor ? "monarch only" : "must be 1");
+	reject_sms = 132;	/* the H200 */
+	fused_reject(ll, 128, 6, 3, 1, "sm_90a", blockmajor ? "monarch only" : NULL);
+	fused_reject(ll, 64, 6, 3, 1, "sm_90a", blockmajor ? "monarch only" : "256 CTAs");
+	fused_reject("tokens=1040,in=4096,out=4096,blocks=16,rank=1024", 128, 6, 3, 1, "sm_90a",
+		     blockmajor ? "monarch only" : "144 CTAs (9 token tiles x 16 blocks");
+	fused_reject(ll, 128, 6, 1, 1, "sm_90a", NULL);	/* the other epilogues do not wait */
+	reject_sms = 0;
+	fused_reject(ll, 128, 6, 4, 1, "sm_90a", "EPILOGUE=4");
 	/* a 128-token tile for 64 tokens */
 	fused_reject("tokens=64,in=4096,out=4096,blocks=16,rank=1024", 128, 4, 0, 1, "sm_90a",
 		     "over twice tokens");
@@ -1303,7 +1496,7 @@ static void test_compile(void)
 	const char *targets[] = {"sm_80", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;
-	int k, monarch_seen = 0, fused_seen = 0;
+	int k, d, monarch_seen = 0, fused_seen = 0, e3_seen = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1342,6 +1535,8 @@ static void test_compile(void)
 	for (k = 0; k < j.n; k++) {
 		monarch_seen += job_ok(&j, k) && strcmp(j.progs[k].tpl, "monarch") == 0;
 		fused_seen += job_ok(&j, k) && strcmp(j.progs[k].tpl, "monarch_fused") == 0;
+		for (d = 0; d < j.progs[k].ndefines; d++)
+			e3_seen += job_ok(&j, k) && strcmp(j.progs[k].defines[d], "EPILOGUE=3") == 0;
 	}
 	/* the data-movement / reference template (no defines), once per target */
 	CU_ASSERT_EQUAL(monarch_seen, 3);
@@ -1349,6 +1544,8 @@ static void test_compile(void)
 	 * block-major direct, block-major staged) x CLUSTER_I 1, 2 x
 	 * CLUSTER_T 1, 2, and the cluster exchange (CLUSTER_I = CLUSTER_T = 1) */
 	CU_ASSERT(fused_seen >= 130);
+	/* the in-kernel interleave: BLOCK_M 64, 128 x RING 4 .. 8 (monarch) */
+	CU_ASSERT(e3_seen >= 10);
 	job_list_release(&j);
 }
 
@@ -1360,6 +1557,8 @@ static void add_cpu_tests(CU_pSuite s)
 	CU_add_test(s, "every variant's plan on the host vs cpu_ref", test_variants_on_host);
 	CU_add_test(s, "fused_ws EPILOGUE 1 (y2, then the interleaving) on the host",
 		    test_fused_epilogue1_on_host);
+	CU_add_test(s, "fused_ws EPILOGUE 3 (y2, the tile's CTAs waited for, the interleaving "
+		    "in-kernel) on the host", test_fused_epilogue3_on_host);
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check);
 	CU_add_test(s, "fused_ws check rejects", test_fused_check);
@@ -1476,9 +1675,12 @@ struct fused_walk {
 	struct kt_target t;
 	char arch[16];
 	int variant;
+	long only_epi;		/* >= 0: the configs of this EPILOGUE only */
 	long n, ok, failed;
 	double best_us;
 	struct kt_config best;
+	/* BLOCK_M 128, RING 6, no clusters: EPILOGUE 1 and 3 (0: not run) */
+	double e1_us, e3_us;
 };
 
 static int fused_eval_one(const struct kt_config *c, void *arg)
@@ -1489,12 +1691,23 @@ static int fused_eval_one(const struct kt_config *c, void *arg)
 
 	if (c->variant != x->variant || mon->check(&x->s, c, &x->t, why, sizeof(why)))
 		return 0;
+	if (x->only_epi >= 0 && kt_config_get(mon, c, "EPILOGUE") != x->only_epi)
+		return 0;
 	x->n++;
 	gpu_eval(&x->s, c, &x->t, x->arch, &r);
 	CU_ASSERT_EQUAL(r.status, WORKER_OK);
 	CU_ASSERT(r.rel_err >= 0 && r.rel_err <= mon->tol);
 	if (r.status == WORKER_OK) {
+		long epi = kt_config_get(mon, c, "EPILOGUE");
+
 		x->ok++;
+		if (kt_config_get(mon, c, "BLOCK_M") == 128 && kt_config_get(mon, c, "RING") == 6 &&
+		    kt_config_get(mon, c, "CLUSTER_I") == 1 && kt_config_get(mon, c, "CLUSTER_T") == 1) {
+			if (epi == 1)
+				x->e1_us = r.median_us;
+			if (epi == 3)
+				x->e3_us = r.median_us;
+		}
 		if (x->best_us <= 0 || r.median_us < x->best_us) {
 			x->best_us = r.median_us;
 			x->best = *c;
@@ -1506,15 +1719,18 @@ static int fused_eval_one(const struct kt_config *c, void *arg)
 	return 0;
 }
 
-/* Every fused_ws config of shape text: verified (and timed); the best. */
-static void fused_on_gpu(const char *text, struct fused_walk *x)
+/* Every fused_ws config of shape text (only_epi >= 0: of that EPILOGUE):
+ * verified (and timed); the best. */
+static void fused_on_gpu(const char *text, long only_epi, struct fused_walk *x)
 {
 	memset(x, 0, sizeof(*x));
+	x->only_epi = only_epi;
 	x->s = ft_shape(mon, text);
 	x->t = ft_gpu_target(&ginfo);
 	kt_target_arch(&x->t, x->arch, sizeof(x->arch));
 	x->variant = kt_variant_index(mon, "fused_ws");
-	printf("\n  %s %s (%s)", mon->name, text, x->arch);
+	printf("\n  %s %s (%s)%s", mon->name, text, x->arch,
+	       only_epi >= 0 ? (only_epi == 3 ? ", EPILOGUE 3 only" : ", one EPILOGUE") : "");
 	CU_ASSERT_EQUAL_FATAL(gpu_problem(&x->s, &x->t, x->arch), 0);
 	kt_space_foreach(mon, 0, fused_eval_one, x);
 	CU_ASSERT(x->n > 0);
@@ -1547,10 +1763,13 @@ static void test_gpu_fused(void)
 		CU_ASSERT_PTR_NOT_NULL_FATAL(mon);
 		blockmajor = (int)f;
 		for (i = 5; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++)
-			fused_on_gpu(small_shapes[i], &x);
+			fused_on_gpu(small_shapes[i], -1, &x);
+		/* the in-kernel interleave on several token tiles (monarch) */
+		for (i = 0; !blockmajor && i < sizeof(e3_shapes) / sizeof(e3_shapes[0]); i++)
+			fused_on_gpu(e3_shapes[i], 3, &x);
 		if (!bench)
 			continue;
-		fused_on_gpu(ref_shapes[0], &x);
+		fused_on_gpu(ref_shapes[0], -1, &x);
 		/* beside it: relayout_ws's winner (h200.json) and cuBLAS dense */
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(mon, relayout_best, &c, &err), 0);
 		gpu_eval(&x.s, &c, &x.t, x.arch, &rl);
@@ -1562,6 +1781,12 @@ static void test_gpu_fused(void)
 		       "cuBLAS dense %.2f us, fused / cuBLAS %.3f\n",
 		       mon->name, ref_shapes[0], x.best_us, key, rl.median_us, cb.median_us,
 		       cb.median_us > 0 ? x.best_us / cb.median_us : 0);
+		/* the in-kernel interleave against y2 + monarch_perm_x8 (monarch) */
+		printf("  %s %s, fused_ws BLOCK_M 128, RING 6, no clusters: EPILOGUE 1 %.2f us, "
+		       "EPILOGUE 3 %.2f us%s, cuBLAS dense %.2f us\n",
+		       mon->name, ref_shapes[0], x.e1_us, x.e3_us,
+		       blockmajor ? " (monarch only)" : "", cb.median_us);
+		CU_ASSERT(x.e1_us > 0 && (blockmajor || x.e3_us > 0));
 	}
 	mon = keep;
 	blockmajor = 0;
