@@ -187,10 +187,13 @@ static json_t *launch_json(const struct kt_plan *p, const struct kt_launch *l)
 		}
 	}
 	(void)p;
-	return json_pack("{s:s,s:i,s:[i,i,i],s:[i,i,i],s:i,s:o}", "kernel", l->kernel,
+	/* "cooperative": the kernel's CTAs wait for each other; a runner must
+	 * launch it with cuLaunchCooperativeKernel (or cuLaunchKernelEx with
+	 * CU_LAUNCH_ATTRIBUTE_COOPERATIVE), or it may hang */
+	return json_pack("{s:s,s:i,s:[i,i,i],s:[i,i,i],s:i,s:b,s:o}", "kernel", l->kernel,
 			 "program", l->program, "grid", l->grid[0], l->grid[1], l->grid[2],
 			 "block", l->block[0], l->block[1], l->block[2], "smem", l->smem,
-			 "args", args);
+			 "cooperative", l->cooperative != 0, "args", args);
 }
 
 /* Everything a third party needs to run the winner: its programs with the
@@ -445,7 +448,12 @@ static const char header_prologue[] =
 " * Every entry carries how to launch it for its tuned shape: programs (the\n"
 " * template, compile defines and options), buffers, untimed prep launches\n"
 " * (offline transforms) and the timed launches in order, each with kernel\n"
-" * name, grid, block, dynamic shared memory and arguments. In a `cuda`\n"
+" * name, grid, block, dynamic shared memory, the cooperative flag and\n"
+" * arguments. A launch with cooperative = 1 has CTAs that wait for each\n"
+" * other: launch it with cuLaunchCooperativeKernel (or cuLaunchKernelEx\n"
+" * with CU_LAUNCH_ATTRIBUTE_COOPERATIVE), which refuses a grid that cannot\n"
+" * be resident at once; an ordinary launch may hang. Its scratch buffers\n"
+" * must be zeroed once before the first launch. In a `cuda`\n"
 " * export, programs[i].source is the specialized .cu file and\n"
 " * launches[i].symbol the kernel's name in it.\n"
 " * NEEDSWORK: grid sizes are those of the tuned shape; a nearest-shape\n"
@@ -474,6 +482,7 @@ static const char header_prologue[] =
 "struct ktune_launch {\n\tconst char *kernel;\t/* extern \"C\" name in the template */\n"
 "\tconst char *symbol;\t/* its name in the cuda export's .cu */\n\tint program;\n"
 "\tunsigned grid[3], block[3];\n\tunsigned smem;\t/* dynamic shared memory, bytes */\n"
+"\tint cooperative;\t/* 1: cuLaunchCooperativeKernel (its CTAs wait for each other) */\n"
 "\tint nargs;\n\tconst struct ktune_arg *args;\n};\n\n"
 "struct ktune_program {\n\tconst char *tpl;\t/* template name */\n\tconst char *source;\t/* .cu in a cuda export */\n"
 "\tconst char *arch;\t/* --gpu-architecture */\n\tint ndefines;\n\tconst char *const *defines;\t/* NAME=VALUE, give as -D */\n};\n\n"
@@ -623,7 +632,7 @@ static void emit_launches(struct sbuf *b, int ei, const char *what, json_t *arr,
 
 		sb_printf(b, "\t{ ");
 		sb_cstr(b, k);
-		sb_printf(b, ", \"ktune_e%d_%s\", %d, { %lldu, %lldu, %lldu }, { %lldu, %lldu, %lldu }, %lldu, %zu, ",
+		sb_printf(b, ", \"ktune_e%d_%s\", %d, { %lldu, %lldu, %lldu }, { %lldu, %lldu, %lldu }, %lldu, %d, %zu, ",
 			  ei, k ? k : "", (int)json_integer_value(json_object_get(l, "program")),
 			  (long long)json_integer_value(json_array_get(g, 0)),
 			  (long long)json_integer_value(json_array_get(g, 1)),
@@ -632,6 +641,7 @@ static void emit_launches(struct sbuf *b, int ei, const char *what, json_t *arr,
 			  (long long)json_integer_value(json_array_get(bl, 1)),
 			  (long long)json_integer_value(json_array_get(bl, 2)),
 			  (long long)json_integer_value(json_object_get(l, "smem")),
+			  json_is_true(json_object_get(l, "cooperative")),
 			  json_array_size(json_object_get(l, "args")));
 		if (json_array_size(json_object_get(l, "args")))
 			sb_printf(b, "ktune_e%d_%s%zu_args },\n", ei, what, li);

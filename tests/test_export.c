@@ -111,8 +111,15 @@ static void test_json_plans(void)
 			CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(l, "block"), 0)),
 					p.launch[k].block[0]);
 			CU_ASSERT_EQUAL(json_integer_value(json_object_get(l, "smem")), p.launch[k].smem);
+			CU_ASSERT(json_is_boolean(json_object_get(l, "cooperative")));
+			CU_ASSERT_EQUAL(json_is_true(json_object_get(l, "cooperative")),
+					p.launch[k].cooperative);
 			CU_ASSERT_EQUAL(json_array_size(json_object_get(l, "args")), (size_t)p.launch[k].nargs);
 		}
+		json_array_foreach(json_object_get(launch, "prep"), k, l)
+			if (k < (size_t)p.nprep)
+				CU_ASSERT_EQUAL(json_is_true(json_object_get(l, "cooperative")),
+						p.prep[k].cooperative);
 		prog = json_array_get(json_object_get(launch, "programs"), 0);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(prog, "defines")), (size_t)p.programs[0].ndefines);
 		CU_ASSERT(json_array_size(json_object_get(prog, "options")) >= (size_t)p.programs[0].ndefines + 1);
@@ -313,8 +320,9 @@ static const char driver_src[] =
 "\t\te = ktune_best(dev, arch, fam, shape, valid, &t, &match, &dist);\n"
 "\t\tprintf(\"%s %s %.17g\", names[match], e ? e->config_key : \"-\", e ? dist : 0.0);\n"
 "\t\tif (e && e->nlaunch > 0)\n"
-"\t\t\tprintf(\" | %s %u %u %u %u\", e->launches[0].kernel, e->launches[0].grid[0],\n"
-"\t\t\t       e->launches[0].grid[1], e->launches[0].block[0], e->launches[0].smem);\n"
+"\t\t\tprintf(\" | %s %u %u %u %u %d\", e->launches[0].kernel, e->launches[0].grid[0],\n"
+"\t\t\t       e->launches[0].grid[1], e->launches[0].block[0], e->launches[0].smem,\n"
+"\t\t\t       e->launches[0].cooperative);\n"
 "\t\tprintf(\"\\n\");\n\t}\n\tfclose(in);\n\treturn 0;\n}\n";
 
 static char lib_dir[512];
@@ -405,9 +413,9 @@ static void header_answers(const char *dir, int cplusplus, const char *qfile)
 			CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, fx.winner_key[i], &c, &err), 0);
 			CU_ASSERT_EQUAL_FATAL(lookup_device_target(fx_devs[fx_problems[i].dev].arch, &d, &t, &err), 0);
 			CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &t, &p, &err), 0);
-			snprintf(expect, sizeof(expect), " | %s %u %u %u %u", p.launch[0].kernel,
+			snprintf(expect, sizeof(expect), " | %s %u %u %u %u %d", p.launch[0].kernel,
 				 p.launch[0].grid[0], p.launch[0].grid[1], p.launch[0].block[0],
-				 p.launch[0].smem);
+				 p.launch[0].smem, p.launch[0].cooperative);
 			CU_ASSERT_STRING_EQUAL(bar, expect);
 		}
 	}
@@ -488,6 +496,129 @@ static void test_header_empty(void)
 	}
 	snprintf(cmd, sizeof(cmd), "cd %s && gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -o t t.c -lm && ./t && "
 		 "g++ -x c++ -Wall -Wextra -Wpedantic -Werror -o tpp t.c -lm && ./tpp", dir);
+	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
+	free(out);
+}
+
+/* ---- a cooperative launch ---- */
+
+#define COOP_SHAPE "tokens=1024,in=4096,out=4096,blocks=16,rank=1024"
+#define COOP_CONFIG "variant=fused_ws,BLOCK_M=128,RING=6,EPILOGUE=3,CLUSTER_I=1,CLUSTER_T=1"
+
+/* A database whose one winner (monarch's fused_ws with EPILOGUE 3 on the
+ * fixture's H200) has a cooperative launch: its CTAs wait for each other. */
+static int coop_db_build(const char *path)
+{
+	const struct kt_family *f = kt_family_find("monarch");
+	struct store *st = NULL;
+	struct store_device d;
+	struct store_sweep_spec spec;
+	struct store_trial tr;
+	struct kt_shape s;
+	struct kt_config c;
+	struct kt_err err = { 0 };
+	int64_t prob, sweep, cfg;
+	char *js;
+	int resumed, rc = -1;
+
+	memset(&d, 0, sizeof(d));
+	snprintf(d.name, sizeof(d.name), "%s", fx_devs[0].name);
+	snprintf(d.uuid, sizeof(d.uuid), "%s", fx_devs[0].uuid);
+	snprintf(d.arch, sizeof(d.arch), "%s", fx_devs[0].arch);
+	d.sms = fx_devs[0].sms;
+	d.l2_bytes = fx_devs[0].l2;
+	d.smem_optin = fx_devs[0].smem;
+	if (!f || kt_shape_parse(f, COOP_SHAPE, &s, &err) < 0 ||
+	    kt_config_parse(f, COOP_CONFIG, &c, &err) < 0 ||
+	    store_open(path, STORE_RW, &st, &err) < 0 || store_device_upsert(st, &d, &err) < 0)
+		goto out;
+	js = fx_dump(lookup_shape_json(f, &s));
+	rc = store_problem_intern(st, f->name, COOP_SHAPE, js, &prob, &err);
+	free(js);
+	if (rc < 0)
+		goto out;
+	rc = -1;
+	memset(&spec, 0, sizeof(spec));
+	spec.device_id = d.id;
+	spec.problem_id = prob;
+	spec.strategy = "exhaustive";
+	spec.options_key = "coop";
+	spec.provenance_json = "{\"template_hash\":\"c00p\"}";
+	spec.planned = 1;
+	if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
+		goto out;
+	js = fx_dump(lookup_config_json(f, &c));
+	rc = store_config_intern(st, f->name, COOP_CONFIG, js, &cfg, &err);
+	free(js);
+	if (rc < 0)
+		goto out;
+	rc = -1;
+	memset(&tr, 0, sizeof(tr));
+	tr.sweep_id = sweep;
+	tr.config_id = cfg;
+	tr.status = "ok";
+	tr.median_us = 40;
+	tr.min_us = 39;
+	tr.p90_us = 41;
+	tr.reps = 50;
+	tr.rel_err = 0.001;
+	if (store_trial_add(st, &tr, &err) < 0 || store_sweep_end(st, sweep, STORE_SWEEP_DONE, &err) < 0)
+		goto out;
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "coop fixture: %s\n", err.msg);
+	store_close(st);
+	return rc;
+}
+
+/* The cooperative flag reaches the JSON export (true on the fused launch,
+ * false on its prep) and the C header's struct ktune_launch, which a C11
+ * program reads back. */
+static void test_cooperative(void)
+{
+	const char *cdb = kt_test_path("coop.db"), *dir = kt_test_path("hdr-coop");
+	struct store *st = NULL;
+	struct export_bundle b = { 0 };
+	struct kt_err err = { 0 };
+	json_t *doc, *e, *l;
+	char path[700], cmd[1200], *out = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(coop_db_build(cdb), 0);
+	doc = export_doc(cdb, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+	CU_ASSERT_EQUAL_FATAL(json_array_size(json_object_get(doc, "entries")), 1);
+	e = json_array_get(json_object_get(doc, "entries"), 0);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(e, "config_key")), COOP_CONFIG);
+	l = json_array_get(json_object_get(json_object_get(e, "launch"), "launches"), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(l, "kernel")), "fused_monarch_ws");
+	CU_ASSERT(json_is_true(json_object_get(l, "cooperative")));
+	CU_ASSERT_EQUAL(json_array_size(json_object_get(json_object_get(e, "launch"), "launches")), 1);
+	l = json_array_get(json_object_get(json_object_get(e, "launch"), "prep"), 0);
+	CU_ASSERT(json_is_false(json_object_get(l, "cooperative")));
+	json_decref(doc);
+
+	CU_ASSERT_EQUAL_FATAL(store_open(cdb, STORE_RO, &st, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
+	store_close(st);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
+	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
+	export_bundle_release(&b);
+	snprintf(path, sizeof(path), "%s/t.c", dir);
+	{
+		static const char src[] =
+			"#include \"ktune_tuned.h\"\n"
+			"int main(void)\n{\n\tconst struct ktune_entry *e = &ktune_entries[0];\n\n"
+			"\treturn !(KTUNE_NENTRIES == 1 && e->nlaunch == 1 && e->launches[0].cooperative == 1 &&\n"
+			"\t\t e->nprep == 1 && e->prep[0].cooperative == 0 &&\n"
+			"\t\t strcmp(e->launches[0].kernel, \"fused_monarch_ws\") == 0);\n}\n";
+
+		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
+	}
+	snprintf(cmd, sizeof(cmd), "cd %s && gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -o t t.c -lm && ./t",
+		 dir);
 	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
 	free(out);
 }
@@ -640,6 +771,7 @@ int main(void)
 	CU_add_test(s, "import: round trip, idempotent, bad input writes nothing", test_import_roundtrip);
 	CU_add_test(s, "c: header builds as C11 and C++, answers as the database", test_header);
 	CU_add_test(s, "c: an empty export compiles", test_header_empty);
+	CU_add_test(s, "json and c carry a cooperative launch", test_cooperative);
 	CU_add_test(s, "cuda: the bundle compiles with nvcc and links", test_cuda_bundle);
 	CU_add_test(s, "cli: best and export", test_cli);
 	CU_add_test(s, "cli: import, idempotent, guarded by the token file", test_cli_import);
