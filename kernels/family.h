@@ -119,6 +119,11 @@ struct kt_launch {
 	 * resident at once; the driver refuses such a launch where it cannot
 	 * be, instead of letting it hang. 0: an ordinary launch. */
 	int cooperative;
+	/* 1: launched with programmatic dependent launch (sm_90+): the kernel
+	 * may start while the one before it still runs, so it must have been
+	 * compiled with -DKT_PDL=1 (it waits in kt_pdl_wait before touching
+	 * global memory); a pure speed hint, results are the same without. */
+	int pdl;
 	int nargs;
 	struct kt_arg args[KT_MAX_ARGS];
 };

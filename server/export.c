@@ -190,10 +190,13 @@ static json_t *launch_json(const struct kt_plan *p, const struct kt_launch *l)
 	/* "cooperative": the kernel's CTAs wait for each other; a runner must
 	 * launch it with cuLaunchCooperativeKernel (or cuLaunchKernelEx with
 	 * CU_LAUNCH_ATTRIBUTE_COOPERATIVE), or it may hang */
-	return json_pack("{s:s,s:i,s:[i,i,i],s:[i,i,i],s:i,s:b,s:o}", "kernel", l->kernel,
+	/* "pdl": may go out with programmatic dependent launch (cuLaunchKernelEx,
+	 * CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): the kernel
+	 * waits for the previous one itself, so it is a speed hint only */
+	return json_pack("{s:s,s:i,s:[i,i,i],s:[i,i,i],s:i,s:b,s:b,s:o}", "kernel", l->kernel,
 			 "program", l->program, "grid", l->grid[0], l->grid[1], l->grid[2],
 			 "block", l->block[0], l->block[1], l->block[2], "smem", l->smem,
-			 "cooperative", l->cooperative != 0, "args", args);
+			 "cooperative", l->cooperative != 0, "pdl", l->pdl != 0, "args", args);
 }
 
 /* Everything a third party needs to run the winner: its programs with the
@@ -453,7 +456,11 @@ static const char header_prologue[] =
 " * other: launch it with cuLaunchCooperativeKernel (or cuLaunchKernelEx\n"
 " * with CU_LAUNCH_ATTRIBUTE_COOPERATIVE), which refuses a grid that cannot\n"
 " * be resident at once; an ordinary launch may hang. Its scratch buffers\n"
-" * must be zeroed once before the first launch. In a `cuda`\n"
+" * must be zeroed once before the first launch. A launch with pdl = 1\n"
+" * may go out with programmatic dependent launch (cuLaunchKernelEx with\n"
+" * CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): it starts while\n"
+" * the previous kernel finishes and waits for it itself, so it is correct\n"
+" * either way; it was timed so. In a `cuda`\n"
 " * export, programs[i].source is the specialized .cu file and\n"
 " * launches[i].symbol the kernel's name in it.\n"
 " * NEEDSWORK: grid sizes are those of the tuned shape; a nearest-shape\n"
@@ -483,6 +490,7 @@ static const char header_prologue[] =
 "\tconst char *symbol;\t/* its name in the cuda export's .cu */\n\tint program;\n"
 "\tunsigned grid[3], block[3];\n\tunsigned smem;\t/* dynamic shared memory, bytes */\n"
 "\tint cooperative;\t/* 1: cuLaunchCooperativeKernel (its CTAs wait for each other) */\n"
+"\tint pdl;\t/* 1: may use programmatic dependent launch (a speed hint) */\n"
 "\tint nargs;\n\tconst struct ktune_arg *args;\n};\n\n"
 "struct ktune_program {\n\tconst char *tpl;\t/* template name */\n\tconst char *source;\t/* .cu in a cuda export */\n"
 "\tconst char *arch;\t/* --gpu-architecture */\n\tint ndefines;\n\tconst char *const *defines;\t/* NAME=VALUE, give as -D */\n};\n\n"
@@ -632,7 +640,7 @@ static void emit_launches(struct sbuf *b, int ei, const char *what, json_t *arr,
 
 		sb_printf(b, "\t{ ");
 		sb_cstr(b, k);
-		sb_printf(b, ", \"ktune_e%d_%s\", %d, { %lldu, %lldu, %lldu }, { %lldu, %lldu, %lldu }, %lldu, %d, %zu, ",
+		sb_printf(b, ", \"ktune_e%d_%s\", %d, { %lldu, %lldu, %lldu }, { %lldu, %lldu, %lldu }, %lldu, %d, %d, %zu, ",
 			  ei, k ? k : "", (int)json_integer_value(json_object_get(l, "program")),
 			  (long long)json_integer_value(json_array_get(g, 0)),
 			  (long long)json_integer_value(json_array_get(g, 1)),
@@ -642,6 +650,7 @@ static void emit_launches(struct sbuf *b, int ei, const char *what, json_t *arr,
 			  (long long)json_integer_value(json_array_get(bl, 2)),
 			  (long long)json_integer_value(json_object_get(l, "smem")),
 			  json_is_true(json_object_get(l, "cooperative")),
+			  json_is_true(json_object_get(l, "pdl")),
 			  json_array_size(json_object_get(l, "args")));
 		if (json_array_size(json_object_get(l, "args")))
 			sb_printf(b, "ktune_e%d_%s%zu_args },\n", ei, what, li);

@@ -16,6 +16,25 @@
 
 typedef unsigned short kt_bf16_bits;
 
+/*
+ * Programmatic dependent launch (-DKT_PDL=1, sm_90+; kernels/family.h's
+ * kt_launch.pdl). A kernel launched with the attribute may start while the
+ * previous kernel on its stream is still running; griddepcontrol.wait
+ * returns once that kernel has completed and its memory is visible (at
+ * once without the attribute), so every global access must come after it.
+ * launch_dependents then lets the next such kernel be scheduled as soon as
+ * every CTA of this one has passed that point: its launch and set-up
+ * overlap this kernel's tail. A kernel compiled without KT_PDL must never
+ * be launched with the attribute.
+ */
+KT_DEV void kt_pdl_wait(void)
+{
+#if defined(KT_PDL) && KT_PDL
+	asm volatile("griddepcontrol.wait;\n" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 KT_DEV unsigned kt_smem_u32(const void *p)
 {
 	return (unsigned)__cvta_generic_to_shared(p);

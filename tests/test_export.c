@@ -114,6 +114,8 @@ static void test_json_plans(void)
 			CU_ASSERT(json_is_boolean(json_object_get(l, "cooperative")));
 			CU_ASSERT_EQUAL(json_is_true(json_object_get(l, "cooperative")),
 					p.launch[k].cooperative);
+			CU_ASSERT(json_is_boolean(json_object_get(l, "pdl")));
+			CU_ASSERT_EQUAL(json_is_true(json_object_get(l, "pdl")), p.launch[k].pdl);
 			CU_ASSERT_EQUAL(json_array_size(json_object_get(l, "args")), (size_t)p.launch[k].nargs);
 		}
 		json_array_foreach(json_object_get(launch, "prep"), k, l)
@@ -500,16 +502,21 @@ static void test_header_empty(void)
 	free(out);
 }
 
-/* ---- a cooperative launch ---- */
+/* ---- launch flags: cooperative, pdl ---- */
 
 #define COOP_SHAPE "tokens=1024,in=4096,out=4096,blocks=16,rank=1024"
 #define COOP_CONFIG "variant=fused_ws,BLOCK_M=128,RING=6,EPILOGUE=3,CLUSTER_I=1,CLUSTER_T=1"
+#define PDL_CONFIG                                                                      \
+	"variant=tcmix_ws,BLOCK_M=128,BLOCK_N=256,Z_BLOCK_N=256,STAGES=4,GROUP_M=8," \
+	"CONSUMERS=2,PERSISTENT=3"
 
-/* A database whose one winner (monarch's fused_ws with EPILOGUE 3 on the
- * fixture's H200) has a cooperative launch: its CTAs wait for each other. */
-static int coop_db_build(const char *path)
+/* A database whose one winner is family's config at shape on the
+ * fixture's H200: monarch's fused_ws with EPILOGUE 3 (a cooperative launch:
+ * its CTAs wait for each other), blast's tcmix_ws (pdl launches). */
+static int one_winner_db(const char *path, const char *family, const char *shape,
+			 const char *config)
 {
-	const struct kt_family *f = kt_family_find("monarch");
+	const struct kt_family *f = kt_family_find(family);
 	struct store *st = NULL;
 	struct store_device d;
 	struct store_sweep_spec spec;
@@ -528,12 +535,12 @@ static int coop_db_build(const char *path)
 	d.sms = fx_devs[0].sms;
 	d.l2_bytes = fx_devs[0].l2;
 	d.smem_optin = fx_devs[0].smem;
-	if (!f || kt_shape_parse(f, COOP_SHAPE, &s, &err) < 0 ||
-	    kt_config_parse(f, COOP_CONFIG, &c, &err) < 0 ||
+	if (!f || kt_shape_parse(f, shape, &s, &err) < 0 ||
+	    kt_config_parse(f, config, &c, &err) < 0 ||
 	    store_open(path, STORE_RW, &st, &err) < 0 || store_device_upsert(st, &d, &err) < 0)
 		goto out;
 	js = fx_dump(lookup_shape_json(f, &s));
-	rc = store_problem_intern(st, f->name, COOP_SHAPE, js, &prob, &err);
+	rc = store_problem_intern(st, f->name, shape, js, &prob, &err);
 	free(js);
 	if (rc < 0)
 		goto out;
@@ -548,7 +555,7 @@ static int coop_db_build(const char *path)
 	if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
 		goto out;
 	js = fx_dump(lookup_config_json(f, &c));
-	rc = store_config_intern(st, f->name, COOP_CONFIG, js, &cfg, &err);
+	rc = store_config_intern(st, f->name, config, js, &cfg, &err);
 	free(js);
 	if (rc < 0)
 		goto out;
@@ -567,7 +574,7 @@ static int coop_db_build(const char *path)
 	rc = 0;
 out:
 	if (rc < 0)
-		fprintf(stderr, "coop fixture: %s\n", err.msg);
+		fprintf(stderr, "one-winner fixture (%s): %s\n", family, err.msg);
 	store_close(st);
 	return rc;
 }
@@ -584,7 +591,7 @@ static void test_cooperative(void)
 	json_t *doc, *e, *l;
 	char path[700], cmd[1200], *out = NULL;
 
-	CU_ASSERT_EQUAL_FATAL(coop_db_build(cdb), 0);
+	CU_ASSERT_EQUAL_FATAL(one_winner_db(cdb, "monarch", COOP_SHAPE, COOP_CONFIG), 0);
 	doc = export_doc(cdb, NULL);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
 	CU_ASSERT_EQUAL_FATAL(json_array_size(json_object_get(doc, "entries")), 1);
@@ -614,6 +621,57 @@ static void test_cooperative(void)
 			"\treturn !(KTUNE_NENTRIES == 1 && e->nlaunch == 1 && e->launches[0].cooperative == 1 &&\n"
 			"\t\t e->nprep == 1 && e->prep[0].cooperative == 0 &&\n"
 			"\t\t strcmp(e->launches[0].kernel, \"fused_monarch_ws\") == 0);\n}\n";
+
+		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
+	}
+	snprintf(cmd, sizeof(cmd), "cd %s && gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -o t t.c -lm && ./t",
+		 dir);
+	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
+	free(out);
+}
+
+/* The pdl flag reaches the JSON export (true on tcmix_ws's three kernels,
+ * false on its prep) and the C header, read back by a C11 program. */
+static void test_pdl(void)
+{
+	const char *pdb = kt_test_path("pdl.db"), *dir = kt_test_path("hdr-pdl");
+	struct store *st = NULL;
+	struct export_bundle b = { 0 };
+	struct kt_err err = { 0 };
+	json_t *doc, *e, *l;
+	size_t k;
+	char path[700], cmd[1200], *out = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(one_winner_db(pdb, "blast", COOP_SHAPE, PDL_CONFIG), 0);
+	doc = export_doc(pdb, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+	CU_ASSERT_EQUAL_FATAL(json_array_size(json_object_get(doc, "entries")), 1);
+	e = json_array_get(json_object_get(doc, "entries"), 0);
+	CU_ASSERT_EQUAL(json_array_size(json_object_get(json_object_get(e, "launch"), "launches")), 3);
+	json_array_foreach(json_object_get(json_object_get(e, "launch"), "launches"), k, l) {
+		CU_ASSERT(json_is_true(json_object_get(l, "pdl")));
+		CU_ASSERT(json_is_false(json_object_get(l, "cooperative")));
+	}
+	l = json_array_get(json_object_get(json_object_get(e, "launch"), "prep"), 0);
+	CU_ASSERT(json_is_false(json_object_get(l, "pdl")));
+	json_decref(doc);
+
+	CU_ASSERT_EQUAL_FATAL(store_open(pdb, STORE_RO, &st, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
+	store_close(st);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
+	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
+	export_bundle_release(&b);
+	snprintf(path, sizeof(path), "%s/t.c", dir);
+	{
+		static const char src[] =
+			"#include \"ktune_tuned.h\"\n"
+			"int main(void)\n{\n\tconst struct ktune_entry *e = &ktune_entries[0];\n\n"
+			"\treturn !(KTUNE_NENTRIES == 1 && e->nlaunch == 3 && e->launches[0].pdl == 1 &&\n"
+			"\t\t e->launches[1].pdl == 1 && e->launches[2].pdl == 1 &&\n"
+			"\t\t e->launches[1].cooperative == 0 && e->nprep == 1 && e->prep[0].pdl == 0 &&\n"
+			"\t\t strcmp(e->launches[1].kernel, \"blast_mix_tcp\") == 0);\n}\n";
 
 		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
 	}
@@ -772,6 +830,7 @@ int main(void)
 	CU_add_test(s, "c: header builds as C11 and C++, answers as the database", test_header);
 	CU_add_test(s, "c: an empty export compiles", test_header_empty);
 	CU_add_test(s, "json and c carry a cooperative launch", test_cooperative);
+	CU_add_test(s, "json and c carry pdl launches", test_pdl);
 	CU_add_test(s, "cuda: the bundle compiles with nvcc and links", test_cuda_bundle);
 	CU_add_test(s, "cli: best and export", test_cli);
 	CU_add_test(s, "cli: import, idempotent, guarded by the token file", test_cli_import);

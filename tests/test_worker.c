@@ -581,6 +581,20 @@ static void test_tmap_checks(void)
 	p.launch[0].cooperative = 2;
 	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0: cooperative is 2"));
+	/* pdl too, and only for a program that waits (KT_PDL=1) */
+	p.launch[0].cooperative = 0;
+	p.launch[0].pdl = 1;
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0 (k_tma) is flagged pdl but its program"));
+	p.programs[0].ndefines = 2;
+	snprintf(p.programs[0].defines[0], sizeof(p.programs[0].defines[0]), "KT_PDL=0");
+	snprintf(p.programs[0].defines[1], sizeof(p.programs[0].defines[1]), "KT_PDL=10");
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	snprintf(p.programs[0].defines[1], sizeof(p.programs[0].defines[1]), "KT_PDL=1");
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);
+	p.launch[0].pdl = 2;
+	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0: pdl is 2"));
 }
 
 /* The CPU test device refuses a plan with a tensor map, and an invalid

@@ -18,6 +18,11 @@
  * compare kernel cannot be built or the reference copies do not fit (one
  * line on stderr says so); KTUNE_HOST_COMPARE=0 makes the GPU path required
  * (a problem fails instead of falling back). Both judge through wk_judge.
+ *
+ * A launch flagged pdl goes out with programmatic dependent launch
+ * (cuLaunchKernelEx), unless the driver lacks it or KTUNE_PDL=0 (A/B
+ * timings): its kernel waits for the previous one before touching memory
+ * either way, so results do not depend on it.
  */
 #include "cuda.h"
 #include "jit.h"
@@ -73,6 +78,7 @@ static const struct {
 	{ "cuFuncSetAttribute", 9000, 0, offsetof(struct cu_api, FuncSetAttribute) },
 	{ "cuLaunchKernel", 4000, 0, offsetof(struct cu_api, LaunchKernel) },
 	{ "cuLaunchCooperativeKernel", 9000, 0, offsetof(struct cu_api, LaunchCooperativeKernel) },
+	{ "cuLaunchKernelEx", 11060, 1, offsetof(struct cu_api, LaunchKernelEx) },
 	{ "cuEventCreate", 2000, 0, offsetof(struct cu_api, EventCreate) },
 	{ "cuEventRecord", 2000, 0, offsetof(struct cu_api, EventRecord) },
 	{ "cuEventSynchronize", 2000, 0, offsetof(struct cu_api, EventSynchronize) },
@@ -196,6 +202,7 @@ struct cu_dev {
 	int smem_optin;
 	int sm;			/* 90 */
 	int sms;
+	int pdl;		/* 0: KTUNE_PDL=0, launch plans' pdl launches plainly */
 	/* the current problem */
 	const struct kt_family *f;
 	struct kt_shape s;
@@ -346,6 +353,11 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 	d->smem_optin = val[4];
 	d->sm = info->sm;
 	d->sms = info->sms;
+	{
+		const char *env = getenv("KTUNE_PDL");
+
+		d->pdl = !(env && strcmp(env, "0") == 0);
+	}
 	/* The primary context: the same one cuBLAS's runtime will pick up. */
 	if ((r = d->api.DevicePrimaryCtxRetain(&d->ctx, d->dev)) != CUDA_SUCCESS) {
 		cu_fail(d, r, "cuDevicePrimaryCtxRetain", NULL, err);
@@ -724,6 +736,32 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 		return d->api.LaunchCooperativeKernel(fn, l->grid[0], l->grid[1], l->grid[2],
 						      l->block[0], l->block[1], l->block[2],
 						      l->smem, d->stream, params);
+	/* Programmatic dependent launch: the kernel may start while the one
+	 * before it still runs; it waits for that one's completion in
+	 * kt_pdl_wait before touching memory (the plan guarantees it was
+	 * compiled so), so a driver without cuLaunchKernelEx, or
+	 * KTUNE_PDL=0 (for A/B timings), launches it plainly with the same
+	 * results. */
+	if (l->pdl && d->api.LaunchKernelEx && d->pdl) {
+		CUlaunchAttribute at;
+		CUlaunchConfig cfg;
+
+		memset(&at, 0, sizeof(at));
+		memset(&cfg, 0, sizeof(cfg));
+		at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+		at.value.programmaticStreamSerializationAllowed = 1;
+		cfg.gridDimX = l->grid[0];
+		cfg.gridDimY = l->grid[1];
+		cfg.gridDimZ = l->grid[2];
+		cfg.blockDimX = l->block[0];
+		cfg.blockDimY = l->block[1];
+		cfg.blockDimZ = l->block[2];
+		cfg.sharedMemBytes = l->smem;
+		cfg.hStream = d->stream;
+		cfg.attrs = &at;
+		cfg.numAttrs = 1;
+		return d->api.LaunchKernelEx(&cfg, fn, params, NULL);
+	}
 	return d->api.LaunchKernel(fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
 				   l->block[1], l->block[2], l->smem, d->stream, params, NULL);
 }
@@ -774,7 +812,9 @@ static int work_enqueue(struct cu_work *w)
 
 		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs, w->m, i)) != CUDA_SUCCESS) {
 			snprintf(w->what, sizeof(w->what), "%s (%s)",
-				 l->cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
+				 l->cooperative ? "cuLaunchCooperativeKernel" :
+				 l->pdl && d->api.LaunchKernelEx && d->pdl ? "cuLaunchKernelEx (PDL)" :
+				 "cuLaunchKernel",
 				 l->kernel);
 			return -1;
 		}

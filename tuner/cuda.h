@@ -48,6 +48,7 @@ struct cu_api {
 	PFN_cuFuncSetAttribute_v9000 FuncSetAttribute;
 	PFN_cuLaunchKernel_v4000 LaunchKernel;
 	PFN_cuLaunchCooperativeKernel_v9000 LaunchCooperativeKernel;
+	PFN_cuLaunchKernelEx_v11060 LaunchKernelEx;	/* optional: NULL on old drivers */
 	PFN_cuEventCreate_v2000 EventCreate;
 	PFN_cuEventRecord_v2000 EventRecord;
 	PFN_cuEventSynchronize_v2000 EventSynchronize;

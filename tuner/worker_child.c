@@ -136,6 +136,16 @@ int wk_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen)
 	return wk_plan_check_bufs(p, nbufs, NULL, why, whylen);
 }
 
+static int program_has_define(const struct kt_program *pr, const char *def)
+{
+	int k;
+
+	for (k = 0; k < pr->ndefines && k < KT_MAX_DEFINES; k++)
+		if (strncmp(pr->defines[k], def, sizeof(pr->defines[k])) == 0)
+			return 1;
+	return 0;
+}
+
 int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *bufs, char *why,
 		       size_t whylen)
 {
@@ -168,6 +178,19 @@ int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *
 		if (l->cooperative != 0 && l->cooperative != 1) {
 			snprintf(why, whylen, "launch %d: cooperative is %d, not 0 or 1", i,
 				 l->cooperative);
+			return -1;
+		}
+		if (l->pdl != 0 && l->pdl != 1) {
+			snprintf(why, whylen, "launch %d: pdl is %d, not 0 or 1", i, l->pdl);
+			return -1;
+		}
+		/* a kernel that may start before its predecessor finished must
+		 * wait for it (templates/common.cuh kt_pdl_wait) */
+		if (l->pdl && !program_has_define(&p->programs[l->program], "KT_PDL=1")) {
+			snprintf(why, whylen,
+				 "launch %d (%.64s) is flagged pdl but its program is not "
+				 "compiled with KT_PDL=1",
+				 i, l->kernel);
 			return -1;
 		}
 		for (j = 0; j < l->nargs; j++) {

@@ -94,9 +94,9 @@ int wk_recv(int fd, uint32_t *type, void **payload, size_t *len, size_t max,
 
 /* ---- shared by the child's backends (tuner/worker_child.c) ---- */
 /* Checks every index in a plan against its limits: programs, launches,
- * args, buffers (nbufs), kernel names NUL-terminated, the cooperative flag
- * (0 or 1), and every tensor map (wk_tmap_check, without the buffer). 0,
- * or -1 with why. */
+ * args, buffers (nbufs), kernel names NUL-terminated, the cooperative and
+ * pdl flags (0 or 1; pdl only from a program compiled with KT_PDL=1), and
+ * every tensor map (wk_tmap_check, without the buffer). 0, or -1 with why. */
 int wk_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen);
 /* The same, with the plan's buffers known (bufs[0..nbufs)): tensor maps are
  * also checked against their buffer's element size and extent. */
