@@ -208,6 +208,8 @@ static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 
 		s1->persistent = c->p[P_PERSIST] & 1 ? ctas : 0;
 		s3->persistent = c->p[P_PERSIST] & 2 ? ctas : 0;
+		/* its three kernels overlap each other's launch and tail */
+		s1->pdl = s3->pdl = 1;
 	}
 }
 
@@ -394,7 +396,7 @@ static void mix_launch(int pm, long T, long b, long r, struct kt_launch *l)
  * the SM count known, grid y deals the tiles evenly over the CTAs that fit
  * at once (TP_CTAS_PER_SM per SM): at llama7b N1024, 16 x 32 CTAs of 4
  * tiles each; else (compile-only) one tile per CTA. Any grid y is correct. */
-static void mix_tc_launch(int pm, long T, long r, const struct kt_target *tgt,
+static void mix_tc_launch(int pm, long T, long r, const struct kt_target *tgt, int pdl,
 			  struct kt_launch *l)
 {
 	const long tiles = (T + TP_T - 1) / TP_T, rtiles = (r + TC_R - 1) / TC_R;
@@ -415,6 +417,7 @@ static void mix_tc_launch(int pm, long T, long r, const struct kt_target *tgt,
 	l->block[0] = TC_THREADS;
 	l->block[1] = l->block[2] = 1;
 	l->smem = TP_SMEM;
+	l->pdl = pdl;
 	kt_launch_arg_buf(l, B_Z);
 	kt_launch_arg_buf(l, B_ST);
 	kt_launch_arg_buf(l, B_W);
@@ -464,6 +467,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	rc |= kt_program_define(&out->programs[pm], "MIX_B", b);
 	if (is_tc(c->variant))
 		rc |= kt_program_define(&out->programs[pm], "MIX_TC", 1);
+	if (c->variant == V_TCMIX_WS)
+		rc |= kt_program_define(&out->programs[pm], "KT_PDL", 1);
 	if (pg3 != 0) {
 		out->programs[pg3].tpl = "gemm";
 		rc |= kt_gemm_defines(&s3, &out->programs[pg3]);
@@ -499,7 +504,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		kt_gemm_launch(&s1, 0, T, r, nb, B_X, n, nb, B_V, nb, r * nb, B_Z, r, T * r, b,
 			       &out->launch[0]);
 		if (is_tc(c->variant))
-			mix_tc_launch(pm, T, r, tgt, &out->launch[1]);
+			mix_tc_launch(pm, T, r, tgt, c->variant == V_TCMIX_WS, &out->launch[1]);
 		else
 			mix_launch(pm, T, b, r, &out->launch[1]);
 	}

@@ -271,6 +271,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "SPLIT_K", t->split_k);
 		if (t->persistent > 0)
 			rc |= kt_program_define(p, "PERSISTENT", 1);
+		if (t->pdl)
+			rc |= kt_program_define(p, "KT_PDL", 1);
 		return rc;
 	}
 	if (t->wgmma)
@@ -380,6 +382,7 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	memset(out, 0, sizeof(*out));
 	out->program = program;
 	snprintf(out->kernel, sizeof(out->kernel), "gemm_tn_ws");
+	out->pdl = t->pdl ? 1 : 0;
 	out->grid[0] = (unsigned)(cm * tm * tn);
 	out->grid[1] = 1;	/* split-K: kt_gemm_launches sets SPLIT_K slices */
 	out->grid[2] = (unsigned)batch;

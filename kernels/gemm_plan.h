@@ -52,6 +52,10 @@ struct kt_gemm_tile {
 				 * area after the ring, bm x min(bn, 128) bf16
 				 * (kt_gemm_smem). ws only, not
 				 * with split_k or cluster_m. 0: one CTA per tile */
+	long pdl;		/* 1: -DKT_PDL=1 and the launch flagged pdl
+				 * (family.h): programmatic dependent launch,
+				 * gemm_tn_ws waits for the previous kernel in
+				 * kt_pdl_wait. ws only (sm_90a) */
 };
 
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,

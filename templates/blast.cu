@@ -314,6 +314,7 @@ constexpr int TP_SA = TC_R * 32 * 16;	/* A fragments: 64 ranks x 32 lanes x 16 B
 constexpr int TP_SMEM = TP_SA + 16 * TP_ZS;
 constexpr int TP_LD = 16 * TP_T * (TC_R / 8) / 128;	/* z chunks per thread per tile */
 static_assert(TP_P % 128 == 16 && TP_ZS % 128 == 32, "blast_mix_tcp's conflict-free strides");
+static_assert(TP_SMEM <= 227 * 1024, "blast_mix_tcp's tile fits one CTA's shared memory");
 
 __device__ __forceinline__ int tc_zslot(int j)
 {
@@ -452,9 +453,8 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 	const i64 plane = (i64)N * r;
 	uint4 v[TP_LD];
 
-	if (blockIdx.y < ntiles)
-		tp_load(v, z, plane, N, r, blockIdx.y * TP_T, c0, tid);
-	/* St_c's A fragment for lane (g, q): rows g, g + 8; k = 2q.. | 2q+8.. */
+	/* St_c's A fragment for lane (g, q): rows g, g + 8; k = 2q.. | 2q+8..
+	 * (St is the prep's: ready before the previous kernel ran) */
 	for (int e = tid; e < TC_R * 32; e += 128) {
 		const int c = c0 + (e >> 5), g = (e & 31) >> 2, q = e & 3;
 		uint4 a = make_uint4(0, 0, 0, 0);
@@ -471,6 +471,9 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 			     "r"(a.y), "r"(a.z), "r"(a.w)
 			     : "memory");
 	}
+	kt_pdl_wait();	/* z is the previous kernel's */
+	if (blockIdx.y < ntiles)
+		tp_load(v, z, plane, N, r, blockIdx.y * TP_T, c0, tid);
 	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y) {
 		/* the previous tile's w has left the tile (or this is the first) */
 		tp_park(sz, v, tid);

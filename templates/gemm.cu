@@ -1143,6 +1143,7 @@ extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
 	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB, int batch)
 {
+	kt_pdl_wait();
 	ktg::gemm_tn_ws_persistent_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE>(
 		&tA, &tB, C, M, N, K, ldc, sC, zA, zB, batch);
 }
@@ -1151,6 +1152,7 @@ extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KT_WS_CLU
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
 	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
 {
+	kt_pdl_wait();
 	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M,
 			     SPLIT_K>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
 }

@@ -1087,6 +1087,15 @@ static int space_one(const struct kt_config *c, void *arg)
 		if (!bad && strcmp(l->kernel, "gemm_tn_ws") == 0)
 			bad |= (emu_define(&p.programs[l->program], "PERSISTENT") == 1) !=
 			       (l->nargs == 11);
+		/* programmatic dependent launch only for kernels that wait for
+		 * their predecessor (kt_pdl_wait: compiled with KT_PDL=1), and
+		 * for all three of tcmix_ws's */
+		if (!bad)
+			bad |= l->pdl != (emu_define(&p.programs[l->program], "KT_PDL") == 1 &&
+					  i >= p.nprep && (strcmp(l->kernel, "gemm_tn_ws") == 0 ||
+							   strcmp(l->kernel, "blast_mix_tcp") == 0));
+		if (!bad && strcmp(fam->variants[c->variant], "tcmix_ws") == 0)
+			bad |= i >= p.nprep && !l->pdl;
 	}
 	for (i = 0; i < p.nprograms; i++)
 		bad |= !p.programs[i].tpl;
@@ -1340,7 +1349,7 @@ static void test_compile(void)
 	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;
-	int k, blast_seen = 0, mixers = 0, fused = 0, tc = 0;
+	int k, blast_seen = 0, mixers = 0, fused = 0, tc = 0, tc_pdl = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1360,7 +1369,10 @@ static void test_compile(void)
 		if (emu_define(&j.progs[k], "FUSED") == 1) {
 			fused++;
 		} else if (emu_define(&j.progs[k], "MIX_TC") == 1) {
-			tc++;
+			if (emu_define(&j.progs[k], "KT_PDL") == 1)
+				tc_pdl++;
+			else
+				tc++;
 		} else {
 			blast_seen++;
 			mixers += emu_define(&j.progs[k], "MIX_B") > 0;
@@ -1370,8 +1382,10 @@ static void test_compile(void)
 	 * 16, 20, 40, 72, 256 */
 	CU_ASSERT_EQUAL(blast_seen, 4 * 7);
 	CU_ASSERT_EQUAL(mixers, 4 * 6);
-	/* the tensor-core mixer for b = 1, 6, 9, 16 on every target */
+	/* the tensor-core mixer for b = 1, 6, 9, 16 on every target, and
+	 * tcmix_ws's (programmatic dependent launch) at the suite's b = 16 */
 	CU_ASSERT_EQUAL(tc, 4 * 4);
+	CU_ASSERT_EQUAL(tc_pdl, 1);
 	/* mix_fused on sm_80, sm_86, sm_90 (and naive's targets only) */
 	CU_ASSERT(fused >= 3 * 6);
 	job_list_release(&j);
