@@ -50,17 +50,17 @@
  *                blast_mix_tcp, -DMIX_TC=1; blocks <= 16): per rank c the
  *                mixing is W_c = S_c Z_c, a 16 x 16 (b padded) times 16 x N
  *                product, one m16n8k16 mma per (rank, 8 tokens). A CTA
- *                owns 64 ranks and walks 8-token tiles with the next one's
- *                loads in flight; the tile goes through shared memory in
- *                16-byte chunks laid out so that each lane reads exactly its
+ *                owns 64 ranks and walks 8-token tiles through a ring of 3
+ *                in shared memory (two tiles' copies in flight), laid out
+ *                in 16-byte chunks so that each lane reads exactly its
  *                fragments' rows (one byte permute per fragment register).
  *                The prep (offline transform) is St (r, 16, 16) bf16: S
  *                rank-major, zero-padded. Measured on the H200 under ncu:
  *                blast_mix (CUDA cores, lane = token, 16-byte loads 2 KiB
  *                apart) took 217 us at llama7b N1024 -- the mixing is 0.54
  *                GFLOP and 64 MiB of traffic; the tensor-core mixer is
- *                bound by that traffic instead (23.2 us; cudaMemcpy of the
- *                same bytes 17.1: tools/mix_probe.cu).
+ *                bound by that traffic instead (19.7 us; cudaMemcpy of the
+ *                same bytes 16.9: tools/mix_probe.cu).
  *   tcmix_ws     tcmix with both GEMM stages on the ws path (as naive_ws),
  *                either of them (PERSISTENT bit 1: stage 1, bit 2: stage 3)
  *                on gemm.cu's persistent ws kernel: a CTA per SM walks the
@@ -73,16 +73,14 @@
  *
  * Measured (H200, bench/NOTES-linear.md 2026-12-01): tcmix_ws wins every
  * suite shape (llama7b N1024 69.9 us: stage 1 ~23, mixer ~27, stage 3 ~18,
- * with the first tensor-core mixer; blast_mix_tcp takes ~23).
+ * with the first tensor-core mixer; blast_mix_tcp takes ~20).
  * NEEDSWORK: the issue's L2 idea, token chunking (CHUNK_N) so that z and w
  * of a chunk stay in L2 -- the mixer is ~70% DRAM traffic
  * (tools/mix_probe.cu) -- which needs a buffer offset in struct kt_arg (the
  * worker passes base pointers only) or a chunk index in gemm_tn, and more
  * than KT_MAX_LAUNCHES launches for more than two chunks; blast_mix_tcp's
- * last ~6 us over cudaMemcpy (more bytes in flight per SM: its registers
- * and shared memory allow one tile of 16 KiB per CTA); mix_fused on wgmma is
- * not worth it (ingest-bound: NOTES). The mixers' CTA shapes are fixed, not
- * searched.
+ * last ~3 us over cudaMemcpy; mix_fused on wgmma is not worth it
+ * (ingest-bound: NOTES). The mixers' CTA shapes are fixed, not searched.
  *
  * Shape: tokens 1..2^20; in, out 16..65536; blocks 1..256 and rank 8..65536
  * (both structural). check() requires blocks to divide in and out, and
@@ -115,10 +113,10 @@ enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PE
 #define TC_R 64		/* tcmix: ranks per CTA of blast_mix_tcp, 4 warps, and */
 #define TP_T 8		/* tokens per tile (templates/blast.cu says the same) */
 #define TC_THREADS 128
-/* its dynamic shared memory: the A fragments of 64 ranks, then one tile of
- * 16 slots of TP_T rows of 144 bytes, slots 32 bytes apart */
-#define TP_SMEM (TC_R * 32 * 16 + 16 * (TP_T * (TC_R * 2 + 16) + 32))
-#define TP_CTAS_PER_SM 4	/* what fits: 128 registers, 51,712 B */
+/* its dynamic shared memory: a ring of 3 tiles of 16 slots of TP_T rows
+ * of 144 bytes, slots 32 bytes apart */
+#define TP_SMEM (3 * 16 * (TP_T * (TC_R * 2 + 16) + 32))
+#define TP_CTAS_PER_SM 3	/* what fits: 164 registers, 56,832 B */
 
 static const struct kt_dim dims[] = {
 	{"tokens", 1, 1L << 20, 0, "rows of x (batch x sequence)"},
@@ -394,8 +392,9 @@ static void mix_launch(int pm, long T, long b, long r, struct kt_launch *l)
 /* tcmix's mixer, blast_mix_tcp: 64 ranks per CTA along grid x; the CTAs
  * of a rank tile walk its token tiles (TP_T tokens), grid y of them. With
  * the SM count known, grid y deals the tiles evenly over the CTAs that fit
- * at once (TP_CTAS_PER_SM per SM): at llama7b N1024, 16 x 32 CTAs of 4
- * tiles each; else (compile-only) one tile per CTA. Any grid y is correct. */
+ * at once (TP_CTAS_PER_SM per SM): at llama7b N1024, 16 x 22 CTAs of 6
+ * tiles each (the last 2); else (compile-only) one tile per CTA. Any grid y
+ * is correct. */
 static void mix_tc_launch(int pm, long T, long r, const struct kt_target *tgt, int pdl,
 			  struct kt_launch *l)
 {

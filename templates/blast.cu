@@ -278,10 +278,10 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  * blast_mix_tcp(z, St, w, N, r): a CTA (4 warps) owns TC_R = 64 ranks
  * (rank tiles fastest in the grid: neighbouring CTAs read and write
  * neighbouring 128-byte runs of the same rows) and walks token tiles of
- * TP_T = 8 tokens (one mma n), blockIdx.y + k * gridDim.y; the next tile's
- * z loads are in flight (registers) while the current one is mixed and
- * stored. The A fragments (S_c) of its 64 ranks sit in shared memory in
- * lane order, loaded once: one 16-byte load per rank and lane.
+ * TP_T = 8 tokens (one mma n), blockIdx.y + k * gridDim.y, through a ring
+ * of TP_RING = 3 shared-memory tiles: the next two tiles' cp.async copies
+ * are in flight while the current one is mixed and stored. Each warp holds
+ * the A fragments (S_c) of its 16 ranks in registers, loaded once.
  *
  * Transposes: lane (g, q) of warp w (ranks 16w .. 16w+15 of the tile)
  * reads 16 bytes (8 ranks) of each of the rows (j = 2q, 2q+1, 2q+8, 2q+9;
@@ -295,14 +295,17 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  * TP_ZS bytes apart (2 chunks mod 8), rows TP_P bytes (1 chunk mod 8):
  * the 8 lanes of a quarter warp reading z hit 8 distinct 16-byte bank
  * groups (w's stores: 2-way), and so do the row-wise copies from and to
- * global memory (tp_park, tp_store).
+ * global memory (tp_issue, tp_store).
  *
- * Measured (tools/mix_probe.cu, H200, warm L2): llama7b N1024 23.2 us,
- * N16384 332, llama1b 10.1 against its memory references (cudaMemcpy of
- * the same bytes) 17.1, 258, 6.1. The first tensor-core mixer (one 16 x
- * 64 tile per CTA, 2-byte transposes, S loads inside the rank loop) took
- * 27.1, 425, 10.5; fragments loaded straight from global memory, so that
- * a warp's 16-byte load touches 32 lines, 43.6 at N1024.
+ * Measured (tools/mix_probe.cu, H200, warm L2): llama7b N1024 19.7 us,
+ * N16384 324, llama1b 7.8 against cudaMemcpy of the same bytes 16.9, 256,
+ * 6.1. Earlier forms, same probe: the next tile in registers and the A
+ * fragments in shared memory (4 CTAs per SM, one tile in flight each)
+ * 23.2, 332, 10.1; the same ring at 4 CTAs per SM (128 registers, 48 B of
+ * spills) 21.7, 332, 9.0; the first tensor-core mixer (one 16 x 64 tile
+ * per CTA, 2-byte transposes, S loads inside the rank loop) 27.1, 425,
+ * 10.5; fragments loaded straight from global memory, so that a warp's
+ * 16-byte load touches 32 lines, 43.6 at N1024.
  * grid (ceil(r / 64), any), block 128, TP_SMEM bytes of dynamic shared
  * memory (kernels/blast.c's TP_SMEM says the same).
  */
@@ -310,8 +313,9 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
 
 static_assert(MIX_B <= 16, "tcmix pads the blocks to one 16 x 16 tile");
 constexpr int TC_R = 64, TP_T = 8, TP_P = TC_R * 2 + 16, TP_ZS = TP_T * TP_P + 32;
-constexpr int TP_SA = TC_R * 32 * 16;	/* A fragments: 64 ranks x 32 lanes x 16 B */
-constexpr int TP_SMEM = TP_SA + 16 * TP_ZS;
+constexpr int TP_TILE = 16 * TP_ZS;	/* one tile: 16 slots */
+constexpr int TP_RING = 3;		/* tiles in shared memory: 2 in flight */
+constexpr int TP_SMEM = TP_RING * TP_TILE;
 constexpr int TP_LD = 16 * TP_T * (TC_R / 8) / 128;	/* z chunks per thread per tile */
 static_assert(TP_P % 128 == 16 && TP_ZS % 128 == 32, "blast_mix_tcp's conflict-free strides");
 static_assert(TP_SMEM <= 227 * 1024, "blast_mix_tcp's tile fits one CTA's shared memory");
@@ -333,34 +337,23 @@ extern "C" __global__ void blast_s_to_t16(const __nv_bfloat16 *S, __nv_bfloat16 
 	}
 }
 
-/* z's tile at token t0 into registers: thread tid's chunks e = tid + 128u
- * (8 chunks a row, then rows t, then blocks j); zero outside the shape. */
-__device__ __forceinline__ void tp_load(uint4 v[TP_LD], const __nv_bfloat16 *z, i64 plane, int N,
-					int r, int t0, int c0, int tid)
+/* Starts the copy of z's tile at token t0 into the shared tile at sz
+ * (block j in slot tc_zslot(j)): thread tid's chunks e = tid + 128u (8
+ * chunks a row, then rows t, then blocks j), zero-filled outside the
+ * shape; one cp.async group. */
+__device__ __forceinline__ void tp_issue(unsigned sz, const __nv_bfloat16 *z, i64 plane, int N,
+					 int r, int t0, int c0, int tid)
 {
 #pragma unroll
 	for (int u = 0; u < TP_LD; u++) {
-		const int e = tid + 128 * u, ch = e & 7, t = t0 + ((e >> 3) % TP_T), j = e / (8 * TP_T);
-		const int c = c0 + ch * 8;
+		const int e = tid + 128 * u, ch = e & 7, tl = (e >> 3) % TP_T, j = e / (8 * TP_T);
+		const int t = t0 + tl, c = c0 + ch * 8;
+		const bool in = j < MIX_B && t < N && c < r;
 
-		v[u] = make_uint4(0, 0, 0, 0);
-		if (j < MIX_B && t < N && c < r)
-			v[u] = __ldg(reinterpret_cast<const uint4 *>(z + j * plane + (i64)t * r + c));
+		kt_cp_async16(sz + tc_zslot(j) * TP_ZS + tl * TP_P + ch * 16,
+			      in ? z + j * plane + (i64)t * r + c : z, in);
 	}
-}
-
-/* tp_load's chunks into the shared tile at sz: block j in slot tc_zslot(j). */
-__device__ __forceinline__ void tp_park(unsigned sz, const uint4 v[TP_LD], int tid)
-{
-#pragma unroll
-	for (int u = 0; u < TP_LD; u++) {
-		const int e = tid + 128 * u, ch = e & 7, t = (e >> 3) % TP_T, j = e / (8 * TP_T);
-		const unsigned a = sz + tc_zslot(j) * TP_ZS + t * TP_P + ch * 16;
-
-		asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v[u].x),
-			     "r"(v[u].y), "r"(v[u].z), "r"(v[u].w)
-			     : "memory");
-	}
+	kt_cp_async_commit();
 }
 
 /* The shared tile at sz (block i in slot i, i < MIX_B) as w's tile at
@@ -383,9 +376,10 @@ __device__ __forceinline__ void tp_store(unsigned sz, __nv_bfloat16 *w, i64 plan
 	}
 }
 
-/* Warp `warp`'s 8-rank chunk ch of the tile at sz: z -> w in place (the
- * warp's own columns), A fragments from sa. */
-__device__ __forceinline__ void tp_mix_chunk(unsigned sz, unsigned sa, int ch, int lane)
+/* The warp's 8-rank chunk ch of the tile at sz: z -> w in place (the
+ * warp's own columns), with the A fragments af of its 8 ranks. */
+__device__ __forceinline__ void tp_mix_chunk(unsigned sz, const unsigned af[8][4], int ch,
+					     int lane)
 {
 	const int g = lane >> 2, q = lane & 3;
 	uint4 b4[4];		/* rows j = 2q, 2q+1, 2q+8, 2q+9 */
@@ -407,11 +401,8 @@ __device__ __forceinline__ void tp_mix_chunk(unsigned sz, unsigned sa, int ch, i
 #pragma unroll
 		for (int kk = 0; kk < 2; kk++) {
 			const unsigned sel = kk ? 0x7632u : 0x5410u;
-			unsigned a[4], wd[4], bb[2];
+			unsigned wd[4], bb[2];
 
-			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-				     : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-				     : "r"(sa + ((ch * 8 + k + kk) * 32 + lane) * 16));
 #pragma unroll
 			for (int jj = 0; jj < 4; jj++) {
 				const uint4 u = b4[jj];
@@ -420,7 +411,7 @@ __device__ __forceinline__ void tp_mix_chunk(unsigned sz, unsigned sa, int ch, i
 			}
 			bb[0] = __byte_perm(wd[0], wd[1], sel);
 			bb[1] = __byte_perm(wd[2], wd[3], sel);
-			kt_mma_bf16_16816(d[kk], a, bb);
+			kt_mma_bf16_16816(d[kk], af[k + kk], bb);
 		}
 #pragma unroll
 		for (int x = 0; x < 4; x++)
@@ -442,50 +433,67 @@ __device__ __forceinline__ void tp_mix_chunk(unsigned sz, unsigned sa, int ch, i
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(128, 4)
+#ifndef TP_MINB
+#define TP_MINB 3	/* CTAs per SM (kernels/blast.c's TP_CTAS_PER_SM): 164 registers */
+#endif
+extern "C" __global__ void __launch_bounds__(128, TP_MINB)
 blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restrict__ St,
 	      __nv_bfloat16 *__restrict__ w, int N, int r)
 {
 	extern __shared__ __align__(16) unsigned char tp_smem[];
-	const unsigned sa = kt_smem_u32(tp_smem), sz = sa + TP_SA;
+	const unsigned s0 = kt_smem_u32(tp_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int g = lane >> 2, q = lane & 3;
 	const int c0 = blockIdx.x * TC_R, ntiles = (N + TP_T - 1) / TP_T;
 	const i64 plane = (i64)N * r;
-	uint4 v[TP_LD];
+	unsigned af[2][8][4];	/* St_c's A fragments of the warp's 16 ranks */
+	int k = 0;
 
-	/* St_c's A fragment for lane (g, q): rows g, g + 8; k = 2q.. | 2q+8..
-	 * (St is the prep's: ready before the previous kernel ran) */
-	for (int e = tid; e < TC_R * 32; e += 128) {
-		const int c = c0 + (e >> 5), g = (e & 31) >> 2, q = e & 3;
-		uint4 a = make_uint4(0, 0, 0, 0);
-
-		if (c < r) {
+	/* lane (g, q): rows g, g + 8; k = 2q.. | 2q+8.. (St is the prep's:
+	 * ready before the previous kernel ran) */
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+		for (int kk = 0; kk < 8; kk++) {
+			const int c = c0 + warp * 16 + hh * 8 + kk;
 			const unsigned *sp = reinterpret_cast<const unsigned *>(St + (i64)c * 256);
+			const bool in = c < r;
 
-			a.x = __ldg(sp + g * 8 + q);
-			a.y = __ldg(sp + (g + 8) * 8 + q);
-			a.z = __ldg(sp + g * 8 + q + 4);
-			a.w = __ldg(sp + (g + 8) * 8 + q + 4);
+			af[hh][kk][0] = in ? __ldg(sp + g * 8 + q) : 0u;
+			af[hh][kk][1] = in ? __ldg(sp + (g + 8) * 8 + q) : 0u;
+			af[hh][kk][2] = in ? __ldg(sp + g * 8 + q + 4) : 0u;
+			af[hh][kk][3] = in ? __ldg(sp + (g + 8) * 8 + q + 4) : 0u;
 		}
-		asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(sa + e * 16), "r"(a.x),
-			     "r"(a.y), "r"(a.z), "r"(a.w)
-			     : "memory");
-	}
 	kt_pdl_wait();	/* z is the previous kernel's */
-	if (blockIdx.y < ntiles)
-		tp_load(v, z, plane, N, r, blockIdx.y * TP_T, c0, tid);
-	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y) {
-		/* the previous tile's w has left the tile (or this is the first) */
-		tp_park(sz, v, tid);
+	/* tiles blockIdx.y + k * gridDim.y; the k-th lands in ring slot k % 3,
+	 * one cp.async group each (empty past the end), two ahead */
+	for (int p = 0; p < TP_RING - 1; p++) {
+		const int tt = blockIdx.y + p * gridDim.y;
+
+		if (tt < ntiles)
+			tp_issue(s0 + p * TP_TILE, z, plane, N, r, tt * TP_T, c0, tid);
+		else
+			kt_cp_async_commit();
+	}
+	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y, k++) {
+		const unsigned sz = s0 + (k % TP_RING) * TP_TILE;
+		const int tn = tt + (TP_RING - 1) * gridDim.y;
+
+		kt_cp_async_wait<TP_RING - 2>();
+		/* tile k is in for every thread, and tile k-1's slot, which tile
+		 * k+2 takes, has been stored by all */
 		__syncthreads();
-		if (tt + gridDim.y < ntiles)
-			tp_load(v, z, plane, N, r, (tt + gridDim.y) * TP_T, c0, tid);
-		tp_mix_chunk(sz, sa, warp * 2, lane);
-		tp_mix_chunk(sz, sa, warp * 2 + 1, lane);
+		if (tn < ntiles)
+			tp_issue(s0 + ((k + TP_RING - 1) % TP_RING) * TP_TILE, z, plane, N, r, tn * TP_T,
+				 c0, tid);
+		else
+			kt_cp_async_commit();
+		tp_mix_chunk(sz, af[0], warp * 2, lane);
+		tp_mix_chunk(sz, af[1], warp * 2 + 1, lane);
 		__syncthreads();
 		tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
-		__syncthreads();
 	}
+	kt_cp_async_wait<0>();
 }
 #endif /* MIX_TC */
 

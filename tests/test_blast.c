@@ -518,7 +518,7 @@ static void emu_s_to_t16(struct emu *m, const struct kt_launch *l)
  * templates/blast.cu has the same TC_R, TP_T and shared memory size. */
 #define TC_R 64
 #define TP_T 8
-#define TP_SMEM (TC_R * 32 * 16 + 16 * (TP_T * (TC_R * 2 + 16) + 32))
+#define TP_SMEM (3 * 16 * (TP_T * (TC_R * 2 + 16) + 32))
 static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
@@ -780,6 +780,25 @@ static void test_variants_on_host(void)
 		CU_ASSERT(emulated[v] > 0);
 }
 
+/* The first valid config of `variant` at small_shapes[0] on t, planned:
+ * p (seed), x (its collected configs) and plan set up for plan_run. */
+static void first_plan(const char *variant, const struct kt_target *t, uint64_t seed,
+		       struct problem *p, struct ft_collect *x, struct kt_plan *plan)
+{
+	struct kt_err e = {0};
+
+	problem_init(p, small_shapes[0], seed);
+	memset(x, 0, sizeof(*x));
+	x->f = fam;
+	x->s = p->s;
+	x->t = *t;
+	x->variant = kt_variant_index(fam, variant);
+	CU_ASSERT_FATAL(x->variant >= 0);
+	kt_space_foreach(fam, 0, ft_collect_one, x);
+	CU_ASSERT_FATAL(x->n > 0);
+	CU_ASSERT_EQUAL_FATAL(fam->plan(&p->s, &x->first, t, plan, &e), 0);
+}
+
 /* A plan whose mixer grid misses the last rank vector leaves NaN (the
  * emulator runs threads, not the math): the coverage check can fail. */
 static void test_mix_grid_control(void)
@@ -788,19 +807,10 @@ static void test_mix_grid_control(void)
 	struct problem p;
 	struct ft_collect x;
 	struct kt_plan plan;
-	struct kt_err e = {0};
 	long oob;
 	float *y;
 
-	problem_init(&p, small_shapes[0], 5);
-	memset(&x, 0, sizeof(x));
-	x.f = fam;
-	x.s = p.s;
-	x.t = t;
-	x.variant = 0;
-	kt_space_foreach(fam, 0, ft_collect_one, &x);
-	CU_ASSERT_FATAL(x.n > 0);
-	CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &x.first, &t, &plan, &e), 0);
+	first_plan("naive", &t, 5, &p, &x, &plan);
 	CU_ASSERT_STRING_EQUAL_FATAL(plan.launch[1].kernel, "blast_mix");
 	/* r = 40, b = 4: 5 vectors of 8 ranks, one CTA of 8 warps covers them */
 	CU_ASSERT_EQUAL(plan.launch[1].grid[1], 1);
@@ -812,7 +822,7 @@ static void test_mix_grid_control(void)
 }
 
 /* blast_mix_tcp's CTAs walk token tiles when the SMs are few: on a 1-SM
- * target (4 CTAs at once) tokens=65 (9 tiles of TP_T) and rank=40 (one
+ * target (3 CTAs at once) tokens=65 (9 tiles of TP_T) and rank=40 (one
  * rank tile) deal 3 tiles to each of 3 CTAs (grid y 3: tiles y, y+3, y+6);
  * the plan still matches cpu_ref, and so does any other grid y (the walk's
  * stride is the grid), down to one CTA. */
@@ -822,25 +832,11 @@ static void test_mix_tcp_walk(void)
 	struct problem p;
 	struct ft_collect x;
 	struct kt_plan plan;
-	struct kt_err e = {0};
 	long oob;
 	float *y;
-	int v;
 
-	for (v = 0; v < fam->nvariants; v++)
-		if (strcmp(fam->variants[v], "tcmix") == 0)
-			break;
-	CU_ASSERT_FATAL(v < fam->nvariants);
 	t.sms = 1;
-	problem_init(&p, small_shapes[0], 9);
-	memset(&x, 0, sizeof(x));
-	x.f = fam;
-	x.s = p.s;
-	x.t = t;
-	x.variant = v;
-	kt_space_foreach(fam, 0, ft_collect_one, &x);
-	CU_ASSERT_FATAL(x.n > 0);
-	CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &x.first, &t, &plan, &e), 0);
+	first_plan("tcmix", &t, 9, &p, &x, &plan);
 	CU_ASSERT_STRING_EQUAL_FATAL(plan.launch[1].kernel, "blast_mix_tcp");
 	CU_ASSERT_EQUAL(plan.launch[1].grid[0], 1);
 	CU_ASSERT_EQUAL(plan.launch[1].grid[1], 3);

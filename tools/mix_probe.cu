@@ -14,11 +14,12 @@
  *   build-dev/mix_probe [reps] [tc]     (tc: blast_mix_tcp only)
  *
  * Measured on the H200 (2026-12-01), warm / cold L2, us: llama7b (N 1024,
- * r 1024) mix_tcp 23.2 / 27.1, memcpy 17.1 / 20.3; llama1b (r 256) 10.1 /
- * 12.1 vs memcpy 6.1; N 16384 332 vs 258. The first tensor-core mixer
- * (blast_mix_tc of 7093546: one 16-token tile per CTA, 2-byte transposes)
- * took 27.1 / 31.4, 10.5, 425 in the same call, its own tile copy 18.4,
- * 6.9, 298.
+ * r 1024) mix_tcp 19.7 / 24.6, memcpy 16.9 / 20.2; llama1b (r 256) 7.8 /
+ * 9.9 vs memcpy 6.1; N 16384 324 vs 256. Earlier forms of blast_mix_tcp
+ * (blast.cu lists them) 21.7 and 23.2 at N 1024; the first tensor-core
+ * mixer (blast_mix_tc of 7093546: one 16-token tile per CTA, 2-byte
+ * transposes) 27.1 / 31.4, 10.5, 425. Build with -DTP_MINB=4 to try
+ * four CTAs per SM (kernels/blast.c plans TP_CTAS_PER_SM).
  */
 #define MIX_B 16
 #define MIX_TC 1
@@ -42,28 +43,39 @@
 		}                                                                    \
 	} while (0)
 
-/* blast_mix_tcp's memory traffic without the math: its own loads, parks
- * and stores on its grid, nothing between them -- w gets z's blocks in slot
- * order, a traffic reference, not a copy. */
-extern "C" __global__ void __launch_bounds__(128, 4)
+/* blast_mix_tcp's memory traffic without the math: its own ring of
+ * cp.async tile copies and its stores on its grid, nothing between them --
+ * w gets z's blocks in slot order, a traffic reference, not a copy. */
+extern "C" __global__ void __launch_bounds__(128, TP_MINB)
 tile_copy(const __nv_bfloat16 *z, __nv_bfloat16 *w, int N, int r)
 {
 	extern __shared__ __align__(16) unsigned char tc_smem[];
-	const unsigned sz = kt_smem_u32(tc_smem) + TP_SA;
-	const int c0 = blockIdx.x * TC_R, ntiles = (N + TP_T - 1) / TP_T;
+	const unsigned s0 = kt_smem_u32(tc_smem);
+	const int c0 = blockIdx.x * TC_R, ntiles = (N + TP_T - 1) / TP_T, tid = threadIdx.x;
 	const i64 plane = (i64)N * r;
-	uint4 v[TP_LD];
+	int k = 0;
 
-	if (blockIdx.y < ntiles)
-		tp_load(v, z, plane, N, r, blockIdx.y * TP_T, c0, threadIdx.x);
-	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y) {
-		tp_park(sz, v, threadIdx.x);
-		__syncthreads();
-		if (tt + gridDim.y < ntiles)
-			tp_load(v, z, plane, N, r, (tt + gridDim.y) * TP_T, c0, threadIdx.x);
-		tp_store(sz, w, plane, N, r, tt * TP_T, c0, threadIdx.x);
-		__syncthreads();
+	for (int p = 0; p < TP_RING - 1; p++) {
+		const int tt = blockIdx.y + p * gridDim.y;
+
+		if (tt < ntiles)
+			tp_issue(s0 + p * TP_TILE, z, plane, N, r, tt * TP_T, c0, tid);
+		else
+			kt_cp_async_commit();
 	}
+	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y, k++) {
+		const int tn = tt + (TP_RING - 1) * gridDim.y;
+
+		kt_cp_async_wait<TP_RING - 2>();
+		__syncthreads();
+		if (tn < ntiles)
+			tp_issue(s0 + ((k + TP_RING - 1) % TP_RING) * TP_TILE, z, plane, N, r, tn * TP_T,
+				 c0, tid);
+		else
+			kt_cp_async_commit();
+		tp_store(s0 + (k % TP_RING) * TP_TILE, w, plane, N, r, tt * TP_T, c0, tid);
+	}
+	kt_cp_async_wait<0>();
 }
 
 /* Rewrites every z element (as stage 1 leaves z in L2 before the mixer). */
@@ -82,11 +94,11 @@ static unsigned short h_bf16(float f)
 }
 
 /* blast_mix_tcp's grid y as kernels/blast.c plans it: token tiles dealt
- * evenly over four CTAs per SM */
+ * evenly over the CTAs that fit at once (TP_MINB per SM) */
 static int tp_gy(int N, int r, int sms)
 {
 	const long tiles = (N + TP_T - 1) / TP_T, rtiles = (r + TC_R - 1) / TC_R;
-	const long per = (tiles * rtiles + 4L * sms - 1) / (4L * sms);
+	const long per = (tiles * rtiles + (long)TP_MINB * sms - 1) / ((long)TP_MINB * sms);
 
 	return (int)((tiles + per - 1) / per);
 }
