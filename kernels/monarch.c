@@ -319,32 +319,25 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 		return WHY("fused_ws: EPILOGUE=%ld must be 0, 1, 2 or 3", c->p[P_EPI]);
 	/* EPILOGUE 2: clusters of the 8 CTAs of blocks i0 .. i0+7 exchange
 	 * their tiles (distributed shared memory) for 16-byte stores of the
-	 * interleaved y; block-major rows are contiguous without it */
-	if (c->p[P_EPI] == 2 && bm)
-		return WHY("fused_ws: EPILOGUE=2 interleaves y (monarch only; monarch_bm's rows "
-			   "are contiguous: EPILOGUE=1)");
-	if (c->p[P_EPI] == 2 && b % 8)
-		return WHY("fused_ws: EPILOGUE=2 exchanges within 8 output blocks: blocks=%ld is not "
-			   "a multiple of 8", b);
-	if (c->p[P_EPI] == 2 && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1))
-		return WHY("fused_ws: EPILOGUE=2 has clusters of its own: CLUSTER_I and CLUSTER_T "
-			   "must be 1");
-	/* EPILOGUE 3: each CTA stores its y2 tile, waits until the b CTAs of
-	 * its token tile have, and interleaves its share (whole 8 x 8 tiles of
-	 * 8 blocks: any b % 8 == 0 splits evenly, whatever BLOCK_M). The wait
-	 * needs every CTA resident at once: the launch is cooperative (the
-	 * driver refuses what cannot be), and with one CTA per SM (the
-	 * kernel's registers and shared memory) a grid past the SM count is
-	 * refused here, where the SM count is known. */
-	if (c->p[P_EPI] == 3 && bm)
-		return WHY("fused_ws: EPILOGUE=3 interleaves y (monarch only; monarch_bm's rows "
-			   "are contiguous: EPILOGUE=1)");
-	if (c->p[P_EPI] == 3 && b % 8)
-		return WHY("fused_ws: EPILOGUE=3 interleaves 8 x 8 tiles of 8 output blocks: "
-			   "blocks=%ld is not a multiple of 8", b);
-	if (c->p[P_EPI] == 3 && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1))
-		return WHY("fused_ws: EPILOGUE=3 waits for whole token tiles without clusters: "
-			   "CLUSTER_I and CLUSTER_T must be 1");
+	 * interleaved y. EPILOGUE 3: each CTA stores its y2 tile, waits until
+	 * the b CTAs of its token tile have, and interleaves its share (whole
+	 * 8 x 8 tiles of 8 blocks: any b % 8 == 0 splits evenly, whatever
+	 * BLOCK_M). Both work on groups of 8 blocks, without clusters of the
+	 * kind CLUSTER_I / CLUSTER_T make; block-major rows are contiguous
+	 * without either. EPILOGUE 3's wait needs every CTA resident at once:
+	 * the launch is cooperative (the driver refuses what cannot be), and
+	 * with one CTA per SM (the kernel's registers and shared memory) a
+	 * grid past the SM count is refused here, where the SM count is
+	 * known. */
+	if ((c->p[P_EPI] == 2 || c->p[P_EPI] == 3) && bm)
+		return WHY("fused_ws: EPILOGUE=%ld interleaves y (monarch only; monarch_bm's rows "
+			   "are contiguous: EPILOGUE=1)", c->p[P_EPI]);
+	if ((c->p[P_EPI] == 2 || c->p[P_EPI] == 3) && b % 8)
+		return WHY("fused_ws: EPILOGUE=%ld interleaves groups of 8 output blocks: "
+			   "blocks=%ld is not a multiple of 8", c->p[P_EPI], b);
+	if ((c->p[P_EPI] == 2 || c->p[P_EPI] == 3) && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1))
+		return WHY("fused_ws: EPILOGUE=%ld has one CTA per (token tile, block) take part: "
+			   "CLUSTER_I and CLUSTER_T must be 1", c->p[P_EPI]);
 	if (c->p[P_EPI] == 3 && tgt->sms > 0 && fused_grid(s, c) > tgt->sms)
 		return WHY("fused_ws: EPILOGUE=3 needs its %ld CTAs (%ld token tiles x %ld blocks, "
 			   "one per SM) resident at once: the target has %d SMs",
@@ -795,43 +788,59 @@ static double monarch_min_bytes(const struct kt_shape *s)
 
 extern const struct kt_family monarch_family;
 
-/* On sm_90a, where the shape takes it, fused_ws's measured winner
- * (BLOCK_M 128, RING 6, EPILOGUE 1, no clusters: 41.3 us for monarch and
- * 34.1-35.0 for monarch_bm at llama7b q/k/v/o N1024 on the H200, every
- * config verified; RING 7, 8 measured slower), BLOCK_M 64 for few
- * tokens; it is checked as monarch's, whose EPILOGUE 1 rules are
- * monarch_bm's and more. Else naive: stage 2's tile
- * from the GEMM defaults list (it has the larger N in the reference
- * shapes), stage 1's N tile the largest that still fits.
+/* On sm_90a, where the shape takes it, fused_ws's measured winner:
+ * BLOCK_M 128 (64 for few tokens), RING 6, no clusters, and for monarch
+ * EPILOGUE 3 where the target's SM count is known (its co-residency
+ * check), else EPILOGUE 1. llama7b q/k/v/o N1024 on the H200 (sweeps of
+ * the whole fused_ws space, every config verified): monarch 39.1-39.5 us
+ * with EPILOGUE 3, 40.7-41.3 with EPILOGUE 1; monarch_bm 34.1-35.0 with
+ * EPILOGUE 1 (its rows are contiguous: EPILOGUE 3 is monarch's only); RING
+ * 7, 8 measured slower. EPILOGUE 1 is checked as monarch's, whose rules
+ * are monarch_bm's and more. Else naive: stage 2's tile from the GEMM
+ * defaults list (it has the larger N in the reference shapes), stage 1's
+ * N tile the largest that still fits.
  * NEEDSWORK: prefer relayout_ws (rank/blocks % 8 == 0) over naive there:
- * 108.6 us against naive's untimed default. EPILOGUE 3 measured 1.75 us
- * faster than EPILOGUE 1 in one GPU-suite run (39.10 vs 40.85 us); it is
- * not the default until a sweep confirms it, and could be one only where
- * the target's SM count is known (its co-residency check). */
-static int monarch_default(const struct kt_shape *s, const struct kt_target *tgt,
-			   struct kt_config *out)
+ * 108.6 us against naive's untimed default. */
+static int default_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
+			struct kt_config *out)
 {
 	static const int idx[8] = {P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBN};
 	static const long fused_bm[] = {128, 64};
 	char why[200];
 	size_t k;
+	int e3;
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
+	/* EPILOGUE 3 (the interleave in the fused kernel) where its grid is
+	 * known to be resident at once, else EPILOGUE 1 (+ monarch_perm_x8) */
 	for (k = 0; tgt->sm == 90 && tgt->arch_a && k < sizeof(fused_bm) / sizeof(fused_bm[0]);
-	     k++) {
-		memset(out, 0, sizeof(*out));
-		out->variant = V_FUSED_WS;
-		out->p[P_BM] = fused_bm[k];
-		out->p[P_RING] = 6;
-		out->p[P_EPI] = 1;
-		out->p[P_CLI] = 1;
-		out->p[P_CLT] = 1;
-		if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
-			return 0;
-	}
+	     k++)
+		for (e3 = !bm && tgt->sms > 0; e3 >= 0; e3--) {
+			memset(out, 0, sizeof(*out));
+			out->variant = V_FUSED_WS;
+			out->p[P_BM] = fused_bm[k];
+			out->p[P_RING] = 6;
+			out->p[P_EPI] = e3 ? 3 : 1;
+			out->p[P_CLI] = 1;
+			out->p[P_CLT] = 1;
+			if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
+				return 0;
+		}
 	return kt_gemm_default_staged(&monarch_family, s, tgt, s->v[D_TOKENS],
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK], V_NAIVE, idx, out);
+}
+
+static int monarch_default(const struct kt_shape *s, const struct kt_target *tgt,
+			   struct kt_config *out)
+{
+	return default_impl(0, s, tgt, out);
+}
+
+static int monarch_bm_default(const struct kt_shape *s, const struct kt_target *tgt,
+			      struct kt_config *out)
+{
+	return default_impl(1, s, tgt, out);
 }
 
 const struct kt_family monarch_family = {
@@ -884,5 +893,5 @@ const struct kt_family monarch_bm_family = {
 	.fill = NULL,
 	.flops = monarch_flops,
 	.min_bytes = monarch_min_bytes,
-	.default_config = monarch_default,
+	.default_config = monarch_bm_default,
 };
