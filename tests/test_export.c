@@ -579,17 +579,42 @@ out:
 	return rc;
 }
 
+/* Writes db's C export to dir/ktune_tuned.h and compiles and runs a C11
+ * program whose main returns `ret` (a statement on e = the first entry):
+ * it must exit 0. */
+static void header_check(const char *db, const char *dir, const char *ret)
+{
+	struct store *st = NULL;
+	struct export_bundle b = { 0 };
+	struct kt_err err = { 0 };
+	char path[700], cmd[1200], src[2048], *out = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(store_open(db, STORE_RO, &st, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
+	store_close(st);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
+	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
+	export_bundle_release(&b);
+	snprintf(path, sizeof(path), "%s/t.c", dir);
+	snprintf(src, sizeof(src),
+		 "#include \"ktune_tuned.h\"\n"
+		 "int main(void)\n{\n\tconst struct ktune_entry *e = &ktune_entries[0];\n\n%s}\n",
+		 ret);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
+	snprintf(cmd, sizeof(cmd), "cd %s && gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -o t t.c -lm && ./t",
+		 dir);
+	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
+	free(out);
+}
+
 /* The cooperative flag reaches the JSON export (true on the fused launch,
  * false on its prep) and the C header's struct ktune_launch, which a C11
  * program reads back. */
 static void test_cooperative(void)
 {
 	const char *cdb = kt_test_path("coop.db"), *dir = kt_test_path("hdr-coop");
-	struct store *st = NULL;
-	struct export_bundle b = { 0 };
-	struct kt_err err = { 0 };
 	json_t *doc, *e, *l;
-	char path[700], cmd[1200], *out = NULL;
 
 	CU_ASSERT_EQUAL_FATAL(one_winner_db(cdb, "monarch", COOP_SHAPE, COOP_CONFIG), 0);
 	doc = export_doc(cdb, NULL);
@@ -606,28 +631,10 @@ static void test_cooperative(void)
 	CU_ASSERT(json_is_false(json_object_get(l, "cooperative")));
 	json_decref(doc);
 
-	CU_ASSERT_EQUAL_FATAL(store_open(cdb, STORE_RO, &st, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
-	store_close(st);
-	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
-	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
-	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
-	export_bundle_release(&b);
-	snprintf(path, sizeof(path), "%s/t.c", dir);
-	{
-		static const char src[] =
-			"#include \"ktune_tuned.h\"\n"
-			"int main(void)\n{\n\tconst struct ktune_entry *e = &ktune_entries[0];\n\n"
-			"\treturn !(KTUNE_NENTRIES == 1 && e->nlaunch == 1 && e->launches[0].cooperative == 1 &&\n"
-			"\t\t e->nprep == 1 && e->prep[0].cooperative == 0 &&\n"
-			"\t\t strcmp(e->launches[0].kernel, \"fused_monarch_ws\") == 0);\n}\n";
-
-		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
-	}
-	snprintf(cmd, sizeof(cmd), "cd %s && gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -o t t.c -lm && ./t",
-		 dir);
-	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
-	free(out);
+	header_check(cdb, dir,
+		     "\treturn !(KTUNE_NENTRIES == 1 && e->nlaunch == 1 && e->launches[0].cooperative == 1 &&\n"
+		     "\t\t e->nprep == 1 && e->prep[0].cooperative == 0 &&\n"
+		     "\t\t strcmp(e->launches[0].kernel, \"fused_monarch_ws\") == 0);\n");
 }
 
 /* The pdl flag reaches the JSON export (true on tcmix_ws's three kernels,
@@ -635,12 +642,8 @@ static void test_cooperative(void)
 static void test_pdl(void)
 {
 	const char *pdb = kt_test_path("pdl.db"), *dir = kt_test_path("hdr-pdl");
-	struct store *st = NULL;
-	struct export_bundle b = { 0 };
-	struct kt_err err = { 0 };
 	json_t *doc, *e, *l;
 	size_t k;
-	char path[700], cmd[1200], *out = NULL;
 
 	CU_ASSERT_EQUAL_FATAL(one_winner_db(pdb, "blast", COOP_SHAPE, PDL_CONFIG), 0);
 	doc = export_doc(pdb, NULL);
@@ -656,29 +659,11 @@ static void test_pdl(void)
 	CU_ASSERT(json_is_false(json_object_get(l, "pdl")));
 	json_decref(doc);
 
-	CU_ASSERT_EQUAL_FATAL(store_open(pdb, STORE_RO, &st, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
-	store_close(st);
-	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
-	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
-	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
-	export_bundle_release(&b);
-	snprintf(path, sizeof(path), "%s/t.c", dir);
-	{
-		static const char src[] =
-			"#include \"ktune_tuned.h\"\n"
-			"int main(void)\n{\n\tconst struct ktune_entry *e = &ktune_entries[0];\n\n"
-			"\treturn !(KTUNE_NENTRIES == 1 && e->nlaunch == 3 && e->launches[0].pdl == 1 &&\n"
-			"\t\t e->launches[1].pdl == 1 && e->launches[2].pdl == 1 &&\n"
-			"\t\t e->launches[1].cooperative == 0 && e->nprep == 1 && e->prep[0].pdl == 0 &&\n"
-			"\t\t strcmp(e->launches[1].kernel, \"blast_mix_tcp\") == 0);\n}\n";
-
-		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
-	}
-	snprintf(cmd, sizeof(cmd), "cd %s && gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -o t t.c -lm && ./t",
-		 dir);
-	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
-	free(out);
+	header_check(pdb, dir,
+		     "\treturn !(KTUNE_NENTRIES == 1 && e->nlaunch == 3 && e->launches[0].pdl == 1 &&\n"
+		     "\t\t e->launches[1].pdl == 1 && e->launches[2].pdl == 1 &&\n"
+		     "\t\t e->launches[1].cooperative == 0 && e->nprep == 1 && e->prep[0].pdl == 0 &&\n"
+		     "\t\t strcmp(e->launches[1].kernel, \"blast_mix_tcp\") == 0);\n");
 }
 
 /* ---- the cuda bundle ---- */
