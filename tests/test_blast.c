@@ -1513,7 +1513,7 @@ int main(void)
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
 	/* KTUNE_BLAST_GPU_ONLY=1: the GPU suite alone (a device run) */
-	if (getenv("KTUNE_BLAST_GPU_ONLY"))
+	if (kt_test_env_on("KTUNE_BLAST_GPU_ONLY"))
 		goto gpu_suite;
 	s = CU_add_suite("blast (CPU)", init_blast, NULL);
 	CU_add_test(s, "cpu_ref vs the materialized dense W", test_cpu_ref_vs_dense);

@@ -2739,7 +2739,7 @@ int main(void)
 	CU_add_test(s, "compile sm_90", test_compile_sm90);
 	CU_add_test(s, "compile sm_90a (every ws program)", test_compile_sm90a);
 	/* KTUNE_BLOCKATTN_GPU_ONLY=1 (a timed GPU call): CI compiles these */
-	if (getenv("KTUNE_BLOCKATTN_GPU_ONLY"))
+	if (kt_test_env_on("KTUNE_BLOCKATTN_GPU_ONLY"))
 		CU_set_suite_active(s, CU_FALSE);
 	add_gpu_suite();
 	return kt_test_main();

@@ -1823,7 +1823,7 @@ int main(void)
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
 	/* KTUNE_MONARCH_GPU_ONLY=1: the GPU suite alone (a device run) */
-	if (getenv("KTUNE_MONARCH_GPU_ONLY")) {
+	if (kt_test_env_on("KTUNE_MONARCH_GPU_ONLY")) {
 		add_gpu_suite();
 		return kt_test_main();
 	}

@@ -56,11 +56,16 @@ const char *kt_test_ktune(void)
 	return b && *b ? b : "build/ktune";
 }
 
-int kt_test_gpu_required(void)
+int kt_test_env_on(const char *name)
 {
-	const char *v = getenv("KTUNE_REQUIRE_GPU");
+	const char *v = getenv(name);
 
 	return v && strcmp(v, "1") == 0;
+}
+
+int kt_test_gpu_required(void)
+{
+	return kt_test_env_on("KTUNE_REQUIRE_GPU");
 }
 
 int kt_test_write_file(const char *path, const void *data, size_t len)

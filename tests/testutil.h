@@ -32,6 +32,9 @@ int kt_test_exec(char *const argv[], const char *stdin_text, char **out, double 
 
 /* 1 when KTUNE_REQUIRE_GPU=1. */
 int kt_test_gpu_required(void);
+/* 1 when environment variable name is "1" (unset, empty or anything else:
+ * 0), for the suites' KTUNE_*_GPU_ONLY switches. */
+int kt_test_env_on(const char *name);
 
 /* Writes len bytes to path; 0 on success. */
 int kt_test_write_file(const char *path, const void *data, size_t len);
