@@ -433,6 +433,43 @@ __device__ __forceinline__ void tp_mix_chunk(unsigned sz, const unsigned af[8][4
 	}
 }
 
+/* The walk of a CTA over its token tiles tt = blockIdx.y + k * gridDim.y
+ * (k-th in ring slot k % TP_RING; one cp.async group each, empty past the
+ * end, TP_RING - 1 ahead): tile(sz, tt) runs on each tile once it is in
+ * for every thread, and the slot is refilled only after the next tile's
+ * barrier, i.e. once every thread is done with it. */
+template <typename F>
+__device__ __forceinline__ void tp_walk(unsigned s0, const __nv_bfloat16 *z, i64 plane, int N,
+					int r, int c0, int tid, F tile)
+{
+	const int ntiles = (N + TP_T - 1) / TP_T;
+	int k = 0;
+
+	for (int p = 0; p < TP_RING - 1; p++) {
+		const int tt = blockIdx.y + p * gridDim.y;
+
+		if (tt < ntiles)
+			tp_issue(s0 + p * TP_TILE, z, plane, N, r, tt * TP_T, c0, tid);
+		else
+			kt_cp_async_commit();
+	}
+	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y, k++) {
+		const int tn = tt + (TP_RING - 1) * gridDim.y;
+
+		kt_cp_async_wait<TP_RING - 2>();
+		/* tile k is in for every thread, and tile k-1's slot, which tile
+		 * k+2 takes, has been used by all */
+		__syncthreads();
+		if (tn < ntiles)
+			tp_issue(s0 + ((k + TP_RING - 1) % TP_RING) * TP_TILE, z, plane, N, r, tn * TP_T,
+				 c0, tid);
+		else
+			kt_cp_async_commit();
+		tile(s0 + (k % TP_RING) * TP_TILE, tt);
+	}
+	kt_cp_async_wait<0>();
+}
+
 #ifndef TP_MINB
 #define TP_MINB 3	/* CTAs per SM (kernels/blast.c's TP_CTAS_PER_SM): 164 registers */
 #endif
@@ -444,10 +481,9 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 	const unsigned s0 = kt_smem_u32(tp_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, q = lane & 3;
-	const int c0 = blockIdx.x * TC_R, ntiles = (N + TP_T - 1) / TP_T;
+	const int c0 = blockIdx.x * TC_R;
 	const i64 plane = (i64)N * r;
 	unsigned af[2][8][4];	/* St_c's A fragments of the warp's 16 ranks */
-	int k = 0;
 
 	/* lane (g, q): rows g, g + 8; k = 2q.. | 2q+8.. (St is the prep's:
 	 * ready before the previous kernel ran) */
@@ -465,35 +501,12 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 			af[hh][kk][3] = in ? __ldg(sp + (g + 8) * 8 + q + 4) : 0u;
 		}
 	kt_pdl_wait();	/* z is the previous kernel's */
-	/* tiles blockIdx.y + k * gridDim.y; the k-th lands in ring slot k % 3,
-	 * one cp.async group each (empty past the end), two ahead */
-	for (int p = 0; p < TP_RING - 1; p++) {
-		const int tt = blockIdx.y + p * gridDim.y;
-
-		if (tt < ntiles)
-			tp_issue(s0 + p * TP_TILE, z, plane, N, r, tt * TP_T, c0, tid);
-		else
-			kt_cp_async_commit();
-	}
-	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y, k++) {
-		const unsigned sz = s0 + (k % TP_RING) * TP_TILE;
-		const int tn = tt + (TP_RING - 1) * gridDim.y;
-
-		kt_cp_async_wait<TP_RING - 2>();
-		/* tile k is in for every thread, and tile k-1's slot, which tile
-		 * k+2 takes, has been stored by all */
-		__syncthreads();
-		if (tn < ntiles)
-			tp_issue(s0 + ((k + TP_RING - 1) % TP_RING) * TP_TILE, z, plane, N, r, tn * TP_T,
-				 c0, tid);
-		else
-			kt_cp_async_commit();
+	tp_walk(s0, z, plane, N, r, c0, tid, [&](unsigned sz, int tt) {
 		tp_mix_chunk(sz, af[0], warp * 2, lane);
 		tp_mix_chunk(sz, af[1], warp * 2 + 1, lane);
 		__syncthreads();
 		tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
-	}
-	kt_cp_async_wait<0>();
+	});
 }
 #endif /* MIX_TC */
 

@@ -50,32 +50,12 @@ extern "C" __global__ void __launch_bounds__(128, TP_MINB)
 tile_copy(const __nv_bfloat16 *z, __nv_bfloat16 *w, int N, int r)
 {
 	extern __shared__ __align__(16) unsigned char tc_smem[];
-	const unsigned s0 = kt_smem_u32(tc_smem);
-	const int c0 = blockIdx.x * TC_R, ntiles = (N + TP_T - 1) / TP_T, tid = threadIdx.x;
+	const int c0 = blockIdx.x * TC_R, tid = threadIdx.x;
 	const i64 plane = (i64)N * r;
-	int k = 0;
 
-	for (int p = 0; p < TP_RING - 1; p++) {
-		const int tt = blockIdx.y + p * gridDim.y;
-
-		if (tt < ntiles)
-			tp_issue(s0 + p * TP_TILE, z, plane, N, r, tt * TP_T, c0, tid);
-		else
-			kt_cp_async_commit();
-	}
-	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y, k++) {
-		const int tn = tt + (TP_RING - 1) * gridDim.y;
-
-		kt_cp_async_wait<TP_RING - 2>();
-		__syncthreads();
-		if (tn < ntiles)
-			tp_issue(s0 + ((k + TP_RING - 1) % TP_RING) * TP_TILE, z, plane, N, r, tn * TP_T,
-				 c0, tid);
-		else
-			kt_cp_async_commit();
-		tp_store(s0 + (k % TP_RING) * TP_TILE, w, plane, N, r, tt * TP_T, c0, tid);
-	}
-	kt_cp_async_wait<0>();
+	tp_walk(kt_smem_u32(tc_smem), z, plane, N, r, c0, tid, [&](unsigned sz, int tt) {
+		tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
+	});
 }
 
 /* Rewrites every z element (as stage 1 leaves z in L2 before the mixer). */
