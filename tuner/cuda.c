@@ -691,6 +691,13 @@ static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CU
 	return CUDA_SUCCESS;
 }
 
+/* 1 when launch l goes out with programmatic dependent launch: flagged,
+ * and the driver has cuLaunchKernelEx, and KTUNE_PDL is not 0. */
+static int uses_pdl(const struct cu_dev *d, const struct kt_launch *l)
+{
+	return l->pdl && d->api.LaunchKernelEx && d->pdl;
+}
+
 static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfunction fn,
 			   const CUdeviceptr *ptrs, const struct cu_mods *m, int li)
 {
@@ -742,7 +749,7 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 	 * compiled so), so a driver without cuLaunchKernelEx, or
 	 * KTUNE_PDL=0 (for A/B timings), launches it plainly with the same
 	 * results. */
-	if (l->pdl && d->api.LaunchKernelEx && d->pdl) {
+	if (uses_pdl(d, l)) {
 		CUlaunchAttribute at;
 		CUlaunchConfig cfg;
 
@@ -813,7 +820,7 @@ static int work_enqueue(struct cu_work *w)
 		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs, w->m, i)) != CUDA_SUCCESS) {
 			snprintf(w->what, sizeof(w->what), "%s (%s)",
 				 l->cooperative ? "cuLaunchCooperativeKernel" :
-				 l->pdl && d->api.LaunchKernelEx && d->pdl ? "cuLaunchKernelEx (PDL)" :
+				 uses_pdl(d, l) ? "cuLaunchKernelEx (PDL)" :
 				 "cuLaunchKernel",
 				 l->kernel);
 			return -1;
