@@ -466,7 +466,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	rc |= kt_program_define(&out->programs[pm], "MIX_B", b);
 	if (is_tc(c->variant))
 		rc |= kt_program_define(&out->programs[pm], "MIX_TC", 1);
-	if (c->variant == V_TCMIX_WS)
+	if (s1.pdl)	/* the mixer waits like the GEMM stages around it */
 		rc |= kt_program_define(&out->programs[pm], "KT_PDL", 1);
 	if (pg3 != 0) {
 		out->programs[pg3].tpl = "gemm";
@@ -503,7 +503,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		kt_gemm_launch(&s1, 0, T, r, nb, B_X, n, nb, B_V, nb, r * nb, B_Z, r, T * r, b,
 			       &out->launch[0]);
 		if (is_tc(c->variant))
-			mix_tc_launch(pm, T, r, tgt, c->variant == V_TCMIX_WS, &out->launch[1]);
+			mix_tc_launch(pm, T, r, tgt, (int)s1.pdl, &out->launch[1]);
 		else
 			mix_launch(pm, T, b, r, &out->launch[1]);
 	}
