@@ -161,6 +161,7 @@ int cli_sweep_one(const char *cmd, struct sweep_opts *o, int json, struct sweep_
 }
 
 #define SWEEP_MAX_ITEMS 64
+#define SWEEP_MAX_CONFIGS 64
 
 static pthread_mutex_t print_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -258,6 +259,9 @@ static void help(void)
 	       "  --budget N         random: configs to evaluate (default: all)\n"
 	       "  --variants LIST    only these variants, e.g. tcmix_ws,naive_ws (default:\n"
 	       "                     all; ktune families lists them)\n"
+	       "  --config KEY       only this config (repeatable), in `ktune best`'s form,\n"
+	       "                     e.g. variant=wgmma_ws,BLOCK_M=128,...: re-verifies and\n"
+	       "                     times a known config (an exported winner) on this GPU\n"
 	       "  --seed N           seed of the sample and of the inputs (default 1)\n"
 	       "  --device N         CUDA device ordinal (default 0)\n"
 	       "  --threads N        NVRTC compile threads (default: one per core)\n"
@@ -277,9 +281,10 @@ int cmd_sweep(int argc, char **argv)
 {
 	const char *family = NULL, *strategy = NULL, *devices = NULL;
 	const char *shapes[SWEEP_MAX_ITEMS], *workloads[SWEEP_MAX_ITEMS], *shape = NULL, *workload = NULL;
-	int nshapes = 0, nworkloads = 0;
+	const char *configs[SWEEP_MAX_CONFIGS];
+	int nshapes = 0, nworkloads = 0, nconfigs = 0;
 	struct fleet_item items[SWEEP_MAX_ITEMS];
-	int nitems = 0, i;
+	int nitems = 0, i, k;
 	const char *budget = NULL, *seed = NULL, *device = NULL, *threads = NULL, *timeout = NULL;
 	const char *time_limit = NULL, *variants = NULL;
 	const char *db = NULL, *backend = NULL;
@@ -289,6 +294,7 @@ int cmd_sweep(int argc, char **argv)
 		{ "family", 1, &family, NULL },
 		{ "shape", 1, NULL, NULL, shapes, &nshapes, SWEEP_MAX_ITEMS },
 		{ "workload", 1, NULL, NULL, workloads, &nworkloads, SWEEP_MAX_ITEMS },
+		{ "config", 1, NULL, NULL, configs, &nconfigs, SWEEP_MAX_CONFIGS },
 		{ "strategy", 1, &strategy, NULL }, { "devices", 1, &devices, NULL },
 		{ "budget", 1, &budget, NULL }, { "seed", 1, &seed, NULL },
 		{ "device", 1, &device, NULL }, { "threads", 1, &threads, NULL },
@@ -341,6 +347,12 @@ int cmd_sweep(int argc, char **argv)
 		}
 		if (kt_shape_parse(f, items[i].shape, &ks, &err) != 0)
 			return cli_fail("sweep", json, &err);
+		for (k = 0; k < nconfigs; k++) {
+			struct kt_config kc;
+
+			if (kt_config_parse(f, configs[k], &kc, &err) != 0)
+				return cli_fail("sweep", json, &err);
+		}
 	}
 	family = items[0].family;
 	shape = items[0].shape;
@@ -377,6 +389,8 @@ int cmd_sweep(int argc, char **argv)
 			return cli_usage_error("sweep", "--worker-backend is cuda or cpu");
 	}
 	o.variants = variants;
+	o.configs = configs;
+	o.nconfigs = nconfigs;
 	o.plant = plant;
 	o.retime = !no_retime;
 	o.baseline = !no_baseline;

@@ -116,6 +116,11 @@ static void test_sweep_bad_input(void)
 			    "--time-limit", "soon", "--db", db), 2);
 	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--time-limit"));
 	free(out);
+	out = NULL;	/* a --config that does not parse fails before the worker starts */
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "dense", "--shape", "tokens=16,in=64,out=64",
+			    "--config", "variant=wgmma_ws,NOPE=1", "--db", db), 2);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "'NOPE'"));
+	free(out);
 	CU_ASSERT_NOT_EQUAL(access(db, F_OK), 0);
 }
 

@@ -196,6 +196,68 @@ static void test_variants_filter(void)
 	CU_ASSERT_NOT_EQUAL(access(kt_test_path("variants_bad.db"), F_OK), 0);
 }
 
+/* --config sweeps exactly the configs named (their order and spelling do
+ * not change the sweep's identity); a config the family refuses, one
+ * outside the space and one that does not parse are errors. */
+static void test_config_filter(void)
+{
+	static const char *const one[] = { "variant=ok,UNROLL=1" };
+	static const char *const two[] = { "UNROLL=1,variant=wrong", "variant=ok,UNROLL=1",
+					   "variant=wrong,UNROLL=1" };
+	static const char *const two_again[] = { "variant=ok,UNROLL=1", "variant=wrong,UNROLL=1" };
+	/* the CPU test device has 48 KiB of shared memory, UNROLL 2 wants 64 */
+	static const char *const refused[] = { "variant=ok,UNROLL=2" };
+	static const char *const typo[] = { "variant=ok,UNROLLS=1" };
+	struct sweep_opts o;
+	struct sweep_summary s, s2;
+	struct kt_err e = { 0 };
+	long n, ok;
+
+	selftest_opts(&o, kt_test_path("configs.db"), 0);
+	o.configs = one;
+	o.nconfigs = 1;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.space, 1);
+	CU_ASSERT_EQUAL(s.evaluated, 1);
+	CU_ASSERT_STRING_EQUAL(s.best_config, "variant=ok,UNROLL=1");
+	n = count_trials(kt_test_path("configs.db"), s.sweep_id, &ok);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(ok, 1);
+
+	o.configs = two;
+	o.nconfigs = 3;	/* a repeat counts once */
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.resumed, 0);	/* another set, another sweep */
+	CU_ASSERT_EQUAL(s.planned, 2);
+	CU_ASSERT_EQUAL(s.evaluated, 2);
+	o.configs = two_again;
+	o.nconfigs = 2;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s2, &e), 0);
+	CU_ASSERT_EQUAL(s2.resumed, 1);	/* the same set: nothing evaluated twice */
+	CU_ASSERT_EQUAL(s2.sweep_id, s.sweep_id);
+	CU_ASSERT_EQUAL(s2.evaluated, 0);
+
+	o.configs = refused;
+	o.nconfigs = 1;
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "shared memory"));	/* check()'s reason */
+	kt_err_clear(&e);
+	o.configs = one;
+	o.variants = "wrong";
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--variants"));
+	kt_err_clear(&e);
+
+	selftest_opts(&o, kt_test_path("configs_bad.db"), 0);
+	o.configs = typo;
+	o.nconfigs = 1;
+	CU_ASSERT_EQUAL(sweep_run(&o, &s, &e), -1);
+	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "UNROLLS"));
+	CU_ASSERT_NOT_EQUAL(access(kt_test_path("configs_bad.db"), F_OK), 0);
+}
+
 /* A small random budget samples every variant, even when one variant has
  * most of the space (a plain sample of 3 out of 12 would mostly miss the
  * two lone ones). */
@@ -301,6 +363,7 @@ int main(void)
 	CU_add_test(s, "random strategy honours its budget", test_random_budget);
 	CU_add_test(s, "random strategy samples every variant", test_random_covers_variants);
 	CU_add_test(s, "--variants sweeps only those variants", test_variants_filter);
+	CU_add_test(s, "--config sweeps only those configs", test_config_filter);
 	CU_add_test(s, "kill -9 mid-sweep, then the same command resumes", test_kill9_resume);
 	return kt_test_main();
 }

@@ -1,5 +1,6 @@
 #include "space.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,4 +102,63 @@ void space_keep_variants(const struct kt_family *f, struct space *sp, unsigned m
 			sp->cfg[n++] = sp->cfg[i];
 	}
 	sp->n = n;
+}
+
+int space_keep_configs(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_target *tgt, struct space *sp, const char *const *keys,
+		       int n, char *ident, size_t identlen, struct kt_err *err)
+{
+	char want[512], have[512], why[256];
+	unsigned char *keep;
+	uint64_t h = 1469598103934665603ULL;	/* FNV-1a over the kept keys */
+	long i, m = 0, kept = 0;
+	int k;
+
+	if (!(keep = calloc(sp->n ? (size_t)sp->n : 1, 1)))
+		return kt_err_set(err, KT_EINTERNAL, "out of memory filtering configs");
+	for (k = 0; k < n; k++) {
+		struct kt_config c;
+
+		if (kt_config_parse(f, keys[k], &c, err) != 0)
+			goto fail;
+		kt_config_key(f, &c, want, sizeof(want));
+		for (i = 0; i < sp->n; i++) {
+			kt_config_key(f, &sp->cfg[i], have, sizeof(have));
+			if (strcmp(want, have) == 0)
+				break;
+		}
+		if (i < sp->n) {
+			keep[i] = 1;
+			continue;
+		}
+		if (f->check(s, &c, tgt, why, sizeof(why)) != 0)
+			kt_err_set(err, KT_EINVAL, "config %s does not run here: %s", want, why);
+		else
+			kt_err_set(err, KT_EINVAL,
+				   "config %s is not in this sweep's space (a parameter value "
+				   "outside those `ktune families` lists, or a variant left out "
+				   "by --variants)", want);
+		goto fail;
+	}
+	for (i = 0; i < sp->n; i++) {
+		const char *q;
+
+		if (!keep[i] && !(f->planted & (1u << sp->cfg[i].variant)))
+			continue;
+		if (keep[i]) {
+			kt_config_key(f, &sp->cfg[i], have, sizeof(have));
+			for (q = have; *q; q++)
+				h = (h ^ (unsigned char)*q) * 1099511628211ULL;
+			h = (h ^ ';') * 1099511628211ULL;
+			kept++;
+		}
+		sp->cfg[m++] = sp->cfg[i];
+	}
+	sp->n = m;
+	free(keep);
+	snprintf(ident, identlen, "%ld/%016llx", kept, (unsigned long long)h);
+	return 0;
+fail:
+	free(keep);
+	return -1;
 }

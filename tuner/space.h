@@ -30,4 +30,14 @@ int space_variant_mask(const struct kt_family *f, const char *list, unsigned *ma
 /* Keeps the configs of sp whose variant is in mask (planted ones too). */
 void space_keep_variants(const struct kt_family *f, struct space *sp, unsigned mask);
 
+/* Keeps the configs of sp named by keys[0..n-1] (config keys as `ktune
+ * best` prints them, in any order; planted ones are kept too). A key that
+ * does not parse, or names a config outside sp (check()'s reason when the
+ * family refuses it at s on tgt), is an error and sp is left as it was.
+ * ident gets a short name of the kept set ("<count>/<hash>", independent
+ * of the keys' order and spelling) for the sweep's identity. */
+int space_keep_configs(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_target *tgt, struct space *sp, const char *const *keys,
+		       int n, char *ident, size_t identlen, struct kt_err *err);
+
 #endif

@@ -515,7 +515,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	long *order = NULL, norder = 0, i;
 	char shape_key[256], options_key[512], *shape_json = NULL, *prov = NULL;
 	int64_t problem_id;
-	int strat, nb = 0, rc = -1, ended = 0, v, nv;
+	int strat, nb = 0, rc = -1, ended = 0, v, nv = 0;
 	unsigned vmask = 0;
 	char vkey[256] = "";
 	json_t *sj = NULL;
@@ -539,6 +539,12 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 		return kt_err_set(err, KT_EINVAL, "budget must be >= 0");
 	if (o->variants && space_variant_mask(r.f, o->variants, &vmask, err) != 0)
 		return -1;
+	for (i = 0; i < o->nconfigs; i++) {	/* a typo fails before anything starts */
+		struct kt_config c;
+
+		if (kt_config_parse(r.f, o->configs[i], &c, err) != 0)
+			return -1;
+	}
 	kt_shape_key(r.f, &r.shape, shape_key, sizeof(shape_key));
 
 	/* The GPU first: without one there is nothing to record. */
@@ -599,6 +605,14 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 				nv += snprintf(vkey + nv, sizeof(vkey) - (size_t)nv, "%s%s",
 					       nv ? "+" : ",variants=", r.f->variants[v]);
 		space_keep_variants(r.f, &sp, vmask);
+	}
+	if (o->nconfigs > 0) {
+		char ident[64];
+
+		if (space_keep_configs(r.f, &r.shape, &r.tgt, &sp, o->configs, o->nconfigs, ident,
+				       sizeof(ident), err) != 0)
+			goto out;
+		nv += snprintf(vkey + nv, sizeof(vkey) - (size_t)nv, ",configs=%s", ident);
 	}
 	sum->space = sp.n;
 	sum->pruned = sp.pruned;

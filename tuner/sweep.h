@@ -34,6 +34,10 @@ struct sweep_opts {
 	const char *strategy;	/* "exhaustive" (default) or "random" */
 	long budget;		/* random: configs to evaluate (0: all) */
 	const char *variants;	/* NULL: all; else comma-separated variant names */
+	/* nconfigs > 0: only these configs (config keys, `ktune best`'s
+	 * form), e.g. to re-verify and time an exported winner on this GPU */
+	const char *const *configs;
+	int nconfigs;
 	uint64_t seed;		/* strategy and input seed */
 	int plant;		/* add the family's planted fault/hang candidates */
 	int threads;		/* NVRTC compile threads, 0: one per core */
