@@ -627,11 +627,57 @@ static double blast_min_bytes(const struct kt_shape *s)
 
 extern const struct kt_family blast_family;
 
-/* Stage 3's tile from the GEMM defaults list, stage 1's N tile the largest
+/* tcmix_ws's sweep winners on the H200 (bench/results/h200.json, the run
+ * of 80559e8: full sweeps at N1024, random 60 of 317 at N16384), each for
+ * the shapes like the one it won: many tokens; out/blocks >= 256; the rest.
+ * Taken when check() accepts it, its token tile is full and both GEMM
+ * stages fill half the SMs. */
+static const struct {
+	long min_tokens, min_mb;	/* where it applies */
+	long bm, bn, zbn, stages, persist;
+} tcmix_ws_defaults[] = {
+	{8192, 0, 256, 128, 128, 3, 1},	/* llama7b q/k/v/o N16384: 906.6 us */
+	{0, 256, 128, 256, 256, 4, 1},	/* llama7b q/k/v/o N1024: 58.5 us */
+	{0, 0, 256, 64, 128, 4, 0},	/* llama1b q/o N1024: 21.8 us */
+};
+
+static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tgt,
+			    struct kt_config *out)
+{
+	long T = s->v[D_TOKENS], b = s->v[D_BLOCKS], mb = s->v[D_OUT] / b, r = s->v[D_RANK];
+	long sms = tgt->sms > 0 ? tgt->sms : 100;
+	char why[200];
+	size_t i;
+
+	for (i = 0; i < sizeof(tcmix_ws_defaults) / sizeof(tcmix_ws_defaults[0]); i++) {
+		long bm = tcmix_ws_defaults[i].bm, bn = tcmix_ws_defaults[i].bn;
+		long zbn = tcmix_ws_defaults[i].zbn;
+		long s1 = ((T + bm - 1) / bm) * ((r + zbn - 1) / zbn) * b;
+		long s3 = ((T + bm - 1) / bm) * ((mb + bn - 1) / bn) * b;
+
+		if (T < tcmix_ws_defaults[i].min_tokens || mb < tcmix_ws_defaults[i].min_mb ||
+		    T < bm)
+			continue;
+		memset(out, 0, sizeof(*out));
+		out->variant = V_TCMIX_WS;
+		out->p[P_BM] = bm;
+		out->p[P_BN] = bn;
+		out->p[P_ZBN] = zbn;
+		out->p[P_STAGES] = tcmix_ws_defaults[i].stages;
+		out->p[P_GROUP] = 8;
+		out->p[P_CONSUMERS] = 2;
+		out->p[P_PERSIST] = tcmix_ws_defaults[i].persist;
+		if (2 * s1 >= sms && 2 * s3 >= sms && blast_check(s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/* On sm_90a tcmix_ws's measured winners where they fit (above). Else
+ * stage 3's tile from the GEMM defaults list, stage 1's N tile the largest
  * that still fits, on mma.sync (runs on every sm_80+ target): tcmix where
  * blocks <= 16 (its tensor-core mixer: 28 vs 217 us for blast_mix at
- * llama7b q/k/v/o N1024 on the H200, the same GEMM stages), else naive.
- * NEEDSWORK: tcmix_ws's measured winner on sm_90a (as monarch_default). */
+ * llama7b q/k/v/o N1024 on the H200, the same GEMM stages), else naive. */
 static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 			 struct kt_config *out)
 {
@@ -640,6 +686,8 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
+	if (tgt->arch_a && blast_default_ws(s, tgt, out) == 0)
+		return 0;
 	return kt_gemm_default_staged(&blast_family, s, tgt, s->v[D_TOKENS],
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK],
 				      s->v[D_BLOCKS] <= 16 ? V_TCMIX : V_NAIVE, idx, out);
