@@ -100,13 +100,26 @@
  * cuBLAS dense ~47; RING 4, 5 40.2, 37.8 us; the multicast clusters ~2.5
  * us slower; EPILOGUE 0's 2-byte scatter 81.9 us; EPILOGUE 2 100.6 us;
  * RING 7, 8 (W2BUF 1) 44.9, 44.8 us (monarch_bm, EPILOGUE 1).
- * NEEDSWORK: the core is bound by bytes in flight per SM (the ring depth),
- * not L2 bandwidth, but the one w2 buffer that makes room for RING 7-8
- * costs more than the deeper ring gives: w2(j+1) can load only once both
- * consumers' S2(j) retired, and S2(j+1) waits for it about one S1 later,
- * every j. Untried: three half-slice w2 buffers (S2 as two m64n(MB/2)
- * halves in their own groups; 48 KiB, RING 7 fits), or w2 streamed
- * through the ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do
+ * Per-group release, measured and not kept (bench/NOTES-linear.md, 5th
+ * session): S2(j) and each of S1(j+1)'s chunks a commit group of its own,
+ * wait_group walked down KCH .. 0 and each w2 buffer / ring slot handed
+ * back as its group retired (168 registers, no spill, no C7515): RING 4,
+ * 5 41.0 -> 37.8, 39.1 -> 35.9 us, but RING 6 34.7-35.3 -> 34.4-34.8
+ * (noise), EPILOGUE 3 at RING 6 39.3-39.6 either way. Releasing while the
+ * chunks are still issued (wait_group 1 after each) took RING 8 (W2BUF 1)
+ * from 44.2 to 37.6 us (its w2 buffer no longer waits behind the chunk
+ * copies) and RING 4 to 36.1, but RING 6 to 36.1. So at RING 6 the ring
+ * depth no longer binds once slots go back early, and is not what holds
+ * RING 6 at ~34.5 us; the per-j G bubble (both consumers' conversion,
+ * nothing of theirs in flight) is the next suspect. Not kept: a new
+ * config parameter makes every stored fused_ws key (the shipped results,
+ * test_export's) unparsable ("missing parameter").
+ * NEEDSWORK: the one w2 buffer that makes room for RING 7-8 costs more
+ * than the deeper ring gives: w2(j+1) can load only once both consumers'
+ * S2(j) retired, and S2(j+1) waits for it about one S1 later, every j.
+ * Untried: three half-slice w2 buffers (S2 as two m64n(MB/2) halves in
+ * their own groups; 48 KiB, RING 7 fits), or w2 streamed through the
+ * ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do
  * not all fit at once (not checked: cudaOccupancyMaxActiveClusters); 4-CTA clusters
  * (8-byte stores) are the untried middle. The G wait happens once per j
  * for both products; FA3-style ping-pong between the consumers is untried.
