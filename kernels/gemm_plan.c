@@ -467,6 +467,7 @@ int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, 
 	memset(r, 0, sizeof(*r));
 	r->program = program;
 	snprintf(r->kernel, sizeof(r->kernel), "splitk_reduce");
+	r->pdl = t->pdl ? 1 : 0;	/* the same program: it waits when the GEMM does */
 	r->grid[0] = (unsigned)(((size_t)M * (size_t)N / 4 + 255) / 256);
 	r->grid[1] = r->grid[2] = 1;
 	r->block[0] = 256;

@@ -101,6 +101,10 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *y, struct k
 		/* warp-specialized tiles: BLOCK_K 64, the TMA producer + CONSUMERS
 		 * warpgroups (wm, wn as kt_gemm_tile_from sets them) */
 		y->ws = z->ws = 1;
+		/* programmatic dependent launch: each of the two or three
+		 * kernels (z, the split-K reduce, y) starts while the one
+		 * before drains, and waits in kt_pdl_wait before reading */
+		y->pdl = z->pdl = 1;
 		y->consumers = z->consumers = c->p[P_CONS] > 0 ? c->p[P_CONS] : 1;
 		y->bk = z->bk = 64;
 		y->wm = y->bm / 16;

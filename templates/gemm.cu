@@ -1195,6 +1195,7 @@ gemm_tn(const __nv_bfloat16 *A, const __nv_bfloat16 *B, void *C, int M, int N, i
 extern "C" __global__ void __launch_bounds__(256)
 splitk_reduce(const float *W, __nv_bfloat16 *C, int M, int N, long long ldc, int splits)
 {
+	kt_pdl_wait();	/* -DKT_PDL=1: launched as the GEMM's dependent */
 	ktg::splitk_reduce_body(W, C, M, N, ldc, splits);
 }
 

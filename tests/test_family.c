@@ -589,6 +589,7 @@ static void test_plans(void)
 	CU_ASSERT_EQUAL(p.nprograms, 2);	/* two tiles, two programs */
 	CU_ASSERT_EQUAL(p.launch[0].args[2].buf, nb - 1);	/* z written ... */
 	CU_ASSERT_EQUAL(p.launch[1].args[0].buf, nb - 1);	/* ... then read */
+	CU_ASSERT(!p.launch[0].pdl && !p.launch[1].pdl);	/* PDL only on the ws path */
 	CU_ASSERT_EQUAL_FATAL(lowrank->ref_plan(&s, &t, &p, &e), 0);
 	check_args(&p, np);
 	CU_ASSERT_EQUAL(p.nlaunch, 2);
@@ -1261,6 +1262,12 @@ static void test_lowrank_ws(void)
 	CU_ASSERT_EQUAL(m->box[1], 256);
 	CU_ASSERT_EQUAL(p.launch[2].args[2].buf, 3);	/* y */
 	CU_ASSERT_EQUAL(p.launch[2].args[6].i, 4096);
+	/* all three are programmatic dependent launches of programs that
+	 * wait for their predecessor (kt_pdl_wait under -DKT_PDL=1) */
+	for (i = 0; i < 3; i++) {
+		CU_ASSERT_EQUAL(p.launch[i].pdl, 1);
+		CU_ASSERT(has_define(&p.programs[p.launch[i].program], "KT_PDL=1"));
+	}
 	/* unsplit and equal tiles: one program, two launches */
 	c.p[9] = 1;	/* Z_SPLIT_K */
 	c.p[7] = 128;	/* Z_BLOCK_M */
