@@ -262,10 +262,15 @@ int kt_config_parse(const struct kt_family *f, const char *text, struct kt_confi
 		out->p[i] = v;
 		seen[i] = 1;
 	}
-	for (i = 0; i < f->nparams; i++)
-		if (uses(&f->params[i], out->variant) && !seen[i])
+	for (i = 0; i < f->nparams; i++) {
+		if (!uses(&f->params[i], out->variant) || seen[i])
+			continue;
+		if (f->params[i].optional)	/* a key from before it existed */
+			out->p[i] = f->params[i].absent;
+		else
 			return kt_err_set(err, KT_EINVAL, "config: missing parameter '%s' for variant %s",
 					  f->params[i].name, f->variants[out->variant]);
+	}
 	return 0;
 }
 

@@ -52,6 +52,13 @@ struct kt_param {
 	long values[KT_MAX_VALUES];
 	uint32_t variants;	/* bit v set: variant v uses this parameter */
 	const char *help;
+	/* optional 1: a config key without this parameter (one stored before
+	 * it existed: a database, an export, data/h200-results.json) parses
+	 * with it at `absent`, which should be the value that does what the
+	 * code did before. 0 (tables that leave both out): keys must name it.
+	 * Give every parameter added to a shipped space optional 1. */
+	int optional;
+	long absent;
 };
 
 struct kt_config {

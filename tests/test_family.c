@@ -224,6 +224,39 @@ static void test_config_errors(void)
 	expect_config_error(dense, "variant=planted_fault,", "trailing comma");
 }
 
+/* A parameter added to a space later (optional 1) takes its `absent` value
+ * when a stored key lacks it; a required one is still an error. */
+static void test_config_absent(void)
+{
+	static const char *const variants[] = {"a", "b"};
+	static const struct kt_param params[] = {
+		{"OLD", 2, {1, 2}, 3, "there from the start"},
+		{"NEW", 2, {0, 7}, 1, "added later, variant a only", 1, 7},
+	};
+	struct kt_family f;
+	struct kt_config c;
+	struct kt_err e = {0};
+	char key[128];
+
+	memset(&f, 0, sizeof(f));
+	f.name = "absent";
+	f.nvariants = 2;
+	f.variants = variants;
+	f.nparams = 2;
+	f.params = params;
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(&f, "variant=a,OLD=2", &c, &e), 0);
+	CU_ASSERT_EQUAL(c.p[0], 2);
+	CU_ASSERT_EQUAL(c.p[1], 7);
+	kt_config_key(&f, &c, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, "variant=a,OLD=2,NEW=7");	/* new keys name it */
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(&f, "variant=a,OLD=1,NEW=0", &c, &e), 0);
+	CU_ASSERT_EQUAL(c.p[1], 0);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(&f, "variant=b,OLD=1", &c, &e), 0);
+	CU_ASSERT_EQUAL(c.p[1], 0);	/* b does not use it */
+	expect_config_error(&f, "variant=a,NEW=0", "missing parameter 'OLD'");
+	expect_config_error(&f, "variant=b,OLD=1,NEW=7", "no parameter 'NEW'");
+}
+
 /* ---- enumeration ---- */
 
 struct count_ctx {
@@ -1698,6 +1731,7 @@ int main(void)
 	CU_add_test(s, "shape errors", test_shape_errors);
 	CU_add_test(s, "config round trip", test_config_roundtrip);
 	CU_add_test(s, "config errors", test_config_errors);
+	CU_add_test(s, "config keys without a later parameter", test_config_absent);
 	CU_add_test(s, "space enumeration", test_space);
 	CU_add_test(s, "check dense", test_check);
 	CU_add_test(s, "check lowrank", test_check_lowrank);
