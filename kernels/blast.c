@@ -78,7 +78,10 @@
  * of a chunk stay in L2 -- the mixer is ~70% DRAM traffic
  * (tools/mix_probe.cu) -- which needs a buffer offset in struct kt_arg (the
  * worker passes base pointers only) or a chunk index in gemm_tn, and more
- * than KT_MAX_LAUNCHES launches for more than two chunks; blast_mix_tcp's
+ * than KT_MAX_LAUNCHES launches for more than two chunks. Chunks run one
+ * after the other would lose: the best tcmix_ws config at llama7b q/k/v/o
+ * takes 28.9 us at N256, 36.3 at N512, 58.6 at N1024 (full sweeps, H200,
+ * 2026-12-01), so two 512-token chunks cost 72.6 against 58.6. blast_mix_tcp's
  * last ~3 us over cudaMemcpy; mix_fused on wgmma is not worth it
  * (ingest-bound: NOTES). The mixers' CTA shapes are fixed, not searched.
  *
@@ -389,29 +392,33 @@ static void mix_launch(int pm, long T, long b, long r, struct kt_launch *l)
 	kt_launch_arg_i32(l, r);
 }
 
-/* tcmix's mixer, blast_mix_tcp: 64 ranks per CTA along grid x; the CTAs
- * of a rank tile walk its token tiles (TP_T tokens), grid y of them. With
- * the SM count known, grid y deals the tiles evenly over the CTAs that fit
- * at once (TP_CTAS_PER_SM per SM): at llama7b N1024, 16 x 22 CTAs of 6
- * tiles each (the last 2); else (compile-only) one tile per CTA. Any grid y
- * is correct. */
+/* tcmix's mixer, blast_mix_tcp: a 1-D grid of CTAs that blast.cu's
+ * tp_assign deals the (rank tile of 64, token tile of TP_T) units to, any
+ * grid size being correct. With the SM count known, as many CTAs as fit
+ * at once (TP_CTAS_PER_SM per SM), so that every SM holds the same number
+ * and they share the units evenly, but at least two units each (each CTA
+ * first loads 32 KiB of St: llama1b's grid stays at 256); else
+ * (compile-only) one unit per CTA. The grid of rank tiles x token runs
+ * before left SMs of two CTAs beside SMs of three (llama7b N1024: 352
+ * CTAs for 396 places) or four CTAs for a second wave (N16384: 400). */
 static void mix_tc_launch(int pm, long T, long r, const struct kt_target *tgt, int pdl,
 			  struct kt_launch *l)
 {
-	const long tiles = (T + TP_T - 1) / TP_T, rtiles = (r + TC_R - 1) / TC_R;
-	long gy = tiles;
+	const long units = ((T + TP_T - 1) / TP_T) * ((r + TC_R - 1) / TC_R);
+	long ctas = units;
 
 	if (tgt->sms > 0) {
 		const long slots = (long)TP_CTAS_PER_SM * tgt->sms;
-		const long per = (tiles * rtiles + slots - 1) / slots;
 
-		gy = (tiles + per - 1) / per;
+		ctas = (units + 1) / 2;
+		if (ctas > slots)
+			ctas = slots;
 	}
 	memset(l, 0, sizeof(*l));
 	l->program = pm;
 	snprintf(l->kernel, sizeof(l->kernel), "blast_mix_tcp");
-	l->grid[0] = (unsigned)rtiles;
-	l->grid[1] = (unsigned)(gy < 65535 ? gy : 65535);
+	l->grid[0] = (unsigned)(ctas < 0x7fffffffL ? ctas : 0x7fffffffL);
+	l->grid[1] = 1;
 	l->grid[2] = 1;
 	l->block[0] = TC_THREADS;
 	l->block[1] = l->block[2] = 1;

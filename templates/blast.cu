@@ -276,9 +276,10 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  * rank-major copy of S), B = Z_c, fp32 sums, w rounded to bf16 once.
  *
  * blast_mix_tcp(z, St, w, N, r): a CTA (4 warps) owns TC_R = 64 ranks
- * (rank tiles fastest in the grid: neighbouring CTAs read and write
- * neighbouring 128-byte runs of the same rows) and walks token tiles of
- * TP_T = 8 tokens (one mma n), blockIdx.y + k * gridDim.y, through a ring
+ * and walks token tiles of TP_T = 8 tokens (one mma n), y + k * gy as
+ * tp_assign deals them (every CTA is resident at once, so the CTAs of the
+ * rank tiles that take token tile tt read and write its rows together),
+ * through a ring
  * of TP_RING = 3 shared-memory tiles: the next two tiles' cp.async copies
  * are in flight while the current one is mixed and stored. Each warp holds
  * the A fragments (S_c) of its 16 ranks in registers, loaded once.
@@ -299,15 +300,18 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  *
  * Measured (tools/mix_probe.cu, H200, warm L2): llama7b N1024 19.7 us,
  * N16384 324, llama1b 7.8 against cudaMemcpy of the same bytes 16.9, 256,
- * 6.1. Earlier forms, same probe: the next tile in registers and the A
+ * 6.1, on the grid of rank tiles x token runs; with tp_assign's grid
+ * N16384 308.5, llama1b 7.9, and the whole tcmix_ws layer (ktune sweep
+ * --config, same call, old / new twice) N16384 888.8, 887.3 / 869.2,
+ * 865.3 us, N1024 57.8, 57.9 / 57.6, 57.7, llama1b unchanged (22.0). Earlier forms, same probe: the next tile in registers and the A
  * fragments in shared memory (4 CTAs per SM, one tile in flight each)
  * 23.2, 332, 10.1; the same ring at 4 CTAs per SM (128 registers, 48 B of
  * spills) 21.7, 332, 9.0; the first tensor-core mixer (one 16 x 64 tile
  * per CTA, 2-byte transposes, S loads inside the rank loop) 27.1, 425,
  * 10.5; fragments loaded straight from global memory, so that a warp's
  * 16-byte load touches 32 lines, 43.6 at N1024.
- * grid (ceil(r / 64), any), block 128, TP_SMEM bytes of dynamic shared
- * memory (kernels/blast.c's TP_SMEM says the same).
+ * grid (any, 1, 1) (tp_assign), block 128, TP_SMEM bytes of dynamic
+ * shared memory (kernels/blast.c's TP_SMEM says the same).
  */
 #include "common.cuh"
 
@@ -433,28 +437,67 @@ __device__ __forceinline__ void tp_mix_chunk(unsigned sz, const unsigned af[8][4
 	}
 }
 
-/* The walk of a CTA over its token tiles tt = blockIdx.y + k * gridDim.y
- * (k-th in ring slot k % TP_RING; one cp.async group each, empty past the
- * end, TP_RING - 1 ahead): tile(sz, tt) runs on each tile once it is in
- * for every thread, and the slot is refilled only after the next tile's
- * barrier, i.e. once every thread is done with it. */
+/* The work of CTA k of a grid of C over R rank tiles of TC_R ranks and the
+ * token tiles. C >= R: rank tile rt goes to G or G + 1 CTAs (G = C / R,
+ * the first C % R tiles get G + 1), and CTA y of those takes token tiles y,
+ * y + gy, ..; C < R: CTA k takes rank tiles k, k + C, .., each with every
+ * token tile. Any C >= 1 covers every (rank tile, token tile) once;
+ * kernels/blast.c picks C so that the CTAs resident at once share the
+ * tiles evenly (a grid of rank tiles x token runs left SMs with two CTAs
+ * beside SMs with three, or a few CTAs for a second wave). */
+struct tp_work {
+	int rt, rstep;	/* first rank tile, step to the next */
+	int y, gy;	/* first token tile, step to the next */
+};
+
+__device__ __forceinline__ tp_work tp_assign(int k, int C, int R)
+{
+	const int G = C / R, A = C % R;
+	tp_work a;
+
+	if (G == 0) {
+		a.rt = k;
+		a.rstep = C;
+		a.y = 0;
+		a.gy = 1;
+	} else if (k < A * (G + 1)) {
+		a.rt = k / (G + 1);
+		a.rstep = R;
+		a.y = k % (G + 1);
+		a.gy = G + 1;
+	} else {
+		const int k2 = k - A * (G + 1);
+
+		a.rt = A + k2 / G;
+		a.rstep = R;
+		a.y = k2 % G;
+		a.gy = G;
+	}
+	return a;
+}
+
+/* The walk of a CTA over its token tiles tt = y + k * gy (k-th in ring
+ * slot k % TP_RING; one cp.async group each, empty past the end, TP_RING -
+ * 1 ahead): tile(sz, tt) runs on each tile once it is in for every thread,
+ * and the slot is refilled only after the next tile's barrier, i.e. once
+ * every thread is done with it. Every cp.async group has landed on return. */
 template <typename F>
 __device__ __forceinline__ void tp_walk(unsigned s0, const __nv_bfloat16 *z, i64 plane, int N,
-					int r, int c0, int tid, F tile)
+					int r, int c0, int tid, int y, int gy, F tile)
 {
 	const int ntiles = (N + TP_T - 1) / TP_T;
 	int k = 0;
 
 	for (int p = 0; p < TP_RING - 1; p++) {
-		const int tt = blockIdx.y + p * gridDim.y;
+		const int tt = y + p * gy;
 
 		if (tt < ntiles)
 			tp_issue(s0 + p * TP_TILE, z, plane, N, r, tt * TP_T, c0, tid);
 		else
 			kt_cp_async_commit();
 	}
-	for (int tt = blockIdx.y; tt < ntiles; tt += gridDim.y, k++) {
-		const int tn = tt + (TP_RING - 1) * gridDim.y;
+	for (int tt = y; tt < ntiles; tt += gy, k++) {
+		const int tn = tt + (TP_RING - 1) * gy;
 
 		kt_cp_async_wait<TP_RING - 2>();
 		/* tile k is in for every thread, and tile k-1's slot, which tile
@@ -481,32 +524,43 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 	const unsigned s0 = kt_smem_u32(tp_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, q = lane & 3;
-	const int c0 = blockIdx.x * TC_R;
+	const int R = (r + TC_R - 1) / TC_R;
+	const tp_work a = tp_assign(blockIdx.x, gridDim.x, R);
 	const i64 plane = (i64)N * r;
 	unsigned af[2][8][4];	/* St_c's A fragments of the warp's 16 ranks */
-
 	/* lane (g, q): rows g, g + 8; k = 2q.. | 2q+8.. (St is the prep's:
 	 * ready before the previous kernel ran) */
+	auto load_af = [&](int c0) {
 #pragma unroll
-	for (int hh = 0; hh < 2; hh++)
+		for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-		for (int kk = 0; kk < 8; kk++) {
-			const int c = c0 + warp * 16 + hh * 8 + kk;
-			const unsigned *sp = reinterpret_cast<const unsigned *>(St + (i64)c * 256);
-			const bool in = c < r;
+			for (int kk = 0; kk < 8; kk++) {
+				const int c = c0 + warp * 16 + hh * 8 + kk;
+				const unsigned *sp =
+					reinterpret_cast<const unsigned *>(St + (i64)c * 256);
+				const bool in = c < r;
 
-			af[hh][kk][0] = in ? __ldg(sp + g * 8 + q) : 0u;
-			af[hh][kk][1] = in ? __ldg(sp + (g + 8) * 8 + q) : 0u;
-			af[hh][kk][2] = in ? __ldg(sp + g * 8 + q + 4) : 0u;
-			af[hh][kk][3] = in ? __ldg(sp + (g + 8) * 8 + q + 4) : 0u;
-		}
+				af[hh][kk][0] = in ? __ldg(sp + g * 8 + q) : 0u;
+				af[hh][kk][1] = in ? __ldg(sp + (g + 8) * 8 + q) : 0u;
+				af[hh][kk][2] = in ? __ldg(sp + g * 8 + q + 4) : 0u;
+				af[hh][kk][3] = in ? __ldg(sp + (g + 8) * 8 + q + 4) : 0u;
+			}
+	};
+
+	load_af(a.rt * TC_R);
 	kt_pdl_wait();	/* z is the previous kernel's */
-	tp_walk(s0, z, plane, N, r, c0, tid, [&](unsigned sz, int tt) {
-		tp_mix_chunk(sz, af[0], warp * 2, lane);
-		tp_mix_chunk(sz, af[1], warp * 2 + 1, lane);
-		__syncthreads();
-		tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
-	});
+	for (int rt = a.rt; rt < R; rt += a.rstep) {
+		const int c0 = rt * TC_R;
+
+		if (rt != a.rt)	/* more rank tiles than CTAs */
+			load_af(c0);
+		tp_walk(s0, z, plane, N, r, c0, tid, a.y, a.gy, [&](unsigned sz, int tt) {
+			tp_mix_chunk(sz, af[0], warp * 2, lane);
+			tp_mix_chunk(sz, af[1], warp * 2 + 1, lane);
+			__syncthreads();
+			tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
+		});
+	}
 }
 #endif /* MIX_TC */
 

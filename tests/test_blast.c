@@ -511,33 +511,50 @@ static void emu_s_to_t16(struct emu *m, const struct kt_launch *l)
 	}
 }
 
-/* blast_mix_tcp CTA by CTA: CTA (bx, by) owns ranks bx * TC_R .. and walks
- * the token tiles by, by + grid y, .. of TP_T tokens; per tile it mixes
- * every z[j] (zero outside) as W_c = St_c (16 x 16) . Z_c (16 x TP_T) with
- * fp32 sums and stores w for i < MIX_B inside the shape.
+/* blast_mix_tcp CTA by CTA: CTA k of grid x takes the rank tiles (TC_R
+ * ranks) and token tiles (TP_T tokens) that blast.cu's tp_assign deals it
+ * (mix_assign below, the same arithmetic); per tile it mixes every z[j]
+ * (zero outside) as W_c = St_c (16 x 16) . Z_c (16 x TP_T) with fp32 sums
+ * and stores w for i < MIX_B inside the shape.
  * templates/blast.cu has the same TC_R, TP_T and shared memory size. */
 #define TC_R 64
 #define TP_T 8
 #define TP_SMEM (3 * 16 * (TP_T * (TC_R * 2 + 16) + 32))
+static void mix_assign(long long k, long long C, long long R, long long *rt, long long *rstep,
+		       long long *y, long long *gy)
+{
+	const long long G = C / R, A = C % R;
+
+	if (G == 0) {
+		*rt = k, *rstep = C, *y = 0, *gy = 1;
+	} else if (k < A * (G + 1)) {
+		*rt = k / (G + 1), *rstep = R, *y = k % (G + 1), *gy = G + 1;
+	} else {
+		*rt = A + (k - A * (G + 1)) / G, *rstep = R, *y = (k - A * (G + 1)) % G, *gy = G;
+	}
+}
+
 static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
 	int z = emu_ab(l, 0), St = emu_ab(l, 1), w = emu_ab(l, 2);
 	long long N = emu_ai(l, 3), r = emu_ai(l, 4), plane = N * r;
 	long B = emu_define(p, "MIX_B");
-	long long bx, by, tt;
+	long long k, bx, rstep, by, gy, tt;
 	static double zt[16][TP_T][TC_R];
 
 	CU_ASSERT_EQUAL(emu_define(p, "MIX_TC"), 1);
 	CU_ASSERT_FATAL(B >= 1 && B <= 16);
 	CU_ASSERT_EQUAL(l->block[0] * l->block[1] * l->block[2], 128);	/* 4 warps */
 	CU_ASSERT_EQUAL(l->smem, TP_SMEM);
+	CU_ASSERT_EQUAL(l->grid[1], 1);
 	CU_ASSERT_EQUAL(l->grid[2], 1);
 	CU_ASSERT_EQUAL(m->bufs[z].dtype, KT_BF16);
 	CU_ASSERT_EQUAL(m->bufs[St].dtype, KT_BF16);
-	for (bx = 0; bx < l->grid[0]; bx++)
-		for (by = 0; by < l->grid[1]; by++)
-			for (tt = by; tt * TP_T < N; tt += l->grid[1]) {
+	for (k = 0; k < l->grid[0]; k++)
+		for (mix_assign(k, l->grid[0], (r + TC_R - 1) / TC_R, &bx, &rstep, &by, &gy);
+		     bx * TC_R < r; bx += rstep)
+			for (tt = by; tt * TP_T < N; tt += gy) {
 				long long j, tl, cl, i;
 
 				for (j = 0; j < 16; j++)
@@ -823,31 +840,59 @@ static void test_mix_grid_control(void)
 
 /* blast_mix_tcp's CTAs walk token tiles when the SMs are few: on a 1-SM
  * target (3 CTAs at once) tokens=65 (9 tiles of TP_T) and rank=40 (one
- * rank tile) deal 3 tiles to each of 3 CTAs (grid y 3: tiles y, y+3, y+6);
- * the plan still matches cpu_ref, and so does any other grid y (the walk's
- * stride is the grid), down to one CTA. */
+ * rank tile) deal 3 tiles to each of 3 CTAs (tiles y, y+3, y+6); the plan
+ * still matches cpu_ref, and so does any other grid: one CTA for all, and
+ * on a shape of 4 rank tiles (rank=200) grids of fewer CTAs than rank
+ * tiles (each walks several), of some rank tiles with one CTA more than
+ * others, and of one unit per CTA. */
 static void test_mix_tcp_walk(void)
 {
+	static const unsigned grids[] = {1, 3, 5, 6, 7, 4 * 3};
 	struct kt_target t = ft_target("sm_90");
 	struct problem p;
 	struct ft_collect x;
 	struct kt_plan plan;
 	long oob;
 	float *y;
+	size_t g;
 
 	t.sms = 1;
 	first_plan("tcmix", &t, 9, &p, &x, &plan);
 	CU_ASSERT_STRING_EQUAL_FATAL(plan.launch[1].kernel, "blast_mix_tcp");
-	CU_ASSERT_EQUAL(plan.launch[1].grid[0], 1);
-	CU_ASSERT_EQUAL(plan.launch[1].grid[1], 3);
+	CU_ASSERT_EQUAL(plan.launch[1].grid[0], 3);
+	CU_ASSERT_EQUAL(plan.launch[1].grid[1], 1);
 	y = plan_run(&p, &x.first, &plan, 0, &oob);
 	CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[Y].elems) < 1e-5);
 	CU_ASSERT_EQUAL(oob, 0);
 	free(y);
-	plan.launch[1].grid[1] = 1;
+	plan.launch[1].grid[0] = 1;
 	y = plan_run(&p, &x.first, &plan, 0, &oob);
 	CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[Y].elems) < 1e-5);
 	free(y);
+	problem_release(&p);
+
+	/* 17 tokens: 3 token tiles; rank 200: 4 rank tiles, the last partial */
+	problem_init(&p, "tokens=17,in=64,out=128,blocks=4,rank=200", 11);
+	memset(&x, 0, sizeof(x));
+	x.f = fam;
+	x.s = p.s;
+	x.t = t;
+	x.variant = kt_variant_index(fam, "tcmix");
+	kt_space_foreach(fam, 0, ft_collect_one, &x);
+	CU_ASSERT_FATAL(x.n > 0);
+	{
+		struct kt_err e = {0};
+
+		CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &x.first, &t, &plan, &e), 0);
+	}
+	CU_ASSERT_EQUAL(plan.launch[1].grid[0], 3);	/* the 3 places, 12 units */
+	for (g = 0; g < sizeof(grids) / sizeof(grids[0]); g++) {
+		plan.launch[1].grid[0] = grids[g];
+		y = plan_run(&p, &x.first, &plan, 0, &oob);
+		CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[Y].elems) < 1e-5);
+		CU_ASSERT_EQUAL(oob, 0);
+		free(y);
+	}
 	problem_release(&p);
 }
 

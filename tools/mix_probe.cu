@@ -50,12 +50,16 @@ extern "C" __global__ void __launch_bounds__(128, TP_MINB)
 tile_copy(const __nv_bfloat16 *z, __nv_bfloat16 *w, int N, int r)
 {
 	extern __shared__ __align__(16) unsigned char tc_smem[];
-	const int c0 = blockIdx.x * TC_R, tid = threadIdx.x;
+	const int R = (r + TC_R - 1) / TC_R, tid = threadIdx.x;
+	const tp_work a = tp_assign(blockIdx.x, gridDim.x, R);
 	const i64 plane = (i64)N * r;
 
-	tp_walk(kt_smem_u32(tc_smem), z, plane, N, r, c0, tid, [&](unsigned sz, int tt) {
-		tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
-	});
+	for (int rt = a.rt; rt < R; rt += a.rstep) {
+		const int c0 = rt * TC_R;
+
+		tp_walk(kt_smem_u32(tc_smem), z, plane, N, r, c0, tid, a.y, a.gy,
+			[&](unsigned sz, int tt) { tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid); });
+	}
 }
 
 /* Rewrites every z element (as stage 1 leaves z in L2 before the mixer). */
@@ -73,14 +77,15 @@ static unsigned short h_bf16(float f)
 	return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* blast_mix_tcp's grid y as kernels/blast.c plans it: token tiles dealt
- * evenly over the CTAs that fit at once (TP_MINB per SM) */
-static int tp_gy(int N, int r, int sms)
+/* blast_mix_tcp's grid as kernels/blast.c plans it (mix_tc_launch): the
+ * CTAs that fit at once (TP_MINB per SM), but no fewer than two (rank tile,
+ * token tile) units per CTA */
+static int tp_ctas(int N, int r, int sms)
 {
-	const long tiles = (N + TP_T - 1) / TP_T, rtiles = (r + TC_R - 1) / TC_R;
-	const long per = (tiles * rtiles + (long)TP_MINB * sms - 1) / ((long)TP_MINB * sms);
+	const long units = (long)((N + TP_T - 1) / TP_T) * ((r + TC_R - 1) / TC_R);
+	const long slots = (long)TP_MINB * sms, c = (units + 1) / 2;
 
-	return (int)((tiles + per - 1) / per);
+	return (int)(c < slots ? c : slots);
 }
 
 int main(int argc, char **argv)
@@ -121,7 +126,7 @@ int main(int argc, char **argv)
 		blast_s_to_f32<<<1024, 256>>>(S, S32, ns);
 		CK(cudaDeviceSynchronize());
 		/* check: tensor cores vs CUDA cores */
-		blast_mix_tcp<<<dim3((r + TC_R - 1) / TC_R, tp_gy(N, r, sms)), 128, TP_SMEM>>>(z, St, w,
+		blast_mix_tcp<<<tp_ctas(N, r, sms), 128, TP_SMEM>>>(z, St, w,
 											      N, r);
 		blast_mix<<<dim3((N + 31) / 32, (r / MIX_RV + 7) / 8), dim3(32, 8)>>>(z, S32, w2, N, r);
 		CK(cudaDeviceSynchronize());
@@ -158,13 +163,13 @@ int main(int argc, char **argv)
 						touch<<<1024, 256>>>(z, nz, 1.f);
 					CK(cudaEventRecord(e0));
 					if (k == 0)
-						blast_mix_tcp<<<dim3((r + TC_R - 1) / TC_R, tp_gy(N, r, sms)), 128,
+						blast_mix_tcp<<<tp_ctas(N, r, sms), 128,
 								TP_SMEM>>>(z, St, w, N, r);
 					else if (k == 1)
 						blast_mix<<<dim3((N + 31) / 32, (r / MIX_RV + 7) / 8), dim3(32, 8)>>>(
 							z, S32, w, N, r);
 					else if (k == 2)
-						tile_copy<<<dim3((r + TC_R - 1) / TC_R, tp_gy(N, r, sms)), 128,
+						tile_copy<<<tp_ctas(N, r, sms), 128,
 							    TP_SMEM>>>(z, w, N, r);
 					else
 						CK(cudaMemcpyAsync(w, z, nz * 2, cudaMemcpyDeviceToDevice));
