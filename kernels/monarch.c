@@ -79,10 +79,6 @@
  *             and multicast the x tiles they share; CLUSTER_T 2: those of
  *             two token tiles multicast their w1r and w2 tiles (each half
  *             of that operand's L2 traffic; both: clusters of 4).
- *             PINGPONG 1 (BLOCK_M 128): the two consumers take turns
- *             issuing their second products (named barriers); measured
- *             neutral (35.3-35.5 against 35.5 us, monarch_bm RING 6), kept
- *             for the search; keys stored without it are PINGPONG 0.
  *             Measured (H200, llama7b q/k/v/o N1024): 41.3-41.6 us for
  *             monarch (EPILOGUE 1 + monarch_perm_x8; 42.3-42.8 with
  *             monarch_perm_rows), 34.1-35.0 for monarch_bm, cuBLAS dense ~47;
@@ -143,7 +139,7 @@ enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAY
  * B_ARRIVED only for fused_ws's EPILOGUE 3 */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
-       P_CLI, P_CLT, P_PP };
+       P_CLI, P_CLT };
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
@@ -193,12 +189,6 @@ static const struct kt_param params[] = {
 	 "fused_ws: 2 pairs the CTAs of output blocks i, i+1 to multicast the x tiles they share"},
 	{"CLUSTER_T", 2, {1, 2}, FUSED,
 	 "fused_ws: 2 pairs the CTAs of two token tiles to multicast the weight tiles they share"},
-	/* optional: keys stored before it (the shipped results) are PINGPONG 0 */
-	{"PINGPONG", 2, {0, 1}, FUSED,
-	 "fused_ws (BLOCK_M 128): 1 has the two consumer warpgroups take turns issuing their "
-	 "second products, so that one's run while the other converts its G; 0 issues them "
-	 "independently",
-	 1, 0},
 };
 
 /* y2 is stage 2's tile, z1 stage 1's. */
@@ -327,11 +317,6 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 			   "input block's chunks must fit in the ring)", nb, kch, c->p[P_RING]);
 	if (c->p[P_EPI] < 0 || c->p[P_EPI] > 3)
 		return WHY("fused_ws: EPILOGUE=%ld must be 0, 1, 2 or 3", c->p[P_EPI]);
-	if (c->p[P_PP] != 0 && c->p[P_PP] != 1)
-		return WHY("fused_ws: PINGPONG=%ld must be 0 or 1", c->p[P_PP]);
-	if (c->p[P_PP] && cons != 2)
-		return WHY("fused_ws: PINGPONG=%ld alternates two consumer warpgroups: BLOCK_M=%ld "
-			   "has %ld", c->p[P_PP], c->p[P_BM], cons);
 	/* EPILOGUE 2: clusters of the 8 CTAs of blocks i0 .. i0+7 exchange
 	 * their tiles (distributed shared memory) for 16-byte stores of the
 	 * interleaved y. EPILOGUE 3: each CTA stores its y2 tile, waits until
@@ -540,7 +525,6 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	rc |= kt_program_define(p, "EPILOGUE", c->p[P_EPI]);
 	rc |= kt_program_define(p, "CLUSTER_I", c->p[P_CLI]);
 	rc |= kt_program_define(p, "CLUSTER_T", c->p[P_CLT]);
-	rc |= kt_program_define(p, "PINGPONG", c->p[P_PP]);
 	if (rc)
 		return kt_err_set(err, KT_EINTERNAL, "monarch: too many defines");
 	out->programs[1].tpl = "monarch";
@@ -840,7 +824,6 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 			out->p[P_EPI] = e3 ? 3 : 1;
 			out->p[P_CLI] = 1;
 			out->p[P_CLT] = 1;
-			out->p[P_PP] = 0;
 			if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}

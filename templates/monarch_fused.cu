@@ -51,16 +51,6 @@
  * consumer's group meanwhile. The ring must hold one j's chunks (KCH <=
  * RING: S1(j+1)'s slots are released only after all of it retired); the
  * host check refuses more, and the kernel traps rather than hang.
- * PINGPONG 1 (two consumers): the consumers take turns issuing, FA3-style
- * (named barriers 4 and 5; consumer 0 first): a consumer waits for its turn
- * before S2(j) and passes it on once S2(j) is issued, so that the other's
- * S2 queues behind it and its G bubble falls while the other's group runs.
- * Every pass and wait is unconditional inside the loop (a pass under `if
- * (more)` made ptxas serialize the wgmmas, C7520); the imbalance at the
- * ends is paid outside it (consumer 1's extra pass before its first turn,
- * consumer 0's extra wait after its last wgmma retired). ptxas: 168
- * registers, no spill, no C7515 / C7520, PINGPONG 0's PTX byte-identical
- * to the kernel before it.
  *
  * Clusters (CLUSTER_I x CLUSTER_T CTAs, each 1 or 2): the CTAs of output
  * blocks i, i+1 (CLUSTER_I 2) share their x tiles, those of two token
@@ -132,18 +122,16 @@
  * ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do
  * not all fit at once (not checked: cudaOccupancyMaxActiveClusters); 4-CTA clusters
  * (8-byte stores) are the untried middle.
- * Ping-pong, measured (bench/NOTES-linear.md, 5th session; monarch_bm
- * EPILOGUE 1, BLOCK_M 128, two rounds): PINGPONG 1 RING 6 35.34 / 35.49
- * against 35.55 / 35.54 us, RING 5 38.98 / 38.91 against 39.17 / 39.34,
- * RING 8 (W2BUF 1) 45.06 / 44.98 against 44.64 / 44.58; monarch EPILOGUE 3
- * RING 6 39.50 / 39.39 against 39.60 / 39.50: noise. Passing the turn only
- * after S1(j+1) too (the consumer holds it through S1's chunk waits) cost
- * 10 us (RING 6: 45.5, EPILOGUE 3 50.0; not kept). So the G bubble is not
- * what holds RING 6 at ~35 us, and the chunks' arrival is on the critical
- * path: a consumer that waits for a chunk stalls whoever issues after it.
- * NEEDSWORK: where the consumers wait (full barriers vs wgmma retire) was
- * not measured; a profile of the full-barrier waits (bench/profile.sh)
- * would say whether L2 -> SM bandwidth or the copies' latency binds.
+ * Ping-pong, measured and not kept (bench/NOTES-linear.md, 5th session;
+ * the code is in 3f9f474): the consumers taking FA3-style turns at S2(j)
+ * moved monarch_bm RING 6 from 35.55 / 35.54 to 35.34 / 35.49 us and
+ * monarch EPILOGUE 3 from 39.60 / 39.50 to 39.50 / 39.39 (noise); holding
+ * the turn through S1(j+1)'s chunk waits cost ~10 us. So the per-j G
+ * bubble is not what binds, and the chunks' arrival is on the critical
+ * path. Splitting the copies over three producer threads (x, w1r, w2) was
+ * slower too (34.6 -> 36.9 us), though one thread's copies go out one
+ * after another (tools/ingest_probe.cu). NEEDSWORK: where the consumers
+ * wait (full barriers vs wgmma retire) was not measured.
  * NEEDSWORK: EPILOGUE 3 takes only grids of at most one wave (a
  * persistent walk over the token tiles would lift that), and where its
  * 4.4 us go (the y2 round trip through L2, the wait for a tile's slowest
@@ -168,9 +156,6 @@
 #endif
 #ifndef W2BUF
 #define W2BUF 2
-#endif
-#ifndef PINGPONG
-#define PINGPONG 0
 #endif
 
 namespace kmf {
@@ -201,8 +186,6 @@ static_assert(EPILOGUE != 3 || (!BLOCKMAJOR && CLUSTER_I == 1 && CLUSTER_T == 1)
 static_assert(CLUSTER_I == 1 || CLUSTER_I == 2, "CLUSTER_I 1 or 2 (output blocks i, i+1)");
 static_assert(CLUSTER_T == 1 || CLUSTER_T == 2, "CLUSTER_T 1 or 2 (two token tiles)");
 static_assert(W2BUF == 1 || W2BUF == 2, "W2BUF 1 or 2 w2 slice buffers");
-static_assert(PINGPONG == 0 || (PINGPONG == 1 && CONS == 2),
-	      "PINGPONG 0, or 1 with two consumers");
 constexpr int CL = CLUSTER_I * CLUSTER_T;	/* CTAs per cluster */
 /* the CTAs whose copies land in a CTA's ring (x from its CLUSTER_I
  * x-peers, w1r from its CLUSTER_T w-peers, itself counted once) */
@@ -270,20 +253,6 @@ KT_DEV void s1_release(const ctx &c, int j)
 			release(c.empty + ((j * c.kch + kc) % RING) * 8, c.rank, true, true);
 }
 
-/* PINGPONG: the consumers take turns issuing (named barriers 4 and 5, both
- * consumers' 256 threads: the 128 whose turn it is wait, the other 128
- * arrive once they have issued), so that one's group runs on the tensor
- * cores while the other converts its G. Consumer 0 issues first. */
-KT_DEV void turn_wait(int cw)
-{
-	asm volatile("bar.sync %0, 256;\n" ::"r"(4 + cw) : "memory");
-}
-
-KT_DEV void turn_pass(int cw)
-{
-	asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + (cw ^ 1)) : "memory");
-}
-
 /* One j, with S1(j) issued before: once it (and S2(j-1)) retired, G_j
  * becomes the A fragments, then S2(j) and S1(j+1) go out as one group.
  * Nothing is in flight while G is converted and re-zeroed, so no
@@ -307,14 +276,6 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 	const unsigned wb = c.w2s + wbi * W2B;
 
 	kt_mbar_wait(c.wfull + wbi * 8, (j / W2BUF) & 1);
-	/* PINGPONG: this consumer's turn, passed on once S2(j) is issued (not
-	 * after S1(j+1): its chunk waits would hold the other consumer up) and
-	 * unconditionally (a pass under a branch serializes the wgmmas: ptxas
-	 * C7520) */
-	const int cw = (int)(threadIdx.x >> 7) - 1;
-
-	if (PINGPONG)
-		turn_wait(cw);
 	kt_wg_fence();
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
@@ -324,8 +285,6 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 		 * as it retired, while S1(j+1) still runs (acc and g are not
 		 * touched until the next step's wait) */
 		kt_wg_commit();
-		if (PINGPONG)
-			turn_pass(cw);
 		if (more)
 			s1_issue(c, g, j + 1);
 		kt_wg_commit();
@@ -334,8 +293,6 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 			release(c.wempty, c.rank, false, true);
 		return;
 	}
-	if (PINGPONG)
-		turn_pass(cw);
 	if (more)
 		s1_issue(c, g, j + 1);
 	kt_wg_commit();
@@ -375,23 +332,13 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 	c.xoff = cw * 64 * 128;
 	kt_wg_zero(acc);
 	kt_wg_zero(g);
-	/* PINGPONG: consumer 0's first turn comes from consumer 1, and it
-	 * takes consumer 1's last pass once its own wgmmas are done */
-	if (PINGPONG && cw == 1)
-		turn_pass(cw);
-	if (PINGPONG)
-		turn_wait(cw);
 	kt_wg_fence();
 	s1_issue(c, g, 0);
 	kt_wg_commit();
-	if (PINGPONG)
-		turn_pass(cw);
 	for (int j = 0; j < b; j++)
 		step(c, acc, g, j, b);
 	kt_wg_wait<0>();
 	kt_wg_pin(acc);
-	if (PINGPONG && cw == 0)
-		turn_wait(cw);
 
 	const int r0 = t0 + cw * 64 + warp * 16 + (lane >> 2), s0 = 2 * (lane & 3);
 	const int mb = MB;

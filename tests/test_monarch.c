@@ -561,9 +561,6 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
 	/* RING 7, 8: one w2 slice buffer */
 	CU_ASSERT_EQUAL(emu_define(p, "W2BUF"), ring > 6 ? 1 : 2);
-	/* the consumers' issue turns change the order, not the result: only
-	 * two consumers take them */
-	CU_ASSERT(emu_define(p, "PINGPONG") == 0 || (emu_define(p, "PINGPONG") == 1 && cons == 2));
 	CU_ASSERT_EQUAL(l->smem, (unsigned)(1024 + ring * (BM + RP) * 128 +
 					    emu_define(p, "W2BUF") * RP * MB * 2 + 256));
 	/* each CTA of a cluster loads its part of the rows it shares */
@@ -1119,10 +1116,8 @@ static int param_index(const char *name)
 	return 0;
 }
 
-/* the SM count fused_reject's target claims (0: unknown, compile-only)
- * and the PINGPONG its configs have */
+/* the SM count fused_reject's target claims (0: unknown, compile-only) */
 static int reject_sms;
-static long reject_pp;
 
 /* fused_ws's refusals, each with its reason, and what it accepts; cluster
  * is CLUSTER_I + 10 * CLUSTER_T (10 * 0 read as 1). */
@@ -1146,7 +1141,6 @@ static void fused_reject(const char *text, long bmt, long ring, long epi, long c
 	c.p[param_index("EPILOGUE")] = epi;
 	c.p[param_index("CLUSTER_I")] = cluster % 10;
 	c.p[param_index("CLUSTER_T")] = cluster / 10 ? cluster / 10 : 1;
-	c.p[param_index("PINGPONG")] = reject_pp;
 	CU_ASSERT_EQUAL(mon->check(&s, &c, &t, why, sizeof(why)), want != NULL);
 	if (want && !strstr(why, want))
 		fprintf(stderr, "\n  fused_ws '%s': why '%s' lacks '%s'\n", text, why, want);
@@ -1218,47 +1212,6 @@ static void test_fused_check(void)
 	/* a 128-token tile for 64 tokens */
 	fused_reject("tokens=64,in=4096,out=4096,blocks=16,rank=1024", 128, 4, 0, 1, "sm_90a",
 		     "over twice tokens");
-	/* issue turns: two consumers (BLOCK_M 128), any ring, epilogue, cluster */
-	reject_pp = 1;
-	fused_reject(ll, 128, 6, 1, 1, "sm_90a", NULL);
-	fused_reject(ll, 128, 8, 1, 1, "sm_90a", NULL);
-	fused_reject(ll, 128, 6, 0, 22, "sm_90a", NULL);
-	fused_reject(ll, 128, 6, 3, 1, "sm_90a", blockmajor ? "monarch only" : NULL);
-	fused_reject(ll, 64, 6, 1, 1, "sm_90a", "alternates two consumer");
-	reject_pp = 2;
-	fused_reject(ll, 128, 6, 1, 1, "sm_90a", "PINGPONG=2");
-	reject_pp = 0;
-}
-
-/* PINGPONG came after keys were stored (the shipped results, exports):
- * a key without it is PINGPONG 0, today's kernel; one with it keeps it. */
-static void test_fused_key_pingpong(void)
-{
-	const char *old = "variant=fused_ws,BLOCK_M=128,RING=6,EPILOGUE=1,CLUSTER_I=1,CLUSTER_T=1";
-	struct kt_shape ll = ft_shape(mon, ref_shapes[0]);
-	struct kt_target t = ft_target("sm_90a");
-	struct kt_config c, d;
-	struct kt_err e = {0};
-	char key[256], why[200] = "";
-
-	CU_ASSERT_EQUAL_FATAL(kt_config_parse(mon, old, &c, &e), 0);
-	CU_ASSERT_EQUAL(kt_config_get(mon, &c, "PINGPONG"), 0);
-	CU_ASSERT_EQUAL(mon->check(&ll, &c, &t, why, sizeof(why)), 0);
-	/* the default is such a config: the key it prints names PINGPONG=0 */
-	CU_ASSERT_EQUAL_FATAL(mon->default_config(&ll, &t, &d), 0);
-	CU_ASSERT_EQUAL(kt_config_get(mon, &d, "PINGPONG"), 0);
-	kt_config_key(mon, &c, key, sizeof(key));
-	CU_ASSERT_PTR_NOT_NULL(strstr(key, "PINGPONG=0"));
-	CU_ASSERT_EQUAL_FATAL(kt_config_parse(mon, "variant=fused_ws,BLOCK_M=128,RING=6,"
-					      "EPILOGUE=1,CLUSTER_I=1,CLUSTER_T=1,PINGPONG=1",
-					      &c, &e), 0);
-	CU_ASSERT_EQUAL(kt_config_get(mon, &c, "PINGPONG"), 1);
-	/* the other variants have no such parameter */
-#define NAIVE_KEY "variant=naive,BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=64,BLOCK_K=32,WARPS_M=2," \
-		  "WARPS_N=2,STAGES=2,GROUP_M=8"
-	CU_ASSERT_EQUAL(kt_config_parse(mon, NAIVE_KEY, &c, &e), 0);
-	CU_ASSERT_NOT_EQUAL(kt_config_parse(mon, NAIVE_KEY ",PINGPONG=0", &c, &e), 0);
-#undef NAIVE_KEY
 }
 
 struct space_ctx {
@@ -1543,7 +1496,7 @@ static void test_compile(void)
 	const char *targets[] = {"sm_80", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;
-	int k, d, monarch_seen = 0, fused_seen = 0, e3_seen = 0, pp_seen = 0;
+	int k, d, monarch_seen = 0, fused_seen = 0, e3_seen = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1574,8 +1527,7 @@ static void test_compile(void)
 			x.t = ft_target("sm_90a");
 			x.variant = kt_variant_index(mon, "fused_ws");
 			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
-			/* 120 (monarch_bm), 150: BLOCK_M 128's twice (PINGPONG) */
-			CU_ASSERT(x.n >= 120);
+			CU_ASSERT(x.n >= 80);	/* 80 (monarch_bm), 90 */
 		}
 		mon = keep;
 	}
@@ -1584,23 +1536,16 @@ static void test_compile(void)
 		monarch_seen += job_ok(&j, k) && strcmp(j.progs[k].tpl, "monarch") == 0;
 		fused_seen += job_ok(&j, k) && strcmp(j.progs[k].tpl, "monarch_fused") == 0;
 		for (d = 0; d < j.progs[k].ndefines; d++)
-		{
 			e3_seen += job_ok(&j, k) && strcmp(j.progs[k].defines[d], "EPILOGUE=3") == 0;
-			pp_seen += job_ok(&j, k) && strcmp(j.progs[k].defines[d], "PINGPONG=1") == 0;
-		}
 	}
 	/* the data-movement / reference template (no defines), once per target */
 	CU_ASSERT_EQUAL(monarch_seen, 3);
 	/* BLOCK_M 64, 128 x RING 4 .. 8 (7, 8: W2BUF 1) x (scattered,
 	 * block-major direct, block-major staged) x CLUSTER_I 1, 2 x
-	 * CLUSTER_T 1, 2, and the cluster exchange (CLUSTER_I = CLUSTER_T = 1);
-	 * BLOCK_M 128's x PINGPONG 0, 1 */
-	CU_ASSERT(fused_seen >= 200);
+	 * CLUSTER_T 1, 2, and the cluster exchange (CLUSTER_I = CLUSTER_T = 1) */
+	CU_ASSERT(fused_seen >= 130);
 	/* the in-kernel interleave: BLOCK_M 64, 128 x RING 4 .. 8 (monarch) */
 	CU_ASSERT(e3_seen >= 10);
-	/* the consumers' issue turns: monarch's 50 BLOCK_M 128 configs */
-	CU_ASSERT(pp_seen >= 50);
-	printf("\n  fused_ws programs %d, with issue turns %d", fused_seen, pp_seen);
 	job_list_release(&j);
 }
 
@@ -1617,7 +1562,6 @@ static void add_cpu_tests(CU_pSuite s)
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check);
 	CU_add_test(s, "fused_ws check rejects", test_fused_check);
-	CU_add_test(s, "fused_ws keys without PINGPONG", test_fused_key_pingpong);
 	CU_add_test(s, "space, pruning, every valid config plans", test_space);
 	CU_add_test(s, "default configs", test_defaults);
 	CU_add_test(s, "flops and bytes", test_models);
