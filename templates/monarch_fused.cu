@@ -130,8 +130,11 @@
  * bubble is not what binds, and the chunks' arrival is on the critical
  * path. Splitting the copies over three producer threads (x, w1r, w2) was
  * slower too (34.6 -> 36.9 us), though one thread's copies go out one
- * after another (tools/ingest_probe.cu). NEEDSWORK: where the consumers
- * wait (full barriers vs wgmma retire) was not measured.
+ * after another (tools/ingest_probe.cu). ncu on monarch_bm RING 6: the
+ * tensor pipe is active 71% of the SMs' active cycles (stalls per issue:
+ * wait 1.66, gmma 1.14, long scoreboard 0.77): S1's m64n64k16 with both
+ * operands in shared memory (4 KiB per step) runs far below peak, and the
+ * shape (rank/blocks 64) has no larger N for it.
  * NEEDSWORK: EPILOGUE 3 takes only grids of at most one wave (a
  * persistent walk over the token tiles would lift that), and where its
  * 4.4 us go (the y2 round trip through L2, the wait for a tile's slowest
