@@ -470,23 +470,30 @@ static void test_header(void)
 	header_answers(dir, 1, qfile);
 }
 
-/* An empty export still compiles. */
-static void test_header_empty(void)
+/* db's C export (opened with mode) as dir/ktune_tuned.h, dir made here. */
+static void write_header(const char *db, enum store_mode mode, const char *dir)
 {
-	const char *dir = kt_test_path("hdr-empty");
-	const char *edb = kt_test_path("empty.db");
 	struct store *st = NULL;
 	struct export_bundle b = { 0 };
 	struct kt_err err = { 0 };
-	char path[700], cmd[1200], *out = NULL;
+	char path[700];
 
-	CU_ASSERT_EQUAL_FATAL(store_open(edb, STORE_RW, &st, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(store_open(db, mode, &st, &err), 0);
 	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
 	store_close(st);
 	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
 	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
 	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
 	export_bundle_release(&b);
+}
+
+/* An empty export still compiles. */
+static void test_header_empty(void)
+{
+	const char *dir = kt_test_path("hdr-empty");
+	char path[700], cmd[1200], *out = NULL;
+
+	write_header(kt_test_path("empty.db"), STORE_RW, dir);	/* RW: creates it */
 	snprintf(path, sizeof(path), "%s/t.c", dir);
 	{
 		static const char src[] =
@@ -584,18 +591,9 @@ out:
  * it must exit 0. */
 static void header_check(const char *db, const char *dir, const char *ret)
 {
-	struct store *st = NULL;
-	struct export_bundle b = { 0 };
-	struct kt_err err = { 0 };
 	char path[700], cmd[1200], src[2048], *out = NULL;
 
-	CU_ASSERT_EQUAL_FATAL(store_open(db, STORE_RO, &st, &err), 0);
-	CU_ASSERT_EQUAL_FATAL(export_build(st, EXPORT_C, NULL, &b, &err), 0);
-	store_close(st);
-	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
-	snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir);
-	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, path, &err), 0);
-	export_bundle_release(&b);
+	write_header(db, STORE_RO, dir);
 	snprintf(path, sizeof(path), "%s/t.c", dir);
 	snprintf(src, sizeof(src),
 		 "#include \"ktune_tuned.h\"\n"

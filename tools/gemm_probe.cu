@@ -48,8 +48,7 @@
 
 #include <unistd.h>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-	fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "probe.h"
 
 typedef __nv_bfloat16 bf;
 

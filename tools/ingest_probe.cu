@@ -39,15 +39,7 @@
 
 #include "common.cuh"
 
-#define CK(x)                                                                        \
-	do {                                                                         \
-		cudaError_t e_ = (x);                                                \
-		if (e_ != cudaSuccess) {                                             \
-			fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,    \
-				cudaGetErrorString(e_));                             \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
+#include "probe.h"
 
 __device__ __forceinline__ unsigned smem_u32(const void *p)
 {
@@ -143,6 +135,25 @@ extern "C" __global__ void __launch_bounds__(128) ingest_tma(const __grid_consta
 	out[blockIdx.x * 4 + w] = *(volatile unsigned *)(tsm + 1024);
 }
 
+/* The fastest of five timed runs of launch, ms. */
+template <typename F>
+static float best_ms(cudaEvent_t e0, cudaEvent_t e1, F launch)
+{
+	float ms = 0, best = 1e30f;
+
+	for (int rep = 0; rep < 5; rep++) {
+		CK(cudaEventRecord(e0));
+		launch();
+		CK(cudaEventRecord(e1));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaGetLastError());
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (ms < best)
+			best = ms;
+	}
+	return best;
+}
+
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
 			      const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
 			      const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -180,21 +191,13 @@ static void tma_rows(char *src, unsigned *out, int sms, cudaEvent_t e0, cudaEven
 			for (int depth = 64 << 10; depth <= 192 << 10; depth += 64 << 10) {
 				const int box = box_rows * 128, slots = depth / box / iss;
 				const int boxes = (2 << 20) / box;
-				float ms = 0, best = 1e30f;
 
 				if (slots < 2 || slots > 32)
 					continue;
-				for (int rep = 0; rep < 5; rep++) {
-					CK(cudaEventRecord(e0));
+				const float best = best_ms(e0, e1, [&] {
 					ingest_tma<<<sms, 32 * iss, (size_t)iss * slots * box + 1024>>>(
 						m, window_rows, box_rows, boxes, slots, out);
-					CK(cudaEventRecord(e1));
-					CK(cudaEventSynchronize(e1));
-					CK(cudaGetLastError());
-					CK(cudaEventElapsedTime(&ms, e0, e1));
-					if (ms < best)
-						best = ms;
-				}
+				});
 				const double bytes = (double)boxes / iss * iss * box * sms;
 				printf("%-6s %-6d %-4d %-9d %-5d %-9.1f %10.1f %10.1f\n", "l2", sms, iss,
 				       box_rows, slots, 2.0, bytes / (best * 1e-3) / 1e9 / sms,
@@ -233,23 +236,15 @@ int main(void)
 					const long long per = own ? (big / ctas) / (chunk * iss) * (chunk * iss)
 								  : 2LL << 20;
 					const long long window = own ? big : small;
-					float ms = 0, best = 1e30f;
 
 					if (slots > 32 || slots < 2)
 						continue;
 					if (ctas != sms && (k != 1 || d != 1 || iss != 1))
 						continue;	/* the CTA sweep at one shape */
-					for (int rep = 0; rep < 5; rep++) {
-						CK(cudaEventRecord(e0));
+					const float best = best_ms(e0, e1, [&] {
 						ingest<<<ctas, 32 * iss, (size_t)iss * slots * chunk>>>(
 							src, window, per, chunk, slots, own, out);
-						CK(cudaEventRecord(e1));
-						CK(cudaEventSynchronize(e1));
-						CK(cudaGetLastError());
-						CK(cudaEventElapsedTime(&ms, e0, e1));
-						if (ms < best)
-							best = ms;
-					}
+					});
 					const double bytes = (double)per * ctas;
 					const int active = ctas < sms ? ctas : sms;
 					printf("%-6s %-6d %-4d %-7d %-5d %-9.1f %10.1f %10.1f\n",

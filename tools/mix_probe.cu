@@ -33,15 +33,7 @@
 #include <string.h>
 #include <vector>
 
-#define CK(x)                                                                        \
-	do {                                                                         \
-		cudaError_t e_ = (x);                                                \
-		if (e_ != cudaSuccess) {                                             \
-			fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,    \
-				cudaGetErrorString(e_));                             \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
+#include "probe.h"
 
 /* blast_mix_tcp's memory traffic without the math: its own ring of
  * cp.async tile copies and its stores on its grid, nothing between them --
