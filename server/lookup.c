@@ -215,7 +215,8 @@ static int resolve_device(const struct lookup_table *t, const struct lookup_quer
 	if (t->ndevices == 1)
 		*dev = 0;
 	/* Several GPUs of one model (a multi-GPU host's database): none
-	 * needs naming; the first answers, the others through arch. */
+	 * needs naming; the first answers, its siblings' exact shapes
+	 * counting as its own (lookup_best). */
 	for (i = 1; i < t->ndevices; i++)
 		if (strcasecmp(t->devices[i].name, t->devices[0].name) != 0)
 			break;
@@ -236,33 +237,47 @@ static int entry_valid(const struct lookup_entry *e, const struct lookup_query *
 	return e->fam->check(&q->shape, &e->cfg, tgt, why, sizeof(why)) == 0;
 }
 
-/* Which entries a search stage looks at: those of one device (dev >= 0),
- * or those of the other devices of an architecture (dev is the asked
- * device, or -1, and is skipped). */
+/* Which entries a search stage looks at. A model is a GPU name and an
+ * architecture: several physical GPUs of one model (a multi-GPU host's
+ * database) are interchangeable for an exact shape, so their exact entries
+ * answer before a nearest shape of the asked device does. Names compare
+ * case-insensitively, as a --device name does. */
+enum stage_kind {
+	STAGE_DEVICE = 0,	/* the asked device */
+	STAGE_MODEL,		/* the other devices of its name and arch */
+	STAGE_ARCH,		/* every device of the arch but the asked one */
+};
+
 struct stage {
-	int dev;
-	int same_device;	/* 1: device stage; 0: architecture stage */
+	enum stage_kind kind;
+	int dev;		/* the asked device, or -1 (STAGE_ARCH only) */
 	const char *arch;
 };
 
 static int in_stage(const struct lookup_table *t, const struct lookup_entry *e,
 		    const struct stage *s)
 {
-	if (s->same_device)
+	const struct store_device *d = &t->devices[e->device];
+
+	switch (s->kind) {
+	case STAGE_DEVICE:
 		return e->device == s->dev;
-	return e->device != s->dev && strcmp(t->devices[e->device].arch, s->arch) == 0;
+	case STAGE_MODEL:
+		return e->device != s->dev && strcmp(d->arch, s->arch) == 0 &&
+		       strcasecmp(d->name, t->devices[s->dev].name) == 0;
+	case STAGE_ARCH:
+		return e->device != s->dev && strcmp(d->arch, s->arch) == 0;
+	}
+	return 0;
 }
 
-/* Exact, then nearest, within a stage. Among exact matches (several only
- * across devices) the fastest wins; among nearest ones the closest valid
- * one, the first in table order on a tie. */
-static const struct lookup_entry *search(const struct lookup_table *t,
-					 const struct lookup_query *q,
-					 const struct kt_target *tgt, const struct stage *s,
-					 int *exact, double *dist)
+/* The exact shape within a stage; among several (only across devices)
+ * the fastest, the first in table order on a tie. */
+static const struct lookup_entry *search_exact(const struct lookup_table *t,
+					       const struct lookup_query *q,
+					       const struct stage *s)
 {
 	const struct lookup_entry *best = NULL;
-	double bd = 0;
 	int i;
 
 	for (i = 0; i < t->nentries; i++) {
@@ -274,10 +289,20 @@ static const struct lookup_entry *search(const struct lookup_table *t,
 		if (!best || e->w.median_us < best->w.median_us)
 			best = e;
 	}
-	*exact = best != NULL;
-	*dist = 0;
-	if (best)
-		return best;
+	return best;
+}
+
+/* The closest valid shape within a stage, the first in table order on a
+ * tie; *dist its log-distance. */
+static const struct lookup_entry *search_nearest(const struct lookup_table *t,
+						 const struct lookup_query *q,
+						 const struct kt_target *tgt,
+						 const struct stage *s, double *dist)
+{
+	const struct lookup_entry *best = NULL;
+	double bd = 0;
+	int i;
+
 	for (i = 0; i < t->nentries; i++) {
 		const struct lookup_entry *e = &t->entries[i];
 		double d;
@@ -303,7 +328,7 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 	const struct lookup_entry *e;
 	const struct store_device *d = NULL;
 	struct stage s;
-	int dev, exact;
+	int dev;
 	double dist;
 
 	memset(a, 0, sizeof(*a));
@@ -320,15 +345,35 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 		return -1;
 	a->floor_us = lookup_floor_us(q->fam, &q->shape);
 
+	/* Exact on the device, then exact on another GPU of its model: a
+	 * config tuned for this very shape beats a neighbour shape's. Then
+	 * the nearest shape on the device alone, so that a "nearest" answer
+	 * was always measured on the asked device; the siblings' nearest
+	 * shapes wait for the arch stage with the other devices. */
+	dist = 0;
 	s.dev = dev;
 	s.arch = a->arch;
-	s.same_device = 1;
-	if (dev >= 0 && (e = search(t, q, &a->target, &s, &exact, &dist))) {
-		a->match = exact ? LOOKUP_EXACT : LOOKUP_NEAREST;
-		goto found;
+	if (dev >= 0) {
+		s.kind = STAGE_DEVICE;
+		if ((e = search_exact(t, q, &s))) {
+			a->match = LOOKUP_EXACT;
+			goto found;
+		}
+		s.kind = STAGE_MODEL;
+		if ((e = search_exact(t, q, &s))) {
+			a->match = LOOKUP_EXACT;
+			goto found;
+		}
+		s.kind = STAGE_DEVICE;
+		if ((e = search_nearest(t, q, &a->target, &s, &dist))) {
+			a->match = LOOKUP_NEAREST;
+			goto found;
+		}
 	}
-	s.same_device = 0;
-	if ((e = search(t, q, &a->target, &s, &exact, &dist))) {
+	/* The other devices of the arch, siblings included (their nearest
+	 * shapes; their exact ones answered above). */
+	s.kind = STAGE_ARCH;
+	if ((e = search_exact(t, q, &s)) || (e = search_nearest(t, q, &a->target, &s, &dist))) {
 		a->match = LOOKUP_ARCH;
 		goto found;
 	}

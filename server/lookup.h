@@ -2,16 +2,29 @@
  * lookup.h -- the best config for (device, family, shape), with fallback.
  *
  * Used by `ktune best`, by the HTTP routes and by the export (whose C header
- * repeats the same chain). The chain, first that answers wins:
+ * repeats the chain, but see NEEDSWORK below). The chain, first that
+ * answers wins:
  *
- *   exact    the shape was tuned on this device: its winner;
- *   nearest  among shapes tuned on this device for the family with the same
- *            structural dims (family->dims[i].structural), the one closest in
- *            log-distance over the other dims whose config passes
- *            family->check() for the asked shape on the device's target;
- *   arch     the same two steps over the other devices of the device's
- *            architecture (exact: the fastest of them; nearest: the closest);
+ *   exact    the shape was tuned on this device: its winner; else it was
+ *            tuned on another GPU of the same model (same name, compared
+ *            case-insensitively, and same arch: the other GPUs of a
+ *            multi-GPU host): the fastest of those. The answer's device
+ *            is still the asked one; tuned.device_uuid says which GPU the
+ *            entry was measured on;
+ *   nearest  among shapes tuned on this device alone (not its siblings)
+ *            for the family with the same structural dims
+ *            (family->dims[i].structural), the one closest in log-distance
+ *            over the other dims whose config passes family->check() for
+ *            the asked shape on the device's target;
+ *   arch     exact then nearest over the other devices of the device's
+ *            architecture, siblings included (exact: the fastest of them;
+ *            nearest: the closest);
  *   default  family->default_config() for the shape and target.
+ *
+ * NEEDSWORK: ktune_best() in the exported C header (server/export.c) has
+ * no same-model exact step yet: on a database with several GPUs of one
+ * model it can answer nearest where lookup_best() answers exact. Adding
+ * the step there (a name + arch test beside ktune_in_stage) would fix it.
  *
  * Ties are broken by table order (device id, family, shape key), so the
  * exported header, which walks its entries in the same order, agrees.

@@ -33,8 +33,201 @@ static const char *jstr_or_empty(json_t *v)
 	return s ? s : "";
 }
 
+/* ---- a store with several GPUs of one model ----
+ *
+ * Three "NVIDIA H200" of sm_90 (the third named in lower case: names
+ * compare case-insensitively), an H100 of the same arch (another model),
+ * and an "NVIDIA H200" claiming sm_80 (same name, other arch: another
+ * model too). Asking by the name resolves to the first, GPU-sib-a. Every
+ * entry has its own config (the i-th of those valid for every shape of
+ * its family here), so a config key says which entry answered. */
+static const struct fx_dev sib_devs[] = {
+	{ "NVIDIA H200", "GPU-sib-a", "sm_90", 132, 62914560, 232448 },
+	{ "NVIDIA H200", "GPU-sib-b", "sm_90", 132, 62914560, 232448 },
+	{ "nvidia h200", "GPU-sib-c", "sm_90", 132, 62914560, 232448 },
+	{ "NVIDIA H100", "GPU-sib-h100", "sm_90", 132, 52428800, 232448 },
+	{ "NVIDIA H200", "GPU-sib-x80", "sm_80", 108, 41943040, 166912 },
+};
+#define SIB_NDEVS 5
+enum { SIB_A, SIB_B, SIB_C, SIB_H100, SIB_X80 };
+
+struct sib_entry {
+	int dev;
+	const char *family, *shape;
+	double us;
+};
+
+static const struct sib_entry sib_entries[] = {
+	{ SIB_A, "dense", "tokens=2048,in=4096,out=4096", 100 },	/* 0 */
+	{ SIB_A, "dense", "tokens=256,in=4096,out=4096", 50 },	/* 1 */
+	{ SIB_B, "dense", "tokens=1024,in=4096,out=4096", 60 },	/* 2 */
+	{ SIB_B, "dense", "tokens=256,in=4096,out=4096", 20 },	/* 3 */
+	{ SIB_B, "dense", "tokens=64,in=4096,out=4096", 40 },	/* 4 */
+	{ SIB_B, "dense", "tokens=4096,in=4096,out=4096", 80 },	/* 5 */
+	{ SIB_C, "dense", "tokens=64,in=4096,out=4096", 30 },	/* 6 */
+	{ SIB_H100, "dense", "tokens=1024,in=4096,out=4096", 30 },	/* 7 */
+	{ SIB_H100, "dense", "tokens=8192,in=4096,out=4096", 200 },	/* 8 */
+	{ SIB_X80, "dense", "tokens=64,in=4096,out=4096", 5 },	/* 9 */
+	{ SIB_H100, "lowrank", "tokens=1024,in=4096,out=4096,rank=256", 40 },	/* 10 */
+	{ SIB_B, "lowrank", "tokens=512,in=4096,out=4096,rank=1024", 40 },	/* 11 */
+};
+#define SIB_NENTRIES 12
+
+/* Shapes asked below but tuned nowhere: configs must be valid there too. */
+static const char *const sib_asked[][2] = {
+	{ "dense", "tokens=8192,in=4096,out=4096" },
+	{ "lowrank", "tokens=1024,in=4096,out=4096,rank=1024" },
+};
+#define SIB_NASKED 2
+
+static char sib_key[SIB_NENTRIES][512];
+
+struct sib_pick {
+	const struct kt_family *f;
+	const struct kt_target *t;
+	struct kt_shape s[SIB_NENTRIES + SIB_NASKED];
+	int ns, skip;
+	struct kt_config c;
+	int found;
+};
+
+static int sib_pick_fn(const struct kt_config *c, void *arg)
+{
+	struct sib_pick *p = arg;
+	char why[160];
+	int i;
+
+	for (i = 0; i < p->ns; i++)
+		if (p->f->check(&p->s[i], c, p->t, why, sizeof(why)) != 0)
+			return 0;
+	if (p->skip-- > 0)
+		return 0;
+	p->c = *c;
+	p->found = 1;
+	return 1;
+}
+
+/* Picks the n-th config valid for every shape of family f in this store
+ * on the sm_90 H200 target; 0 found. */
+static int sib_pick_config(const struct kt_family *f, int n, struct kt_config *out,
+			   struct kt_err *err)
+{
+	struct store_device d;
+	struct kt_target t;
+	struct sib_pick pk;
+	int i;
+
+	memset(&d, 0, sizeof(d));
+	d.sms = sib_devs[SIB_A].sms;
+	d.l2_bytes = sib_devs[SIB_A].l2;
+	d.smem_optin = sib_devs[SIB_A].smem;
+	if (lookup_device_target("sm_90", &d, &t, err) < 0)
+		return -1;
+	memset(&pk, 0, sizeof(pk));
+	pk.f = f;
+	pk.t = &t;
+	pk.skip = n;
+	for (i = 0; i < SIB_NENTRIES; i++)
+		if (strcmp(sib_entries[i].family, f->name) == 0 &&
+		    kt_shape_parse(f, sib_entries[i].shape, &pk.s[pk.ns++], err) < 0)
+			return -1;
+	for (i = 0; i < SIB_NASKED; i++)
+		if (strcmp(sib_asked[i][0], f->name) == 0 &&
+		    kt_shape_parse(f, sib_asked[i][1], &pk.s[pk.ns++], err) < 0)
+			return -1;
+	kt_space_foreach(f, 0, sib_pick_fn, &pk);
+	if (!pk.found)
+		return kt_err_set(err, KT_EINTERNAL, "fewer than %d configs of %s valid everywhere",
+				  n + 1, f->name);
+	*out = pk.c;
+	return 0;
+}
+
+/* One done sweep with one ok trial per entry; 0 on success. */
+static int sib_build(const char *path)
+{
+	struct store *st = NULL;
+	struct kt_err err = { 0 };
+	int64_t dev_ids[SIB_NDEVS];
+	int i, rc = -1;
+
+	if (store_open(path, STORE_RW, &st, &err) < 0)
+		goto out;
+	for (i = 0; i < SIB_NDEVS; i++) {
+		struct store_device d;
+
+		memset(&d, 0, sizeof(d));
+		snprintf(d.name, sizeof(d.name), "%s", sib_devs[i].name);
+		snprintf(d.uuid, sizeof(d.uuid), "%s", sib_devs[i].uuid);
+		snprintf(d.arch, sizeof(d.arch), "%s", sib_devs[i].arch);
+		d.sms = sib_devs[i].sms;
+		d.l2_bytes = sib_devs[i].l2;
+		d.smem_optin = sib_devs[i].smem;
+		if (store_device_upsert(st, &d, &err) < 0)
+			goto out;
+		dev_ids[i] = d.id;
+	}
+	for (i = 0; i < SIB_NENTRIES; i++) {
+		const struct sib_entry *se = &sib_entries[i];
+		const struct kt_family *f = kt_family_find(se->family);
+		struct store_sweep_spec spec;
+		struct store_trial tr;
+		struct kt_config c;
+		struct kt_shape s;
+		int64_t prob, cfg, sweep;
+		char *js;
+		int resumed, r;
+
+		if (!f) {
+			kt_err_set(&err, KT_EINTERNAL, "no family %s", se->family);
+			goto out;
+		}
+		if (kt_shape_parse(f, se->shape, &s, &err) < 0 || sib_pick_config(f, i, &c, &err) < 0)
+			goto out;
+		kt_config_key(f, &c, sib_key[i], sizeof(sib_key[i]));
+		js = fx_dump(lookup_shape_json(f, &s));
+		r = store_problem_intern(st, f->name, se->shape, js, &prob, &err);
+		free(js);
+		if (r < 0)
+			goto out;
+		js = fx_dump(lookup_config_json(f, &c));
+		r = store_config_intern(st, f->name, sib_key[i], js, &cfg, &err);
+		free(js);
+		if (r < 0)
+			goto out;
+		memset(&spec, 0, sizeof(spec));
+		spec.device_id = dev_ids[se->dev];
+		spec.problem_id = prob;
+		spec.strategy = "exhaustive";
+		spec.options_key = "siblings";
+		spec.provenance_json = "{\"ktune_version\":\"siblings\"}";
+		spec.planned = 1;
+		if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
+			goto out;
+		memset(&tr, 0, sizeof(tr));
+		tr.sweep_id = sweep;
+		tr.config_id = cfg;
+		tr.status = "ok";
+		tr.median_us = se->us;
+		tr.min_us = se->us * 0.98;
+		tr.p90_us = se->us * 1.02;
+		tr.reps = 10;
+		tr.rel_err = 0.001;
+		if (store_trial_add(st, &tr, &err) < 0 ||
+		    store_sweep_end(st, sweep, STORE_SWEEP_DONE, &err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "siblings store: %s\n", err.msg);
+	store_close(st);
+	return rc;
+}
+
 static struct fx_result fx;
 static char db_path[512];
+static char sib_path[512];
 static struct server *srv;
 static int port;
 static char auth[160];
@@ -46,6 +239,9 @@ static int suite_init(void)
 
 	snprintf(db_path, sizeof(db_path), "%s", kt_test_path("server.db"));
 	if (fx_build(db_path, &fx) < 0)
+		return 1;
+	snprintf(sib_path, sizeof(sib_path), "%s", kt_test_path("siblings.db"));
+	if (sib_build(sib_path) < 0)
 		return 1;
 	memset(&o, 0, sizeof(o));
 	o.db_path = db_path;
@@ -76,17 +272,22 @@ struct lk {
 	struct lookup_table t;
 };
 
-static int lk_open(struct lk *l)
+static int lk_open_at(struct lk *l, const char *path)
 {
 	struct kt_err err = { 0 };
 
 	lookup_table_init(&l->t);
-	if (store_open(db_path, STORE_RO, &l->st, &err) < 0 ||
+	if (store_open(path, STORE_RO, &l->st, &err) < 0 ||
 	    lookup_table_load(&l->t, l->st, &err) < 0) {
 		fprintf(stderr, "lk_open: %s\n", err.msg);
 		return -1;
 	}
 	return 0;
+}
+
+static int lk_open(struct lk *l)
+{
+	return lk_open_at(l, db_path);
 }
 
 static void lk_close(struct lk *l)
@@ -245,6 +446,84 @@ static void test_lookup_reload(void)
 	lk_close(&l);
 }
 
+/* The answer comes from entry want (of sib_entries) and names the asked
+ * device want_dev; want < 0: the family default. */
+static void sib_expect(struct lk *l, const char *dev, const char *family, const char *shape,
+		       enum lookup_match match, int want, const char *want_dev)
+{
+	struct lookup_query q;
+	struct lookup_answer a;
+	struct kt_err err = { 0 };
+	char key[512];
+
+	CU_ASSERT_EQUAL_FATAL(ask(l, dev, NULL, family, shape, &q, &a, &err), 0);
+	CU_ASSERT_EQUAL(a.match, match);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.device);
+	CU_ASSERT_STRING_EQUAL(a.device->uuid, want_dev);
+	if (want < 0) {
+		CU_ASSERT_PTR_NULL(a.src);
+		return;
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.src);
+	kt_config_key(q.fam, &a.cfg, key, sizeof(key));
+	if (a.match != match || strcmp(a.src->w.device_uuid, sib_devs[sib_entries[want].dev].uuid) != 0 ||
+	    strcmp(a.src->w.shape_key, sib_entries[want].shape) != 0)
+		fprintf(stderr, "%s %s on %s: %s from %s %s, want %s from %s %s\n", family, shape, dev,
+			lookup_match_name(a.match), a.src->w.device_uuid, a.src->w.shape_key,
+			lookup_match_name(match), sib_devs[sib_entries[want].dev].uuid,
+			sib_entries[want].shape);
+	CU_ASSERT_STRING_EQUAL(a.src->w.device_uuid, sib_devs[sib_entries[want].dev].uuid);
+	CU_ASSERT_STRING_EQUAL(a.src->w.shape_key, sib_entries[want].shape);
+	CU_ASSERT_STRING_EQUAL(key, sib_key[want]);
+	CU_ASSERT_DOUBLE_EQUAL(a.src->w.median_us, sib_entries[want].us, 1e-9);
+	if (match == LOOKUP_EXACT)
+		CU_ASSERT_DOUBLE_EQUAL(a.distance, 0, 0);
+}
+
+static void test_lookup_same_model(void)
+{
+	struct lk l;
+
+	CU_ASSERT_FATAL(lk_open_at(&l, sib_path) == 0);
+	CU_ASSERT_EQUAL_FATAL(l.t.nentries, SIB_NENTRIES);
+	/* The name resolves to A, which has only 2048 tokens near 1024: B's
+	 * exact 1024 answers, not A's neighbour (and not the faster exact of
+	 * the H100, another model). By uuid the same. */
+	sib_expect(&l, "NVIDIA H200", "dense", "tokens=1024,in=4096,out=4096", LOOKUP_EXACT, 2,
+		   "GPU-sib-a");
+	sib_expect(&l, "GPU-sib-a", "dense", "tokens=1024,in=4096,out=4096", LOOKUP_EXACT, 2,
+		   "GPU-sib-a");
+	/* A's own exact beats B's faster one; C, which has none, gets the
+	 * fastest of its siblings'. */
+	sib_expect(&l, "NVIDIA H200", "dense", "tokens=256,in=4096,out=4096", LOOKUP_EXACT, 1,
+		   "GPU-sib-a");
+	sib_expect(&l, "GPU-sib-c", "dense", "tokens=256,in=4096,out=4096", LOOKUP_EXACT, 3,
+		   "GPU-sib-c");
+	/* Among siblings the fastest (C over B; the name differs in case
+	 * only); the sm_80 "NVIDIA H200", faster still, is another model. */
+	sib_expect(&l, "NVIDIA H200", "dense", "tokens=64,in=4096,out=4096", LOOKUP_EXACT, 6,
+		   "GPU-sib-a");
+	/* Nearest stays on the asked device: A's 2048 for 8192, though B (a
+	 * sibling) has the closer 4096 and the H100 has 8192 exactly. */
+	sib_expect(&l, "NVIDIA H200", "dense", "tokens=8192,in=4096,out=4096", LOOKUP_NEAREST, 0,
+		   "GPU-sib-a");
+	/* The H100 is no sibling of the H200s: its own nearest shape answers,
+	 * not their exact 64. */
+	sib_expect(&l, "NVIDIA H100", "dense", "tokens=64,in=4096,out=4096", LOOKUP_NEAREST, 7,
+		   "GPU-sib-h100");
+	/* Nothing of lowrank on A: the H100's exact comes through arch, and
+	 * so does a sibling's nearest shape. */
+	sib_expect(&l, "NVIDIA H200", "lowrank", "tokens=1024,in=4096,out=4096,rank=256", LOOKUP_ARCH, 10,
+		   "GPU-sib-a");
+	sib_expect(&l, "NVIDIA H200", "lowrank", "tokens=1024,in=4096,out=4096,rank=1024", LOOKUP_ARCH, 11,
+		   "GPU-sib-a");
+	/* The sm_80 one borrows nothing from the sm_90 GPUs of its name: not
+	 * B's exact lowrank shape. */
+	sib_expect(&l, "GPU-sib-x80", "lowrank", "tokens=512,in=4096,out=4096,rank=1024", LOOKUP_DEFAULT,
+		   -1, "GPU-sib-x80");
+	lk_close(&l);
+}
+
 /* ---- HTTP ---- */
 
 static json_t *get_json(const char *path, int want_status)
@@ -391,6 +670,66 @@ static void test_http_best(void)
 			       "code")), "not_found");
 	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(r, 3), "match")), "arch");
 	json_decref(b);
+}
+
+/* GET /v1/best on a store of several GPUs of one model: an exact entry of
+ * a sibling says "exact", the asked device as device and the sibling as
+ * tuned.device_uuid. */
+static void test_http_same_model(void)
+{
+	struct serve_opts o;
+	struct server *sib_srv = NULL;
+	struct kt_err err = { 0 };
+	struct hc_resp r;
+	json_t *j, *tuned;
+
+	memset(&o, 0, sizeof(o));
+	o.db_path = sib_path;
+	o.listen = "127.0.0.1:0";
+	o.threads = 1;
+	o.exe = kt_test_ktune();
+	o.quiet = 1;
+	CU_ASSERT_EQUAL_FATAL(server_start(&o, &sib_srv, &err), 0);
+
+	CU_ASSERT_EQUAL(hc_request(server_port(sib_srv), "GET",
+		"/v1/best?family=dense&device=NVIDIA%20H200&tokens=1024&in=4096&out=4096",
+		NULL, NULL, 0, &r), 0);
+	CU_ASSERT_EQUAL(r.status, 200);
+	j = hc_json(&r);
+	hc_free(&r);
+	CU_ASSERT_PTR_NOT_NULL(j);
+	if (j) {
+		tuned = json_object_get(j, "tuned");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "exact");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_object_get(j, "device"), "uuid")),
+				       "GPU-sib-a");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(tuned, "device_uuid")), "GPU-sib-b");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(tuned, "shape_key")),
+				       "tokens=1024,in=4096,out=4096");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "config_key")), sib_key[2]);
+		CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "median_us")), 60, 1e-9);
+		CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "distance")), 0, 0);
+		CU_ASSERT_PTR_NOT_NULL(json_object_get(j, "of_floor"));
+	}
+	json_decref(j);
+
+	/* A neighbour shape still comes from the asked device. */
+	CU_ASSERT_EQUAL(hc_request(server_port(sib_srv), "GET",
+		"/v1/best?family=dense&device=NVIDIA%20H200&shape=tokens%3D8192%2Cin%3D4096%2Cout%3D4096",
+		NULL, NULL, 0, &r), 0);
+	CU_ASSERT_EQUAL(r.status, 200);
+	j = hc_json(&r);
+	hc_free(&r);
+	CU_ASSERT_PTR_NOT_NULL(j);
+	if (j) {
+		tuned = json_object_get(j, "tuned");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "nearest");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(tuned, "device_uuid")), "GPU-sib-a");
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(tuned, "shape_key")),
+				       "tokens=2048,in=4096,out=4096");
+	}
+	json_decref(j);
+	server_stop(sib_srv);
 }
 
 static void test_http_errors(void)
@@ -1028,8 +1367,10 @@ int main(void)
 	CU_add_test(s, "lookup: nearest skips other structural dims and invalid configs", test_lookup_nearest);
 	CU_add_test(s, "lookup: arch, default, unknown and ambiguous devices", test_lookup_arch_default);
 	CU_add_test(s, "lookup: table reloads only on change", test_lookup_reload);
+	CU_add_test(s, "lookup: exact on a GPU of the same model before nearest", test_lookup_same_model);
 	CU_add_test(s, "http: health, devices, families, winners", test_http_reads);
 	CU_add_test(s, "http: best and best:batch", test_http_best);
+	CU_add_test(s, "http: best from a GPU of the same model", test_http_same_model);
 	CU_add_test(s, "http: every error class, nothing written", test_http_errors);
 	CU_add_test(s, "http: sweeps, progress, trials", test_http_sweeps);
 	CU_add_test(s, "http: random requests get JSON answers, no crash", test_http_random);
