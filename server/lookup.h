@@ -1,9 +1,8 @@
 /*
  * lookup.h -- the best config for (device, family, shape), with fallback.
  *
- * Used by `ktune best`, by the HTTP routes and by the export (whose C header
- * repeats the chain, but see NEEDSWORK below). The chain, first that
- * answers wins:
+ * Used by `ktune best`, by the HTTP routes and by the export (whose C header's
+ * ktune_best() repeats the chain). The chain, first that answers wins:
  *
  *   exact    the shape was tuned on this device: its winner; else it was
  *            tuned on another GPU of the same model (same name, compared
@@ -20,11 +19,6 @@
  *            architecture, siblings included (exact: the fastest of them;
  *            nearest: the closest);
  *   default  family->default_config() for the shape and target.
- *
- * NEEDSWORK: ktune_best() in the exported C header (server/export.c) has
- * no same-model exact step yet: on a database with several GPUs of one
- * model it can answer nearest where lookup_best() answers exact. Adding
- * the step there (a name + arch test beside ktune_in_stage) would fix it.
  *
  * Ties are broken by table order (device id, family, shape key), so the
  * exported header, which walks its entries in the same order, agrees.

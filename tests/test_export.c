@@ -5,8 +5,10 @@
  * imports into another database with the same answers (twice: nothing
  * added). The C header compiles as C11 and C++ with all warnings as errors,
  * and a driver built on it answers every stored problem and some unseen
- * shapes as the database does. The cuda bundle compiles with nvcc and its
- * winners link into one binary. The CLI (best, export) agrees too.
+ * shapes as the database does, on the fixture and on stores of several GPUs
+ * of one model (a sibling's exact shape before a nearest one). The cuda
+ * bundle compiles with nvcc and its winners link into one binary. The CLI
+ * (best, export) agrees too.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -311,10 +313,12 @@ static const char driver_src[] =
 "\t\tif (strcmp(arch, \"-\") == 0)\n\t\t\tarch = NULL;\n"
 "\t\tfor (v = strtok(vals, \",\"); v && n < KTUNE_MAX_DIMS; v = strtok(NULL, \",\"))\n"
 "\t\t\tshape[n++] = strtol(v, NULL, 10);\n"
-"\t\tfor (i = 0; i < KTUNE_NDEVICES; i++)\n"
+"\t\t/* the target of the device ktune_best() resolves: the first match;\n"
+"\t\t * none named, the first (else it answers none) */\n"
+"\t\tfor (i = 0; i < KTUNE_NDEVICES && d < 0; i++)\n"
 "\t\t\tif (dev && (strcmp(ktune_devices[i].uuid, dev) == 0 || ktune_streq_nocase(ktune_devices[i].name, dev)))\n"
 "\t\t\t\td = i;\n"
-"\t\tif (d < 0 && !dev && !arch && KTUNE_NDEVICES == 1)\n\t\t\td = 0;\n"
+"\t\tif (d < 0 && !dev && !arch && KTUNE_NDEVICES >= 1)\n\t\t\td = 0;\n"
 "\t\tsnprintf(a, sizeof(a), \"%sa\", d >= 0 ? ktune_devices[d].arch : arch ? arch : \"sm_90\");\n"
 "\t\tif (kt_target_named(a, &t) < 0)\n\t\t\tkt_target_named(a[0] ? a : \"sm_90\", &t);\n"
 "\t\tif (d >= 0) {\n\t\t\tt.smem_optin = ktune_devices[d].smem_optin;\n\t\t\tt.sms = ktune_devices[d].sms;\n"
@@ -354,8 +358,20 @@ static int run_cmd(const char *cmd, char **out)
 #define SAN_FLAGS ""
 #endif
 
+/* A parity check's queries: n of them, the i-th at(i), answered by the
+ * database db and by its exported header. launches: the first
+ * FX_NPROBLEMS are the fixture's stored problems, whose exact answers must
+ * carry the launch of the stored plan. */
+struct qset {
+	const char *db;
+	int n;
+	struct q (*at)(int i);
+	int launches;
+};
+
 /* Compiles the driver with cc (C11) or c++ and runs it on the queries. */
-static void header_answers(const char *dir, int cplusplus, const char *qfile)
+static void header_answers(const char *dir, int cplusplus, const char *qfile,
+			   const struct qset *qs)
 {
 	char cmd[4096], lib[1200], *out = NULL, *line, *save = NULL, *cwd;
 	int i;
@@ -377,27 +393,27 @@ static void header_answers(const char *dir, int cplusplus, const char *qfile)
 	snprintf(cmd, sizeof(cmd), "%s/driver%s %s", dir, cplusplus ? "_cpp" : "_c", qfile);
 	CU_ASSERT_EQUAL_FATAL(run_cmd(cmd, &out), 0);
 	line = strtok_r(out, "\n", &save);
-	for (i = 0; i < NQ; i++, line = strtok_r(NULL, "\n", &save)) {
+	for (i = 0; i < qs->n; i++, line = strtok_r(NULL, "\n", &save)) {
 		char want[700], got[700];
 		char *bar;
-		struct q q = query_at(i);
+		struct q q = qs->at(i);
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(line);
 		snprintf(got, sizeof(got), "%s", line);
 		if ((bar = strstr(got, " | ")))
 			*bar = 0;
-		db_answer(db_path, q, want, sizeof(want));
+		db_answer(qs->db, q, want, sizeof(want));
 		/* the header's default is "use your family default": compare
 		 * the match only */
 		if (strncmp(want, "default ", 8) == 0)
 			snprintf(want, sizeof(want), "default - 0");
 		CU_ASSERT_STRING_EQUAL(got, want);
 		if (strcmp(got, want) != 0)
-			fprintf(stderr, "%s query %d (%s %s %s): header '%s', db '%s'\n",
-				cplusplus ? "C++" : "C", i, q.device ? q.device : "-", q.family, q.shape,
-				got, want);
+			fprintf(stderr, "%s query %d of %s (%s %s %s): header '%s', db '%s'\n",
+				cplusplus ? "C++" : "C", i, qs->db, q.device ? q.device : "-", q.family,
+				q.shape, got, want);
 		/* exact answers carry the launch of the stored plan */
-		if (i < FX_NPROBLEMS && (bar = strstr(line, " | "))) {
+		if (qs->launches && i < FX_NPROBLEMS && (bar = strstr(line, " | "))) {
 			const struct kt_family *f = kt_family_find(q.family);
 			struct kt_shape s;
 			struct kt_config c;
@@ -424,14 +440,14 @@ static void header_answers(const char *dir, int cplusplus, const char *qfile)
 	free(out);
 }
 
-static void write_queries(const char *path)
+static void write_queries(const char *path, const struct qset *qs)
 {
 	FILE *fp = fopen(path, "w");
 	int i, k;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-	for (i = 0; i < NQ; i++) {
-		struct q q = query_at(i);
+	for (i = 0; i < qs->n; i++) {
+		struct q q = qs->at(i);
 		const struct kt_family *f = kt_family_find(q.family);
 		struct kt_shape s;
 		struct kt_err err = { 0 };
@@ -444,6 +460,21 @@ static void write_queries(const char *path)
 	}
 	fclose(fp);
 }
+
+/* The driver, built as C11 and as C++ in dir (which holds qs->db's
+ * header), answers qs as the database does. */
+static void header_parity(const char *dir, const char *qfile, const struct qset *qs)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/driver.c", dir);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, driver_src, strlen(driver_src)), 0);
+	write_queries(qfile, qs);
+	header_answers(dir, 0, qfile, qs);
+	header_answers(dir, 1, qfile, qs);
+}
+
+static const struct qset fx_qset = { db_path, NQ, query_at, 1 };
 
 static void test_header(void)
 {
@@ -463,11 +494,7 @@ static void test_header(void)
 	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
 	CU_ASSERT_EQUAL_FATAL(export_bundle_write(&b, EXPORT_C, (snprintf(path, sizeof(path), "%s/ktune_tuned.h", dir), path), &err), 0);
 	export_bundle_release(&b);
-	snprintf(path, sizeof(path), "%s/driver.c", dir);
-	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, driver_src, strlen(driver_src)), 0);
-	write_queries(qfile);
-	header_answers(dir, 0, qfile);
-	header_answers(dir, 1, qfile);
+	header_parity(dir, qfile, &fx_qset);
 }
 
 /* db's C export (opened with mode) as dir/ktune_tuned.h, dir made here. */
@@ -507,6 +534,289 @@ static void test_header_empty(void)
 		 "g++ -x c++ -Wall -Wextra -Wpedantic -Werror -o tpp t.c -lm && ./tpp", dir);
 	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
 	free(out);
+}
+
+/* ---- the C header on several GPUs of one model ----
+ *
+ * Three "NVIDIA H200" of sm_90 (the third named in lower case: names
+ * compare case-insensitively), an H100 of the same arch (another model)
+ * and an "NVIDIA H200" of sm_80 (same name, another arch: another model
+ * too). Every entry has its own config, so a config key says which entry
+ * answered. The header must give lookup_best()'s answers: a sibling's
+ * exact shape before the asked device's nearest one, never another
+ * model's. */
+static const struct fx_dev sib_devs[] = {
+	{ "NVIDIA H200", "GPU-sib-a", "sm_90", 132, 62914560, 232448 },
+	{ "NVIDIA H200", "GPU-sib-b", "sm_90", 132, 62914560, 232448 },
+	{ "nvidia h200", "GPU-sib-c", "sm_90", 132, 62914560, 232448 },
+	{ "NVIDIA H100", "GPU-sib-h100", "sm_90", 132, 52428800, 232448 },
+	{ "NVIDIA H200", "GPU-sib-x80", "sm_80", 108, 41943040, 166912 },
+};
+#define SIB_NDEVS 5
+#define SIB_NMODEL 3	/* the first three: the sm_90 H200s */
+enum { SIB_A, SIB_B, SIB_C, SIB_H100, SIB_X80 };
+
+struct sib_entry {
+	int dev;
+	const char *family, *shape;
+	double us;
+};
+
+static const struct sib_entry sib_entries[] = {
+	{ SIB_A, "dense", "tokens=2048,in=4096,out=4096", 100 },	/* 0 */
+	{ SIB_A, "dense", "tokens=256,in=4096,out=4096", 50 },	/* 1 */
+	{ SIB_B, "dense", "tokens=1024,in=4096,out=4096", 60 },	/* 2 */
+	{ SIB_B, "dense", "tokens=256,in=4096,out=4096", 20 },	/* 3 */
+	{ SIB_B, "dense", "tokens=64,in=4096,out=4096", 40 },	/* 4 */
+	{ SIB_B, "dense", "tokens=4096,in=4096,out=4096", 80 },	/* 5 */
+	{ SIB_C, "dense", "tokens=64,in=4096,out=4096", 30 },	/* 6 */
+	{ SIB_H100, "dense", "tokens=1024,in=4096,out=4096", 30 },	/* 7 */
+	{ SIB_H100, "dense", "tokens=8192,in=4096,out=4096", 200 },	/* 8 */
+	{ SIB_X80, "dense", "tokens=64,in=4096,out=4096", 5 },	/* 9 */
+	{ SIB_X80, "dense", "tokens=32,in=4096,out=4096", 5 },	/* 10 */
+	{ SIB_H100, "lowrank", "tokens=1024,in=4096,out=4096,rank=256", 40 },	/* 11 */
+	{ SIB_B, "lowrank", "tokens=512,in=4096,out=4096,rank=1024", 40 },	/* 12 */
+};
+#define SIB_NENTRIES (int)(sizeof(sib_entries) / sizeof(sib_entries[0]))
+
+/* After every entry on its own device (uuid): */
+static const struct q sib_queries[] = {
+	/* A has 2048 near 1024: B's exact 1024 answers, not the H100's
+	 * faster one (another model); by name (resolving to A) and uuid. */
+	{ "NVIDIA H200", NULL, "dense", "tokens=1024,in=4096,out=4096" },
+	{ "GPU-sib-a", NULL, "dense", "tokens=1024,in=4096,out=4096" },
+	/* A's own exact before B's faster one; C gets B's, the fastest of
+	 * its siblings'. */
+	{ "NVIDIA H200", NULL, "dense", "tokens=256,in=4096,out=4096" },
+	{ "GPU-sib-c", NULL, "dense", "tokens=256,in=4096,out=4096" },
+	/* C's over B's (faster), not the sm_80 one's (faster still). */
+	{ "nvidia h200", NULL, "dense", "tokens=64,in=4096,out=4096" },
+	/* Only the sm_80 "NVIDIA H200" has 32: A's nearest answers. */
+	{ "NVIDIA H200", NULL, "dense", "tokens=32,in=4096,out=4096" },
+	/* B has 1024 and 4096, as near 2048 as each other: A's exact. */
+	{ "GPU-sib-b", NULL, "dense", "tokens=2048,in=4096,out=4096" },
+	/* Nearest stays on the asked device: A's 2048, not B's 4096 nor the
+	 * H100's exact 8192. */
+	{ "NVIDIA H200", NULL, "dense", "tokens=8192,in=4096,out=4096" },
+	/* The H100 is no sibling: its own nearest, not the H200s' exact. */
+	{ "NVIDIA H100", NULL, "dense", "tokens=64,in=4096,out=4096" },
+	{ "GPU-sib-x80", NULL, "dense", "tokens=256,in=4096,out=4096" },
+	/* Nothing of lowrank on A: arch, exact then nearest. */
+	{ "NVIDIA H200", NULL, "lowrank", "tokens=1024,in=4096,out=4096,rank=256" },
+	{ "NVIDIA H200", NULL, "lowrank", "tokens=1024,in=4096,out=4096,rank=1024" },
+	{ "GPU-sib-x80", NULL, "lowrank", "tokens=512,in=4096,out=4096,rank=1024" },
+	/* An unknown device of sm_90: the fastest exact of the arch. */
+	{ "GPU-unknown", "sm_90", "dense", "tokens=1024,in=4096,out=4096" },
+	{ "GPU-unknown", "sm_90", "dense", "tokens=64,in=4096,out=4096" },
+	/* No device named: none with several models; with the H200s alone
+	 * the first answers, with its siblings' exact shapes. */
+	{ NULL, NULL, "dense", "tokens=1024,in=4096,out=4096" },
+	{ NULL, NULL, "dense", "tokens=8192,in=4096,out=4096" },
+};
+#define SIB_NQ (SIB_NENTRIES + (int)(sizeof(sib_queries) / sizeof(sib_queries[0])))
+
+static char sib_key[sizeof(sib_entries) / sizeof(sib_entries[0])][512];
+
+static struct q sib_query_at(int i)
+{
+	struct q q;
+
+	if (i < SIB_NENTRIES) {
+		q.device = sib_devs[sib_entries[i].dev].uuid;
+		q.arch = NULL;
+		q.family = sib_entries[i].family;
+		q.shape = sib_entries[i].shape;
+		return q;
+	}
+	return sib_queries[i - SIB_NENTRIES];
+}
+
+struct sib_pick {
+	const struct kt_family *f;
+	const struct kt_target *t;
+	struct kt_shape s[SIB_NQ];
+	int ns, skip, found;
+	struct kt_config c;
+};
+
+static int sib_pick_fn(const struct kt_config *c, void *arg)
+{
+	struct sib_pick *p = arg;
+	char why[160];
+	int i;
+
+	for (i = 0; i < p->ns; i++)
+		if (p->f->check(&p->s[i], c, p->t, why, sizeof(why)) != 0)
+			return 0;
+	if (p->skip-- > 0)
+		return 0;
+	p->c = *c;
+	p->found = 1;
+	return 1;
+}
+
+/* The n-th config of family f valid on an sm_90 H200 for every shape of
+ * f stored or asked here: 0, or -1 with err set. */
+static int sib_pick_config(const struct kt_family *f, int n, struct kt_config *out,
+			   struct kt_err *err)
+{
+	struct store_device d;
+	struct kt_target t;
+	struct sib_pick pk;
+	int i;
+
+	memset(&d, 0, sizeof(d));
+	d.sms = sib_devs[SIB_A].sms;
+	d.l2_bytes = sib_devs[SIB_A].l2;
+	d.smem_optin = sib_devs[SIB_A].smem;
+	if (lookup_device_target(sib_devs[SIB_A].arch, &d, &t, err) < 0)
+		return -1;
+	memset(&pk, 0, sizeof(pk));
+	pk.f = f;
+	pk.t = &t;
+	pk.skip = n;
+	for (i = 0; i < SIB_NQ; i++) {
+		struct q q = sib_query_at(i);
+
+		if (strcmp(q.family, f->name) == 0 && kt_shape_parse(f, q.shape, &pk.s[pk.ns++], err) < 0)
+			return -1;
+	}
+	kt_space_foreach(f, 0, sib_pick_fn, &pk);
+	if (!pk.found)
+		return kt_err_set(err, KT_EINTERNAL, "fewer than %d configs of %s valid everywhere",
+				  n + 1, f->name);
+	*out = pk.c;
+	return 0;
+}
+
+/* The store of the first ndevs devices and their entries, one done sweep
+ * with one ok trial each; 0 on success. */
+static int sib_build(const char *path, int ndevs)
+{
+	struct store *st = NULL;
+	struct kt_err err = { 0 };
+	int64_t dev_ids[SIB_NDEVS];
+	int i, rc = -1;
+
+	if (store_open(path, STORE_RW, &st, &err) < 0)
+		goto out;
+	for (i = 0; i < ndevs; i++) {
+		struct store_device d;
+
+		memset(&d, 0, sizeof(d));
+		snprintf(d.name, sizeof(d.name), "%s", sib_devs[i].name);
+		snprintf(d.uuid, sizeof(d.uuid), "%s", sib_devs[i].uuid);
+		snprintf(d.arch, sizeof(d.arch), "%s", sib_devs[i].arch);
+		d.sms = sib_devs[i].sms;
+		d.l2_bytes = sib_devs[i].l2;
+		d.smem_optin = sib_devs[i].smem;
+		if (store_device_upsert(st, &d, &err) < 0)
+			goto out;
+		dev_ids[i] = d.id;
+	}
+	for (i = 0; i < SIB_NENTRIES; i++) {
+		const struct sib_entry *se = &sib_entries[i];
+		const struct kt_family *f = kt_family_find(se->family);
+		struct store_sweep_spec spec;
+		struct store_trial tr;
+		struct kt_config c;
+		struct kt_shape s;
+		int64_t prob, cfg, sweep;
+		char *js;
+		int resumed, r;
+
+		if (se->dev >= ndevs)
+			continue;
+		if (!f) {
+			kt_err_set(&err, KT_EINTERNAL, "no family %s", se->family);
+			goto out;
+		}
+		if (kt_shape_parse(f, se->shape, &s, &err) < 0 || sib_pick_config(f, i, &c, &err) < 0)
+			goto out;
+		kt_config_key(f, &c, sib_key[i], sizeof(sib_key[i]));
+		js = fx_dump(lookup_shape_json(f, &s));
+		r = store_problem_intern(st, f->name, se->shape, js, &prob, &err);
+		free(js);
+		if (r < 0)
+			goto out;
+		js = fx_dump(lookup_config_json(f, &c));
+		r = store_config_intern(st, f->name, sib_key[i], js, &cfg, &err);
+		free(js);
+		if (r < 0)
+			goto out;
+		memset(&spec, 0, sizeof(spec));
+		spec.device_id = dev_ids[se->dev];
+		spec.problem_id = prob;
+		spec.strategy = "exhaustive";
+		spec.options_key = "siblings";
+		spec.provenance_json = "{\"ktune_version\":\"siblings\"}";
+		spec.planned = 1;
+		if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
+			goto out;
+		memset(&tr, 0, sizeof(tr));
+		tr.sweep_id = sweep;
+		tr.config_id = cfg;
+		tr.status = "ok";
+		tr.median_us = se->us;
+		tr.min_us = se->us * 0.98;
+		tr.p90_us = se->us * 1.02;
+		tr.reps = 10;
+		tr.rel_err = 0.001;
+		if (store_trial_add(st, &tr, &err) < 0 ||
+		    store_sweep_end(st, sweep, STORE_SWEEP_DONE, &err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "siblings store: %s\n", err.msg);
+	store_close(st);
+	return rc;
+}
+
+/* db answers query i of sib_queries (0-based) with match and entry want
+ * (-1: a default or none, no config). */
+static void sib_expect(const char *db, int i, const char *match, int want)
+{
+	char got[700], expect[700];
+
+	db_answer(db, sib_queries[i], got, sizeof(got));
+	snprintf(expect, sizeof(expect), "%s %s ", match, want < 0 ? "-" : sib_key[want]);
+	CU_ASSERT_EQUAL(strncmp(got, expect, strlen(expect)), 0);
+	if (strncmp(got, expect, strlen(expect)) != 0)
+		fprintf(stderr, "siblings query %d: db '%s', want '%s...'\n", i, got, expect);
+}
+
+static void test_header_same_model(void)
+{
+	char db[512], dir[512], qfile[512];
+	struct qset qs = { db, SIB_NQ, sib_query_at, 0 };
+
+	/* The five devices. The database itself answers from a sibling
+	 * where the old header answered nearest (so the parity below
+	 * can fail), and from no other model. */
+	snprintf(db, sizeof(db), "%s", kt_test_path("siblings.db"));
+	snprintf(dir, sizeof(dir), "%s", kt_test_path("hdr-sib"));
+	snprintf(qfile, sizeof(qfile), "%s", kt_test_path("sib-queries.txt"));
+	CU_ASSERT_EQUAL_FATAL(sib_build(db, SIB_NDEVS), 0);
+	sib_expect(db, 0, "exact", 2);
+	sib_expect(db, 3, "exact", 3);
+	sib_expect(db, 4, "exact", 6);
+	sib_expect(db, 5, "nearest", 1);
+	sib_expect(db, 6, "exact", 0);
+	sib_expect(db, 7, "nearest", 0);
+	sib_expect(db, 15, "none", -1);
+	write_header(db, STORE_RO, dir);
+	header_parity(dir, qfile, &qs);
+
+	/* The three H200s of sm_90 alone: none needs naming. */
+	snprintf(db, sizeof(db), "%s", kt_test_path("siblings3.db"));
+	snprintf(dir, sizeof(dir), "%s", kt_test_path("hdr-sib3"));
+	CU_ASSERT_EQUAL_FATAL(sib_build(db, SIB_NMODEL), 0);
+	sib_expect(db, 15, "exact", 2);
+	sib_expect(db, 16, "nearest", 0);
+	write_header(db, STORE_RO, dir);
+	header_parity(dir, qfile, &qs);
 }
 
 /* ---- launch flags: cooperative, pdl ---- */
@@ -811,6 +1121,8 @@ int main(void)
 	CU_add_test(s, "json: every entry carries its plan, provenance, baselines", test_json_plans);
 	CU_add_test(s, "import: round trip, idempotent, bad input writes nothing", test_import_roundtrip);
 	CU_add_test(s, "c: header builds as C11 and C++, answers as the database", test_header);
+	CU_add_test(s, "c: header answers as the database with several GPUs of one model",
+		    test_header_same_model);
 	CU_add_test(s, "c: an empty export compiles", test_header_empty);
 	CU_add_test(s, "json and c carry a cooperative launch", test_cooperative);
 	CU_add_test(s, "json and c carry pdl launches", test_pdl);
