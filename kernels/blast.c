@@ -67,6 +67,24 @@
  *                (tile, batch) items, the next tile's loads in flight
  *                during the epilogue -- stage 1 has only K = in/blocks
  *                (256 at llama7b: four k-chunks) per tile.
+ *   fused_cl     full fusion for small rank (sm_90+, templates/blast_fused.cu):
+ *                one kernel, a thread-block cluster of b / CTA_BLOCKS CTAs
+ *                per token tile of BLOCK_M (32, 64); each CTA runs stage 1
+ *                of its blocks into shared memory, the cluster exchanges z
+ *                through distributed shared memory so that each CTA mixes
+ *                one rank slice on tensor cores (St, as tcmix), exchanges w
+ *                back and runs stage 3 of its blocks: z and w never reach
+ *                memory. PERSISTENT 1 keeps the blocks' V and U in shared
+ *                memory and walks token tiles with the clusters that fit
+ *                (7 of 16 CTAs on the H200); 0 streams them per tile
+ *                through a ring of STAGES. Fits where z and w of a tile do:
+ *                llama1b q/o (r256) and gpt2s c_fc, not llama7b (r1024).
+ *                Measured (H200, bench/NOTES-linear.md, 6th session):
+ *                verified everywhere it fits, but slower than tcmix_ws --
+ *                llama1b N1024 41.9 vs 22.0 us: each CTA's tile is ~1.1K
+ *                instructions a warp in three barrier-separated phases on 8
+ *                warps, ~11 cycles of stall per instruction (long and short
+ *                scoreboard, wait, membar from the cluster barriers).
  *
  * Both GEMM stages share one tile except its N: stage 1's N is the rank,
  * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
@@ -102,12 +120,13 @@
 enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
 /* new variants go last: stored configs keep their variant index */
 enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_TCMIX, V_TCMIX_WS,
-       V_COUNT };
+       V_FUSED_CL, V_COUNT };
 /* problem buffers first (x, U, V, S, y, the reference's z32 and w32), then
  * the variants' scratch */
 enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
 #define B_ST B_S32	/* tcmix: the slot of S32 holds St instead */
-enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PERSIST };
+enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PERSIST,
+       P_CTA_BLOCKS };
 
 #define NPROBLEM_BUFS 7
 #define ELEM_THREADS 256
@@ -130,29 +149,35 @@ static const struct kt_dim dims[] = {
 };
 
 static const char *const variants[] = {"naive",	"naive_wgmma", "naive_ws", "mix_fused",
-					"mix_fused_ws", "tcmix",	    "tcmix_ws"};
+					"mix_fused_ws", "tcmix",	    "tcmix_ws", "fused_cl"};
 
 #define MMA ((1u << V_NAIVE) | (1u << V_MIX_FUSED) | (1u << V_MIX_FUSED_WS) | (1u << V_TCMIX))
 #define WG (1u << V_NAIVE_WGMMA)
 #define WS ((1u << V_NAIVE_WS) | (1u << V_MIX_FUSED_WS) | (1u << V_TCMIX_WS))
 #define ALLV (MMA | WG | WS)
+#define FCL (1u << V_FUSED_CL)
 
 static const struct kt_param params[] = {
-	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, ALLV, "token tile of both GEMM stages"},
+	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, ALLV | FCL,
+	 "token tile of both GEMM stages (fused_cl: of the cluster, 32 or 64)"},
 	{"BLOCK_N", 4, {32, 64, 128, 256}, ALLV, "out/blocks tile of stage 3"},
 	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, ALLV,
 	 "rank tile of stage 1 (mix_fused: of the fused stage-1 + mixing kernel)"},
 	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
 	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along tokens (wgmma: BLOCK_M/16)"},
 	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along rank / out (wgmma: 1)"},
-	{"STAGES", 3, {2, 3, 4}, ALLV, "cp.async / TMA ring depth"},
+	{"STAGES", 3, {2, 3, 4}, ALLV | FCL, "cp.async / TMA ring depth"},
 	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "ws GEMM stages: consumer warpgroups (each BLOCK_M/CONSUMERS rows) beside the TMA "
 	 "producer"},
-	{"PERSISTENT", 4, {0, 1, 2, 3}, 1u << V_TCMIX_WS,
+	{"PERSISTENT", 4, {0, 1, 2, 3}, (1u << V_TCMIX_WS) | FCL,
 	 "ws stages on gemm.cu's persistent kernel (one CTA per SM walking the tiles): "
-	 "0 none, 1 stage 1, 2 stage 3, 3 both"},
+	 "0 none, 1 stage 1, 2 stage 3, 3 both; fused_cl: 1 = clusters that hold their "
+	 "blocks' V and U and walk the token tiles (0: weights streamed per tile)"},
+	{"CTA_BLOCKS", 4, {1, 2, 3, 4}, FCL,
+	 "fused_cl: blocks per CTA (G): clusters of blocks / G CTAs, each owning G blocks and "
+	 "rank / (blocks / G) ranks of the mixing"},
 };
 
 /* Ranks per mixer thread: its b vectors of z stay in registers (b * RV <=
@@ -265,6 +290,84 @@ static int fused_check(const struct kt_gemm_tile *s1, long b, const struct kt_ta
 	return 0;
 }
 
+/* S as St (r, 16, 16): the tensor-core mixers' layout */
+static int uses_st(int variant)
+{
+	return is_tc(variant) || variant == V_FUSED_CL;
+}
+
+#define FCL_THREADS 256
+
+/* fused_cl's dynamic shared memory, as templates/blast_fused.cu lays it
+ * out, bf16: streaming (PERSISTENT 0), the copy ring (slots of max(T + r,
+ * 128) rows of 128 bytes), then zT / WL (G, r, T + 8), GB (r / C, 16,
+ * T + 8) and WX (b, r / C, T + 8); resident (1), the G blocks' V (r x nb)
+ * and U (mb x r), x (T x nb) twice, zT and WL apart, GB, WX. */
+static long fcl_smem(const struct kt_shape *s, const struct kt_config *c)
+{
+	long n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+	long T = c->p[P_BM], G = c->p[P_CTA_BLOCKS], nb = n / b, mb = m / b;
+	long ldt = T + 8, rs = r / (b / G);
+	long tiles = (rs * 16 + b * rs) * ldt * 2;
+
+	if (c->p[P_PERSIST] == 1)
+		return G * (r * nb + mb * r + 2 * T * nb) * 2 + 2 * G * r * ldt * 2 + tiles;
+	return c->p[P_STAGES] * (T + r > 128 ? T + r : 128) * 128 + G * r * ldt * 2 + tiles;
+}
+
+/* CTAs per cluster: the 16 that llama1b's blocks take by default need the
+ * non-portable opt-in that the worker gives every sm_90 kernel */
+static long fcl_cluster(const struct kt_shape *s, const struct kt_config *c)
+{
+	return c->p[P_CTA_BLOCKS] > 0 ? s->v[D_BLOCKS] / c->p[P_CTA_BLOCKS] : 0;
+}
+
+static int fcl_check(const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *tgt, char *why, size_t whylen)
+{
+	long n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+	long T = c->p[P_BM], G = c->p[P_CTA_BLOCKS], st = c->p[P_STAGES];
+	long nb = n / b, mb = m / b, cl, wm1, smem;
+
+	if (tgt->sm < 90)
+		return WHY("fused_cl: thread-block clusters and distributed shared memory need "
+			   "sm_90+, target is sm_%d", tgt->sm);
+	if (b > 16)
+		return WHY("fused_cl: blocks=%ld > 16 (a cluster holds at most 16 CTAs, S_c one "
+			   "16 x 16 mma tile)", b);
+	if (T != 32 && T != 64)
+		return WHY("fused_cl: BLOCK_M=%ld: the cluster's token tile is 32 or 64", T);
+	if (G < 1 || b % G)
+		return WHY("fused_cl: CTA_BLOCKS=%ld must divide blocks=%ld", G, b);
+	if (st < 2 || st > 4)
+		return WHY("fused_cl: STAGES=%ld: 2 to 4 ring slots", st);
+	if (c->p[P_PERSIST] < 0 || c->p[P_PERSIST] > 1)
+		return WHY("fused_cl: PERSISTENT=%ld: 0 (streamed weights) or 1 (resident)",
+			   c->p[P_PERSIST]);
+	if (c->p[P_PERSIST] == 1 && st != 2)
+		return WHY("fused_cl: STAGES=%ld with PERSISTENT=1: the resident kernel has no "
+			   "ring (STAGES 2 stands for it)", st);
+	cl = b / G;
+	if (r % 64 || r % (8 * cl))
+		return WHY("fused_cl: rank=%ld must be a multiple of 64 and of 8 x %ld (the "
+			   "cluster's CTAs)", r, cl);
+	wm1 = 8 / (T / 32);
+	if ((r / 16) % wm1 || r / 16 / wm1 > 8)
+		return WHY("fused_cl: rank=%ld: stage 1's %ld warps along the rank take 1 to 8 "
+			   "16-rank tiles each", r, wm1);
+	if (nb % 64 || mb % 128)
+		return WHY("fused_cl: in/blocks=%ld must be a multiple of 64 and out/blocks=%ld "
+			   "of 128", nb, mb);
+	if (FCL_THREADS > tgt->max_threads)
+		return WHY("fused_cl: %d threads per block, target has %d", FCL_THREADS,
+			   tgt->max_threads);
+	smem = fcl_smem(s, c);
+	if (smem > tgt->smem_optin)
+		return WHY("fused_cl: %ld B of shared memory (ring, z and w tiles) > %d B opt-in "
+			   "limit", smem, tgt->smem_optin);
+	return 0;
+}
+
 static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 		       const struct kt_target *tgt, char *why, size_t whylen)
 {
@@ -279,6 +382,8 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (ELEM_THREADS > tgt->max_threads || MIX_WARPS * 32 > tgt->max_threads)
 		return WHY("the mixing kernels need %d threads per block, target has %d",
 			   ELEM_THREADS, tgt->max_threads);
+	if (c->variant == V_FUSED_CL)
+		return fcl_check(s, c, tgt, why, whylen);
 	if (is_tc(c->variant) && b > 16)
 		return WHY("%s: blocks=%ld > 16 (the mixer pads S_c to one 16 x 16 mma tile)",
 			   variants[c->variant], b);
@@ -318,12 +423,14 @@ static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 	kt_buf_set(&out[B_W32], "w32", KT_BUF_SCRATCH, KT_F32, b * T * r, 0);
 	if (!cfg || cfg->variant < 0 || cfg->variant >= V_COUNT)
 		return NPROBLEM_BUFS;
-	kt_buf_set(&out[B_W], "w", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
-	if (is_tc(cfg->variant))	/* S rank-major, each S_c padded to 16 x 16 */
+	/* fused_cl keeps w on chip: its slot stays, 8 elements */
+	kt_buf_set(&out[B_W], "w", KT_BUF_SCRATCH, KT_BF16,
+		   cfg->variant == V_FUSED_CL ? 8 : b * T * r, 0);
+	if (uses_st(cfg->variant))	/* S rank-major, each S_c padded to 16 x 16 */
 		kt_buf_set(&out[B_ST], "St", KT_BUF_SCRATCH, KT_BF16, r * 256, 0);
 	else
 		kt_buf_set(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
-	if (is_fused(cfg->variant))
+	if (is_fused(cfg->variant) || cfg->variant == V_FUSED_CL)
 		return 9;	/* z stays on chip */
 	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
 	return 10;
@@ -431,6 +538,80 @@ static void mix_tc_launch(int pm, long T, long r, const struct kt_target *tgt, i
 	kt_launch_arg_i32(l, r);
 }
 
+/* The prep of the tensor-core mixers: St from S, in program pm (blast.cu
+ * with MIX_B and MIX_TC). */
+static void st_prep(struct kt_plan *out, int pm, long r)
+{
+	struct kt_launch *l;
+
+	snprintf(out->transform, sizeof(out->transform),
+		 "St[c][i][j] = S[i][j][c] for i, j < blocks, 0 up to 16: the mixing "
+		 "weights rank-major, each S_c one 16 x 16 bf16 tile (St: rank x 256)");
+	out->nprep = 1;
+	l = elem_launch(&out->prep[0], pm, "blast_s_to_t16", (long long)r * 256);
+	kt_launch_arg_buf(l, B_S);
+	kt_launch_arg_buf(l, B_ST);
+	kt_launch_arg_i32(l, r);
+}
+
+/* fused_cl: [blast MIX_B MIX_TC] for the prep, [blast_fused + the shape
+ * and tile defines]; one launch of ceil(N / T) clusters of b / G CTAs. */
+static int fcl_plan(const struct kt_shape *s, const struct kt_config *c,
+		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK], bm = c->p[P_BM], cl = fcl_cluster(s, c);
+	long clusters = (T + bm - 1) / bm;
+	struct kt_program *p = &out->programs[1];
+	struct kt_launch *l = &out->launch[0];
+	int rc = 0;
+
+	out->nprograms = 2;
+	out->programs[0].tpl = "blast";
+	rc |= kt_program_define(&out->programs[0], "MIX_B", b);
+	rc |= kt_program_define(&out->programs[0], "MIX_TC", 1);
+	p->tpl = "blast_fused";
+	rc |= kt_program_define(p, "FB_B", b);
+	rc |= kt_program_define(p, "FB_R", r);
+	rc |= kt_program_define(p, "FB_NB", n / b);
+	rc |= kt_program_define(p, "FB_MB", m / b);
+	rc |= kt_program_define(p, "FB_T", bm);
+	rc |= kt_program_define(p, "FB_G", c->p[P_CTA_BLOCKS]);
+	rc |= kt_program_define(p, "FB_STAGES", c->p[P_STAGES]);
+	rc |= kt_program_define(p, "FB_RESIDENT", c->p[P_PERSIST]);
+	if (rc)
+		return kt_err_set(err, KT_EINTERNAL, "blast: too many defines");
+	st_prep(out, 0, r);
+	out->nlaunch = 1;
+	memset(l, 0, sizeof(*l));
+	l->program = 1;
+	snprintf(l->kernel, sizeof(l->kernel), "fused_blast_cl");
+	/* resident: the clusters that fit at once walk the token tiles. The
+	 * H200 holds 7 of 16 CTAs (ncu: max active clusters), one CTA per SM;
+	 * 7/8 of the SMs stands for the GPCs' spare SMs at other sizes. Any
+	 * count is correct: more only queue behind. */
+	if (c->p[P_PERSIST] == 1 && tgt->sms > 0) {
+		long fit = tgt->sms * 7 / (8 * cl);
+
+		if (fit < 1)
+			fit = 1;
+		if (clusters > fit)
+			clusters = fit;
+	}
+	l->grid[0] = (unsigned)(clusters * cl);
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = FCL_THREADS;
+	l->block[1] = l->block[2] = 1;
+	l->smem = (unsigned)fcl_smem(s, c);
+	kt_launch_arg_buf(l, B_X);
+	kt_launch_arg_buf(l, B_V);
+	kt_launch_arg_buf(l, B_U);
+	kt_launch_arg_buf(l, B_ST);
+	kt_launch_arg_buf(l, B_Y);
+	kt_launch_arg_i32(l, T);
+	return 0;
+}
+
 /*
  * Programs: naive  [gemm s1] [gemm s3 unless the same tile] [blast MIX_B]
  *           tcmix  the same, blast with MIX_TC
@@ -450,6 +631,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	memset(out, 0, sizeof(*out));
 	if (blast_check(s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "blast: config cannot run: %s", why);
+	if (c->variant == V_FUSED_CL)
+		return fcl_plan(s, c, tgt, out, err);
 	nb = n / b;
 	mb = m / b;
 	tiles_of(c, tgt, &s1, &s3);
@@ -484,13 +667,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 
 	out->nprep = 1;
 	if (is_tc(c->variant)) {
-		snprintf(out->transform, sizeof(out->transform),
-			 "St[c][i][j] = S[i][j][c] for i, j < blocks, 0 up to 16: the mixing "
-			 "weights rank-major, each S_c one 16 x 16 bf16 tile (St: rank x 256)");
-		l = elem_launch(&out->prep[0], pm, "blast_s_to_t16", (long long)r * 256);
-		kt_launch_arg_buf(l, B_S);
-		kt_launch_arg_buf(l, B_ST);
-		kt_launch_arg_i32(l, r);
+		st_prep(out, pm, r);
 	} else {
 		snprintf(out->transform, sizeof(out->transform),
 			 "S32[i][j][c] = (float)S[i][j][c]: the mixing weights as fp32, same layout");

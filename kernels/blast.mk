@@ -1,5 +1,5 @@
 # kernels/blast.mk: the BLAST structured linear layer (family blast), its
 # mixing and reference template and its tests
 LIB_SRCS += kernels/blast.c
-TEMPLATES += templates/blast.cu
+TEMPLATES += templates/blast.cu templates/blast_fused.cu
 TESTS += test_blast

@@ -233,6 +233,36 @@ KT_DEV void kt_cluster_sync(void)
 		     "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
+/* kt_cluster_sync split in two: work between them overlaps the wait for
+ * the other CTAs. Every thread calls arrive once, then wait once. */
+KT_DEV void kt_cluster_arrive(void)
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+
+KT_DEV void kt_cluster_wait(void)
+{
+	asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+/* 16 bytes at shared-memory offset addr of CTA `cta` of the cluster
+ * (distributed shared memory; that CTA must be running and the data
+ * published to it by a cluster barrier). */
+KT_DEV uint4 kt_ld_cluster_v4(unsigned addr, unsigned cta)
+{
+	uint4 v;
+
+	asm volatile("{\n"
+		     ".reg .b32 ra;\n"
+		     "mapa.shared::cluster.u32 ra, %4, %5;\n"
+		     "ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [ra];\n"
+		     "}\n"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		     : "r"(addr), "r"(cta)
+		     : "memory");
+	return v;
+}
+
 /* Arrives on the mbarrier at the same offset in CTA `cta` of the cluster.
  * Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier:
  * the arrival only says "my wgmmas have read the stage", it publishes no

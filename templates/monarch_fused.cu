@@ -419,15 +419,14 @@ KT_DEV void exchange(__nv_bfloat16 *__restrict__ y, int N, int m, int b, int i, 
 		unsigned w[8][4];
 
 #pragma unroll
-		for (int c = 0; c < 8; c++)
-			asm volatile("{\n"
-				     ".reg .b32 ra;\n"
-				     "mapa.shared::cluster.u32 ra, %4, %5;\n"
-				     "ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [ra];\n"
-				     "}\n"
-				     : "=r"(w[c][0]), "=r"(w[c][1]), "=r"(w[c][2]), "=r"(w[c][3])
-				     : "r"(off), "r"(c)
-				     : "memory");
+		for (int c = 0; c < 8; c++) {
+			const uint4 v = kt_ld_cluster_v4(off, (unsigned)c);
+
+			w[c][0] = v.x;
+			w[c][1] = v.y;
+			w[c][2] = v.z;
+			w[c][3] = v.w;
+		}
 		if (row >= N)
 			continue;
 		__nv_bfloat16 *yr = y + (long long)row * m + i0;

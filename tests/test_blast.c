@@ -70,6 +70,10 @@ static const char *const small_shapes[] = {
 	"tokens=3,in=160,out=320,blocks=20,rank=16",
 	"tokens=2,in=320,out=640,blocks=40,rank=8",
 	"tokens=2,in=576,out=576,blocks=72,rank=8",
+	/* fused_cl's: a 16-CTA cluster (and 8, 4), a tail token tile; two
+	 * blocks, padded to 16 in the mixing, one rank slice of 32 or 64 */
+	"tokens=70,in=1024,out=2048,blocks=16,rank=128",
+	"tokens=40,in=128,out=256,blocks=2,rank=64",
 };
 
 static int init_blast(void)
@@ -96,9 +100,16 @@ static int is_90a(int v)
 	return is_wgmma(v) || is_ws(v);
 }
 
+/* mix_fused, mix_fused_ws: stage 1 + mixing, then stage 3 */
 static int is_fused(int v)
 {
-	return strstr(fam->variants[v], "fused") != NULL;
+	return strstr(fam->variants[v], "mix_fused") != NULL;
+}
+
+/* fused_cl: the whole layer in one cluster kernel (sm_90+, narrow shapes) */
+static int is_fcl(int v)
+{
+	return strcmp(fam->variants[v], "fused_cl") == 0;
 }
 
 /* the tensor-core mixer: blocks <= 16 */
@@ -581,6 +592,126 @@ static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 			}
 }
 
+static double fcl_round(const struct emu *m, double v)
+{
+	return m->round ? (double)kt_bf16_to_f32(kt_f32_to_bf16((float)v)) : v;
+}
+
+/* blast_fused.cu's fused_blast_cl, cluster by cluster (FB_RESIDENT: each
+ * walking token tiles cid, cid + clusters, ...), each phase for all CTAs
+ * of the cluster, in the kernel's shared-memory layouts (zT (G, r, T) per
+ * CTA, GB (RS, 16, T), WX (b, RS, T), WL (G, r, T)), bf16-rounded where the
+ * kernel stores bf16. */
+static void emu_fused_cl(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int x = emu_ab(l, 0), Vb = emu_ab(l, 1), Ub = emu_ab(l, 2), St = emu_ab(l, 3);
+	int y = emu_ab(l, 4);
+	long long N = emu_ai(l, 5);
+	long B = emu_define(p, "FB_B"), R = emu_define(p, "FB_R"), NB = emu_define(p, "FB_NB");
+	long MB = emu_define(p, "FB_MB"), T = emu_define(p, "FB_T"), G = emu_define(p, "FB_G");
+	long ST = emu_define(p, "FB_STAGES"), RES = emu_define(p, "FB_RESIDENT"), C, RS, n, mm;
+	long ldt = T + 8;
+	double *zt, *gb, *wx, *wl;
+	long long k, ntiles = (N + T - 1) / T, ncl;
+
+	CU_ASSERT_STRING_EQUAL_FATAL(p->tpl, "blast_fused");
+	CU_ASSERT_FATAL(B >= 1 && B <= 16 && G >= 1 && B % G == 0 && ST >= 2);
+	C = B / G;
+	RS = R / C;
+	n = B * NB;
+	mm = B * MB;
+	/* the kernel's static_asserts */
+	CU_ASSERT_FATAL(R % 64 == 0 && R % (8 * C) == 0 && NB % 64 == 0 && MB % 128 == 0);
+	CU_ASSERT_FATAL(T == 32 || T == 64);
+	CU_ASSERT_EQUAL((R / 16) % (8 / (T / 32)), 0);
+	CU_ASSERT_EQUAL(l->block[0], 256u);
+	CU_ASSERT_FATAL(RES == 0 || RES == 1);
+	if (RES) {	/* V, U, x twice, zT, WL, GB, WX */
+		CU_ASSERT_EQUAL(l->smem, (unsigned)(G * (R * NB + MB * R + 2 * T * NB) * 2 +
+						    (2 * G * R + RS * 16 + B * RS) * ldt * 2));
+	} else {	/* the ring, zT / WL, GB, WX */
+		CU_ASSERT_EQUAL(l->smem, (unsigned)(ST * (T + R > 128 ? T + R : 128) * 128 +
+						    (G * R + RS * 16 + B * RS) * ldt * 2));
+	}
+	CU_ASSERT_EQUAL_FATAL(l->grid[0] % C, 0);
+	ncl = l->grid[0] / C;
+	/* streaming: one tile per cluster; resident: at most one cluster per
+	 * tile, every tile walked */
+	CU_ASSERT(RES ? ncl >= 1 && ncl <= ntiles : ncl == ntiles);
+	CU_ASSERT_EQUAL(m->bufs[St].dtype, KT_BF16);
+	CU_ASSERT_EQUAL(m->bufs[x].elems, (size_t)(N * n));
+	zt = calloc((size_t)(C * G * R * T), sizeof(double));
+	gb = calloc((size_t)(C * RS * 16 * T), sizeof(double));
+	wx = calloc((size_t)(C * B * RS * T), sizeof(double));
+	wl = calloc((size_t)(C * G * R * T), sizeof(double));
+	CU_ASSERT_FATAL(zt && gb && wx && wl);
+	for (k = 0; k < ntiles; k++) {	/* tile k: cluster k % ncl's walk */
+		const long long t0 = k * T;
+		long q, g, c, j, i, t, rho, o;
+
+		/* 1. stage 1, rows past N zero-filled */
+		for (q = 0; q < C; q++)
+			for (g = 0; g < G; g++)
+				for (rho = 0; rho < R; rho++)
+					for (t = 0; t < T; t++) {
+						long long e;
+						float acc = 0.f;
+
+						j = q * G + g;
+						for (e = 0; e < NB && t0 + t < N; e++)
+							acc += emu_ld(m, x, (t0 + t) * n + j * NB + e) *
+							       emu_ld(m, Vb, (j * R + rho) * NB + e);
+						zt[((q * G + g) * R + rho) * T + t] = fcl_round(m, acc);
+					}
+		/* 2. gather the slice's z of every block, pad rows zero */
+		for (q = 0; q < C; q++)
+			for (c = 0; c < RS; c++)
+				for (j = 0; j < 16; j++)
+					for (t = 0; t < T; t++)
+						gb[((q * RS + c) * 16 + j) * T + t] =
+							j < B ? zt[(((j / G) * G + j % G) * R + q * RS + c) * T + t]
+							      : 0.0;
+		/* 3. mixing with St */
+		for (q = 0; q < C; q++)
+			for (c = 0; c < RS; c++)
+				for (i = 0; i < B; i++)
+					for (t = 0; t < T; t++) {
+						float acc = 0.f;
+
+						rho = q * RS + c;
+						for (j = 0; j < 16; j++)
+							acc += (float)(emu_ld(m, St, (rho * 16 + i) * 16 + j) *
+								       gb[((q * RS + c) * 16 + j) * T + t]);
+						wx[((q * B + i) * RS + c) * T + t] = fcl_round(m, acc);
+					}
+		/* 4. gather w of the own blocks, all ranks */
+		for (q = 0; q < C; q++)
+			for (g = 0; g < G; g++)
+				for (rho = 0; rho < R; rho++)
+					for (t = 0; t < T; t++)
+						wl[((q * G + g) * R + rho) * T + t] =
+							wx[(((rho / RS) * B + q * G + g) * RS + rho % RS) * T + t];
+		/* 5. stage 3, rows past N not stored */
+		for (q = 0; q < C; q++)
+			for (g = 0; g < G; g++)
+				for (t = 0; t < T && t0 + t < N; t++)
+					for (o = 0; o < MB; o++) {
+						float acc = 0.f;
+
+						i = q * G + g;
+						for (rho = 0; rho < R; rho++)
+							acc += (float)(wl[((q * G + g) * R + rho) * T + t] *
+								       emu_ld(m, Ub, (i * MB + o) * R + rho));
+						emu_st(m, y, (t0 + t) * mm + i * MB + o, acc);
+					}
+	}
+	free(zt);
+	free(gb);
+	free(wx);
+	free(wl);
+}
+
 static void emu_ref_z(struct emu *m, const struct kt_launch *l)
 {
 	int x = emu_ab(l, 0), Vb = emu_ab(l, 1), z32 = emu_ab(l, 2);
@@ -639,6 +770,7 @@ static int blast_kernel(struct emu *m, const struct kt_launch *l)
 		{"blast_s1mix", emu_s1mix},
 		{"blast_s_to_t16", emu_s_to_t16},
 		{"blast_mix_tcp", emu_mix_tc},
+		{"fused_blast_cl", emu_fused_cl},
 		{"blast_ref_z", emu_ref_z},
 		{"blast_ref_w", emu_ref_w},
 		{"blast_ref_y", emu_ref_y},
@@ -732,7 +864,7 @@ static void test_variants_on_host(void)
 			small = SV(p.s, "tokens") < 33 || SV(p.s, "rank") < 33 ||
 				SV(p.s, "out") / SV(p.s, "blocks") < 33;
 			CU_ASSERT_FATAL(x.n > 0 || (is_90a(v) && small) ||
-					(is_tc(v) && SV(p.s, "blocks") > 16));
+					(is_tc(v) && SV(p.s, "blocks") > 16) || is_fcl(v));
 			if (x.n == 0)
 				continue;
 			emulated[v]++;
@@ -750,9 +882,10 @@ static void test_variants_on_host(void)
 
 				CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, cs[k], &t, &plan, &e), 0);
 				kt_config_key(fam, cs[k], key, sizeof(key));
-				/* fused: stage 1 + mixing, stage 3 */
-				CU_ASSERT_EQUAL(plan.nlaunch, is_fused(v) ? 2 : 3);
+				/* fused: stage 1 + mixing, stage 3; fused_cl: one */
+				CU_ASSERT_EQUAL(plan.nlaunch, is_fcl(v) ? 1 : is_fused(v) ? 2 : 3);
 				CU_ASSERT_STRING_EQUAL(plan.launch[0].kernel,
+						       is_fcl(v) ? "fused_blast_cl" :
 						       is_fused(v) ? "blast_s1mix" :
 						       is_ws(v) ? "gemm_tn_ws" : "gemm_tn");
 				CU_ASSERT_EQUAL(plan.nprep, 1);
@@ -768,7 +901,7 @@ static void test_variants_on_host(void)
 
 					for (q = 0; q < nbb; q++)
 						hasz += strcmp(bb[q].name, "z") == 0;
-					CU_ASSERT_EQUAL(hasz, !is_fused(v));
+					CU_ASSERT_EQUAL(hasz, !is_fused(v) && !is_fcl(v));
 				}
 				for (round = 0; round < 2; round++) {
 					y = plan_run(&p, cs[k], &plan, round, &oob);
@@ -836,6 +969,75 @@ static void test_mix_grid_control(void)
 	CU_ASSERT(emu_nonfinite(y, p.bufs[Y].elems) > 0);
 	free(y);
 	problem_release(&p);
+}
+
+/* fused_cl's grids on a 132-SM sm_90: streaming, one cluster of b / G CTAs
+ * per token tile; resident, the 7 clusters of 16 the H200 holds at once
+ * (or every tile, when fewer), each walking its tiles, run on the host. */
+static void test_fcl_grid(void)
+{
+	static const struct {
+		const char *shape, *config;
+		unsigned grid;
+	} g[] = {
+		{"tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+		 "variant=fused_cl,BLOCK_M=64,STAGES=2,PERSISTENT=0,CTA_BLOCKS=1", 16 * 16},
+		{"tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+		 "variant=fused_cl,BLOCK_M=32,STAGES=2,PERSISTENT=1,CTA_BLOCKS=1", 7 * 16},
+		{"tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+		 "variant=fused_cl,BLOCK_M=32,STAGES=2,PERSISTENT=0,CTA_BLOCKS=2", 32 * 8},
+		{"tokens=70,in=1024,out=2048,blocks=16,rank=128",
+		 "variant=fused_cl,BLOCK_M=32,STAGES=2,PERSISTENT=1,CTA_BLOCKS=2", 3 * 8},
+		{"tokens=300,in=1024,out=2048,blocks=16,rank=128",
+		 "variant=fused_cl,BLOCK_M=32,STAGES=2,PERSISTENT=1,CTA_BLOCKS=1", 7 * 16},
+	};
+	struct kt_target t = ft_target("sm_90");
+	size_t i;
+
+	t.sms = 132;
+	for (i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+		struct kt_shape s = ft_shape(fam, g[i].shape);
+		struct kt_config c;
+		struct kt_plan plan;
+		struct kt_err e = {0};
+		char why[200];
+
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, g[i].config, &c, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(&s, &c, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL(plan.nlaunch, 1);
+		CU_ASSERT_EQUAL(plan.launch[0].grid[0], g[i].grid);
+		if (i >= 3) {	/* the walk covers every tile once: y vs cpu_ref */
+			struct problem p;
+			long oob;
+			float *y;
+
+			problem_init(&p, g[i].shape, 91 + (int)i);
+			y = plan_run(&p, &c, &plan, 0, &oob);
+			CU_ASSERT_EQUAL(oob, 0);
+			CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[Y].elems) < 1e-5);
+			free(y);
+			problem_release(&p);
+		}
+	}
+	/* the resident kernel has no ring: STAGES 2 stands for it */
+	{
+		struct kt_shape s = ft_shape(fam, g[0].shape);
+		struct kt_config c;
+		struct kt_err e = {0};
+		char why[200];
+
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, "variant=fused_cl,BLOCK_M=32,STAGES=3,"
+							    "PERSISTENT=1,CTA_BLOCKS=1", &c, &e), 0);
+		CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "STAGES"));
+		c.p[6] = 2;	/* STAGES */
+		CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+		t.sm = 86;
+		t.arch_a = 0;
+		CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90"));
+	}
 }
 
 /* blast_mix_tcp's CTAs walk token tiles when the SMs are few: on a 1-SM
@@ -1009,7 +1211,7 @@ static void test_check(void)
 	CU_ASSERT_EQUAL(fam->check(&s, &wg, &ta, why, sizeof(why)), 0);
 	CU_ASSERT_EQUAL(fam->check(&s, &wg, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
-	naive.variant = 7;
+	naive.variant = fam->nvariants;
 	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "variant"));
 	/* mix_fused: b z tiles in shared memory, b * RV z values per thread */
@@ -1187,6 +1389,16 @@ static void test_space(void)
 					CU_ASSERT_EQUAL(x.valid[v], 0);
 					continue;
 				}
+				/* fused_cl: sm_90+, and only llama1b's rank fits
+				 * its z and w into shared memory */
+				if (is_fcl(v)) {
+					if (x.t.sm < 90 || SV(x.s, "rank") > 256) {
+						CU_ASSERT_EQUAL(x.valid[v], 0);
+					} else {
+						CU_ASSERT(x.valid[v] >= 4 && x.valid[v] < product[v]);
+					}
+					continue;
+				}
 				CU_ASSERT(x.valid[v] > (is_90a(v) ? 10 : 20));
 				CU_ASSERT(x.valid[v] < 2000);
 				CU_ASSERT(x.valid[v] < product[v]);
@@ -1320,6 +1532,15 @@ static void test_models(void)
 /* the larger of the two N tiles stands for the smem / register extremes */
 static void pick_tile(const struct kt_config *c, struct kt_gemm_tile *t)
 {
+	if (is_fcl(c->variant)) {	/* its 8 warps; smem grows with STAGES */
+		t->bm = c->p[0];
+		t->bn = 64;
+		t->bk = 64;
+		t->wm = 2;
+		t->wn = 4;
+		t->stages = c->p[6];
+		return;
+	}
 	t->bm = c->p[0];
 	t->bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
 	t->bk = is_90a(c->variant) ? 64 : c->p[3];
@@ -1341,6 +1562,14 @@ static int samples_none(int v)
 	return 0;
 }
 
+/* fused_cl has no config below sm_90 nor where z and w outgrow shared
+ * memory (llama7b's rank); test_space pins where it has them */
+static int fcl_unsupported(int v, const struct kt_shape *s)
+{
+	(void)s;
+	return is_fcl(v);
+}
+
 static uint64_t rng_state = 0x626c617374ull;	/* fixed seed: the same sample every run */
 
 /* Queues the configs of shape on target tname: wgmma variants on sm_90a
@@ -1350,7 +1579,8 @@ static void add_shape(struct job_list *j, const char *text, const char *tname, i
 		      int nsample)
 {
 	const struct job_sample js = {fam, is_90a, pick_tile,
-				      nsample ? samples_some : samples_none, &rng_state};
+				      nsample ? samples_some : samples_none, &rng_state,
+				      fcl_unsupported};
 	struct kt_shape s = ft_shape(fam, text);
 	struct kt_target t = ft_target(tname);
 
@@ -1408,7 +1638,7 @@ static void test_compile(void)
 	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;
-	int k, blast_seen = 0, mixers = 0, fused = 0, tc = 0, tc_pdl = 0;
+	int k, blast_seen = 0, mixers = 0, fused = 0, tc = 0, tc_pdl = 0, fcl = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1423,6 +1653,8 @@ static void test_compile(void)
 	}
 	job_list_compile(&j);
 	for (k = 0; k < j.n; k++) {
+		if (job_ok(&j, k) && strcmp(j.progs[k].tpl, "blast_fused") == 0)
+			fcl++;
 		if (!job_ok(&j, k) || strcmp(j.progs[k].tpl, "blast") != 0)
 			continue;
 		if (emu_define(&j.progs[k], "FUSED") == 1) {
@@ -1447,6 +1679,9 @@ static void test_compile(void)
 	CU_ASSERT_EQUAL(tc_pdl, 1);
 	/* mix_fused on sm_80, sm_86, sm_90 (and naive's targets only) */
 	CU_ASSERT(fused >= 3 * 6);
+	/* fused_cl at llama1b on sm_90 (its extremes; sm_90a with
+	 * KTUNE_COMPILE_ALL) */
+	CU_ASSERT(fcl >= 2);
 	job_list_release(&j);
 }
 
@@ -1533,8 +1768,8 @@ static void test_gpu_variants(void)
 			x.t = t;
 			x.variant = v;
 			kt_space_foreach(fam, 0, ft_collect_one, &x);
-			if (x.n == 0) {
-				CU_ASSERT(is_90a(v) && !t.arch_a);
+			if (x.n == 0) {	/* fused_cl: narrow shapes */
+				CU_ASSERT((is_90a(v) && !t.arch_a) || is_fcl(v));
 				continue;
 			}
 			cs[0] = &x.first;
@@ -1586,6 +1821,7 @@ int main(void)
 	CU_add_test(s, "every variant's plan on the host vs cpu_ref", test_variants_on_host);
 	CU_add_test(s, "a mixer grid that misses ranks is caught", test_mix_grid_control);
 	CU_add_test(s, "the tensor-core mixer walks token tiles on few SMs", test_mix_tcp_walk);
+	CU_add_test(s, "fused_cl's grids, streaming and resident", test_fcl_grid);
 	CU_add_test(s, "shape parse", test_shape_parse);
 	CU_add_test(s, "check rejects", test_check);
 	CU_add_test(s, "space, pruning, every valid config plans", test_space);

@@ -612,6 +612,16 @@ static CUresult mods_load(struct cu_dev *d, const struct kt_plan *p, const void 
 				 l->kernel, l->smem, d->smem_optin);
 			return r;
 		}
+		/* Clusters of more than 8 CTAs (a kernel's __cluster_dims__,
+		 * blast fused_cl's 16) launch only with this opt-in; it changes
+		 * nothing for other kernels. sm_90+ only. */
+		if (d->sm >= 90 &&
+		    (r = d->api.FuncSetAttribute(m->fn[i],
+						 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)) !=
+			    CUDA_SUCCESS) {
+			snprintf(what, wlen, "%s: allowing non-portable cluster sizes", l->kernel);
+			return r;
+		}
 	}
 	return CUDA_SUCCESS;
 }
