@@ -153,6 +153,9 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 	if (t->split_k > 1 && t->cluster_m > 1)
 		return WHY("SPLIT_K=%ld with CLUSTER_M=%ld: split-K runs without clusters",
 			   t->split_k, t->cluster_m);
+	if (t->split_cluster && (t->split_k != 2 || t->cluster_m > 1 || t->persistent > 0))
+		return WHY("the split-K cluster reduce pairs SPLIT_K=2 slices (SPLIT_K=%ld, "
+			   "CLUSTER_M=%ld, PERSISTENT=%ld)", t->split_k, t->cluster_m, t->persistent);
 	if (t->persistent > 0 && (t->split_k > 1 || t->cluster_m > 1))
 		return WHY("PERSISTENT (%ld CTAs) with SPLIT_K=%ld, CLUSTER_M=%ld: the persistent "
 			   "walk covers whole tiles of single CTAs", t->persistent, t->split_k,
@@ -269,6 +272,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "CLUSTER_M", t->cluster_m);
 		if (t->split_k > 1)
 			rc |= kt_program_define(p, "SPLIT_K", t->split_k);
+		if (t->split_cluster)
+			rc |= kt_program_define(p, "SPLIT_CLUSTER", 1);
 		if (t->persistent > 0)
 			rc |= kt_program_define(p, "PERSISTENT", 1);
 		if (t->pdl)
@@ -447,7 +452,8 @@ void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, l
 
 size_t kt_gemm_workspace(const struct kt_gemm_tile *t, long M, long N)
 {
-	return t->split_k > 1 ? (size_t)t->split_k * (size_t)M * (size_t)N : 0;
+	return t->split_k > 1 && !t->split_cluster ? (size_t)t->split_k * (size_t)M * (size_t)N
+						   : 0;
 }
 
 int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, long K,
@@ -459,6 +465,13 @@ int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, 
 	if (t->split_k <= 1) {
 		kt_gemm_launch(t, program, M, N, K, bufA, lda, 0, bufB, ldb, 0, bufC, ldc, 0, 1,
 			       &out[0]);
+		return 1;
+	}
+	if (t->split_cluster) {
+		/* the slices reduce in their cluster and store C */
+		kt_gemm_launch(t, program, M, N, K, bufA, lda, 0, bufB, ldb, 0, bufC, ldc, 0, 1,
+			       &out[0]);
+		out[0].grid[1] = (unsigned)t->split_k;
 		return 1;
 	}
 	/* the workspace slices are M x N, row stride N */

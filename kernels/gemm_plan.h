@@ -52,6 +52,12 @@ struct kt_gemm_tile {
 				 * area after the ring, bm x min(bn, 128) bf16
 				 * (kt_gemm_smem). ws only, not
 				 * with split_k or cluster_m. 0: one CTA per tile */
+	long split_cluster;	/* 1 (ws, split_k 2, no cluster_m, not persistent):
+				 * -DSPLIT_CLUSTER=1, the two K slices of a tile
+				 * are a (1, 2, 1) cluster and slice 1 hands its
+				 * fp32 fragments to slice 0 through distributed
+				 * shared memory, which stores bf16 C: no
+				 * workspace, no splitk_reduce launch */
 	long pdl;		/* 1: -DKT_PDL=1 and the launch flagged pdl
 				 * (family.h): programmatic dependent launch,
 				 * gemm_tn_ws waits for the previous kernel in
@@ -111,7 +117,8 @@ void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, l
 size_t kt_gemm_workspace(const struct kt_gemm_tile *t, long M, long N);
 /* The launches of C = A . B^T (batch 1): gemm_tn alone, or with split-K
  * gemm_tn into workspace buffer bufW and splitk_reduce into C (ldc); a ws
- * tile the same with gemm_tn_ws (-DSPLIT_K with -DWS).
+ * tile the same with gemm_tn_ws (-DSPLIT_K with -DWS), or with split_cluster
+ * gemm_tn_ws alone, writing C itself.
  * Returns the number of launches written to out (1 or 2). */
 int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, long K,
 		     int bufA, long lda, int bufB, long ldb, int bufC, long ldc, int bufW,

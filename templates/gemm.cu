@@ -681,7 +681,7 @@ KT_DEV void ws_mma_chunk(float (&acc)[MW][1][BN / 8][4], unsigned sA0, unsigned 
 	kt_wg_wait<1>();
 }
 
-template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1, int SK = 1>
+template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1, int SK = 1, int SC = 0>
 KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, int M, int N,
 			    int K, long long ldc, long long sC, int zA, int zB)
 {
@@ -761,6 +761,11 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, n0, b2);
 			}
 		}
+		if (SC) {	/* the consumers' two cluster barriers (below) */
+			__syncwarp();
+			kt_cluster_sync();
+			kt_cluster_sync();
+		}
 	} else {
 		/* consumers */
 		if (CONS > 1)
@@ -792,7 +797,57 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 		}
 		kt_wg_wait<0>();
 
-		if (SK > 1) {
+		if (SC) {
+			/* SPLIT_CLUSTER: the two K slices of a tile are a
+			 * cluster (1, 2, 1). Once both main loops are done (the
+			 * ring is free), slice 1 writes its fp32 fragments into
+			 * slice 0's ring (thread t's float4 q at (q * CONS*128 +
+			 * t) * 16 bytes: a warp's stores are contiguous), then
+			 * slice 0 adds them and stores bf16 C as a whole tile. */
+			constexpr int NQ = MW * (BN / 8);	/* float4s a thread */
+			const int ct = tid - 128;
+
+			static_assert(!SC || (SK == 2 && CM == 1),
+				      "the cluster reduce pairs two K slices, no CLUSTER_M");
+			static_assert(!SC || NQ * CONS * 128 * 16 <= ST * (BM + BN) * BK * 2,
+				      "slice 1's fragments fit in slice 0's ring");
+			kt_cluster_sync();
+			if (blockIdx.y == 1) {
+#pragma unroll
+				for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+					for (int j = 0; j < BN / 8; j++) {
+						const unsigned o = sA0 + ((mw * (BN / 8) + j) * CONS * 128 + ct) * 16;
+
+						asm volatile("{\n.reg .b32 ra;\n"
+							     "mapa.shared::cluster.u32 ra, %0, 0;\n"
+							     "st.shared::cluster.v4.f32 [ra], {%1, %2, %3, %4};\n}\n"
+							     ::"r"(o), "f"(acc[mw][0][j][0]), "f"(acc[mw][0][j][1]),
+							     "f"(acc[mw][0][j][2]), "f"(acc[mw][0][j][3])
+							     : "memory");
+					}
+			}
+			kt_cluster_sync();
+			if (blockIdx.y == 1)
+				return;	/* slice 0 stores the tile */
+#pragma unroll
+			for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+				for (int j = 0; j < BN / 8; j++) {
+					const unsigned o = sA0 + ((mw * (BN / 8) + j) * CONS * 128 + ct) * 16;
+					float v0, v1, v2, v3;
+
+					asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+						     : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3)
+						     : "r"(o)
+						     : "memory");
+					acc[mw][0][j][0] += v0;
+					acc[mw][0][j][1] += v1;
+					acc[mw][0][j][2] += v2;
+					acc[mw][0][j][3] += v3;
+				}
+		}
+		if (SK > 1 && !SC) {
 			/* fp32 partials into slice blockIdx.y of the workspace
 			 * (M x ldc each, batch 1), summed by splitk_reduce */
 			float *W = (float *)Cv + (long long)blockIdx.y * M * ldc;
@@ -1123,8 +1178,15 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
+#ifndef SPLIT_CLUSTER
+#define SPLIT_CLUSTER 0
+#endif
 #if CLUSTER_M > 1
 #define KT_WS_CLUSTER __cluster_dims__(CLUSTER_M, 1, 1)
+#elif SPLIT_CLUSTER
+/* split-K's two slices of a tile reduce through distributed shared memory:
+ * C is then the bf16 output itself */
+#define KT_WS_CLUSTER __cluster_dims__(1, 2, 1)
 #else
 #define KT_WS_CLUSTER
 #endif
@@ -1154,7 +1216,7 @@ gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap
 {
 	kt_pdl_wait();
 	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M,
-			     SPLIT_K>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
+			     SPLIT_K, SPLIT_CLUSTER>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
 }
 #endif /* PERSISTENT */
 #else

@@ -1247,14 +1247,13 @@ static void test_lowrank_ws(void)
 	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
 	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+	/* split in two: the slices reduce in their cluster, no workspace */
 	nb = lowrank->buffers(&s, &c, bufs);
-	CU_ASSERT_EQUAL_FATAL(nb, 7);
-	CU_ASSERT_EQUAL(bufs[6].elems, 2 * 1024 * 1024);
-	CU_ASSERT_EQUAL(bufs[6].dtype, KT_F32);
+	CU_ASSERT_EQUAL_FATAL(nb, 6);
 	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
 	check_args(&p, nb);
 	check_args_bufs(&p, bufs, nb);
-	CU_ASSERT_EQUAL_FATAL(p.nlaunch, 3);
+	CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
 	CU_ASSERT_EQUAL_FATAL(p.nprograms, 2);
 	for (i = 0; i < 2; i++) {
 		CU_ASSERT(has_define(&p.programs[i], "WS=1"));
@@ -1262,13 +1261,16 @@ static void test_lowrank_ws(void)
 		CU_ASSERT(!has_define(&p.programs[i], "WGMMA=1"));
 	}
 	CU_ASSERT(has_define(&p.programs[0], "SPLIT_K=2"));
+	CU_ASSERT(has_define(&p.programs[0], "SPLIT_CLUSTER=1"));
 	CU_ASSERT(!has_define(&p.programs[1], "SPLIT_K=2"));
+	CU_ASSERT(!has_define(&p.programs[1], "SPLIT_CLUSTER=1"));
 	CU_ASSERT(has_define(&p.programs[1], "BLOCK_N=256"));
-	/* z = x V^T into the workspace, two K slices */
+	/* z = x V^T, two K slices, straight into bf16 z */
 	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "gemm_tn_ws");
 	CU_ASSERT_EQUAL(p.launch[0].grid[1], 2);
 	CU_ASSERT_EQUAL(p.launch[0].block[0], 3 * 128);
-	CU_ASSERT_EQUAL(p.launch[0].args[2].buf, 6);
+	CU_ASSERT_EQUAL(p.launch[0].args[2].buf, 5);
+	CU_ASSERT_EQUAL(p.launch[0].args[6].i, 1024);
 	m = &p.launch[0].args[0].tmap;	/* x */
 	CU_ASSERT_EQUAL(p.launch[0].args[0].buf, 0);
 	CU_ASSERT(m->dims[0] == 4096 && m->dims[1] == 1024 && m->dims[2] == 1);
@@ -1277,27 +1279,24 @@ static void test_lowrank_ws(void)
 	CU_ASSERT_EQUAL(p.launch[0].args[1].buf, 1);
 	CU_ASSERT(m->dims[0] == 4096 && m->dims[1] == 1024);
 	CU_ASSERT_EQUAL(m->box[1], 128);	/* Z_BLOCK_N */
-	/* the reduce into bf16 z */
-	CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "splitk_reduce");
-	CU_ASSERT_EQUAL(p.launch[1].args[1].buf, 5);
 	/* y = z U^T */
-	CU_ASSERT_STRING_EQUAL(p.launch[2].kernel, "gemm_tn_ws");
-	CU_ASSERT_EQUAL(p.launch[2].program, 1);
-	CU_ASSERT_EQUAL(p.launch[2].grid[0], 8 * 16);
-	CU_ASSERT_EQUAL(p.launch[2].grid[1], 1);
-	m = &p.launch[2].args[0].tmap;	/* z */
-	CU_ASSERT_EQUAL(p.launch[2].args[0].buf, 5);
+	CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "gemm_tn_ws");
+	CU_ASSERT_EQUAL(p.launch[1].program, 1);
+	CU_ASSERT_EQUAL(p.launch[1].grid[0], 8 * 16);
+	CU_ASSERT_EQUAL(p.launch[1].grid[1], 1);
+	m = &p.launch[1].args[0].tmap;	/* z */
+	CU_ASSERT_EQUAL(p.launch[1].args[0].buf, 5);
 	CU_ASSERT(m->dims[0] == 1024 && m->dims[1] == 1024 && m->strides[1] == 1024);
 	CU_ASSERT_EQUAL(m->box[1], 128);
-	m = &p.launch[2].args[1].tmap;	/* U */
-	CU_ASSERT_EQUAL(p.launch[2].args[1].buf, 2);
+	m = &p.launch[1].args[1].tmap;	/* U */
+	CU_ASSERT_EQUAL(p.launch[1].args[1].buf, 2);
 	CU_ASSERT(m->dims[0] == 1024 && m->dims[1] == 4096 && m->strides[1] == 1024);
 	CU_ASSERT_EQUAL(m->box[1], 256);
-	CU_ASSERT_EQUAL(p.launch[2].args[2].buf, 3);	/* y */
-	CU_ASSERT_EQUAL(p.launch[2].args[6].i, 4096);
-	/* all three are programmatic dependent launches of programs that
-	 * wait for their predecessor (kt_pdl_wait under -DKT_PDL=1) */
-	for (i = 0; i < 3; i++) {
+	CU_ASSERT_EQUAL(p.launch[1].args[2].buf, 3);	/* y */
+	CU_ASSERT_EQUAL(p.launch[1].args[6].i, 4096);
+	/* both are programmatic dependent launches of programs that wait
+	 * for their predecessor (kt_pdl_wait under -DKT_PDL=1) */
+	for (i = 0; i < 2; i++) {
 		CU_ASSERT_EQUAL(p.launch[i].pdl, 1);
 		CU_ASSERT(has_define(&p.programs[p.launch[i].program], "KT_PDL=1"));
 	}
@@ -1356,7 +1355,7 @@ static double lr_rel(const float *a, const float *b, size_t n)
 }
 
 /* unfused_ws plans (split z and not, 1 and 2 consumers, masked M, N and K
- * edges) on the host equal cpu_ref; the split plan with its reduce summing
+ * edges) on the host equal cpu_ref; the four-slice plan with its reduce summing
  * one slice only does not (the control). */
 static void test_lowrank_ws_emulated(void)
 {
@@ -1401,7 +1400,8 @@ static void test_lowrank_ws_emulated(void)
 		if (why[0])
 			fprintf(stderr, "\n  %s: %s\n", cfgs[i], why);
 		CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
-		CU_ASSERT_EQUAL(p.nlaunch, c.p[9] > 1 ? 3 : 2);
+		/* split in four: + splitk_reduce; in two: the cluster reduce */
+		CU_ASSERT_EQUAL(p.nlaunch, c.p[9] == 4 ? 3 : 2);
 		y = lr_run(&s, &c, &p, in, &oob);
 		rel = lr_rel(y, ref, ny);
 		CU_ASSERT_EQUAL(oob, 0);
@@ -1453,6 +1453,7 @@ static int ws_space_one(const struct kt_config *c, void *arg)
 	ws_tile(&z, kt_config_get(x->f, c, "Z_BLOCK_M"), kt_config_get(x->f, c, "Z_BLOCK_N"),
 		kt_config_get(x->f, c, "CONSUMERS"), kt_config_get(x->f, c, "Z_SPLIT_K"));
 	z.stages = y.stages;
+	z.split_cluster = z.split_k == 2;	/* as lowrank.c plans two slices */
 	ok = kt_gemm_check(&z, T, R, n, 0, &x->t, why, sizeof(why)) == 0 &&
 	     kt_gemm_check(&y, T, m, R, 0, &x->t, why, sizeof(why)) == 0;
 	if ((x->f->check(&x->s, c, &x->t, why, sizeof(why)) == 0) != ok) {
@@ -1472,7 +1473,7 @@ static int ws_space_one(const struct kt_config *c, void *arg)
 	check_args_bufs(&p, bufs, nb);
 	x->bad += strcmp(p.launch[0].kernel, "gemm_tn_ws") != 0 ||
 		  strcmp(p.launch[p.nlaunch - 1].kernel, "gemm_tn_ws") != 0 ||
-		  p.nlaunch != (z.split_k > 1 ? 3 : 2);
+		  p.nlaunch != (z.split_k > 2 ? 3 : 2);	/* 2 slices: the cluster reduce */
 	return 0;
 }
 
