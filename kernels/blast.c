@@ -71,20 +71,21 @@
  *                one kernel, a thread-block cluster of b / CTA_BLOCKS CTAs
  *                per token tile of BLOCK_M (32, 64); each CTA runs stage 1
  *                of its blocks into shared memory, the cluster exchanges z
- *                through distributed shared memory so that each CTA mixes
- *                one rank slice on tensor cores (St, as tcmix), exchanges w
- *                back and runs stage 3 of its blocks: z and w never reach
- *                memory. PERSISTENT 1 keeps the blocks' V and U in shared
+ *                through distributed shared memory (bulk copies counted in
+ *                on mbarriers) so that each CTA mixes one rank slice on
+ *                tensor cores (St, as tcmix), exchanges w back and runs
+ *                stage 3 of its blocks: z and w never reach memory. PERSISTENT 1 keeps the blocks' V and U in shared
  *                memory and walks token tiles with the clusters that fit
  *                (7 of 16 CTAs on the H200); 0 streams them per tile
  *                through a ring of STAGES. Fits where z and w of a tile do:
  *                llama1b q/o (r256) and gpt2s c_fc, not llama7b (r1024).
  *                Measured (H200, bench/NOTES-linear.md, 6th session):
  *                verified everywhere it fits, but slower than tcmix_ws --
- *                llama1b N1024 41.9 vs 22.0 us: each CTA's tile is ~1.1K
- *                instructions a warp in three barrier-separated phases on 8
- *                warps, ~11 cycles of stall per instruction (long and short
- *                scoreboard, wait, membar from the cluster barriers).
+ *                llama1b N1024 32.2 vs 22.0 us (the first form, 16-byte
+ *                DSMEM loads and two barriers a tile: 41.9). Per tile the
+ *                CTA's 8 warps run short dependent mma chains; the exchange
+ *                and the barrier still cost ~1.2 and ~0.8 us a tile, the
+ *                launch and the weights ~9 us (tools/fcl_probe.cu).
  *
  * Both GEMM stages share one tile except its N: stage 1's N is the rank,
  * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
@@ -299,20 +300,21 @@ static int uses_st(int variant)
 #define FCL_THREADS 256
 
 /* fused_cl's dynamic shared memory, as templates/blast_fused.cu lays it
- * out, bf16: streaming (PERSISTENT 0), the copy ring (slots of max(T + r,
- * 128) rows of 128 bytes), then zT / WL (G, r, T + 8), GB (r / C, 16,
- * T + 8) and WX (b, r / C, T + 8); resident (1), the G blocks' V (r x nb)
- * and U (mb x r), x (T x nb) twice, zT and WL apart, GB, WX. */
+ * out, bf16: streaming (PERSISTENT 0) the copy ring (slots of max(T + r,
+ * 128) rows of 128 bytes), resident (1) the G blocks' V (r x nb) and U
+ * (mb x r) and x (T x nb) twice; then zT and WL (G, r, T + 8 each), GB (16
+ * blocks of r / C x (T + 8), 16 bytes apart), WX (b, r / C, T + 8) and the
+ * exchange's two mbarriers. */
 static long fcl_smem(const struct kt_shape *s, const struct kt_config *c)
 {
 	long n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS], r = s->v[D_RANK];
 	long T = c->p[P_BM], G = c->p[P_CTA_BLOCKS], nb = n / b, mb = m / b;
-	long ldt = T + 8, rs = r / (b / G);
-	long tiles = (rs * 16 + b * rs) * ldt * 2;
+	long ldt = T + 8, rs = r / (b / G), slice = rs * ldt * 2;
+	long tiles = 2 * G * r * ldt * 2 + 16 * (slice + 16) + b * slice + 16;
 
 	if (c->p[P_PERSIST] == 1)
-		return G * (r * nb + mb * r + 2 * T * nb) * 2 + 2 * G * r * ldt * 2 + tiles;
-	return c->p[P_STAGES] * (T + r > 128 ? T + r : 128) * 128 + G * r * ldt * 2 + tiles;
+		return G * (r * nb + mb * r + 2 * T * nb) * 2 + tiles;
+	return c->p[P_STAGES] * (T + r > 128 ? T + r : 128) * 128 + tiles;
 }
 
 /* CTAs per cluster: the 16 that llama1b's blocks take by default need the

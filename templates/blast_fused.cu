@@ -21,39 +21,43 @@
  *   1. stage 1, per own block j: zT[g] (r x T) = V_j . x_j^T (M = rank,
  *      N = tokens, K = nb), into shared memory as bf16 (zT: rank rows,
  *      tokens contiguous), as the unfused variants round z.
- *   2. cluster barrier; gather: for its rank slice, z[j][slice] of every
- *      block j from the CTA that owns j (16-byte distributed-shared-memory
- *      loads of 8 tokens) into GB (RS, 16, T): j padded to 16 with zeros.
+ *   2. the cluster barrier's wait (its arrive ended the previous tile);
+ *      then per own block and peer d one bulk copy (cp.async.bulk
+ *      shared::cta -> shared::cluster) of zT's rank slice of d into d's GB
+ *      (16 blocks j of RS x T, j padded to 16 with zeros), counted in on
+ *      d's mbarrier; wait for the b slices of the own rank slice.
  *   3. mixing on tensor cores, per rank c of the slice: W_c (16 x T) =
- *      S_c (16 x 16, St) . Z_c (16 x T), one m16n8k16 per 8 tokens, into
- *      WX (b, RS, T) bf16.
- *   4. cluster barrier; gather: w[i] of its own blocks i, all r ranks,
- *      from the CTA owning each rank slice, into WL (G, r, T) -- the zT
- *      region, free once every peer has gathered from it (that barrier).
- *      Then an arrive on the cluster barrier, waited for only at the end:
- *      no CTA may exit while a peer still reads its WX.
+ *      S_c (16 x 16, St, fragments loaded once) . Z_c (16 x T), one
+ *      m16n8k16 per 8 tokens, into WX (b, RS, T) bf16.
+ *   4. per peer d and its blocks i one bulk copy of WX[i] (the own rank
+ *      slice of w[i]) into d's WL (G, r, T) at ranks q*RS..; wait for the
+ *      C slices of every own block.
  *   5. stage 3, per own block i and 128-column panel: y[t0.., i*mb + p*128
  *      ..] = w[i] . U_i^T (M = tokens, N = 128, K = r), bf16 straight from
- *      the accumulators.
- * z and w (b*N*r each) never leave the cluster: the partial sums of the
- * mixing are the all-to-all of 2 and 4, 2 * (C-1)/C * b*T*r*2 bytes per
- * cluster over the SM-to-SM network instead of 4 * b*N*r*2 through memory.
+ *      the accumulators; then the cluster barrier's arrive: GB and WL are
+ *      free for the next tile.
+ * z and w (b*N*r each) never leave the cluster: 2 * (C-1)/C * b*T*r*2
+ * bytes per tile go over the SM-to-SM network instead of 4 * b*N*r*2
+ * through memory. Reuse: a CTA's zT and WX are rewritten only after its
+ * outgoing copies landed -- it has received every peer's w, sent after
+ * that peer received its z -- and WX only after the next barrier; GB and
+ * WL receive only after their owner's arrive. The barrier is the only
+ * cluster-wide wait a tile; no CTA exits before the last one.
  *
  * FB_RESIDENT 1: the CTA loads its blocks' V and U once (G * (r*nb +
- * mb*r) * 2 bytes) and double-buffers x, the next tile's x in flight
- * during this one; two cluster barriers a tile (after stage 1, after the
- * mixing) order every reuse: a peer reaches tile n+1's first barrier only
- * after its gathers of tile n, so zT, GB, WX and WL are free again.
+ * mb*r) * 2 bytes; V with the first x, U in a later group that stage 3
+ * waits for) and double-buffers x, the next tile's x in flight during
+ * this one.
  *
  * Copies (FB_RESIDENT 0): one cp.async ring of FB_STAGES slots runs
- * through both GEMM stages in order: stage 1's chunks (g, k-chunk of 64: x_j's T rows and
- * V_j's r rows) then stage 3's (g, panel, k-chunk of 64: U_i's 128 rows),
- * rows of 128 bytes with kt_swz<8>. So U's first chunks are in flight
- * during the exchanges and the mixing. Warps: stage 1 WM1 x WN1 over
+ * through both GEMM stages in order: stage 1's chunks (g, k-chunk of 64:
+ * x_j's T rows and V_j's r rows) then stage 3's (g, panel, k-chunk of
+ * 64: U_i's 128 rows), rows of 128 bytes with kt_swz<8>. So U's first
+ * chunks are in flight during the exchanges and the mixing. Warps: stage 1 WM1 x WN1 over
  * (rank, tokens), stage 3 WM3 x WN3 over (tokens, columns); the mixing
  * deals the slice's ranks to the 8 warps.
  *
- * Shared-memory rows of the T-contiguous tiles (zT / WL, GB, WX) are T + 8
+ * Shared-memory rows of the T-contiguous tiles (zT, WL, GB, WX) are T + 8
  * elements: 144 or 80 bytes, so the 8 rows an ldmatrix or a quad's 4-byte
  * stores touch fall into distinct banks.
  */
@@ -64,6 +68,12 @@
 #endif
 #ifndef FB_RESIDENT
 #define FB_RESIDENT 0
+#endif
+/* tools/fcl_probe.cu only (the host never sets it): phases left out to time
+ * the rest, wrong results -- 1 stage 1's mma, 2 the exchanges, 4 the mixing,
+ * 8 stage 3's mma, 16 the cluster barriers (with 2) */
+#ifndef FB_SKIP
+#define FB_SKIP 0
 #endif
 
 namespace kfb {
@@ -82,12 +92,15 @@ constexpr int RING_BYTES = RES ? 0 : STG * SLOT;
 constexpr int VR_BYTES = RES ? G * KC1 * R * 128 : 0;
 constexpr int UR_BYTES = RES ? G * P3 * KC3 * 128 * 128 : 0;
 constexpr int XB_BYTES = RES ? 2 * G * KC1 * T * 128 : 0;
+constexpr int SLICE = RS * LDT * 2;	/* one block's rank slice of z or w, bytes */
 constexpr int ZT_BYTES = G * R * LDT * 2;
-constexpr int WL_BYTES = RES ? ZT_BYTES : 0;	/* streaming: WL is zT's place */
-constexpr int GB_BYTES = RS * 16 * LDT * 2;
-constexpr int WX_BYTES = B * RS * LDT * 2;
+constexpr int WL_BYTES = ZT_BYTES;
+constexpr int GBJ = SLICE + 16;		/* GB's block stride: ldmatrix rows apart */
+constexpr int GB_BYTES = 16 * GBJ;
+constexpr int WX_BYTES = B * SLICE;
 constexpr int SMEM = RING_BYTES + VR_BYTES + UR_BYTES + XB_BYTES + ZT_BYTES + WL_BYTES +
-		     GB_BYTES + WX_BYTES;
+		     GB_BYTES + WX_BYTES + 16;	/* + the two exchange mbarriers */
+constexpr int MC = (RS + 7) / 8;	/* mixing ranks per warp */
 
 /* stage 1: warps over (rank, tokens); stage 3: over (tokens, columns) */
 constexpr int WN1 = T / 32, WM1 = 8 / WN1, NT1 = 4, MT1 = R / 16 / WM1;
@@ -102,7 +115,7 @@ static_assert(NT3 % 2 == 0, "stage 3's warps take column pairs");
 static_assert(SMEM <= 227 * 1024, "shared memory: kernels/blast.c refuses this config");
 
 struct smem_t {
-	unsigned ring, vr, ur, xb, zt, wl, gb, wx;	/* shared-memory offsets */
+	unsigned ring, vr, ur, xb, zt, wl, gb, wx, bar;	/* shared-memory offsets */
 };
 
 /* rows x 64 bf16 of a K-contiguous matrix (row stride ld elements) into
@@ -159,34 +172,22 @@ KT_DEV void st_shared_v4(unsigned addr, uint4 v)
 		     : "memory");
 }
 
-/* Moves `units` 16-byte pieces from peers' shared memory into this CTA's,
- * eight loads in flight per thread: src(u, &cta) gives the peer offset and
- * rank, dst(u) the local offset. */
-template <class Src, class Dst>
-KT_DEV void gather(int units, int tid, Src src, Dst dst)
+/* len bytes (a multiple of 16) at this CTA's src into CTA cta's dst, by
+ * the bulk copy engine, completing len transaction bytes on that CTA's
+ * mbarrier at offset bar. dst, bar: offsets as in every CTA. */
+KT_DEV void push(unsigned dst, unsigned src, unsigned len, unsigned bar, unsigned cta)
 {
-	for (int u0 = tid; u0 < units; u0 += 8 * THREADS) {
-		uint4 v[8];
-
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const int u = u0 + k * THREADS;
-
-			if (u < units) {
-				unsigned cta;
-				const unsigned off = src(u, cta);
-
-				v[k] = kt_ld_cluster_v4(off, cta);
-			}
-		}
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const int u = u0 + k * THREADS;
-
-			if (u < units)
-				st_shared_v4(dst(u), v[k]);
-		}
-	}
+	if (FB_SKIP & 2)
+		return;
+	asm volatile("{\n"
+		     ".reg .b32 rd, rb;\n"
+		     "mapa.shared::cluster.u32 rd, %0, %3;\n"
+		     "mapa.shared::cluster.u32 rb, %2, %3;\n"
+		     "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
+		     " [rd], [%1], %4, [rb];\n"
+		     "}\n" ::"r"(dst),
+		     "r"(src), "r"(bar), "r"(cta), "r"(len)
+		     : "memory");
 }
 
 /* The warp's part of stage 1, one 64-wide k-chunk: acc (ranks rb.., tokens
@@ -194,6 +195,8 @@ KT_DEV void gather(int units, int tid, Src src, Dst dst)
 KT_DEV void stage1_chunk(float (&acc)[MT1][NT1][4], unsigned xb, unsigned vb, int rb, int tb,
 			 int lane)
 {
+	if (FB_SKIP & 1)
+		return;
 #pragma unroll
 	for (int ks = 0; ks < 4; ks++) {
 		unsigned bf[NT1 / 2][4], af[MT1][4];
@@ -232,6 +235,23 @@ KT_DEV void store_zt(const float (&acc)[MT1][NT1][4], unsigned zt, int g, int rb
 		}
 }
 
+/* The cluster barrier in two halves: a CTA arrives when its GB and WL are
+ * free for the next tile (after its stage 3), and waits before its first
+ * push of that tile, so the barrier's latency overlaps stage 1. */
+KT_DEV void cluster_arrive(void)
+{
+	if (!(FB_SKIP & 16))
+		kt_cluster_arrive();
+}
+
+KT_DEV void cluster_wait(void)
+{
+	if (FB_SKIP & 16)
+		__syncthreads();
+	else
+		kt_cluster_wait();
+}
+
 template <int M, int N>
 KT_DEV void zero(float (&acc)[M][N][4])
 {
@@ -242,88 +262,99 @@ KT_DEV void zero(float (&acc)[M][N][4])
 			acc[a][n][0] = acc[a][n][1] = acc[a][n][2] = acc[a][n][3] = 0.f;
 }
 
-/* 2.-4.: the exchange and the mixing, between a cluster barrier after
- * stage 1's zT stores and WL ready for stage 3 (a CTA barrier) */
-KT_DEV void exchange_mix(const smem_t &s, unsigned wl, int q, int tid,
-			 const __nv_bfloat16 *__restrict__ St)
+/* S_c's m16n8k16 A fragments for the warp's ranks c = warp, warp + 8, ...
+ * of the slice (St rows i, columns j) */
+KT_DEV void load_st(unsigned (&sf)[MC][4], const __nv_bfloat16 *__restrict__ St, int q, int tid)
 {
 	const int lane = tid & 31, warp = tid >> 5, lr = lane >> 2, lc = lane & 3;
 
-	/* every zT is complete (and every CTA of the cluster running):
-	 * gather z[j][slice] of all blocks into GB */
-	kt_cluster_sync();
-	gather(
-		B * RS * (T / 8), tid,
-		[&](int u, unsigned &cta) {
-			const int t8 = u % (T / 8), rest = u / (T / 8);
-			const int c = rest % RS, j = rest / RS;
+#pragma unroll
+	for (int k = 0; k < MC; k++) {
+		const int c = warp + 8 * k;
+		const unsigned *sc =
+			reinterpret_cast<const unsigned *>(St + (long long)(q * RS + (c < RS ? c : 0)) * 256);
 
-			cta = (unsigned)(j / G);
-			return s.zt + (unsigned)((((j % G) * R + q * RS + c) * LDT + t8 * 8) * 2);
-		},
-		[&](int u) {
-			const int t8 = u % (T / 8), rest = u / (T / 8);
-			const int c = rest % RS, j = rest / RS;
+		sf[k][0] = sc[(lr * 16 + lc * 2) >> 1];
+		sf[k][1] = sc[((lr + 8) * 16 + lc * 2) >> 1];
+		sf[k][2] = sc[(lr * 16 + lc * 2 + 8) >> 1];
+		sf[k][3] = sc[((lr + 8) * 16 + lc * 2 + 8) >> 1];
+	}
+}
 
-			return s.gb + (unsigned)(((c * 16 + j) * LDT + t8 * 8) * 2);
-		});
+/* 2.-4.: the exchange and the mixing of one tile (mbarrier phase parity),
+ * from stage 1's zT stores to WL ready for stage 3. Every CTA pushes, per
+ * own block and peer, that peer's rank slice of its zT into the peer's GB
+ * (block j at j * GBJ), and after the mixing, per own block and peer, the
+ * slice of w the peer's block needs into its WL (ranks q*RS ..): C * G bulk
+ * copies of SLICE bytes each way, counted in on the receiver's mbarriers
+ * bar (z) and bar + 8 (w). The cluster barrier's wait first (its arrive
+ * ended the previous tile, or followed the mbarriers' init): every peer is
+ * past the previous tile's mixing and stage 3, so its GB and WL are free.
+ * A CTA's own zT and WX are reused only after its pushes landed: it waits
+ * for every peer's w, which each peer sends after receiving its z, and
+ * WX's next writes come after the next barrier. The caller arrives once
+ * stage 3 is done. */
+KT_DEV void exchange_mix(const smem_t &s, int q, int tid, const unsigned (&sf)[MC][4],
+			 unsigned parity)
+{
+	const int lane = tid & 31, warp = tid >> 5, lr = lane >> 2, lc = lane & 3;
+	const unsigned bz = s.bar, bw = s.bar + 8;
+
+	kt_fence_proxy_async();	/* zT's stores before the copy engine reads */
 	__syncthreads();
+	if (tid == 0) {
+		kt_mbar_arrive_tx(bz, (FB_SKIP & 2) ? 0u : (unsigned)(B * SLICE));
+		kt_mbar_arrive_tx(bw, (FB_SKIP & 2) ? 0u : (unsigned)(G * C * SLICE));
+	}
+	cluster_wait();
+	if (tid < C * G) {
+		const int d = tid / G, g = tid % G;
+
+		push(s.gb + (unsigned)((q * G + g) * GBJ),
+		     s.zt + (unsigned)(((g * R + d * RS) * LDT) * 2), SLICE, bz, (unsigned)d);
+	}
+	kt_mbar_wait(bz, parity);
 
 	/* mixing: W_c = S_c . Z_c for the slice's ranks c, into WX */
-	for (int c = warp; c < RS; c += 8) {
-		const int rho = q * RS + c;
-		const unsigned *sc = reinterpret_cast<const unsigned *>(St + (long long)rho * 256);
-		unsigned af[4];
+#pragma unroll
+	for (int k = 0; k < MC; k++) {
+		const int c = warp + 8 * k;
 
-		af[0] = sc[(lr * 16 + lc * 2) >> 1];
-		af[1] = sc[((lr + 8) * 16 + lc * 2) >> 1];
-		af[2] = sc[(lr * 16 + lc * 2 + 8) >> 1];
-		af[3] = sc[((lr + 8) * 16 + lc * 2 + 8) >> 1];
+		if ((FB_SKIP & 4) || c >= RS)
+			break;
 #pragma unroll
 		for (int tn = 0; tn < T / 16; tn++) {
 			unsigned bf[4];
 			float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+			const int j = (lane & 7) + ((lane >> 3) & 1) * 8;
 
-			ldmatrix_x4_trans(bf, s.gb + (unsigned)(((c * 16 + (lane & 7) +
-								   ((lane >> 3) & 1) * 8) *
-									  LDT +
-								  tn * 16 + (lane >> 4) * 8) *
-								 2));
-			kt_mma_bf16_16816(d[0], af, &bf[0]);
-			kt_mma_bf16_16816(d[1], af, &bf[2]);
+			ldmatrix_x4_trans(bf, s.gb + (unsigned)(j * GBJ +
+								(c * LDT + tn * 16 + (lane >> 4) * 8) * 2));
+			kt_mma_bf16_16816(d[0], sf[k], &bf[0]);
+			kt_mma_bf16_16816(d[1], sf[k], &bf[2]);
 #pragma unroll
 			for (int h = 0; h < 2; h++) {
 				const int t = tn * 16 + h * 8 + lc * 2;
 
 				if (lr < B)
-					st_shared_u32(s.wx + (unsigned)(((lr * RS + c) * LDT + t) * 2),
+					st_shared_u32(s.wx + (unsigned)(lr * SLICE + (c * LDT + t) * 2),
 						      kt_pack_bf16x2(d[h][0], d[h][1]));
 				if (lr + 8 < B)
-					st_shared_u32(
-						s.wx + (unsigned)((((lr + 8) * RS + c) * LDT + t) * 2),
-						kt_pack_bf16x2(d[h][2], d[h][3]));
+					st_shared_u32(s.wx + (unsigned)((lr + 8) * SLICE +
+									(c * LDT + t) * 2),
+						      kt_pack_bf16x2(d[h][2], d[h][3]));
 			}
 		}
 	}
+	kt_fence_proxy_async();
+	__syncthreads();
+	if (tid < C * G) {
+		const int d = tid / G, g = tid % G, i = d * G + g;
 
-	/* every WX is complete and every peer has gathered from zT: gather
-	 * w[i] of the own blocks, all ranks, into WL */
-	kt_cluster_sync();
-	gather(
-		G * R * (T / 8), tid,
-		[&](int u, unsigned &cta) {
-			const int t8 = u % (T / 8), rest = u / (T / 8);
-			const int rho = rest % R, g = rest / R;
-
-			cta = (unsigned)(rho / RS);
-			return s.wx + (unsigned)((((q * G + g) * RS + rho % RS) * LDT + t8 * 8) * 2);
-		},
-		[&](int u) {
-			const int t8 = u % (T / 8), rest = u / (T / 8);
-			const int rho = rest % R, g = rest / R;
-
-			return wl + (unsigned)(((g * R + rho) * LDT + t8 * 8) * 2);
-		});
+		push(s.wl + (unsigned)(((g * R + q * RS) * LDT) * 2), s.wx + (unsigned)(i * SLICE),
+		     SLICE, bw, (unsigned)d);
+	}
+	kt_mbar_wait(bw, parity);
 }
 
 /* The warp's part of stage 3, one 64-wide k-chunk of block g: acc (tokens
@@ -332,6 +363,8 @@ KT_DEV void exchange_mix(const smem_t &s, unsigned wl, int q, int tid,
 KT_DEV void stage3_chunk(float (&acc)[MT3][NT3][4], unsigned wl, int g, int kc, unsigned ub,
 			 int tb, int nb0, int lane)
 {
+	if (FB_SKIP & 8)
+		return;
 #pragma unroll
 	for (int ks = 0; ks < 4; ks++) {
 		unsigned bf[NT3 / 2][4], af[MT3][4];
@@ -387,7 +420,7 @@ KT_DEV void zero_gb_pad(unsigned gb, int tid)
 		const int t8 = u % (T / 8), row = u / (T / 8);
 		const int c = row / PAD, j = B + row % PAD;
 
-		st_shared_v4(gb + (unsigned)(((c * 16 + j) * LDT + t8 * 8) * 2), make_uint4(0, 0, 0, 0));
+		st_shared_v4(gb + (unsigned)(j * GBJ + (c * LDT + t8 * 8) * 2), make_uint4(0, 0, 0, 0));
 	}
 }
 
@@ -445,9 +478,12 @@ KT_DEV void tile_streaming(const smem_t &s, int q, int t0, int N, int tid,
 				store_zt(acc, s.zt, g, rb, tb, lane);
 		}
 	}
-	exchange_mix(s, s.zt, q, tid, St);	/* WL in zT's place */
-	kt_cluster_arrive();	/* done reading the peers; waited for at the end */
-	__syncthreads();
+	{
+		unsigned sf[MC][4];
+
+		load_st(sf, St, q, tid);
+		exchange_mix(s, q, tid, sf, 0);
+	}
 	{
 		const int tb = (warp / WN3) * MT3 * 16, nb0 = (warp % WN3) * NT3 * 8;
 		float acc[MT3][NT3][4];
@@ -461,14 +497,16 @@ KT_DEV void tile_streaming(const smem_t &s, int q, int t0, int N, int tid,
 				zero(acc);
 			kt_cp_async_wait<STG - 1>();
 			__syncthreads();
-			stage3_chunk(acc, s.zt, g, kc, base, tb, nb0, lane);
+			stage3_chunk(acc, s.wl, g, kc, base, tb, nb0, lane);
 			__syncthreads();
 			issue(s, c + STG, q, t0, N, tid, x, V, U);
 			if (kc == KC3 - 1)
 				store_y(acc, y, t0, N, q * G + g, p, tb, nb0, lane);
 		}
 	}
-	kt_cluster_wait();
+	/* no CTA leaves while a push from or into it is in flight */
+	cluster_arrive();
+	cluster_wait();
 }
 
 /* Resident: the cluster walks token tiles cid, cid + clusters, ... with
@@ -480,6 +518,7 @@ KT_DEV void tiles_resident(const smem_t &s, int q, int cid, int ncl, int N, int 
 {
 	const int lane = tid & 31, warp = tid >> 5, ntiles = (N + T - 1) / T;
 	constexpr unsigned XBUF = G * KC1 * T * 128;
+	unsigned sf[MC][4];
 
 	for (int g = 0; g < G; g++) {
 		const int j = q * G + g;
@@ -487,17 +526,20 @@ KT_DEV void tiles_resident(const smem_t &s, int q, int cid, int ncl, int N, int 
 		for (int kc = 0; kc < KC1; kc++)
 			copy_rows(s.vr + (unsigned)((g * KC1 + kc) * R * 128),
 				  V + (long long)j * R * NB + kc * 64, NB, R, tid);
-		for (int p = 0; p < P3; p++)
-			for (int kc = 0; kc < KC3; kc++)
-				copy_rows(s.ur + (unsigned)(((g * P3 + p) * KC3 + kc) * 128 * 128),
-					  U + ((long long)j * MB + p * 128) * R + kc * 64, R, 128, tid);
 	}
-	kt_cp_async_commit();
 	zero_gb_pad(s.gb, tid);
+	load_st(sf, St, q, tid);
 	for (int g = 0; g < G && cid < ntiles; g++)
 		for (int kc = 0; kc < KC1; kc++)
 			copy_x(s.xb + (unsigned)((g * KC1 + kc) * T * 128), x, cid * T, N,
 			       (q * G + g) * NB + kc * 64, tid);
+	kt_cp_async_commit();	/* V and the first x, then U: stage 3 needs it later */
+	for (int g = 0; g < G; g++)
+		for (int p = 0; p < P3; p++)
+			for (int kc = 0; kc < KC3; kc++)
+				copy_rows(s.ur + (unsigned)(((g * P3 + p) * KC3 + kc) * 128 * 128),
+					  U + ((long long)(q * G + g) * MB + p * 128) * R + kc * 64, R,
+					  128, tid);
 	kt_cp_async_commit();
 	for (int tile = cid, it = 0; tile < ntiles; tile += ncl, it++) {
 		const unsigned xb = s.xb + (unsigned)(it & 1) * XBUF;
@@ -512,7 +554,10 @@ KT_DEV void tiles_resident(const smem_t &s, int q, int cid, int ncl, int N, int 
 						       (unsigned)((g * KC1 + kc) * T * 128),
 					       x, t0 + ncl * T, N, (q * G + g) * NB + kc * 64, tid);
 		kt_cp_async_commit();
-		kt_cp_async_wait<1>();	/* the weights and this tile's x */
+		if (it == 0)
+			kt_cp_async_wait<2>();	/* V and this tile's x */
+		else
+			kt_cp_async_wait<1>();	/* this tile's x */
 		__syncthreads();
 		{
 			const int rb = (warp % WM1) * MT1 * 16, tb = (warp / WM1) * NT1 * 8;
@@ -527,8 +572,11 @@ KT_DEV void tiles_resident(const smem_t &s, int q, int cid, int ncl, int N, int 
 				store_zt(acc, s.zt, g, rb, tb, lane);
 			}
 		}
-		exchange_mix(s, s.wl, q, tid, St);
-		__syncthreads();
+		exchange_mix(s, q, tid, sf, (unsigned)(it & 1));
+		if (it == 0) {	/* U */
+			kt_cp_async_wait<1>();
+			__syncthreads();
+		}
 		{
 			const int tb = (warp / WN3) * MT3 * 16, nb0 = (warp % WN3) * NT3 * 8;
 			float acc[MT3][NT3][4];
@@ -544,9 +592,10 @@ KT_DEV void tiles_resident(const smem_t &s, int q, int cid, int ncl, int N, int 
 					store_y(acc, y, t0, N, q * G + g, p, tb, nb0, lane);
 				}
 		}
+		cluster_arrive();	/* GB and WL free for the next tile */
 	}
-	/* no CTA leaves while a peer still gathers from its WX */
-	kt_cluster_sync();
+	/* no CTA leaves while a push from or into it is in flight */
+	cluster_wait();
 }
 
 } /* namespace kfb */
@@ -569,6 +618,14 @@ fused_blast_cl(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restr
 	s.wl = s.zt + ZT_BYTES;
 	s.gb = s.wl + WL_BYTES;
 	s.wx = s.gb + GB_BYTES;
+	s.bar = s.wx + WX_BYTES;
+	if (threadIdx.x == 0) {
+		kt_mbar_init(s.bar, 1);
+		kt_mbar_init(s.bar + 8, 1);
+		kt_mbar_init_fence();	/* visible to the peers' copies */
+	}
+	__syncthreads();
+	cluster_arrive();	/* the first exchange waits for every CTA's init */
 	if (RES)
 		tiles_resident(s, q, cid, (int)(gridDim.x / C), N, (int)threadIdx.x, x, V, U, St, y);
 	else

@@ -611,7 +611,7 @@ static void emu_fused_cl(struct emu *m, const struct kt_launch *l)
 	long B = emu_define(p, "FB_B"), R = emu_define(p, "FB_R"), NB = emu_define(p, "FB_NB");
 	long MB = emu_define(p, "FB_MB"), T = emu_define(p, "FB_T"), G = emu_define(p, "FB_G");
 	long ST = emu_define(p, "FB_STAGES"), RES = emu_define(p, "FB_RESIDENT"), C, RS, n, mm;
-	long ldt = T + 8;
+	long ldt = T + 8, tiles;
 	double *zt, *gb, *wx, *wl;
 	long long k, ntiles = (N + T - 1) / T, ncl;
 
@@ -627,12 +627,14 @@ static void emu_fused_cl(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_EQUAL((R / 16) % (8 / (T / 32)), 0);
 	CU_ASSERT_EQUAL(l->block[0], 256u);
 	CU_ASSERT_FATAL(RES == 0 || RES == 1);
-	if (RES) {	/* V, U, x twice, zT, WL, GB, WX */
-		CU_ASSERT_EQUAL(l->smem, (unsigned)(G * (R * NB + MB * R + 2 * T * NB) * 2 +
-						    (2 * G * R + RS * 16 + B * RS) * ldt * 2));
-	} else {	/* the ring, zT / WL, GB, WX */
-		CU_ASSERT_EQUAL(l->smem, (unsigned)(ST * (T + R > 128 ? T + R : 128) * 128 +
-						    (G * R + RS * 16 + B * RS) * ldt * 2));
+	/* zT, WL, GB (16 blocks 16 bytes apart), WX, two mbarriers */
+	tiles = 2 * G * R * ldt * 2 + 16 * (RS * ldt * 2 + 16) + B * RS * ldt * 2 + 16;
+	if (RES) {	/* V, U, x twice */
+		CU_ASSERT_EQUAL(l->smem,
+				(unsigned)(G * (R * NB + MB * R + 2 * T * NB) * 2 + tiles));
+	} else {	/* the ring */
+		CU_ASSERT_EQUAL(l->smem,
+				(unsigned)(ST * (T + R > 128 ? T + R : 128) * 128 + tiles));
 	}
 	CU_ASSERT_EQUAL_FATAL(l->grid[0] % C, 0);
 	ncl = l->grid[0] / C;
@@ -985,7 +987,7 @@ static void test_fcl_grid(void)
 		{"tokens=1024,in=2048,out=2048,blocks=16,rank=256",
 		 "variant=fused_cl,BLOCK_M=32,STAGES=2,PERSISTENT=1,CTA_BLOCKS=1", 7 * 16},
 		{"tokens=1024,in=2048,out=2048,blocks=16,rank=256",
-		 "variant=fused_cl,BLOCK_M=32,STAGES=2,PERSISTENT=0,CTA_BLOCKS=2", 32 * 8},
+		 "variant=fused_cl,BLOCK_M=32,STAGES=3,PERSISTENT=0,CTA_BLOCKS=1", 32 * 16},
 		{"tokens=70,in=1024,out=2048,blocks=16,rank=128",
 		 "variant=fused_cl,BLOCK_M=32,STAGES=2,PERSISTENT=1,CTA_BLOCKS=2", 3 * 8},
 		{"tokens=300,in=1024,out=2048,blocks=16,rank=128",
