@@ -614,11 +614,15 @@ static CUresult mods_load(struct cu_dev *d, const struct kt_plan *p, const void 
 		}
 		/* Clusters of more than 8 CTAs (a kernel's __cluster_dims__,
 		 * blast fused_cl's 16) launch only with this opt-in; it changes
-		 * nothing for other kernels. sm_90+ only. */
+		 * nothing for other kernels. sm_90+ only. A driver that does
+		 * not know it (older than CUDA 12: invalid value / not
+		 * supported) fails only such a kernel's launch, which the
+		 * candidate's trial records; any other error is one. */
 		if (d->sm >= 90 &&
 		    (r = d->api.FuncSetAttribute(m->fn[i],
 						 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)) !=
-			    CUDA_SUCCESS) {
+			    CUDA_SUCCESS &&
+		    r != CUDA_ERROR_INVALID_VALUE && r != CUDA_ERROR_NOT_SUPPORTED) {
 			snprintf(what, wlen, "%s: allowing non-portable cluster sizes", l->kernel);
 			return r;
 		}
