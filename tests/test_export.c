@@ -538,44 +538,23 @@ static void test_header_empty(void)
 
 /* ---- the C header on several GPUs of one model ----
  *
- * Three "NVIDIA H200" of sm_90 (the third named in lower case: names
- * compare case-insensitively), an H100 of the same arch (another model)
- * and an "NVIDIA H200" of sm_80 (same name, another arch: another model
- * too). Every entry has its own config, so a config key says which entry
- * answered. The header must give lookup_best()'s answers: a sibling's
- * exact shape before the asked device's nearest one, never another
- * model's. */
-static const struct fx_dev sib_devs[] = {
-	{ "NVIDIA H200", "GPU-sib-a", "sm_90", 132, 62914560, 232448 },
-	{ "NVIDIA H200", "GPU-sib-b", "sm_90", 132, 62914560, 232448 },
-	{ "nvidia h200", "GPU-sib-c", "sm_90", 132, 62914560, 232448 },
-	{ "NVIDIA H100", "GPU-sib-h100", "sm_90", 132, 52428800, 232448 },
-	{ "NVIDIA H200", "GPU-sib-x80", "sm_80", 108, 41943040, 166912 },
-};
-#define SIB_NDEVS 5
-#define SIB_NMODEL 3	/* the first three: the sm_90 H200s */
-enum { SIB_A, SIB_B, SIB_C, SIB_H100, SIB_X80 };
-
-struct sib_entry {
-	int dev;
-	const char *family, *shape;
-	double us;
-};
-
-static const struct sib_entry sib_entries[] = {
-	{ SIB_A, "dense", "tokens=2048,in=4096,out=4096", 100 },	/* 0 */
-	{ SIB_A, "dense", "tokens=256,in=4096,out=4096", 50 },	/* 1 */
-	{ SIB_B, "dense", "tokens=1024,in=4096,out=4096", 60 },	/* 2 */
-	{ SIB_B, "dense", "tokens=256,in=4096,out=4096", 20 },	/* 3 */
-	{ SIB_B, "dense", "tokens=64,in=4096,out=4096", 40 },	/* 4 */
-	{ SIB_B, "dense", "tokens=4096,in=4096,out=4096", 80 },	/* 5 */
-	{ SIB_C, "dense", "tokens=64,in=4096,out=4096", 30 },	/* 6 */
-	{ SIB_H100, "dense", "tokens=1024,in=4096,out=4096", 30 },	/* 7 */
-	{ SIB_H100, "dense", "tokens=8192,in=4096,out=4096", 200 },	/* 8 */
-	{ SIB_X80, "dense", "tokens=64,in=4096,out=4096", 5 },	/* 9 */
-	{ SIB_X80, "dense", "tokens=32,in=4096,out=4096", 5 },	/* 10 */
-	{ SIB_H100, "lowrank", "tokens=1024,in=4096,out=4096,rank=256", 40 },	/* 11 */
-	{ SIB_B, "lowrank", "tokens=512,in=4096,out=4096,rank=1024", 40 },	/* 12 */
+ * fixture.h's fx_sib_devs with entries of their own. The header must give
+ * lookup_best()'s answers: a sibling's exact shape before the asked
+ * device's nearest one, never another model's. */
+static const struct fx_sib_entry sib_entries[] = {
+	{ FX_SIB_A, "dense", "tokens=2048,in=4096,out=4096", 100 },	/* 0 */
+	{ FX_SIB_A, "dense", "tokens=256,in=4096,out=4096", 50 },	/* 1 */
+	{ FX_SIB_B, "dense", "tokens=1024,in=4096,out=4096", 60 },	/* 2 */
+	{ FX_SIB_B, "dense", "tokens=256,in=4096,out=4096", 20 },	/* 3 */
+	{ FX_SIB_B, "dense", "tokens=64,in=4096,out=4096", 40 },	/* 4 */
+	{ FX_SIB_B, "dense", "tokens=4096,in=4096,out=4096", 80 },	/* 5 */
+	{ FX_SIB_C, "dense", "tokens=64,in=4096,out=4096", 30 },	/* 6 */
+	{ FX_SIB_H100, "dense", "tokens=1024,in=4096,out=4096", 30 },	/* 7 */
+	{ FX_SIB_H100, "dense", "tokens=8192,in=4096,out=4096", 200 },	/* 8 */
+	{ FX_SIB_X80, "dense", "tokens=64,in=4096,out=4096", 5 },	/* 9 */
+	{ FX_SIB_X80, "dense", "tokens=32,in=4096,out=4096", 5 },	/* 10 */
+	{ FX_SIB_H100, "lowrank", "tokens=1024,in=4096,out=4096,rank=256", 40 },	/* 11 */
+	{ FX_SIB_B, "lowrank", "tokens=512,in=4096,out=4096,rank=1024", 40 },	/* 12 */
 };
 #define SIB_NENTRIES (int)(sizeof(sib_entries) / sizeof(sib_entries[0]))
 
@@ -613,7 +592,8 @@ static const struct q sib_queries[] = {
 	{ NULL, NULL, "dense", "tokens=1024,in=4096,out=4096" },
 	{ NULL, NULL, "dense", "tokens=8192,in=4096,out=4096" },
 };
-#define SIB_NQ (SIB_NENTRIES + (int)(sizeof(sib_queries) / sizeof(sib_queries[0])))
+#define SIB_NQUERIES (int)(sizeof(sib_queries) / sizeof(sib_queries[0]))
+#define SIB_NQ (SIB_NENTRIES + SIB_NQUERIES)
 
 static char sib_key[sizeof(sib_entries) / sizeof(sib_entries[0])][512];
 
@@ -622,7 +602,7 @@ static struct q sib_query_at(int i)
 	struct q q;
 
 	if (i < SIB_NENTRIES) {
-		q.device = sib_devs[sib_entries[i].dev].uuid;
+		q.device = fx_sib_devs[sib_entries[i].dev].uuid;
 		q.arch = NULL;
 		q.family = sib_entries[i].family;
 		q.shape = sib_entries[i].shape;
@@ -631,148 +611,15 @@ static struct q sib_query_at(int i)
 	return sib_queries[i - SIB_NENTRIES];
 }
 
-struct sib_pick {
-	const struct kt_family *f;
-	const struct kt_target *t;
-	struct kt_shape s[SIB_NQ];
-	int ns, skip, found;
-	struct kt_config c;
+static void sib_asked_at(int i, const char **family, const char **shape)
+{
+	*family = sib_queries[i].family;
+	*shape = sib_queries[i].shape;
+}
+
+static const struct fx_sib_set sib_set = {
+	sib_entries, SIB_NENTRIES, SIB_NQUERIES, sib_asked_at, sib_key,
 };
-
-static int sib_pick_fn(const struct kt_config *c, void *arg)
-{
-	struct sib_pick *p = arg;
-	char why[160];
-	int i;
-
-	for (i = 0; i < p->ns; i++)
-		if (p->f->check(&p->s[i], c, p->t, why, sizeof(why)) != 0)
-			return 0;
-	if (p->skip-- > 0)
-		return 0;
-	p->c = *c;
-	p->found = 1;
-	return 1;
-}
-
-/* The n-th config of family f valid on an sm_90 H200 for every shape of
- * f stored or asked here: 0, or -1 with err set. */
-static int sib_pick_config(const struct kt_family *f, int n, struct kt_config *out,
-			   struct kt_err *err)
-{
-	struct store_device d;
-	struct kt_target t;
-	struct sib_pick pk;
-	int i;
-
-	memset(&d, 0, sizeof(d));
-	d.sms = sib_devs[SIB_A].sms;
-	d.l2_bytes = sib_devs[SIB_A].l2;
-	d.smem_optin = sib_devs[SIB_A].smem;
-	if (lookup_device_target(sib_devs[SIB_A].arch, &d, &t, err) < 0)
-		return -1;
-	memset(&pk, 0, sizeof(pk));
-	pk.f = f;
-	pk.t = &t;
-	pk.skip = n;
-	for (i = 0; i < SIB_NQ; i++) {
-		struct q q = sib_query_at(i);
-
-		if (strcmp(q.family, f->name) == 0 && kt_shape_parse(f, q.shape, &pk.s[pk.ns++], err) < 0)
-			return -1;
-	}
-	kt_space_foreach(f, 0, sib_pick_fn, &pk);
-	if (!pk.found)
-		return kt_err_set(err, KT_EINTERNAL, "fewer than %d configs of %s valid everywhere",
-				  n + 1, f->name);
-	*out = pk.c;
-	return 0;
-}
-
-/* The store of the first ndevs devices and their entries, one done sweep
- * with one ok trial each; 0 on success. */
-static int sib_build(const char *path, int ndevs)
-{
-	struct store *st = NULL;
-	struct kt_err err = { 0 };
-	int64_t dev_ids[SIB_NDEVS];
-	int i, rc = -1;
-
-	if (store_open(path, STORE_RW, &st, &err) < 0)
-		goto out;
-	for (i = 0; i < ndevs; i++) {
-		struct store_device d;
-
-		memset(&d, 0, sizeof(d));
-		snprintf(d.name, sizeof(d.name), "%s", sib_devs[i].name);
-		snprintf(d.uuid, sizeof(d.uuid), "%s", sib_devs[i].uuid);
-		snprintf(d.arch, sizeof(d.arch), "%s", sib_devs[i].arch);
-		d.sms = sib_devs[i].sms;
-		d.l2_bytes = sib_devs[i].l2;
-		d.smem_optin = sib_devs[i].smem;
-		if (store_device_upsert(st, &d, &err) < 0)
-			goto out;
-		dev_ids[i] = d.id;
-	}
-	for (i = 0; i < SIB_NENTRIES; i++) {
-		const struct sib_entry *se = &sib_entries[i];
-		const struct kt_family *f = kt_family_find(se->family);
-		struct store_sweep_spec spec;
-		struct store_trial tr;
-		struct kt_config c;
-		struct kt_shape s;
-		int64_t prob, cfg, sweep;
-		char *js;
-		int resumed, r;
-
-		if (se->dev >= ndevs)
-			continue;
-		if (!f) {
-			kt_err_set(&err, KT_EINTERNAL, "no family %s", se->family);
-			goto out;
-		}
-		if (kt_shape_parse(f, se->shape, &s, &err) < 0 || sib_pick_config(f, i, &c, &err) < 0)
-			goto out;
-		kt_config_key(f, &c, sib_key[i], sizeof(sib_key[i]));
-		js = fx_dump(lookup_shape_json(f, &s));
-		r = store_problem_intern(st, f->name, se->shape, js, &prob, &err);
-		free(js);
-		if (r < 0)
-			goto out;
-		js = fx_dump(lookup_config_json(f, &c));
-		r = store_config_intern(st, f->name, sib_key[i], js, &cfg, &err);
-		free(js);
-		if (r < 0)
-			goto out;
-		memset(&spec, 0, sizeof(spec));
-		spec.device_id = dev_ids[se->dev];
-		spec.problem_id = prob;
-		spec.strategy = "exhaustive";
-		spec.options_key = "siblings";
-		spec.provenance_json = "{\"ktune_version\":\"siblings\"}";
-		spec.planned = 1;
-		if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
-			goto out;
-		memset(&tr, 0, sizeof(tr));
-		tr.sweep_id = sweep;
-		tr.config_id = cfg;
-		tr.status = "ok";
-		tr.median_us = se->us;
-		tr.min_us = se->us * 0.98;
-		tr.p90_us = se->us * 1.02;
-		tr.reps = 10;
-		tr.rel_err = 0.001;
-		if (store_trial_add(st, &tr, &err) < 0 ||
-		    store_sweep_end(st, sweep, STORE_SWEEP_DONE, &err) < 0)
-			goto out;
-	}
-	rc = 0;
-out:
-	if (rc < 0)
-		fprintf(stderr, "siblings store: %s\n", err.msg);
-	store_close(st);
-	return rc;
-}
 
 /* db answers query i of sib_queries (0-based) with match and entry want
  * (-1: a default or none, no config). */
@@ -798,7 +645,7 @@ static void test_header_same_model(void)
 	snprintf(db, sizeof(db), "%s", kt_test_path("siblings.db"));
 	snprintf(dir, sizeof(dir), "%s", kt_test_path("hdr-sib"));
 	snprintf(qfile, sizeof(qfile), "%s", kt_test_path("sib-queries.txt"));
-	CU_ASSERT_EQUAL_FATAL(sib_build(db, SIB_NDEVS), 0);
+	CU_ASSERT_EQUAL_FATAL(fx_sib_build(db, &sib_set, FX_SIB_NDEVS), 0);
 	sib_expect(db, 0, "exact", 2);
 	sib_expect(db, 3, "exact", 3);
 	sib_expect(db, 4, "exact", 6);
@@ -812,7 +659,7 @@ static void test_header_same_model(void)
 	/* The three H200s of sm_90 alone: none needs naming. */
 	snprintf(db, sizeof(db), "%s", kt_test_path("siblings3.db"));
 	snprintf(dir, sizeof(dir), "%s", kt_test_path("hdr-sib3"));
-	CU_ASSERT_EQUAL_FATAL(sib_build(db, SIB_NMODEL), 0);
+	CU_ASSERT_EQUAL_FATAL(fx_sib_build(db, &sib_set, FX_SIB_NMODEL), 0);
 	sib_expect(db, 15, "exact", 2);
 	sib_expect(db, 16, "nearest", 0);
 	write_header(db, STORE_RO, dir);

@@ -33,43 +33,21 @@ static const char *jstr_or_empty(json_t *v)
 	return s ? s : "";
 }
 
-/* ---- a store with several GPUs of one model ----
- *
- * Three "NVIDIA H200" of sm_90 (the third named in lower case: names
- * compare case-insensitively), an H100 of the same arch (another model),
- * and an "NVIDIA H200" claiming sm_80 (same name, other arch: another
- * model too). Asking by the name resolves to the first, GPU-sib-a. Every
- * entry has its own config (the i-th of those valid for every shape of
- * its family here), so a config key says which entry answered. */
-static const struct fx_dev sib_devs[] = {
-	{ "NVIDIA H200", "GPU-sib-a", "sm_90", 132, 62914560, 232448 },
-	{ "NVIDIA H200", "GPU-sib-b", "sm_90", 132, 62914560, 232448 },
-	{ "nvidia h200", "GPU-sib-c", "sm_90", 132, 62914560, 232448 },
-	{ "NVIDIA H100", "GPU-sib-h100", "sm_90", 132, 52428800, 232448 },
-	{ "NVIDIA H200", "GPU-sib-x80", "sm_80", 108, 41943040, 166912 },
-};
-#define SIB_NDEVS 5
-enum { SIB_A, SIB_B, SIB_C, SIB_H100, SIB_X80 };
+/* ---- a store with several GPUs of one model (fixture.h's fx_sib_devs) ---- */
 
-struct sib_entry {
-	int dev;
-	const char *family, *shape;
-	double us;
-};
-
-static const struct sib_entry sib_entries[] = {
-	{ SIB_A, "dense", "tokens=2048,in=4096,out=4096", 100 },	/* 0 */
-	{ SIB_A, "dense", "tokens=256,in=4096,out=4096", 50 },	/* 1 */
-	{ SIB_B, "dense", "tokens=1024,in=4096,out=4096", 60 },	/* 2 */
-	{ SIB_B, "dense", "tokens=256,in=4096,out=4096", 20 },	/* 3 */
-	{ SIB_B, "dense", "tokens=64,in=4096,out=4096", 40 },	/* 4 */
-	{ SIB_B, "dense", "tokens=4096,in=4096,out=4096", 80 },	/* 5 */
-	{ SIB_C, "dense", "tokens=64,in=4096,out=4096", 30 },	/* 6 */
-	{ SIB_H100, "dense", "tokens=1024,in=4096,out=4096", 30 },	/* 7 */
-	{ SIB_H100, "dense", "tokens=8192,in=4096,out=4096", 200 },	/* 8 */
-	{ SIB_X80, "dense", "tokens=64,in=4096,out=4096", 5 },	/* 9 */
-	{ SIB_H100, "lowrank", "tokens=1024,in=4096,out=4096,rank=256", 40 },	/* 10 */
-	{ SIB_B, "lowrank", "tokens=512,in=4096,out=4096,rank=1024", 40 },	/* 11 */
+static const struct fx_sib_entry sib_entries[] = {
+	{ FX_SIB_A, "dense", "tokens=2048,in=4096,out=4096", 100 },	/* 0 */
+	{ FX_SIB_A, "dense", "tokens=256,in=4096,out=4096", 50 },	/* 1 */
+	{ FX_SIB_B, "dense", "tokens=1024,in=4096,out=4096", 60 },	/* 2 */
+	{ FX_SIB_B, "dense", "tokens=256,in=4096,out=4096", 20 },	/* 3 */
+	{ FX_SIB_B, "dense", "tokens=64,in=4096,out=4096", 40 },	/* 4 */
+	{ FX_SIB_B, "dense", "tokens=4096,in=4096,out=4096", 80 },	/* 5 */
+	{ FX_SIB_C, "dense", "tokens=64,in=4096,out=4096", 30 },	/* 6 */
+	{ FX_SIB_H100, "dense", "tokens=1024,in=4096,out=4096", 30 },	/* 7 */
+	{ FX_SIB_H100, "dense", "tokens=8192,in=4096,out=4096", 200 },	/* 8 */
+	{ FX_SIB_X80, "dense", "tokens=64,in=4096,out=4096", 5 },	/* 9 */
+	{ FX_SIB_H100, "lowrank", "tokens=1024,in=4096,out=4096,rank=256", 40 },	/* 10 */
+	{ FX_SIB_B, "lowrank", "tokens=512,in=4096,out=4096,rank=1024", 40 },	/* 11 */
 };
 #define SIB_NENTRIES 12
 
@@ -82,148 +60,15 @@ static const char *const sib_asked[][2] = {
 
 static char sib_key[SIB_NENTRIES][512];
 
-struct sib_pick {
-	const struct kt_family *f;
-	const struct kt_target *t;
-	struct kt_shape s[SIB_NENTRIES + SIB_NASKED];
-	int ns, skip;
-	struct kt_config c;
-	int found;
+static void sib_asked_at(int i, const char **family, const char **shape)
+{
+	*family = sib_asked[i][0];
+	*shape = sib_asked[i][1];
+}
+
+static const struct fx_sib_set sib_set = {
+	sib_entries, SIB_NENTRIES, SIB_NASKED, sib_asked_at, sib_key,
 };
-
-static int sib_pick_fn(const struct kt_config *c, void *arg)
-{
-	struct sib_pick *p = arg;
-	char why[160];
-	int i;
-
-	for (i = 0; i < p->ns; i++)
-		if (p->f->check(&p->s[i], c, p->t, why, sizeof(why)) != 0)
-			return 0;
-	if (p->skip-- > 0)
-		return 0;
-	p->c = *c;
-	p->found = 1;
-	return 1;
-}
-
-/* Picks the n-th config valid for every shape of family f in this store
- * on the sm_90 H200 target; 0 found. */
-static int sib_pick_config(const struct kt_family *f, int n, struct kt_config *out,
-			   struct kt_err *err)
-{
-	struct store_device d;
-	struct kt_target t;
-	struct sib_pick pk;
-	int i;
-
-	memset(&d, 0, sizeof(d));
-	d.sms = sib_devs[SIB_A].sms;
-	d.l2_bytes = sib_devs[SIB_A].l2;
-	d.smem_optin = sib_devs[SIB_A].smem;
-	if (lookup_device_target("sm_90", &d, &t, err) < 0)
-		return -1;
-	memset(&pk, 0, sizeof(pk));
-	pk.f = f;
-	pk.t = &t;
-	pk.skip = n;
-	for (i = 0; i < SIB_NENTRIES; i++)
-		if (strcmp(sib_entries[i].family, f->name) == 0 &&
-		    kt_shape_parse(f, sib_entries[i].shape, &pk.s[pk.ns++], err) < 0)
-			return -1;
-	for (i = 0; i < SIB_NASKED; i++)
-		if (strcmp(sib_asked[i][0], f->name) == 0 &&
-		    kt_shape_parse(f, sib_asked[i][1], &pk.s[pk.ns++], err) < 0)
-			return -1;
-	kt_space_foreach(f, 0, sib_pick_fn, &pk);
-	if (!pk.found)
-		return kt_err_set(err, KT_EINTERNAL, "fewer than %d configs of %s valid everywhere",
-				  n + 1, f->name);
-	*out = pk.c;
-	return 0;
-}
-
-/* One done sweep with one ok trial per entry; 0 on success. */
-static int sib_build(const char *path)
-{
-	struct store *st = NULL;
-	struct kt_err err = { 0 };
-	int64_t dev_ids[SIB_NDEVS];
-	int i, rc = -1;
-
-	if (store_open(path, STORE_RW, &st, &err) < 0)
-		goto out;
-	for (i = 0; i < SIB_NDEVS; i++) {
-		struct store_device d;
-
-		memset(&d, 0, sizeof(d));
-		snprintf(d.name, sizeof(d.name), "%s", sib_devs[i].name);
-		snprintf(d.uuid, sizeof(d.uuid), "%s", sib_devs[i].uuid);
-		snprintf(d.arch, sizeof(d.arch), "%s", sib_devs[i].arch);
-		d.sms = sib_devs[i].sms;
-		d.l2_bytes = sib_devs[i].l2;
-		d.smem_optin = sib_devs[i].smem;
-		if (store_device_upsert(st, &d, &err) < 0)
-			goto out;
-		dev_ids[i] = d.id;
-	}
-	for (i = 0; i < SIB_NENTRIES; i++) {
-		const struct sib_entry *se = &sib_entries[i];
-		const struct kt_family *f = kt_family_find(se->family);
-		struct store_sweep_spec spec;
-		struct store_trial tr;
-		struct kt_config c;
-		struct kt_shape s;
-		int64_t prob, cfg, sweep;
-		char *js;
-		int resumed, r;
-
-		if (!f) {
-			kt_err_set(&err, KT_EINTERNAL, "no family %s", se->family);
-			goto out;
-		}
-		if (kt_shape_parse(f, se->shape, &s, &err) < 0 || sib_pick_config(f, i, &c, &err) < 0)
-			goto out;
-		kt_config_key(f, &c, sib_key[i], sizeof(sib_key[i]));
-		js = fx_dump(lookup_shape_json(f, &s));
-		r = store_problem_intern(st, f->name, se->shape, js, &prob, &err);
-		free(js);
-		if (r < 0)
-			goto out;
-		js = fx_dump(lookup_config_json(f, &c));
-		r = store_config_intern(st, f->name, sib_key[i], js, &cfg, &err);
-		free(js);
-		if (r < 0)
-			goto out;
-		memset(&spec, 0, sizeof(spec));
-		spec.device_id = dev_ids[se->dev];
-		spec.problem_id = prob;
-		spec.strategy = "exhaustive";
-		spec.options_key = "siblings";
-		spec.provenance_json = "{\"ktune_version\":\"siblings\"}";
-		spec.planned = 1;
-		if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
-			goto out;
-		memset(&tr, 0, sizeof(tr));
-		tr.sweep_id = sweep;
-		tr.config_id = cfg;
-		tr.status = "ok";
-		tr.median_us = se->us;
-		tr.min_us = se->us * 0.98;
-		tr.p90_us = se->us * 1.02;
-		tr.reps = 10;
-		tr.rel_err = 0.001;
-		if (store_trial_add(st, &tr, &err) < 0 ||
-		    store_sweep_end(st, sweep, STORE_SWEEP_DONE, &err) < 0)
-			goto out;
-	}
-	rc = 0;
-out:
-	if (rc < 0)
-		fprintf(stderr, "siblings store: %s\n", err.msg);
-	store_close(st);
-	return rc;
-}
 
 static struct fx_result fx;
 static char db_path[512];
@@ -241,7 +86,7 @@ static int suite_init(void)
 	if (fx_build(db_path, &fx) < 0)
 		return 1;
 	snprintf(sib_path, sizeof(sib_path), "%s", kt_test_path("siblings.db"));
-	if (sib_build(sib_path) < 0)
+	if (fx_sib_build(sib_path, &sib_set, FX_SIB_NDEVS) < 0)
 		return 1;
 	memset(&o, 0, sizeof(o));
 	o.db_path = db_path;
@@ -466,13 +311,14 @@ static void sib_expect(struct lk *l, const char *dev, const char *family, const 
 	}
 	CU_ASSERT_PTR_NOT_NULL_FATAL(a.src);
 	kt_config_key(q.fam, &a.cfg, key, sizeof(key));
-	if (a.match != match || strcmp(a.src->w.device_uuid, sib_devs[sib_entries[want].dev].uuid) != 0 ||
+	if (a.match != match ||
+	    strcmp(a.src->w.device_uuid, fx_sib_devs[sib_entries[want].dev].uuid) != 0 ||
 	    strcmp(a.src->w.shape_key, sib_entries[want].shape) != 0)
 		fprintf(stderr, "%s %s on %s: %s from %s %s, want %s from %s %s\n", family, shape, dev,
 			lookup_match_name(a.match), a.src->w.device_uuid, a.src->w.shape_key,
-			lookup_match_name(match), sib_devs[sib_entries[want].dev].uuid,
+			lookup_match_name(match), fx_sib_devs[sib_entries[want].dev].uuid,
 			sib_entries[want].shape);
-	CU_ASSERT_STRING_EQUAL(a.src->w.device_uuid, sib_devs[sib_entries[want].dev].uuid);
+	CU_ASSERT_STRING_EQUAL(a.src->w.device_uuid, fx_sib_devs[sib_entries[want].dev].uuid);
 	CU_ASSERT_STRING_EQUAL(a.src->w.shape_key, sib_entries[want].shape);
 	CU_ASSERT_STRING_EQUAL(key, sib_key[want]);
 	CU_ASSERT_DOUBLE_EQUAL(a.src->w.median_us, sib_entries[want].us, 1e-9);

@@ -9,6 +9,10 @@
  * lookups, plans and exports work on them. One problem (dense tokens=160)
  * is tuned with BLOCK_M=256 so that it is the closest shape to tokens=120
  * but not valid there: "nearest" must skip it.
+ *
+ * Also the devices of a store with several GPUs of one model and its
+ * builder, fx_sib_build(); each test that uses it lists its own entries
+ * and the shapes it asks.
  */
 #ifndef KT_TEST_FIXTURE_H
 #define KT_TEST_FIXTURE_H
@@ -94,6 +98,42 @@ static FX_UNUSED char *fx_dump(json_t *j)
 	return s;
 }
 
+/* Upserts devs[0..n), each with base's clocks and versions (NULL: none);
+ * ids[i] gets devs[i]'s row id. 0, or -1 with err set. */
+static FX_UNUSED int fx_devices_upsert(struct store *st, const struct fx_dev *devs, int n,
+				       const struct store_device *base, int64_t *ids,
+				       struct kt_err *err)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct store_device d;
+
+		memset(&d, 0, sizeof(d));
+		if (base)
+			d = *base;
+		snprintf(d.name, sizeof(d.name), "%s", devs[i].name);
+		snprintf(d.uuid, sizeof(d.uuid), "%s", devs[i].uuid);
+		snprintf(d.arch, sizeof(d.arch), "%s", devs[i].arch);
+		d.sms = devs[i].sms;
+		d.l2_bytes = devs[i].l2;
+		d.smem_optin = devs[i].smem;
+		if (store_device_upsert(st, &d, err) < 0)
+			return -1;
+		ids[i] = d.id;
+	}
+	return 0;
+}
+
+/* What fx_build's devices report besides fx_devs. */
+static const struct store_device fx_dev_base FX_UNUSED = {
+	.clock_mhz = 1980,
+	.mem_clock_mhz = 3201,
+	.driver = "580.95",
+	.cuda = "13.0",
+	.nvrtc = "13.0",
+};
+
 /* Builds the database at path; 0 on success (messages on stderr). */
 static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 {
@@ -103,27 +143,9 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 	int i, k, rc = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (store_open(path, STORE_RW, &st, &err) < 0)
+	if (store_open(path, STORE_RW, &st, &err) < 0 ||
+	    fx_devices_upsert(st, fx_devs, FX_NDEVS, &fx_dev_base, dev_ids, &err) < 0)
 		goto out;
-	for (i = 0; i < FX_NDEVS; i++) {
-		struct store_device d;
-
-		memset(&d, 0, sizeof(d));
-		snprintf(d.name, sizeof(d.name), "%s", fx_devs[i].name);
-		snprintf(d.uuid, sizeof(d.uuid), "%s", fx_devs[i].uuid);
-		snprintf(d.arch, sizeof(d.arch), "%s", fx_devs[i].arch);
-		d.sms = fx_devs[i].sms;
-		d.l2_bytes = fx_devs[i].l2;
-		d.smem_optin = fx_devs[i].smem;
-		d.clock_mhz = 1980;
-		d.mem_clock_mhz = 3201;
-		snprintf(d.driver, sizeof(d.driver), "580.95");
-		snprintf(d.cuda, sizeof(d.cuda), "13.0");
-		snprintf(d.nvrtc, sizeof(d.nvrtc), "13.0");
-		if (store_device_upsert(st, &d, &err) < 0)
-			goto out;
-		dev_ids[i] = d.id;
-	}
 	for (i = 0; i < FX_NPROBLEMS; i++) {
 		const struct fx_problem *p = &fx_problems[i];
 		const struct kt_family *f = kt_family_find(p->family);
@@ -219,6 +241,210 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 out:
 	if (rc < 0)
 		fprintf(stderr, "fixture: %s\n", err.msg);
+	store_close(st);
+	return rc;
+}
+
+/* ---- a store with several GPUs of one model ----
+ *
+ * Three "NVIDIA H200" of sm_90 (the third named in lower case: names
+ * compare case-insensitively), an H100 of the same arch (another model)
+ * and an "NVIDIA H200" claiming sm_80 (same name, another arch: another
+ * model too). Asking by the name resolves to the first, GPU-sib-a. A test
+ * lists its own entries on these devices and the shapes it asks; every
+ * entry gets its own config (the i-th of those valid on the sm_90 H200
+ * for every shape of its family stored or asked), so a config key says
+ * which entry answered. */
+static const struct fx_dev fx_sib_devs[] FX_UNUSED = {
+	{ "NVIDIA H200", "GPU-sib-a", "sm_90", 132, 62914560, 232448 },
+	{ "NVIDIA H200", "GPU-sib-b", "sm_90", 132, 62914560, 232448 },
+	{ "nvidia h200", "GPU-sib-c", "sm_90", 132, 62914560, 232448 },
+	{ "NVIDIA H100", "GPU-sib-h100", "sm_90", 132, 52428800, 232448 },
+	{ "NVIDIA H200", "GPU-sib-x80", "sm_80", 108, 41943040, 166912 },
+};
+enum fx_sib_dev { FX_SIB_A, FX_SIB_B, FX_SIB_C, FX_SIB_H100, FX_SIB_X80, FX_SIB_NDEVS };
+#define FX_SIB_NMODEL 3	/* the first three: the sm_90 H200s */
+
+struct fx_sib_entry {
+	enum fx_sib_dev dev;
+	const char *family, *shape;
+	double us;
+};
+
+struct fx_sib_set {
+	const struct fx_sib_entry *entries;
+	int nentries;
+	/* Shapes asked (perhaps stored nowhere): entry configs are valid there too. */
+	int nasked;
+	void (*asked)(int i, const char **family, const char **shape);
+	char (*keys)[512];	/* out: entry i's config key */
+};
+
+/* Stores one tuned entry: f's problem at shape, config c (its key into
+ * key) and a done sweep of it on device dev_id (options "siblings") whose
+ * one ok trial took us (min 2% under, p90 2% over). 0, or -1 with err set. */
+static FX_UNUSED int fx_sib_entry_add(struct store *st, int64_t dev_id, const struct kt_family *f,
+				      const char *shape, const struct kt_config *c, double us,
+				      char *key, size_t keylen, struct kt_err *err)
+{
+	struct store_sweep_spec spec;
+	struct store_trial tr;
+	struct kt_shape s;
+	int64_t prob, cfg, sweep;
+	char *js;
+	int resumed, r;
+
+	if (kt_shape_parse(f, shape, &s, err) < 0)
+		return -1;
+	kt_config_key(f, c, key, keylen);
+	js = fx_dump(lookup_shape_json(f, &s));
+	r = store_problem_intern(st, f->name, shape, js, &prob, err);
+	free(js);
+	if (r < 0)
+		return -1;
+	js = fx_dump(lookup_config_json(f, c));
+	r = store_config_intern(st, f->name, key, js, &cfg, err);
+	free(js);
+	if (r < 0)
+		return -1;
+	memset(&spec, 0, sizeof(spec));
+	spec.device_id = dev_id;
+	spec.problem_id = prob;
+	spec.strategy = "exhaustive";
+	spec.options_key = "siblings";
+	spec.provenance_json = "{\"ktune_version\":\"siblings\"}";
+	spec.planned = 1;
+	if (store_sweep_begin(st, &spec, &sweep, &resumed, err) < 0)
+		return -1;
+	memset(&tr, 0, sizeof(tr));
+	tr.sweep_id = sweep;
+	tr.config_id = cfg;
+	tr.status = "ok";
+	tr.median_us = us;
+	tr.min_us = us * 0.98;
+	tr.p90_us = us * 1.02;
+	tr.reps = 10;
+	tr.rel_err = 0.001;
+	if (store_trial_add(st, &tr, err) < 0 ||
+	    store_sweep_end(st, sweep, STORE_SWEEP_DONE, err) < 0)
+		return -1;
+	return 0;
+}
+
+#define FX_SIB_MAXSHAPES 64
+
+struct fx_sib_pick {
+	const struct kt_family *f;
+	const struct kt_target *t;
+	struct kt_shape s[FX_SIB_MAXSHAPES];
+	int ns, skip, found;
+	struct kt_config c;
+};
+
+static int fx_sib_pick_fn(const struct kt_config *c, void *arg)
+{
+	struct fx_sib_pick *p = arg;
+	char why[160];
+	int i;
+
+	for (i = 0; i < p->ns; i++)
+		if (p->f->check(&p->s[i], c, p->t, why, sizeof(why)) != 0)
+			return 0;
+	if (p->skip-- > 0)
+		return 0;
+	p->c = *c;
+	p->found = 1;
+	return 1;
+}
+
+/* Adds family f's shape to pk's shapes when fam is f: 0, or -1 with err set. */
+static int fx_sib_pick_shape(struct fx_sib_pick *pk, const char *fam, const char *shape,
+			     struct kt_err *err)
+{
+	if (strcmp(fam, pk->f->name) != 0)
+		return 0;
+	if (pk->ns == FX_SIB_MAXSHAPES)
+		return kt_err_set(err, KT_EINTERNAL, "more than %d shapes of %s", FX_SIB_MAXSHAPES,
+				  pk->f->name);
+	return kt_shape_parse(pk->f, shape, &pk->s[pk->ns++], err) < 0 ? -1 : 0;
+}
+
+/* The n-th config of family f valid on the sm_90 H200 for every shape of
+ * f that set stores or asks: 0, or -1 with err set. */
+static int fx_sib_pick_config(const struct fx_sib_set *set, const struct kt_family *f, int n,
+			      struct kt_config *out, struct kt_err *err)
+{
+	struct store_device d;
+	struct kt_target t;
+	struct fx_sib_pick pk;
+	int i;
+
+	memset(&d, 0, sizeof(d));
+	d.sms = fx_sib_devs[FX_SIB_A].sms;
+	d.l2_bytes = fx_sib_devs[FX_SIB_A].l2;
+	d.smem_optin = fx_sib_devs[FX_SIB_A].smem;
+	if (lookup_device_target(fx_sib_devs[FX_SIB_A].arch, &d, &t, err) < 0)
+		return -1;
+	memset(&pk, 0, sizeof(pk));
+	pk.f = f;
+	pk.t = &t;
+	pk.skip = n;
+	for (i = 0; i < set->nentries; i++)
+		if (fx_sib_pick_shape(&pk, set->entries[i].family, set->entries[i].shape, err) < 0)
+			return -1;
+	for (i = 0; i < set->nasked; i++) {
+		const char *fam, *shape;
+
+		set->asked(i, &fam, &shape);
+		if (fx_sib_pick_shape(&pk, fam, shape, err) < 0)
+			return -1;
+	}
+	kt_space_foreach(f, 0, fx_sib_pick_fn, &pk);
+	if (!pk.found)
+		return kt_err_set(err, KT_EINTERNAL, "fewer than %d configs of %s valid everywhere",
+				  n + 1, f->name);
+	*out = pk.c;
+	return 0;
+}
+
+/* Builds at path the store of the first ndevs of fx_sib_devs and those of
+ * set's entries on them, each one done sweep with one ok trial; keys[i]
+ * gets entry i's config key (an entry left out keeps its key). 0 on
+ * success (messages on stderr). */
+static FX_UNUSED int fx_sib_build(const char *path, const struct fx_sib_set *set, int ndevs)
+{
+	struct store *st = NULL;
+	struct kt_err err = { 0 };
+	int64_t dev_ids[FX_SIB_NDEVS];
+	int i, rc = -1;
+
+	if (ndevs < 0 || ndevs > FX_SIB_NDEVS) {
+		kt_err_set(&err, KT_EINTERNAL, "%d devices of %d", ndevs, FX_SIB_NDEVS);
+		goto out;
+	}
+	if (store_open(path, STORE_RW, &st, &err) < 0 ||
+	    fx_devices_upsert(st, fx_sib_devs, ndevs, NULL, dev_ids, &err) < 0)
+		goto out;
+	for (i = 0; i < set->nentries; i++) {
+		const struct fx_sib_entry *se = &set->entries[i];
+		const struct kt_family *f = kt_family_find(se->family);
+		struct kt_config c;
+
+		if ((int)se->dev >= ndevs)
+			continue;
+		if (!f) {
+			kt_err_set(&err, KT_EINTERNAL, "no family %s", se->family);
+			goto out;
+		}
+		if (fx_sib_pick_config(set, f, i, &c, &err) < 0 ||
+		    fx_sib_entry_add(st, dev_ids[se->dev], f, se->shape, &c, se->us, set->keys[i],
+				     sizeof(set->keys[i]), &err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		fprintf(stderr, "siblings store: %s\n", err.msg);
 	store_close(st);
 	return rc;
 }
