@@ -46,7 +46,12 @@ static void print_human(const struct lookup_query *q, const struct lookup_answer
 	       lookup_match_name(a->match));
 	printf("  config   %s\n", ck);
 	if (e) {
-		printf("  tuned    %s on %s, sweep %lld%s\n", e->w.shape_key, e->w.device_name,
+		/* an entry from another GPU (a sibling of the model, or the
+		 * arch stage) names it: the name alone reads as the asked one */
+		int other = a->device && strcmp(e->w.device_uuid, a->device->uuid) != 0;
+
+		printf("  tuned    %s on %s%s%s%s, sweep %lld%s\n", e->w.shape_key, e->w.device_name,
+		       other ? " (" : "", other ? e->w.device_uuid : "", other ? ")" : "",
 		       (long long)e->w.sweep_id,
 		       a->match == LOOKUP_EXACT ? "" : " (times below are for that shape)");
 		if (a->distance > 0)
