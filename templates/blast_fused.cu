@@ -153,13 +153,6 @@ KT_DEV void ld_b_pair(unsigned r[4], unsigned base, int n0, int ks, int lane)
 					   ks * 2 + ((lane >> 3) & 1)));
 }
 
-KT_DEV void ldmatrix_x4_trans(unsigned r[4], unsigned addr)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr));
-}
-
 KT_DEV void st_shared_u32(unsigned addr, unsigned v)
 {
 	asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -190,31 +183,44 @@ KT_DEV void push(unsigned dst, unsigned src, unsigned len, unsigned bar, unsigne
 		     : "memory");
 }
 
-/* The warp's part of stage 1, one 64-wide k-chunk: acc (ranks rb.., tokens
- * tb..) += V chunk (rows rank, at vb) . x chunk (rows token, at xb)^T */
+/* One 64-wide k-chunk of a warp's tile: acc (M x N m16n8 tiles) += A . B^T,
+ * B's rows n0.. from a K-contiguous 128-byte row tile at bb (ld_b_pair),
+ * A's fragments of m tile a at k16 step ks from lda(ks, a, frag). */
+template <int M, int N, class LdA>
+KT_DEV void mma_chunk(float (&acc)[M][N][4], LdA lda, unsigned bb, int n0, int lane)
+{
+#pragma unroll
+	for (int ks = 0; ks < 4; ks++) {
+		unsigned bf[N / 2][4], af[M][4];
+
+#pragma unroll
+		for (int n = 0; n < N / 2; n++)
+			ld_b_pair(bf[n], bb, n0 + n * 16, ks, lane);
+#pragma unroll
+		for (int a = 0; a < M; a++)
+			lda(ks, a, af[a]);
+#pragma unroll
+		for (int a = 0; a < M; a++)
+#pragma unroll
+			for (int n = 0; n < N; n++)
+				kt_mma_bf16_16816(acc[a][n], af[a], &bf[n / 2][(n & 1) * 2]);
+	}
+}
+
+/* The warp's part of stage 1, one k-chunk: acc (ranks rb.., tokens tb..)
+ * += V chunk (rows rank, at vb) . x chunk (rows token, at xb)^T */
 KT_DEV void stage1_chunk(float (&acc)[MT1][NT1][4], unsigned xb, unsigned vb, int rb, int tb,
 			 int lane)
 {
 	if (FB_SKIP & 1)
 		return;
-#pragma unroll
-	for (int ks = 0; ks < 4; ks++) {
-		unsigned bf[NT1 / 2][4], af[MT1][4];
-
-#pragma unroll
-		for (int n = 0; n < NT1 / 2; n++)
-			ld_b_pair(bf[n], xb, tb + n * 16, ks, lane);
-#pragma unroll
-		for (int a = 0; a < MT1; a++)
-			kt_ldmatrix_x4(af[a], vb + kt_swz<8>(rb + a * 16 + (lane & 7) +
-								     ((lane >> 3) & 1) * 8,
-							     ks * 2 + (lane >> 4)));
-#pragma unroll
-		for (int a = 0; a < MT1; a++)
-#pragma unroll
-			for (int n = 0; n < NT1; n++)
-				kt_mma_bf16_16816(acc[a][n], af[a], &bf[n / 2][(n & 1) * 2]);
-	}
+	mma_chunk(
+		acc,
+		[&](int ks, int a, unsigned (&f)[4]) {
+			kt_ldmatrix_x4(f, vb + kt_swz<8>(rb + a * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+							 ks * 2 + (lane >> 4)));
+		},
+		xb, tb, lane);
 }
 
 /* stage 1's accumulators as bf16 into zT[g] (rank rows, tokens contiguous) */
@@ -250,16 +256,6 @@ KT_DEV void cluster_wait(void)
 		__syncthreads();
 	else
 		kt_cluster_wait();
-}
-
-template <int M, int N>
-KT_DEV void zero(float (&acc)[M][N][4])
-{
-#pragma unroll
-	for (int a = 0; a < M; a++)
-#pragma unroll
-		for (int n = 0; n < N; n++)
-			acc[a][n][0] = acc[a][n][1] = acc[a][n][2] = acc[a][n][3] = 0.f;
 }
 
 /* S_c's m16n8k16 A fragments for the warp's ranks c = warp, warp + 8, ...
@@ -328,7 +324,7 @@ KT_DEV void exchange_mix(const smem_t &s, int q, int tid, const unsigned (&sf)[M
 			float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 			const int j = (lane & 7) + ((lane >> 3) & 1) * 8;
 
-			ldmatrix_x4_trans(bf, s.gb + (unsigned)(j * GBJ +
+			kt_ldmatrix_x4_trans(bf, s.gb + (unsigned)(j * GBJ +
 								(c * LDT + tn * 16 + (lane >> 4) * 8) * 2));
 			kt_mma_bf16_16816(d[0], sf[k], &bf[0]);
 			kt_mma_bf16_16816(d[1], sf[k], &bf[2]);
@@ -365,27 +361,16 @@ KT_DEV void stage3_chunk(float (&acc)[MT3][NT3][4], unsigned wl, int g, int kc, 
 {
 	if (FB_SKIP & 8)
 		return;
-#pragma unroll
-	for (int ks = 0; ks < 4; ks++) {
-		unsigned bf[NT3 / 2][4], af[MT3][4];
-
-#pragma unroll
-		for (int n = 0; n < NT3 / 2; n++)
-			ld_b_pair(bf[n], ub, nb0 + n * 16, ks, lane);
-#pragma unroll
-		for (int a = 0; a < MT3; a++) {
+	mma_chunk(
+		acc,
+		[&](int ks, int a, unsigned (&f)[4]) {
 			const int mi = lane >> 3;
 			const int krow = kc * 64 + ks * 16 + (mi >> 1) * 8 + (lane & 7);
 			const int col = tb + a * 16 + (mi & 1) * 8;
 
-			ldmatrix_x4_trans(af[a], wl + (unsigned)(((g * R + krow) * LDT + col) * 2));
-		}
-#pragma unroll
-		for (int a = 0; a < MT3; a++)
-#pragma unroll
-			for (int n = 0; n < NT3; n++)
-				kt_mma_bf16_16816(acc[a][n], af[a], &bf[n / 2][(n & 1) * 2]);
-	}
+			kt_ldmatrix_x4_trans(f, wl + (unsigned)(((g * R + krow) * LDT + col) * 2));
+		},
+		ub, nb0, lane);
 }
 
 /* y[t0 + tokens, i*mb + p*128 + columns] from stage 3's accumulators */
@@ -468,7 +453,7 @@ KT_DEV void tile_streaming(const smem_t &s, int q, int t0, int N, int tid,
 			const unsigned base = s.ring + (unsigned)((c % STG) * SLOT);
 
 			if (kc == 0)
-				zero(acc);
+				kt_zero_frags(acc);
 			kt_cp_async_wait<STG - 1>();
 			__syncthreads();
 			stage1_chunk(acc, base, base + T * 128, rb, tb, lane);
@@ -494,7 +479,7 @@ KT_DEV void tile_streaming(const smem_t &s, int q, int t0, int N, int tid,
 			const unsigned base = s.ring + (unsigned)((c % STG) * SLOT);
 
 			if (kc == 0)
-				zero(acc);
+				kt_zero_frags(acc);
 			kt_cp_async_wait<STG - 1>();
 			__syncthreads();
 			stage3_chunk(acc, s.wl, g, kc, base, tb, nb0, lane);
@@ -564,7 +549,7 @@ KT_DEV void tiles_resident(const smem_t &s, int q, int cid, int ncl, int N, int 
 			float acc[MT1][NT1][4];
 
 			for (int g = 0; g < G; g++) {
-				zero(acc);
+				kt_zero_frags(acc);
 				for (int kc = 0; kc < KC1; kc++)
 					stage1_chunk(acc, xb + (unsigned)((g * KC1 + kc) * T * 128),
 						     s.vr + (unsigned)((g * KC1 + kc) * R * 128), rb, tb,
@@ -583,7 +568,7 @@ KT_DEV void tiles_resident(const smem_t &s, int q, int cid, int ncl, int N, int 
 
 			for (int g = 0; g < G; g++)
 				for (int p = 0; p < P3; p++) {
-					zero(acc);
+					kt_zero_frags(acc);
 					for (int kc = 0; kc < KC3; kc++)
 						stage3_chunk(acc, s.wl, g, kc,
 							     s.ur + (unsigned)(((g * P3 + p) * KC3 + kc) *

@@ -78,13 +78,13 @@ KT_DEV void mma_xty(float (&acc)[MI][ND][4], unsigned sx, int j0, unsigned sy, i
 			break;
 #pragma unroll
 		for (int mi = 0; mi < MI; mi++)
-			ldsm_x4_t(a[mi], sx + kt_swz<PCH>(kk * 16 + ((lane >> 4) & 1) * 8 + (lane & 7),
+			kt_ldmatrix_x4_trans(a[mi], sx + kt_swz<PCH>(kk * 16 + ((lane >> 4) & 1) * 8 + (lane & 7),
 							  ((j0 + mi * 16) >> 3) + ((lane >> 3) & 1)));
 #pragma unroll
 		for (int np = 0; np < ND / 2; np++) {
 			unsigned b[4];
 
-			ldsm_x4_t(b, sy + kt_swz<CH>(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+			kt_ldmatrix_x4_trans(b, sy + kt_swz<CH>(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
 						     (d0 >> 3) + np * 2 + (lane >> 4)));
 #pragma unroll
 			for (int mi = 0; mi < MI; mi++) {
@@ -158,15 +158,6 @@ KT_DEV void put_acc(__nv_bfloat16 *x, unsigned char *tile, float (&acc)[MI][ND][
 						kt_pack_bf16x2(y0, y1);
 			}
 		}
-}
-
-KT_DEV void zero_acc(float (&acc)[MI][ND][4])
-{
-#pragma unroll
-	for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-		for (int nt = 0; nt < ND; nt++)
-			acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.f;
 }
 
 KT_DEV void load_item(unsigned st, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
@@ -331,7 +322,7 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 									       dp[mi][nt][2 * hf + 1]);
 						}
 				}
-			zero_acc(acc);
+			kt_zero_frags(acc);
 			mma_px(acc, dp, sk, d0, len, lane);
 			if (!EPI)
 				put_acc<true, DQM, false>(dq, nullptr, acc, table, stab, ct, r0, d0, b.x,
@@ -347,7 +338,7 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 
 		/* ---- phase 2: key rows r0.. ---- */
 		if (r0 < len) {
-			zero_acc(acc);
+			kt_zero_frags(acc);
 			mma_xty(acc, sp, r0, sdo, d0, len, lane);
 			if (!EPI)
 				put_acc<ROPE_V, DKM, false>(dv, nullptr, acc, table, stab, ct, r0, d0,
@@ -360,7 +351,7 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 							   r0, d0, b.x, len, H, h, lane);
 		}
 		if (r0 < len) {
-			zero_acc(acc);
+			kt_zero_frags(acc);
 			mma_xty(acc, sds, r0, sq, d0, len, lane);
 			if (!EPI)
 				put_acc<true, DKM, false>(dk, nullptr, acc, table, stab, ct, r0, d0, b.x,

@@ -119,13 +119,6 @@ static_assert(RPF <= 2 || (RPF >= 6 && RPF <= 8), "RPF: 0, 1, 2, 6, 7 or 8");
 static_assert(!RF || STAGES == 1, "RPF 6-8 read the table of this item: STAGES 1 only");
 static_assert(!RF || !PF, "RPF 6-8 and PF: not combined");
 
-KT_DEV void ldsm_x4_t(unsigned r[4], unsigned addr)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr));
-}
-
 /* Byte offset of element (row, col) in a swizzled tile of NCH chunks per row. */
 template <int NCH>
 KT_DEV int elem_off(int row, int col)
@@ -464,7 +457,7 @@ KT_DEV void mma_px(float (&acc)[MI][ND][4], const float (&p)[MI][NB][4], unsigne
 		for (int np = 0; np < ND / 2; np++) {
 			unsigned b[4];
 
-			ldsm_x4_t(b, sx + kt_swz<CH>(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+			kt_ldmatrix_x4_trans(b, sx + kt_swz<CH>(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
 						     (d0 >> 3) + np * 2 + (lane >> 4)));
 #pragma unroll
 			for (int mi = 0; mi < MI; mi++) {

@@ -70,6 +70,15 @@ KT_DEV void kt_ldmatrix_x4(unsigned r[4], unsigned addr)
 		     : "r"(addr));
 }
 
+/* The same, each 8 x 8 matrix transposed: for an operand stored with its
+ * M or N dimension contiguous. */
+KT_DEV void kt_ldmatrix_x4_trans(unsigned r[4], unsigned addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+}
+
 KT_DEV void kt_ldmatrix_x2(unsigned r[2], unsigned addr)
 {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
@@ -85,6 +94,17 @@ KT_DEV void kt_mma_bf16_16816(float d[4], const unsigned a[4], const unsigned b[
 		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
 		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* An M x N grid of m16n8 fp32 accumulators zeroed. */
+template <int M, int N>
+KT_DEV void kt_zero_frags(float (&acc)[M][N][4])
+{
+#pragma unroll
+	for (int a = 0; a < M; a++)
+#pragma unroll
+		for (int n = 0; n < N; n++)
+			acc[a][n][0] = acc[a][n][1] = acc[a][n][2] = acc[a][n][3] = 0.f;
 }
 
 /* One step of an 8 x 8 bf16 transpose: element u (0..7) of each of eight
