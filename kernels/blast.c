@@ -86,6 +86,21 @@
  *                CTA's 8 warps run short dependent mma chains; the exchange
  *                and the barrier still cost ~1.2 and ~0.8 us a tile, the
  *                launch and the weights ~9 us (tools/fcl_probe.cu).
+ *   tcmix_fused  stage 1 and the tensor-core mixing in one sm_90a kernel
+ *                (templates/blast_s1tc.cu), then tcmix_ws's stage 3: a CTA
+ *                owns a token tile (FUSED_M) and a rank slice (Z_BLOCK_N, 32
+ *                or 64) of all b blocks; z_j comes from wgmma (x and V_j
+ *                k-chunks through a TMA ring of RING slots), is stored bf16
+ *                in shared memory with stmatrix.trans and mixed per rank
+ *                with mma.sync (St, as tcmix); w leaves as TMA stores.
+ *                z never reaches memory (the 2 * 2bNr bytes of its round
+ *                trip); x is read from L2 once per rank slice instead. Stage
+ *                3: BLOCK_M, BLOCK_N, STAGES; two consumer warpgroups from
+ *                128 rows, no persistent form. Only FUSED_M 64 with slices
+ *                of 32 fit 227 KiB. Measured (H200, NOTES-linear.md, 7th
+ *                session): bound by what an SM ingests (~62 GB/s, as the
+ *                dense GEMM and Monarch's fused kernel): 768 KiB a CTA at
+ *                llama7b.
  *
  * Both GEMM stages share one tile except its N: stage 1's N is the rank,
  * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
@@ -121,13 +136,13 @@
 enum { D_TOKENS, D_IN, D_OUT, D_BLOCKS, D_RANK };
 /* new variants go last: stored configs keep their variant index */
 enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_TCMIX, V_TCMIX_WS,
-       V_FUSED_CL, V_COUNT };
+       V_FUSED_CL, V_TCMIX_FUSED, V_COUNT };
 /* problem buffers first (x, U, V, S, y, the reference's z32 and w32), then
  * the variants' scratch */
 enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
 #define B_ST B_S32	/* tcmix: the slot of S32 holds St instead */
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PERSIST,
-       P_CTA_BLOCKS };
+       P_CTA_BLOCKS, P_FUSED_M, P_RING };
 
 #define NPROBLEM_BUFS 7
 #define ELEM_THREADS 256
@@ -150,25 +165,29 @@ static const struct kt_dim dims[] = {
 };
 
 static const char *const variants[] = {"naive",	"naive_wgmma", "naive_ws", "mix_fused",
-					"mix_fused_ws", "tcmix",	    "tcmix_ws", "fused_cl"};
+					"mix_fused_ws", "tcmix",	    "tcmix_ws", "fused_cl",
+					"tcmix_fused"};
 
 #define MMA ((1u << V_NAIVE) | (1u << V_MIX_FUSED) | (1u << V_MIX_FUSED_WS) | (1u << V_TCMIX))
 #define WG (1u << V_NAIVE_WGMMA)
 #define WS ((1u << V_NAIVE_WS) | (1u << V_MIX_FUSED_WS) | (1u << V_TCMIX_WS))
 #define ALLV (MMA | WG | WS)
 #define FCL (1u << V_FUSED_CL)
+#define TCF (1u << V_TCMIX_FUSED)
 
 static const struct kt_param params[] = {
-	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, ALLV | FCL,
-	 "token tile of both GEMM stages (fused_cl: of the cluster, 32 or 64)"},
-	{"BLOCK_N", 4, {32, 64, 128, 256}, ALLV, "out/blocks tile of stage 3"},
-	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, ALLV,
-	 "rank tile of stage 1 (mix_fused: of the fused stage-1 + mixing kernel)"},
+	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, ALLV | FCL | TCF,
+	 "token tile of both GEMM stages (fused_cl: of the cluster, 32 or 64; tcmix_fused: of "
+	 "stage 3)"},
+	{"BLOCK_N", 4, {32, 64, 128, 256}, ALLV | TCF, "out/blocks tile of stage 3"},
+	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, ALLV | TCF,
+	 "rank tile of stage 1 (mix_fused: of the fused stage-1 + mixing kernel; tcmix_fused: "
+	 "its rank slice, 32 or 64)"},
 	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
 	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along tokens (wgmma: BLOCK_M/16)"},
 	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along rank / out (wgmma: 1)"},
-	{"STAGES", 3, {2, 3, 4}, ALLV | FCL, "cp.async / TMA ring depth"},
-	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
+	{"STAGES", 3, {2, 3, 4}, ALLV | FCL | TCF, "cp.async / TMA ring depth"},
+	{"GROUP_M", 1, {8}, ALLV | TCF, "tile rows walked together for L2 reuse"},
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "ws GEMM stages: consumer warpgroups (each BLOCK_M/CONSUMERS rows) beside the TMA "
 	 "producer"},
@@ -179,6 +198,12 @@ static const struct kt_param params[] = {
 	{"CTA_BLOCKS", 4, {1, 2, 3, 4}, FCL,
 	 "fused_cl: blocks per CTA (G): clusters of blocks / G CTAs, each owning G blocks and "
 	 "rank / (blocks / G) ranks of the mixing"},
+	{"FUSED_M", 2, {64, 128}, TCF,
+	 "tcmix_fused: token tile of the stage-1 + mixing kernel (64 per consumer warpgroup)",
+	 1, 64},
+	{"RING", 4, {4, 6, 8, 12}, TCF,
+	 "tcmix_fused: TMA ring slots of the stage-1 + mixing kernel (one slot: a 64-wide "
+	 "k-chunk of x and of V; 4 issuing threads where 4 divides it, else 2)", 1, 4},
 };
 
 /* Ranks per mixer thread: its b vectors of z stay in registers (b * RV <=
@@ -224,18 +249,26 @@ static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 	}
 	if (c->variant == V_NAIVE_WS || c->variant == V_TCMIX_WS)
 		ws_tile(s3, c);
+	if (c->variant == V_TCMIX_FUSED) {
+		/* stage 3 as tcmix_ws's winners ran it: two consumer
+		 * warpgroups (one for a 64-token tile), one tile per CTA
+		 * (keeps the space small) */
+		ws_tile(s3, c);
+		s3->consumers = s3->bm >= 128 ? 2 : 1;
+	}
 	*s1 = *s3;
 	s1->bn = c->p[P_ZBN];
 	if (c->variant == V_MIX_FUSED_WS)
 		ws_tile(s3, c);
-	if (c->variant == V_TCMIX_WS) {
+	if (c->variant == V_TCMIX_WS || c->variant == V_TCMIX_FUSED) {
 		/* one CTA per SM (gemm_plan clamps to the work items; with an
 		 * unknown count, compile-only, one per item) */
 		long ctas = tgt->sms > 0 ? tgt->sms : 1L << 30;
 
 		s1->persistent = c->p[P_PERSIST] & 1 ? ctas : 0;
 		s3->persistent = c->p[P_PERSIST] & 2 ? ctas : 0;
-		/* its three kernels overlap each other's launch and tail */
+		/* its three kernels overlap each other's launch and tail
+		 * (tcmix_fused: s1 is not a GEMM; its fused kernel and stage 3) */
 		s1->pdl = s3->pdl = 1;
 	}
 }
@@ -294,7 +327,7 @@ static int fused_check(const struct kt_gemm_tile *s1, long b, const struct kt_ta
 /* S as St (r, 16, 16): the tensor-core mixers' layout */
 static int uses_st(int variant)
 {
-	return is_tc(variant) || variant == V_FUSED_CL;
+	return is_tc(variant) || variant == V_FUSED_CL || variant == V_TCMIX_FUSED;
 }
 
 #define FCL_THREADS 256
@@ -370,6 +403,50 @@ static int fcl_check(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
+/* tcmix_fused's stage-1 + mixing kernel (templates/blast_s1tc.cu): its
+ * dynamic shared memory (1024 for alignment; the ring, which after the j
+ * loop holds a w staging tile of rank-slice x 512 bytes per consumer warp;
+ * a z tile of that size per warp; St's slice; the barriers). On the H200's
+ * 227 KiB only FUSED_M 64 with a rank slice of 32 fits (up to 12 slots). */
+static long s1tc_smem(const struct kt_config *c)
+{
+	long fm = c->p[P_FUSED_M], rs = c->p[P_ZBN];
+
+	long ring = c->p[P_RING] * (fm + rs) * 128, tiles = (fm / 16) * rs * 512;
+
+	return 1024 + (ring > tiles ? ring : tiles) + tiles + rs / 8 * 4096 + 256;
+}
+
+static int s1tc_check(const struct kt_shape *s, const struct kt_config *c,
+		      const struct kt_target *tgt, char *why, size_t whylen)
+{
+	long n = s->v[D_IN], b = s->v[D_BLOCKS], r = s->v[D_RANK];
+	long fm = c->p[P_FUSED_M], rs = c->p[P_ZBN], ring = c->p[P_RING];
+	long kch = (n / b + 63) / 64, threads = (fm / 64 + 1) * 128;
+
+	if (!tgt->arch_a)
+		return WHY("tcmix_fused: wgmma and TMA need sm_90a, target is sm_%d", tgt->sm);
+	if (b > 16)
+		return WHY("tcmix_fused: blocks=%ld > 16 (S_c is one 16 x 16 mma tile)", b);
+	if (fm != 64 && fm != 128)
+		return WHY("tcmix_fused: FUSED_M=%ld: 64 or 128 tokens (one or two consumer "
+			   "warpgroups)", fm);
+	if (rs != 32 && rs != 64)
+		return WHY("tcmix_fused: Z_BLOCK_N=%ld: the rank slice is 32 or 64", rs);
+	if (r % rs)
+		return WHY("tcmix_fused: rank=%ld is not a multiple of the rank slice %ld", r, rs);
+	if (ring < kch || ring < 2 || ring > 15)
+		return WHY("tcmix_fused: RING=%ld slots cannot hold one block's %ld k-chunks "
+			   "(in/blocks=%ld)", ring, kch, n / b);
+	if (threads > tgt->max_threads)
+		return WHY("tcmix_fused: %ld threads per block, target has %d", threads,
+			   tgt->max_threads);
+	if (s1tc_smem(c) > tgt->smem_optin)
+		return WHY("tcmix_fused: %ld B of shared memory (ring and z tiles) > %d B opt-in "
+			   "limit", s1tc_smem(c), tgt->smem_optin);
+	return 0;
+}
+
 static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 		       const struct kt_target *tgt, char *why, size_t whylen)
 {
@@ -396,6 +473,11 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 		return WHY("tcmix: the mixer needs %d B of shared memory, target allows %d", TP_SMEM,
 			   tgt->smem_optin);
 	tiles_of(c, tgt, &s1, &s3);
+	if (c->variant == V_TCMIX_FUSED) {
+		if (s1tc_check(s, c, tgt, why, whylen))
+			return 1;
+		return kt_gemm_check(&s3, T, m / b, r, 0, tgt, why, whylen);
+	}
 	if (is_fused(c->variant) && fused_check(&s1, b, tgt, why, whylen))
 		return 1;
 	if (kt_gemm_check(&s1, T, r, n / b, is_fused(c->variant) ? fused_zsmem(&s1, b) : 0,
@@ -432,7 +514,7 @@ static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 		kt_buf_set(&out[B_ST], "St", KT_BUF_SCRATCH, KT_BF16, r * 256, 0);
 	else
 		kt_buf_set(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
-	if (is_fused(cfg->variant) || cfg->variant == V_FUSED_CL)
+	if (is_fused(cfg->variant) || cfg->variant == V_FUSED_CL || cfg->variant == V_TCMIX_FUSED)
 		return 9;	/* z stays on chip */
 	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
 	return 10;
@@ -614,6 +696,66 @@ static int fcl_plan(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
+/* tcmix_fused: [blast_s1tc + its tile] [gemm s3] [blast MIX_B MIX_TC] for
+ * the prep; launches: the stage-1 + mixing kernel (blast_s1tc.cu's header
+ * says its maps, grid and shared memory), then stage 3 from w. Both PDL. */
+static int s1tc_plan(const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+{
+	struct kt_gemm_tile s1, s3;
+	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
+	long r = s->v[D_RANK], nb = n / b, mb = m / b, fm = c->p[P_FUSED_M], rs = c->p[P_ZBN];
+	struct kt_program *p = &out->programs[0];
+	struct kt_launch *l = &out->launch[0];
+	int rc = 0;
+
+	tiles_of(c, tgt, &s1, &s3);
+	out->nprograms = 3;
+	p->tpl = "blast_s1tc";
+	rc |= kt_program_define(p, "ST_T", fm);
+	rc |= kt_program_define(p, "ST_CONS", fm / 64);
+	rc |= kt_program_define(p, "ST_RS", rs);
+	rc |= kt_program_define(p, "ST_RING", c->p[P_RING]);
+	rc |= kt_program_define(p, "KT_PDL", 1);
+	out->programs[1].tpl = "gemm";
+	rc |= kt_gemm_defines(&s3, &out->programs[1]);
+	out->programs[2].tpl = "blast";
+	rc |= kt_program_define(&out->programs[2], "MIX_B", b);
+	rc |= kt_program_define(&out->programs[2], "MIX_TC", 1);
+	if (rc)
+		return kt_err_set(err, KT_EINTERNAL, "blast: too many defines");
+	st_prep(out, 2, r);
+	out->nlaunch = 2;
+	memset(l, 0, sizeof(*l));
+	l->program = 0;
+	snprintf(l->kernel, sizeof(l->kernel), "fused_blast_s1tc");
+	l->grid[0] = (unsigned)(((T + fm - 1) / fm) * (r / rs));
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = (unsigned)((fm / 64 + 1) * 128);
+	l->block[1] = l->block[2] = 1;
+	l->smem = (unsigned)s1tc_smem(c);
+	l->pdl = 1;
+	/* x (N, n) as (k, block j, token): block j's nb columns, zero past them */
+	kt_launch_arg_tmap3(l, B_X, nb, b, T, nb, n, 64, 1, (int)fm);
+	/* V (b, r, nb) as (k, rank, block): ranks c0 .. of block j */
+	kt_launch_arg_tmap3(l, B_V, nb, r, b, nb, r * nb, 64, (int)rs, 1);
+	/* St (r, 16, 16) as (j, i, rank): 8 ranks a copy, rows of 32 bytes */
+	kt_launch_arg_tmap3(l, B_ST, 16, 16, r, 16, 256, 16, 16, 8);
+	l->args[l->nargs - 1].tmap.swizzle = 32;
+	/* w (b, N, r) as (rank, token, block): each consumer warp stores its
+	 * 16 tokens x 16 blocks x rank slice (blocks past b clipped) */
+	kt_launch_arg_tmap3(l, B_W, r, T, b, r, T * r, (int)rs, 16, 16);
+	l->args[l->nargs - 1].tmap.swizzle = (int)rs * 2;
+	kt_launch_arg_i32(l, T);
+	kt_launch_arg_i32(l, r);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, nb);
+	/* stage 3, batch i: A = w[i] (b, N, r), B = U_i; y's column block i */
+	kt_gemm_launch(&s3, 1, T, mb, r, B_W, r, T * r, B_U, r, mb * r, B_Y, m, mb, b,
+		       &out->launch[1]);
+	return 0;
+}
+
 /*
  * Programs: naive  [gemm s1] [gemm s3 unless the same tile] [blast MIX_B]
  *           tcmix  the same, blast with MIX_TC
@@ -635,6 +777,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		return kt_err_set(err, KT_EINVAL, "blast: config cannot run: %s", why);
 	if (c->variant == V_FUSED_CL)
 		return fcl_plan(s, c, tgt, out, err);
+	if (c->variant == V_TCMIX_FUSED)
+		return s1tc_plan(s, c, tgt, out, err);
 	nb = n / b;
 	mb = m / b;
 	tiles_of(c, tgt, &s1, &s3);

@@ -86,6 +86,17 @@ KT_DEV void kt_ldmatrix_x2(unsigned r[2], unsigned addr)
 		     : "r"(addr));
 }
 
+/* Four 8 x 8 b16 matrices stored, each transposed: register q of every
+ * lane holds its fragment pair (row lane / 4, columns 2 (lane % 4), +1) of
+ * matrix q, and lane 8q + c gives the address of the 16 bytes that take
+ * column c of matrix q (sm_90). */
+KT_DEV void kt_stmatrix_x4_trans(unsigned addr, const unsigned r[4])
+{
+	asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr),
+		     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+		     : "memory");
+}
+
 /* d += a * b for one 16x8x16 tile: a row-major (4 regs), b column-major
  * (2 regs), fp32 accumulators (4 floats). */
 KT_DEV void kt_mma_bf16_16816(float d[4], const unsigned a[4], const unsigned b[2])
@@ -378,6 +389,23 @@ KT_DEV void kt_fence_proxy_async(void)
 
 template <int N>
 struct kt_wg;
+
+template <>
+struct kt_wg<32> {
+	template <int TA, int TB>
+	KT_DEV static void ss(float (&d)[4][4], unsigned long long da, unsigned long long db)
+	{
+		asm volatile("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, %18, %19;\n"
+			     "}\n"
+			     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+	}
+};
 
 template <>
 struct kt_wg<64> {

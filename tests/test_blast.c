@@ -95,15 +95,22 @@ static int is_ws(int v)
 	return strstr(fam->variants[v], "_ws") != NULL;
 }
 
+/* tcmix_fused: stage 1 + the tensor-core mixing on wgmma, then a ws
+ * stage 3 (sm_90a) */
+static int is_tcf(int v)
+{
+	return strcmp(fam->variants[v], "tcmix_fused") == 0;
+}
+
 static int is_90a(int v)
 {
-	return is_wgmma(v) || is_ws(v);
+	return is_wgmma(v) || is_ws(v) || is_tcf(v);
 }
 
 /* mix_fused, mix_fused_ws: stage 1 + mixing, then stage 3 */
 static int is_fused(int v)
 {
-	return strstr(fam->variants[v], "mix_fused") != NULL;
+	return strstr(fam->variants[v], "mix_fused") != NULL && !is_tcf(v);
 }
 
 /* fused_cl: the whole layer in one cluster kernel (sm_90+, narrow shapes) */
@@ -592,6 +599,108 @@ static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 			}
 }
 
+static double fcl_round(const struct emu *m, double v);
+
+/* Map arg a of fused_blast_s1tc: rank 3, accepted by the worker over its
+ * buffer, with the box and swizzle the kernel's layouts assume. */
+static void s1tc_map_ok(struct emu *m, const struct kt_arg *a, int b0, int b1, int b2, int swz)
+{
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
+	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
+	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "\n  tensor map: %s\n", why);
+	CU_ASSERT_EQUAL(a->tmap.rank, 3);
+	CU_ASSERT_EQUAL(a->tmap.box[0], b0);
+	CU_ASSERT_EQUAL(a->tmap.box[1], b1);
+	CU_ASSERT_EQUAL(a->tmap.box[2], b2);
+	CU_ASSERT_EQUAL(a->tmap.swizzle, swz);
+}
+
+/* blast_s1tc.cu's fused_blast_s1tc, CTA by CTA (rank slices fastest):
+ * z_j of its token tile and rank slice through the x and V maps (k-chunks
+ * of 64, zero fill), bf16-rounded where the kernel rounds it, blocks b ..
+ * 15 zero; then the mixing over 16 blocks with St read through its map,
+ * w[i][t][c] stored for i < b, t < N. */
+static void emu_s1tc(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	const struct kt_arg *tx = &l->args[0], *tv = &l->args[1], *ts = &l->args[2];
+	const struct kt_arg *tw = &l->args[3];
+	long T = emu_define(p, "ST_T"), cons = emu_define(p, "ST_CONS");
+	long RS = emu_define(p, "ST_RS"), ring = emu_define(p, "ST_RING");
+	long long N, r, b, nb, kch, slices, cta;
+	double *z;
+	int w;
+
+	CU_ASSERT_STRING_EQUAL_FATAL(p->tpl, "blast_s1tc");
+	CU_ASSERT_EQUAL_FATAL(l->nargs, 8);
+	CU_ASSERT_EQUAL_FATAL(tw->kind, KT_ARG_TMAP);
+	w = tw->buf;
+	N = emu_ai(l, 4);
+	r = emu_ai(l, 5);
+	b = emu_ai(l, 6);
+	nb = emu_ai(l, 7);
+	kch = (nb + 63) / 64;
+	/* the kernel's static_asserts and its run-time trap */
+	CU_ASSERT_FATAL(T == 64 * cons && (cons == 1 || cons == 2));
+	CU_ASSERT_FATAL(RS == 32 || RS == 64);
+	CU_ASSERT_FATAL(ring >= 2 && ring <= 15 && kch <= ring && b >= 1 && b <= 16 && r % RS == 0);
+	/* it waits for the previous stage 3 (reads of w) */
+	CU_ASSERT_EQUAL(l->pdl, 1);
+	CU_ASSERT_EQUAL(emu_define(p, "KT_PDL"), 1);
+	CU_ASSERT_EQUAL(m->bufs[w].dtype, KT_BF16);
+	CU_ASSERT_EQUAL((long long)m->bufs[w].elems, b * N * r);
+	slices = r / RS;
+	CU_ASSERT_EQUAL((long long)l->grid[0], (N + T - 1) / T * slices);
+	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
+	/* the ring (after the j loop the consumer warps' w staging tiles),
+	 * a z tile per consumer warp, St's slice */
+	{
+		long rb = ring * (T + RS) * 128, tiles = cons * 4 * RS * 512;
+
+		CU_ASSERT_EQUAL(l->smem, (unsigned)(1024 + (rb > tiles ? rb : tiles) + tiles +
+						    RS / 8 * 4096 + 256));
+	}
+	s1tc_map_ok(m, tx, 64, 1, (int)T, 128);
+	s1tc_map_ok(m, tv, 64, (int)RS, 1, 128);
+	s1tc_map_ok(m, ts, 16, 16, 8, 32);
+	/* w's stores: (rank, token, block), a warp's 16 tokens x 16 blocks */
+	s1tc_map_ok(m, tw, (int)RS, 16, 16, (int)RS * 2);
+	CU_ASSERT(tw->tmap.dims[0] == r && tw->tmap.dims[1] == N && tw->tmap.dims[2] == b &&
+		  tw->tmap.strides[1] == r && tw->tmap.strides[2] == N * r);
+	z = malloc(sizeof(double) * (size_t)(16 * T * RS));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+	for (cta = 0; cta < (long long)l->grid[0]; cta++) {
+		long long c0 = (cta % slices) * RS, t0 = (cta / slices) * T, j, t, c, k, i;
+
+		for (j = 0; j < 16; j++)
+			for (t = 0; t < T; t++)
+				for (c = 0; c < RS; c++) {
+					double acc = 0;
+
+					for (k = 0; j < b && k < kch * 64; k++)
+						acc += emu_tma_ld(m, tx, k, j, t0 + t) *
+						       emu_tma_ld(m, tv, k, c0 + c, j);
+					z[(j * T + t) * RS + c] = fcl_round(m, acc);
+				}
+		for (i = 0; i < 16; i++)
+			for (t = 0; t < T; t++)
+				for (c = 0; c < RS; c++) {
+					double acc = 0;
+
+					for (j = 0; j < 16; j++)
+						acc += emu_tma_ld(m, ts, j, i, c0 + c) *
+						       z[(j * T + t) * RS + c];
+					if (i < b && t0 + t < N)
+						emu_st(m, w, (i * N + t0 + t) * r + c0 + c, acc);
+				}
+	}
+	free(z);
+}
+
 static double fcl_round(const struct emu *m, double v)
 {
 	return m->round ? (double)kt_bf16_to_f32(kt_f32_to_bf16((float)v)) : v;
@@ -773,6 +882,7 @@ static int blast_kernel(struct emu *m, const struct kt_launch *l)
 		{"blast_s_to_t16", emu_s_to_t16},
 		{"blast_mix_tcp", emu_mix_tc},
 		{"fused_blast_cl", emu_fused_cl},
+		{"fused_blast_s1tc", emu_s1tc},
 		{"blast_ref_z", emu_ref_z},
 		{"blast_ref_w", emu_ref_w},
 		{"blast_ref_y", emu_ref_y},
@@ -866,7 +976,8 @@ static void test_variants_on_host(void)
 			small = SV(p.s, "tokens") < 33 || SV(p.s, "rank") < 33 ||
 				SV(p.s, "out") / SV(p.s, "blocks") < 33;
 			CU_ASSERT_FATAL(x.n > 0 || (is_90a(v) && small) ||
-					(is_tc(v) && SV(p.s, "blocks") > 16) || is_fcl(v));
+					(is_tc(v) && SV(p.s, "blocks") > 16) || is_fcl(v) ||
+					(is_tcf(v) && SV(p.s, "rank") % 32));
 			if (x.n == 0)
 				continue;
 			emulated[v]++;
@@ -885,17 +996,21 @@ static void test_variants_on_host(void)
 				CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, cs[k], &t, &plan, &e), 0);
 				kt_config_key(fam, cs[k], key, sizeof(key));
 				/* fused: stage 1 + mixing, stage 3; fused_cl: one */
-				CU_ASSERT_EQUAL(plan.nlaunch, is_fcl(v) ? 1 : is_fused(v) ? 2 : 3);
+				CU_ASSERT_EQUAL(plan.nlaunch,
+						is_fcl(v) ? 1 : is_fused(v) || is_tcf(v) ? 2 : 3);
 				CU_ASSERT_STRING_EQUAL(plan.launch[0].kernel,
 						       is_fcl(v) ? "fused_blast_cl" :
+						       is_tcf(v) ? "fused_blast_s1tc" :
 						       is_fused(v) ? "blast_s1mix" :
 						       is_ws(v) ? "gemm_tn_ws" : "gemm_tn");
 				CU_ASSERT_EQUAL(plan.nprep, 1);
 				CU_ASSERT(strlen(plan.transform) > 10);
 				for (pr = 0; pr < plan.nprograms; pr++)
-					wg += emu_define(&plan.programs[pr], is_ws(v) ? "WS" : "WGMMA") == 1;
-				/* every GEMM program on the variant's MMA path */
-				CU_ASSERT_EQUAL(wg, is_90a(v) ? plan.nprograms - 1 : 0);
+					wg += emu_define(&plan.programs[pr],
+							 is_ws(v) || is_tcf(v) ? "WS" : "WGMMA") == 1;
+				/* every GEMM program on the variant's MMA path
+				 * (tcmix_fused: stage 3 its only GEMM) */
+				CU_ASSERT_EQUAL(wg, is_tcf(v) ? 1 : is_90a(v) ? plan.nprograms - 1 : 0);
 				/* z only where it goes through memory */
 				{
 					struct kt_buf bb[KT_MAX_BUFS];
@@ -903,7 +1018,7 @@ static void test_variants_on_host(void)
 
 					for (q = 0; q < nbb; q++)
 						hasz += strcmp(bb[q].name, "z") == 0;
-					CU_ASSERT_EQUAL(hasz, !is_fused(v) && !is_fcl(v));
+					CU_ASSERT_EQUAL(hasz, !is_fused(v) && !is_fcl(v) && !is_tcf(v));
 				}
 				for (round = 0; round < 2; round++) {
 					y = plan_run(&p, cs[k], &plan, round, &oob);
@@ -1266,6 +1381,29 @@ static void test_check(void)
 		CU_ASSERT_EQUAL(p7.launch[0].grid[2], 1);
 		CU_ASSERT_EQUAL(p7.launch[2].grid[0] * p7.launch[2].grid[2], 8 * 16);
 	}
+	/* tcmix_fused: sm_90a; S_c one 16 x 16 tile; rank slices of 32 or 64;
+	 * one block's k-chunks in the ring; its z, staging and ring tiles in
+	 * shared memory (only FUSED_M 64 with slices of 32 fit 227 KiB) */
+#define TCF_KEY(zbn, fm, ring)                                                                    \
+	"variant=tcmix_fused,BLOCK_M=128,BLOCK_N=256,Z_BLOCK_N=" zbn ",STAGES=4,GROUP_M=8,"      \
+	"FUSED_M=" fm ",RING=" ring
+	expect_config_ok(suite_shapes[0], TCF_KEY("32", "64", "8"), "sm_90a");
+	expect_config_ok(suite_shapes[0], TCF_KEY("32", "64", "12"), "sm_90a");
+	expect_config_reject(suite_shapes[0], TCF_KEY("32", "64", "8"), "sm_90", "sm_90a");
+	expect_config_reject("tokens=1024,in=5120,out=5120,blocks=20,rank=1280",
+			     TCF_KEY("32", "64", "8"), "sm_90a", "blocks=20 > 16");
+	expect_config_reject("tokens=1024,in=4096,out=4096,blocks=16,rank=1040",
+			     TCF_KEY("32", "64", "8"), "sm_90a", "not a multiple");
+	expect_config_reject(suite_shapes[0], TCF_KEY("128", "64", "8"), "sm_90a", "32 or 64");
+	/* in/blocks 384: six k-chunks, over 4 slots */
+	expect_config_reject("tokens=1024,in=6144,out=4096,blocks=16,rank=1024",
+			     TCF_KEY("32", "64", "4"), "sm_90a", "cannot hold");
+	expect_config_ok(suite_shapes[2],
+			 "variant=tcmix_fused,BLOCK_M=128,BLOCK_N=128,Z_BLOCK_N=32,STAGES=4,GROUP_M=8,"
+			 "FUSED_M=64,RING=4", "sm_90a");
+	expect_config_reject(suite_shapes[0], TCF_KEY("64", "64", "8"), "sm_90a", "shared memory");
+	expect_config_reject(suite_shapes[0], TCF_KEY("32", "128", "8"), "sm_90a", "shared memory");
+#undef TCF_KEY
 	/* naive_ws: sm_90a, and CONSUMERS whole 64-row warpgroups */
 	expect_config_reject(suite_shapes[0],
 			     "variant=naive_ws,BLOCK_M=128,BLOCK_N=128,Z_BLOCK_N=128,STAGES=4,GROUP_M=8,"
@@ -1338,8 +1476,10 @@ static int space_one(const struct kt_config *c, void *arg)
 		if (!bad)
 			bad |= l->pdl != (emu_define(&p.programs[l->program], "KT_PDL") == 1 &&
 					  i >= p.nprep && (strcmp(l->kernel, "gemm_tn_ws") == 0 ||
-							   strcmp(l->kernel, "blast_mix_tcp") == 0));
-		if (!bad && strcmp(fam->variants[c->variant], "tcmix_ws") == 0)
+							   strcmp(l->kernel, "blast_mix_tcp") == 0 ||
+							   strcmp(l->kernel, "fused_blast_s1tc") == 0));
+		if (!bad && (strcmp(fam->variants[c->variant], "tcmix_ws") == 0 ||
+			     strcmp(fam->variants[c->variant], "tcmix_fused") == 0))
 			bad |= i >= p.nprep && !l->pdl;
 	}
 	for (i = 0; i < p.nprograms; i++)
@@ -1543,6 +1683,17 @@ static void pick_tile(const struct kt_config *c, struct kt_gemm_tile *t)
 		t->stages = c->p[6];
 		return;
 	}
+	if (is_tcf(c->variant)) {	/* the fused kernel: FUSED_M x rank slice, RING */
+		t->bm = c->p[11];
+		t->bn = c->p[2];
+		t->bk = 64;
+		t->wm = t->bm / 16;
+		t->wn = 1;
+		t->stages = c->p[12];
+		t->ws = 1;
+		t->consumers = t->bm / 64;
+		return;
+	}
 	t->bm = c->p[0];
 	t->bn = c->p[1] > c->p[2] ? c->p[1] : c->p[2];
 	t->bk = is_90a(c->variant) ? 64 : c->p[3];
@@ -1640,7 +1791,7 @@ static void test_compile(void)
 	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;
-	int k, blast_seen = 0, mixers = 0, fused = 0, tc = 0, tc_pdl = 0, fcl = 0;
+	int k, blast_seen = 0, mixers = 0, fused = 0, tc = 0, tc_pdl = 0, fcl = 0, s1tc = 0;
 
 	memset(&j, 0, sizeof(j));
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -1657,6 +1808,8 @@ static void test_compile(void)
 	for (k = 0; k < j.n; k++) {
 		if (job_ok(&j, k) && strcmp(j.progs[k].tpl, "blast_fused") == 0)
 			fcl++;
+		if (job_ok(&j, k) && strcmp(j.progs[k].tpl, "blast_s1tc") == 0)
+			s1tc++;
 		if (!job_ok(&j, k) || strcmp(j.progs[k].tpl, "blast") != 0)
 			continue;
 		if (emu_define(&j.progs[k], "FUSED") == 1) {
@@ -1684,6 +1837,8 @@ static void test_compile(void)
 	/* fused_cl at llama1b on sm_90 (its extremes; sm_90a with
 	 * KTUNE_COMPILE_ALL) */
 	CU_ASSERT(fcl >= 2);
+	/* tcmix_fused's stage-1 + mixing kernel on sm_90a (its extremes) */
+	CU_ASSERT(s1tc >= 2);
 	job_list_release(&j);
 }
 
@@ -1770,8 +1925,9 @@ static void test_gpu_variants(void)
 			x.t = t;
 			x.variant = v;
 			kt_space_foreach(fam, 0, ft_collect_one, &x);
-			if (x.n == 0) {	/* fused_cl: narrow shapes */
-				CU_ASSERT((is_90a(v) && !t.arch_a) || is_fcl(v));
+			if (x.n == 0) {	/* fused_cl: narrow shapes; tcmix_fused: rank slices of 32 */
+				CU_ASSERT((is_90a(v) && !t.arch_a) || is_fcl(v) ||
+					  (is_tcf(v) && SV(s, "rank") % 32));
 				continue;
 			}
 			cs[0] = &x.first;
