@@ -299,6 +299,22 @@ static void emu_splitk_reduce(struct emu *m, const struct kt_launch *l)
 		}
 }
 
+void emu_map_ok(struct emu *m, const struct kt_arg *a, int b0, int b1, int b2, int swz)
+{
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
+	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
+	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "\n  tensor map: %s\n", why);
+	CU_ASSERT_EQUAL(a->tmap.rank, 3);
+	CU_ASSERT_EQUAL(a->tmap.box[0], b0);
+	CU_ASSERT_EQUAL(a->tmap.box[1], b1);
+	CU_ASSERT_EQUAL(a->tmap.box[2], b2);
+	CU_ASSERT_EQUAL(a->tmap.swizzle, swz);
+}
+
 void emu_launch(struct emu *m, const struct kt_launch *l)
 {
 	static const struct {

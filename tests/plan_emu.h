@@ -68,6 +68,11 @@ long emu_define(const struct kt_program *p, const char *name);
 void emu_map_extent(const struct kt_arg *a, long long zm, long long rows, long long K,
 		    long long nz);
 
+/* Asserts that launch argument a is a rank-3 tensor map the worker accepts
+ * over its buffer, with box (b0, b1, b2) and a swizzle of swz bytes (what a
+ * kernel's shared-memory layouts assume). */
+void emu_map_ok(struct emu *m, const struct kt_arg *a, int b0, int b1, int b2, int swz);
+
 /* Runs one launch: the common checks (program index, grid, block, a
  * "<tpl>_" kernel from the family's template), then the family's callback,
  * then the GEMM template's kernels; else counts it unknown. */

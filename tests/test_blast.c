@@ -601,24 +601,6 @@ static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 
 static double fcl_round(const struct emu *m, double v);
 
-/* Map arg a of fused_blast_s1tc: rank 3, accepted by the worker over its
- * buffer, with the box and swizzle the kernel's layouts assume. */
-static void s1tc_map_ok(struct emu *m, const struct kt_arg *a, int b0, int b1, int b2, int swz)
-{
-	char why[200] = "";
-
-	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
-	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
-	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
-	if (why[0])
-		fprintf(stderr, "\n  tensor map: %s\n", why);
-	CU_ASSERT_EQUAL(a->tmap.rank, 3);
-	CU_ASSERT_EQUAL(a->tmap.box[0], b0);
-	CU_ASSERT_EQUAL(a->tmap.box[1], b1);
-	CU_ASSERT_EQUAL(a->tmap.box[2], b2);
-	CU_ASSERT_EQUAL(a->tmap.swizzle, swz);
-}
-
 /* blast_s1tc.cu's fused_blast_s1tc, CTA by CTA (rank slices fastest):
  * z_j of its token tile and rank slice through the x and V maps (k-chunks
  * of 64, zero fill), bf16-rounded where the kernel rounds it, blocks b ..
@@ -664,11 +646,11 @@ static void emu_s1tc(struct emu *m, const struct kt_launch *l)
 		CU_ASSERT_EQUAL(l->smem, (unsigned)(1024 + (rb > tiles ? rb : tiles) + tiles +
 						    RS / 8 * 4096 + 256));
 	}
-	s1tc_map_ok(m, tx, 64, 1, (int)T, 128);
-	s1tc_map_ok(m, tv, 64, (int)RS, 1, 128);
-	s1tc_map_ok(m, ts, 16, 16, 8, 32);
+	emu_map_ok(m, tx, 64, 1, (int)T, 128);
+	emu_map_ok(m, tv, 64, (int)RS, 1, 128);
+	emu_map_ok(m, ts, 16, 16, 8, 32);
 	/* w's stores: (rank, token, block), a warp's 16 tokens x 16 blocks */
-	s1tc_map_ok(m, tw, (int)RS, 16, 16, (int)RS * 2);
+	emu_map_ok(m, tw, (int)RS, 16, 16, (int)RS * 2);
 	CU_ASSERT(tw->tmap.dims[0] == r && tw->tmap.dims[1] == N && tw->tmap.dims[2] == b &&
 		  tw->tmap.strides[1] == r && tw->tmap.strides[2] == N * r);
 	z = malloc(sizeof(double) * (size_t)(16 * T * RS));

@@ -446,22 +446,11 @@ static void emu_ref_y(struct emu *m, const struct kt_launch *l)
 	}
 }
 
-/* Map arg a: a rank-3 map the worker accepts over its buffer, with box
- * (64, b1, b2) and the 128-byte swizzle the kernel's descriptors assume. */
+/* Map arg a: box (64, b1, b2) and the 128-byte swizzle the kernel's
+ * descriptors assume. */
 static void map_ok(struct emu *m, const struct kt_arg *a, int b1, int b2)
 {
-	char why[200] = "";
-
-	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
-	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
-	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
-	if (why[0])
-		fprintf(stderr, "\n  tensor map: %s\n", why);
-	CU_ASSERT_EQUAL(a->tmap.rank, 3);
-	CU_ASSERT_EQUAL(a->tmap.box[0], 64);
-	CU_ASSERT_EQUAL(a->tmap.box[1], b1);
-	CU_ASSERT_EQUAL(a->tmap.box[2], b2);
-	CU_ASSERT_EQUAL(a->tmap.swizzle, 128);
+	emu_map_ok(m, a, 64, b1, b2, 128);
 }
 
 /* 1: EPILOGUE 3's interleave takes each chunk's element u ^ 1 (as
