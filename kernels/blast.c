@@ -411,7 +411,6 @@ static int fcl_check(const struct kt_shape *s, const struct kt_config *c,
 static long s1tc_smem(const struct kt_config *c)
 {
 	long fm = c->p[P_FUSED_M], rs = c->p[P_ZBN];
-
 	long ring = c->p[P_RING] * (fm + rs) * 128, tiles = (fm / 16) * rs * 512;
 
 	return 1024 + (ring > tiles ? ring : tiles) + tiles + rs / 8 * 4096 + 256;

@@ -92,22 +92,6 @@ KT_DEV unsigned zoff(int c, int j, int h)
 	return (unsigned)(((((c * 2 + (j >> 3)) * 2 + h) * 8) + ((j ^ c) & 7)) * 16);
 }
 
-/* Issues S1 for block j into g (zeroed, fenced by the caller): its KCH
- * chunks, each once the copy engine delivered it. */
-KT_DEV void s1_issue(const ctx &c, float (&g)[NG][4], int j, unsigned xoff)
-{
-	for (int kc = 0; kc < c.kch; kc++) {
-		const int q = j * c.kch + kc, s = q % RING;
-		const unsigned st = c.ring + s * SLOT;
-
-		kt_mbar_wait(c.full + s * 8, (q / RING) & 1);
-#pragma unroll
-		for (int kk = 0; kk < 4; kk++)
-			kt_wg<RS>::ss<0, 0>(g, kt_wg_desc_k(st + xoff) + 2 * kk,
-					    kt_wg_desc_k(st + XCH) + 2 * kk);
-	}
-}
-
 /* G_j (this warp's 16 rows x RS ranks, fp32) into its z tile as bf16:
  * matrix q of each stmatrix is n8 tile 2p + q / 2, token half q % 2. */
 KT_DEV void z_store(const float (&g)[NG][4], int j, unsigned zw, int lane)
@@ -139,7 +123,7 @@ KT_DEV void step(const ctx &c, float (&cur)[NG][4], float (&nxt)[NG][4], int j, 
 	if (j + 1 < b) {
 		kt_wg_zero(nxt);
 		kt_wg_fence();
-		s1_issue(c, nxt, j + 1, xoff);
+		kt_wg_ring_chunks<RS, RING, SLOT>(nxt, c.ring, c.full, c.kch, j + 1, xoff, XCH);
 		kt_wg_commit();
 	}
 	z_store(cur, j, zw, c.lane);
@@ -295,7 +279,7 @@ fused_blast_s1tc(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 		}
 		kt_wg_zero(g0);
 		kt_wg_fence();
-		s1_issue(c, g0, 0, xoff);
+		kt_wg_ring_chunks<RS, RING, SLOT>(g0, c.ring, c.full, c.kch, 0, xoff, XCH);
 		kt_wg_commit();
 		for (int j = 0; j < b; j += 2) {
 			step(c, g0, g1, j, b, xoff, zw);

@@ -585,6 +585,30 @@ struct kt_wg<256> {
 	}
 };
 
+/* Issues one block's KCH k-chunks from a warp-specialized kernel's TMA ring
+ * into g (zeroed and fenced by the caller): ring slot q % SLOTS (q = j * kch
+ * + kc, SLOT_BYTES each) holds a 64-wide k-chunk of A at aoff and of B at boff,
+ * both K-major with the 128-byte swizzle; each chunk once its full barrier
+ * (8 bytes a slot from full) says the copy engine delivered it, then its
+ * four k16 steps of D (64 x WN) += A . B^T. monarch_fused.cu's S1 and
+ * blast_s1tc.cu's stage 1. (Parameter names apart from the kernels' -D
+ * macros: RING, SLOT.) */
+template <int WN, int SLOTS, int SLOT_BYTES>
+KT_DEV void kt_wg_ring_chunks(float (&g)[WN / 8][4], unsigned ring, unsigned full, int kch, int j,
+			      unsigned aoff, unsigned boff)
+{
+	for (int kc = 0; kc < kch; kc++) {
+		const int q = j * kch + kc, s = q % SLOTS;
+		const unsigned st = ring + s * SLOT_BYTES;
+
+		kt_mbar_wait(full + s * 8, (q / SLOTS) & 1);
+#pragma unroll
+		for (int kk = 0; kk < 4; kk++)
+			kt_wg<WN>::template ss<0, 0>(g, kt_wg_desc_k(st + aoff) + 2 * kk,
+						    kt_wg_desc_k(st + boff) + 2 * kk);
+	}
+}
+
 #endif
 
 #endif

@@ -216,16 +216,7 @@ struct ctx {
  * chunks of j, each once the copy engine has delivered it. */
 KT_DEV void s1_issue(const ctx &c, float (&g)[NG][4], int j)
 {
-	for (int kc = 0; kc < c.kch; kc++) {
-		const int q = j * c.kch + kc, s = q % RING;
-		const unsigned st = c.ring + s * SLOT;
-
-		kt_mbar_wait(c.full + s * 8, (q / RING) & 1);
-#pragma unroll
-		for (int kk = 0; kk < 4; kk++)
-			kt_wg<RP>::ss<0, 0>(g, kt_wg_desc_k(st + c.xoff) + 2 * kk,
-					    kt_wg_desc_k(st + XCH) + 2 * kk);
-	}
+	kt_wg_ring_chunks<RP, RING, SLOT>(g, c.ring, c.full, c.kch, j, c.xoff, XCH);
 }
 
 /* Arrives (one warp's release) on barrier bar of this CTA and, in a
