@@ -328,6 +328,19 @@ out:
 	return rc;
 }
 
+/* Whether the export's device filter selects d, as the store's winners
+ * query does (uuid, name or id; no filter: every device). */
+static int filter_device(const struct export_filter *f, const struct store_device *d)
+{
+	char id[32];
+
+	if (!f || !f->device)
+		return 1;
+	snprintf(id, sizeof(id), "%lld", (long long)d->id);
+	return strcmp(f->device, d->uuid) == 0 || strcmp(f->device, d->name) == 0 ||
+	       strcmp(f->device, id) == 0;
+}
+
 int export_json(struct store *st, const struct export_filter *f, json_t **out,
 		struct kt_err *err)
 {
@@ -357,11 +370,16 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 		kt_err_set(err, KT_EINTERNAL, "out of memory");
 		goto out;
 	}
-	/* Only the devices and families the entries use. */
+	/* Every device the filter selects, tuned or not, so that the header
+	 * resolves a device name as lookup_best() does over the store: a
+	 * named device with nothing tuned falls back to its arch and the
+	 * default instead of being unknown, and a name it shares with tuned
+	 * GPUs still makes a device ambiguous. Likewise every family the
+	 * filter selects: one with nothing tuned answers the default. */
 	for (k = 0; k < ndev; k++) {
 		for (i = 0; i < n && w[i].device_id != devs[k].id; i++)
 			;
-		if (i < n)
+		if (i < n || filter_device(f, &devs[k]))
 			json_array_append_new(jdevs, lookup_device_json(&devs[k]));
 	}
 	for (k = 0; k < kt_family_count(); k++) {
@@ -369,7 +387,7 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 
 		for (i = 0; i < n && strcmp(w[i].family, fam->name) != 0; i++)
 			;
-		if (i < n)
+		if (i < n || !f || !f->family || strcmp(f->family, fam->name) == 0)
 			json_array_append_new(jfams, family_json(fam));
 	}
 	for (i = 0; i < n; i++) {
@@ -523,12 +541,11 @@ static const char header_prologue[] =
 
 /* ktune_best() is lookup_best() (server/lookup.c) step for step; a change
  * to one is a change to the other, and test_export compares their answers.
- * NEEDSWORK: the header knows only the devices that have a winner (the
- * JSON export's "devices"), lookup_best() every device of the store: a
- * device with nothing tuned, named, answers KTUNE_MATCH_NONE here where the
- * server falls back to arch or default, and a name it shares with tuned
- * GPUs resolves here to the first tuned one. Exporting those devices too
- * would fix both. */
+ * The header knows the devices and families the export selected (the
+ * JSON export's "devices" and "families": without a filter all of the
+ * store's devices and all of the binary's families, tuned or not), so a
+ * name resolves to the same device, ambiguity or default as over the
+ * store. */
 static const char header_lookup[] =
 "\nstatic inline int ktune_streq_nocase(const char *a, const char *b)\n{\n"
 "\tfor (; *a && *b; a++, b++) {\n"

@@ -72,8 +72,10 @@ static void test_json_plans(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
 	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(doc, "format")), EXPORT_FORMAT_NAME);
 	CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "entries")), FX_NPROBLEMS);
-	/* the A100 has no winner: not exported */
-	CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "devices")), 2);
+	/* every device, the A100 too, though it has no winner (the header
+	 * resolves names as the store does); every family of the binary */
+	CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "devices")), FX_NDEVS);
+	CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "families")), kt_family_count());
 	json_array_foreach(json_object_get(doc, "entries"), i, e) {
 		const struct kt_family *f = kt_family_find(json_string_value(json_object_get(e, "family")));
 		json_t *launch = json_object_get(e, "launch"), *l, *prog;
@@ -219,7 +221,7 @@ static void test_import_roundtrip(void)
 	CU_ASSERT_EQUAL(import_json_file_stats(st, json_path, &stats, &err), 0);
 	CU_ASSERT_EQUAL(stats.entries, FX_NPROBLEMS);
 	CU_ASSERT_EQUAL(stats.entries_added, FX_NPROBLEMS);
-	CU_ASSERT_EQUAL(stats.devices, 2);
+	CU_ASSERT_EQUAL(stats.devices, FX_NDEVS);
 	/* idempotent */
 	CU_ASSERT_EQUAL(import_json_file_stats(st, json_path, &stats, &err), 0);
 	CU_ASSERT_EQUAL(stats.entries_added, 0);
@@ -514,7 +516,9 @@ static void write_header(const char *db, enum store_mode mode, const char *dir)
 	export_bundle_release(&b);
 }
 
-/* An empty export still compiles. */
+/* An empty export still compiles, and knows the families: a known one
+ * answers the default (as the server does on an empty store), an unknown
+ * one none. */
 static void test_header_empty(void)
 {
 	const char *dir = kt_test_path("hdr-empty");
@@ -526,7 +530,8 @@ static void test_header_empty(void)
 		static const char src[] =
 			"#include \"ktune_tuned.h\"\n"
 			"int main(void)\n{\n\tlong s[3] = { 1, 16, 16 };\n\tint m;\n\n"
-			"\treturn ktune_best(0, \"sm_90\", \"dense\", s, 0, 0, &m, 0) != 0 || m != KTUNE_MATCH_NONE;\n}\n";
+			"\treturn ktune_best(0, \"sm_90\", \"dense\", s, 0, 0, &m, 0) != 0 || m != KTUNE_MATCH_DEFAULT ||\n"
+			"\t       ktune_best(0, \"sm_90\", \"nosuch\", s, 0, 0, &m, 0) != 0 || m != KTUNE_MATCH_NONE;\n}\n";
 
 		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, src, strlen(src)), 0);
 	}
@@ -662,6 +667,110 @@ static void test_header_same_model(void)
 	CU_ASSERT_EQUAL_FATAL(fx_sib_build(db, &sib_set, FX_SIB_NMODEL), 0);
 	sib_expect(db, 15, "exact", 2);
 	sib_expect(db, 16, "nearest", 0);
+	write_header(db, STORE_RO, dir);
+	header_parity(dir, qfile, &qs);
+}
+
+/* ---- the C header with devices that have nothing tuned ----
+ *
+ * The siblings' store plus two GPUs without an entry: an "NVIDIA H200"
+ * registered before the tuned ones (so that the name resolves to it) and an
+ * "NVIDIA GH200" of sm_90 (a model of its own), registered last. The
+ * database answers for them from their model or their arch; the header
+ * must too, where an export of the tuned devices alone answered none or
+ * resolved the name to the first tuned H200. */
+static const struct fx_dev idle_devs[] = {
+	{ "NVIDIA H200", "GPU-idle-h200", "sm_90", 132, 62914560, 232448 },
+	{ "NVIDIA GH200", "GPU-idle-gh200", "sm_90", 132, 100663296, 232448 },
+};
+
+static const struct q idle_queries[] = {
+	/* by name, the untuned H200: no H200 has 8192, so the arch (the
+	 * H100's exact), not the tuned H200's nearest 2048 */
+	{ "NVIDIA H200", NULL, "dense", "tokens=8192,in=4096,out=4096" },
+	/* by uuid: its siblings' exact shape */
+	{ "GPU-idle-h200", NULL, "dense", "tokens=1024,in=4096,out=4096" },
+	/* a model of its own: the arch, exact then nearest */
+	{ "NVIDIA GH200", NULL, "dense", "tokens=1024,in=4096,out=4096" },
+	{ "GPU-idle-gh200", NULL, "lowrank", "tokens=1024,in=4096,out=4096,rank=1024" },
+	/* nothing of the family anywhere: the default */
+	{ "GPU-idle-gh200", NULL, "blockattn_fwd",
+	  "seqs=64,lmax=256,heads=4,head_dim=128,block=64,rope=1" },
+	/* several models, none named: none */
+	{ NULL, NULL, "dense", "tokens=1024,in=4096,out=4096" },
+};
+#define IDLE_NQ (int)(sizeof(idle_queries) / sizeof(idle_queries[0]))
+
+static struct q idle_query_at(int i)
+{
+	return idle_queries[i];
+}
+
+/* db answers idle query i with match and sibling entry want (-1: none). */
+static void idle_expect(const char *db, int i, const char *match, int want)
+{
+	char got[700], expect[700];
+
+	db_answer(db, idle_queries[i], got, sizeof(got));
+	snprintf(expect, sizeof(expect), "%s %s ", match, want < 0 ? "-" : sib_key[want]);
+	CU_ASSERT_EQUAL(strncmp(got, expect, strlen(expect)), 0);
+	if (strncmp(got, expect, strlen(expect)) != 0)
+		fprintf(stderr, "idle query %d: db '%s', want '%s...'\n", i, got, expect);
+}
+
+static int idle_add(const char *db, const struct fx_dev *d)
+{
+	struct store *st = NULL;
+	struct kt_err err = { 0 };
+	int64_t id;
+	int rc = -1;
+
+	if (store_open(db, STORE_RW, &st, &err) == 0 &&
+	    fx_devices_upsert(st, d, 1, NULL, &id, &err) == 0)
+		rc = 0;
+	if (rc < 0)
+		fprintf(stderr, "idle device %s: %s\n", d->uuid, err.msg);
+	store_close(st);
+	return rc;
+}
+
+static void test_header_untuned(void)
+{
+	char db[512], dir[512], qfile[512];
+	struct qset qs = { db, IDLE_NQ, idle_query_at, 0 };
+	json_t *doc, *devs;
+
+	snprintf(db, sizeof(db), "%s", kt_test_path("untuned.db"));
+	snprintf(dir, sizeof(dir), "%s", kt_test_path("hdr-untuned"));
+	snprintf(qfile, sizeof(qfile), "%s", kt_test_path("untuned-queries.txt"));
+	CU_ASSERT_EQUAL_FATAL(idle_add(db, &idle_devs[0]), 0);
+	CU_ASSERT_EQUAL_FATAL(fx_sib_build(db, &sib_set, FX_SIB_NDEVS), 0);
+	CU_ASSERT_EQUAL_FATAL(idle_add(db, &idle_devs[1]), 0);
+	/* the database's own answers, which the header must repeat */
+	idle_expect(db, 0, "arch", 8);
+	idle_expect(db, 1, "exact", 2);
+	idle_expect(db, 2, "arch", 7);
+	idle_expect(db, 5, "none", -1);
+	/* the JSON export lists every device; a device filter, its own */
+	doc = export_doc(db, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+	devs = json_object_get(doc, "devices");
+	CU_ASSERT_EQUAL(json_array_size(devs), FX_SIB_NDEVS + 2);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_array_get(devs, 0), "uuid")),
+			       "GPU-idle-h200");
+	json_decref(doc);
+	{
+		struct export_filter f = { "GPU-idle-gh200", NULL };
+
+		doc = export_doc(db, &f);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+		devs = json_object_get(doc, "devices");
+		CU_ASSERT_EQUAL(json_array_size(devs), 1);
+		CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_array_get(devs, 0), "uuid")),
+				       "GPU-idle-gh200");
+		CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "entries")), 0);
+		json_decref(doc);
+	}
 	write_header(db, STORE_RO, dir);
 	header_parity(dir, qfile, &qs);
 }
@@ -970,6 +1079,8 @@ int main(void)
 	CU_add_test(s, "c: header builds as C11 and C++, answers as the database", test_header);
 	CU_add_test(s, "c: header answers as the database with several GPUs of one model",
 		    test_header_same_model);
+	CU_add_test(s, "c: header answers as the database for devices with nothing tuned",
+		    test_header_untuned);
 	CU_add_test(s, "c: an empty export compiles", test_header_empty);
 	CU_add_test(s, "json and c carry a cooperative launch", test_cooperative);
 	CU_add_test(s, "json and c carry pdl launches", test_pdl);
