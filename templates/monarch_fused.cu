@@ -135,10 +135,19 @@
  * wait 1.66, gmma 1.14, long scoreboard 0.77): S1's m64n64k16 with both
  * operands in shared memory (4 KiB per step) runs far below peak, and the
  * shape (rank/blocks 64) has no larger N for it.
+ * Where EPILOGUE 3's extra time goes (bench/NOTES-linear.md, 8th
+ * session; ncu source counters, llama7b N1024, BLOCK_M 128, RING 6, warm
+ * L2: 36.3 us against monarch_bm's 30.1): the interleave's y2 loads
+ * (long scoreboard, one round of 16 loads a thread) ~3.2 us, the barrier
+ * while thread 0 waits for the tile ~1.5 us, the fence and arrival ~0.5.
+ * Tried and slower (the shipped form beside it in the same call):
+ * waiting for the 8 CTAs of a block group only, each CTA then writing
+ * half of every 32-byte sector of its rows (39.7 -> 44.5 us); staging
+ * the CTA's share of y (one contiguous run) in shared memory for one bulk
+ * copy (39.7 -> 40.4); CTAs fetching their share of x and the weights into
+ * L2 after j = 0's copies, or before them (39.1 -> 40.4, 41.4).
  * NEEDSWORK: EPILOGUE 3 takes only grids of at most one wave (a
- * persistent walk over the token tiles would lift that), and where its
- * 4.4 us go (the y2 round trip through L2, the wait for a tile's slowest
- * CTA, the stores of y) was not measured.
+ * persistent walk over the token tiles would lift that).
  */
 #include "common.cuh"
 
