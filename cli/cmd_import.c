@@ -16,7 +16,8 @@ static const char import_usage[] =
 	"Loads an export (ktune export --format json) into the database: devices,\n"
 	"problems, configs, one sweep per winner with its provenance, the winning\n"
 	"trial and its baselines. The file is checked whole before anything is\n"
-	"written; entries already present are skipped.\n"
+	"written, and written in one transaction: an error halfway (a full disk)\n"
+	"leaves the database as it was. Entries already present are skipped.\n"
 	"\n"
 	"  --db PATH   database (default $KTUNE_DB, else ./ktune.db; created if missing)\n"
 	"  --json      print the counts as JSON\n";

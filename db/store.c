@@ -235,19 +235,53 @@ static int tx_step(struct store *st, enum store_sql id, const char *what, struct
 
 int store_tx_begin(struct store *st, struct kt_err *err)
 {
-	return tx_step(st, SQL_BEGIN, "starting a transaction", err);
+	int rc;
+
+	/* SQLite ended the transaction by itself (an I/O error, a full
+	 * disk): the levels recorded here are gone with it */
+	if (st->tx_depth > 0 && sqlite3_get_autocommit(st->db))
+		st->tx_depth = 0;
+	if (st->tx_depth == 0)
+		rc = tx_step(st, SQL_BEGIN, "starting a transaction", err);
+	else
+		rc = store_exec(st, "SAVEPOINT kt_tx", err);
+	if (rc == 0)
+		st->tx_depth++;
+	return rc;
 }
 
 int store_tx_commit(struct store *st, struct kt_err *err)
 {
-	return tx_step(st, SQL_COMMIT, "committing", err);
+	int rc;
+
+	if (st->tx_depth > 1) {
+		if ((rc = store_exec(st, "RELEASE kt_tx", err)) == 0)
+			st->tx_depth--;
+		return rc;
+	}
+	/* a failed COMMIT (SQLITE_BUSY) leaves the transaction open for the
+	 * caller's rollback */
+	if ((rc = tx_step(st, SQL_COMMIT, "committing", err)) == 0 ||
+	    sqlite3_get_autocommit(st->db))
+		st->tx_depth = 0;
+	return rc;
 }
 
 void store_tx_rollback(struct store *st)
 {
-	/* Only fails when no transaction is open, which is what we want. */
-	if (sqlite3_get_autocommit(st->db) == 0)
-		tx_step(st, SQL_ROLLBACK, "rolling back", NULL);
+	if (sqlite3_get_autocommit(st->db)) {
+		st->tx_depth = 0;
+		return;
+	}
+	if (st->tx_depth > 1) {
+		/* back to the savepoint, which stays until released */
+		store_exec(st, "ROLLBACK TO kt_tx", NULL);
+		store_exec(st, "RELEASE kt_tx", NULL);
+		st->tx_depth--;
+		return;
+	}
+	tx_step(st, SQL_ROLLBACK, "rolling back", NULL);
+	st->tx_depth = 0;
 }
 
 /* ---- small local helpers ---- */

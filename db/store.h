@@ -43,6 +43,17 @@ void store_close(struct store *st);
 /* PRAGMA user_version of the open file. */
 int store_version(struct store *st);
 
+/* Transactions. The outermost store_tx_begin() is BEGIN IMMEDIATE (it
+ * waits up to the busy timeout for another writer); one inside it is a
+ * savepoint, so that a store function with a transaction of its own can
+ * run inside a caller's (an import: all of it or nothing). Each begin is
+ * ended by one commit or one rollback; the rollback cannot fail in a way
+ * worth reporting, and after an error SQLite rolled back by itself it
+ * ends every level. */
+int store_tx_begin(struct store *st, struct kt_err *err);
+int store_tx_commit(struct store *st, struct kt_err *err);
+void store_tx_rollback(struct store *st);
+
 /* ---- devices (one row per GPU, keyed by UUID) ---- */
 struct store_device {
 	int64_t id;

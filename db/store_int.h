@@ -45,6 +45,7 @@ struct store {
 	enum store_mode mode;
 	int version;			/* PRAGMA user_version after open */
 	sqlite3_stmt *stmt[SQL__COUNT];	/* prepared on first use, reset after */
+	int tx_depth;			/* store_tx_begin()s not yet ended */
 	char path[4096];
 };
 
@@ -57,11 +58,6 @@ void store_stmt_done(sqlite3_stmt *stmt);
  * the code mapped (corrupt -> KT_ECORRUPT, I/O and full disk -> KT_EIO, the
  * rest KT_EDB). Returns -1. */
 int store_db_error(struct store *st, struct kt_err *err, const char *what);
-/* BEGIN IMMEDIATE (waits up to the busy timeout for another writer),
- * COMMIT, and a ROLLBACK that cannot fail in a way worth reporting. */
-int store_tx_begin(struct store *st, struct kt_err *err);
-int store_tx_commit(struct store *st, struct kt_err *err);
-void store_tx_rollback(struct store *st);
 /* sqlite3_exec() of fixed SQL; -1 with err set on failure. */
 int store_exec(struct store *st, const char *sql, struct kt_err *err);
 /* Wall clock as unix seconds with sub-second precision. */

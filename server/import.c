@@ -262,9 +262,10 @@ out:
 	return rc;
 }
 
-/* NEEDSWORK: the store commits each call on its own, so a database error
- * halfway (disk full) leaves the entries before it imported; importing
- * again completes the rest. One transaction around it needs a store API. */
+/* All of it or nothing: one transaction (the store functions' own
+ * transactions nest inside it as savepoints), so a database error halfway
+ * (a full disk, a constraint) leaves the store as it was, and the stats
+ * then count nothing. */
 int import_json(struct store *st, json_t *doc, struct import_stats *stats, struct kt_err *err)
 {
 	struct import_stats local;
@@ -275,6 +276,8 @@ int import_json(struct store *st, json_t *doc, struct import_stats *stats, struc
 		stats = &local;
 	memset(stats, 0, sizeof(*stats));
 	if (validate(doc, err) < 0)
+		return -1;
+	if (store_tx_begin(st, err) < 0)
 		return -1;
 	json_array_foreach(json_object_get(doc, "devices"), i, d) {
 		struct store_device dev;
@@ -292,15 +295,21 @@ int import_json(struct store *st, json_t *doc, struct import_stats *stats, struc
 		snprintf(dev.cuda, sizeof(dev.cuda), "%s", jstr(d, "cuda"));
 		snprintf(dev.nvrtc, sizeof(dev.nvrtc), "%s", jstr(d, "nvrtc"));
 		if (store_device_upsert(st, &dev, err) < 0)
-			return -1;
+			goto fail;
 		stats->devices++;
 	}
 	json_array_foreach(json_object_get(doc, "entries"), i, e) {
 		stats->entries++;
 		if (import_entry(st, doc, e, stats, err) < 0)
-			return -1;
+			goto fail;
 	}
+	if (store_tx_commit(st, err) < 0)
+		goto fail;
 	return 0;
+fail:
+	store_tx_rollback(st);
+	memset(stats, 0, sizeof(*stats));
+	return -1;
 }
 
 int import_json_text(struct store *st, const char *text, size_t len,

@@ -11,6 +11,7 @@
  * (best, export) agrees too.
  */
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,47 @@ static void test_import_roundtrip(void)
 					 &stats, &err), -1);
 	CU_ASSERT_EQUAL(err.code, KT_EINVAL);
 	store_close(st);
+
+	/* a database error halfway (here a planted trigger refusing the third
+	 * trial) leaves a fresh store as it was; without the trigger the same
+	 * file imports whole */
+	{
+		const char *part = kt_test_path("partial.db");
+		static const char *const tables[] = { "devices", "problems", "configs", "sweeps",
+						       "trials", "baselines" };
+		struct store *ps = NULL;
+		size_t k;
+
+		kt_err_clear(&err);
+		CU_ASSERT_EQUAL_FATAL(store_open(part, STORE_RW, &ps, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(sqlite3_exec(store_sqlite(ps),
+			"CREATE TEMP TRIGGER kt_plant BEFORE INSERT ON main.trials"
+			" WHEN (SELECT count(*) FROM main.trials) >= 2"
+			" BEGIN SELECT RAISE(ABORT, 'planted: no room'); END", NULL, NULL, NULL), SQLITE_OK);
+		CU_ASSERT_EQUAL(import_json_file_stats(ps, json_path, &stats, &err), -1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "planted"));
+		CU_ASSERT_EQUAL(stats.entries_added, 0);
+		CU_ASSERT_EQUAL(stats.devices, 0);
+		for (k = 0; k < sizeof(tables) / sizeof(tables[0]); k++) {
+			char sql[96];
+			sqlite3_stmt *q = NULL;
+
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM main.%s", tables[k]);
+			CU_ASSERT_EQUAL_FATAL(sqlite3_prepare_v2(store_sqlite(ps), sql, -1, &q, NULL), SQLITE_OK);
+			CU_ASSERT_EQUAL(sqlite3_step(q), SQLITE_ROW);
+			CU_ASSERT_EQUAL(sqlite3_column_int64(q, 0), 0);
+			if (sqlite3_column_int64(q, 0) != 0)
+				fprintf(stderr, "partial import left %lld rows in %s\n",
+					(long long)sqlite3_column_int64(q, 0), tables[k]);
+			sqlite3_finalize(q);
+		}
+		CU_ASSERT_EQUAL(sqlite3_exec(store_sqlite(ps), "DROP TRIGGER kt_plant", NULL, NULL, NULL),
+				SQLITE_OK);
+		kt_err_clear(&err);
+		CU_ASSERT_EQUAL(import_json_file_stats(ps, json_path, &stats, &err), 0);
+		CU_ASSERT_EQUAL(stats.entries_added, FX_NPROBLEMS);
+		store_close(ps);
+	}
 
 	/* the imported database answers every query as the original does */
 	for (i = 0; i < NQ; i++) {

@@ -351,6 +351,56 @@ static void test_garbage_and_truncated_refused(void)
 
 /* ---- round trips ---- */
 
+/* store_tx_*: a begin inside a begin is a savepoint; store functions with
+ * a transaction of their own (store_sweep_begin) nest inside a caller's;
+ * each level ends on its own, and the outermost decides. */
+static void test_nested_tx(void)
+{
+	struct store *st = open_rw(kt_test_path("nested.db"));
+	struct store_sweep_spec spec;
+	struct kt_err e = { 0 };
+	int64_t dev, prob, sweep;
+	int resumed;
+
+	/* inner rolled back, outer committed: only the outer's rows */
+	CU_ASSERT_EQUAL_FATAL(store_tx_begin(st, &e), 0);
+	add_device(st, "GPU-outer", "NVIDIA H200", "sm_90");
+	CU_ASSERT_EQUAL_FATAL(store_tx_begin(st, &e), 0);
+	add_device(st, "GPU-inner", "NVIDIA H200", "sm_90");
+	store_tx_rollback(st);
+	CU_ASSERT_EQUAL(store_tx_commit(st, &e), 0);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM devices WHERE uuid = 'GPU-outer'"), 1);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM devices WHERE uuid = 'GPU-inner'"), 0);
+
+	/* inner committed (a sweep begun inside), outer rolled back: nothing */
+	CU_ASSERT_EQUAL_FATAL(store_tx_begin(st, &e), 0);
+	dev = add_device(st, "GPU-gone", "NVIDIA H200", "sm_90");
+	prob = add_problem(st, "dense", "tokens=64,in=64,out=64");
+	memset(&spec, 0, sizeof(spec));
+	spec.device_id = dev;
+	spec.problem_id = prob;
+	spec.strategy = "exhaustive";
+	spec.options_key = "nested";
+	spec.provenance_json = "{}";
+	spec.planned = 1;
+	CU_ASSERT_EQUAL(store_sweep_begin(st, &spec, &sweep, &resumed, &e), 0);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM sweeps"), 1);
+	store_tx_rollback(st);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM sweeps"), 0);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM devices WHERE uuid = 'GPU-gone'"), 0);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM problems"), 0);
+
+	/* every level ended: the next begin is a transaction of its own */
+	CU_ASSERT(sqlite3_get_autocommit(store_sqlite(st)) != 0);
+	CU_ASSERT_EQUAL(store_tx_begin(st, &e), 0);
+	add_device(st, "GPU-after", "NVIDIA H200", "sm_90");
+	CU_ASSERT_EQUAL(store_tx_commit(st, &e), 0);
+	CU_ASSERT(sqlite3_get_autocommit(store_sqlite(st)) != 0);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM devices WHERE uuid = 'GPU-after'"), 1);
+	CU_ASSERT_EQUAL(e.code, KT_OK);
+	store_close(st);
+}
+
 static void test_devices(void)
 {
 	struct store *st = open_rw(kt_test_path("devices.db"));
@@ -1355,6 +1405,7 @@ int main(void)
 	CU_add_test(s, "garbage and truncated refused", test_garbage_and_truncated_refused);
 	s = CU_add_suite("store_rows", NULL, NULL);
 	CU_add_test(s, "devices", test_devices);
+	CU_add_test(s, "nested transactions", test_nested_tx);
 	CU_add_test(s, "problems and configs", test_intern);
 	CU_add_test(s, "sweeps", test_sweeps);
 	CU_add_test(s, "trials", test_trials);
