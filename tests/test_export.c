@@ -668,17 +668,24 @@ static const struct fx_sib_set sib_set = {
 	sib_entries, SIB_NENTRIES, SIB_NQUERIES, sib_asked_at, sib_key,
 };
 
-/* db answers query i of sib_queries (0-based) with match and entry want
- * (-1: a default or none, no config). */
-static void sib_expect(const char *db, int i, const char *match, int want)
+/* db answers q (query i of the set named what) with match and sibling
+ * entry want (-1: a default or none, no config). */
+static void answer_expect(const char *db, struct q q, const char *what, int i, const char *match,
+			  int want)
 {
 	char got[700], expect[700];
 
-	db_answer(db, sib_queries[i], got, sizeof(got));
+	db_answer(db, q, got, sizeof(got));
 	snprintf(expect, sizeof(expect), "%s %s ", match, want < 0 ? "-" : sib_key[want]);
 	CU_ASSERT_EQUAL(strncmp(got, expect, strlen(expect)), 0);
 	if (strncmp(got, expect, strlen(expect)) != 0)
-		fprintf(stderr, "siblings query %d: db '%s', want '%s...'\n", i, got, expect);
+		fprintf(stderr, "%s query %d: db '%s', want '%s...'\n", what, i, got, expect);
+}
+
+/* db answers query i of sib_queries (0-based) so. */
+static void sib_expect(const char *db, int i, const char *match, int want)
+{
+	answer_expect(db, sib_queries[i], "siblings", i, match, want);
 }
 
 static void test_header_same_model(void)
@@ -748,16 +755,10 @@ static struct q idle_query_at(int i)
 	return idle_queries[i];
 }
 
-/* db answers idle query i with match and sibling entry want (-1: none). */
+/* db answers idle query i so. */
 static void idle_expect(const char *db, int i, const char *match, int want)
 {
-	char got[700], expect[700];
-
-	db_answer(db, idle_queries[i], got, sizeof(got));
-	snprintf(expect, sizeof(expect), "%s %s ", match, want < 0 ? "-" : sib_key[want]);
-	CU_ASSERT_EQUAL(strncmp(got, expect, strlen(expect)), 0);
-	if (strncmp(got, expect, strlen(expect)) != 0)
-		fprintf(stderr, "idle query %d: db '%s', want '%s...'\n", i, got, expect);
+	answer_expect(db, idle_queries[i], "idle", i, match, want);
 }
 
 static int idle_add(const char *db, const struct fx_dev *d)
