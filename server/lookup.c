@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "launch.h"
 #include "query.h"
 
 /* H200 ceilings (KERNELS.md): the floor every result is reported against. */
@@ -455,6 +456,17 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 	json_object_set_new(o, "config_key", json_string(ck));
 	json_object_set_new(o, "config", lookup_config_json(f, &a->cfg));
 	json_object_set_new(o, "floor_us", json_real(a->floor_us));
+	/* How to run the answer at the asked shape (grids, buffers and
+	 * arguments are the shape's; a nearest answer's tuned shape has
+	 * others): null, with the reason, when the family will not plan it. */
+	{
+		struct kt_err perr = { 0 };
+		json_t *plan = launch_plan_json(f, &q->shape, &a->cfg, &a->target, &perr);
+
+		json_object_set_new(o, "launch", plan ? plan : json_null());
+		if (!plan)
+			json_object_set_new(o, "launch_error", json_string(perr.msg));
+	}
 	if (!e) {
 		json_object_set_new(o, "tuned", json_null());
 		json_object_set_new(o, "median_us", json_null());

@@ -468,6 +468,43 @@ static void test_http_reads(void)
 	json_decref(j);
 }
 
+/* The grid of the first timed launch of family's config at shape, planned
+ * for fixture device dev: 0, or -1. */
+static int plan_grid(const char *family, const char *shape, const char *config, int dev,
+		     unsigned grid[3])
+{
+	const struct kt_family *f = kt_family_find(family);
+	struct store_device d;
+	struct kt_target t;
+	struct kt_shape s;
+	struct kt_config c;
+	struct kt_plan p;
+	struct kt_err err = { 0 };
+
+	memset(&d, 0, sizeof(d));
+	d.sms = fx_devs[dev].sms;
+	d.l2_bytes = fx_devs[dev].l2;
+	d.smem_optin = fx_devs[dev].smem;
+	if (!f || kt_shape_parse(f, shape, &s, &err) < 0 || kt_config_parse(f, config, &c, &err) < 0 ||
+	    lookup_device_target(fx_devs[dev].arch, &d, &t, &err) < 0 || f->plan(&s, &c, &t, &p, &err) < 0 ||
+	    p.nlaunch < 1)
+		return -1;
+	memcpy(grid, p.launch[0].grid, sizeof(unsigned) * 3);
+	return 0;
+}
+
+/* An answer's launch.launches[0].grid equals want. */
+static void check_launch_grid(json_t *answer, const unsigned want[3])
+{
+	json_t *g = json_object_get(json_array_get(json_object_get(json_object_get(answer, "launch"),
+								   "launches"), 0), "grid");
+	int k;
+
+	CU_ASSERT_EQUAL_FATAL(json_array_size(g), 3);
+	for (k = 0; k < 3; k++)
+		CU_ASSERT_EQUAL(json_integer_value(json_array_get(g, k)), (json_int_t)want[k]);
+}
+
 static void test_http_best(void)
 {
 	json_t *j, *b, *r;
@@ -487,6 +524,15 @@ static void test_http_best(void)
 			       "template_hash")), "f1x7");
 	CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(j, "tuned"), "sweep_id")),
 			fx.sweep_id[0]);
+	{
+		unsigned want[3];
+
+		CU_ASSERT_EQUAL_FATAL(plan_grid("dense", "tokens=1024,in=4096,out=4096", fx.winner_key[0], 0,
+						want), 0);
+		check_launch_grid(j, want);
+		CU_ASSERT(json_array_size(json_object_get(json_object_get(j, "launch"), "programs")) >= 1);
+		CU_ASSERT(json_array_size(json_object_get(json_object_get(j, "launch"), "buffers")) >= 3);
+	}
 	json_decref(j);
 
 	/* The shape as one key, and the nearest answer. */
@@ -495,6 +541,35 @@ static void test_http_best(void)
 	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "match")), "nearest");
 	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(j, "tuned"), "shape_key")),
 			       "tokens=16,in=4096,out=4096");
+	/* its launch is planned for the 120 tokens asked, not the 16 tuned
+	 * (whose grid differs: the check could fail) */
+	{
+		const char *ck = json_string_value(json_object_get(j, "config_key"));
+		unsigned asked[3], tuned[3];
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(ck);
+		CU_ASSERT_EQUAL_FATAL(plan_grid("dense", "tokens=120,in=4096,out=4096", ck, 0, asked), 0);
+		CU_ASSERT_EQUAL_FATAL(plan_grid("dense", "tokens=16,in=4096,out=4096", ck, 0, tuned), 0);
+		CU_ASSERT(memcmp(asked, tuned, sizeof(asked)) != 0);
+		check_launch_grid(j, asked);
+		CU_ASSERT_PTR_NULL(json_object_get(j, "launch_error"));
+	}
+	json_decref(j);
+
+	/* a default answer (nothing tuned of the family) comes with its
+	 * launch too */
+	j = get_json("/v1/best?family=blast&device=GPU-fx-h200&tokens=1024&in=2048&out=2048&blocks=16&rank=256",
+		     200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "match")), "default");
+	{
+		unsigned want[3];
+
+		CU_ASSERT_EQUAL_FATAL(plan_grid("blast", "tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+						json_string_value(json_object_get(j, "config_key")), 0, want),
+				      0);
+		check_launch_grid(j, want);
+	}
 	json_decref(j);
 
 	/* Batch: answers in order, a bad query gets its own error. */
