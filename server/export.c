@@ -202,16 +202,20 @@ out:
 }
 
 /* Whether the export's device filter selects d, as the store's winners
- * query does (uuid, name or id; no filter: every device). */
+ * query does (uuid, name, or all digits: the id; no filter: every device),
+ * so that every winner's device is among those selected. */
 static int filter_device(const struct export_filter *f, const struct store_device *d)
 {
-	char id[32];
+	const char *v = f ? f->device : NULL;
 
-	if (!f || !f->device)
+	if (!v)
 		return 1;
-	snprintf(id, sizeof(id), "%lld", (long long)d->id);
-	return strcmp(f->device, d->uuid) == 0 || strcmp(f->device, d->name) == 0 ||
-	       strcmp(f->device, id) == 0;
+	if (strcmp(v, d->uuid) == 0 || strcmp(v, d->name) == 0)
+		return 1;
+	if (!*v || strspn(v, "0123456789") != strlen(v))
+		return 0;
+	errno = 0;
+	return strtoll(v, NULL, 10) == (long long)d->id && errno == 0;
 }
 
 int export_json(struct store *st, const struct export_filter *f, json_t **out,
@@ -248,19 +252,16 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 	 * named device with nothing tuned falls back to its arch and the
 	 * default instead of being unknown, and a name it shares with tuned
 	 * GPUs still makes a device ambiguous. Likewise every family the
-	 * filter selects: one with nothing tuned answers the default. */
-	for (k = 0; k < ndev; k++) {
-		for (i = 0; i < n && w[i].device_id != devs[k].id; i++)
-			;
-		if (i < n || filter_device(f, &devs[k]))
+	 * filter selects: one with nothing tuned answers the default. The
+	 * winners passed the same filter, so their devices and families are
+	 * among these. */
+	for (k = 0; k < ndev; k++)
+		if (filter_device(f, &devs[k]))
 			json_array_append_new(jdevs, lookup_device_json(&devs[k]));
-	}
 	for (k = 0; k < kt_family_count(); k++) {
 		const struct kt_family *fam = kt_family_at(k);
 
-		for (i = 0; i < n && strcmp(w[i].family, fam->name) != 0; i++)
-			;
-		if (i < n || !f || !f->family || strcmp(f->family, fam->name) == 0)
+		if (!f || !f->family || strcmp(f->family, fam->name) == 0)
 			json_array_append_new(jfams, family_json(fam));
 	}
 	for (i = 0; i < n; i++) {

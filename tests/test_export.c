@@ -85,7 +85,6 @@ static void test_json_plans(void)
 		struct kt_target t;
 		struct kt_plan p;
 		struct kt_err err = { 0 };
-		struct store_device d;
 		size_t k;
 		int dev;
 
@@ -96,11 +95,7 @@ static void test_json_plans(void)
 			if (strcmp(fx_devs[dev].uuid, json_string_value(json_object_get(e, "device"))) == 0)
 				break;
 		CU_ASSERT_FATAL(dev < FX_NDEVS);
-		memset(&d, 0, sizeof(d));
-		d.smem_optin = fx_devs[dev].smem;
-		d.sms = fx_devs[dev].sms;
-		d.l2_bytes = fx_devs[dev].l2;
-		CU_ASSERT_EQUAL_FATAL(lookup_device_target(fx_devs[dev].arch, &d, &t, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(fx_dev_target(&fx_devs[dev], &t, &err), 0);
 		CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &t, &p, &err), 0);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "launches")), (size_t)p.nlaunch);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "prep")), (size_t)p.nprep);
@@ -463,17 +458,12 @@ static void header_answers(const char *dir, int cplusplus, const char *qfile,
 			struct kt_config c;
 			struct kt_target t;
 			struct kt_plan p;
-			struct store_device d;
 			struct kt_err err = { 0 };
 			char expect[256];
 
-			memset(&d, 0, sizeof(d));
-			d.smem_optin = fx_devs[fx_problems[i].dev].smem;
-			d.sms = fx_devs[fx_problems[i].dev].sms;
-			d.l2_bytes = fx_devs[fx_problems[i].dev].l2;
 			CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, q.shape, &s, &err), 0);
 			CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, fx.winner_key[i], &c, &err), 0);
-			CU_ASSERT_EQUAL_FATAL(lookup_device_target(fx_devs[fx_problems[i].dev].arch, &d, &t, &err), 0);
+			CU_ASSERT_EQUAL_FATAL(fx_dev_target(&fx_devs[fx_problems[i].dev], &t, &err), 0);
 			CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &t, &p, &err), 0);
 			snprintf(expect, sizeof(expect), " | %s %u %u %u %u %d", p.launch[0].kernel,
 				 p.launch[0].grid[0], p.launch[0].grid[1], p.launch[0].block[0],

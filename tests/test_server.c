@@ -474,19 +474,14 @@ static int plan_grid(const char *family, const char *shape, const char *config, 
 		     unsigned grid[3])
 {
 	const struct kt_family *f = kt_family_find(family);
-	struct store_device d;
 	struct kt_target t;
 	struct kt_shape s;
 	struct kt_config c;
 	struct kt_plan p;
 	struct kt_err err = { 0 };
 
-	memset(&d, 0, sizeof(d));
-	d.sms = fx_devs[dev].sms;
-	d.l2_bytes = fx_devs[dev].l2;
-	d.smem_optin = fx_devs[dev].smem;
 	if (!f || kt_shape_parse(f, shape, &s, &err) < 0 || kt_config_parse(f, config, &c, &err) < 0 ||
-	    lookup_device_target(fx_devs[dev].arch, &d, &t, &err) < 0 || f->plan(&s, &c, &t, &p, &err) < 0 ||
+	    fx_dev_target(&fx_devs[dev], &t, &err) < 0 || f->plan(&s, &c, &t, &p, &err) < 0 ||
 	    p.nlaunch < 1)
 		return -1;
 	memcpy(grid, p.launch[0].grid, sizeof(unsigned) * 3);

@@ -357,9 +357,8 @@ static void test_garbage_and_truncated_refused(void)
 static void test_nested_tx(void)
 {
 	struct store *st = open_rw(kt_test_path("nested.db"));
-	struct store_sweep_spec spec;
 	struct kt_err e = { 0 };
-	int64_t dev, prob, sweep;
+	int64_t sweep;
 	int resumed;
 
 	/* inner rolled back, outer committed: only the outer's rows */
@@ -374,16 +373,16 @@ static void test_nested_tx(void)
 
 	/* inner committed (a sweep begun inside), outer rolled back: nothing */
 	CU_ASSERT_EQUAL_FATAL(store_tx_begin(st, &e), 0);
-	dev = add_device(st, "GPU-gone", "NVIDIA H200", "sm_90");
-	prob = add_problem(st, "dense", "tokens=64,in=64,out=64");
-	memset(&spec, 0, sizeof(spec));
-	spec.device_id = dev;
-	spec.problem_id = prob;
-	spec.strategy = "exhaustive";
-	spec.options_key = "nested";
-	spec.provenance_json = "{}";
-	spec.planned = 1;
-	CU_ASSERT_EQUAL(store_sweep_begin(st, &spec, &sweep, &resumed, &e), 0);
+	{
+		struct store_sweep_spec spec = {
+			.device_id = add_device(st, "GPU-gone", "NVIDIA H200", "sm_90"),
+			.problem_id = add_problem(st, "dense", "tokens=64,in=64,out=64"),
+			.strategy = "exhaustive", .options_key = "nested", .provenance_json = "{}",
+			.planned = 1,
+		};
+
+		CU_ASSERT_EQUAL(store_sweep_begin(st, &spec, &sweep, &resumed, &e), 0);
+	}
 	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM sweeps"), 1);
 	store_tx_rollback(st);
 	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM sweeps"), 0);

@@ -35,6 +35,20 @@ struct fx_dev {
 	int smem;
 };
 
+/* The target check() and plan() see for fixture device fd, as the lookup
+ * builds it from a stored device: 0, or -1 with err set. */
+static FX_UNUSED int fx_dev_target(const struct fx_dev *fd, struct kt_target *t,
+				   struct kt_err *err)
+{
+	struct store_device d;
+
+	memset(&d, 0, sizeof(d));
+	d.sms = fd->sms;
+	d.l2_bytes = fd->l2;
+	d.smem_optin = fd->smem;
+	return lookup_device_target(fd->arch, &d, t, err);
+}
+
 static const struct fx_dev fx_devs[] FX_UNUSED = {
 	{ "NVIDIA H200", "GPU-fx-h200", "sm_90", 132, 62914560, 232448 },
 	{ "NVIDIA H100", "GPU-fx-h100", "sm_90", 132, 52428800, 232448 },
@@ -149,7 +163,6 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 	for (i = 0; i < FX_NPROBLEMS; i++) {
 		const struct fx_problem *p = &fx_problems[i];
 		const struct kt_family *f = kt_family_find(p->family);
-		struct store_device d;
 		struct kt_shape s;
 		struct kt_target t;
 		struct fx_pick pk;
@@ -161,11 +174,7 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 
 		if (!f || kt_shape_parse(f, p->shape, &s, &err) < 0)
 			goto out;
-		memset(&d, 0, sizeof(d));
-		d.smem_optin = fx_devs[p->dev].smem;
-		d.sms = fx_devs[p->dev].sms;
-		d.l2_bytes = fx_devs[p->dev].l2;
-		if (lookup_device_target(fx_devs[p->dev].arch, &d, &t, &err) < 0)
+		if (fx_dev_target(&fx_devs[p->dev], &t, &err) < 0)
 			goto out;
 		memset(&pk, 0, sizeof(pk));
 		pk.f = f;
@@ -374,16 +383,11 @@ static int fx_sib_pick_shape(struct fx_sib_pick *pk, const char *fam, const char
 static int fx_sib_pick_config(const struct fx_sib_set *set, const struct kt_family *f, int n,
 			      struct kt_config *out, struct kt_err *err)
 {
-	struct store_device d;
 	struct kt_target t;
 	struct fx_sib_pick pk;
 	int i;
 
-	memset(&d, 0, sizeof(d));
-	d.sms = fx_sib_devs[FX_SIB_A].sms;
-	d.l2_bytes = fx_sib_devs[FX_SIB_A].l2;
-	d.smem_optin = fx_sib_devs[FX_SIB_A].smem;
-	if (lookup_device_target(fx_sib_devs[FX_SIB_A].arch, &d, &t, err) < 0)
+	if (fx_dev_target(&fx_sib_devs[FX_SIB_A], &t, err) < 0)
 		return -1;
 	memset(&pk, 0, sizeof(pk));
 	pk.f = f;
