@@ -330,6 +330,45 @@ int kt_space_foreach(const struct kt_family *f, int with_planted,
 	return 0;
 }
 
+int kt_config_in_space(const struct kt_family *f, const struct kt_config *c)
+{
+	int i, k;
+
+	if (c->variant < 0 || c->variant >= f->nvariants)
+		return 0;
+	for (i = 0; i < f->nparams; i++) {
+		const struct kt_param *p = &f->params[i];
+
+		if (!uses(p, c->variant) || p->nvalues == 0) {
+			if (c->p[i] != 0)
+				return 0;
+			continue;
+		}
+		for (k = 0; k < p->nvalues && p->values[k] != c->p[i]; k++)
+			;
+		if (k == p->nvalues)
+			return 0;
+	}
+	return 1;
+}
+
+long kt_param_clamp(const struct kt_family *f, int i, long v)
+{
+	const struct kt_param *p = &f->params[i];
+	long best = 0, lo = 0;
+	int k, have = 0;
+
+	for (k = 0; k < p->nvalues; k++) {
+		if (k == 0 || p->values[k] < lo)
+			lo = p->values[k];
+		if (p->values[k] <= v && (!have || p->values[k] > best)) {
+			best = p->values[k];
+			have = 1;
+		}
+	}
+	return have ? best : lo;
+}
+
 long kt_space_size(const struct kt_family *f, int with_planted)
 {
 	long total = 0;

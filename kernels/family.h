@@ -225,6 +225,14 @@ int kt_space_foreach(const struct kt_family *f, int with_planted,
 		     int (*fn)(const struct kt_config *c, void *arg), void *arg);
 /* Number of configs kt_space_foreach visits. */
 long kt_space_size(const struct kt_family *f, int with_planted);
+/* 1 when c is one of the configs kt_space_foreach visits (a planted
+ * variant counts): every parameter its variant uses holds one of the
+ * listed values and every other is 0. What `ktune sweep --config` accepts,
+ * so a config handed out (a default) should pass it. */
+int kt_config_in_space(const struct kt_family *f, const struct kt_config *c);
+/* The listed value of param i nearest v from below (the smallest listed
+ * value when v is under all of them). */
+long kt_param_clamp(const struct kt_family *f, int i, long v);
 
 /* ---- targets ---- */
 /* Known compile targets: "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a". */

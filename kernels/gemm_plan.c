@@ -591,6 +591,14 @@ int kt_gemm_default_staged(const struct kt_family *f, const struct kt_shape *s,
 				out->p[idx[k]] = p[k];
 			out->p[idx[6]] = 8;
 			out->p[idx[7]] = zbn[i];
+			/* the GEMM list's tiles are dense's: keep each value
+			 * to one the family lists (its STAGES may stop
+			 * below), so that the default is a point of the space
+			 * that `ktune sweep --config` can verify */
+			for (k = 0; k < 8; k++)
+				out->p[idx[k]] = (f->params[idx[k]].variants >> variant) & 1u
+							 ? kt_param_clamp(f, idx[k], out->p[idx[k]])
+							 : 0;
 			if (f->check(s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}

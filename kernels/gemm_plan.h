@@ -146,7 +146,9 @@ int kt_gemm_default(long M, long N, long K, const struct kt_target *tgt, long p[
 /* The default config of a family whose GEMM stages share one tile plus a
  * stage-1 N tile (monarch, blast): variant `variant` with the tile of
  * kt_gemm_default(M, N, K), then two small fallback tiles, and the largest
- * stage-1 N tile of 256, 128, 64, 32 that f->check accepts. idx holds the
+ * stage-1 N tile of 256, 128, 64, 32 that f->check accepts; each value
+ * kept to one the family lists (kt_param_clamp), so the default is in the
+ * family's space. idx holds the
  * family's param indices of BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N,
  * STAGES, GROUP_M and Z_BLOCK_N. 0, or -1 when nothing fits. */
 int kt_gemm_default_staged(const struct kt_family *f, const struct kt_shape *s,

@@ -40,7 +40,12 @@
  *             The outputs (z, y2, y) are written through pointers, ldc and
  *             batch strides (16-byte chunks: r, b*r, m, mb all % 8 == 0).
  *             K edges (nb, r under 64) are the copy engine's zero fill.
- *             NEEDSWORK: not yet verified or timed on a GPU.
+ *             Verified on the H200 (9th session): relayout_ws's whole
+ *             space at llama7b gate/up, down, llama1b q/o and gpt2s c_fc
+ *             N1024 (66, 66, 48, 66 configs), both variants sampled at
+ *             N1024 and N4096 (5 configs each); none wrong. relayout_ws
+ *             was the fastest unfused form at every one of them, and is
+ *             the sm_90a default where fused_ws refuses (default_impl).
  *   fused_ws  the whole layer in one kernel (templates/monarch_fused.cu,
  *             sm_90a): relayout's w1r (the same prep launch and transform),
  *             then a CTA per (token tile of BLOCK_M, output block i) loops
@@ -796,11 +801,16 @@ extern const struct kt_family monarch_family;
  * with EPILOGUE 3, 40.7-41.3 with EPILOGUE 1; monarch_bm 34.1-35.0 with
  * EPILOGUE 1 (its rows are contiguous: EPILOGUE 3 is monarch's only); RING
  * 7, 8 measured slower. EPILOGUE 1 is checked as monarch's, whose rules
- * are monarch_bm's and more. Else naive: stage 2's tile from the GEMM
- * defaults list (it has the larger N in the reference shapes), stage 1's
- * N tile the largest that still fits.
- * NEEDSWORK: prefer relayout_ws (rank/blocks % 8 == 0) over naive there:
- * 108.6 us against naive's untimed default. */
+ * are monarch_bm's and more. Else, on sm_90a, relayout_ws: BLOCK_M 128,
+ * two consumers, STAGES 4, BLOCK_N the largest of 256 .. 32 not past
+ * out/blocks and Z_BLOCK_N the largest dividing rank, the winner of the
+ * whole relayout_ws space at each of the four N1024 reference shapes
+ * fused_ws refuses (H200: llama7b gate/up 228.2 us, down 164.4, llama1b
+ * q/o 43.0, gpt2s c_fc 43.9, where the naive default took 498.2, -, -,
+ * 54.5; bench/NOTES-linear.md, 9th session); then BLOCK_M 64 with one
+ * consumer. Else (other targets, tokens under the ws tiles) naive: stage
+ * 2's tile from the GEMM defaults list (it has the larger N in the
+ * reference shapes), stage 1's N tile the largest that still fits. */
 static int default_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
 			struct kt_config *out)
 {
@@ -827,6 +837,25 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 			if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
+	for (k = 0; tgt->sm == 90 && tgt->arch_a && k < 2; k++) {
+		static const long tiles[] = {256, 128, 64, 32};
+		size_t n, z;
+
+		for (n = 0; n < 3 && tiles[n] > s->v[D_OUT] / s->v[D_BLOCKS]; n++)
+			;
+		for (z = 0; z < 3 && s->v[D_RANK] % tiles[z]; z++)
+			;
+		memset(out, 0, sizeof(*out));
+		out->variant = V_RELAYOUT_WS;
+		out->p[P_BM] = k ? 64 : 128;
+		out->p[P_CONS] = k ? 1 : 2;
+		out->p[P_BN] = tiles[n];
+		out->p[P_ZBN] = tiles[z];
+		out->p[P_STAGES] = 4;
+		out->p[P_GROUP] = 8;
+		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+	}
 	return kt_gemm_default_staged(&monarch_family, s, tgt, s->v[D_TOKENS],
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK], V_NAIVE, idx, out);
 }

@@ -1323,13 +1323,19 @@ static void test_space(void)
 static void test_defaults(void)
 {
 	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
+	/* the last three: the default of the GEMM list had STAGES 5 there
+	 * (outside the space, so `ktune sweep --config` refused it) */
 	const char *extra[] = {"tokens=16,in=4096,out=4096,blocks=16,rank=1024",
-			       "tokens=1,in=64,out=64,blocks=8,rank=8"};
+			       "tokens=1,in=64,out=64,blocks=8,rank=8",
+			       "tokens=1024,in=11008,out=4096,blocks=16,rank=1536",
+			       "tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+			       "tokens=16,in=2048,out=2048,blocks=16,rank=256"};
+	const size_t nref = sizeof(ref_shapes) / sizeof(ref_shapes[0]);
 	size_t i, t;
 
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
-		for (i = 0; i < sizeof(ref_shapes) / sizeof(ref_shapes[0]) + 2; i++) {
-			const char *text = i < 3 ? ref_shapes[i] : extra[i - 3];
+		for (i = 0; i < nref + sizeof(extra) / sizeof(extra[0]); i++) {
+			const char *text = i < nref ? ref_shapes[i] : extra[i - nref];
 			struct kt_shape s = ft_shape(mon, text);
 			struct kt_target tg = ft_target(targets[t]);
 			struct kt_config c;
@@ -1342,12 +1348,20 @@ static void test_defaults(void)
 			if (why[0])
 				fprintf(stderr, "\n  default for %s on %s: %s\n", text, targets[t], why);
 			CU_ASSERT_EQUAL(mon->plan(&s, &c, &tg, &p, &e), 0);
+			if (!kt_config_in_space(mon, &c)) {
+				char key[256];
+
+				kt_config_key(mon, &c, key, sizeof(key));
+				fprintf(stderr, "\n  default for %s on %s not in the space: %s\n", text,
+					targets[t], key);
+				CU_FAIL("default outside the space");
+			}
 		}
 	{
 		/* sm_90a: fused_ws's measured winner where the shape takes it
-		 * (BLOCK_M 64 for few tokens), naive elsewhere */
+		 * (BLOCK_M 64 for few tokens), naive on plain sm_90 */
 		struct kt_target t90a = ft_target("sm_90a"), t90 = ft_target("sm_90");
-		struct kt_shape ll = ft_shape(mon, ref_shapes[0]), gu = ft_shape(mon, ref_shapes[1]);
+		struct kt_shape ll = ft_shape(mon, ref_shapes[0]);
 		struct kt_shape few = ft_shape(mon, "tokens=60,in=4096,out=4096,blocks=16,rank=1024");
 		struct kt_config c;
 
@@ -1358,10 +1372,57 @@ static void test_defaults(void)
 		CU_ASSERT_EQUAL_FATAL(mon->default_config(&few, &t90a, &c), 0);
 		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "fused_ws");
 		CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), 64);
-		CU_ASSERT_EQUAL_FATAL(mon->default_config(&gu, &t90a, &c), 0);
-		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
 		CU_ASSERT_EQUAL_FATAL(mon->default_config(&ll, &t90, &c), 0);
 		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
+	}
+	{
+		/* sm_90a where fused_ws refuses: relayout_ws, the winner of its
+		 * whole space at these four N1024 shapes on the H200 (BLOCK_N the
+		 * largest not past out/blocks, Z_BLOCK_N the largest dividing
+		 * rank); BLOCK_M 64 with one consumer for 64-127 tokens; naive
+		 * under the ws tiles (decode) and off sm_90a */
+		static const struct {
+			const char *shape;
+			long bm, bn, zbn;
+		} want[] = {
+			{"tokens=1024,in=4096,out=11008,blocks=16,rank=1536", 128, 256, 256},
+			{"tokens=1024,in=11008,out=4096,blocks=16,rank=1536", 128, 256, 256},
+			{"tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256},
+			{"tokens=1024,in=768,out=3072,blocks=4,rank=192", 128, 256, 64},
+			{"tokens=4096,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256},
+			{"tokens=60,in=2048,out=2048,blocks=16,rank=256", 64, 128, 256},
+			{"tokens=16,in=2048,out=2048,blocks=16,rank=256", 0, 0, 0},
+		};
+		struct kt_target t90a = ft_target("sm_90a"), t86 = ft_target("sm_86");
+		struct kt_config c;
+
+		for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			struct kt_shape s = ft_shape(mon, want[i].shape);
+
+			CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90a, &c), 0);
+			if (!want[i].bm) {
+				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
+				continue;
+			}
+			CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "relayout_ws");
+			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), want[i].bm);
+			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "CONSUMERS"), want[i].bm / 64);
+			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_N"), want[i].bn);
+			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "Z_BLOCK_N"), want[i].zbn);
+			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "STAGES"), 4);
+			CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t86, &c), 0);
+			CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
+		}
+		/* monarch_bm follows the same rule */
+		{
+			const struct kt_family *mbm = kt_family_find("monarch_bm");
+			struct kt_shape s;
+
+			CU_ASSERT_PTR_NOT_NULL_FATAL(mbm);
+			s = ft_shape(mbm, want[0].shape);
+			CU_ASSERT_EQUAL_FATAL(mbm->default_config(&s, &t90a, &c), 0);
+			CU_ASSERT_STRING_EQUAL(mbm->variants[c.variant], "relayout_ws");
+		}
 	}
 	{
 		/* nothing to hand out for a shape no config can run */
