@@ -112,6 +112,38 @@ static const char *const sql_text[SQL__COUNT] = {
 		" WHERE (?1 IS NULL OR device_uuid = ?1 OR device_name = ?1 OR device_id = ?2)"
 		" AND (?3 IS NULL OR arch = ?3) AND (?4 IS NULL OR family = ?4)"
 		" ORDER BY device_id, family, shape_key",
+	/* The winners view's row of one (device, problem), without computing
+	 * the view: the pair's sweeps by sweeps_by_plan, their trials by
+	 * (sweep_id, config_id), ranked as the view ranks them. The unary +
+	 * keeps the planner off trials_ok_by_time, which would walk every ok
+	 * trial of the database in time order. */
+	[SQL_WINNER_GET] =
+		"SELECT s.device_id, s.problem_id, t.sweep_id, d.name, d.uuid, d.arch,"
+		" p.family, p.shape_key, p.shape_json, c.config_key, c.params_json, t.median_us,"
+		" t.min_us, t.p90_us, t.retime_us,"
+		" (SELECT b.median_us FROM baselines b WHERE b.device_id = s.device_id"
+		"  AND b.problem_id = s.problem_id AND b.name = 'cublas_dense'"
+		"  ORDER BY b.created DESC, b.id DESC LIMIT 1),"
+		" (SELECT b.median_us FROM baselines b WHERE b.device_id = s.device_id"
+		"  AND b.problem_id = s.problem_id AND b.name = 'naive'"
+		"  ORDER BY b.created DESC, b.id DESC LIMIT 1),"
+		" s.provenance_json"
+		" FROM sweeps s JOIN trials t ON t.sweep_id = s.id"
+		" JOIN devices d ON d.id = s.device_id JOIN problems p ON p.id = s.problem_id"
+		" JOIN configs c ON c.id = t.config_id"
+		" WHERE s.device_id = ?1 AND s.problem_id = ?2 AND +t.status = 'ok'"
+		" AND +t.median_us IS NOT NULL"
+		" ORDER BY t.median_us, t.min_us, t.id LIMIT 1",
+	[SQL_MARKS_MAX] =
+		"SELECT (SELECT coalesce(max(id), 0) FROM trials),"
+		" (SELECT coalesce(max(id), 0) FROM baselines)",
+	[SQL_SWEEP_MARKS] =
+		"SELECT id, device_id, problem_id, coalesce(finished, -1), status = 'running'"
+		" FROM sweeps ORDER BY id",
+	[SQL_PAIRS_SINCE] =
+		"SELECT s.device_id, s.problem_id FROM trials t JOIN sweeps s ON s.id = t.sweep_id"
+		" WHERE t.id > ?1 AND t.id <= ?2"
+		" UNION SELECT device_id, problem_id FROM baselines WHERE id > ?3 AND id <= ?4",
 	[SQL_BINARY_GET] = "SELECT cubin, log FROM binaries WHERE key = ?1",
 	/* The key names the content, so an existing row is already right. */
 	[SQL_BINARY_PUT] =
@@ -1436,6 +1468,116 @@ int store_winners_list(struct store *st, const char *device, const char *arch,
 	}
 	return rows_collect(st, s, sizeof(**out), winner_fill, winner_release_row,
 			    "listing winners", (void **)out, n, err);
+}
+
+int store_winner_get(struct store *st, int64_t device_id, int64_t problem_id,
+		     struct store_winner *w, struct kt_err *err)
+{
+	sqlite3_stmt *s;
+	int b = SQLITE_OK, src, rc = -1;
+
+	memset(w, 0, sizeof(*w));
+	if (!(s = store_stmt(st, SQL_WINNER_GET, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, device_id);
+	b |= sqlite3_bind_int64(s, 2, problem_id);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		goto out;
+	}
+	src = sqlite3_step(s);
+	if (src == SQLITE_DONE) {
+		rc = 0;
+	} else if (src != SQLITE_ROW) {
+		store_db_error(st, err, "reading a winner");
+	} else if (winner_fill(s, w, err) < 0) {
+		store_winner_release(w);
+	} else {
+		rc = 1;
+	}
+out:
+	store_stmt_done(s);
+	return rc;
+}
+
+/* ---- what changed since a lookup loaded ---- */
+
+void store_marks_release(struct store_marks *m)
+{
+	if (!m)
+		return;
+	free(m->sweeps);
+	memset(m, 0, sizeof(*m));
+}
+
+static int sweep_mark_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
+{
+	struct store_sweep_mark *k = row;
+
+	(void)err;
+	k->id = sqlite3_column_int64(s, 0);
+	k->device_id = sqlite3_column_int64(s, 1);
+	k->problem_id = sqlite3_column_int64(s, 2);
+	k->finished = sqlite3_column_double(s, 3);
+	k->running = sqlite3_column_int(s, 4);
+	return 0;
+}
+
+int store_marks_get(struct store *st, struct store_marks *m, struct kt_err *err)
+{
+	sqlite3_stmt *s;
+	int src;
+
+	memset(m, 0, sizeof(*m));
+	if (!(s = store_stmt(st, SQL_MARKS_MAX, err)))
+		return -1;
+	src = sqlite3_step(s);
+	if (src != SQLITE_ROW) {
+		store_db_error(st, err, "reading the change marks");
+		store_stmt_done(s);
+		return -1;
+	}
+	m->trial_max = sqlite3_column_int64(s, 0);
+	m->baseline_max = sqlite3_column_int64(s, 1);
+	store_stmt_done(s);
+	if (!(s = store_stmt(st, SQL_SWEEP_MARKS, err)))
+		return -1;
+	return rows_collect(st, s, sizeof(*m->sweeps), sweep_mark_fill, NULL,
+			    "reading the sweeps' marks", (void **)&m->sweeps, &m->nsweeps, err);
+}
+
+static int pair_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
+{
+	struct store_pair *p = row;
+
+	(void)err;
+	p->device_id = sqlite3_column_int64(s, 0);
+	p->problem_id = sqlite3_column_int64(s, 1);
+	return 0;
+}
+
+int store_pairs_since(struct store *st, const struct store_marks *from,
+		      const struct store_marks *to, struct store_pair **out, int *n,
+		      struct kt_err *err)
+{
+	sqlite3_stmt *s;
+	int b = SQLITE_OK;
+
+	*out = NULL;
+	*n = 0;
+	if (!(s = store_stmt(st, SQL_PAIRS_SINCE, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, from->trial_max);
+	b |= sqlite3_bind_int64(s, 2, to->trial_max);
+	b |= sqlite3_bind_int64(s, 3, from->baseline_max);
+	b |= sqlite3_bind_int64(s, 4, to->baseline_max);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		store_stmt_done(s);
+		return -1;
+	}
+	return rows_collect(st, s, sizeof(**out), pair_fill, NULL, "listing changed problems",
+			    (void **)out, n, err);
 }
 
 /* ---- compiled-binary cache ---- */

@@ -200,6 +200,42 @@ int store_winners_list(struct store *st, const char *device, const char *arch,
 		       const char *family, struct store_winner **out, int *n,
 		       struct kt_err *err);
 
+/* The winner of one (device, problem), the row store_winners_list gives for
+ * it, without computing the whole view (a few index lookups where the list
+ * sorts every ok trial of the database): 1 with *w filled (release it), 0
+ * when the pair has no ok trial, -1 with err set. */
+int store_winner_get(struct store *st, int64_t device_id, int64_t problem_id,
+		     struct store_winner *w, struct kt_err *err);
+
+/* ---- what changed (a lookup's incremental reload) ----
+ * The store only appends rows, except that a sweep's row changes when it
+ * begins, resumes and ends (and when a merge brings it again), and a
+ * trial's retime_us is set just before its sweep ends. So a winner can
+ * change only with a new trial or baseline of its (device, problem) --
+ * rows past the marks' largest ids -- or with a change of one of its
+ * sweeps' rows (finished, running). A row deleted or edited otherwise (by
+ * hand) is not seen: reload in full (lookup_table_reload) after that. */
+struct store_sweep_mark {
+	int64_t id, device_id, problem_id;
+	double finished;	/* -1 while NULL */
+	int running;
+};
+struct store_marks {
+	int64_t trial_max, baseline_max;	/* largest row ids (0: none) */
+	int nsweeps;
+	struct store_sweep_mark *sweeps;	/* every sweep, by id; owned */
+};
+int store_marks_get(struct store *st, struct store_marks *m, struct kt_err *err);
+void store_marks_release(struct store_marks *m);
+struct store_pair {
+	int64_t device_id, problem_id;
+};
+/* The distinct (device, problem) pairs of the trials and baselines added
+ * after `from`'s largest ids, up to `to`'s. *out malloc'ed (free it). */
+int store_pairs_since(struct store *st, const struct store_marks *from,
+		      const struct store_marks *to, struct store_pair **out, int *n,
+		      struct kt_err *err);
+
 /* ---- compiled-binary cache ---- */
 /* 1 hit (cubin and log malloc'ed, caller frees), 0 miss. */
 int store_binary_get(struct store *st, const char *key, void **cubin, size_t *len,

@@ -30,6 +30,9 @@ static void table_clear(struct lookup_table *t)
 	t->entries = NULL;
 	t->devices = NULL;
 	t->nentries = t->ndevices = t->skipped = 0;
+	t->cap = 0;
+	store_marks_release(&t->marks);
+	t->marked = 0;
 }
 
 void lookup_table_release(struct lookup_table *t)
@@ -51,12 +54,36 @@ static int device_index(const struct lookup_table *t, int64_t id)
 	return -1;
 }
 
+/* Parses winner w into e, taking its strings (w is left empty): 0, or -1
+ * when it cannot be used (w then still owns them). A winner of a family
+ * this binary does not know (a newer database, a merged one) cannot be
+ * checked or planned: skipped rather than answered with a config nobody
+ * can build. */
+static int entry_from_winner(const struct lookup_table *t, struct lookup_entry *e,
+			     struct store_winner *w)
+{
+	struct kt_err perr = { 0 };
+
+	memset(e, 0, sizeof(*e));
+	e->fam = kt_family_find(w->family);
+	e->device = device_index(t, w->device_id);
+	if (!e->fam || e->device < 0 || kt_shape_parse(e->fam, w->shape_key, &e->shape, &perr) < 0 ||
+	    kt_config_parse(e->fam, w->config_key, &e->cfg, &perr) < 0)
+		return -1;
+	e->w = *w;		/* moves the strings into the entry */
+	memset(w, 0, sizeof(*w));
+	return 0;
+}
+
 int lookup_table_reload(struct lookup_table *t, struct store *st, struct kt_err *err)
 {
 	struct store_winner *w = NULL;
 	int n = 0, i, rc = -1;
 
 	table_clear(t);
+	/* the marks first: whatever lands after them is read again next time */
+	if (store_marks_get(st, &t->marks, err) < 0)
+		goto out;
 	if (store_devices_list(st, &t->devices, &t->ndevices, err) < 0)
 		goto out;
 	if (store_winners_list(st, NULL, NULL, NULL, &w, &n, err) < 0)
@@ -65,26 +92,17 @@ int lookup_table_reload(struct lookup_table *t, struct store *st, struct kt_err 
 		kt_err_set(err, KT_EINTERNAL, "out of memory");
 		goto out;
 	}
+	t->cap = n;
 	for (i = 0; i < n; i++) {
-		struct lookup_entry *e = &t->entries[t->nentries];
-		struct kt_err perr = { 0 };
-
-		/* A winner of a family this binary does not know (a newer
-		 * database, a merged one) cannot be checked or planned: skip it
-		 * rather than answer with a config nobody can build. */
-		e->fam = kt_family_find(w[i].family);
-		e->device = device_index(t, w[i].device_id);
-		if (!e->fam || e->device < 0 ||
-		    kt_shape_parse(e->fam, w[i].shape_key, &e->shape, &perr) < 0 ||
-		    kt_config_parse(e->fam, w[i].config_key, &e->cfg, &perr) < 0) {
+		if (entry_from_winner(t, &t->entries[t->nentries], &w[i]) < 0) {
 			t->skipped++;
 			store_winner_release(&w[i]);
 			continue;
 		}
-		e->w = w[i];		/* moves the strings into the entry */
-		memset(&w[i], 0, sizeof(w[i]));
 		t->nentries++;
 	}
+	t->marked = 1;
+	t->full_loads++;
 	rc = 0;
 out:
 	if (rc < 0) {
@@ -96,24 +114,200 @@ out:
 	return rc;
 }
 
-/* NEEDSWORK: every commit (a running sweep commits each trial) makes the
- * next request of each thread reload all winners; a minimum interval
- * between reloads, or reloading only the changed problems, would keep a
- * very large database cheap while a sweep runs. */
+/* The table's order, store_winners_list's: device id, family, shape key
+ * (SQLite compares text bytewise, as strcmp does). */
+static int entry_order(const struct store_winner *a, const struct store_winner *b)
+{
+	int c;
+
+	if (a->device_id != b->device_id)
+		return a->device_id < b->device_id ? -1 : 1;
+	if ((c = strcmp(a->family, b->family)) != 0)
+		return c;
+	return strcmp(a->shape_key, b->shape_key);
+}
+
+/* Index of the entry of (device, problem), or -1. */
+static int entry_find(const struct lookup_table *t, int64_t device_id, int64_t problem_id)
+{
+	int i;
+
+	for (i = 0; i < t->nentries; i++)
+		if (t->entries[i].w.device_id == device_id && t->entries[i].w.problem_id == problem_id)
+			return i;
+	return -1;
+}
+
+static void entry_remove(struct lookup_table *t, int i)
+{
+	store_winner_release(&t->entries[i].w);
+	memmove(&t->entries[i], &t->entries[i + 1], (size_t)(t->nentries - i - 1) * sizeof(*t->entries));
+	t->nentries--;
+}
+
+/* Reads the winner of one pair again and puts it in its place. A pair
+ * whose winner cannot be used now counts as skipped; skipped then counts
+ * pairs, not rows (a pair skipped at the full load and again here is
+ * counted twice: it is a hint for logs, not an exact figure). */
+static int pair_refresh(struct lookup_table *t, struct store *st, const struct store_pair *p,
+			struct kt_err *err)
+{
+	struct store_winner w;
+	struct lookup_entry e;
+	int r, i, lo, hi;
+
+	if ((r = store_winner_get(st, p->device_id, p->problem_id, &w, err)) < 0)
+		return -1;
+	if ((i = entry_find(t, p->device_id, p->problem_id)) >= 0)
+		entry_remove(t, i);
+	t->pair_loads++;
+	if (r == 0)
+		return 0;
+	if (entry_from_winner(t, &e, &w) < 0) {
+		store_winner_release(&w);
+		t->skipped++;
+		return 0;
+	}
+	if (t->nentries == t->cap) {
+		int cap = t->cap ? 2 * t->cap : 16;
+		struct lookup_entry *ne = realloc(t->entries, (size_t)cap * sizeof(*ne));
+
+		if (!ne) {
+			store_winner_release(&e.w);
+			return kt_err_set(err, KT_EINTERNAL, "out of memory");
+		}
+		t->entries = ne;
+		t->cap = cap;
+	}
+	for (lo = 0, hi = t->nentries; lo < hi;) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (entry_order(&t->entries[mid].w, &e.w) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(&t->entries[lo + 1], &t->entries[lo], (size_t)(t->nentries - lo) * sizeof(*t->entries));
+	t->entries[lo] = e;
+	t->nentries++;
+	return 0;
+}
+
+static int same_devices(const struct store_device *a, int na, const struct store_device *b,
+			int nb)
+{
+	int i;
+
+	if (na != nb)
+		return 0;
+	for (i = 0; i < na; i++)
+		if (a[i].id != b[i].id || strcmp(a[i].name, b[i].name) || strcmp(a[i].uuid, b[i].uuid) ||
+		    strcmp(a[i].arch, b[i].arch) || a[i].sms != b[i].sms ||
+		    a[i].l2_bytes != b[i].l2_bytes || a[i].smem_optin != b[i].smem_optin ||
+		    a[i].clock_mhz != b[i].clock_mhz || a[i].mem_clock_mhz != b[i].mem_clock_mhz ||
+		    strcmp(a[i].driver, b[i].driver) || strcmp(a[i].cuda, b[i].cuda) ||
+		    strcmp(a[i].nvrtc, b[i].nvrtc))
+			return 0;
+	return 1;
+}
+
+/* Appends to *ps the pairs of the sweeps that are new in `to` or whose row
+ * changed since `from` (both by id). 1 when a sweep of `from` is gone or
+ * moved to another pair (reload in full), 0, or -1 with err set. */
+static int sweeps_changed(const struct store_marks *from, const struct store_marks *to,
+			  struct store_pair **ps, int *n, struct kt_err *err)
+{
+	int i = 0, j = 0;
+
+	for (; j < to->nsweeps; j++) {
+		const struct store_sweep_mark *b = &to->sweeps[j];
+		struct store_pair *np;
+
+		if (i < from->nsweeps && from->sweeps[i].id < b->id)
+			return 1;	/* from's sweep i is gone */
+		if (i < from->nsweeps && from->sweeps[i].id == b->id) {
+			const struct store_sweep_mark *a = &from->sweeps[i++];
+
+			if (a->device_id != b->device_id || a->problem_id != b->problem_id)
+				return 1;
+			if (a->finished == b->finished && a->running == b->running)
+				continue;
+		}
+		if (!(np = realloc(*ps, (size_t)(*n + 1) * sizeof(*np))))
+			return kt_err_set(err, KT_EINTERNAL, "out of memory");
+		*ps = np;
+		np[*n].device_id = b->device_id;
+		np[*n].problem_id = b->problem_id;
+		(*n)++;
+	}
+	return i < from->nsweeps;
+}
+
+/* Reads again what can have changed since the table's marks; 1 when only
+ * a full reload will do, 0, or -1 with err set (the table is then
+ * cleared). */
+static int table_refresh(struct lookup_table *t, struct store *st, struct kt_err *err)
+{
+	struct store_marks m;
+	struct store_device *devs = NULL;
+	struct store_pair *ps = NULL;
+	int ndevs = 0, n = 0, i, k, r, rc = -1;
+
+	if (store_marks_get(st, &m, err) < 0)
+		goto fail;
+	if (store_devices_list(st, &devs, &ndevs, err) < 0)
+		goto out;
+	if (!same_devices(t->devices, t->ndevices, devs, ndevs)) {
+		rc = 1;
+		goto out;
+	}
+	if (store_pairs_since(st, &t->marks, &m, &ps, &n, err) < 0)
+		goto out;
+	if ((r = sweeps_changed(&t->marks, &m, &ps, &n, err)) != 0) {
+		rc = r;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < i; k++)
+			if (ps[k].device_id == ps[i].device_id && ps[k].problem_id == ps[i].problem_id)
+				break;
+		if (k == i && pair_refresh(t, st, &ps[i], err) < 0)
+			goto out;
+	}
+	store_marks_release(&t->marks);
+	t->marks = m;
+	memset(&m, 0, sizeof(m));
+	rc = 0;
+out:
+	store_marks_release(&m);
+	free(devs);
+	free(ps);
+fail:
+	if (rc < 0)
+		table_clear(t);
+	return rc;
+}
+
 int lookup_table_load(struct lookup_table *t, struct store *st, struct kt_err *err)
 {
 	int64_t v;
+	int r;
 
 	if (t->dv_store != st) {
 		query_stmt_free(t->dv_stmt);
 		t->dv_stmt = NULL;
 		t->dv_store = st;
+		table_clear(t);
 	}
 	if (query_data_version_cached(st, &t->dv_stmt, &v, err) < 0)
 		return -1;
-	if (v == t->data_version)
+	if (v == t->data_version && t->marked)
 		return 0;
-	if (lookup_table_reload(t, st, err) < 0)
+	t->data_version = -1;
+	r = t->marked ? table_refresh(t, st, err) : 1;
+	if (r < 0)
+		return -1;
+	if (r > 0 && lookup_table_reload(t, st, err) < 0)
 		return -1;
 	t->data_version = v;
 	return 0;

@@ -291,6 +291,206 @@ static void test_lookup_reload(void)
 	lk_close(&l);
 }
 
+/* ---- the incremental reload: after each change, the table equals a full
+ * reload of the same database, and only a device change reloads in full ---- */
+
+/* inc equals a table loaded in full from st, entry by entry and in order. */
+static void inc_same(struct lookup_table *inc, struct store *st, const char *when)
+{
+	struct lookup_table f;
+	struct kt_err err = { 0 };
+	int i, bad = 0;
+
+	lookup_table_init(&f);
+	CU_ASSERT_EQUAL_FATAL(lookup_table_reload(&f, st, &err), 0);
+	CU_ASSERT_EQUAL(inc->nentries, f.nentries);
+	CU_ASSERT_EQUAL(inc->ndevices, f.ndevices);
+	for (i = 0; i < inc->nentries && i < f.nentries; i++) {
+		const struct lookup_entry *a = &inc->entries[i], *b = &f.entries[i];
+
+		if (a->w.device_id != b->w.device_id || a->w.problem_id != b->w.problem_id ||
+		    a->w.sweep_id != b->w.sweep_id || strcmp(a->w.config_key, b->w.config_key) ||
+		    strcmp(a->w.shape_key, b->w.shape_key) || a->w.median_us != b->w.median_us ||
+		    a->w.min_us != b->w.min_us || a->w.retime_us != b->w.retime_us ||
+		    a->w.cublas_us != b->w.cublas_us || a->w.naive_us != b->w.naive_us ||
+		    strcmp(a->w.provenance_json, b->w.provenance_json) || a->device != b->device ||
+		    a->fam != b->fam || memcmp(&a->cfg, &b->cfg, sizeof(a->cfg)) ||
+		    memcmp(&a->shape, &b->shape, sizeof(a->shape)))
+			bad++;
+	}
+	if (bad || inc->nentries != f.nentries)
+		fprintf(stderr, "\n  %s: %d entries differ (%d against %d)\n", when, bad,
+			inc->nentries, f.nentries);
+	CU_ASSERT_EQUAL(bad, 0);
+	lookup_table_release(&f);
+}
+
+/* Interns config c of f and adds a trial of it to sweep. */
+static int inc_trial(struct store *w, int64_t sweep, const struct kt_family *f,
+		     const struct kt_config *c, const char *status, double us, double min_us)
+{
+	struct store_trial tr;
+	struct kt_err err = { 0 };
+	char key[512], *params;
+	int64_t cfg;
+	int r;
+
+	kt_config_key(f, c, key, sizeof(key));
+	params = fx_dump(lookup_config_json(f, c));
+	r = store_config_intern(w, f->name, key, params, &cfg, &err);
+	free(params);
+	if (r < 0)
+		return -1;
+	memset(&tr, 0, sizeof(tr));
+	tr.sweep_id = sweep;
+	tr.config_id = cfg;
+	tr.status = status;
+	tr.median_us = us;
+	tr.min_us = min_us;
+	tr.p90_us = us * 1.02;
+	tr.reps = 50;
+	tr.rel_err = strcmp(status, "ok") ? 0.5 : 0.001;
+	return store_trial_add(w, &tr, &err);
+}
+
+static int64_t inc_sweep(struct store *w, int64_t dev, int64_t prob, const char *opts)
+{
+	struct store_sweep_spec spec;
+	struct kt_err err = { 0 };
+	int64_t id = 0;
+	int resumed;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.device_id = dev;
+	spec.problem_id = prob;
+	spec.strategy = "random";
+	spec.options_key = opts;
+	spec.provenance_json = "{\"ktune_version\":\"incremental\"}";
+	spec.planned = 4;
+	return store_sweep_begin(w, &spec, &id, &resumed, &err) < 0 ? -1 : id;
+}
+
+/* Reloads inc after a change; checks it against a full load and that it
+ * read pairs, not everything, unless full says it must. */
+static void inc_step(struct lookup_table *inc, struct store *r, const char *when, int full)
+{
+	struct kt_err err = { 0 };
+	long fl = inc->full_loads, pl = inc->pair_loads;
+
+	CU_ASSERT_EQUAL_FATAL(lookup_table_load(inc, r, &err), 0);
+	inc_same(inc, r, when);
+	if (full >= 0)
+		CU_ASSERT_EQUAL(inc->full_loads, fl + full);
+	if (full == 0 && inc->pair_loads == pl)
+		fprintf(stderr, "\n  %s: no pair read again\n", when);
+	if (full == 0)
+		CU_ASSERT(inc->pair_loads > pl);
+}
+
+static void test_lookup_incremental(void)
+{
+	const struct kt_family *dense = kt_family_find("dense");
+	char path[512];
+	struct fx_result res;
+	struct store *w = NULL, *r = NULL;
+	struct lookup_table inc;
+	struct kt_err err = { 0 };
+	struct kt_shape s;
+	struct kt_target t;
+	struct fx_pick pk;
+	const struct lookup_entry *e;
+	int64_t dev, prob, prob2, sw, sw2;
+	long pl;
+	int i;
+	char *js;
+
+	snprintf(path, sizeof(path), "%s", kt_test_path("incremental.db"));
+	CU_ASSERT_FATAL(fx_build(path, &res) == 0);
+	CU_ASSERT_FATAL(store_open(path, STORE_RW, &w, &err) == 0);
+	CU_ASSERT_FATAL(store_open(path, STORE_RO, &r, &err) == 0);
+	lookup_table_init(&inc);
+	CU_ASSERT_EQUAL_FATAL(lookup_table_load(&inc, r, &err), 0);
+	CU_ASSERT_EQUAL(inc.full_loads, 1);
+	CU_ASSERT_EQUAL_FATAL(inc.nentries, FX_NPROBLEMS);
+
+	/* fixture problem 0 (dense 1024^3 on the H200): three valid configs */
+	CU_ASSERT_FATAL(kt_shape_parse(dense, fx_problems[0].shape, &s, &err) == 0);
+	CU_ASSERT_FATAL(fx_dev_target(&fx_devs[0], &t, &err) == 0);
+	memset(&pk, 0, sizeof(pk));
+	pk.f = dense;
+	pk.s = &s;
+	pk.t = &t;
+	kt_space_foreach(dense, 0, fx_pick_fn, &pk);
+	CU_ASSERT_FATAL(pk.n == 3);
+	for (i = 0, e = NULL; i < inc.nentries; i++)
+		if (!strcmp(inc.entries[i].w.shape_key, fx_problems[0].shape) &&
+		    !strcmp(inc.entries[i].w.device_uuid, fx_devs[0].uuid))
+			e = &inc.entries[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+	dev = e->w.device_id;
+	prob = e->w.problem_id;
+
+	/* a new sweep of the problem, and in it a faster ok trial: it wins */
+	CU_ASSERT_FATAL((sw = inc_sweep(w, dev, prob, "inc")) > 0);
+	inc_step(&inc, r, "new sweep", 0);
+	CU_ASSERT_FATAL(inc_trial(w, sw, dense, &pk.c[1], "ok", res.winner_us[0] / 2,
+				  res.winner_us[0] / 2) == 0);
+	inc_step(&inc, r, "faster ok trial", 0);
+	/* slower ok, faster wrong: no change of winner, still right */
+	CU_ASSERT_FATAL(inc_trial(w, sw, dense, &pk.c[2], "wrong", res.winner_us[0] / 8, 1) == 0);
+	inc_step(&inc, r, "faster wrong trial", 0);
+	/* a tie on the median broken by the lower min (config 0, a second sweep) */
+	CU_ASSERT_FATAL((sw2 = inc_sweep(w, dev, prob, "inc-tie")) > 0);
+	CU_ASSERT_FATAL(inc_trial(w, sw2, dense, &pk.c[0], "ok", res.winner_us[0] / 2,
+				  res.winner_us[0] / 4) == 0);
+	inc_step(&inc, r, "tie on the median", 0);
+	/* a newer cuBLAS baseline, then the retime and the end of the sweep */
+	CU_ASSERT_FATAL(store_baseline_add(w, dev, prob, sw, "cublas_dense", 1.5, &err) == 0);
+	inc_step(&inc, r, "new baseline", 0);
+	{
+		char key[512];
+
+		kt_config_key(dense, &pk.c[0], key, sizeof(key));
+		CU_ASSERT_FATAL(store_retime_set(w, sw2, key, 7.5, &err) == 0);
+		CU_ASSERT_FATAL(store_sweep_end(w, sw2, STORE_SWEEP_DONE, &err) == 0);
+	}
+	inc_step(&inc, r, "retime and sweep end", 0);
+	/* the first sweep ended, then resumed */
+	CU_ASSERT_FATAL(store_sweep_end(w, sw, STORE_SWEEP_INTERRUPTED, &err) == 0);
+	inc_step(&inc, r, "sweep interrupted", 0);
+	CU_ASSERT_FATAL(inc_sweep(w, dev, prob, "inc") == sw);
+	inc_step(&inc, r, "sweep resumed", 0);
+	/* a problem tuned for the first time: a new entry in its place */
+	CU_ASSERT_FATAL(kt_shape_parse(dense, "tokens=2000,in=4096,out=4096", &s, &err) == 0);
+	js = fx_dump(lookup_shape_json(dense, &s));
+	CU_ASSERT_FATAL(store_problem_intern(w, "dense", "tokens=2000,in=4096,out=4096", js, &prob2,
+					     &err) == 0);
+	free(js);
+	CU_ASSERT_FATAL((sw = inc_sweep(w, dev, prob2, "inc")) > 0);
+	CU_ASSERT_FATAL(inc_trial(w, sw, dense, &pk.c[0], "ok", 80, 79) == 0);
+	inc_step(&inc, r, "new problem", 0);
+	CU_ASSERT_EQUAL(inc.nentries, FX_NPROBLEMS + 1);
+	/* nothing a winner depends on (a compiled binary): nothing read again */
+	pl = inc.pair_loads;
+	CU_ASSERT_FATAL(store_binary_put(w, "00112233445566778899aabbccddeeff", "sm_90a", "13.0",
+					 "cubin", 5, NULL, 1, &err) == 0);
+	inc_step(&inc, r, "binary cached", -1);
+	CU_ASSERT_EQUAL(inc.pair_loads, pl);
+	CU_ASSERT_EQUAL(inc.full_loads, 1);
+	/* a new device: in full */
+	{
+		static const struct fx_dev nd = { "NVIDIA L40S", "GPU-fx-l40s", "sm_89", 142, 100663296,
+						  101376 };
+		int64_t id;
+
+		CU_ASSERT_FATAL(fx_devices_upsert(w, &nd, 1, &fx_dev_base, &id, &err) == 0);
+	}
+	inc_step(&inc, r, "new device", 1);
+	lookup_table_release(&inc);
+	store_close(r);
+	store_close(w);
+}
+
 /* The answer comes from entry want (of sib_entries) and names the asked
  * device want_dev; want < 0: the family default. */
 static void sib_expect(struct lk *l, const char *dev, const char *family, const char *shape,
@@ -1283,6 +1483,8 @@ int main(void)
 	CU_add_test(s, "lookup: nearest skips other structural dims and invalid configs", test_lookup_nearest);
 	CU_add_test(s, "lookup: arch, default, unknown and ambiguous devices", test_lookup_arch_default);
 	CU_add_test(s, "lookup: table reloads only on change", test_lookup_reload);
+	CU_add_test(s, "lookup: only what changed is read again, and equals a full reload",
+		    test_lookup_incremental);
 	CU_add_test(s, "lookup: exact on a GPU of the same model before nearest", test_lookup_same_model);
 	CU_add_test(s, "http: health, devices, families, winners", test_http_reads);
 	CU_add_test(s, "http: best and best:batch", test_http_best);
