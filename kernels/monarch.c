@@ -23,7 +23,8 @@
  *             GEMM's ldc / batch stride. What is left of the middle
  *             permutation is the b x b block transpose, done with 16-byte
  *             chunk copies (rp % 8 == 0) instead of stride-b element
- *             gathers.
+ *             gathers; the output permutation too is 16-byte loads and
+ *             stores (perm_launch: monarch_perm_x8 or monarch_perm_rows).
  *   naive_wgmma, relayout_wgmma   the same on sm_90a's warpgroup MMA path
  *             of gemm.cu (-DWGMMA=1: BLOCK_K 64, BLOCK_M/64 warpgroups;
  *             BLOCK_K and the WARPS_* params do not apply).
@@ -481,6 +482,43 @@ static void y2_to_y_args(struct kt_launch *l, long T, long m, long b)
 	kt_launch_arg_i32(l, b);
 }
 
+/* The launch of program `program` (monarch.cu) that interleaves
+ * block-major y2 into y: monarch_perm_x8 (blocks % 8 == 0: 16-byte loads
+ * and stores, 8 x 8 tiles transposed in registers), else monarch_perm_rows
+ * where its row fits the target's shared memory (16-byte too), else
+ * monarch_perm_out (2-byte gathers: consecutive outputs read 2 bytes mb
+ * apart). On the H200 (9th session) the switch took relayout_ws's default
+ * from 42.5 to 28.9 us at llama1b q/o N1024 and from 228.5 to 154.2 at
+ * llama7b gate/up (monarch_bm, no permutation at all: 23.8 and 137.7). */
+static void perm_launch(const struct kt_shape *s, const struct kt_target *tgt, int program,
+			struct kt_launch *l)
+{
+	long T = s->v[D_TOKENS], m = s->v[D_OUT], b = s->v[D_BLOCKS], mb = m / b;
+
+	memset(l, 0, sizeof(*l));
+	l->program = program;
+	l->grid[1] = l->grid[2] = 1;
+	l->block[1] = l->block[2] = 1;
+	if (b % 8 == 0) {
+		/* a thread per 8 x 8 tile (8 s of 8 blocks); the kernel loops
+		 * over what a capped grid leaves */
+		long long grid = ((long long)T * (mb / 8) * (b / 8) + PERM_X8_THREADS - 1) /
+				 PERM_X8_THREADS;
+
+		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_x8");
+		l->grid[0] = (unsigned)(grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
+		l->block[0] = PERM_X8_THREADS;
+	} else if (perm_rows_smem(s) <= (unsigned long)tgt->smem_optin) {
+		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_rows");
+		l->grid[0] = (unsigned)T;
+		l->block[0] = ELEM_THREADS;
+		l->smem = (unsigned)perm_rows_smem(s);
+	} else {
+		elem_launch(l, program, "monarch_perm_out", (long long)T * m);
+	}
+	y2_to_y_args(l, T, m, b);
+}
+
 /* w1r's prep launch (program `program`, monarch.cu) and the transform it
  * stands for, which export carries. */
 static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan *out)
@@ -508,7 +546,7 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
  * kernel's time); with EPILOGUE 3 the same launch, cooperative, does both
  * (y2, then y and the arrival counters as two more arguments). */
 static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *c,
-		      struct kt_plan *out, struct kt_err *err)
+		      const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	struct kt_program *p = &out->programs[0];
 	struct kt_launch *l = &out->launch[0];
@@ -570,31 +608,8 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	if (bm || c->p[P_EPI] != 1)
 		return 0;
 	out->nlaunch = 2;
-	l = &out->launch[1];
-	memset(l, 0, sizeof(*l));
-	if (b % 8 == 0) {
-		/* a thread per 8 x 8 tile (8 s of 8 blocks); the kernel loops
-		 * over what a capped grid leaves */
-		long long grid = ((long long)T * (mb / 8) * (b / 8) + PERM_X8_THREADS - 1) /
-				 PERM_X8_THREADS;
-
-		l->program = 1;
-		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_x8");
-		l->grid[0] = (unsigned)(grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
-		l->grid[1] = l->grid[2] = 1;
-		l->block[0] = PERM_X8_THREADS;
-		l->block[1] = l->block[2] = 1;
-		y2_to_y_args(l, T, m, b);
-		return 0;
-	}
-	l->program = 1;
-	snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_rows");
-	l->grid[0] = (unsigned)T;
-	l->grid[1] = l->grid[2] = 1;
-	l->block[0] = ELEM_THREADS;
-	l->block[1] = l->block[2] = 1;
-	l->smem = (unsigned)perm_rows_smem(s);
-	y2_to_y_args(l, T, m, b);
+	/* fused_check refused a monarch_perm_rows that does not fit */
+	perm_launch(s, tgt, 1, &out->launch[1]);
 	return 0;
 }
 
@@ -613,7 +628,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "monarch: config cannot run: %s", why);
 	if (c->variant == V_FUSED_WS)
-		return plan_fused(bm, s, c, out, err);
+		return plan_fused(bm, s, c, tgt, out, err);
 	nb = n / b;
 	mb = m / b;
 	tiles_of(c, &z1, &y2);
@@ -653,8 +668,13 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 		       b, &out->launch[2]);
 	if (bm)
 		return 0;
-	l = elem_launch(&out->launch[3], pm, "monarch_perm_out", (long long)T * m);
-	y2_to_y_args(l, T, m, b);
+	/* naive keeps the textbook element-wise permutation (the baseline) */
+	if (relayout) {
+		perm_launch(s, tgt, pm, &out->launch[3]);
+	} else {
+		l = elem_launch(&out->launch[3], pm, "monarch_perm_out", (long long)T * m);
+		y2_to_y_args(l, T, m, b);
+	}
 	return 0;
 }
 
@@ -805,9 +825,10 @@ extern const struct kt_family monarch_family;
  * two consumers, STAGES 4, BLOCK_N the largest of 256 .. 32 not past
  * out/blocks and Z_BLOCK_N the largest dividing rank, the winner of the
  * whole relayout_ws space at each of the four N1024 reference shapes
- * fused_ws refuses (H200: llama7b gate/up 228.2 us, down 164.4, llama1b
- * q/o 43.0, gpt2s c_fc 43.9, where the naive default took 498.2, -, -,
- * 54.5; bench/NOTES-linear.md, 9th session); then BLOCK_M 64 with one
+ * fused_ws refuses (H200, before its output permutation went 16-byte:
+ * llama7b gate/up 228.2 us, down 164.4, llama1b q/o 43.0, gpt2s c_fc
+ * 43.9, where the naive default took 498.2, -, -, 54.5; after: 154.2,
+ * 136.7, 28.9, 25.6; bench/NOTES-linear.md, 9th session); then BLOCK_M 64 with one
  * consumer. Else (other targets, tokens under the ws tiles) naive: stage
  * 2's tile from the GEMM defaults list (it has the larger N in the
  * reference shapes), stage 1's N tile the largest that still fits. */
