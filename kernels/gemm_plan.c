@@ -192,6 +192,9 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 
 	if (tgt->sm < 80)
 		return WHY("cp.async and bf16 mma.sync need sm_80+, target is sm_%d", tgt->sm);
+	if (t->col_group > 0 && (!t->ws || t->epi_direct || t->split_k > 1 || t->col_group % 8))
+		return WHY("column groups (%ld): the ws kernel's staged epilogue only, no split-K, "
+			   "groups of a multiple of 8", t->col_group);
 	if (t->ws)
 		return ws_check(t, M, N, K, extra_smem, tgt, why, whylen);
 	if (t->persistent > 0)
@@ -278,6 +281,10 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "PERSISTENT", 1);
 		if (t->pdl)
 			rc |= kt_program_define(p, "KT_PDL", 1);
+		if (t->col_group > 0) {
+			rc |= kt_program_define(p, "COLGRP", t->col_group);
+			rc |= kt_program_define(p, "COLGSTRIDE", t->col_gstride);
+		}
 		return rc;
 	}
 	if (t->wgmma)

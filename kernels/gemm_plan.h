@@ -58,6 +58,12 @@ struct kt_gemm_tile {
 				 * fp32 fragments to slice 0 through distributed
 				 * shared memory, which stores bf16 C: no
 				 * workspace, no splitk_reduce launch */
+	long col_group;		/* > 0 (ws, staged epilogue, no split-K): -DCOLGRP:
+				 * output column c lands at (c / col_group) *
+				 * col_gstride + c % col_group of its row (groups
+				 * of col_group % 8 == 0 columns col_gstride
+				 * elements apart); 0: plain */
+	long col_gstride;
 	long pdl;		/* 1: -DKT_PDL=1 and the launch flagged pdl
 				 * (family.h): programmatic dependent launch,
 				 * gemm_tn_ws waits for the previous kernel in

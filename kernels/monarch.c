@@ -41,7 +41,8 @@
  *             The outputs (z, y2, y) are written through pointers, ldc and
  *             batch strides (16-byte chunks: r, b*r, m, mb all % 8 == 0).
  *             K edges (nb, r under 64) are the copy engine's zero fill.
- *             Verified on the H200 (9th session): relayout_ws's whole
+ *             relayout_ws's GSTORE 1 stores g from stage 1 itself, (2)
+ *             below. Verified on the H200 (9th session): relayout_ws's whole
  *             space at llama7b gate/up, down, llama1b q/o and gpt2s c_fc
  *             N1024 (66, 66, 48, 66 configs), both variants sampled at
  *             N1024 and N4096 (5 configs each); none wrong. relayout_ws
@@ -99,8 +100,20 @@
  *             measured winner on sm_90a where the shape takes it.
  *             Its z and g scratch buffers are empty.
  *
- * NEEDSWORK: relayout still runs a (chunk) copy kernel between the stages.
- * No choice of w1/w2 re-layout, ldc, lda and batch strides removes it: for
+ * (2), the b2 <-> b1 permutation folded into the stage-1 store, is
+ * relayout_ws with GSTORE 1: its staged epilogue writes column c = i*rp +
+ * q of block j to g[i][t][j*rp + q] (gemm.cu's COLGRP = rp, COLGSTRIDE =
+ * N*r; C = g + j*rp, rows r apart), and no copy runs between the stages.
+ * H200, N1024 (9th session; bench/NOTES-linear.md): llama7b down 136.7 ->
+ * 107.5 us, gate/up 154.2 -> 123.0 (cuBLAS dense 115.2, 118.2), gpt2s
+ * c_fc 25.9 -> 22.5 (whole spaces); at llama1b q/o (rp 16: 32-byte runs)
+ * no better (30.1 either way), so the default takes GSTORE 1 where rp >=
+ * 32 only. The copy form stays a config (GSTORE 0, what keys from before
+ * the parameter mean).
+ * NEEDSWORK: relayout and relayout_wgmma still run the (chunk) copy: their
+ * gemm_tn stores pairs from the accumulators, without column groups.
+ * Why the copy was needed at all: no choice of w1/w2 re-layout, ldc, lda
+ * and batch strides removes it: for
  * one token, stage 1 writes b contiguous runs of r values (one per block j),
  * stage 2 reads b contiguous runs of r values (one per block i) each holding
  * rp values of every j; two partitions of the same positions into runs of
@@ -108,10 +121,9 @@
  * run of stage 2, which it cannot for b > 1. (Batching stage 1 over the b*b
  * pairs (i, j) with N = rp gives a consistent C layout, ldc = b*r and batch
  * stride rp, but then x's batch offset j*nb is not linear in the batch
- * index.) Removing the copy needs gemm.cu to change: (2) the b2 <-> b1
- * permutation folded into the stage-1 store (a column remap in the
- * epilogue), or a two-level batch index (blockIdx.z -> (z / B, z % B) with
- * two strides per operand).
+ * index.) Hence the column remap in gemm.cu's epilogue (a two-level batch
+ * index, blockIdx.z -> (z / B, z % B) with two strides per operand, was the
+ * other way).
  *
  * (3) -- y left block-major (column i*mb + s) with the next layer's weights
  * pre-permuted offline -- is the second family here, `monarch_bm`: the same
@@ -145,7 +157,7 @@ enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAY
  * B_ARRIVED only for fused_ws's EPILOGUE 3 */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
-       P_CLI, P_CLT };
+       P_CLI, P_CLT, P_GSTORE };
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
@@ -195,6 +207,11 @@ static const struct kt_param params[] = {
 	 "fused_ws: 2 pairs the CTAs of output blocks i, i+1 to multicast the x tiles they share"},
 	{"CLUSTER_T", 2, {1, 2}, FUSED,
 	 "fused_ws: 2 pairs the CTAs of two token tiles to multicast the weight tiles they share"},
+	/* optional: keys from before it (relayout_ws's copy form) parse as 0 */
+	{"GSTORE", 2, {0, 1}, 1u << V_RELAYOUT_WS,
+	 "relayout_ws: 1 stage 1 stores g itself (the middle permutation as column groups of "
+	 "rank/blocks in its epilogue), 0 stores z and a 16-byte copy makes g",
+	 1, 0},
 };
 
 /* y2 is stage 2's tile, z1 stage 1's. */
@@ -436,8 +453,10 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	{
 		size_t inter = cfg->variant == V_FUSED_WS ? 0 : 1;
 		size_t y2 = inter || cfg->p[P_EPI] == 1 || cfg->p[P_EPI] == 3 ? 1 : 0;
+		/* relayout_ws with GSTORE 1: stage 1 writes g itself */
+		size_t zb = cfg->variant == V_RELAYOUT_WS && cfg->p[P_GSTORE] == 1 ? 0 : inter;
 
-		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
+		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, zb * b * T * r, 0);
 		kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
 		kt_buf_set(&out[B_Y2], "y2", KT_BUF_SCRATCH, KT_BF16, y2 * T * m, 0);
 	}
@@ -623,6 +642,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
 	long r = s->v[D_RANK], nb, mb;
 	int same, pg1, pg2, pm, relayout = is_relayout(c->variant);
+	int g_direct = c->variant == V_RELAYOUT_WS && c->p[P_GSTORE] == 1;
 
 	memset(out, 0, sizeof(*out));
 	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
@@ -632,6 +652,14 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	nb = n / b;
 	mb = m / b;
 	tiles_of(c, &z1, &y2);
+	if (g_direct) {
+		/* (2), the middle permutation in stage 1's store: w1r's column
+		 * i*rp + q of block j is g[i][t][j*rp + q], so the staged
+		 * epilogue writes groups of rp columns N*r apart, from g + j*rp
+		 * with rows r apart; no copy between the stages */
+		z1.col_group = r / b;
+		z1.col_gstride = T * r;
+	}
 	same = kt_gemm_same_program(&z1, &y2);
 	pg1 = 0;
 	pg2 = same ? 0 : 1;
@@ -649,6 +677,16 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 
 	if (relayout)
 		plan_relayout(s, pm, out);
+	if (g_direct) {
+		out->nlaunch = bm ? 2 : 3;
+		kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, B_W1R, nb, r * nb, B_G, r, r / b, b,
+			       &out->launch[0]);
+		kt_gemm_launch(&y2, pg2, T, mb, r, B_G, r, T * r, B_W2, r, mb * r, bm ? B_Y : B_Y2, m,
+			       mb, b, &out->launch[1]);
+		if (!bm)
+			perm_launch(s, tgt, pm, &out->launch[2]);
+		return 0;
+	}
 	out->nlaunch = bm ? 3 : 4;
 	/* stage 1, batch j: A = x + j*nb (rows n apart), B = w1[j] (or w1r[j]);
 	 * naive writes z[j] at j*N*r (b, N, r); relayout writes it at j*r with
@@ -823,12 +861,14 @@ extern const struct kt_family monarch_family;
  * 7, 8 measured slower. EPILOGUE 1 is checked as monarch's, whose rules
  * are monarch_bm's and more. Else, on sm_90a, relayout_ws: BLOCK_M 128,
  * two consumers, STAGES 4, BLOCK_N the largest of 256 .. 32 not past
- * out/blocks and Z_BLOCK_N the largest dividing rank, the winner of the
+ * out/blocks, Z_BLOCK_N the largest dividing rank and GSTORE 1 where
+ * rank/blocks >= 32 ((2) above says why), the tile the winner of the
  * whole relayout_ws space at each of the four N1024 reference shapes
  * fused_ws refuses (H200, before its output permutation went 16-byte:
  * llama7b gate/up 228.2 us, down 164.4, llama1b q/o 43.0, gpt2s c_fc
- * 43.9, where the naive default took 498.2, -, -, 54.5; after: 154.2,
- * 136.7, 28.9, 25.6; bench/NOTES-linear.md, 9th session); then BLOCK_M 64 with one
+ * 43.9, where the naive default took 498.2, -, -, 54.5; with it and
+ * GSTORE: 123.0, 107.5, 29.7, 23.2; bench/NOTES-linear.md, 9th session);
+ * then BLOCK_M 64 with one
  * consumer. Else (other targets, tokens under the ws tiles) naive: stage
  * 2's tile from the GEMM defaults list (it has the larger N in the
  * reference shapes), stage 1's N tile the largest that still fits. */
@@ -874,6 +914,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		out->p[P_ZBN] = tiles[z];
 		out->p[P_STAGES] = 4;
 		out->p[P_GROUP] = 8;
+		out->p[P_GSTORE] = s->v[D_RANK] / s->v[D_BLOCKS] >= 32;
 		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}

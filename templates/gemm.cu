@@ -17,7 +17,12 @@
  * 1 = plain row-major tile order), SPLIT_K (default 1: > 1 writes fp32
  * partials that splitk_reduce sums), WGMMA (sm_90a warpgroup MMA path);
  * with WS: CONSUMERS (1 or 2), EPILOGUE (1 staged, 0 direct), CLUSTER_M,
- * PERSISTENT (1: a fixed grid walks every (tile, batch) work item).
+ * PERSISTENT (1: a fixed grid walks every (tile, batch) work item),
+ * COLGRP and COLGSTRIDE (the staged epilogue, no split-K: output column c
+ * lands at (c / COLGRP) * COLGSTRIDE + c % COLGRP of its row, a C cut into
+ * groups of COLGRP columns that lie COLGSTRIDE elements apart; COLGRP % 8
+ * == 0, so no 16-byte chunk straddles two; monarch's relayout_ws writes its
+ * middle permutation this way).
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
@@ -56,6 +61,19 @@
  * epilogue) is compiled and planned but NOT yet verified or timed on a GPU.
  */
 #include "common.cuh"
+
+#ifndef COLGRP
+#define COLGRP 0
+#endif
+#if COLGRP
+/* the element offset, within its row, of output column gc (see COLGRP) */
+#define KT_COL(gc) ((long long)((gc) / COLGRP) * (COLGSTRIDE) + (gc) % COLGRP)
+#else
+#define KT_COL(gc) (gc)
+#endif
+#if COLGRP && !defined(WS)
+#error "gemm.cu -DCOLGRP needs -DWS=1 (gemm_tn stores from its accumulators)"
+#endif
 
 namespace ktg {
 
@@ -900,7 +918,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 					     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 					     : "r"(st0 + r * PITCH + ch * 16));
 				if (gr < M && gc < N)
-					*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + gc) = v;
+					*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + KT_COL(gc)) = v;
 			}
 		}
 	}
@@ -1100,7 +1118,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 							     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 							     : "r"(st0 + r * (SW * 2) + ((ch ^ (r & 7)) << 4)));
 						if (gr < M && gc < N)
-							*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + gc) = v;
+							*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + KT_COL(gc)) = v;
 					}
 				}
 			}
@@ -1164,6 +1182,9 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
 #endif
 #ifndef EPILOGUE
 #define EPILOGUE 1
+#endif
+#if COLGRP && (COLGRP % 8 || !defined(COLGSTRIDE) || SPLIT_K > 1 || EPILOGUE == 0)
+#error "gemm.cu -DCOLGRP: a multiple of 8, with -DCOLGSTRIDE, the staged epilogue, no split-K"
 #endif
 /*
  * -DWS=1 (sm_90a): the warp-specialized TMA kernel alone (no gemm_tn).

@@ -172,6 +172,25 @@ static void ws_tile_at(long long pid, long long M, long long N, long bm, long bn
 	}
 }
 
+/* Where the ws kernel's staged epilogue puts output column c within its
+ * row: with -DCOLGRP, groups of COLGRP columns COLGSTRIDE apart. */
+static long long emu_col(const struct kt_program *p, long long c)
+{
+	long g = emu_define(p, "COLGRP");
+
+	return g <= 0 ? c : c / g * emu_define(p, "COLGSTRIDE") + c % g;
+}
+
+/* what gemm.cu's #error allows with COLGRP */
+static void emu_col_ok(const struct kt_program *p)
+{
+	long g = emu_define(p, "COLGRP");
+
+	if (g > 0)
+		CU_ASSERT(g % 8 == 0 && emu_define(p, "COLGSTRIDE") > 0 &&
+			  emu_define(p, "SPLIT_K") <= 1 && emu_define(p, "EPILOGUE") == 1);
+}
+
 /* gemm_tn_ws with -DPERSISTENT=1 (one more argument, the batch count):
  * CTA b of grid (P, 1, 1) computes work items w = b, b + P, ... below
  * tiles * batch, w / tiles the batch, w % tiles the tile; each tile's
@@ -181,6 +200,7 @@ static void ws_tile_at(long long pid, long long M, long long N, long bm, long bn
 static void emu_gemm_ws_persistent(struct emu *m, const struct kt_launch *l, long bm, long bn,
 				   long gm)
 {
+	const struct kt_program *p = &m->plan->programs[l->program];
 	const struct kt_arg *tA = &l->args[0], *tB = &l->args[1];
 	int C = emu_ab(l, 2);
 	long long M = emu_ai(l, 3), N = emu_ai(l, 4), K = emu_ai(l, 5), ldc = emu_ai(l, 6);
@@ -208,7 +228,7 @@ static void emu_gemm_ws_persistent(struct emu *m, const struct kt_launch *l, lon
 					for (k = 0; k < kend; k++)
 						acc += ws_elem(m, tA, zA, z, t, k) *
 						       ws_elem(m, tB, zB, z, c, k);
-					emu_st(m, C, z * sC + t * ldc + c, acc);
+					emu_st(m, C, z * sC + t * ldc + emu_col(p, c), acc);
 				}
 		}
 	free(seen);
@@ -230,6 +250,7 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 
 	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
 	CU_ASSERT_EQUAL(emu_define(p, "WS"), 1);
+	emu_col_ok(p);
 	CU_ASSERT_FATAL(bm > 0 && bn > 0 && (cons == 1 || cons == 2));
 	if (sk < 1)
 		sk = 1;
@@ -275,7 +296,7 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 					if (sk > 1)
 						emu_st(m, C, sl * M * ldc + t * ldc + c, acc);
 					else
-						emu_st(m, C, z * sC + t * ldc + c, acc);
+						emu_st(m, C, z * sC + t * ldc + emu_col(p, c), acc);
 				}
 		}
 }
