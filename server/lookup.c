@@ -114,6 +114,9 @@ out:
 	return rc;
 }
 
+/* More changed pairs than this after a commit: reload in full. */
+#define LOOKUP_MAX_PAIRS 256
+
 /* The table's order, store_winners_list's: device id, family, shape key
  * (SQLite compares text bytewise, as strcmp does). */
 static int entry_order(const struct store_winner *a, const struct store_winner *b)
@@ -265,6 +268,12 @@ static int table_refresh(struct lookup_table *t, struct store *st, struct kt_err
 		goto out;
 	if ((r = sweeps_changed(&t->marks, &m, &ps, &n, err)) != 0) {
 		rc = r;
+		goto out;
+	}
+	/* an import or a merge: one pass over everything is cheaper than a
+	 * query per pair (each also walks the entries) */
+	if (n > LOOKUP_MAX_PAIRS) {
+		rc = 1;
 		goto out;
 	}
 	for (i = 0; i < n; i++) {

@@ -477,6 +477,23 @@ static void test_lookup_incremental(void)
 	inc_step(&inc, r, "binary cached", -1);
 	CU_ASSERT_EQUAL(inc.pair_loads, pl);
 	CU_ASSERT_EQUAL(inc.full_loads, 1);
+	/* an import-sized change (more than 256 pairs): in full */
+	CU_ASSERT_FATAL(store_tx_begin(w, &err) == 0);
+	for (i = 0; i < 300; i++) {
+		char key[64];
+		int64_t pi, si;
+
+		snprintf(key, sizeof(key), "tokens=%d,in=4096,out=4096", 3000 + i);
+		CU_ASSERT_FATAL(kt_shape_parse(dense, key, &s, &err) == 0);
+		js = fx_dump(lookup_shape_json(dense, &s));
+		CU_ASSERT_FATAL(store_problem_intern(w, "dense", key, js, &pi, &err) == 0);
+		free(js);
+		CU_ASSERT_FATAL((si = inc_sweep(w, dev, pi, "inc")) > 0);
+		CU_ASSERT_FATAL(inc_trial(w, si, dense, &pk.c[i % 3], "ok", 90 + i, 89 + i) == 0);
+	}
+	CU_ASSERT_FATAL(store_tx_commit(w, &err) == 0);
+	inc_step(&inc, r, "300 new problems", 1);
+	CU_ASSERT_EQUAL(inc.nentries, FX_NPROBLEMS + 301);
 	/* a new device: in full */
 	{
 		static const struct fx_dev nd = { "NVIDIA L40S", "GPU-fx-l40s", "sm_89", 142, 100663296,
