@@ -869,9 +869,10 @@ extern const struct kt_family monarch_family;
  * 43.9, where the naive default took 498.2, -, -, 54.5; with it and
  * GSTORE: 123.0, 107.5, 29.7, 23.2; bench/NOTES-linear.md, 9th session);
  * then BLOCK_M 64 with one
- * consumer. Else (other targets, tokens under the ws tiles) naive: stage
- * 2's tile from the GEMM defaults list (it has the larger N in the
- * reference shapes), stage 1's N tile the largest that still fits. */
+ * consumer. On sm_90 for 32 tokens or fewer, the decode tile below.
+ * Else (other targets) naive: stage 2's tile from the GEMM defaults list
+ * (it has the larger N in the reference shapes), stage 1's N tile the
+ * largest that still fits. */
 static int default_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
 			struct kt_config *out)
 {
@@ -915,6 +916,25 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		out->p[P_STAGES] = 4;
 		out->p[P_GROUP] = 8;
 		out->p[P_GSTORE] = s->v[D_RANK] / s->v[D_BLOCKS] >= 32;
+		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+	}
+	/* decode (tokens under the ws tiles) on sm_90: relayout (naive where
+	 * rank/blocks % 8) with the tile that won 100 random configs of naive
+	 * and relayout at each of the four N16 reference shapes (H200, 9th
+	 * session: gate/up 33.4 us, down 36.3, llama1b 15.6, gpt2s 15.9 (naive
+	 * 15.3-15.4 there); the GEMM list's tile took 56.2, 74.8, 21.4, 21.4) */
+	if (tgt->sm == 90 && s->v[D_TOKENS] <= 32) {
+		memset(out, 0, sizeof(*out));
+		out->variant = (s->v[D_RANK] / s->v[D_BLOCKS]) % 8 ? V_NAIVE : V_RELAYOUT;
+		out->p[P_BM] = 16;
+		out->p[P_BN] = 32;
+		out->p[P_ZBN] = 32;
+		out->p[P_BK] = 64;
+		out->p[P_WM] = 1;
+		out->p[P_WN] = 2;
+		out->p[P_STAGES] = 4;
+		out->p[P_GROUP] = 8;
 		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}

@@ -1399,7 +1399,6 @@ static void test_defaults(void)
 			{"tokens=1024,in=768,out=3072,blocks=4,rank=192", 128, 256, 64, 1},
 			{"tokens=4096,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
 			{"tokens=60,in=2048,out=2048,blocks=16,rank=256", 64, 128, 256, 0},
-			{"tokens=16,in=2048,out=2048,blocks=16,rank=256", 0, 0, 0, 0},
 		};
 		struct kt_target t90a = ft_target("sm_90a"), t86 = ft_target("sm_86");
 		struct kt_config c;
@@ -1421,6 +1420,35 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "GSTORE"), want[i].gstore);
 			CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t86, &c), 0);
 			CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
+		}
+		/* decode on sm_90: relayout (naive where rank/blocks % 8) with
+		 * the N16 winners' tile; other targets keep the GEMM list's */
+		{
+			static const char *const dec[] = {
+				"tokens=16,in=4096,out=11008,blocks=16,rank=1536",
+				"tokens=16,in=2048,out=2048,blocks=16,rank=256",
+				"tokens=16,in=768,out=3072,blocks=4,rank=192",
+				"tokens=16,in=2048,out=2048,blocks=16,rank=32",
+			};
+			struct kt_target t90 = ft_target("sm_90");
+
+			for (i = 0; i < sizeof(dec) / sizeof(dec[0]); i++) {
+				struct kt_shape s = ft_shape(mon, dec[i]);
+				const char *v = i == 3 ? "naive" : "relayout";
+
+				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90a, &c), 0);
+				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], v);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), 16);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "Z_BLOCK_N"), 32);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_K"), 64);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "STAGES"), 4);
+				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90, &c), 0);
+				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], v);
+				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t86, &c), 0);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "Z_BLOCK_N") == 32 &&
+						kt_config_get(mon, &c, "BLOCK_K") == 64 &&
+						kt_config_get(mon, &c, "STAGES") == 4, 0);
+			}
 		}
 		/* monarch_bm follows the same rule */
 		{
