@@ -26,27 +26,12 @@ command -v wrk >/dev/null || { echo "bench/server.sh: wrk not installed (apt-get
 make -s build/ktune
 
 tmp=$(mktemp -d)
-pid=
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=bench/serve_lib.sh
+. bench/serve_lib.sh
+trap serve_cleanup EXIT
 
 # Port 0: the server picks a free port and prints it.
-build/ktune serve --db "$tmp/bench.db" --seed "$JSON" --listen 127.0.0.1:0 2>"$tmp/serve.log" &
-pid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|^ktune serve: http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/serve.log")
-	[ -n "$port" ] && break
-	kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; exit 1; }
-	sleep 0.1
-done
-[ -n "$port" ] || { echo "bench/server.sh: the server did not start" >&2; cat "$tmp/serve.log" >&2; exit 1; }
+serve_start build/ktune --db "$tmp/bench.db" --seed "$JSON"
 
 # A query with an exact answer: the first entry of the export.
 route=$(python3 - "$JSON" <<'EOF'

@@ -28,15 +28,9 @@ EVERY=${KTUNE_BENCH_EVERY:-0.25}
 [ -x "$K" ] || { echo "bench/server_sweep.sh: $K is not an executable (make build/ktune)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
-pid=
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=bench/serve_lib.sh
+. bench/serve_lib.sh
+trap serve_cleanup EXIT
 
 echo "== building $tmp/bench.db: the shipped results + $P problems x $T trials" >&2
 "$K" import data/h200-results.json --db "$tmp/bench.db" >/dev/null
@@ -67,16 +61,7 @@ db.commit()
 print("trials:", c.execute("SELECT count(*) FROM trials").fetchone()[0], file=sys.stderr)
 EOF
 
-"$K" serve --db "$tmp/bench.db" --listen 127.0.0.1:0 --threads 2 2>"$tmp/serve.log" &
-pid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|^ktune serve: http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/serve.log")
-	[ -n "$port" ] && break
-	kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; exit 1; }
-	sleep 0.1
-done
-[ -n "$port" ] || { echo "bench/server_sweep.sh: the server did not start" >&2; cat "$tmp/serve.log" >&2; exit 1; }
+serve_start "$K" --db "$tmp/bench.db" --threads 2
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain -- server cli db kernels 2>/dev/null)" ]; then

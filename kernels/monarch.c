@@ -677,40 +677,40 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 
 	if (relayout)
 		plan_relayout(s, pm, out);
-	if (g_direct) {
-		out->nlaunch = bm ? 2 : 3;
-		kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, B_W1R, nb, r * nb, B_G, r, r / b, b,
-			       &out->launch[0]);
-		kt_gemm_launch(&y2, pg2, T, mb, r, B_G, r, T * r, B_W2, r, mb * r, bm ? B_Y : B_Y2, m,
-			       mb, b, &out->launch[1]);
-		if (!bm)
-			perm_launch(s, tgt, pm, &out->launch[2]);
-		return 0;
-	}
-	out->nlaunch = bm ? 3 : 4;
+	out->nlaunch = 0;
 	/* stage 1, batch j: A = x + j*nb (rows n apart), B = w1[j] (or w1r[j]);
 	 * naive writes z[j] at j*N*r (b, N, r); relayout writes it at j*r with
-	 * rows b*r apart, i.e. z (N, b, b, rp) */
-	kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, relayout ? B_W1R : B_W1, nb, r * nb, B_Z,
-		       relayout ? b * r : r, relayout ? r : T * r, b, &out->launch[0]);
-	l = elem_launch(&out->launch[1], pm, relayout ? "monarch_gather_chunks" : "monarch_perm_mid",
-			relayout ? (long long)b * T * r / 8 : (long long)b * T * r);
-	kt_launch_arg_buf(l, B_Z);
-	kt_launch_arg_buf(l, B_G);
-	kt_launch_arg_i32(l, T);
-	kt_launch_arg_i32(l, b);
-	kt_launch_arg_i32(l, r);
+	 * rows b*r apart, i.e. z (N, b, b, rp); GSTORE 1 writes g at j*rp with
+	 * rows r apart, its column groups N*r apart */
+	if (g_direct)
+		kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, B_W1R, nb, r * nb, B_G, r, r / b, b,
+			       &out->launch[out->nlaunch++]);
+	else
+		kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, relayout ? B_W1R : B_W1, nb, r * nb,
+			       B_Z, relayout ? b * r : r, relayout ? r : T * r, b,
+			       &out->launch[out->nlaunch++]);
+	if (!g_direct) {
+		l = elem_launch(&out->launch[out->nlaunch++], pm,
+				relayout ? "monarch_gather_chunks" : "monarch_perm_mid",
+				relayout ? (long long)b * T * r / 8 : (long long)b * T * r);
+		kt_launch_arg_buf(l, B_Z);
+		kt_launch_arg_buf(l, B_G);
+		kt_launch_arg_i32(l, T);
+		kt_launch_arg_i32(l, b);
+		kt_launch_arg_i32(l, r);
+	}
 	/* stage 2, batch i: A = g[i] (b, N, r), B = w2[i]; y2 block-major:
 	 * block i's columns at i*mb of rows m apart (monarch_bm: that is y) */
 	kt_gemm_launch(&y2, pg2, T, mb, r, B_G, r, T * r, B_W2, r, mb * r, bm ? B_Y : B_Y2, m, mb,
-		       b, &out->launch[2]);
+		       b, &out->launch[out->nlaunch++]);
 	if (bm)
 		return 0;
 	/* naive keeps the textbook element-wise permutation (the baseline) */
+	l = &out->launch[out->nlaunch++];
 	if (relayout) {
-		perm_launch(s, tgt, pm, &out->launch[3]);
+		perm_launch(s, tgt, pm, l);
 	} else {
-		l = elem_launch(&out->launch[3], pm, "monarch_perm_out", (long long)T * m);
+		elem_launch(l, pm, "monarch_perm_out", (long long)T * m);
 		y2_to_y_args(l, T, m, b);
 	}
 	return 0;

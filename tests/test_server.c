@@ -331,15 +331,10 @@ static int inc_trial(struct store *w, int64_t sweep, const struct kt_family *f,
 {
 	struct store_trial tr;
 	struct kt_err err = { 0 };
-	char key[512], *params;
+	char key[512];
 	int64_t cfg;
-	int r;
 
-	kt_config_key(f, c, key, sizeof(key));
-	params = fx_dump(lookup_config_json(f, c));
-	r = store_config_intern(w, f->name, key, params, &cfg, &err);
-	free(params);
-	if (r < 0)
+	if (fx_config_intern(w, f, c, key, sizeof(key), &cfg, &err) < 0)
 		return -1;
 	memset(&tr, 0, sizeof(tr));
 	tr.sweep_id = sweep;

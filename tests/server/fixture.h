@@ -112,6 +112,22 @@ static FX_UNUSED char *fx_dump(json_t *j)
 	return s;
 }
 
+/* Interns config c of family f (its canonical key into key, its params as
+ * JSON) into st; *cfg gets the row id. 0, or -1 with err set. */
+static FX_UNUSED int fx_config_intern(struct store *st, const struct kt_family *f,
+				      const struct kt_config *c, char *key, size_t keylen,
+				      int64_t *cfg, struct kt_err *err)
+{
+	char *js;
+	int r;
+
+	kt_config_key(f, c, key, keylen);
+	js = fx_dump(lookup_config_json(f, c));
+	r = store_config_intern(st, f->name, key, js, cfg, err);
+	free(js);
+	return r < 0 ? -1 : 0;
+}
+
 /* Upserts devs[0..n), each with base's clocks and versions (NULL: none);
  * ids[i] gets devs[i]'s row id. 0, or -1 with err set. */
 static FX_UNUSED int fx_devices_upsert(struct store *st, const struct fx_dev *devs, int n,
@@ -208,16 +224,11 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 		base = floor_us * 1.5 + i;
 		for (k = 0; k < 3; k++) {
 			struct store_trial tr;
-			char key[512], *params;
+			char key[512];
 			int64_t cfg;
 
-			kt_config_key(f, &pk.c[k], key, sizeof(key));
-			params = fx_dump(lookup_config_json(f, &pk.c[k]));
-			if (store_config_intern(st, f->name, key, params, &cfg, &err) < 0) {
-				free(params);
+			if (fx_config_intern(st, f, &pk.c[k], key, sizeof(key), &cfg, &err) < 0)
 				goto out;
-			}
-			free(params);
 			memset(&tr, 0, sizeof(tr));
 			tr.sweep_id = sweep;
 			tr.config_id = cfg;
@@ -305,16 +316,10 @@ static FX_UNUSED int fx_sib_entry_add(struct store *st, int64_t dev_id, const st
 
 	if (kt_shape_parse(f, shape, &s, err) < 0)
 		return -1;
-	kt_config_key(f, c, key, keylen);
 	js = fx_dump(lookup_shape_json(f, &s));
 	r = store_problem_intern(st, f->name, shape, js, &prob, err);
 	free(js);
-	if (r < 0)
-		return -1;
-	js = fx_dump(lookup_config_json(f, c));
-	r = store_config_intern(st, f->name, key, js, &cfg, err);
-	free(js);
-	if (r < 0)
+	if (r < 0 || fx_config_intern(st, f, c, key, keylen, &cfg, err) < 0)
 		return -1;
 	memset(&spec, 0, sizeof(spec));
 	spec.device_id = dev_id;
