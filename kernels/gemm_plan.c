@@ -192,8 +192,8 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 
 	if (tgt->sm < 80)
 		return WHY("cp.async and bf16 mma.sync need sm_80+, target is sm_%d", tgt->sm);
-	if (t->col_group > 0 && (!t->ws || t->epi_direct || t->split_k > 1 || t->col_group % 8))
-		return WHY("column groups (%ld): the ws kernel's staged epilogue only, no split-K, "
+	if (t->col_group > 0 && ((t->ws && t->epi_direct) || t->split_k > 1 || t->col_group % 8))
+		return WHY("column groups (%ld): no split-K, the ws kernel's staged epilogue, "
 			   "groups of a multiple of 8", t->col_group);
 	if (t->ws)
 		return ws_check(t, M, N, K, extra_smem, tgt, why, whylen);
@@ -256,6 +256,15 @@ int kt_program_define(struct kt_program *p, const char *name, long value)
 	return 0;
 }
 
+/* the column groups (gemm.cu's COLGRP), on any path that takes them */
+static int col_defines(const struct kt_gemm_tile *t, struct kt_program *p)
+{
+	if (t->col_group <= 0)
+		return 0;
+	return kt_program_define(p, "COLGRP", t->col_group) |
+	       kt_program_define(p, "COLGSTRIDE", t->col_gstride);
+}
+
 int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 {
 	int rc = 0;
@@ -281,17 +290,13 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "PERSISTENT", 1);
 		if (t->pdl)
 			rc |= kt_program_define(p, "KT_PDL", 1);
-		if (t->col_group > 0) {
-			rc |= kt_program_define(p, "COLGRP", t->col_group);
-			rc |= kt_program_define(p, "COLGSTRIDE", t->col_gstride);
-		}
-		return rc;
+		return rc | col_defines(t, p);
 	}
 	if (t->wgmma)
 		rc |= kt_program_define(p, "WGMMA", 1);
 	if (t->split_k > 1)
 		rc |= kt_program_define(p, "SPLIT_K", t->split_k);
-	return rc;
+	return rc | col_defines(t, p);
 }
 
 int kt_gemm_same_program(const struct kt_gemm_tile *a, const struct kt_gemm_tile *b)

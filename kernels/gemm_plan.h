@@ -58,7 +58,7 @@ struct kt_gemm_tile {
 				 * fp32 fragments to slice 0 through distributed
 				 * shared memory, which stores bf16 C: no
 				 * workspace, no splitk_reduce launch */
-	long col_group;		/* > 0 (ws, staged epilogue, no split-K): -DCOLGRP:
+	long col_group;		/* > 0 (no split-K; ws: the staged epilogue): -DCOLGRP:
 				 * output column c lands at (c / col_group) *
 				 * col_gstride + c % col_group of its row (groups
 				 * of col_group % 8 == 0 columns col_gstride

@@ -41,8 +41,8 @@
  *             The outputs (z, y2, y) are written through pointers, ldc and
  *             batch strides (16-byte chunks: r, b*r, m, mb all % 8 == 0).
  *             K edges (nb, r under 64) are the copy engine's zero fill.
- *             relayout_ws's GSTORE 1 stores g from stage 1 itself, (2)
- *             below. Verified on the H200 (9th session): relayout_ws's whole
+ *             With GSTORE 1 (any relayout variant) stage 1 stores g
+ *             itself, (2) below. Verified on the H200 (9th session): relayout_ws's whole
  *             space at llama7b gate/up, down, llama1b q/o and gpt2s c_fc
  *             N1024 (66, 66, 48, 66 configs), both variants sampled at
  *             N1024 and N4096 (5 configs each); none wrong. relayout_ws
@@ -100,18 +100,21 @@
  *             measured winner on sm_90a where the shape takes it.
  *             Its z and g scratch buffers are empty.
  *
- * (2), the b2 <-> b1 permutation folded into the stage-1 store, is
- * relayout_ws with GSTORE 1: its staged epilogue writes column c = i*rp +
- * q of block j to g[i][t][j*rp + q] (gemm.cu's COLGRP = rp, COLGSTRIDE =
- * N*r; C = g + j*rp, rows r apart), and no copy runs between the stages.
+ * (2), the b2 <-> b1 permutation folded into the stage-1 store, is a
+ * relayout variant with GSTORE 1: stage 1 writes column c = i*rp + q of
+ * block j to g[i][t][j*rp + q] (gemm.cu's COLGRP = rp, COLGSTRIDE = N*r;
+ * C = g + j*rp, rows r apart) -- relayout_ws from its staged epilogue in
+ * 16-byte chunks, relayout and relayout_wgmma in the pairs gemm_tn stores
+ * from its accumulators -- and no copy runs between the stages.
  * H200, N1024 (9th session; bench/NOTES-linear.md): llama7b down 136.7 ->
  * 107.5 us, gate/up 154.2 -> 123.0 (cuBLAS dense 115.2, 118.2), gpt2s
  * c_fc 25.9 -> 22.5 (whole spaces); at llama1b q/o (rp 16: 32-byte runs)
  * no better (30.1 either way), so the default takes GSTORE 1 where rp >=
- * 32 only. The copy form stays a config (GSTORE 0, what keys from before
- * the parameter mean).
- * NEEDSWORK: relayout and relayout_wgmma still run the (chunk) copy: their
- * gemm_tn stores pairs from the accumulators, without column groups.
+ * 32 only. At decode the launch it saves counts most: relayout's decode
+ * tile at the four N16 reference shapes, 32.8 -> 29.8, 36.5 -> 34.2, 15.4
+ * -> 13.3 and 15.4 -> 12.8 us (10th session), so the decode default takes
+ * it everywhere. The copy form stays a config (GSTORE 0, what keys from
+ * before the parameter mean).
  * Why the copy was needed at all: no choice of w1/w2 re-layout, ldc, lda
  * and batch strides removes it: for
  * one token, stage 1 writes b contiguous runs of r values (one per block j),
@@ -179,6 +182,7 @@ static const char *const variants[] = {"naive",	  "relayout", "naive_wgmma",
 #define WS ((1u << V_NAIVE_WS) | (1u << V_RELAYOUT_WS))
 #define ALLV (MMA | WG | WS)
 #define FUSED (1u << V_FUSED_WS)
+#define RELAYOUTV ((1u << V_RELAYOUT) | (1u << V_RELAYOUT_WGMMA) | (1u << V_RELAYOUT_WS))
 
 /* One tile shared by both GEMM stages except its N: stage 1's N is the
  * rank, stage 2's is out/blocks, which differ by up to 16x in the reference
@@ -207,9 +211,10 @@ static const struct kt_param params[] = {
 	 "fused_ws: 2 pairs the CTAs of output blocks i, i+1 to multicast the x tiles they share"},
 	{"CLUSTER_T", 2, {1, 2}, FUSED,
 	 "fused_ws: 2 pairs the CTAs of two token tiles to multicast the weight tiles they share"},
-	/* optional: keys from before it (relayout_ws's copy form) parse as 0 */
-	{"GSTORE", 2, {0, 1}, 1u << V_RELAYOUT_WS,
-	 "relayout_ws: 1 stage 1 stores g itself (the middle permutation as column groups of "
+	/* optional: keys from before it (the relayout variants' copy form)
+	 * parse as 0 */
+	{"GSTORE", 2, {0, 1}, RELAYOUTV,
+	 "relayout*: 1 stage 1 stores g itself (the middle permutation as column groups of "
 	 "rank/blocks in its epilogue), 0 stores z and a 16-byte copy makes g",
 	 1, 0},
 };
@@ -453,8 +458,8 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	{
 		size_t inter = cfg->variant == V_FUSED_WS ? 0 : 1;
 		size_t y2 = inter || cfg->p[P_EPI] == 1 || cfg->p[P_EPI] == 3 ? 1 : 0;
-		/* relayout_ws with GSTORE 1: stage 1 writes g itself */
-		size_t zb = cfg->variant == V_RELAYOUT_WS && cfg->p[P_GSTORE] == 1 ? 0 : inter;
+		/* a relayout variant with GSTORE 1: stage 1 writes g itself */
+		size_t zb = is_relayout(cfg->variant) && cfg->p[P_GSTORE] == 1 ? 0 : inter;
 
 		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, zb * b * T * r, 0);
 		kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
@@ -642,7 +647,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
 	long r = s->v[D_RANK], nb, mb;
 	int same, pg1, pg2, pm, relayout = is_relayout(c->variant);
-	int g_direct = c->variant == V_RELAYOUT_WS && c->p[P_GSTORE] == 1;
+	int g_direct = relayout && c->p[P_GSTORE] == 1;
 
 	memset(out, 0, sizeof(*out));
 	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
@@ -923,10 +928,14 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	 * rank/blocks % 8) with the tile that won 100 random configs of naive
 	 * and relayout at each of the four N16 reference shapes (H200, 9th
 	 * session: gate/up 33.4 us, down 36.3, llama1b 15.6, gpt2s 15.9 (naive
-	 * 15.3-15.4 there); the GEMM list's tile took 56.2, 74.8, 21.4, 21.4) */
+	 * 15.3-15.4 there); the GEMM list's tile took 56.2, 74.8, 21.4, 21.4),
+	 * and GSTORE 1: no copy launch between the stages (10th session, two
+	 * rounds each: 32.8 -> 29.8, 36.5 -> 34.2, 15.4 -> 13.3, 15.4 -> 12.8;
+	 * cuBLAS dense 34.4, 35.2, 9.4, 7.7) */
 	if (tgt->sm == 90 && s->v[D_TOKENS] <= 32) {
 		memset(out, 0, sizeof(*out));
 		out->variant = (s->v[D_RANK] / s->v[D_BLOCKS]) % 8 ? V_NAIVE : V_RELAYOUT;
+		out->p[P_GSTORE] = out->variant == V_RELAYOUT;
 		out->p[P_BM] = 16;
 		out->p[P_BN] = 32;
 		out->p[P_ZBN] = 32;

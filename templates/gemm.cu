@@ -18,10 +18,11 @@
  * partials that splitk_reduce sums), WGMMA (sm_90a warpgroup MMA path);
  * with WS: CONSUMERS (1 or 2), EPILOGUE (1 staged, 0 direct), CLUSTER_M,
  * PERSISTENT (1: a fixed grid walks every (tile, batch) work item),
- * COLGRP and COLGSTRIDE (the staged epilogue, no split-K: output column c
- * lands at (c / COLGRP) * COLGSTRIDE + c % COLGRP of its row, a C cut into
- * groups of COLGRP columns that lie COLGSTRIDE elements apart; COLGRP % 8
- * == 0, so no 16-byte chunk straddles two; monarch's relayout_ws writes its
+ * COLGRP and COLGSTRIDE (no split-K; with WS the staged epilogue: output
+ * column c lands at (c / COLGRP) * COLGSTRIDE + c % COLGRP of its row, a C
+ * cut into groups of COLGRP columns that lie COLGSTRIDE elements apart;
+ * COLGRP % 8 == 0, so no 16-byte chunk, and no pair gemm_tn stores from
+ * its accumulators, straddles two; monarch's relayout variants write their
  * middle permutation this way).
  *
  * Kernels (extern "C"):
@@ -71,8 +72,8 @@
 #else
 #define KT_COL(gc) (gc)
 #endif
-#if COLGRP && !defined(WS)
-#error "gemm.cu -DCOLGRP needs -DWS=1 (gemm_tn stores from its accumulators)"
+#if COLGRP && (COLGRP % 8 || !defined(COLGSTRIDE) || (defined(SPLIT_K) && SPLIT_K > 1))
+#error "gemm.cu -DCOLGRP: a multiple of 8, with -DCOLGSTRIDE, no split-K"
 #endif
 
 namespace ktg {
@@ -183,7 +184,8 @@ KT_DEV void mma_step(float (&acc)[MI][NI][4], const unsigned (&af)[MI][4],
 }
 
 /* Stores the warp's accumulators as bf16 pairs, masked at the M/N edges
- * (N is even, so a pair is either wholly inside or wholly outside). */
+ * (N is even, so a pair is either wholly inside or wholly outside), column
+ * c of C at KT_COL(c) of its row (a pair never straddles a COLGRP group). */
 template <int MI, int NI>
 KT_DEV void store_acc(const float (&acc)[MI][NI][4], __nv_bfloat16 *C, long long ldc,
 		      int row0, int col0, int M, int N, int lane)
@@ -197,10 +199,11 @@ KT_DEV void store_acc(const float (&acc)[MI][NI][4], __nv_bfloat16 *C, long long
 
 			if (c < N) {
 				if (r < M)
-					*reinterpret_cast<unsigned *>(C + (long long)r * ldc + c) =
+					*reinterpret_cast<unsigned *>(C + (long long)r * ldc + KT_COL(c)) =
 						kt_pack_bf16x2(acc[mi][ni][0], acc[mi][ni][1]);
 				if (r + 8 < M)
-					*reinterpret_cast<unsigned *>(C + (long long)(r + 8) * ldc + c) =
+					*reinterpret_cast<unsigned *>(C + (long long)(r + 8) * ldc +
+								      KT_COL(c)) =
 						kt_pack_bf16x2(acc[mi][ni][2], acc[mi][ni][3]);
 			}
 		}

@@ -57,6 +57,27 @@ long emu_define(const struct kt_program *p, const char *name)
 	return -1;
 }
 
+/* Where gemm.cu puts output column c within its row: with -DCOLGRP,
+ * groups of COLGRP columns COLGSTRIDE apart. */
+static long long emu_col(const struct kt_program *p, long long c)
+{
+	long g = emu_define(p, "COLGRP");
+
+	return g <= 0 ? c : c / g * emu_define(p, "COLGSTRIDE") + c % g;
+}
+
+/* what gemm.cu's #error allows with COLGRP */
+static void emu_col_ok(const struct kt_program *p)
+{
+	long g = emu_define(p, "COLGRP");
+
+	/* and with -DWS=1 the staged epilogue only */
+	if (g > 0)
+		CU_ASSERT(g % 8 == 0 && emu_define(p, "COLGSTRIDE") > 0 &&
+			  emu_define(p, "SPLIT_K") <= 1 &&
+			  (emu_define(p, "WS") != 1 || emu_define(p, "EPILOGUE") == 1));
+}
+
 /* gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC): C = A B^T per
  * batch blockIdx.z, no split-K. */
 static void emu_gemm(struct emu *m, const struct kt_launch *l)
@@ -80,6 +101,7 @@ static void emu_gemm(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0);
 	CU_ASSERT(sA % 8 == 0 && sB % 8 == 0 && sC % 8 == 0);
 	CU_ASSERT(l->smem > 0);
+	emu_col_ok(p);
 	for (z = 0; z < (long long)l->grid[2]; z++)
 		for (t = 0; t < M; t++)
 			for (c = 0; c < N; c++) {
@@ -88,7 +110,7 @@ static void emu_gemm(struct emu *m, const struct kt_launch *l)
 				for (k = 0; k < K; k++)
 					acc += (double)emu_ld(m, A, z * sA + t * lda + k) *
 					       (double)emu_ld(m, B, z * sB + c * ldb + k);
-				emu_st(m, C, z * sC + t * ldc + c, acc);
+				emu_st(m, C, z * sC + t * ldc + emu_col(p, c), acc);
 			}
 }
 
@@ -170,25 +192,6 @@ static void ws_tile_at(long long pid, long long M, long long N, long bm, long bn
 		*m0 = (first + local % gsize) * bm;
 		*n0 = local / gsize * bn;
 	}
-}
-
-/* Where the ws kernel's staged epilogue puts output column c within its
- * row: with -DCOLGRP, groups of COLGRP columns COLGSTRIDE apart. */
-static long long emu_col(const struct kt_program *p, long long c)
-{
-	long g = emu_define(p, "COLGRP");
-
-	return g <= 0 ? c : c / g * emu_define(p, "COLGSTRIDE") + c % g;
-}
-
-/* what gemm.cu's #error allows with COLGRP */
-static void emu_col_ok(const struct kt_program *p)
-{
-	long g = emu_define(p, "COLGRP");
-
-	if (g > 0)
-		CU_ASSERT(g % 8 == 0 && emu_define(p, "COLGSTRIDE") > 0 &&
-			  emu_define(p, "SPLIT_K") <= 1 && emu_define(p, "EPILOGUE") == 1);
 }
 
 /* gemm_tn_ws with -DPERSISTENT=1 (one more argument, the batch count):
