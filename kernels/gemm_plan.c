@@ -195,6 +195,9 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 	if (t->col_group > 0 && ((t->ws && t->epi_direct) || t->split_k > 1 || t->col_group % 8))
 		return WHY("column groups (%ld): no split-K, the ws kernel's staged epilogue, "
 			   "groups of a multiple of 8", t->col_group);
+	if (t->col_step > 1 && (t->ws || t->split_k > 1 || t->col_group > 0))
+		return WHY("a column step (%ld): gemm_tn only, no split-K, no column groups",
+			   t->col_step);
 	if (t->ws)
 		return ws_check(t, M, N, K, extra_smem, tgt, why, whylen);
 	if (t->persistent > 0)
@@ -256,9 +259,12 @@ int kt_program_define(struct kt_program *p, const char *name, long value)
 	return 0;
 }
 
-/* the column groups (gemm.cu's COLGRP), on any path that takes them */
+/* the column groups (gemm.cu's COLGRP) and step (COLSTEP), on any path
+ * that takes them */
 static int col_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 {
+	if (t->col_step > 1)
+		return kt_program_define(p, "COLSTEP", t->col_step);
 	if (t->col_group <= 0)
 		return 0;
 	return kt_program_define(p, "COLGRP", t->col_group) |

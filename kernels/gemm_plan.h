@@ -64,6 +64,10 @@ struct kt_gemm_tile {
 				 * of col_group % 8 == 0 columns col_gstride
 				 * elements apart); 0: plain */
 	long col_gstride;
+	long col_step;		/* > 1 (gemm_tn, no split-K, no col_group):
+				 * -DCOLSTEP: output column c lands at c *
+				 * col_step of its row, 2-byte stores (ldc and
+				 * the batch stride of C need no alignment) */
 	long pdl;		/* 1: -DKT_PDL=1 and the launch flagged pdl
 				 * (family.h): programmatic dependent launch,
 				 * gemm_tn_ws waits for the previous kernel in

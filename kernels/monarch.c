@@ -160,7 +160,7 @@ enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAY
  * B_ARRIVED only for fused_ws's EPILOGUE 3 */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
-       P_CLI, P_CLT, P_GSTORE };
+       P_CLI, P_CLT, P_GSTORE, P_YSTORE };
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
@@ -216,6 +216,12 @@ static const struct kt_param params[] = {
 	{"GSTORE", 2, {0, 1}, RELAYOUTV,
 	 "relayout*: 1 stage 1 stores g itself (the middle permutation as column groups of "
 	 "rank/blocks in its epilogue), 0 stores z and a 16-byte copy makes g",
+	 1, 0},
+	/* optional too: keys from before it mean the permutation launch */
+	{"YSTORE", 2, {0, 1}, (1u << V_RELAYOUT) | (1u << V_RELAYOUT_WGMMA),
+	 "relayout, relayout_wgmma (monarch): 1 stage 2 stores y interleaved itself (2-byte "
+	 "stores at stride blocks; for few tokens), 0 stores y2 and a 16-byte permutation "
+	 "makes y; monarch_bm: 0",
 	 1, 0},
 };
 
@@ -414,6 +420,8 @@ static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *
 	if (is_relayout(c->variant) && (r / b) % 8)
 		return WHY("relayout copies 16-byte chunks: rank/blocks=%ld must be a multiple of 8",
 			   r / b);
+	if (bm && c->p[P_YSTORE] == 1)
+		return WHY("YSTORE=1 interleaves y: monarch_bm's y is block-major (YSTORE=0)");
 	if (ELEM_THREADS > tgt->max_threads)
 		return WHY("the permutation kernels need %d threads per block, target has %d",
 			   ELEM_THREADS, tgt->max_threads);
@@ -458,6 +466,9 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	{
 		size_t inter = cfg->variant == V_FUSED_WS ? 0 : 1;
 		size_t y2 = inter || cfg->p[P_EPI] == 1 || cfg->p[P_EPI] == 3 ? 1 : 0;
+		/* a relayout variant with YSTORE 1: stage 2 writes y itself */
+		if (is_relayout(cfg->variant) && cfg->p[P_YSTORE] == 1)
+			y2 = 0;
 		/* a relayout variant with GSTORE 1: stage 1 writes g itself */
 		size_t zb = is_relayout(cfg->variant) && cfg->p[P_GSTORE] == 1 ? 0 : inter;
 
@@ -648,6 +659,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	long r = s->v[D_RANK], nb, mb;
 	int same, pg1, pg2, pm, relayout = is_relayout(c->variant);
 	int g_direct = relayout && c->p[P_GSTORE] == 1;
+	int y_direct = relayout && !bm && c->p[P_YSTORE] == 1;
 
 	memset(out, 0, sizeof(*out));
 	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
@@ -665,6 +677,11 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 		z1.col_group = r / b;
 		z1.col_gstride = T * r;
 	}
+	if (y_direct)
+		/* the output permutation in stage 2's store: column s of block
+		 * i is y's column s*b + i (C = y + i, rows m apart, column step
+		 * b); no permutation launch */
+		y2.col_step = b;
 	same = kt_gemm_same_program(&z1, &y2);
 	pg1 = 0;
 	pg2 = same ? 0 : 1;
@@ -706,9 +723,13 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	}
 	/* stage 2, batch i: A = g[i] (b, N, r), B = w2[i]; y2 block-major:
 	 * block i's columns at i*mb of rows m apart (monarch_bm: that is y) */
-	kt_gemm_launch(&y2, pg2, T, mb, r, B_G, r, T * r, B_W2, r, mb * r, bm ? B_Y : B_Y2, m, mb,
-		       b, &out->launch[out->nlaunch++]);
-	if (bm)
+	if (y_direct)
+		kt_gemm_launch(&y2, pg2, T, mb, r, B_G, r, T * r, B_W2, r, mb * r, B_Y, m, 1, b,
+			       &out->launch[out->nlaunch++]);
+	else
+		kt_gemm_launch(&y2, pg2, T, mb, r, B_G, r, T * r, B_W2, r, mb * r,
+			       bm ? B_Y : B_Y2, m, mb, b, &out->launch[out->nlaunch++]);
+	if (bm || y_direct)
 		return 0;
 	/* naive keeps the textbook element-wise permutation (the baseline) */
 	l = &out->launch[out->nlaunch++];

@@ -23,7 +23,10 @@
  * cut into groups of COLGRP columns that lie COLGSTRIDE elements apart;
  * COLGRP % 8 == 0, so no 16-byte chunk, and no pair gemm_tn stores from
  * its accumulators, straddles two; monarch's relayout variants write their
- * middle permutation this way).
+ * middle permutation this way), COLSTEP (gemm_tn only, k > 1: output column
+ * c lands at c * k of its row, in 2-byte stores, so ldc and the batch
+ * stride of C need no alignment; monarch's relayout variants write their
+ * interleaved y this way at decode).
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
@@ -74,6 +77,12 @@
 #endif
 #if COLGRP && (COLGRP % 8 || !defined(COLGSTRIDE) || (defined(SPLIT_K) && SPLIT_K > 1))
 #error "gemm.cu -DCOLGRP: a multiple of 8, with -DCOLGSTRIDE, no split-K"
+#endif
+#ifndef COLSTEP
+#define COLSTEP 1
+#endif
+#if COLSTEP > 1 && (COLGRP || defined(WS) || (defined(SPLIT_K) && SPLIT_K > 1))
+#error "gemm.cu -DCOLSTEP: gemm_tn only (not -DWS=1), without COLGRP or split-K"
 #endif
 
 namespace ktg {
@@ -198,6 +207,19 @@ KT_DEV void store_acc(const float (&acc)[MI][NI][4], __nv_bfloat16 *C, long long
 			int c = col0 + ni * 8 + (lane & 3) * 2;
 
 			if (c < N) {
+#if COLSTEP > 1
+				/* column c at c * COLSTEP: two 2-byte stores */
+				__nv_bfloat16 *p = C + (long long)r * ldc + (long long)c * COLSTEP;
+
+				if (r < M) {
+					p[0] = __float2bfloat16_rn(acc[mi][ni][0]);
+					p[COLSTEP] = __float2bfloat16_rn(acc[mi][ni][1]);
+				}
+				if (r + 8 < M) {
+					p[8 * ldc] = __float2bfloat16_rn(acc[mi][ni][2]);
+					p[8 * ldc + COLSTEP] = __float2bfloat16_rn(acc[mi][ni][3]);
+				}
+#else
 				if (r < M)
 					*reinterpret_cast<unsigned *>(C + (long long)r * ldc + KT_COL(c)) =
 						kt_pack_bf16x2(acc[mi][ni][0], acc[mi][ni][1]);
@@ -205,6 +227,7 @@ KT_DEV void store_acc(const float (&acc)[MI][NI][4], __nv_bfloat16 *C, long long
 					*reinterpret_cast<unsigned *>(C + (long long)(r + 8) * ldc +
 								      KT_COL(c)) =
 						kt_pack_bf16x2(acc[mi][ni][2], acc[mi][ni][3]);
+#endif
 			}
 		}
 }

@@ -61,8 +61,10 @@ long emu_define(const struct kt_program *p, const char *name)
  * groups of COLGRP columns COLGSTRIDE apart. */
 static long long emu_col(const struct kt_program *p, long long c)
 {
-	long g = emu_define(p, "COLGRP");
+	long g = emu_define(p, "COLGRP"), k = emu_define(p, "COLSTEP");
 
+	if (k > 1)
+		return c * k;
 	return g <= 0 ? c : c / g * emu_define(p, "COLGSTRIDE") + c % g;
 }
 
@@ -71,6 +73,9 @@ static void emu_col_ok(const struct kt_program *p)
 {
 	long g = emu_define(p, "COLGRP");
 
+	/* a column step: gemm_tn, without groups or split-K */
+	if (emu_define(p, "COLSTEP") > 1)
+		CU_ASSERT(g <= 0 && emu_define(p, "WS") != 1 && emu_define(p, "SPLIT_K") <= 1);
 	/* and with -DWS=1 the staged epilogue only */
 	if (g > 0)
 		CU_ASSERT(g % 8 == 0 && emu_define(p, "COLGSTRIDE") > 0 &&
@@ -97,9 +102,12 @@ static void emu_gemm(struct emu *m, const struct kt_launch *l)
 	if (bm > 0 && bn > 0)
 		CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
 	CU_ASSERT_EQUAL(l->grid[1], 1);	/* no split-K here */
-	/* gemm.cu's 16-byte rules */
-	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0);
-	CU_ASSERT(sA % 8 == 0 && sB % 8 == 0 && sC % 8 == 0);
+	/* gemm.cu's 16-byte rules (C's 4-byte pairs: none with a column
+	 * step, whose stores are 2-byte) */
+	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0);
+	CU_ASSERT(sA % 8 == 0 && sB % 8 == 0);
+	if (emu_define(p, "COLSTEP") <= 1)
+		CU_ASSERT(ldc % 8 == 0 && sC % 8 == 0);
 	CU_ASSERT(l->smem > 0);
 	emu_col_ok(p);
 	for (z = 0; z < (long long)l->grid[2]; z++)
