@@ -950,13 +950,16 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	 * and relayout at each of the four N16 reference shapes (H200, 9th
 	 * session: gate/up 33.4 us, down 36.3, llama1b 15.6, gpt2s 15.9 (naive
 	 * 15.3-15.4 there); the GEMM list's tile took 56.2, 74.8, 21.4, 21.4),
-	 * and GSTORE 1: no copy launch between the stages (10th session, two
-	 * rounds each: 32.8 -> 29.8, 36.5 -> 34.2, 15.4 -> 13.3, 15.4 -> 12.8;
-	 * cuBLAS dense 34.4, 35.2, 9.4, 7.7) */
+	 * then GSTORE 1, no copy launch between the stages (10th session, two
+	 * rounds each: 32.8 -> 29.8, 36.5 -> 34.2, 15.4 -> 13.3, 15.4 -> 12.8
+	 * us), and YSTORE 1 for monarch, no permutation launch after them
+	 * (29.4 -> 27.6, 34.0 -> 30.3, 13.0 -> 10.5, 13.3 -> 9.5; cuBLAS dense
+	 * 33.9, 35.3, 9.5, 7.9 in the same call) */
 	if (tgt->sm == 90 && s->v[D_TOKENS] <= 32) {
 		memset(out, 0, sizeof(*out));
 		out->variant = (s->v[D_RANK] / s->v[D_BLOCKS]) % 8 ? V_NAIVE : V_RELAYOUT;
 		out->p[P_GSTORE] = out->variant == V_RELAYOUT;
+		out->p[P_YSTORE] = out->variant == V_RELAYOUT && !bm;
 		out->p[P_BM] = 16;
 		out->p[P_BN] = 32;
 		out->p[P_ZBN] = 32;

@@ -1432,8 +1432,9 @@ static void test_defaults(void)
 			CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
 		}
 		/* decode on sm_90: relayout (naive where rank/blocks % 8) with
-		 * the N16 winners' tile, stage 1 storing g itself (GSTORE 1);
-		 * other targets keep the GEMM list's */
+		 * the N16 winners' tile, stage 1 storing g itself (GSTORE 1)
+		 * and stage 2 the interleaved y (YSTORE 1; monarch_bm: 0); other
+		 * targets keep the GEMM list's */
 		{
 			static const char *const dec[] = {
 				"tokens=16,in=4096,out=11008,blocks=16,rank=1536",
@@ -1454,6 +1455,7 @@ static void test_defaults(void)
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_K"), 64);
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "STAGES"), 4);
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "GSTORE"), i != 3);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "YSTORE"), i != 3 && !blockmajor);
 				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90, &c), 0);
 				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], v);
 				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t86, &c), 0);
@@ -1471,6 +1473,12 @@ static void test_defaults(void)
 			s = ft_shape(mbm, want[0].shape);
 			CU_ASSERT_EQUAL_FATAL(mbm->default_config(&s, &t90a, &c), 0);
 			CU_ASSERT_STRING_EQUAL(mbm->variants[c.variant], "relayout_ws");
+			/* at decode, GSTORE but not YSTORE (refused: block-major y) */
+			s = ft_shape(mbm, "tokens=16,in=2048,out=2048,blocks=16,rank=256");
+			CU_ASSERT_EQUAL_FATAL(mbm->default_config(&s, &t90a, &c), 0);
+			CU_ASSERT_STRING_EQUAL(mbm->variants[c.variant], "relayout");
+			CU_ASSERT_EQUAL(kt_config_get(mbm, &c, "GSTORE"), 1);
+			CU_ASSERT_EQUAL(kt_config_get(mbm, &c, "YSTORE"), 0);
 		}
 	}
 	{
