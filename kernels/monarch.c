@@ -895,7 +895,8 @@ extern const struct kt_family monarch_family;
  * 43.9, where the naive default took 498.2, -, -, 54.5; with it and
  * GSTORE: 123.0, 107.5, 29.7, 23.2; bench/NOTES-linear.md, 9th session);
  * then BLOCK_M 64 with one
- * consumer. On sm_90 for 32 tokens or fewer, the decode tile below.
+ * consumer. On sm_90 for 32 tokens or fewer, and for 64 or fewer where
+ * tokens x rank <= 16384 (small layers), the decode tile below.
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
@@ -907,6 +908,11 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	char why[200];
 	size_t k;
 	int e3;
+	/* few tokens of a small layer: the decode tile beat relayout_ws's at
+	 * N64 where tokens x rank <= 16384 (H200, 10th session: llama1b q/o
+	 * 12.2 against 18.3 us, gpt2s c_fc 10.6 against 16.1) and lost above
+	 * (llama7b gate/up 44.0 against 35.0, down 43.2 against 39.4) */
+	const int small = s->v[D_TOKENS] <= 64 && s->v[D_TOKENS] * s->v[D_RANK] <= 16384;
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
@@ -925,7 +931,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 			if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
-	for (k = 0; tgt->sm == 90 && tgt->arch_a && k < 2; k++) {
+	for (k = 0; tgt->sm == 90 && tgt->arch_a && !small && k < 2; k++) {
 		static const long tiles[] = {256, 128, 64, 32};
 		size_t n, z;
 
@@ -955,7 +961,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	 * us), and YSTORE 1 for monarch, no permutation launch after them
 	 * (29.4 -> 27.6, 34.0 -> 30.3, 13.0 -> 10.5, 13.3 -> 9.5; cuBLAS dense
 	 * 33.9, 35.3, 9.5, 7.9 in the same call) */
-	if (tgt->sm == 90 && s->v[D_TOKENS] <= 32) {
+	if (tgt->sm == 90 && (s->v[D_TOKENS] <= 32 || small)) {
 		memset(out, 0, sizeof(*out));
 		out->variant = (s->v[D_RANK] / s->v[D_BLOCKS]) % 8 ? V_NAIVE : V_RELAYOUT;
 		out->p[P_GSTORE] = out->variant == V_RELAYOUT;

@@ -1395,8 +1395,9 @@ static void test_defaults(void)
 		/* sm_90a where fused_ws refuses: relayout_ws, the winner of its
 		 * whole space at these four N1024 shapes on the H200 (BLOCK_N the
 		 * largest not past out/blocks, Z_BLOCK_N the largest dividing
-		 * rank); BLOCK_M 64 with one consumer for 64-127 tokens; naive
-		 * under the ws tiles (decode) and off sm_90a */
+		 * rank); BLOCK_M 64 with one consumer for 33-64 tokens of large
+		 * layers (small ones take the decode tile, below); naive off
+		 * sm_90 */
 		/* GSTORE (stage 1 stores g itself) where rank/blocks >= 32: at 16
 		 * (llama1b) its 32-byte runs were slower than the copy */
 		static const struct {
@@ -1408,7 +1409,8 @@ static void test_defaults(void)
 			{"tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
 			{"tokens=1024,in=768,out=3072,blocks=4,rank=192", 128, 256, 64, 1},
 			{"tokens=4096,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
-			{"tokens=60,in=2048,out=2048,blocks=16,rank=256", 64, 128, 256, 0},
+			{"tokens=65,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
+			{"tokens=64,in=4096,out=11008,blocks=16,rank=1536", 64, 256, 256, 1},
 		};
 		struct kt_target t90a = ft_target("sm_90a"), t86 = ft_target("sm_86");
 		struct kt_config c;
@@ -1436,11 +1438,14 @@ static void test_defaults(void)
 		 * and stage 2 the interleaved y (YSTORE 1; monarch_bm: 0); other
 		 * targets keep the GEMM list's */
 		{
+			/* (the last two: few tokens of small layers) */
 			static const char *const dec[] = {
 				"tokens=16,in=4096,out=11008,blocks=16,rank=1536",
 				"tokens=16,in=2048,out=2048,blocks=16,rank=256",
 				"tokens=16,in=768,out=3072,blocks=4,rank=192",
 				"tokens=16,in=2048,out=2048,blocks=16,rank=32",
+				"tokens=64,in=2048,out=2048,blocks=16,rank=256",
+				"tokens=64,in=768,out=3072,blocks=4,rank=192",
 			};
 			struct kt_target t90 = ft_target("sm_90");
 
