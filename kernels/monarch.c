@@ -115,6 +115,13 @@
  * -> 13.3 and 15.4 -> 12.8 us (10th session), so the decode default takes
  * it everywhere. The copy form stays a config (GSTORE 0, what keys from
  * before the parameter mean).
+ * YSTORE 1 (relayout, relayout_wgmma; monarch only) folds the output
+ * permutation into stage 2 the same way: gemm.cu's COLSTEP = b puts
+ * column s of block i at y's column s*b + i (C = y + i) in 2-byte stores,
+ * and no permutation launch runs. Slow for many tokens; at the four N16
+ * reference shapes the decode tile went 29.4 -> 27.6, 34.0 -> 30.3, 13.0
+ * -> 10.5 and 13.3 -> 9.5 us with it (10th session), so the decode
+ * default takes it.
  * Why the copy was needed at all: no choice of w1/w2 re-layout, ldc, lda
  * and batch strides removes it: for
  * one token, stage 1 writes b contiguous runs of r values (one per block j),
