@@ -902,8 +902,8 @@ extern const struct kt_family monarch_family;
  * 43.9, where the naive default took 498.2, -, -, 54.5; with it and
  * GSTORE: 123.0, 107.5, 29.7, 23.2; bench/NOTES-linear.md, 9th session);
  * then BLOCK_M 64 with one
- * consumer. On sm_90 for 32 tokens or fewer, and for 64 or fewer where
- * tokens x rank <= 16384 (small layers), the decode tile below.
+ * consumer. On sm_90 for 32 tokens or fewer, and where tokens x rank <=
+ * 65536 (few tokens of a small layer), the decode tile below.
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
@@ -915,11 +915,14 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	char why[200];
 	size_t k;
 	int e3;
-	/* few tokens of a small layer: the decode tile beat relayout_ws's at
-	 * N64 where tokens x rank <= 16384 (H200, 10th session: llama1b q/o
-	 * 12.2 against 18.3 us, gpt2s c_fc 10.6 against 16.1) and lost above
-	 * (llama7b gate/up 44.0 against 35.0, down 43.2 against 39.4) */
-	const int small = s->v[D_TOKENS] <= 64 && s->v[D_TOKENS] * s->v[D_RANK] <= 16384;
+	/* few tokens of a small layer: the decode tile beat relayout_ws's
+	 * where tokens x rank <= 65536 (H200, 10th session, the same call:
+	 * llama1b q/o at 64, 96, 128, 256 tokens 11.8, 13.2, 14.8, 20.3 us
+	 * against 18.0, 21.4, 21.2, 22.4; gpt2s c_fc 10.6, 11.4, 12.2, 16.0
+	 * against 15.6, 18.1, 19.1, 19.5) and lost above (llama7b gate/up and
+	 * down at 64: 44.0 and 43.2 against 35.0 and 39.4; llama1b, gpt2s at
+	 * 1024: 50.5, 34.3 against 29.7, 23.2; those from different calls) */
+	const int small = s->v[D_TOKENS] * s->v[D_RANK] <= 65536;
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;

@@ -1409,7 +1409,7 @@ static void test_defaults(void)
 			{"tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
 			{"tokens=1024,in=768,out=3072,blocks=4,rank=192", 128, 256, 64, 1},
 			{"tokens=4096,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
-			{"tokens=65,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
+			{"tokens=257,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
 			{"tokens=64,in=4096,out=11008,blocks=16,rank=1536", 64, 256, 256, 1},
 		};
 		struct kt_target t90a = ft_target("sm_90a"), t86 = ft_target("sm_86");
@@ -1445,7 +1445,8 @@ static void test_defaults(void)
 				"tokens=16,in=768,out=3072,blocks=4,rank=192",
 				"tokens=16,in=2048,out=2048,blocks=16,rank=32",
 				"tokens=64,in=2048,out=2048,blocks=16,rank=256",
-				"tokens=64,in=768,out=3072,blocks=4,rank=192",
+				"tokens=256,in=2048,out=2048,blocks=16,rank=256",
+				"tokens=256,in=768,out=3072,blocks=4,rank=192",
 			};
 			struct kt_target t90 = ft_target("sm_90");
 
