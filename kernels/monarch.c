@@ -271,6 +271,19 @@ static int is_relayout(int variant)
 	return variant == V_RELAYOUT || variant == V_RELAYOUT_WGMMA || variant == V_RELAYOUT_WS;
 }
 
+/* (2) and the output permutation folded into the GEMM stores: a relayout
+ * variant's stage 1 writes g itself (GSTORE 1), stage 2 the interleaved y
+ * (YSTORE 1; check_impl refuses it for monarch_bm) */
+static int stores_g(const struct kt_config *c)
+{
+	return is_relayout(c->variant) && c->p[P_GSTORE] == 1;
+}
+
+static int stores_y(const struct kt_config *c)
+{
+	return is_relayout(c->variant) && c->p[P_YSTORE] == 1;
+}
+
 /* the variants that read w1r, the re-laid w1 (their prep launch) */
 static int has_w1r(int variant)
 {
@@ -473,11 +486,10 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	{
 		size_t inter = cfg->variant == V_FUSED_WS ? 0 : 1;
 		size_t y2 = inter || cfg->p[P_EPI] == 1 || cfg->p[P_EPI] == 3 ? 1 : 0;
-		/* a relayout variant with YSTORE 1: stage 2 writes y itself */
-		if (is_relayout(cfg->variant) && cfg->p[P_YSTORE] == 1)
+		size_t zb = stores_g(cfg) ? 0 : inter;
+
+		if (stores_y(cfg))
 			y2 = 0;
-		/* a relayout variant with GSTORE 1: stage 1 writes g itself */
-		size_t zb = is_relayout(cfg->variant) && cfg->p[P_GSTORE] == 1 ? 0 : inter;
 
 		kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, zb * b * T * r, 0);
 		kt_buf_set(&out[B_G], "g", KT_BUF_SCRATCH, KT_BF16, inter * b * T * r, 0);
@@ -665,8 +677,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
 	long r = s->v[D_RANK], nb, mb;
 	int same, pg1, pg2, pm, relayout = is_relayout(c->variant);
-	int g_direct = relayout && c->p[P_GSTORE] == 1;
-	int y_direct = relayout && !bm && c->p[P_YSTORE] == 1;
+	int g_direct = stores_g(c), y_direct = stores_y(c);
 
 	memset(out, 0, sizeof(*out));
 	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
@@ -915,14 +926,16 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	char why[200];
 	size_t k;
 	int e3;
-	/* few tokens of a small layer: the decode tile beat relayout_ws's
-	 * where tokens x rank <= 65536 (H200, 10th session, the same call:
+	/* on sm_90 the decode tile below: for 32 tokens or fewer (under the
+	 * ws tiles, which refuse them), and for few tokens of a small layer,
+	 * where it beat relayout_ws's default: tokens x rank <= 65536 (H200, 10th session, the same call:
 	 * llama1b q/o at 64, 96, 128, 256 tokens 11.8, 13.2, 14.8, 20.3 us
 	 * against 18.0, 21.4, 21.2, 22.4; gpt2s c_fc 10.6, 11.4, 12.2, 16.0
 	 * against 15.6, 18.1, 19.1, 19.5) and lost above (llama7b gate/up and
 	 * down at 64: 44.0 and 43.2 against 35.0 and 39.4; llama1b, gpt2s at
 	 * 1024: 50.5, 34.3 against 29.7, 23.2; those from different calls) */
-	const int small = s->v[D_TOKENS] * s->v[D_RANK] <= 65536;
+	const int decode = tgt->sm == 90 &&
+			   (s->v[D_TOKENS] <= 32 || s->v[D_TOKENS] * s->v[D_RANK] <= 65536);
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
@@ -941,7 +954,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 			if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
-	for (k = 0; tgt->sm == 90 && tgt->arch_a && !small && k < 2; k++) {
+	for (k = 0; tgt->sm == 90 && tgt->arch_a && !decode && k < 2; k++) {
 		static const long tiles[] = {256, 128, 64, 32};
 		size_t n, z;
 
@@ -961,7 +974,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
-	/* decode (tokens under the ws tiles) on sm_90: relayout (naive where
+	/* decode: relayout (naive where
 	 * rank/blocks % 8) with the tile that won 100 random configs of naive
 	 * and relayout at each of the four N16 reference shapes (H200, 9th
 	 * session: gate/up 33.4 us, down 36.3, llama1b 15.6, gpt2s 15.9 (naive
@@ -971,7 +984,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	 * us), and YSTORE 1 for monarch, no permutation launch after them
 	 * (29.4 -> 27.6, 34.0 -> 30.3, 13.0 -> 10.5, 13.3 -> 9.5; cuBLAS dense
 	 * 33.9, 35.3, 9.5, 7.9 in the same call) */
-	if (tgt->sm == 90 && (s->v[D_TOKENS] <= 32 || small)) {
+	if (decode) {
 		memset(out, 0, sizeof(*out));
 		out->variant = (s->v[D_RANK] / s->v[D_BLOCKS]) % 8 ? V_NAIVE : V_RELAYOUT;
 		out->p[P_GSTORE] = out->variant == V_RELAYOUT;

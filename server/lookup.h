@@ -31,8 +31,8 @@
  * lookups each, where computing every winner sorts every ok trial of the
  * database: 1.4 s at 500,000 trials, and a running sweep commits a trial
  * every second or so. A device added or changed, a sweep row gone, or more
- * than 256 changed pairs (an import, a merge) reload in full. Not thread-safe: one table per thread (the server keeps
- * one per pool thread).
+ * than 256 changed pairs (an import, a merge) reload in full. Not
+ * thread-safe: one table per thread (the server keeps one per pool thread).
  */
 #ifndef KT_LOOKUP_H
 #define KT_LOOKUP_H

@@ -58,7 +58,7 @@ long emu_define(const struct kt_program *p, const char *name)
 }
 
 /* Where gemm.cu puts output column c within its row: with -DCOLGRP,
- * groups of COLGRP columns COLGSTRIDE apart. */
+ * groups of COLGRP columns COLGSTRIDE apart; with -DCOLSTEP, c * COLSTEP. */
 static long long emu_col(const struct kt_program *p, long long c)
 {
 	long g = emu_define(p, "COLGRP"), k = emu_define(p, "COLSTEP");
@@ -68,7 +68,7 @@ static long long emu_col(const struct kt_program *p, long long c)
 	return g <= 0 ? c : c / g * emu_define(p, "COLGSTRIDE") + c % g;
 }
 
-/* what gemm.cu's #error allows with COLGRP */
+/* what gemm.cu's #errors allow with COLGRP and COLSTEP */
 static void emu_col_ok(const struct kt_program *p)
 {
 	long g = emu_define(p, "COLGRP");
