@@ -12,16 +12,22 @@
 
 static const char best_usage[] =
 	"usage: ktune best --family NAME --shape KEY [--device D] [--arch sm_90]\n"
-	"                  [--db PATH] [--json]\n"
+	"                  [--max-distance X] [--db PATH] [--json]\n"
 	"\n"
 	"Prints the best known config for the shape, from the first step that has one:\n"
 	"\n"
 	"  exact     the shape tuned on the device, else on another GPU of its model\n"
 	"            (same name and arch; the fastest of those)\n"
 	"  nearest   the closest shape tuned on the device itself (same structural\n"
-	"            dims, a config valid for this shape)\n"
+	"            dims, a config valid for this shape), if within --max-distance\n"
 	"  arch      exact, else nearest, on the other devices of the architecture\n"
 	"  default   the family's default config\n"
+	"\n"
+	"Distance is over the other dims in log space: sqrt(sum (ln a - ln b)^2).\n"
+	"A shape tuned for 16 tokens is a poor answer for 16384, and the defaults\n"
+	"have their own rules per regime, so a nearest shape further than ln 8 (a\n"
+	"factor of 8 in one dim) does not answer; the answer names the closest one\n"
+	"it passed over.\n"
 	"\n"
 	"The answer says which (match); with --json, tuned.device_uuid names the GPU\n"
 	"the config was measured on, and launch says how to run the config at the\n"
@@ -33,6 +39,8 @@ static const char best_usage[] =
 	"  --device D      device uuid, id or name; default: the only one in the db,\n"
 	"                  or the first when all share one name\n"
 	"  --arch ARCH     fall back to this architecture when the device is unknown\n"
+	"  --max-distance X  nearest shapes only within log-distance X (default\n"
+	"                  2.079 = ln 8; 0: exact or default only; inf: no limit)\n"
 	"  --db PATH       database (default $KTUNE_DB, else ./ktune.db)\n"
 	"  --json          machine-readable answer (the same object as GET /v1/best)\n";
 
@@ -57,7 +65,7 @@ static void print_human(const struct lookup_query *q, const struct lookup_answer
 		       (long long)e->w.sweep_id,
 		       a->match == LOOKUP_EXACT ? "" : " (times below are for that shape)");
 		if (a->distance > 0)
-			printf("  distance %.3f\n", a->distance);
+			printf("  distance %.3f (limit %.3f)\n", a->distance, a->max_distance);
 		printf("  time     %.2f us median", e->w.median_us);
 		if (e->w.retime_us > 0)
 			printf(", %.2f us retimed", e->w.retime_us);
@@ -69,12 +77,16 @@ static void print_human(const struct lookup_query *q, const struct lookup_answer
 			printf("  naive    %.2f us (%.2fx)\n", e->w.naive_us,
 			       e->w.naive_us / e->w.median_us);
 	}
+	if (a->skipped)
+		printf("  skipped  %s on %s: distance %.3f, past the limit %.3f (--max-distance)\n",
+		       a->skipped->w.shape_key, a->skipped->w.device_name, a->skipped_distance,
+		       a->max_distance);
 	printf("  floor    %.2f us\n", a->floor_us);
 }
 
 int cmd_best(int argc, char **argv)
 {
-	const char *family = NULL, *shape = NULL, *db = NULL;
+	const char *family = NULL, *shape = NULL, *db = NULL, *maxd = NULL;
 	struct lookup_query q = { 0 };
 	struct lookup_answer a;
 	struct lookup_table t;
@@ -84,6 +96,7 @@ int cmd_best(int argc, char **argv)
 	const struct cli_opt opts[] = {
 		{ "family", 1, &family, NULL }, { "shape", 1, &shape, NULL },
 		{ "device", 1, &q.device, NULL }, { "arch", 1, &q.arch, NULL },
+		{ "max-distance", 1, &maxd, NULL },
 		{ "db", 1, &db, NULL }, { "json", 0, NULL, &json }, { NULL, 0, NULL, NULL },
 	};
 	int npos;
@@ -103,6 +116,11 @@ int cmd_best(int argc, char **argv)
 	}
 	if (kt_shape_parse(q.fam, shape, &q.shape, &err) < 0)
 		goto out;
+	if (maxd) {
+		if (lookup_max_distance_parse(maxd, &q.max_distance, &err) < 0)
+			goto out;
+		q.max_distance_set = 1;
+	}
 	if (store_open(db ? db : cli_default_db(), STORE_RO, &st, &err) < 0)
 		goto out;
 	if (lookup_table_reload(&t, st, &err) < 0 || lookup_best(&t, &q, &a, &err) < 0)

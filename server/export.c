@@ -341,13 +341,19 @@ static const char header_prologue[] =
 " *                        e->device says which GPU it was measured on;\n"
 " *   KTUNE_MATCH_NEAREST  the nearest shape tuned on the device alone, not\n"
 " *                        its siblings (same structural dims, closest in\n"
-" *                        log-distance over the others, and accepted by\n"
-" *                        `valid` -- pass a predicate that applies your\n"
-" *                        family's constraints, or NULL to accept all);\n"
+" *                        log-distance over the others, within\n"
+" *                        KTUNE_MAX_DISTANCE, and accepted by `valid` --\n"
+" *                        pass a predicate that applies your family's\n"
+" *                        constraints, or NULL to accept all);\n"
 " *   KTUNE_MATCH_ARCH     exact, else nearest, on the other devices of the\n"
 " *                        architecture, siblings included;\n"
 " *   KTUNE_MATCH_DEFAULT  NULL: use the family's default config (ktune best\n"
 " *                        --json gives it per shape).\n"
+" *\n"
+" * KTUNE_MAX_DISTANCE (define it before including this header to change\n"
+" * it; 0: exact or default only) is ktune best's default limit, ln 8: a\n"
+" * shape further than a factor of 8 in one dim from every tuned one gets\n"
+" * the default, whose rules fit its regime better than a far neighbour.\n"
 " *\n"
 " * Every entry carries how to launch it for its tuned shape: programs (the\n"
 " * template, compile defines and options), buffers, untimed prep launches\n"
@@ -471,7 +477,8 @@ static const char header_lookup[] =
 "\tfor (i = 0; i < KTUNE_NENTRIES; i++) {\n"
 "\t\tconst struct ktune_entry *e = &ktune_entries[i];\n\t\tdouble d;\n\n"
 "\t\tif (e->family != fam || !ktune_in_stage(e, dev, stage, arch))\n\t\t\tcontinue;\n"
-"\t\tif ((d = ktune_distance(f, e->shape, shape)) < 0)\n\t\t\tcontinue;\n"
+"\t\tif ((d = ktune_distance(f, e->shape, shape)) < 0 ||\n"
+"\t\t    !(d <= (double)KTUNE_MAX_DISTANCE * (1 + 1e-12)))\n\t\t\tcontinue;\n"
 "\t\tif (best && d >= bd)\n\t\t\tcontinue;\n"
 "\t\tif (valid && !valid(e, shape, ctx))\n\t\t\tcontinue;\n"
 "\t\tbest = e;\n\t\tbd = d;\n\t}\n\t*dist = bd;\n\treturn best;\n}\n\n"
@@ -623,6 +630,9 @@ static int header_from_json(json_t *doc, int cuda, struct sbuf *b, struct kt_err
 	size_t i, k;
 
 	sb_printf(b, "%s", header_prologue);
+	/* lookup_within()'s limit and slack, so that both answer alike */
+	sb_printf(b, "#ifndef KTUNE_MAX_DISTANCE\n#define KTUNE_MAX_DISTANCE %.17g\t/* ln 8 */\n#endif\n\n",
+		  LOOKUP_MAX_DISTANCE);
 	sb_printf(b, "/* exported %s by ktune %s */\n\n",
 		  json_string_value(json_object_get(doc, "generated")),
 		  json_string_value(json_object_get(doc, "ktune_version")));

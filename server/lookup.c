@@ -496,31 +496,71 @@ static const struct lookup_entry *search_exact(const struct lookup_table *t,
 	return best;
 }
 
-/* The closest valid shape within a stage, the first in table order on a
- * tie; *dist its log-distance. */
+int lookup_within(double distance, double limit)
+{
+	return distance <= limit * (1 + 1e-12);
+}
+
+int lookup_max_distance_parse(const char *text, double *out, struct kt_err *err)
+{
+	char *end;
+	double v;
+
+	if (!text || !*text)
+		return kt_err_set(err, KT_EINVAL, "max_distance is empty (a number >= 0, or inf)");
+	if (strcasecmp(text, "inf") == 0 || strcasecmp(text, "none") == 0) {
+		*out = INFINITY;
+		return 0;
+	}
+	v = strtod(text, &end);
+	if (*end || end == text || isnan(v) || v < 0)
+		return kt_err_set(err, KT_EINVAL,
+				  "max_distance '%s' is not a number >= 0 (or inf): it is a log-distance, ln 8 = 2.079 by default",
+				  text);
+	*out = v;
+	return 0;
+}
+
+/* The closest valid shape within a stage and the limit, the first in table
+ * order on a tie; *dist its log-distance. *skipped (if NULL so far) gets
+ * the closest valid one past the limit, when it is closer than any within,
+ * and *skipped_dist its distance. */
 static const struct lookup_entry *search_nearest(const struct lookup_table *t,
 						 const struct lookup_query *q,
 						 const struct kt_target *tgt,
-						 const struct stage *s, double *dist)
+						 const struct stage *s, double limit, double *dist,
+						 const struct lookup_entry **skipped,
+						 double *skipped_dist)
 {
-	const struct lookup_entry *best = NULL;
-	double bd = 0;
+	const struct lookup_entry *best = NULL, *far = NULL;
+	double bd = 0, fd = 0;
 	int i;
 
 	for (i = 0; i < t->nentries; i++) {
 		const struct lookup_entry *e = &t->entries[i];
 		double d;
+		int within;
 
 		if (e->fam != q->fam || !in_stage(t, e, s))
 			continue;
 		if ((d = lookup_distance(q->fam, &e->shape, &q->shape)) < 0)
 			continue;
-		if (best && d >= bd)
+		within = lookup_within(d, limit);
+		if (within ? best && d >= bd : far && d >= fd)
 			continue;
 		if (!entry_valid(e, q, tgt))
 			continue;
-		best = e;
-		bd = d;
+		if (within) {
+			best = e;
+			bd = d;
+		} else {
+			far = e;
+			fd = d;
+		}
+	}
+	if (!best && far && !*skipped) {
+		*skipped = far;
+		*skipped_dist = fd;
 	}
 	*dist = bd;
 	return best;
@@ -548,6 +588,7 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 	if (lookup_device_target(a->arch, d, &a->target, err) < 0)
 		return -1;
 	a->floor_us = lookup_floor_us(q->fam, &q->shape);
+	a->max_distance = q->max_distance_set ? q->max_distance : LOOKUP_MAX_DISTANCE;
 
 	/* Exact on the device, then exact on another GPU of its model: a
 	 * config tuned for this very shape beats a neighbour shape's. Then
@@ -569,7 +610,8 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 			goto found;
 		}
 		s.kind = STAGE_DEVICE;
-		if ((e = search_nearest(t, q, &a->target, &s, &dist))) {
+		if ((e = search_nearest(t, q, &a->target, &s, a->max_distance, &dist,
+					&a->skipped, &a->skipped_distance))) {
 			a->match = LOOKUP_NEAREST;
 			goto found;
 		}
@@ -577,7 +619,9 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 	/* The other devices of the arch, siblings included (their nearest
 	 * shapes; their exact ones answered above). */
 	s.kind = STAGE_ARCH;
-	if ((e = search_exact(t, q, &s)) || (e = search_nearest(t, q, &a->target, &s, &dist))) {
+	if ((e = search_exact(t, q, &s)) ||
+	    (e = search_nearest(t, q, &a->target, &s, a->max_distance, &dist, &a->skipped,
+				&a->skipped_distance))) {
 		a->match = LOOKUP_ARCH;
 		goto found;
 	}
@@ -656,6 +700,13 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 	json_object_set_new(o, "arch", json_string(a->arch));
 	json_object_set_new(o, "match", json_string(lookup_match_name(a->match)));
 	json_object_set_new(o, "distance", json_real(a->distance));
+	/* null: no limit (JSON has no infinity) */
+	json_object_set_new(o, "max_distance",
+			    isfinite(a->max_distance) ? json_real(a->max_distance) : json_null());
+	json_object_set_new(o, "skipped_nearest", a->skipped ?
+		json_pack("{s:s,s:s,s:s,s:f}", "shape_key", a->skipped->w.shape_key,
+			  "device", a->skipped->w.device_name, "device_uuid", a->skipped->w.device_uuid,
+			  "distance", a->skipped_distance) : json_null());
 	json_object_set_new(o, "config_key", json_string(ck));
 	json_object_set_new(o, "config", lookup_config_json(f, &a->cfg));
 	json_object_set_new(o, "floor_us", json_real(a->floor_us));

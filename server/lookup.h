@@ -14,11 +14,19 @@
  *            for the family with the same structural dims
  *            (family->dims[i].structural), the one closest in log-distance
  *            over the other dims whose config passes family->check() for
- *            the asked shape on the device's target;
+ *            the asked shape on the device's target, if it is within the
+ *            query's max_distance (LOOKUP_MAX_DISTANCE unless asked);
  *   arch     exact then nearest over the other devices of the device's
  *            architecture, siblings included (exact: the fastest of them;
  *            nearest: the closest);
  *   default  family->default_config() for the shape and target.
+ *
+ * The distance limit: a config tuned for 16 tokens is no answer for 16384
+ * (Monarch's decode tile took 7011 us there, its default 1763; bench/
+ * NOTES-linear.md, 10th session), and the defaults have rules per regime
+ * that a far neighbour lacks. A nearest shape further away than the limit
+ * does not answer; the answer names the closest one it passed over
+ * (skipped_nearest), so that a caller sees what is tuned.
  *
  * Ties are broken by table order (device id, family, shape key), so the
  * exported header, which walks its entries in the same order, agrees.
@@ -76,6 +84,14 @@ int lookup_table_load(struct lookup_table *t, struct store *st, struct kt_err *e
 /* Loads unconditionally (for stores whose data_version cannot be trusted). */
 int lookup_table_reload(struct lookup_table *t, struct store *st, struct kt_err *err);
 
+/* The nearest-shape limit unless a query asks for another: a factor of 8 in
+ * one dim (ln 8; 16 and 1024 tokens are ln 64 apart), inclusive. The
+ * exported header's KTUNE_MAX_DISTANCE defaults to the same value. */
+#define LOOKUP_MAX_DISTANCE 2.0794415416798357
+/* Within limit, with the slack that makes a ratio of exactly 8 count as
+ * ln 8 whatever the rounding of the two logs. */
+int lookup_within(double distance, double limit);
+
 enum lookup_match {
 	LOOKUP_EXACT = 0,
 	LOOKUP_NEAREST,
@@ -89,6 +105,11 @@ struct lookup_query {
 	const char *arch;	/* "sm_90": used when device is NULL or unknown */
 	const struct kt_family *fam;
 	struct kt_shape shape;
+	/* nearest answers only within this log-distance when
+	 * max_distance_set (0: exact only; INFINITY: no limit), else within
+	 * LOOKUP_MAX_DISTANCE */
+	int max_distance_set;
+	double max_distance;
 };
 
 struct lookup_answer {
@@ -100,6 +121,11 @@ struct lookup_answer {
 	char arch[16];
 	struct kt_target target;	/* what check()/plan() were asked for */
 	double floor_us;	/* roofline floor of the asked shape */
+	double max_distance;	/* the limit that applied */
+	/* the closest valid shape past the limit, in the stage that would
+	 * have answered with it (borrowed; NULL: none) */
+	const struct lookup_entry *skipped;
+	double skipped_distance;
 };
 
 /* 0 with *a filled; -1 with KT_ENOTFOUND (unknown device and no arch, no
@@ -126,6 +152,9 @@ json_t *lookup_device_json(const struct store_device *d);
 /* The answer: match, distance, config, measured times, floor, baselines,
  * speedups and the sweep's provenance. */
 json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_answer *a);
+/* Parses a max_distance argument: a number >= 0, or "inf" / "none" for no
+ * limit. -1 with KT_EINVAL naming what is wrong. */
+int lookup_max_distance_parse(const char *text, double *out, struct kt_err *err);
 /* Parses a JSON object of shape dims ({"tokens": 1024, ...}) or a key
  * string ("tokens=1024,..."). */
 int lookup_shape_from_json(const struct kt_family *f, json_t *j, struct kt_shape *out,

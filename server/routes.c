@@ -199,7 +199,8 @@ struct shape_args {
 static enum MHD_Result collect_dim(void *cls, enum MHD_ValueKind kind, const char *key,
 				   const char *value)
 {
-	static const char *const reserved[] = { "family", "device", "arch", "shape", "pretty" };
+	static const char *const reserved[] = { "family", "device", "arch", "shape", "pretty",
+						"max_distance" };
 	struct shape_args *a = cls;
 	size_t i;
 	int n;
@@ -293,13 +294,18 @@ static int r_best(struct request *rq, struct reply *out, struct kt_err *err)
 	struct lookup_query q = { 0 };
 	struct shape_args sa = { .len = 0 };
 	struct srv_tls *t;
-	const char *shape = srv_arg(rq, "shape");
+	const char *shape = srv_arg(rq, "shape"), *maxd = srv_arg(rq, "max_distance");
 	json_t *j;
 
 	if (!(q.fam = family_named(srv_arg(rq, "family"), err)))
 		return -1;
 	q.device = srv_arg(rq, "device");
 	q.arch = srv_arg(rq, "arch");
+	if (maxd) {
+		if (lookup_max_distance_parse(maxd, &q.max_distance, err) < 0)
+			return -1;
+		q.max_distance_set = 1;
+	}
 	/* The shape as dims (tokens=1024&in=4096...) or one key (shape=...). */
 	if (!shape) {
 		MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, collect_dim, &sa);
@@ -314,8 +320,9 @@ static int r_best(struct request *rq, struct reply *out, struct kt_err *err)
 	/* The normalized query: the same question in another spelling
 	 * (argument order, shape= or dims) hits the same slot. */
 	{
-		int n = snprintf(key, sizeof(key), "%s\x1f%s\x1f%s\x1f", q.fam->name,
-				 q.device ? q.device : "", q.arch ? q.arch : "");
+		int n = snprintf(key, sizeof(key), "%s\x1f%s\x1f%s\x1f%.17g\x1f", q.fam->name,
+				 q.device ? q.device : "", q.arch ? q.arch : "",
+				 q.max_distance_set ? q.max_distance : -1.0);
 
 		if (n < 0 || (size_t)n >= sizeof(key))
 			return kt_err_set(err, KT_EINVAL, "device or arch too long");
@@ -330,6 +337,22 @@ static int r_best(struct request *rq, struct reply *out, struct kt_err *err)
 	return reply_json(out, 200, j, err);
 }
 
+/* A batch query's "max_distance": absent or null (the default limit), a
+ * number >= 0, or a string lookup_max_distance_parse takes ("inf"). */
+static int batch_max_distance(json_t *md, size_t i, struct lookup_query *q, struct kt_err *err)
+{
+	if (!md || json_is_null(md))
+		return 0;
+	if (json_is_number(md) && json_number_value(md) >= 0)
+		q->max_distance = json_number_value(md);
+	else if (!json_is_string(md))
+		return kt_err_set(err, KT_EINVAL, "query %zu: max_distance must be a number >= 0 or \"inf\"", i);
+	else if (lookup_max_distance_parse(json_string_value(md), &q->max_distance, err) < 0)
+		return -1;
+	q->max_distance_set = 1;
+	return 0;
+}
+
 static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *err)
 {
 	json_t *body = parse_body(rq, err), *qs, *res, *item;
@@ -341,7 +364,7 @@ static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *er
 		return -1;
 	qs = json_object_get(body, "queries");
 	if (!json_is_array(qs)) {
-		kt_err_set(err, KT_EINVAL, "body must be {\"queries\": [{\"family\", \"shape\", \"device\"?, \"arch\"?}, ...]}");
+		kt_err_set(err, KT_EINVAL, "body must be {\"queries\": [{\"family\", \"shape\", \"device\"?, \"arch\"?, \"max_distance\"?}, ...]}");
 		goto out;
 	}
 	if (json_array_size(qs) > BATCH_MAX) {
@@ -363,7 +386,8 @@ static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *er
 			 lookup_shape_from_json(q.fam, json_object_get(item, "shape"), &q.shape, &qe) == 0) {
 			q.device = json_string_value(json_object_get(item, "device"));
 			q.arch = json_string_value(json_object_get(item, "arch"));
-			best_one(t, &q, &a, &qe);
+			if (batch_max_distance(json_object_get(item, "max_distance"), i, &q, &qe) == 0)
+				best_one(t, &q, &a, &qe);
 		}
 		if (!a)
 			a = json_pack("{s:{s:s,s:s,s:i}}", "error", "code", kt_errcode_name(qe.code),

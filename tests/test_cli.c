@@ -269,6 +269,26 @@ static void test_run_without_gpu(void)
 		}
 		CU_ASSERT(named >= 1);
 	}
+	/* 16384 tokens is 16x from the shipped 1024: past the distance limit,
+	 * the default answers and the text names what it passed over; with
+	 * --max-distance inf the tuned shape answers; a bad limit is refused
+	 * with the reason. */
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "best", "--family", "dense", "--shape", "tokens=16384,in=4096,out=4096",
+			    "--device", "NVIDIA H200", "--db", db), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, ": default"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "skipped  tokens=1024,in=4096,out=4096"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "best", "--family", "dense", "--shape", "tokens=16384,in=4096,out=4096",
+			    "--device", "NVIDIA H200", "--max-distance", "inf", "--db", db), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, ": nearest"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "best", "--family", "dense", "--shape", "tokens=16,in=4096,out=4096",
+				"--max-distance", "far", "--db", db), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "max_distance 'far'"));
+	free(out);
 }
 
 int main(void)

@@ -146,6 +146,10 @@ static const struct q queries[] = {
 	{ "GPU-fx-h200", NULL, "dense", "tokens=120,in=4096,out=4096" },
 	{ "GPU-fx-h200", NULL, "dense", "tokens=3000,in=4096,out=8192" },
 	{ "GPU-fx-h200", NULL, "dense", "tokens=1,in=512,out=512" },
+	/* past the distance limit (the closest, 4096 x 11008, is 2.94 away),
+	 * and a ratio of exactly 8 (2 -> 16 tokens), which is within */
+	{ "GPU-fx-h200", NULL, "dense", "tokens=65536,in=4096,out=4096" },
+	{ "GPU-fx-h200", NULL, "dense", "tokens=2,in=4096,out=4096" },
 	{ "GPU-fx-h200", NULL, "lowrank", "tokens=4096,in=4096,out=4096,rank=1024" },
 	{ "GPU-fx-h200", NULL, "lowrank", "tokens=1024,in=4096,out=4096,rank=512" },
 	{ "GPU-fx-h100", NULL, "lowrank", "tokens=1024,in=4096,out=4096,rank=256" },

@@ -4,6 +4,7 @@
  * class, the token, the job runner (no_gpu here), readers during a write.
  */
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +203,7 @@ static void check_nearest(struct lk *l, const char *family, const char *shape,
 	CU_ASSERT_STRING_EQUAL(a.src->w.shape_key, want_tuned);
 	CU_ASSERT_EQUAL(q.fam->check(&q.shape, &a.cfg, &a.target, why, sizeof(why)), 0);
 	CU_ASSERT(a.distance > 0);
+	CU_ASSERT(lookup_within(a.distance, LOOKUP_MAX_DISTANCE));
 	CU_ASSERT_DOUBLE_EQUAL(a.distance, lookup_distance(q.fam, &a.src->shape, &q.shape), 1e-12);
 	for (i = 0; i < l->t.nentries; i++) {
 		const struct lookup_entry *e = &l->t.entries[i];
@@ -231,6 +233,100 @@ static void test_lookup_nearest(void)
 	/* rank is structural: rank=256 never answers for rank=1024. */
 	check_nearest(&l, "lowrank", "tokens=4096,in=4096,out=4096,rank=1024",
 		      "tokens=1024,in=4096,out=4096,rank=1024", 0);
+	lk_close(&l);
+}
+
+/* A query whose limit is set: max (INFINITY: none). */
+static int ask_within(struct lk *l, const char *shape, double max, struct lookup_query *q,
+		      struct lookup_answer *a)
+{
+	struct kt_err err = { 0 };
+
+	memset(q, 0, sizeof(*q));
+	q->device = "GPU-fx-h200";
+	q->fam = kt_family_find("dense");
+	q->max_distance_set = 1;
+	q->max_distance = max;
+	if (kt_shape_parse(q->fam, shape, &q->shape, &err) < 0)
+		return -1;
+	return lookup_best(&l->t, q, a, &err);
+}
+
+static void test_lookup_distance_limit(void)
+{
+	struct lookup_query q;
+	struct lookup_answer a;
+	struct kt_err err = { 0 };
+	struct kt_config def;
+	char key[512], dk[512];
+	double far = sqrt(log(16.0) * log(16.0) + log(11008.0 / 4096) * log(11008.0 / 4096));
+	struct lk l;
+
+	CU_ASSERT_FATAL(lk_open(&l) == 0);
+	/* 65536 tokens: the closest tuned shape, 4096 x 11008, is ln 16 in
+	 * tokens and ln 2.69 in out away (2.94), past ln 8: the default
+	 * answers, naming what it passed over; the H100's 2048^3 (arch) is
+	 * further still. */
+	CU_ASSERT_EQUAL_FATAL(ask(&l, "GPU-fx-h200", NULL, "dense", "tokens=65536,in=4096,out=4096",
+				  &q, &a, &err), 0);
+	CU_ASSERT_EQUAL(a.match, LOOKUP_DEFAULT);
+	CU_ASSERT_PTR_NULL(a.src);
+	CU_ASSERT_DOUBLE_EQUAL(a.max_distance, LOOKUP_MAX_DISTANCE, 0);
+	CU_ASSERT_DOUBLE_EQUAL(LOOKUP_MAX_DISTANCE, log(8.0), 1e-15);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.skipped);
+	CU_ASSERT_STRING_EQUAL(a.skipped->w.shape_key, "tokens=4096,in=4096,out=11008");
+	CU_ASSERT_DOUBLE_EQUAL(a.skipped_distance, far, 1e-12);
+	CU_ASSERT_EQUAL_FATAL(q.fam->default_config(&q.shape, &a.target, &def), 0);
+	kt_config_key(q.fam, &a.cfg, key, sizeof(key));
+	kt_config_key(q.fam, &def, dk, sizeof(dk));
+	CU_ASSERT_STRING_EQUAL(key, dk);
+	/* No limit: that shape answers; a limit just above its distance, too,
+	 * and just below, not. */
+	CU_ASSERT_EQUAL_FATAL(ask_within(&l, "tokens=65536,in=4096,out=4096", INFINITY, &q, &a), 0);
+	CU_ASSERT_EQUAL(a.match, LOOKUP_NEAREST);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.src);
+	CU_ASSERT_STRING_EQUAL(a.src->w.shape_key, "tokens=4096,in=4096,out=11008");
+	CU_ASSERT_PTR_NULL(a.skipped);
+	CU_ASSERT_EQUAL_FATAL(ask_within(&l, "tokens=65536,in=4096,out=4096", far + 1e-9, &q, &a), 0);
+	CU_ASSERT_EQUAL(a.match, LOOKUP_NEAREST);
+	CU_ASSERT_EQUAL_FATAL(ask_within(&l, "tokens=65536,in=4096,out=4096", far - 1e-6, &q, &a), 0);
+	CU_ASSERT_EQUAL(a.match, LOOKUP_DEFAULT);
+	/* A ratio of exactly 8 is within (2 -> 16 tokens). */
+	CU_ASSERT_EQUAL_FATAL(ask(&l, "GPU-fx-h200", NULL, "dense", "tokens=2,in=4096,out=4096",
+				  &q, &a, &err), 0);
+	CU_ASSERT_EQUAL(a.match, LOOKUP_NEAREST);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.src);
+	CU_ASSERT_STRING_EQUAL(a.src->w.shape_key, "tokens=16,in=4096,out=4096");
+	/* 0: exact or default only; an exact shape still answers. */
+	CU_ASSERT_EQUAL_FATAL(ask_within(&l, "tokens=2048,in=4096,out=4096", 0, &q, &a), 0);
+	CU_ASSERT_EQUAL(a.match, LOOKUP_DEFAULT);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.skipped);
+	CU_ASSERT_STRING_EQUAL(a.skipped->w.shape_key, "tokens=1024,in=4096,out=4096");
+	CU_ASSERT_EQUAL_FATAL(ask_within(&l, "tokens=1024,in=4096,out=4096", 0, &q, &a), 0);
+	CU_ASSERT_EQUAL(a.match, LOOKUP_EXACT);
+	/* The limit's spellings */
+	{
+		double v;
+
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("1.5", &v, &err), 0);
+		CU_ASSERT_DOUBLE_EQUAL(v, 1.5, 0);
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("inf", &v, &err), 0);
+		CU_ASSERT(isinf(v));
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("NONE", &v, &err), 0);
+		CU_ASSERT(isinf(v));
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("0", &v, &err), 0);
+		CU_ASSERT_DOUBLE_EQUAL(v, 0, 0);
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("-1", &v, &err), -1);
+		CU_ASSERT_EQUAL(err.code, KT_EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "max_distance '-1'"));
+		kt_err_clear(&err);
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("2x", &v, &err), -1);
+		kt_err_clear(&err);
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("nan", &v, &err), -1);
+		kt_err_clear(&err);
+		CU_ASSERT_EQUAL(lookup_max_distance_parse("", &v, &err), -1);
+		kt_err_clear(&err);
+	}
 	lk_close(&l);
 }
 
@@ -565,9 +661,13 @@ static void test_lookup_same_model(void)
 	 * sibling) has the closer 4096 and the H100 has 8192 exactly. */
 	sib_expect(&l, "NVIDIA H200", "dense", "tokens=8192,in=4096,out=4096", LOOKUP_NEAREST, 0,
 		   "GPU-sib-a");
-	/* The H100 is no sibling of the H200s: its own nearest shape answers,
-	 * not their exact 64. */
-	sib_expect(&l, "NVIDIA H100", "dense", "tokens=64,in=4096,out=4096", LOOKUP_NEAREST, 7,
+	/* The H100 is no sibling of the H200s: its own nearest shape (1024,
+	 * 4x away) answers, not their exact 256. */
+	sib_expect(&l, "NVIDIA H100", "dense", "tokens=256,in=4096,out=4096", LOOKUP_NEAREST, 7,
+		   "GPU-sib-h100");
+	/* Past the distance limit (1024 is 16x from 64) its own shape does
+	 * not answer: the arch's exact 64 does, the fastest (C over B). */
+	sib_expect(&l, "NVIDIA H100", "dense", "tokens=64,in=4096,out=4096", LOOKUP_ARCH, 6,
 		   "GPU-sib-h100");
 	/* Nothing of lowrank on A: the H100's exact comes through arch, and
 	 * so does a sibling's nearest shape. */
@@ -797,6 +897,66 @@ static void test_http_best(void)
 	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(json_array_get(r, 2), "error"),
 			       "code")), "not_found");
 	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(r, 3), "match")), "arch");
+	json_decref(b);
+
+	/* Past the distance limit: the default, naming the shape passed over;
+	 * max_distance=inf takes it; the limit is part of the cached question
+	 * (the same shape asked again without it is a default again). */
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=65536&in=4096&out=4096", 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "default");
+	CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(j, "max_distance")), LOOKUP_MAX_DISTANCE, 1e-12);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_object_get(j, "skipped_nearest"), "shape_key")),
+			       "tokens=4096,in=4096,out=11008");
+	CU_ASSERT(json_number_value(json_object_get(json_object_get(j, "skipped_nearest"), "distance")) >
+		  LOOKUP_MAX_DISTANCE);
+	json_decref(j);
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=65536&in=4096&out=4096&max_distance=inf", 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "nearest");
+	CU_ASSERT(json_is_null(json_object_get(j, "max_distance")));
+	CU_ASSERT(json_is_null(json_object_get(j, "skipped_nearest")));
+	json_decref(j);
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=65536&in=4096&out=4096", 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "default");
+	json_decref(j);
+	/* max_distance=0: exact or default only */
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=2048&in=4096&out=4096&max_distance=0", 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "default");
+	json_decref(j);
+	/* a bad limit is a 400 naming it, never taken as a shape dim */
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=2048&in=4096&out=4096&max_distance=-2", 400);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_PTR_NOT_NULL(strstr(jstr_or_empty(json_object_get(json_object_get(j, "error"), "message")),
+				      "max_distance '-2'"));
+	json_decref(j);
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=2048&in=4096&out=4096&max_distance=", 400);
+	json_decref(j);
+	/* in a batch: a number, "inf", and a bad one answering alone */
+	snprintf(body, sizeof(body),
+		 "{\"queries\": [{\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
+		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": 3},"
+		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
+		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": \"inf\"},"
+		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
+		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": -1},"
+		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
+		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": true},"
+		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
+		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": null}]}");
+	b = req_json("POST", "/v1/best:batch", NULL, body, 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	r = json_object_get(b, "results");
+	CU_ASSERT_EQUAL_FATAL(json_array_size(r), 5);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_array_get(r, 0), "match")), "nearest");
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_array_get(r, 1), "match")), "nearest");
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_object_get(json_array_get(r, 2), "error"),
+			       "code")), "invalid_argument");
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_object_get(json_array_get(r, 3), "error"),
+			       "code")), "invalid_argument");
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(json_array_get(r, 4), "match")), "default");
 	json_decref(b);
 }
 
@@ -1493,6 +1653,7 @@ int main(void)
 	s = CU_add_suite("server", suite_init, suite_clean);
 	CU_add_test(s, "lookup: exact answers are the fastest ok trial", test_lookup_exact);
 	CU_add_test(s, "lookup: nearest skips other structural dims and invalid configs", test_lookup_nearest);
+	CU_add_test(s, "lookup: no nearest past the distance limit; the default names it", test_lookup_distance_limit);
 	CU_add_test(s, "lookup: arch, default, unknown and ambiguous devices", test_lookup_arch_default);
 	CU_add_test(s, "lookup: table reloads only on change", test_lookup_reload);
 	CU_add_test(s, "lookup: only what changed is read again, and equals a full reload",
