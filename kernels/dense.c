@@ -211,12 +211,12 @@ static double dense_min_bytes(const struct kt_shape *s)
  * its grid fills at least half the machine; then a warpgroup-MMA tile
  * (1024x4096x4096: 256x128 and 128x256 with 4 stages ~1.3x cuBLAS); else
  * the mma.sync list. */
-static const long ws_defaults[][4] = {
-	/* BLOCK_M, BLOCK_N, STAGES, CONSUMERS */
-	{128, 256, 4, 2},
-	{256, 128, 4, 2},
-	{128, 128, 5, 2},
-	{64, 128, 5, 1},
+static const long ws_defaults[][5] = {
+	/* BLOCK_M, BLOCK_N, STAGES, CONSUMERS, time per FLOP (cuBLAS = 100) */
+	{128, 256, 4, 2, 101},
+	{256, 128, 4, 2, 102},
+	{128, 128, 5, 2, 113},
+	{64, 128, 5, 1, 121},
 };
 
 static const long wgmma_defaults[][3] = {
@@ -235,9 +235,12 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 	char why[160];
 	size_t i;
 
-	/* the ws tile with the least work per SM (waves x tile area; the
-	 * list order breaks ties): at 1000 x 4104, 128x256 needs 136 CTAs, two
-	 * waves on 132 SMs (88.6 us measured), 256x128 one (48.8 us) */
+	/* the ws tile with the least time per SM (waves x tile area x the
+	 * tile's time per FLOP; the list order breaks ties): at 1000 x 4104,
+	 * 128x256 needs 136 CTAs, two waves on 132 SMs (88.6 us measured),
+	 * 256x128 one (48.8 us). Without the time per FLOP, 64x128's finer
+	 * waves won at 16384 x 4096 (63 waves of 8192 against 16 of 32768)
+	 * though each of its FLOPs costs 20% more. */
 	{
 		struct kt_config best;
 		long best_cost = -1;
@@ -245,7 +248,7 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 		for (i = 0; tgt->arch_a && i < sizeof(ws_defaults) / sizeof(ws_defaults[0]); i++) {
 			long bm = ws_defaults[i][0], bn = ws_defaults[i][1];
 			long tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
-			long cost = (tiles + sms - 1) / sms * bm * bn;
+			long cost = (tiles + sms - 1) / sms * bm * bn * ws_defaults[i][4];
 
 			memset(out, 0, sizeof(*out));
 			out->variant = V_WGMMA_WS;

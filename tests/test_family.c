@@ -765,6 +765,12 @@ static void test_ws_check(void)
 	CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "wgmma_ws");
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 256);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 128);
+	/* many waves: 128x256's FLOPs cost less than 64x128's finer waves save */
+	s = ft_shape(dense, "tokens=16384,in=4096,out=4096");
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 128);
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 256);
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "CONSUMERS"), 2);
 	s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
 	/* and on plain sm_90 it is not */
 	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90, &c), 0);
