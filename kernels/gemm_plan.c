@@ -203,6 +203,9 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 	if (t->persistent > 0)
 		return WHY("PERSISTENT (%ld CTAs): only the warp-specialized kernel (ws) has a "
 			   "persistent form", t->persistent);
+	if (t->pdl && (tgt->sm < 90 || t->wgmma || t->split_k > 1))
+		return WHY("programmatic dependent launch on gemm_tn: the mma.sync path without "
+			   "split-K, sm_90+ (griddepcontrol), target sm_%d", tgt->sm);
 	if (t->wgmma) {
 		if (tgt->sm != 90 || !tgt->arch_a)
 			return WHY("wgmma needs sm_90a, target is sm_%d%s", tgt->sm,
@@ -302,6 +305,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 		rc |= kt_program_define(p, "WGMMA", 1);
 	if (t->split_k > 1)
 		rc |= kt_program_define(p, "SPLIT_K", t->split_k);
+	if (t->pdl)	/* gemm_tn: B's first stages before the wait */
+		rc |= kt_program_define(p, "KT_PDL", 1) | kt_program_define(p, "PDL_PREFETCH", 1);
 	return rc | col_defines(t, p);
 }
 
@@ -448,6 +453,7 @@ void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, l
 	memset(out, 0, sizeof(*out));
 	out->program = program;
 	snprintf(out->kernel, sizeof(out->kernel), "gemm_tn");
+	out->pdl = t->pdl ? 1 : 0;
 	out->grid[0] = (unsigned)(tm * tn);
 	out->grid[1] = 1;
 	out->grid[2] = (unsigned)batch;

@@ -42,7 +42,9 @@
  *             batch strides (16-byte chunks: r, b*r, m, mb all % 8 == 0).
  *             K edges (nb, r under 64) are the copy engine's zero fill.
  *             With GSTORE 1 (any relayout variant) stage 1 stores g
- *             itself, (2) below. Verified on the H200 (9th session): relayout_ws's whole
+ *             itself, (2) below; then relayout's PDL 1 (sm_90) makes stage
+ *             2 stage 1's programmatic dependent, loading its first w2
+ *             stages before it waits for g (gemm.cu's PDL_PREFETCH). Verified on the H200 (9th session): relayout_ws's whole
  *             space at llama7b gate/up, down, llama1b q/o and gpt2s c_fc
  *             N1024 (66, 66, 48, 66 configs), both variants sampled at
  *             N1024 and N4096 (5 configs each); none wrong. relayout_ws
@@ -167,7 +169,7 @@ enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAY
  * B_ARRIVED only for fused_ws's EPILOGUE 3 */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
-       P_CLI, P_CLT, P_GSTORE, P_YSTORE };
+       P_CLI, P_CLT, P_GSTORE, P_YSTORE, P_PDL };
 
 #define ELEM_THREADS 256
 #define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
@@ -230,6 +232,11 @@ static const struct kt_param params[] = {
 	 "stores at stride blocks; for few tokens), 0 stores y2 and a 16-byte permutation "
 	 "makes y; monarch_bm: 0",
 	 1, 0},
+	/* optional: keys from before it mean two plain launches */
+	{"PDL", 2, {0, 1}, 1u << V_RELAYOUT,
+	 "relayout with GSTORE 1 (sm_90+): 1 stage 2 is a programmatic dependent launch of "
+	 "stage 1 that loads its first w2 stages while stage 1 finishes, 0 a plain launch",
+	 1, 0},
 };
 
 /* y2 is stage 2's tile, z1 stage 1's. */
@@ -262,6 +269,9 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct 
 		/* stage 1's x blocks: the (k, batch, rows) map */
 		y2->row_batches = 1;
 	}
+	/* PDL 1: both programs carry gemm.cu's PDL prologue (w1 / w2, the
+	 * B operands, are nobody's output); plan_impl flags stage 2 only */
+	y2->pdl = c->variant == V_RELAYOUT && c->p[P_PDL] == 1;
 	*z1 = *y2;
 	z1->bn = c->p[P_ZBN];
 }
@@ -442,6 +452,9 @@ static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *
 			   r / b);
 	if (bm && c->p[P_YSTORE] == 1)
 		return WHY("YSTORE=1 interleaves y: monarch_bm's y is block-major (YSTORE=0)");
+	if (c->variant == V_RELAYOUT && c->p[P_PDL] == 1 && !stores_g(c))
+		return WHY("PDL=1 makes stage 2 the dependent of stage 1: with GSTORE=0 the copy "
+			   "launch sits between them");
 	if (ELEM_THREADS > tgt->max_threads)
 		return WHY("the permutation kernels need %d threads per block, target has %d",
 			   ELEM_THREADS, tgt->max_threads);
@@ -722,10 +735,14 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	 * naive writes z[j] at j*N*r (b, N, r); relayout writes it at j*r with
 	 * rows b*r apart, i.e. z (N, b, b, rp); GSTORE 1 writes g at j*rp with
 	 * rows r apart, its column groups N*r apart */
-	if (g_direct)
+	if (g_direct) {
 		kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, B_W1R, nb, r * nb, B_G, r, r / b, b,
-			       &out->launch[out->nlaunch++]);
-	else
+			       &out->launch[out->nlaunch]);
+		/* PDL: stage 1 is the first launch timed after the L2 flush,
+		 * and its prologue would read w1 before waiting: not a
+		 * dependent. Its program still lets stage 2 start early. */
+		out->launch[out->nlaunch++].pdl = 0;
+	} else
 		kt_gemm_launch(&z1, pg1, T, r, nb, B_X, n, nb, relayout ? B_W1R : B_W1, nb, r * nb,
 			       B_Z, relayout ? b * r : r, relayout ? r : T * r, b,
 			       &out->launch[out->nlaunch++]);
@@ -983,12 +1000,18 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	 * rounds each: 32.8 -> 29.8, 36.5 -> 34.2, 15.4 -> 13.3, 15.4 -> 12.8
 	 * us), and YSTORE 1 for monarch, no permutation launch after them
 	 * (29.4 -> 27.6, 34.0 -> 30.3, 13.0 -> 10.5, 13.3 -> 9.5; cuBLAS dense
-	 * 33.9, 35.3, 9.5, 7.9 in the same call) */
+	 * 33.9, 35.3, 9.5, 7.9 in the same call), and PDL 1, stage 2 loading
+	 * its first w2 stages while stage 1 finishes (11th session, three
+	 * rounds each, µs: 27.6-27.9 -> 26.1-26.3, 30.0-30.7 -> 28.3-28.4,
+	 * 10.2-10.4 -> 8.6-8.8, 9.4-9.6 -> 7.6; cuBLAS dense 33.4-34.9,
+	 * 34.7-34.9, 9.5-9.6, 7.6-7.9; llama1b at 64 tokens 11.8-12.0 ->
+	 * 10.6-10.8, gpt2s at 256 15.6-16.0 -> 14.8-14.9) */
 	if (decode) {
 		memset(out, 0, sizeof(*out));
 		out->variant = (s->v[D_RANK] / s->v[D_BLOCKS]) % 8 ? V_NAIVE : V_RELAYOUT;
 		out->p[P_GSTORE] = out->variant == V_RELAYOUT;
 		out->p[P_YSTORE] = out->variant == V_RELAYOUT && !bm;
+		out->p[P_PDL] = out->variant == V_RELAYOUT;
 		out->p[P_BM] = 16;
 		out->p[P_BN] = 32;
 		out->p[P_ZBN] = 32;

@@ -26,7 +26,10 @@
  * middle permutation this way), COLSTEP (gemm_tn only, k > 1: output column
  * c lands at c * k of its row, in 2-byte stores, so ldc and the batch
  * stride of C need no alignment; monarch's relayout variants write their
- * interleaved y this way at decode).
+ * interleaved y this way at decode), KT_PDL with PDL_PREFETCH (gemm_tn on
+ * the mma.sync path, sm_90: launched as a programmatic dependent, it
+ * loads its first B stages, then waits for the kernel before, whose
+ * dependents it lets start at once; B must not be that kernel's output).
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
@@ -294,6 +297,25 @@ struct mainloop {
 
 		la.init(A, lda, m0, M, tid);
 		lb.init(B, ldb, n0, N, tid);
+#if defined(PDL_PREFETCH) && PDL_PREFETCH
+		/* -DPDL_PREFETCH=1 (with KT_PDL=1, launched as a dependent):
+		 * B (the weights) is no output of the kernel before, so its
+		 * first stages go out as one group before the wait, and only
+		 * A's wait for that kernel. The group is the oldest, so the
+		 * waits below, which count per stage, still cover it. */
+#pragma unroll
+		for (int s = 0; s < STAGES_ - 1; s++)
+			if (s < KT)
+				lb.load(sB0 + s * B_STAGE, s * BK, K);
+		kt_cp_async_commit();
+		kt_pdl_wait();
+#pragma unroll
+		for (int s = 0; s < STAGES_ - 1; s++) {
+			if (s < KT)
+				la.load(sA0 + s * A_STAGE, s * BK, K);
+			kt_cp_async_commit();
+		}
+#else
 #pragma unroll
 		for (int s = 0; s < STAGES_ - 1; s++) {
 			if (s < KT) {
@@ -302,6 +324,7 @@ struct mainloop {
 			}
 			kt_cp_async_commit();
 		}
+#endif
 		kt_cp_async_wait<STAGES_ - 2>();
 		__syncthreads();
 		load_a_frags<MI, KCH>(af[0], sA0, wrow, 0, lane);

@@ -775,6 +775,19 @@ static void test_variants_on_host(void)
 					int yd = is_relayout(v) && !is_ws(v) &&
 						 kt_config_get(mon, cs[k], "YSTORE") == 1;
 
+					/* PDL 1: both GEMM programs with gemm.cu's
+					 * PDL prologue, stage 2 (right after stage 1)
+					 * flagged, stage 1 (first after the flush) not */
+					int pd = strcmp(mon->variants[v], "relayout") == 0 &&
+						 kt_config_get(mon, cs[k], "PDL") == 1;
+
+					CU_ASSERT(!pd || gd);
+					CU_ASSERT_EQUAL(emu_define(&plan.programs[0], "PDL_PREFETCH"),
+							pd ? 1 : -1);
+					CU_ASSERT_EQUAL(emu_define(&plan.programs[plan.nprograms - 2],
+								   "KT_PDL"), pd ? 1 : -1);
+					CU_ASSERT_EQUAL(plan.launch[0].pdl, 0);
+					CU_ASSERT_EQUAL(plan.launch[1].pdl, pd);
 					/* monarch_bm: no output permutation */
 					CU_ASSERT(!blockmajor || !yd);
 					CU_ASSERT_EQUAL(plan.nlaunch, (blockmajor ? 3 : 4) - gd - yd);
@@ -1096,6 +1109,22 @@ static void test_check(void)
 	expect_reject("tokens=64,in=256,out=256,blocks=8,rank=32", &relayout, "rank/blocks");
 	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=8,rank=32");
 	CU_ASSERT_EQUAL(mon->check(&s, &naive, &t, why, sizeof(why)), 0);
+	/* PDL: stage 2 must follow stage 1 directly (GSTORE 1), and
+	 * griddepcontrol needs sm_90 */
+	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=4,rank=64");
+	{
+		struct kt_config pc = relayout;
+		struct kt_target t80 = ft_target("sm_80");
+
+		pc.p[param_index("GSTORE")] = 1;
+		pc.p[param_index("PDL")] = 1;
+		CU_ASSERT_EQUAL(mon->check(&s, &pc, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(mon->check(&s, &pc, &t80, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90+"));
+		pc.p[param_index("GSTORE")] = 0;
+		CU_ASSERT_EQUAL(mon->check(&s, &pc, &t, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "PDL=1"));
+	}
 	/* a GEMM tile rule reaches through: warp tile 16 x 16 multiples */
 	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=4,rank=64");
 	naive.p[0] = 16;	/* BLOCK_M */
@@ -1288,9 +1317,10 @@ static void test_space(void)
 	CU_ASSERT_EQUAL(kt_space_size(mon, 0), total);
 	CU_ASSERT_EQUAL(kt_space_size(mon, 1), total);	/* nothing planted */
 	/* modest: the two stages share all but their N tile (GSTORE doubles
-	 * the relayout variants, YSTORE relayout and relayout_wgmma again:
-	 * 19,712) */
-	CU_ASSERT(total < 25000);
+	 * the relayout variants, YSTORE relayout and relayout_wgmma again,
+	 * PDL relayout again: 33,536 before the checks, which refuse PDL 1
+	 * with GSTORE 0) */
+	CU_ASSERT(total < 40000);
 	printf("\n  monarch space %ld\n", total);
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
 		for (i = 0; i < sizeof(ref_shapes) / sizeof(ref_shapes[0]); i++) {
@@ -1435,8 +1465,9 @@ static void test_defaults(void)
 		}
 		/* decode on sm_90: relayout (naive where rank/blocks % 8) with
 		 * the N16 winners' tile, stage 1 storing g itself (GSTORE 1)
-		 * and stage 2 the interleaved y (YSTORE 1; monarch_bm: 0); other
-		 * targets keep the GEMM list's */
+		 * and stage 2 the interleaved y (YSTORE 1; monarch_bm: 0) as
+		 * stage 1's programmatic dependent (PDL 1); other targets keep
+		 * the GEMM list's */
 		{
 			/* (the last two: few tokens of small layers) */
 			static const char *const dec[] = {
@@ -1462,6 +1493,8 @@ static void test_defaults(void)
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "STAGES"), 4);
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "GSTORE"), i != 3);
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "YSTORE"), i != 3 && !blockmajor);
+				/* stage 2 a programmatic dependent of stage 1 */
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "PDL"), i != 3);
 				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90, &c), 0);
 				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], v);
 				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t86, &c), 0);
