@@ -255,7 +255,11 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 			out->p[0] = bm;
 			out->p[1] = bn;
 			out->p[5] = ws_defaults[i][2];
-			out->p[6] = 8;
+			/* GROUP_M 1: at 16384 x 4096 x 4096, 128x256 with 1
+			 * took 723-725 us where 8 took 824-833 (three rounds,
+			 * cuBLAS 690; 11th session); at 4096 tokens 180.5-181.5
+			 * against 177.9-179.3 */
+			out->p[6] = 1;
 			out->p[8] = ws_defaults[i][3];	/* CONSUMERS */
 			if (tiles >= sms / 2 && dense_check(s, out, tgt, why, sizeof(why)) == 0 &&
 			    (best_cost < 0 || cost < best_cost)) {

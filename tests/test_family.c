@@ -771,6 +771,7 @@ static void test_ws_check(void)
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 128);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 256);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "CONSUMERS"), 2);
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "GROUP_M"), 1);
 	s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
 	/* and on plain sm_90 it is not */
 	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90, &c), 0);
