@@ -203,9 +203,9 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 	if (t->persistent > 0)
 		return WHY("PERSISTENT (%ld CTAs): only the warp-specialized kernel (ws) has a "
 			   "persistent form", t->persistent);
-	if (t->pdl && (tgt->sm < 90 || t->wgmma || t->split_k > 1))
-		return WHY("programmatic dependent launch on gemm_tn: the mma.sync path without "
-			   "split-K, sm_90+ (griddepcontrol), target sm_%d", tgt->sm);
+	if (t->pdl && (tgt->sm < 90 || t->wgmma))
+		return WHY("programmatic dependent launch on gemm_tn: the mma.sync path, sm_90+ "
+			   "(griddepcontrol), target sm_%d", tgt->sm);
 	if (t->wgmma) {
 		if (tgt->sm != 90 || !tgt->arch_a)
 			return WHY("wgmma needs sm_90a, target is sm_%d%s", tgt->sm,

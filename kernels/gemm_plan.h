@@ -71,8 +71,8 @@ struct kt_gemm_tile {
 	long pdl;		/* 1: -DKT_PDL=1 and the launch flagged pdl
 				 * (family.h): programmatic dependent launch,
 				 * gemm_tn_ws waits for the previous kernel in
-				 * kt_pdl_wait (sm_90a). gemm_tn (mma.sync, no
-				 * split-K, sm_90+) also -DPDL_PREFETCH=1: it
+				 * kt_pdl_wait (sm_90a). gemm_tn (mma.sync,
+				 * sm_90+) also -DPDL_PREFETCH=1: it
 				 * loads B's first stages before that wait, so
 				 * B must not be the previous kernel's output;
 				 * a plan may clear the first launch's flag and

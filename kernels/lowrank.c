@@ -7,7 +7,10 @@
  *            scratch (tokens x rank), then y = z U^T. The first GEMM has its
  *            own tile (Z_BLOCK_M x Z_BLOCK_N; its N is rank, usually much
  *            smaller than out, so it wants smaller tiles to fill the GPU);
- *            warps, BLOCK_K, STAGES and GROUP_M are shared.
+ *            warps, BLOCK_K, STAGES and GROUP_M are shared. PDL 1 (sm_90):
+ *            the y GEMM (and a split z's reduce) go out as programmatic
+ *            dependents, y loading its first U stages before it waits.
+ *            sm_90's default for 64 tokens or fewer (lowrank_default_decode).
  *   fused    one kernel (gemm.cu with -DRANK): the BLOCK_M x rank
  *            intermediate stays in shared memory; N_SPLIT CTAs share a token
  *            tile, each recomputing z for its share of the out columns.
@@ -42,7 +45,7 @@ enum { D_TOKENS, D_IN, D_OUT, D_RANK };
 enum { V_UNFUSED, V_FUSED, V_UNFUSED_WGMMA, V_UNFUSED_WS };
 enum { B_X, B_V, B_U, B_Y, B_Z32, B_Z, B_ZWS };
 enum { P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBM, P_ZBN, P_ZSPLIT, P_NSPLIT,
-       P_CONS };
+       P_CONS, P_PDL };
 
 #define FUSED_MAX_RANK 256
 
@@ -77,6 +80,11 @@ static const struct kt_param params[] = {
 	{"N_SPLIT", 5, {1, 2, 4, 8, 16}, FUS, "CTAs sharing a token tile (each recomputes z)"},
 	{"CONSUMERS", 2, {1, 2}, UWS,
 	 "unfused_ws: consumer warpgroups per CTA (each BLOCK_M/CONSUMERS rows), both stages"},
+	/* optional: keys from before it mean two plain launches */
+	{"PDL", 2, {0, 1}, UNF,
+	 "unfused (sm_90+): 1 the y GEMM (and a split z GEMM's reduce) are programmatic "
+	 "dependent launches; y loads its first U stages while z finishes; 0 plain launches",
+	 1, 0},
 };
 
 static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *y, struct kt_gemm_tile *z)
@@ -94,6 +102,9 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *y, struct k
 	z->bm = c->p[P_ZBM];
 	z->bn = c->p[P_ZBN];
 	z->split_k = c->p[P_ZSPLIT] > 0 ? c->p[P_ZSPLIT] : 1;
+	/* PDL 1: both programs with gemm.cu's PDL prologue (V and U, the B
+	 * operands, are nobody's output); lowrank_plan flags y's launch only */
+	y->pdl = z->pdl = c->variant == V_UNFUSED && c->p[P_PDL] == 1;
 	if (c->variant == V_UNFUSED_WGMMA) {
 		/* warpgroup tiles: BLOCK_K 64, 64 rows per warpgroup */
 		y->wgmma = z->wgmma = 1;
@@ -237,6 +248,11 @@ static int lowrank_plan(const struct kt_shape *s, const struct kt_config *c,
 		}
 		out->nlaunch = kt_gemm_launches(&z, 0, T, R, n, B_X, n, B_V, n, B_Z, R, B_ZWS,
 						 out->launch);
+		/* unfused PDL: z is the first launch after the timer's L2
+		 * flush (its prologue would read V before waiting), so only y
+		 * goes out as a dependent */
+		if (c->variant == V_UNFUSED)
+			out->launch[0].pdl = 0;
 		kt_gemm_launch(&y, same ? 0 : 1, T, m, R, B_Z, R, 0, B_U, R, 0, B_Y, m, 0, 1,
 			       &out->launch[out->nlaunch++]);
 		return 0;
@@ -370,6 +386,42 @@ static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_targe
 	return -1;
 }
 
+/* sm_90, 64 tokens or fewer: the fastest of 160 random configs of
+ * unfused (16 tokens) and of unfused + unfused_wgmma (64) at llama7b
+ * q/k/v/o (rank 1024; H200, 11th session: 21.6 and 23.6 us; cuBLAS dense
+ * 17.7 and 17.3; the wgmma default there took 45.6), with PDL 1 (three
+ * rounds each: 22.3-22.8 -> 19.9-20.2 and 24.7-25.4 -> 22.8-22.9 us). The
+ * z GEMM (tokens x rank, K = in) splits K in 4; where that is refused (a
+ * grid that fills the GPU already) in 2, then not. */
+static int lowrank_default_decode(const struct kt_shape *s, const struct kt_target *tgt,
+				  struct kt_config *out)
+{
+	/* BLOCK_M, BLOCK_N, WARPS_N, Z_BLOCK_M */
+	static const long tile[2][4] = {{16, 64, 2, 16}, {32, 64, 4, 64}};
+	const long *t = tile[s->v[D_TOKENS] > 32];
+	char why[160];
+	long split;
+
+	for (split = 4; split >= 1; split /= 2) {
+		memset(out, 0, sizeof(*out));
+		out->variant = V_UNFUSED;
+		out->p[P_BM] = t[0];
+		out->p[P_BN] = t[1];
+		out->p[P_BK] = 64;
+		out->p[P_WM] = 1;
+		out->p[P_WN] = t[2];
+		out->p[P_STAGES] = 4;
+		out->p[P_GROUP] = 8;
+		out->p[P_ZBM] = t[3];
+		out->p[P_ZBN] = 64;
+		out->p[P_ZSPLIT] = split;
+		out->p[P_PDL] = 1;
+		if (lowrank_check(s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+	}
+	return -1;
+}
+
 static int lowrank_default(const struct kt_shape *s, const struct kt_target *tgt,
 			   struct kt_config *out)
 {
@@ -378,6 +430,8 @@ static int lowrank_default(const struct kt_shape *s, const struct kt_target *tgt
 	char why[160];
 	int i;
 
+	if (tgt->sm == 90 && T <= 64 && lowrank_default_decode(s, tgt, out) == 0)
+		return 0;
 	if (tgt->arch_a && lowrank_default_wgmma(s, tgt, out) == 0)
 		return 0;
 	memset(out, 0, sizeof(*out));

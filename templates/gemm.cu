@@ -27,9 +27,10 @@
  * c lands at c * k of its row, in 2-byte stores, so ldc and the batch
  * stride of C need no alignment; monarch's relayout variants write their
  * interleaved y this way at decode), KT_PDL with PDL_PREFETCH (gemm_tn on
- * the mma.sync path, sm_90: launched as a programmatic dependent, it
- * loads its first B stages, then waits for the kernel before, whose
- * dependents it lets start at once; B must not be that kernel's output).
+ * the mma.sync path, sm_90, split-K too: launched as a programmatic
+ * dependent, it loads its first B stages, then waits for the kernel
+ * before, whose dependents it lets start at once; B must not be that
+ * kernel's output).
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)

@@ -502,6 +502,84 @@ static void test_defaults(void)
 				fprintf(stderr, "\n  %s %s: %s\n", targets[j], lshapes[i], why);
 		}
 	}
+	/* lowrank at decode on sm_90: the mma.sync pair with the sampled
+	 * winners' tiles, z split in 4 (16 tokens; 64) or less where the split
+	 * is refused, y (and the reduce) as programmatic dependents; from 65
+	 * tokens the wgmma default */
+	{
+		static const struct {
+			const char *shape;
+			long bm, zbm, zsplit;
+			const char *variant;
+		} want[] = {
+			{"tokens=16,in=4096,out=4096,rank=1024", 16, 16, 4, "unfused"},
+			{"tokens=64,in=4096,out=4096,rank=1024", 32, 64, 4, "unfused"},
+			{"tokens=1,in=768,out=3072,rank=64", 16, 16, 2, "unfused"},
+			{"tokens=65,in=4096,out=4096,rank=1024", 0, 0, 0, "unfused_wgmma"},
+		};
+		struct kt_target t = ft_target("sm_90a");
+
+		for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			struct kt_shape s = ft_shape(lowrank, want[i].shape);
+			struct kt_config c;
+
+			CU_ASSERT_EQUAL_FATAL(lowrank->default_config(&s, &t, &c), 0);
+			CU_ASSERT_STRING_EQUAL(lowrank->variants[c.variant], want[i].variant);
+			CU_ASSERT(kt_config_in_space(lowrank, &c));
+			if (!want[i].bm)
+				continue;
+			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "BLOCK_M"), want[i].bm);
+			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_BLOCK_M"), want[i].zbm);
+			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_SPLIT_K"), want[i].zsplit);
+			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "PDL"), 1);
+		}
+	}
+}
+
+static int has_define(const struct kt_program *p, const char *d);
+
+/* lowrank unfused with PDL 1: both programs carry gemm.cu's PDL prologue;
+ * the z GEMM (first after the L2 flush) is not flagged, its split-K reduce
+ * and the y GEMM are; on sm_80 it is refused. */
+static void test_lowrank_pdl(void)
+{
+	struct kt_shape s = ft_shape(lowrank, "tokens=16,in=4096,out=4096,rank=1024");
+	struct kt_target t = ft_target("sm_90a"), t80 = ft_target("sm_80");
+	struct kt_config c;
+	struct kt_plan p;
+	struct kt_err e = {0};
+	char why[200];
+	int k, pr;
+
+	for (k = 0; k < 2; k++) {
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank, k ?
+			"variant=unfused,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=4,"
+			"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,Z_SPLIT_K=4,PDL=1" :
+			"variant=unfused,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=4,"
+			"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,Z_SPLIT_K=1,PDL=1", &c, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(p.nlaunch, k ? 3 : 2);
+		CU_ASSERT_EQUAL(p.launch[0].pdl, 0);
+		CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "gemm_tn");
+		if (k)
+			CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "splitk_reduce");
+		for (pr = 1; pr < p.nlaunch; pr++)
+			CU_ASSERT_EQUAL(p.launch[pr].pdl, 1);
+		for (pr = 0; pr < p.nprograms; pr++) {
+			CU_ASSERT(has_define(&p.programs[pr], "KT_PDL=1"));
+			CU_ASSERT(has_define(&p.programs[pr], "PDL_PREFETCH=1"));
+		}
+		CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t80, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90+"));
+	}
+	/* keys from before PDL mean plain launches */
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank,
+		"variant=unfused,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=4,"
+		"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,Z_SPLIT_K=4", &c, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	for (pr = 0; pr < p.nlaunch; pr++)
+		CU_ASSERT_EQUAL(p.launch[pr].pdl, 0);
+	CU_ASSERT(!has_define(&p.programs[0], "PDL_PREFETCH=1"));
 }
 
 /* ---- plans ---- */
@@ -1753,6 +1831,7 @@ int main(void)
 	CU_add_test(s, "ws split-K", test_ws_splitk);
 	CU_add_test(s, "ws persistent: checks, launch, emulated walk", test_ws_persistent);
 	CU_add_test(s, "lowrank unfused_ws plan (tensor maps, split z)", test_lowrank_ws);
+	CU_add_test(s, "lowrank unfused PDL: the dependents flagged, the first launch not", test_lowrank_pdl);
 	CU_add_test(s, "lowrank unfused_ws space: exact pruning, every valid config plans",
 		    test_lowrank_ws_space);
 	CU_add_test(s, "lowrank unfused_ws plans on the host vs cpu_ref", test_lowrank_ws_emulated);
