@@ -142,7 +142,7 @@ enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_TCMIX,
 enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
 #define B_ST B_S32	/* tcmix: the slot of S32 holds St instead */
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PERSIST,
-       P_CTA_BLOCKS, P_FUSED_M, P_RING };
+       P_CTA_BLOCKS, P_FUSED_M, P_RING, P_PDL };
 
 #define NPROBLEM_BUFS 7
 #define ELEM_THREADS 256
@@ -204,6 +204,11 @@ static const struct kt_param params[] = {
 	{"RING", 4, {4, 6, 8, 12}, TCF,
 	 "tcmix_fused: TMA ring slots of the stage-1 + mixing kernel (one slot: a 64-wide "
 	 "k-chunk of x and of V; 4 issuing threads where 4 divides it, else 2)", 1, 4},
+	/* optional: keys from before it mean three plain launches */
+	{"PDL", 2, {0, 1}, 1u << V_TCMIX,
+	 "tcmix (sm_90+): 1 the mixer and stage 3 are programmatic dependent launches (stage "
+	 "3 loading its first U stages while the mixer finishes), 0 plain launches",
+	 1, 0},
 };
 
 /* Ranks per mixer thread: its b vectors of z stay in registers (b * RV <=
@@ -271,6 +276,11 @@ static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 		 * (tcmix_fused: s1 is not a GEMM; its fused kernel and stage 3) */
 		s1->pdl = s3->pdl = 1;
 	}
+	/* tcmix's PDL: gemm.cu's PDL prologue in both stages (V and U are
+	 * nobody's output); blast_plan leaves stage 1, the first launch
+	 * after the timer's L2 flush, unflagged */
+	if (c->variant == V_TCMIX && c->p[P_PDL] == 1)
+		s1->pdl = s3->pdl = 1;
 }
 
 static int is_fused(int variant)
@@ -831,6 +841,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		 * j*r*nb, C = z[j] at j*N*r (rows r apart) */
 		kt_gemm_launch(&s1, 0, T, r, nb, B_X, n, nb, B_V, nb, r * nb, B_Z, r, T * r, b,
 			       &out->launch[0]);
+		if (c->variant == V_TCMIX)
+			out->launch[0].pdl = 0;
 		if (is_tc(c->variant))
 			mix_tc_launch(pm, T, r, tgt, (int)s1.pdl, &out->launch[1]);
 		else
@@ -1015,6 +1027,26 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
+	/* sm_90, 64 tokens or fewer, blocks <= 16: tcmix on mma.sync with the
+	 * fastest of 100 random tcmix configs at llama1b q/o N16 (12.06 us;
+	 * the GEMM list's tile 20.9-21.3, with PDL 18.5-18.8; cuBLAS dense
+	 * 8.8-9.0), its mixer and stage 3 as programmatic dependents (H200,
+	 * 11th session; bench/results/blast_decode.json) */
+	if (tgt->sm == 90 && s->v[D_TOKENS] <= 64 && s->v[D_BLOCKS] <= 16) {
+		memset(out, 0, sizeof(*out));
+		out->variant = V_TCMIX;
+		out->p[P_BM] = 16;
+		out->p[P_BN] = 64;
+		out->p[P_ZBN] = 32;
+		out->p[P_BK] = 64;
+		out->p[P_WM] = 1;
+		out->p[P_WN] = 2;
+		out->p[P_STAGES] = 4;
+		out->p[P_GROUP] = 8;
+		out->p[P_PDL] = 1;
+		if (blast_check(s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+	}
 	if (tgt->arch_a && blast_default_ws(s, tgt, out) == 0)
 		return 0;
 	return kt_gemm_default_staged(&blast_family, s, tgt, s->v[D_TOKENS],
