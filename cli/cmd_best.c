@@ -116,11 +116,8 @@ int cmd_best(int argc, char **argv)
 	}
 	if (kt_shape_parse(q.fam, shape, &q.shape, &err) < 0)
 		goto out;
-	if (maxd) {
-		if (lookup_max_distance_parse(maxd, &q.max_distance, &err) < 0)
-			goto out;
-		q.max_distance_set = 1;
-	}
+	if (lookup_query_max_distance(&q, maxd, &err) < 0)
+		goto out;
 	if (store_open(db ? db : cli_default_db(), STORE_RO, &st, &err) < 0)
 		goto out;
 	if (lookup_table_reload(&t, st, &err) < 0 || lookup_best(&t, &q, &a, &err) < 0)

@@ -1033,18 +1033,12 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 	 * 8.8-9.0), its mixer and stage 3 as programmatic dependents (H200,
 	 * 11th session; bench/results/blast_decode.json) */
 	if (tgt->sm == 90 && s->v[D_TOKENS] <= 64 && s->v[D_BLOCKS] <= 16) {
-		memset(out, 0, sizeof(*out));
-		out->variant = V_TCMIX;
-		out->p[P_BM] = 16;
-		out->p[P_BN] = 64;
-		out->p[P_ZBN] = 32;
-		out->p[P_BK] = 64;
-		out->p[P_WM] = 1;
-		out->p[P_WN] = 2;
-		out->p[P_STAGES] = 4;
-		out->p[P_GROUP] = 8;
-		out->p[P_PDL] = 1;
-		if (blast_check(s, out, tgt, why, sizeof(why)) == 0)
+		struct kt_err e = { 0 };
+
+		if (kt_config_parse(&blast_family,
+				    "variant=tcmix,BLOCK_M=16,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=64,WARPS_M=1,"
+				    "WARPS_N=2,STAGES=4,GROUP_M=8,PDL=1", out, &e) == 0 &&
+		    blast_check(s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	if (tgt->arch_a && blast_default_ws(s, tgt, out) == 0)

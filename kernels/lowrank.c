@@ -393,30 +393,25 @@ static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_targe
  * rounds each: 22.3-22.8 -> 19.9-20.2 and 24.7-25.4 -> 22.8-22.9 us). The
  * z GEMM (tokens x rank, K = in) splits K in 4; where that is refused (a
  * grid that fills the GPU already) in 2, then not. */
+extern const struct kt_family lowrank_family;
+
 static int lowrank_default_decode(const struct kt_shape *s, const struct kt_target *tgt,
 				  struct kt_config *out)
 {
-	/* BLOCK_M, BLOCK_N, WARPS_N, Z_BLOCK_M */
-	static const long tile[2][4] = {{16, 64, 2, 16}, {32, 64, 4, 64}};
-	const long *t = tile[s->v[D_TOKENS] > 32];
-	char why[160];
+	static const char *const tile[2] = {
+		"variant=unfused,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=4,"
+		"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,PDL=1",
+		"variant=unfused,BLOCK_M=32,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=4,STAGES=4,"
+		"GROUP_M=8,Z_BLOCK_M=64,Z_BLOCK_N=64,PDL=1",
+	};
+	char why[160], key[200];
+	struct kt_err e = { 0 };
 	long split;
 
 	for (split = 4; split >= 1; split /= 2) {
-		memset(out, 0, sizeof(*out));
-		out->variant = V_UNFUSED;
-		out->p[P_BM] = t[0];
-		out->p[P_BN] = t[1];
-		out->p[P_BK] = 64;
-		out->p[P_WM] = 1;
-		out->p[P_WN] = t[2];
-		out->p[P_STAGES] = 4;
-		out->p[P_GROUP] = 8;
-		out->p[P_ZBM] = t[3];
-		out->p[P_ZBN] = 64;
-		out->p[P_ZSPLIT] = split;
-		out->p[P_PDL] = 1;
-		if (lowrank_check(s, out, tgt, why, sizeof(why)) == 0)
+		snprintf(key, sizeof(key), "%s,Z_SPLIT_K=%ld", tile[s->v[D_TOKENS] > 32], split);
+		if (kt_config_parse(&lowrank_family, key, out, &e) == 0 &&
+		    lowrank_check(s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	return -1;

@@ -521,6 +521,16 @@ int lookup_max_distance_parse(const char *text, double *out, struct kt_err *err)
 	return 0;
 }
 
+int lookup_query_max_distance(struct lookup_query *q, const char *text, struct kt_err *err)
+{
+	if (!text)
+		return 0;
+	if (lookup_max_distance_parse(text, &q->max_distance, err) < 0)
+		return -1;
+	q->max_distance_set = 1;
+	return 0;
+}
+
 /* The closest valid shape within a stage and the limit, the first in table
  * order on a tie; *dist its log-distance. *skipped (if NULL so far) gets
  * the closest valid one past the limit, when it is closer than any within,
@@ -546,7 +556,9 @@ static const struct lookup_entry *search_nearest(const struct lookup_table *t,
 		if ((d = lookup_distance(q->fam, &e->shape, &q->shape)) < 0)
 			continue;
 		within = lookup_within(d, limit);
-		if (within ? best && d >= bd : far && d >= fd)
+		/* a shape past the limit is only reported when none within
+		 * answers, and only the first stage's: no check() for it then */
+		if (within ? best && d >= bd : best || *skipped || (far && d >= fd))
 			continue;
 		if (!entry_valid(e, q, tgt))
 			continue;

@@ -155,6 +155,8 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 /* Parses a max_distance argument: a number >= 0, or "inf" / "none" for no
  * limit. -1 with KT_EINVAL naming what is wrong. */
 int lookup_max_distance_parse(const char *text, double *out, struct kt_err *err);
+/* The same, into q's limit (max_distance_set); text NULL leaves q as it is. */
+int lookup_query_max_distance(struct lookup_query *q, const char *text, struct kt_err *err);
 /* Parses a JSON object of shape dims ({"tokens": 1024, ...}) or a key
  * string ("tokens=1024,..."). */
 int lookup_shape_from_json(const struct kt_family *f, json_t *j, struct kt_shape *out,

@@ -294,18 +294,15 @@ static int r_best(struct request *rq, struct reply *out, struct kt_err *err)
 	struct lookup_query q = { 0 };
 	struct shape_args sa = { .len = 0 };
 	struct srv_tls *t;
-	const char *shape = srv_arg(rq, "shape"), *maxd = srv_arg(rq, "max_distance");
+	const char *shape = srv_arg(rq, "shape");
 	json_t *j;
 
 	if (!(q.fam = family_named(srv_arg(rq, "family"), err)))
 		return -1;
 	q.device = srv_arg(rq, "device");
 	q.arch = srv_arg(rq, "arch");
-	if (maxd) {
-		if (lookup_max_distance_parse(maxd, &q.max_distance, err) < 0)
-			return -1;
-		q.max_distance_set = 1;
-	}
+	if (lookup_query_max_distance(&q, srv_arg(rq, "max_distance"), err) < 0)
+		return -1;
 	/* The shape as dims (tokens=1024&in=4096...) or one key (shape=...). */
 	if (!shape) {
 		MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, collect_dim, &sa);
@@ -343,12 +340,11 @@ static int batch_max_distance(json_t *md, size_t i, struct lookup_query *q, stru
 {
 	if (!md || json_is_null(md))
 		return 0;
-	if (json_is_number(md) && json_number_value(md) >= 0)
-		q->max_distance = json_number_value(md);
-	else if (!json_is_string(md))
+	if (json_is_string(md))
+		return lookup_query_max_distance(q, json_string_value(md), err);
+	if (!json_is_number(md) || json_number_value(md) < 0)
 		return kt_err_set(err, KT_EINVAL, "query %zu: max_distance must be a number >= 0 or \"inf\"", i);
-	else if (lookup_max_distance_parse(json_string_value(md), &q->max_distance, err) < 0)
-		return -1;
+	q->max_distance = json_number_value(md);
 	q->max_distance_set = 1;
 	return 0;
 }
