@@ -417,18 +417,22 @@ static int lowrank_default_decode(const struct kt_shape *s, const struct kt_targ
 	return -1;
 }
 
-static int lowrank_default(const struct kt_shape *s, const struct kt_target *tgt,
-			   struct kt_config *out)
+/* The mma.sync pair from the GEMM list's tiles (dense's: BLOCK_N 32,
+ * STAGES 5 are not lowrank's), each parameter kept to a value the space
+ * lists when clamp is set (the largest not above it, else the smallest),
+ * so that `ktune sweep --config` can verify the default. */
+static int lowrank_default_mma(const struct kt_shape *s, const struct kt_target *tgt, int clamp,
+			       struct kt_config *out)
 {
+	/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES: small rank (the
+	 * y tile must also fit rank as the z tile's N) */
+	static const long fallback[][6] = {{64, 64, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 2}};
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], R = s->v[D_RANK];
 	long zp[7];
 	char why[160];
-	int i;
+	size_t i;
+	int k;
 
-	if (tgt->sm == 90 && T <= 64 && lowrank_default_decode(s, tgt, out) == 0)
-		return 0;
-	if (tgt->arch_a && lowrank_default_wgmma(s, tgt, out) == 0)
-		return 0;
 	memset(out, 0, sizeof(*out));
 	out->variant = V_UNFUSED;
 	if (kt_gemm_default(T, m, R, tgt, out->p) || kt_gemm_default(T, R, n, tgt, zp))
@@ -444,16 +448,39 @@ static int lowrank_default(const struct kt_shape *s, const struct kt_target *tgt
 		out->p[P_ZBM] = out->p[P_BM];
 		out->p[P_ZBN] = out->p[P_BN];
 	}
-	for (i = 0; i < 2 && lowrank_check(s, out, tgt, why, sizeof(why)); i++) {
-		/* small rank: the y tile must also fit rank as the z tile's N */
-		out->p[P_BM] = out->p[P_ZBM] = 64;
-		out->p[P_BN] = out->p[P_ZBN] = 64;
-		out->p[P_WM] = 2;
-		out->p[P_WN] = 2;
-		out->p[P_BK] = 32;
-		out->p[P_STAGES] = i == 0 ? 3 : 2;
+	for (i = 0; i <= sizeof(fallback) / sizeof(fallback[0]); i++) {
+		if (i > 0) {
+			out->p[P_BM] = out->p[P_ZBM] = fallback[i - 1][0];
+			out->p[P_BN] = out->p[P_ZBN] = fallback[i - 1][1];
+			out->p[P_BK] = fallback[i - 1][2];
+			out->p[P_WM] = fallback[i - 1][3];
+			out->p[P_WN] = fallback[i - 1][4];
+			out->p[P_STAGES] = fallback[i - 1][5];
+		}
+		for (k = 0; clamp && k < (int)(sizeof(params) / sizeof(params[0])); k++)
+			out->p[k] = (params[k].variants >> out->variant) & 1u
+					    ? kt_param_clamp(&lowrank_family, k, out->p[k])
+					    : 0;
+		if (lowrank_check(s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
 	}
-	return lowrank_check(s, out, tgt, why, sizeof(why)) ? -1 : 0;
+	return -1;
+}
+
+static int lowrank_default(const struct kt_shape *s, const struct kt_target *tgt,
+			   struct kt_config *out)
+{
+	long T = s->v[D_TOKENS];
+
+	if (tgt->sm == 90 && T <= 64 && lowrank_default_decode(s, tgt, out) == 0)
+		return 0;
+	if (tgt->arch_a && lowrank_default_wgmma(s, tgt, out) == 0)
+		return 0;
+	/* a point of the space; only where none of those fits (rank under
+	 * 32: the space's smallest rank tile is 64) the GEMM list's own tile */
+	if (lowrank_default_mma(s, tgt, 1, out) == 0)
+		return 0;
+	return lowrank_default_mma(s, tgt, 0, out);
 }
 
 const struct kt_family lowrank_family = {

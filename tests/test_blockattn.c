@@ -1498,6 +1498,7 @@ static void test_space(void)
 						CU_ASSERT_EQUAL(w.valid + w.invalid,
 								kt_space_size(fams[f], 0));
 						CU_ASSERT_EQUAL(fams[f]->default_config(&s, &t, &c), 0);
+						CU_ASSERT(kt_config_in_space(fams[f], &c));
 						CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t, text,
 									       sizeof(text)), 0);
 						CU_ASSERT_EQUAL(c.variant, kt_variant_index(fams[f], "grid"));

@@ -536,6 +536,84 @@ static void test_defaults(void)
 	}
 }
 
+/* What the service hands out when nothing is tuned is a default: at every
+ * reference layer of KERNELS.md (bench/shapes.sh's list), at the token
+ * counts the issue names and a few between, and on every target, each
+ * visible linear family's default must be a config of its space (what
+ * `ktune sweep --config` accepts) that its own check() takes. */
+static void test_defaults_reference(void)
+{
+	static const struct {
+		long in, out, bb, br, mb, mr;	/* blast blocks/rank, monarch's (0: none) */
+	} layers[] = {
+		{4096, 4096, 16, 1024, 16, 1024},	/* llama7b q/k/v/o */
+		{4096, 11008, 16, 1488, 16, 1536},	/* llama7b gate/up */
+		{11008, 4096, 16, 1488, 16, 1536},	/* llama7b down */
+		{2048, 2048, 16, 256, 16, 256},		/* llama1b q/o */
+		{768, 3072, 6, 192, 4, 192},		/* gpt2s c_fc */
+		{1152, 3456, 9, 384, 0, 0},		/* dit_xl qkv */
+	};
+	static const long tokens[] = {1, 16, 33, 64, 65, 256, 1024, 4096, 16384};
+	static const char *const fams[] = {"dense", "lowrank", "monarch", "monarch_bm", "blast"};
+	static const char *const targets[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
+	size_t l, n, fi, ti;
+	int bad = 0, seen = 0;
+
+	for (fi = 0; fi < sizeof(fams) / sizeof(fams[0]); fi++) {
+		const struct kt_family *f = kt_family_find(fams[fi]);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		for (ti = 0; ti < sizeof(targets) / sizeof(targets[0]); ti++) {
+			struct kt_target t = ft_target(targets[ti]);
+
+			for (l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
+				for (n = 0; n < sizeof(tokens) / sizeof(tokens[0]); n++) {
+					char text[160], key[512], why[256] = "";
+					struct kt_shape s;
+					struct kt_config c;
+					int ok;
+
+					if (!strcmp(f->name, "dense"))
+						snprintf(text, sizeof(text), "tokens=%ld,in=%ld,out=%ld",
+							 tokens[n], layers[l].in, layers[l].out);
+					else if (!strcmp(f->name, "lowrank"))
+						snprintf(text, sizeof(text),
+							 "tokens=%ld,in=%ld,out=%ld,rank=%ld", tokens[n],
+							 layers[l].in, layers[l].out, layers[l].br);
+					else if (!strcmp(f->name, "blast"))
+						snprintf(text, sizeof(text),
+							 "tokens=%ld,in=%ld,out=%ld,blocks=%ld,rank=%ld",
+							 tokens[n], layers[l].in, layers[l].out,
+							 layers[l].bb, layers[l].br);
+					else if (layers[l].mb)
+						snprintf(text, sizeof(text),
+							 "tokens=%ld,in=%ld,out=%ld,blocks=%ld,rank=%ld",
+							 tokens[n], layers[l].in, layers[l].out,
+							 layers[l].mb, layers[l].mr);
+					else
+						continue;
+					s = ft_shape(f, text);
+					memset(&c, 0, sizeof(c));
+					CU_ASSERT_EQUAL_FATAL(f->default_config(&s, &t, &c), 0);
+					seen++;
+					ok = kt_config_in_space(f, &c);
+					if (ok)
+						ok = f->check(&s, &c, &t, why, sizeof(why)) == 0;
+					CU_ASSERT(ok);
+					if (!ok && bad++ < 20) {
+						kt_config_key(f, &c, key, sizeof(key));
+						fprintf(stderr, "\n  %s %s %s: %s: %s", f->name, targets[ti],
+							text, key, why[0] ? why : "not in the space");
+					}
+				}
+			}
+		}
+	}
+	if (bad)
+		fprintf(stderr, "\n  %d of %d defaults do not fit\n", bad, seen);
+	CU_ASSERT(seen > 1000);
+}
+
 static int has_define(const struct kt_program *p, const char *d);
 
 /* lowrank unfused with PDL 1: both programs carry gemm.cu's PDL prologue;
@@ -1822,6 +1900,7 @@ int main(void)
 	CU_add_test(s, "check dense", test_check);
 	CU_add_test(s, "check lowrank", test_check_lowrank);
 	CU_add_test(s, "default configs fit", test_defaults);
+	CU_add_test(s, "defaults at every reference layer fit their space", test_defaults_reference);
 	CU_add_test(s, "plans", test_plans);
 	CU_add_test(s, "check wgmma_ws", test_ws_check);
 	CU_add_test(s, "plan wgmma_ws (tensor maps)", test_ws_plan);
