@@ -129,7 +129,10 @@ struct kt_launch {
 	/* 1: launched with programmatic dependent launch (sm_90+): the kernel
 	 * may start while the one before it still runs, so it must have been
 	 * compiled with -DKT_PDL=1 (it waits in kt_pdl_wait before touching
-	 * global memory); a pure speed hint, results are the same without. */
+	 * global memory); a pure speed hint, results are the same without.
+	 * The worker launches a plan's first launch plainly (it follows the
+	 * timer's flush); the flag still says how to run it after another
+	 * layer, in an export. */
 	int pdl;
 	int nargs;
 	struct kt_arg args[KT_MAX_ARGS];

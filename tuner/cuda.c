@@ -20,7 +20,9 @@
  * (a problem fails instead of falling back). Both judge through wk_judge.
  *
  * A launch flagged pdl goes out with programmatic dependent launch
- * (cuLaunchKernelEx), unless the driver lacks it or KTUNE_PDL=0 (A/B
+ * (cuLaunchKernelEx), unless it is the first of what one repetition runs
+ * (it follows the L2 flush and the start event: overlapping them would
+ * start the clock late), the driver lacks it or KTUNE_PDL=0 (A/B
  * timings): its kernel waits for the previous one before touching memory
  * either way, so results do not depend on it.
  */
@@ -706,14 +708,17 @@ static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CU
 }
 
 /* 1 when launch l goes out with programmatic dependent launch: flagged,
- * and the driver has cuLaunchKernelEx, and KTUNE_PDL is not 0. */
-static int uses_pdl(const struct cu_dev *d, const struct kt_launch *l)
+ * not the first launch of what is run (it follows the timer's L2 flush
+ * and start event, which it must not overlap: a plan may flag it for
+ * production, where the layer before it is the primary), and the driver
+ * has cuLaunchKernelEx, and KTUNE_PDL is not 0. */
+static int uses_pdl(const struct cu_dev *d, const struct kt_launch *l, int first)
 {
-	return l->pdl && d->api.LaunchKernelEx && d->pdl;
+	return l->pdl && !first && d->api.LaunchKernelEx && d->pdl;
 }
 
 static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfunction fn,
-			   const CUdeviceptr *ptrs, const struct cu_mods *m, int li)
+			   const CUdeviceptr *ptrs, const struct cu_mods *m, int li, int first)
 {
 	union {
 		CUdeviceptr p;
@@ -763,7 +768,7 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 	 * compiled so), so a driver without cuLaunchKernelEx, or
 	 * KTUNE_PDL=0 (for A/B timings), launches it plainly with the same
 	 * results. */
-	if (uses_pdl(d, l)) {
+	if (uses_pdl(d, l, first)) {
 		CUlaunchAttribute at;
 		CUlaunchConfig cfg;
 
@@ -831,10 +836,11 @@ static int work_enqueue(struct cu_work *w)
 		const struct kt_launch *l = i < w->p->nprep ? &w->p->prep[i] :
 					    &w->p->launch[i - w->p->nprep];
 
-		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs, w->m, i)) != CUDA_SUCCESS) {
+		if ((w->cr = launch_one(d, l, w->m->fn[i], w->ptrs, w->m, i, i == w->first)) !=
+		    CUDA_SUCCESS) {
 			snprintf(w->what, sizeof(w->what), "%s (%s)",
 				 l->cooperative ? "cuLaunchCooperativeKernel" :
-				 uses_pdl(d, l) ? "cuLaunchKernelEx (PDL)" :
+				 uses_pdl(d, l, i == w->first) ? "cuLaunchKernelEx (PDL)" :
 				 "cuLaunchKernel",
 				 l->kernel);
 			return -1;
