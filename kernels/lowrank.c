@@ -67,14 +67,14 @@ static const char *const variants[] = {"unfused", "fused", "unfused_wgmma", "unf
 static const struct kt_param params[] = {
 	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, UNF | FUS | UWG | UWS,
 	 "token tile (y GEMM; fused: both)"},
-	{"BLOCK_N", 3, {64, 128, 256}, UNF | FUS | UWG | UWS, "out tile of the y GEMM"},
+	{"BLOCK_N", 4, {32, 64, 128, 256}, UNF | FUS | UWG | UWS, "out tile of the y GEMM"},
 	{"BLOCK_K", 2, {32, 64}, UNF | FUS, "k-tile per pipeline stage"},
 	{"WARPS_M", 3, {1, 2, 4}, UNF | FUS, "warps along tokens"},
 	{"WARPS_N", 2, {2, 4}, UNF | FUS, "warps along out / rank"},
-	{"STAGES", 2, {3, 4}, UNF | FUS | UWG | UWS, "cp.async pipeline (ws: TMA ring) depth"},
+	{"STAGES", 5, {3, 4, 5, 6, 8}, UNF | FUS | UWG | UWS, "cp.async pipeline (ws: TMA ring) depth"},
 	{"GROUP_M", 1, {8}, UNF | UWG | UWS, "tile rows walked together for L2 reuse"},
 	{"Z_BLOCK_M", 4, {16, 32, 64, 128}, UNF | UWG | UWS, "token tile of the z = x V^T GEMM"},
-	{"Z_BLOCK_N", 3, {64, 128, 256}, UNF | UWG | UWS, "rank tile of the z = x V^T GEMM"},
+	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, UNF | UWG | UWS, "rank tile of the z = x V^T GEMM"},
 	{"Z_SPLIT_K", 3, {1, 2, 4}, UNF | UWG | UWS,
 	 "K slices of the z GEMM (its rank x tokens grid is small)"},
 	{"N_SPLIT", 5, {1, 2, 4, 8, 16}, FUS, "CTAs sharing a token tile (each recomputes z)"},
@@ -386,23 +386,28 @@ static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_targe
 	return -1;
 }
 
-/* sm_90, 64 tokens or fewer: the fastest of 160 random configs of
+/* sm_90, 64 tokens or fewer. The tiles came from 160 random configs of
  * unfused (16 tokens) and of unfused + unfused_wgmma (64) at llama7b
- * q/k/v/o (rank 1024; H200, 11th session: 21.6 and 23.6 us; cuBLAS dense
- * 17.7 and 17.3; the wgmma default there took 45.6), with PDL 1 (three
- * rounds each: 22.3-22.8 -> 19.9-20.2 and 24.7-25.4 -> 22.8-22.9 us). The
- * z GEMM (tokens x rank, K = in) splits K in 4; where that is refused (a
- * grid that fills the GPU already) in 2, then not. */
+ * q/k/v/o (rank 1024; H200, 11th session), with PDL 1; then (12th
+ * session, once the space listed 32-wide tiles and rings of 5, 6 and 8)
+ * the 32-wide y and z tiles on an 8-deep ring, each GEMM's CTAs streaming
+ * their weights with more in flight (bench/results/lowrank_decode.json,
+ * stages_ab; two rounds, order reversed): llama7b q/k/v/o N16 19.9-20.2 ->
+ * 16.6-16.9 us (cuBLAS dense 17.8), gate/up N16 30.2-30.4 -> 26.7-26.8
+ * (33.8), llama1b q/o N16 12.8 -> 10.9-11.1 (9.6), N64 q/k/v/o 22.7-22.9
+ * -> 19.7-20.0 (17.3). The z GEMM (tokens x rank, K = in) splits K in 4;
+ * where that is refused (a grid that fills the GPU already, or too few
+ * k-tiles a slice) in 2, then not. */
 extern const struct kt_family lowrank_family;
 
 static int lowrank_default_decode(const struct kt_shape *s, const struct kt_target *tgt,
 				  struct kt_config *out)
 {
 	static const char *const tile[2] = {
-		"variant=unfused,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=4,"
-		"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,PDL=1",
-		"variant=unfused,BLOCK_M=32,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=4,STAGES=4,"
-		"GROUP_M=8,Z_BLOCK_M=64,Z_BLOCK_N=64,PDL=1",
+		"variant=unfused,BLOCK_M=16,BLOCK_N=32,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=8,"
+		"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=32,PDL=1",
+		"variant=unfused,BLOCK_M=32,BLOCK_N=32,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=8,"
+		"GROUP_M=8,Z_BLOCK_M=32,Z_BLOCK_N=32,PDL=1",
 	};
 	char why[160], key[200];
 	struct kt_err e = { 0 };

@@ -502,8 +502,8 @@ static void test_defaults(void)
 				fprintf(stderr, "\n  %s %s: %s\n", targets[j], lshapes[i], why);
 		}
 	}
-	/* lowrank at decode on sm_90: the mma.sync pair with the sampled
-	 * winners' tiles, z split in 4 (16 tokens; 64) or less where the split
+	/* lowrank at decode on sm_90: the mma.sync pair with the measured
+	 * tiles, z split in 4 (16 tokens; 64) or less where the split
 	 * is refused, y (and the reduce) as programmatic dependents; from 65
 	 * tokens the wgmma default */
 	{
@@ -513,7 +513,7 @@ static void test_defaults(void)
 			const char *variant;
 		} want[] = {
 			{"tokens=16,in=4096,out=4096,rank=1024", 16, 16, 4, "unfused"},
-			{"tokens=64,in=4096,out=4096,rank=1024", 32, 64, 4, "unfused"},
+			{"tokens=64,in=4096,out=4096,rank=1024", 32, 32, 4, "unfused"},
 			{"tokens=1,in=768,out=3072,rank=64", 16, 16, 2, "unfused"},
 			{"tokens=65,in=4096,out=4096,rank=1024", 0, 0, 0, "unfused_wgmma"},
 		};
@@ -532,6 +532,10 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_BLOCK_M"), want[i].zbm);
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_SPLIT_K"), want[i].zsplit);
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "PDL"), 1);
+			/* 32-wide tiles on an 8-deep ring (12th session's A/B) */
+			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "BLOCK_N"), 32);
+			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_BLOCK_N"), 32);
+			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "STAGES"), 8);
 		}
 	}
 }
