@@ -71,7 +71,7 @@ static const struct kt_param params[] = {
 	{"BLOCK_K", 2, {32, 64}, UNF | FUS, "k-tile per pipeline stage"},
 	{"WARPS_M", 3, {1, 2, 4}, UNF | FUS, "warps along tokens"},
 	{"WARPS_N", 2, {2, 4}, UNF | FUS, "warps along out / rank"},
-	{"STAGES", 5, {3, 4, 5, 6, 8}, UNF | FUS | UWG | UWS, "cp.async pipeline (ws: TMA ring) depth"},
+	{"STAGES", 4, {3, 4, 6, 8}, UNF | FUS | UWG | UWS, "cp.async pipeline (ws: TMA ring) depth"},
 	{"GROUP_M", 1, {8}, UNF | UWG | UWS, "tile rows walked together for L2 reuse"},
 	{"Z_BLOCK_M", 4, {16, 32, 64, 128}, UNF | UWG | UWS, "token tile of the z = x V^T GEMM"},
 	{"Z_BLOCK_N", 4, {32, 64, 128, 256}, UNF | UWG | UWS, "rank tile of the z = x V^T GEMM"},
@@ -389,7 +389,7 @@ static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_targe
 /* sm_90, 64 tokens or fewer. The tiles came from 160 random configs of
  * unfused (16 tokens) and of unfused + unfused_wgmma (64) at llama7b
  * q/k/v/o (rank 1024; H200, 11th session), with PDL 1; then (12th
- * session, once the space listed 32-wide tiles and rings of 5, 6 and 8)
+ * session, once the space listed 32-wide tiles and rings of 6 and 8)
  * the 32-wide y and z tiles on an 8-deep ring, each GEMM's CTAs streaming
  * their weights with more in flight (bench/results/lowrank_decode.json,
  * stages_ab; two rounds, order reversed): llama7b q/k/v/o N16 19.9-20.2 ->
