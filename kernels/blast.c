@@ -186,7 +186,7 @@ static const struct kt_param params[] = {
 	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
 	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along tokens (wgmma: BLOCK_M/16)"},
 	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along rank / out (wgmma: 1)"},
-	{"STAGES", 3, {2, 3, 4}, ALLV | FCL | TCF, "cp.async / TMA ring depth"},
+	{"STAGES", 5, {2, 3, 4, 6, 8}, ALLV | FCL | TCF, "cp.async / TMA ring depth"},
 	{"GROUP_M", 1, {8}, ALLV | TCF, "tile rows walked together for L2 reuse"},
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "ws GEMM stages: consumer warpgroups (each BLOCK_M/CONSUMERS rows) beside the TMA "
@@ -1031,13 +1031,17 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 	 * fastest of 100 random tcmix configs at llama1b q/o N16 (12.06 us;
 	 * the GEMM list's tile 20.9-21.3, with PDL 18.5-18.8; cuBLAS dense
 	 * 8.8-9.0), its mixer and stage 3 as programmatic dependents (H200,
-	 * 11th session; bench/results/blast_decode.json) */
+	 * 11th session; bench/results/blast_decode.json), on a 6-deep ring
+	 * once the space listed one (12th session, two rounds, order
+	 * reversed; STAGES 4 -> 6: llama7b q/k/v/o N16 19.4-19.5 -> 18.9-19.0
+	 * us, gate/up 30.2-30.5 -> 27.1-27.2, llama1b q/o 12.8-12.9 ->
+	 * 11.6-11.7; cuBLAS dense 17.6-17.7, 33.6-33.7, 8.9) */
 	if (tgt->sm == 90 && s->v[D_TOKENS] <= 64 && s->v[D_BLOCKS] <= 16) {
 		struct kt_err e = { 0 };
 
 		if (kt_config_parse(&blast_family,
 				    "variant=tcmix,BLOCK_M=16,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=64,WARPS_M=1,"
-				    "WARPS_N=2,STAGES=4,GROUP_M=8,PDL=1", out, &e) == 0 &&
+				    "WARPS_N=2,STAGES=6,GROUP_M=8,PDL=1", out, &e) == 0 &&
 		    blast_check(s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}

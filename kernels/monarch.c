@@ -204,7 +204,7 @@ static const struct kt_param params[] = {
 	{"BLOCK_K", 2, {32, 64}, MMA, "k-tile per pipeline stage (wgmma: 64)"},
 	{"WARPS_M", 3, {1, 2, 4}, MMA, "warps along tokens (wgmma: BLOCK_M/16)"},
 	{"WARPS_N", 3, {1, 2, 4}, MMA, "warps along rank / out (wgmma: 1)"},
-	{"STAGES", 3, {2, 3, 4}, ALLV, "cp.async pipeline (ws: TMA ring) depth"},
+	{"STAGES", 5, {2, 3, 4, 6, 8}, ALLV, "cp.async pipeline (ws: TMA ring) depth"},
 	{"GROUP_M", 1, {8}, ALLV, "tile rows walked together for L2 reuse"},
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "ws: consumer warpgroups per CTA (each BLOCK_M/CONSUMERS rows), both stages"},

@@ -1596,6 +1596,19 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(fam->plan(&s, &c, &tg, &p, &e), 0);
 		}
 	{
+		/* sm_90 at decode: tcmix's measured tile, mixer and stage 3 as
+		 * programmatic dependents, on a 6-deep ring */
+		struct kt_shape s = ft_shape(fam, "tokens=16,in=4096,out=4096,blocks=16,rank=1024");
+		struct kt_target tg = ft_target("sm_90a");
+		struct kt_config c;
+		char key[256];
+
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &tg, &c), 0);
+		kt_config_key(fam, &c, key, sizeof(key));
+		CU_ASSERT_STRING_EQUAL(key, "variant=tcmix,BLOCK_M=16,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=64,"
+					    "WARPS_M=1,WARPS_N=2,STAGES=6,GROUP_M=8,PDL=1");
+	}
+	{
 		/* blocks > 16: naive's CUDA-core mixer */
 		struct kt_shape s = ft_shape(fam, "tokens=64,in=640,out=640,blocks=20,rank=64");
 		struct kt_target tg = ft_target("sm_90");
