@@ -1496,8 +1496,9 @@ static void test_space(void)
 	CU_ASSERT_EQUAL(kt_space_size(fam, 1), total);	/* nothing planted */
 	/* modest: the two stages share all but their N tile (what a sweep
 	 * compiles is the valid part, bounded per variant below); tcmix's PDL
-	 * doubles tcmix: 30,720 */
-	CU_ASSERT(total < 40000);
+	 * doubles tcmix: 30,720; STAGES 6 and 8, which the checks keep to
+	 * decode tiles: 51,200 */
+	CU_ASSERT(total < 60000);
 	printf("\n  blast space %ld\n", total);
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
 		for (i = 0; i < sizeof(suite_shapes) / sizeof(suite_shapes[0]); i++) {

@@ -1319,8 +1319,9 @@ static void test_space(void)
 	/* modest: the two stages share all but their N tile (GSTORE doubles
 	 * the relayout variants, YSTORE relayout and relayout_wgmma again,
 	 * PDL relayout again: 33,536 before the checks, which refuse PDL 1
-	 * with GSTORE 0) */
-	CU_ASSERT(total < 40000);
+	 * with GSTORE 0; STAGES 6 and 8, which the checks keep to decode
+	 * tiles: 55,680) */
+	CU_ASSERT(total < 60000);
 	printf("\n  monarch space %ld\n", total);
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
 		for (i = 0; i < sizeof(ref_shapes) / sizeof(ref_shapes[0]); i++) {
