@@ -485,14 +485,14 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (c->variant == V_TCMIX_FUSED) {
 		if (s1tc_check(s, c, tgt, why, whylen))
 			return 1;
-		return kt_gemm_check(&s3, T, m / b, r, 0, tgt, why, whylen);
+		return kt_gemm_check_space(&s3, T, m / b, r, 0, tgt, why, whylen);
 	}
 	if (is_fused(c->variant) && fused_check(&s1, b, tgt, why, whylen))
 		return 1;
-	if (kt_gemm_check(&s1, T, r, n / b, is_fused(c->variant) ? fused_zsmem(&s1, b) : 0,
+	if (kt_gemm_check_space(&s1, T, r, n / b, is_fused(c->variant) ? fused_zsmem(&s1, b) : 0,
 			  tgt, why, whylen))
 		return 1;
-	return kt_gemm_check(&s3, T, m / b, r, 0, tgt, why, whylen);
+	return kt_gemm_check_space(&s3, T, m / b, r, 0, tgt, why, whylen);
 }
 
 static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,

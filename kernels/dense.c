@@ -80,7 +80,7 @@ static int dense_check(const struct kt_shape *s, const struct kt_config *c,
 	if (c->variant != V_MMA_SYNC && c->variant != V_WGMMA && c->variant != V_WGMMA_WS)
 		return snprintf(why, whylen, "unknown variant %d", c->variant), 1;
 	tile_of(c, &t);
-	return kt_gemm_check(&t, s->v[D_TOKENS], s->v[D_OUT], s->v[D_IN], 0, tgt, why, whylen);
+	return kt_gemm_check_space(&t, s->v[D_TOKENS], s->v[D_OUT], s->v[D_IN], 0, tgt, why, whylen);
 }
 
 static int dense_buffers(const struct kt_shape *s, const struct kt_config *cfg,

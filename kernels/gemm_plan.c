@@ -198,16 +198,6 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 	if (t->col_step > 1 && (t->ws || t->split_k > 1 || t->col_group > 0))
 		return WHY("a column step (%ld): gemm_tn only, no split-K, no column groups",
 			   t->col_step);
-	/* Rings deeper than 5 are for the decode tiles, whose few token rows
-	 * leave each CTA streaming weights with little else to hide the
-	 * latency behind (lowrank, blast, monarch at 16 tokens: STAGES 6-8
-	 * 3-14% faster than 4; the stages_ab entries of bench/results'
-	 * lowrank_decode.json, blast_decode.json, monarch_decode.json). At
-	 * larger tiles the ring was never what bound (the ws winners take
-	 * 3-4), and deep rings there would multiply every exhaustive sweep. */
-	if (t->stages > 5 && t->bm > 32)
-		return WHY("STAGES=%ld: rings deeper than 5 are for decode tiles (BLOCK_M <= 32), "
-			   "BLOCK_M is %ld", t->stages, t->bm);
 	if (t->ws)
 		return ws_check(t, M, N, K, extra_smem, tgt, why, whylen);
 	if (t->persistent > 0)
@@ -262,6 +252,24 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 	if (t->bn > 32 && t->bn / 2 >= N)
 		return WHY("BLOCK_N=%ld is over twice N=%ld", t->bn, N);
 	return 0;
+}
+
+/* Rings deeper than 5 are for the decode tiles, whose few token rows
+ * leave each CTA streaming weights with little else to hide the latency
+ * behind (dense, lowrank, blast, monarch at 16 tokens: STAGES 6-8 3-20%
+ * faster than 4-5; the stages_ab entries of bench/results'
+ * lowrank_decode.json, blast_decode.json, monarch_decode.json, and
+ * dense_decode.json). At larger tiles the ring was never what bound (the
+ * ws winners take 3-4), and deep rings there would multiply every
+ * exhaustive sweep. A rule of the families' spaces, not of the kernel:
+ * kt_gemm_check runs such tiles. */
+int kt_gemm_check_space(const struct kt_gemm_tile *t, long M, long N, long K,
+			unsigned extra_smem, const struct kt_target *tgt, char *why, size_t whylen)
+{
+	if (t->stages > 5 && t->bm > 32)
+		return WHY("STAGES=%ld: rings deeper than 5 are for decode tiles (BLOCK_M <= 32), "
+			   "BLOCK_M is %ld", t->stages, t->bm);
+	return kt_gemm_check(t, M, N, K, extra_smem, tgt, why, whylen);
 }
 
 int kt_program_define(struct kt_program *p, const char *name, long value)

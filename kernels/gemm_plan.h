@@ -105,6 +105,10 @@ long kt_gemm_reg_estimate(const struct kt_gemm_tile *t);
  * in M or N (a smaller tile does the same work with less waste). */
 int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned extra_smem,
 		  const struct kt_target *tgt, char *why, size_t whylen);
+/* kt_gemm_check plus the families' rule for their spaces: rings deeper
+ * than 5 only for tiles of at most 32 rows (the decode tiles). */
+int kt_gemm_check_space(const struct kt_gemm_tile *t, long M, long N, long K,
+			unsigned extra_smem, const struct kt_target *tgt, char *why, size_t whylen);
 
 /* Appends BLOCK_M=... STAGES, GROUP_M defines to p (tpl left as is). */
 int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p);

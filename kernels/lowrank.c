@@ -166,9 +166,9 @@ static int fused_check(const struct kt_shape *s, const struct kt_config *c,
 			   16 * y.wn);
 	/* The stage-1 tile (BLOCK_M x rank) under the same warps, its ring
 	 * replaced in the count by the real total below. */
-	if (kt_gemm_check(&z, s->v[D_TOKENS], R, s->v[D_IN], 0, tgt, why, whylen))
+	if (kt_gemm_check_space(&z, s->v[D_TOKENS], R, s->v[D_IN], 0, tgt, why, whylen))
 		return 1;
-	if (kt_gemm_check(&y, s->v[D_TOKENS], s->v[D_OUT], R, 0, tgt, why, whylen))
+	if (kt_gemm_check_space(&y, s->v[D_TOKENS], s->v[D_OUT], R, 0, tgt, why, whylen))
 		return 1;
 	if (smem > (unsigned)tgt->smem_optin)
 		return WHY("shared memory %u B (z tile + ring) > %d B opt-in limit", smem,
@@ -190,9 +190,9 @@ static int lowrank_check(const struct kt_shape *s, const struct kt_config *c,
 	if (!is_unfused(c->variant))
 		return WHY("unknown variant %d", c->variant);
 	tiles_of(c, &y, &z);
-	if (kt_gemm_check(&z, T, R, n, 0, tgt, why, whylen))
+	if (kt_gemm_check_space(&z, T, R, n, 0, tgt, why, whylen))
 		return 1;
-	return kt_gemm_check(&y, T, m, R, 0, tgt, why, whylen);
+	return kt_gemm_check_space(&y, T, m, R, 0, tgt, why, whylen);
 }
 
 static int lowrank_buffers(const struct kt_shape *s, const struct kt_config *cfg,
@@ -422,8 +422,8 @@ static int lowrank_default_decode(const struct kt_shape *s, const struct kt_targ
 	return -1;
 }
 
-/* The mma.sync pair from the GEMM list's tiles (dense's: BLOCK_N 32,
- * STAGES 5 are not lowrank's), each parameter kept to a value the space
+/* The mma.sync pair from the GEMM list's tiles (dense's: its STAGES 5
+ * is not one of lowrank's), each parameter kept to a value the space
  * lists when clamp is set (the largest not above it, else the smallest),
  * so that `ktune sweep --config` can verify the default. */
 static int lowrank_default_mma(const struct kt_shape *s, const struct kt_target *tgt, int clamp,
@@ -481,8 +481,9 @@ static int lowrank_default(const struct kt_shape *s, const struct kt_target *tgt
 		return 0;
 	if (tgt->arch_a && lowrank_default_wgmma(s, tgt, out) == 0)
 		return 0;
-	/* a point of the space; only where none of those fits (rank under
-	 * 32: the space's smallest rank tile is 64) the GEMM list's own tile */
+	/* a point of the space; only where none of those fits (rank 16 or
+	 * under: the space's smallest rank tile, 32, is over twice it) the
+	 * GEMM list's own tile */
 	if (lowrank_default_mma(s, tgt, 1, out) == 0)
 		return 0;
 	return lowrank_default_mma(s, tgt, 0, out);

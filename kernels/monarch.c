@@ -459,9 +459,9 @@ static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *
 		return WHY("the permutation kernels need %d threads per block, target has %d",
 			   ELEM_THREADS, tgt->max_threads);
 	tiles_of(c, &z1, &y2);
-	if (kt_gemm_check(&z1, T, r, n / b, 0, tgt, why, whylen))
+	if (kt_gemm_check_space(&z1, T, r, n / b, 0, tgt, why, whylen))
 		return 1;
-	return kt_gemm_check(&y2, T, m / b, r, 0, tgt, why, whylen);
+	return kt_gemm_check_space(&y2, T, m / b, r, 0, tgt, why, whylen);
 }
 
 static int monarch_check(const struct kt_shape *s, const struct kt_config *c,

@@ -618,6 +618,36 @@ static void test_defaults_reference(void)
 	CU_ASSERT(seen > 1000);
 }
 
+/* The families' spaces keep rings deeper than 5 to the decode tiles
+ * (BLOCK_M <= 32); the kernel itself runs them at any tile. */
+static void test_ring_rule(void)
+{
+	struct kt_target t = ft_target("sm_90a");
+	struct kt_gemm_tile g;
+	char why[200] = "";
+
+	memset(&g, 0, sizeof(g));
+	g.bm = 64;
+	g.bn = 64;
+	g.bk = 32;
+	g.wm = 2;
+	g.wn = 2;
+	g.stages = 6;
+	g.group_m = 8;
+	g.split_k = 1;
+	CU_ASSERT_EQUAL(kt_gemm_check(&g, 1024, 4096, 4096, 0, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(kt_gemm_check_space(&g, 1024, 4096, 4096, 0, &t, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "decode tiles"));
+	g.stages = 5;
+	CU_ASSERT_EQUAL(kt_gemm_check_space(&g, 1024, 4096, 4096, 0, &t, why, sizeof(why)), 0);
+	g.bm = 32;
+	g.wm = 1;
+	g.stages = 8;
+	CU_ASSERT_EQUAL(kt_gemm_check_space(&g, 32, 4096, 4096, 0, &t, why, sizeof(why)), 0);
+	g.bm = 16;
+	CU_ASSERT_EQUAL(kt_gemm_check_space(&g, 16, 4096, 4096, 0, &t, why, sizeof(why)), 0);
+}
+
 static int has_define(const struct kt_program *p, const char *d);
 
 /* lowrank unfused with PDL 1: both programs carry gemm.cu's PDL prologue;
@@ -1621,8 +1651,8 @@ static int ws_space_one(const struct kt_config *c, void *arg)
 		kt_config_get(x->f, c, "CONSUMERS"), kt_config_get(x->f, c, "Z_SPLIT_K"));
 	z.stages = y.stages;
 	z.split_cluster = z.split_k == 2;	/* as lowrank.c plans two slices */
-	ok = kt_gemm_check(&z, T, R, n, 0, &x->t, why, sizeof(why)) == 0 &&
-	     kt_gemm_check(&y, T, m, R, 0, &x->t, why, sizeof(why)) == 0;
+	ok = kt_gemm_check_space(&z, T, R, n, 0, &x->t, why, sizeof(why)) == 0 &&
+	     kt_gemm_check_space(&y, T, m, R, 0, &x->t, why, sizeof(why)) == 0;
 	if ((x->f->check(&x->s, c, &x->t, why, sizeof(why)) == 0) != ok) {
 		x->bad++;
 		return 0;
@@ -1905,6 +1935,7 @@ int main(void)
 	CU_add_test(s, "check lowrank", test_check_lowrank);
 	CU_add_test(s, "default configs fit", test_defaults);
 	CU_add_test(s, "defaults at every reference layer fit their space", test_defaults_reference);
+	CU_add_test(s, "rings deeper than 5 only for decode tiles", test_ring_rule);
 	CU_add_test(s, "plans", test_plans);
 	CU_add_test(s, "check wgmma_ws", test_ws_check);
 	CU_add_test(s, "plan wgmma_ws (tensor maps)", test_ws_plan);
