@@ -502,6 +502,23 @@ static void test_defaults(void)
 				fprintf(stderr, "\n  %s %s: %s\n", targets[j], lshapes[i], why);
 		}
 	}
+	/* dense at 16 tokens: the list's decode tile, on sm_90 with an 8-deep
+	 * ring (12th session's A/B), elsewhere the list's 5 stages */
+	{
+		struct kt_shape s = ft_shape(dense, "tokens=16,in=4096,out=4096");
+		struct kt_config c;
+
+		for (j = 0; j < sizeof(targets) / sizeof(targets[0]); j++) {
+			struct kt_target t = ft_target(targets[j]);
+
+			CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t, &c), 0);
+			CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "mma_sync");
+			CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 16);
+			CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 32);
+			CU_ASSERT_EQUAL(kt_config_get(dense, &c, "STAGES"), t.sm == 90 ? 8 : 5);
+			CU_ASSERT(kt_config_in_space(dense, &c));
+		}
+	}
 	/* lowrank at decode on sm_90: the mma.sync pair with the measured
 	 * tiles, z split in 4 (16 tokens; 64) or less where the split
 	 * is refused, y (and the reduce) as programmatic dependents; from 65
@@ -646,6 +663,21 @@ static void test_ring_rule(void)
 	CU_ASSERT_EQUAL(kt_gemm_check_space(&g, 32, 4096, 4096, 0, &t, why, sizeof(why)), 0);
 	g.bm = 16;
 	CU_ASSERT_EQUAL(kt_gemm_check_space(&g, 16, 4096, 4096, 0, &t, why, sizeof(why)), 0);
+	/* and through a family: dense's mma_sync at STAGES 8 */
+	{
+		struct kt_shape s16 = ft_shape(dense, "tokens=16,in=4096,out=4096");
+		struct kt_shape s1k = ft_shape(dense, "tokens=1024,in=4096,out=4096");
+		struct kt_config c;
+		struct kt_err e = {0};
+
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=mma_sync,BLOCK_M=16,BLOCK_N=32,"
+			"BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=8,GROUP_M=1,SPLIT_K=1", &c, &e), 0);
+		CU_ASSERT_EQUAL(dense->check(&s16, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=mma_sync,BLOCK_M=64,BLOCK_N=64,"
+			"BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=8,GROUP_M=1,SPLIT_K=1", &c, &e), 0);
+		CU_ASSERT_EQUAL(dense->check(&s1k, &c, &t, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "decode tiles"));
+	}
 }
 
 static int has_define(const struct kt_program *p, const char *d);
