@@ -9,7 +9,10 @@
 #
 # 1. the GPU test suite with a missing GPU made a failure (KTUNE_REQUIRE_GPU=1);
 # 2. NVRTC compiles the whole space of every family (KTUNE_COMPILE_ALL=1, the
-#    four compile suites side by side);
+#    four compile suites side by side; ~30,000 programs, over one 10-minute
+#    call on 16 cores: KTUNE_COMPILE_SHARD=K/N compiles the part K of N, so
+#    N calls with K = 0 .. N-1 cover it, test_blockattn's small space in
+#    part 0);
 # 3. full sweeps of the development suite's dense and low-rank workloads
 #    (dense with a planted faulting and a planted hanging kernel);
 # 4. the peers (BENCH.md) timed in the same run;
@@ -52,14 +55,19 @@ if want compile; then
 	# (CI compiles extremes plus a sample: the whole spaces need these cores).
 	# test_blockattn also verifies every attention config on small ragged
 	# shapes on the GPU. The four run side by side.
-	step "NVRTC compiles every config of every family"
+	suites="test_compile test_blast test_monarch test_blockattn"
+	case ${KTUNE_COMPILE_SHARD:-} in
+	"" | 0/*) ;;
+	*) suites="test_compile test_blast test_monarch" ;;
+	esac
+	step "NVRTC compiles every config of every family ${KTUNE_COMPILE_SHARD:+(part $KTUNE_COMPILE_SHARD)}"
 	pids=()
-	for t in test_compile test_blast test_monarch test_blockattn; do
+	for t in $suites; do
 		KTUNE_COMPILE_ALL=1 "$B/tests/$t" >"$OUT/compile_all_$t.log" 2>&1 &
 		pids+=($!)
 	done
 	i=0
-	for t in test_compile test_blast test_monarch test_blockattn; do
+	for t in $suites; do
 		wait "${pids[$i]}" || { echo "compile-all $t FAILED" >&2; status=1; }
 		echo "$t: $(grep -hE '^ *(compiling|asserts)' "$OUT/compile_all_$t.log" | tr -s ' ' | tr '\n' ' ')" >&2
 		i=$((i + 1))

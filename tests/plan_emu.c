@@ -591,6 +591,25 @@ int job_list_compile(struct job_list *j)
 	int k, ok = 0;
 
 	CU_ASSERT_PTR_NULL_FATAL(j->jobs);
+	{
+		int sk, sn, all = j->n, m = 0;
+		int has = kt_test_shard(&sk, &sn);
+
+		CU_ASSERT(has >= 0);
+		if (has < 0) {
+			j->sharded = 1;
+			j->n = 0;
+		} else if (has > 0) {
+			for (k = sk; k < all; k += sn, m++) {
+				j->progs[m] = j->progs[k];
+				memmove(j->arch[m], j->arch[k], sizeof(j->arch[0]));
+				memmove(j->label[m], j->label[k], sizeof(j->label[0]));
+			}
+			j->n = m;
+			j->sharded = 1;
+			printf("\n  shard %d/%d: %d of %d programs", sk, sn, m, all);
+		}
+	}
 	j->jobs = calloc((size_t)(j->n > 0 ? j->n : 1), sizeof(*j->jobs));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(j->jobs);
 	for (k = 0; k < j->n; k++) {

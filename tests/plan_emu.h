@@ -101,6 +101,9 @@ struct job_list {
 	char (*label)[200];
 	int n, cap;
 	struct jit_job *jobs;	/* after job_list_compile */
+	/* set by job_list_compile under KTUNE_COMPILE_SHARD: only that shard
+	 * is left in the list, so counts over it say nothing of the whole */
+	int sharded;
 };
 
 /* Adds p for arch unless the same program (template and defines) is there
@@ -132,7 +135,9 @@ void job_add_shape(struct job_list *j, const struct job_sample *js, const struct
 		   const struct kt_target *t, int all);
 
 /* Compiles every job (jit_compile_all), asserting and printing each
- * failure; returns how many compiled. job_ok(j, k) says whether job k did. */
+ * failure; returns how many compiled. job_ok(j, k) says whether job k did.
+ * Under KTUNE_COMPILE_SHARD=K/N the list first keeps only its jobs K, K + N,
+ * ... (j->sharded set); a bad value is a failure and compiles nothing. */
 int job_list_compile(struct job_list *j);
 int job_ok(const struct job_list *j, int k);
 void job_list_release(struct job_list *j);

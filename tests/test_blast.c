@@ -1832,6 +1832,10 @@ static void test_compile(void)
 			mixers += emu_define(&j.progs[k], "MIX_B") > 0;
 		}
 	}
+	if (j.sharded) {	/* a part of the whole: its counts say nothing */
+		job_list_release(&j);
+		return;
+	}
 	/* per target: the reference (no defines) and the mixer for b = 1,
 	 * 16, 20, 40, 72, 256 */
 	CU_ASSERT_EQUAL(blast_seen, 4 * 7);

@@ -16,7 +16,9 @@
  * non-empty CUBIN; registers and stack frame (spills) are read back from
  * the CUBIN's .nv.info attributes and reported. KTUNE_COMPILE_MATCH=TEXT
  * keeps only the programs whose label (family, config key) holds TEXT, e.g.
- * to recompile what a whole-space run reported.
+ * to recompile what a whole-space run reported; KTUNE_COMPILE_SHARD=K/N
+ * compiles only programs K, K + N, ... of the list (test_blast and
+ * test_monarch take it too), so N calls of a time-limited machine cover it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -307,10 +309,24 @@ static void compile_and_check(void)
 {
 	struct jit_job *jobs = calloc((size_t)nitems, sizeof(*jobs));
 	int i, ok = 0, spills = 0, reported = 0, maxregs = 0, ws_items = 0;
+	int sk, sn, has;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
 	CU_ASSERT_EQUAL(ws_reg_cap(384), 168);	/* producer + 2 consumers */
 	CU_ASSERT_EQUAL(ws_reg_cap(256), 255);
+	has = kt_test_shard(&sk, &sn);
+	CU_ASSERT(has >= 0);
+	if (has < 0)
+		nitems = 0;
+	if (has > 0) {
+		int all = nitems, m = 0;
+
+		for (i = sk; i < all; i += sn, m++)
+			if (m != i)
+				items[m] = items[i];
+		nitems = m;
+		printf("\n  shard %d/%d: %d of %d programs", sk, sn, m, all);
+	}
 	for (i = 0; i < nitems; i++) {
 		jobs[i].prog = &items[i].prog;
 		jobs[i].arch = items[i].arch;
@@ -360,7 +376,7 @@ static void compile_and_check(void)
 	}
 	printf("  %d/%d compiled; %d with a stack frame (spills); max %d registers; %d wgmma_ws\n",
 	       ok, nitems, spills, maxregs, ws_items);
-	if (!getenv("KTUNE_COMPILE_ALL") && !getenv("KTUNE_COMPILE_MATCH"))
+	if (!getenv("KTUNE_COMPILE_ALL") && !getenv("KTUNE_COMPILE_MATCH") && has == 0)
 		CU_ASSERT(ws_items >= 6);	/* the extremes at least */
 	for (i = 0; i < nitems; i++)
 		jit_result_release(&jobs[i].res);
@@ -489,6 +505,34 @@ static void test_compile_space(void)
 	nitems = capitems = 0;
 }
 
+/* KTUNE_COMPILE_SHARD's parser: what splits a whole-space compile over the
+ * calls of a time-limited machine */
+static void test_shard_parse(void)
+{
+	static const char *const bad[] = {"2/2", "1/0", "0/0", "-1/2", "a/b", "1/2x", "1",
+					  "1/", "/2", "0/1025", "3/99999999999999999999"};
+	char why[160];
+	int k, n;
+	size_t i;
+
+	CU_ASSERT_EQUAL(kt_test_shard_parse(NULL, &k, &n, why, sizeof(why)), 0);
+	CU_ASSERT(k == 0 && n == 1);
+	CU_ASSERT_EQUAL(kt_test_shard_parse("", &k, &n, why, sizeof(why)), 0);
+	CU_ASSERT(k == 0 && n == 1);
+	CU_ASSERT_EQUAL(kt_test_shard_parse("1/3", &k, &n, why, sizeof(why)), 0);
+	CU_ASSERT(k == 1 && n == 3);
+	CU_ASSERT_EQUAL(kt_test_shard_parse("0/1", &k, &n, why, sizeof(why)), 0);
+	CU_ASSERT(k == 0 && n == 1);
+	CU_ASSERT_EQUAL(kt_test_shard_parse("1023/1024", &k, &n, why, sizeof(why)), 0);
+	CU_ASSERT(k == 1023 && n == 1024);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = 0;
+		CU_ASSERT_EQUAL(kt_test_shard_parse(bad[i], &k, &n, why, sizeof(why)), -1);
+		CU_ASSERT(strstr(why, "KTUNE_COMPILE_SHARD") != NULL);
+		CU_ASSERT(k == 0 && n == 1);	/* no half-parsed shard */
+	}
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -496,6 +540,7 @@ int main(void)
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
 	s = CU_add_suite("compile", NULL, NULL);
+	CU_add_test(s, "KTUNE_COMPILE_SHARD K/N parses, and refuses what is not", test_shard_parse);
 	CU_add_test(s, "NVRTC compiles dense and lowrank", test_compile_space);
 	return kt_test_main();
 }

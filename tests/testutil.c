@@ -68,6 +68,45 @@ int kt_test_gpu_required(void)
 	return kt_test_env_on("KTUNE_REQUIRE_GPU");
 }
 
+int kt_test_shard_parse(const char *text, int *k, int *n, char *why, size_t whylen)
+{
+	const char *p = text;
+	long a, b;
+	char *end;
+
+	*k = 0;
+	*n = 1;
+	if (!text || !*text)
+		return 0;
+	errno = 0;
+	a = strtol(p, &end, 10);
+	if (end == p || *end != '/' || errno)
+		goto bad;
+	p = end + 1;
+	b = strtol(p, &end, 10);
+	if (end == p || *end || errno || b < 1 || b > 1024 || a < 0 || a >= b)
+		goto bad;
+	*k = (int)a;
+	*n = (int)b;
+	return 0;
+bad:
+	snprintf(why, whylen, "KTUNE_COMPILE_SHARD: want K/N with 0 <= K < N <= 1024 (e.g. 0/2), "
+		 "not \"%.40s\"", text);
+	return -1;
+}
+
+int kt_test_shard(int *k, int *n)
+{
+	const char *v = getenv("KTUNE_COMPILE_SHARD");
+	char why[160];
+
+	if (kt_test_shard_parse(v, k, n, why, sizeof(why)) != 0) {
+		fprintf(stderr, "  %s\n", why);
+		return -1;
+	}
+	return v && *v ? 1 : 0;
+}
+
 int kt_test_write_file(const char *path, const void *data, size_t len)
 {
 	FILE *f = fopen(path, "wb");

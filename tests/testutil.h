@@ -36,6 +36,15 @@ int kt_test_gpu_required(void);
  * 0), for the suites' KTUNE_*_GPU_ONLY switches. */
 int kt_test_env_on(const char *name);
 
+/* Parses a compile shard "K/N" (0 <= K < N <= 1024): a whole-space compile
+ * split over N runs, run K taking the programs whose index is K mod N. NULL
+ * or "": no shard (0 of 1). Returns 0, or -1 with why (a line) for anything
+ * else, e.g. "2/2", "1/0", "a/b", "1/2x". */
+int kt_test_shard_parse(const char *text, int *k, int *n, char *why, size_t whylen);
+/* KTUNE_COMPILE_SHARD, parsed: 1 with *k, *n set when a shard is asked for,
+ * 0 when none, -1 (printed to stderr) when its value is bad. */
+int kt_test_shard(int *k, int *n);
+
 /* Writes len bytes to path; 0 on success. */
 int kt_test_write_file(const char *path, const void *data, size_t len);
 
