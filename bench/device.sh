@@ -5,7 +5,7 @@
 # (SQLite, jansson, libmicrohttpd and CUnit linked statically; NVRTC and the
 # driver found at run time) and the build folder taken along.
 #
-#   bench/device.sh BUILD_DIR OUT_DIR COMMIT
+#   bench/device.sh BUILD_DIR OUT_DIR [COMMIT]   (COMMIT: the build's, bench/commit.sh)
 #
 # 1. the GPU test suite with a missing GPU made a failure (KTUNE_REQUIRE_GPU=1);
 # 2. NVRTC compiles the whole space of every family (KTUNE_COMPILE_ALL=1, the
@@ -33,11 +33,13 @@
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
-COMMIT=${3:-unknown}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export KTUNE_REQUIRE_GPU=1 KTUNE_BIN=$PWD/$B/ktune
 K=$PWD/$B/ktune
+# shellcheck source=bench/commit.sh
+. "$(dirname "$0")/commit.sh"
+COMMIT=$(bench_commit "$K" "${3:-}") || exit 2
 db=${KTUNE_BENCH_DB:-$OUT/h200.db}   # outside OUT_DIR to keep it across calls
 status=0
 step() { echo "== $*" >&2; }

@@ -5,7 +5,7 @@
 # results file. Build on the build machine first:
 #     make BUILD=build-dev STATIC_DEPS=1 -j2 all
 #
-#   bench/h200.sh BUILD_DIR OUT_DIR COMMIT
+#   bench/h200.sh BUILD_DIR OUT_DIR [COMMIT]   (COMMIT: the build's, bench/commit.sh)
 #
 # lane "linear" (GPU 0): the GPU test suite, the structured-linear workloads
 #   (KTUNE_LINEAR_WORKLOADS), bench/peers.py;
@@ -23,7 +23,9 @@
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
-COMMIT=${3:-unknown}
+# shellcheck source=bench/commit.sh
+. "$(dirname "$0")/commit.sh"
+COMMIT=$(bench_commit "$PWD/$B/ktune" "${3:-}") || exit 2
 mkdir -p "$OUT/linear" "$OUT/attn"
 export KTUNE_SWEEP_LIMIT=${KTUNE_SWEEP_LIMIT:-150}
 lin=${KTUNE_LINEAR_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024 monarch:llama7b_qkvo:N1024}

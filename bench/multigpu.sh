@@ -4,14 +4,16 @@
 # both wall times and whether the winners agree (same config, or times within
 # 3% of each other: two H200s differ by noise).
 #
-#   bench/multigpu.sh BUILD_DIR OUT_DIR COMMIT
+#   bench/multigpu.sh BUILD_DIR OUT_DIR [COMMIT]   (COMMIT: the build's, bench/commit.sh)
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
-COMMIT=${3:-unknown}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 K=$PWD/$B/ktune
+# shellcheck source=bench/commit.sh
+. "$(dirname "$0")/commit.sh"
+COMMIT=$(bench_commit "$K" "${3:-}") || exit 2
 args=(--family dense --strategy random --budget "${KTUNE_MG_BUDGET:-48}" --seed 3 --no-retime --json)
 for s in tokens=1024,in=4096,out=4096 tokens=2048,in=4096,out=4096 tokens=4096,in=4096,out=4096 \
 	tokens=1024,in=4096,out=11008 tokens=1024,in=11008,out=4096 tokens=512,in=4096,out=4096; do

@@ -6,7 +6,7 @@
 # This answers "does every shape run and verify", not "how fast at its best"
 # (the development suite's full sweeps do that).
 #
-#   bench/shapes.sh BUILD_DIR OUT_DIR COMMIT
+#   bench/shapes.sh BUILD_DIR OUT_DIR [COMMIT]   (COMMIT: the build's, bench/commit.sh)
 #
 # KTUNE_SHAPES_BUDGET (default 5) configs per problem; KTUNE_DEVICES (default
 # all) GPUs, problems shared between them; KTUNE_SHAPES_FAMILIES (default
@@ -18,10 +18,12 @@
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
-COMMIT=${3:-unknown}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 K=$PWD/$B/ktune
+# shellcheck source=bench/commit.sh
+. "$(dirname "$0")/commit.sh"
+COMMIT=$(bench_commit "$K" "${3:-}") || exit 2
 budget=${KTUNE_SHAPES_BUDGET:-5}
 # layer in out blast-blocks blast-rank monarch-blocks monarch-rank (KERNELS.md;
 # "-": the shape is not a valid layer of that family, e.g. monarch needs

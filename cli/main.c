@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "build_commit.h"	/* $(BUILD)/, made by cli/module.mk */
 #include "cli.h"
 #include "../tuner/worker.h"
 
@@ -54,7 +55,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(argv[1], "--version") == 0) {
-		printf("ktune %s\n", KTUNE_VERSION);
+		printf("ktune %s (commit %s)\n", KTUNE_VERSION, KT_BUILD_COMMIT);
 		return 0;
 	}
 	/* The isolated GPU worker: this same binary, exec'ed by a sweep. */

@@ -49,6 +49,19 @@ static void test_help_everywhere(void)
 			fprintf(stderr, "no help for %s: %s\n", cmds[i], out ? out : "");
 		free(out);
 	}
+	/* the version names the commit built (the bench scripts label their
+	 * results with it): "ktune V (commit C)", C non-empty */
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "--version"), 0);
+	{
+		const char *c = out ? strstr(out, " (commit ") : NULL;
+
+		CU_ASSERT(out && strncmp(out, "ktune ", 6) == 0);
+		CU_ASSERT(c && c[9] && c[9] != ')' && strchr(c, ')') && !strchr(c + 9, ' '));
+		if (!c)
+			fprintf(stderr, "ktune --version: %s\n", out ? out : "");
+	}
+	free(out);
 	out = NULL;
 	CU_ASSERT_EQUAL(RUN(&out, "frobnicate"), 2);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown command 'frobnicate'"));
