@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/gemm_plan.h"
 #include "testutil.h"
@@ -586,6 +587,27 @@ void job_add_shape(struct job_list *j, const struct job_sample *js, const struct
 		job_add(j, &rp.programs[k], arch, "reference");
 }
 
+void jobs_compile(struct jit_job *jobs, int n)
+{
+	int chunk = n >= 1000 ? (n + 19) / 20 : n, done = 0;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (done < n) {
+		int m = n - done < chunk ? n - done : chunk;
+		double s;
+
+		jit_compile_all(jobs + done, m, 0);
+		done += m;
+		if (chunk == n)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		fprintf(stderr, "  compiled %d of %d programs, %.0f s, about %.0f s left\n", done, n, s,
+			s / done * (n - done));
+	}
+}
+
 int job_list_compile(struct job_list *j)
 {
 	int k, ok = 0;
@@ -617,7 +639,7 @@ int job_list_compile(struct job_list *j)
 		j->jobs[k].arch = j->arch[k];
 	}
 	printf("\n  compiling %d programs (NVRTC %s)\n", j->n, jit_nvrtc_version());
-	jit_compile_all(j->jobs, j->n, 0);
+	jobs_compile(j->jobs, j->n);
 	for (k = 0; k < j->n; k++) {
 		struct jit_result *r = &j->jobs[k].res;
 

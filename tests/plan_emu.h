@@ -134,6 +134,12 @@ struct job_sample {
 void job_add_shape(struct job_list *j, const struct job_sample *js, const struct kt_shape *s,
 		   const struct kt_target *t, int all);
 
+/* jit_compile_all over n jobs, one core each; from 1,000 jobs on (a
+ * whole-space compile runs for many minutes) in 20 rounds, each followed by
+ * a progress line on stderr: how many, the time so far and an estimate of
+ * what is left. */
+void jobs_compile(struct jit_job *jobs, int n);
+
 /* Compiles every job (jit_compile_all), asserting and printing each
  * failure; returns how many compiled. job_ok(j, k) says whether job k did.
  * Under KTUNE_COMPILE_SHARD=K/N the list first keeps only its jobs K, K + N,

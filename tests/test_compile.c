@@ -27,6 +27,7 @@
 
 #include "kernels/family.h"
 #include "kernels/gemm_plan.h"
+#include "plan_emu.h"
 #include "testutil.h"
 #include "tuner/jit.h"
 
@@ -332,7 +333,7 @@ static void compile_and_check(void)
 		jobs[i].arch = items[i].arch;
 	}
 	printf("\n  compiling %d programs (NVRTC %s)\n", nitems, jit_nvrtc_version());
-	jit_compile_all(jobs, nitems, 0);
+	jobs_compile(jobs, nitems);
 	for (i = 0; i < nitems; i++) {
 		struct jit_result *r = &jobs[i].res;
 		int regs = -1, frame = -1;
