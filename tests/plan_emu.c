@@ -587,6 +587,30 @@ void job_add_shape(struct job_list *j, const struct job_sample *js, const struct
 		job_add(j, &rp.programs[k], arch, "reference");
 }
 
+int job_shard(int n, int *first, int *step)
+{
+	int has = kt_test_shard(first, step);
+
+	CU_ASSERT(has >= 0);
+	if (has < 0)
+		*step = 0;
+	if (has > 0)
+		printf("\n  shard %d/%d: %d of %d programs", *first, *step,
+		       n > *first ? (n - *first + *step - 1) / *step : 0, n);
+	return has;
+}
+
+int shard_keep(void *a, size_t size, int n, int first, int step)
+{
+	char *p = a;
+	int i, m = 0;
+
+	for (i = first; step > 0 && i < n; i += step, m++)
+		if (m != i)
+			memcpy(p + (size_t)m * size, p + (size_t)i * size, size);
+	return m;
+}
+
 void jobs_compile(struct jit_job *jobs, int n)
 {
 	int chunk = n >= 1000 ? (n + 19) / 20 : n, done = 0;
@@ -614,22 +638,13 @@ int job_list_compile(struct job_list *j)
 
 	CU_ASSERT_PTR_NULL_FATAL(j->jobs);
 	{
-		int sk, sn, all = j->n, m = 0;
-		int has = kt_test_shard(&sk, &sn);
+		int first, step;
 
-		CU_ASSERT(has >= 0);
-		if (has < 0) {
+		if (job_shard(j->n, &first, &step) != 0) {
+			shard_keep(j->progs, sizeof(j->progs[0]), j->n, first, step);
+			shard_keep(j->arch, sizeof(j->arch[0]), j->n, first, step);
+			j->n = shard_keep(j->label, sizeof(j->label[0]), j->n, first, step);
 			j->sharded = 1;
-			j->n = 0;
-		} else if (has > 0) {
-			for (k = sk; k < all; k += sn, m++) {
-				j->progs[m] = j->progs[k];
-				memmove(j->arch[m], j->arch[k], sizeof(j->arch[0]));
-				memmove(j->label[m], j->label[k], sizeof(j->label[0]));
-			}
-			j->n = m;
-			j->sharded = 1;
-			printf("\n  shard %d/%d: %d of %d programs", sk, sn, m, all);
 		}
 	}
 	j->jobs = calloc((size_t)(j->n > 0 ? j->n : 1), sizeof(*j->jobs));

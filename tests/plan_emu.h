@@ -134,6 +134,14 @@ struct job_sample {
 void job_add_shape(struct job_list *j, const struct job_sample *js, const struct kt_shape *s,
 		   const struct kt_target *t, int all);
 
+/* KTUNE_COMPILE_SHARD over a list of n programs: 0 when none is asked for
+ * (*first 0, *step 1); 1 when one is (printed with how many it keeps); -1,
+ * asserted and printed, for a bad value, with *step 0 so nothing is kept. */
+int job_shard(int n, int *first, int *step);
+/* Keeps elements first, first + step, ... of the n elements of `size` bytes
+ * at a, moved to its front; returns how many (0 for step 0). */
+int shard_keep(void *a, size_t size, int n, int first, int step);
+
 /* jit_compile_all over n jobs, one core each; from 1,000 jobs on (a
  * whole-space compile runs for many minutes) in 20 rounds, each followed by
  * a progress line on stderr: how many, the time so far and an estimate of

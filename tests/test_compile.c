@@ -310,24 +310,14 @@ static void compile_and_check(void)
 {
 	struct jit_job *jobs = calloc((size_t)nitems, sizeof(*jobs));
 	int i, ok = 0, spills = 0, reported = 0, maxregs = 0, ws_items = 0;
-	int sk, sn, has;
+	int first, step, has;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
 	CU_ASSERT_EQUAL(ws_reg_cap(384), 168);	/* producer + 2 consumers */
 	CU_ASSERT_EQUAL(ws_reg_cap(256), 255);
-	has = kt_test_shard(&sk, &sn);
-	CU_ASSERT(has >= 0);
-	if (has < 0)
-		nitems = 0;
-	if (has > 0) {
-		int all = nitems, m = 0;
-
-		for (i = sk; i < all; i += sn, m++)
-			if (m != i)
-				items[m] = items[i];
-		nitems = m;
-		printf("\n  shard %d/%d: %d of %d programs", sk, sn, m, all);
-	}
+	has = job_shard(nitems, &first, &step);
+	if (has != 0)
+		nitems = shard_keep(items, sizeof(items[0]), nitems, first, step);
 	for (i = 0; i < nitems; i++) {
 		jobs[i].prog = &items[i].prog;
 		jobs[i].arch = items[i].arch;
