@@ -2,7 +2,7 @@
  * test_compile.c -- NVRTC compiles the templates of the `dense` and
  * `lowrank` families (no GPU needed).
  *
- * By default, for sm_80 and sm_90: every variant's extremes (first and last
+ * By default, for sm_80, sm_86 and sm_90: every variant's extremes (first and last
  * valid config in space order, the largest shared memory, the most
  * accumulators, the fewest and the most threads) plus a fixed-seed random
  * sample, and the reference and planted templates; the wgmma and wgmma_ws
@@ -11,8 +11,8 @@
  * (extremes and a smaller sample, split-K z GEMMs included) at the rank
  * 1024 shape for sm_90a. With KTUNE_COMPILE_ALL=1
  * every valid config of the development-suite shapes for sm_90a, what a
- * sweep on the H200 compiles (the bench script runs that on the 16-core
- * machine). Every program must compile to a
+ * sweep on the H200 compiles, and for sm_90, sm_80 and sm_86 (the bench
+ * script runs that on the 16-core machine). Every program must compile to a
  * non-empty CUBIN; registers and stack frame (spills) are read back from
  * the CUBIN's .nv.info attributes and reported. KTUNE_COMPILE_MATCH=TEXT
  * keeps only the programs whose label (family, config key) holds TEXT, e.g.
@@ -339,6 +339,9 @@ static void compile_and_check(void)
 		ok++;
 		cubin_usage(r->cubin, r->cubin_len, &regs, &frame);
 		CU_ASSERT(regs > 0 && regs <= 255);
+		/* sm_86's opt-in limit (99 KiB): check() kept the rest out */
+		if (strcmp(items[i].arch, "sm_86") == 0)
+			CU_ASSERT(items[i].smem <= 101376);
 		/* the warp-specialized kernel keeps its accumulators in
 		 * registers: no stack frame, and its block's share of the
 		 * register file holds (__launch_bounds__ asks ptxas for it:
@@ -387,7 +390,7 @@ static void test_compile_space(void)
 		/* What a sweep on the H200 compiles (sm_90a), and the portable
 		 * spaces for sm_80 and sm_90: every valid config of the
 		 * development-suite shapes and the decode shape. */
-		const char *targets[] = {"sm_90a", "sm_90", "sm_80"};
+		const char *targets[] = {"sm_90a", "sm_90", "sm_80", "sm_86"};
 		size_t t;
 
 		for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
@@ -486,10 +489,15 @@ static void test_compile_space(void)
 		add_family(kt_family_find("lowrank"), lbig, "sm_90a", 0, "unfused_ws");
 		/* decode-sized: the small tiles and split-K */
 		add_family(kt_family_find("dense"), dsmall, "sm_90", 0, "mma_sync");
+		/* sm_86 (A40, RTX 30xx): 99 KiB of shared memory, so a space of
+		 * its own; last, so the samples above stay the ones they were */
+		add_family(kt_family_find("dense"), dshape, "sm_86", 0, NULL);
+		add_family(kt_family_find("lowrank"), lsmall, "sm_86", 0, NULL);
 	}
 	add_refs(kt_family_find("dense"), dshape, "sm_90");
 	add_refs(kt_family_find("lowrank"), lsmall, "sm_90");
 	add_refs(kt_family_find("dense"), dshape, "sm_80");
+	add_refs(kt_family_find("dense"), dshape, "sm_86");
 	compile_and_check();
 	free(items);
 	items = NULL;
