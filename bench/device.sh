@@ -11,8 +11,8 @@
 # 2. NVRTC compiles the whole space of every family (KTUNE_COMPILE_ALL=1, the
 #    four compile suites side by side; ~30,000 programs, over one 10-minute
 #    call on 16 cores: KTUNE_COMPILE_SHARD=K/N compiles the part K of N, so
-#    N calls with K = 0 .. N-1 cover it, test_blockattn's small space in
-#    part 0);
+#    N calls with K = 0 .. N-1 cover it, test_blockattn's small space and
+#    the CPU and GPU suites of the other three in part 0);
 # 3. full sweeps of the development suite's dense and low-rank workloads
 #    (dense with a planted faulting and a planted hanging kernel);
 # 4. the peers (BENCH.md) timed in the same run;
@@ -57,15 +57,18 @@ if want compile; then
 	# (CI compiles extremes plus a sample: the whole spaces need these cores).
 	# test_blockattn also verifies every attention config on small ragged
 	# shapes on the GPU. The four run side by side.
+	# Parts 1 .. N-1 run the compile suites alone (KTUNE_TEST_SUITE=nvrtc):
+	# the CPU and GPU suites ran in part 0 and need not run N times.
 	suites="test_compile test_blast test_monarch test_blockattn"
+	only=
 	case ${KTUNE_COMPILE_SHARD:-} in
 	"" | 0/*) ;;
-	*) suites="test_compile test_blast test_monarch" ;;
+	*) suites="test_compile test_blast test_monarch" only=nvrtc ;;
 	esac
 	step "NVRTC compiles every config of every family ${KTUNE_COMPILE_SHARD:+(part $KTUNE_COMPILE_SHARD)}"
 	pids=()
 	for t in $suites; do
-		KTUNE_COMPILE_ALL=1 "$B/tests/$t" >"$OUT/compile_all_$t.log" 2>&1 &
+		KTUNE_COMPILE_ALL=1 KTUNE_TEST_SUITE=$only "$B/tests/$t" >"$OUT/compile_all_$t.log" 2>&1 &
 		pids+=($!)
 	done
 	i=0

@@ -532,14 +532,84 @@ static void test_shard_parse(void)
 	}
 }
 
+static void test_suite_wanted(void)
+{
+	CU_ASSERT(kt_test_suite_wanted("monarch (NVRTC)", "nvrtc"));
+	CU_ASSERT(kt_test_suite_wanted("blockattn_nvrtc", "NVRTC"));
+	CU_ASSERT(kt_test_suite_wanted("monarch (CPU)", NULL));
+	CU_ASSERT(kt_test_suite_wanted("monarch (CPU)", ""));
+	CU_ASSERT(kt_test_suite_wanted("x", "x"));
+	CU_ASSERT(!kt_test_suite_wanted("monarch (CPU)", "nvrtc"));
+	CU_ASSERT(!kt_test_suite_wanted("nvrt", "nvrtc"));	/* longer than the name */
+	CU_ASSERT(!kt_test_suite_wanted(NULL, "nvrtc"));
+}
+
+/* Sets (value non-NULL) or clears name, returning its old value (malloc'ed
+ * or NULL) for env_restore. */
+static char *env_swap(const char *name, const char *value)
+{
+	const char *old = getenv(name);
+	char *keep = old ? strdup(old) : NULL;
+
+	if (value) {
+		CU_ASSERT_EQUAL(setenv(name, value, 1), 0);
+	} else {
+		CU_ASSERT_EQUAL(unsetenv(name), 0);
+	}
+	return keep;
+}
+
+static void env_restore(const char *name, char *old)
+{
+	if (old) {
+		CU_ASSERT_EQUAL(setenv(name, old, 1), 0);
+	} else {
+		CU_ASSERT_EQUAL(unsetenv(name), 0);
+	}
+	free(old);
+}
+
+/* This program, run again under KTUNE_TEST_SUITE: a name no suite holds
+ * fails with a line saying so; "nvrtc" runs the compile suite alone (its
+ * list cut to the dense reference by KTUNE_COMPILE_MATCH) and not this one. */
+static void test_suite_filter_run(void)
+{
+	char *const argv[] = {"/proc/self/exe", NULL};
+	char *old_suite, *old_match, *out = NULL;
+	int rc;
+
+	old_match = env_swap("KTUNE_COMPILE_MATCH", "dense reference");
+	old_suite = env_swap("KTUNE_TEST_SUITE", "no-such-suite");
+	rc = kt_test_exec(argv, NULL, &out, 120);
+	CU_ASSERT_EQUAL(rc, 1);
+	CU_ASSERT(out && strstr(out, "KTUNE_TEST_SUITE=\"no-such-suite\": no active suite"));
+	CU_ASSERT(out && !strstr(out, "compiling"));
+	free(out);
+	out = NULL;
+	free(env_swap("KTUNE_TEST_SUITE", "nvrtc"));
+	rc = kt_test_exec(argv, NULL, &out, 300);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT(out && strstr(out, "compiling"));
+	CU_ASSERT(out && !strstr(out, "K/N parses"));
+	if (rc != 0 && out)
+		fprintf(stderr, "%s\n", out);
+	free(out);
+	env_restore("KTUNE_TEST_SUITE", old_suite);
+	env_restore("KTUNE_COMPILE_MATCH", old_match);
+}
+
 int main(void)
 {
 	CU_pSuite s;
 
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
-	s = CU_add_suite("compile", NULL, NULL);
+	s = CU_add_suite("testutil (shards, suite filter)", NULL, NULL);
 	CU_add_test(s, "KTUNE_COMPILE_SHARD K/N parses, and refuses what is not", test_shard_parse);
+	CU_add_test(s, "KTUNE_TEST_SUITE matches suite names, any case", test_suite_wanted);
+	CU_add_test(s, "KTUNE_TEST_SUITE runs only its suites, and fails on a name none has",
+		    test_suite_filter_run);
+	s = CU_add_suite("compile (NVRTC)", NULL, NULL);
 	CU_add_test(s, "NVRTC compiles dense and lowrank", test_compile_space);
 	return kt_test_main();
 }

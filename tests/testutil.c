@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -224,10 +225,56 @@ int kt_test_exec(char *const argv[], const char *stdin_text, char **out, double 
 	return WEXITSTATUS(status);
 }
 
+int kt_test_suite_wanted(const char *name, const char *filter)
+{
+	size_t n, f, i, k;
+
+	if (!filter || !*filter)
+		return 1;
+	if (!name)
+		return 0;
+	n = strlen(name);
+	f = strlen(filter);
+	for (i = 0; i + f <= n; i++) {
+		for (k = 0; k < f && tolower((unsigned char)name[i + k]) ==
+					     tolower((unsigned char)filter[k]); k++)
+			;
+		if (k == f)
+			return 1;
+	}
+	return 0;
+}
+
+/* KTUNE_TEST_SUITE: the suites it names stay as they are, the others are
+ * made inactive. Returns the number of suites left active (-1: no filter). */
+static int filter_suites(const char *filter)
+{
+	CU_pTestRegistry reg = CU_get_registry();
+	CU_pSuite s;
+	int kept = 0;
+
+	if (!filter || !*filter || !reg)
+		return -1;
+	for (s = reg->pSuite; s; s = s->pNext) {
+		if (kt_test_suite_wanted(s->pName, filter))
+			kept += s->fActive ? 1 : 0;
+		else
+			CU_set_suite_active(s, CU_FALSE);
+	}
+	return kept;
+}
+
 int kt_test_main(void)
 {
+	const char *filter = getenv("KTUNE_TEST_SUITE");
 	unsigned failures;
 
+	if (filter_suites(filter) == 0) {
+		fprintf(stderr, "KTUNE_TEST_SUITE=\"%.60s\": no active suite of this program has it "
+			"in its name\n", filter);
+		CU_cleanup_registry();
+		return 1;
+	}
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_set_fail_on_inactive(CU_FALSE);
 	if (CU_basic_run_tests() != CUE_SUCCESS) {

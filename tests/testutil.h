@@ -12,8 +12,16 @@
 #include <stddef.h>
 
 /* Runs every registered suite verbosely, prints CUnit's summary and returns
- * the exit code: 0 when nothing failed (inactive suites are not failures). */
+ * the exit code: 0 when nothing failed (inactive suites are not failures).
+ * KTUNE_TEST_SUITE=TEXT runs only the suites whose name holds TEXT (any
+ * case; e.g. "nvrtc" for a compile shard on the GPU machine, without the
+ * CPU suites); a TEXT no suite's name holds is a failure, not a green run
+ * of nothing. */
 int kt_test_main(void);
+
+/* 1 when suite name holds filter (ASCII, any case); an empty or NULL
+ * filter holds every name. */
+int kt_test_suite_wanted(const char *name, const char *filter);
 
 /* A private temporary directory for this test program (created on first
  * use, removed with its contents at exit unless KTUNE_KEEP_TMP is set). */
