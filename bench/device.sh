@@ -9,7 +9,7 @@
 #
 # 1. the GPU test suite with a missing GPU made a failure (KTUNE_REQUIRE_GPU=1);
 # 2. NVRTC compiles the whole space of every family (KTUNE_COMPILE_ALL=1, the
-#    four compile suites side by side; ~30,000 programs, over one 10-minute
+#    four compile suites side by side; ~34,000 programs, over one 10-minute
 #    call on 16 cores: KTUNE_COMPILE_SHARD=K/N compiles the part K of N, so
 #    N calls with K = 0 .. N-1 cover it, test_blockattn's small space and
 #    the CPU and GPU suites of the other three in part 0);
