@@ -2042,7 +2042,7 @@ int main(void)
 	add_cpu_tests(s);
 	CU_add_test(s, "block-major y is the interleaved y, columns permuted", test_bm_is_permuted);
 	s = CU_add_suite("monarch (NVRTC)", init_monarch, NULL);
-	CU_add_test(s, "compile extremes and a sample for sm_80, sm_90 (+ wgmma, ws: sm_90a)",
+	CU_add_test(s, "compile extremes and a sample for sm_80, sm_86, sm_90 (+ wgmma, ws: sm_90a)",
 		    test_compile);
 	add_gpu_suite();
 	return kt_test_main();
