@@ -515,8 +515,7 @@ static struct worker *start_env_worker(const char *name, const char *value)
 	struct worker_opts o;
 	struct worker *w = NULL;
 	struct kt_err err = { 0 };
-	const char *old = getenv(name);
-	char *saved = old ? strdup(old) : NULL;
+	char *saved = kt_test_env_save(name);
 
 	worker_opts_default(&o);
 	o.exe = worker_exe();
@@ -528,10 +527,7 @@ static struct worker *start_env_worker(const char *name, const char *value)
 		fprintf(stderr, "worker_start (%s=%s): %s\n", name, value, err.msg);
 		w = NULL;
 	}
-	if (saved)
-		setenv(name, saved, 1);
-	else
-		unsetenv(name);
+	kt_test_env_put(name, saved);
 	free(saved);
 	return w;
 }

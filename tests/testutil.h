@@ -23,6 +23,12 @@ int kt_test_main(void);
  * filter holds every name. */
 int kt_test_suite_wanted(const char *name, const char *filter);
 
+/* An environment variable's value, copied (malloc'ed; NULL when unset), so
+ * that a test can change it and put it back with kt_test_env_put. */
+char *kt_test_env_save(const char *name);
+/* Sets name to value, or unsets it when value is NULL; setenv's result. */
+int kt_test_env_put(const char *name, const char *value);
+
 /* A private temporary directory for this test program (created on first
  * use, removed with its contents at exit unless KTUNE_KEEP_TMP is set). */
 const char *kt_test_tmpdir(void);
