@@ -142,7 +142,7 @@ enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_TCMIX,
 enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
 #define B_ST B_S32	/* tcmix: the slot of S32 holds St instead */
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PERSIST,
-       P_CTA_BLOCKS, P_FUSED_M, P_RING, P_PDL, P_DEPTH };
+       P_CTA_BLOCKS, P_FUSED_M, P_RING, P_PDL };
 
 #define NPROBLEM_BUFS 7
 #define ELEM_THREADS 256
@@ -209,11 +209,6 @@ static const struct kt_param params[] = {
 	 "tcmix (sm_90+): 1 the mixer and stage 3 are programmatic dependent launches (stage "
 	 "3 loading its first U stages while the mixer finishes), 0 plain launches",
 	 1, 0},
-	/* optional: keys from before it mean one stage-1 group in flight */
-	{"S1_DEPTH", 2, {1, 2}, TCF,
-	 "tcmix_fused: stage-1 wgmma groups in flight per consumer warpgroup (2: the next "
-	 "two blocks' k16 chains overlap; the ring must hold two blocks' k-chunks)",
-	 1, 1},
 };
 
 /* Ranks per mixer thread: its b vectors of z stay in registers (b * RV <=
@@ -436,7 +431,6 @@ static int s1tc_check(const struct kt_shape *s, const struct kt_config *c,
 {
 	long n = s->v[D_IN], b = s->v[D_BLOCKS], r = s->v[D_RANK];
 	long fm = c->p[P_FUSED_M], rs = c->p[P_ZBN], ring = c->p[P_RING];
-	long depth = c->p[P_DEPTH] == 2 ? 2 : 1;
 	long kch = (n / b + 63) / 64, threads = (fm / 64 + 1) * 128;
 
 	if (!tgt->arch_a)
@@ -453,9 +447,6 @@ static int s1tc_check(const struct kt_shape *s, const struct kt_config *c,
 	if (ring < kch || ring < 2 || ring > 15)
 		return WHY("tcmix_fused: RING=%ld slots cannot hold one block's %ld k-chunks "
 			   "(in/blocks=%ld)", ring, kch, n / b);
-	if (ring < depth * kch)
-		return WHY("tcmix_fused: S1_DEPTH=%ld needs %ld ring slots (%ld blocks' %ld "
-			   "k-chunks), RING=%ld", depth, depth * kch, depth, kch, ring);
 	if (threads > tgt->max_threads)
 		return WHY("tcmix_fused: %ld threads per block, target has %d", threads,
 			   tgt->max_threads);
@@ -734,7 +725,6 @@ static int s1tc_plan(const struct kt_shape *s, const struct kt_config *c,
 	rc |= kt_program_define(p, "ST_CONS", fm / 64);
 	rc |= kt_program_define(p, "ST_RS", rs);
 	rc |= kt_program_define(p, "ST_RING", c->p[P_RING]);
-	rc |= kt_program_define(p, "ST_DEPTH", c->p[P_DEPTH] == 2 ? 2 : 1);
 	rc |= kt_program_define(p, "KT_PDL", 1);
 	out->programs[1].tpl = "gemm";
 	rc |= kt_gemm_defines(&s3, &out->programs[1]);

@@ -36,11 +36,8 @@
  * warpgroup owns 64 token rows and two G accumulators: per j it waits for
  * S1(j), gives its slots back, issues S1(j+1) into the other accumulator,
  * and meanwhile stores G_j as bf16 with stmatrix.trans (nothing in flight
- * touches G_j). -DST_DEPTH=2 keeps two S1 groups in flight (three
- * accumulators: S1(j+2) goes out once S1(j) retired), so that the short
- * k16 chains of consecutive blocks overlap. The ring must hold ST_DEPTH
- * j's chunks (KCH * ST_DEPTH <= ST_RING; the host check refuses less, the
- * kernel traps).
+ * touches G_j). The ring must hold one j's chunks (KCH <= ST_RING; the host
+ * check refuses less, the kernel traps).
  *
  * z tiles: each warp stores and later reads only its own 16 token rows
  * (the rows wgmma's m64 layout gives it), so after the j loop a warp
@@ -66,9 +63,6 @@
 #if !defined(ST_T) || !defined(ST_CONS) || !defined(ST_RS) || !defined(ST_RING)
 #error "blast_s1tc.cu needs -DST_T -DST_CONS -DST_RS -DST_RING"
 #endif
-#ifndef ST_DEPTH
-#define ST_DEPTH 1	/* S1 groups in flight per consumer: 1 or 2 */
-#endif
 
 namespace kst {
 
@@ -86,7 +80,6 @@ static_assert(CONS == 1 || CONS == 2, "1 or 2 consumer warpgroups");
 static_assert(RS == 32 || RS == 64, "ST_RS 32 or 64 (a wgmma N, whole St copies)");
 static_assert(RING >= 2 && 2 * RING + 1 <= 32, "ST_RING 2..15 (the barriers' 256 bytes)");
 static_assert(SLOT % 1024 == 0, "ring slots keep the 128-byte swizzle's alignment");
-static_assert(ST_DEPTH == 1 || ST_DEPTH == 2, "ST_DEPTH 1 or 2 (S1 groups in flight)");
 
 struct ctx {
 	unsigned ring, st, full, empty, sfull;	/* shared addresses */
@@ -134,31 +127,6 @@ KT_DEV void step(const ctx &c, float (&cur)[NG][4], float (&nxt)[NG][4], int j, 
 		kt_wg_commit();
 	}
 	z_store(cur, j, zw, c.lane);
-}
-
-/* ST_DEPTH 2: S1(j) and S1(j+1) were issued before (into cur, nxt); once
- * S1(j) retired (S1(j+1) may still run) its slots go back, S1(j+2) goes
- * out into nxt2, and G_j is stored while both run. Two blocks' chains of
- * k16 steps overlap instead of one after the other; the ring must hold
- * 2 * kch slots (the host check). */
-KT_DEV void step2(const ctx &c, float (&cur)[NG][4], float (&nxt2)[NG][4], int j, int b,
-		  unsigned xoff, unsigned zw)
-{
-	kt_wg_wait<1>();
-	kt_wg_pin(cur);
-	if (c.lane == 0 && j < b)
-		for (int kc = 0; kc < c.kch; kc++)
-			kt_mbar_arrive(c.empty + ((j * c.kch + kc) % RING) * 8);
-	if (j + 2 < b) {
-		kt_wg_zero(nxt2);
-		kt_wg_fence();
-		kt_wg_ring_chunks<RS, RING, SLOT>(nxt2, c.ring, c.full, c.kch, j + 2, xoff, XCH);
-	}
-	/* a group every step, empty past the last block, so that one wait<1>
-	 * retires S1(j) at every step */
-	kt_wg_commit();
-	if (j < b)
-		z_store(cur, j, zw, c.lane);
 }
 
 /* The mixing of this warp's 16 tokens (t0w ..) over the CTA's RS ranks
@@ -249,7 +217,7 @@ fused_blast_s1tc(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	c.kch = (nb + 63) / 64;
 	c.lane = tid & 31;
 	/* the host check refuses these; a trap is a fault, not a hang */
-	if (c.kch * ST_DEPTH > RING || b > 16 || r % RS)
+	if (c.kch > RING || b > 16 || r % RS)
 		__trap();
 	if (tid == 0) {
 		for (int s = 0; s < RING; s++) {
@@ -313,33 +281,11 @@ fused_blast_s1tc(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 		kt_wg_fence();
 		kt_wg_ring_chunks<RS, RING, SLOT>(g0, c.ring, c.full, c.kch, 0, xoff, XCH);
 		kt_wg_commit();
-#if ST_DEPTH == 2
-		float g2[NG][4];
-
-		if (b > 1) {
-			kt_wg_zero(g1);
-			kt_wg_fence();
-			kt_wg_ring_chunks<RS, RING, SLOT>(g1, c.ring, c.full, c.kch, 1, xoff, XCH);
-		}
-		kt_wg_commit();
-		/* unrolled over the most blocks there can be (16), all three
-		 * steps every time (j past b: waits and empty groups only):
-		 * with a runtime trip count ptxas cannot follow the groups
-		 * through wait<1> and serializes the wgmmas (C7514) */
-#pragma unroll
-		for (int j = 0; j < 16; j += 3) {
-			step2(c, g0, g2, j, b, xoff, zw);
-			step2(c, g1, g0, j + 1, b, xoff, zw);
-			step2(c, g2, g1, j + 2, b, xoff, zw);
-		}
-		kt_wg_wait<0>();
-#else
 		for (int j = 0; j < b; j += 2) {
 			step(c, g0, g1, j, b, xoff, zw);
 			if (j + 1 < b)
 				step(c, g1, g0, j + 1, b, xoff, zw);
 		}
-#endif
 		/* every consumer warp's wgmmas have read the ring before any
 		 * staging tile lands on it */
 		kt_bar_sync(1, CONS * 128);
