@@ -18,9 +18,12 @@
  * stage 3 are ~1.07 GFLOP each: at ~600 TFLOPS another ~3.6 us of math
  * would have to hide under these copies.
  *
- * Loads are 16-byte vectors, eight in flight a thread (.nc for x, V, U; .cg
- * for z and w, written by other SMs in the phase before); each CTA folds
- * what it read into what it writes, so that no load is dead.
+ * Loads are 16-byte vectors, each phase's all issued before any is used
+ * (16 to 24 a thread: 64 to 96 KiB in flight a CTA; .nc for x, V, U, .cg
+ * for z and w, written by other SMs in the phase before), U before the
+ * barriers; each CTA folds what it read into what it writes, so that no
+ * load is dead. So the rows are about the least such a kernel's copies and
+ * barriers can take, not what TMA would take.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -47,51 +50,48 @@ struct bufs {
 	unsigned *count;	/* the grid barrier's arrivals (zeroed per launch) */
 };
 
-/* copies nrows rows of rowb bytes (16-byte multiple) from src (row pitch
- * sp bytes) into dst (pitch dp) and, if not null, dst2 (the same pitch),
- * src rows folded with acc; eight vectors in flight a thread */
-template <bool NC>
-__device__ void move(const char *src, long sp, char *dst, long dp, int nrows, int rowb,
-		     uint4 &acc, char *dst2 = nullptr)
+/* vector e of a region of rows of vpr 16-byte vectors, pitch bytes apart */
+__device__ __forceinline__ const uint4 *at(const void *base, long pitch, int vpr, int e)
 {
-	const int vpr = rowb / 16, total = nrows * vpr;
+	return (const uint4 *)((const char *)base + (long)(e / vpr) * pitch) + e % vpr;
+}
 
-	for (int base = threadIdx.x; base < total; base += 8 * THREADS) {
-		uint4 v[8];
-
+/* K vectors a thread (vector threadIdx.x + k * THREADS of the region),
+ * all loads issued before any is used */
+template <int K, bool NC>
+__device__ __forceinline__ void load(uint4 (&v)[K], const void *base, long pitch, int vpr)
+{
 #pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const int e = base + k * THREADS;
+	for (int k = 0; k < K; k++) {
+		const uint4 *p = at(base, pitch, vpr, threadIdx.x + k * THREADS);
 
-			if (e < total) {
-				const uint4 *p = (const uint4 *)(src + (long)(e / vpr) * sp) + e % vpr;
-
-				v[k] = NC ? __ldg(p) : __ldcg(p);
-			} else {
-				v[k] = make_uint4(0, 0, 0, 0);
-			}
-		}
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const int e = base + k * THREADS;
-
-			acc.x ^= v[k].x;
-			acc.y ^= v[k].y;
-			acc.z ^= v[k].z;
-			acc.w ^= v[k].w;
-			if (dst && e < total)
-				*((uint4 *)(dst + (long)(e / vpr) * dp) + e % vpr) = v[k];
-			if (dst2 && e < total)
-				*((uint4 *)(dst2 + (long)(e / vpr) * dp) + e % vpr) = v[k];
-		}
+		v[k] = NC ? __ldg(p) : __ldcg(p);
 	}
 }
 
-/* reads nrows x rowb bytes, folds them into acc, writes nothing */
-template <bool NC>
-__device__ void take(const char *src, long sp, int nrows, int rowb, uint4 &acc)
+template <int K>
+__device__ __forceinline__ void fold(const uint4 (&v)[K], uint4 &acc)
 {
-	move<NC>(src, sp, nullptr, 0, nrows, rowb, acc);
+#pragma unroll
+	for (int k = 0; k < K; k++) {
+		acc.x ^= v[k].x;
+		acc.y ^= v[k].y;
+		acc.z ^= v[k].z;
+		acc.w ^= v[k].w;
+	}
+}
+
+template <int K>
+__device__ __forceinline__ void store(const uint4 (&v)[K], void *base, long pitch, int vpr,
+				      uint4 acc)
+{
+#pragma unroll
+	for (int k = 0; k < K; k++) {
+		uint4 o = v[k];
+
+		o.x ^= acc.x;
+		*(uint4 *)at(base, pitch, vpr, threadIdx.x + k * THREADS) = o;
+	}
 }
 
 /* every CTA arrives; all wait until k * gridDim.x have */
@@ -117,44 +117,74 @@ __global__ void __launch_bounds__(THREADS, 1) phases(struct bufs b, int mode)
 {
 	const int u = blockIdx.x;
 	const bool work = u < UNITS;
-	uint4 acc = make_uint4(u, 0, 0, 0);
+	uint4 acc = make_uint4(u, 0, 0, 0), up[16];
 	unsigned k = 0;
 
 	if ((mode & P1) && work) {
-		/* (token tile t of 128, block j): x tile 128 x 128, V_j 256 x
-		 * 128 in; z[j][t] 128 x 256 out (x's rows stand for it) */
+		/* (token tile t of 128, block j): V_j 256 x 128 and the x tile
+		 * 128 x 128 in (16 + 8 vectors a thread); z[j][t] 128 x 256
+		 * out (the x vectors twice) */
 		const int t = u / B, j = u % B;
-		const char *xs = (const char *)b.x + ((long)t * 128 * NIN + j * NB) * 2;
-		char *zd = (char *)b.z + ((long)j * N + t * 128) * R * 2;
+		uint4 vv[16], xv[8];
 
-		take<true>((const char *)b.v + (long)j * R * NB * 2, NB * 2, R, NB * 2, acc);
-		move<true>(xs, NIN * 2, zd, R * 2, 128, NB * 2, acc, zd + NB * 2);
+		load<16, true>(vv, (const char *)b.v + (long)j * R * NB * 2, NB * 2, NB / 8);
+		load<8, true>(xv, (const char *)b.x + ((long)t * 128 * NIN + j * NB) * 2, NIN * 2,
+			      NB / 8);
+		fold(vv, acc);
+		fold(xv, acc);
+		char *zd = (char *)b.z + ((long)j * N + t * 128) * R * 2;
+		store(xv, zd, R * 2, NB / 8, acc);
+		store(xv, zd + NB * 2, R * 2, NB / 8, acc);
 	}
+	/* stage 3's weights do not wait for the mixer: U_i in before the
+	 * barriers, as a dependent launch would prefetch it */
+	if ((mode & P3) && work)
+		load<16, true>(up, (const char *)b.u + (long)(u % B) * NB * R * 2, R * 2, R / 8);
 	if (mode & BARRIERS)
 		grid_barrier(b.count, ++k);
 	if ((mode & P2) && work) {
 		/* (token tile t of 64, rank slice c of 32): z[j][t][c] for
-		 * every j in, w[i][t][c] for every i out */
+		 * every j in, w[i][t][c] for every i out: 16 x 64 rows of 64
+		 * bytes, rows j * N + t * 64 + row of z's (b * N, r) */
 		const int t = u / 8, c = u % 8;
+		uint4 zv[16];
 
-		for (int j = 0; j < B; j++) {
-			const long off = ((long)j * N + t * 64) * R * 2 + c * 64;
+		/* rows e / 4 = j * 64 + row: pitch R * 2 within a block, N * R * 2 between */
+#pragma unroll
+		for (int q = 0; q < 16; q++) {
+			const int e = threadIdx.x + q * THREADS, row = e / 4, j = row / 64;
+			const long off = ((long)j * N + t * 64 + row % 64) * R * 2 + c * 64 + (e % 4) * 16;
 
-			move<false>((const char *)b.z + off, R * 2, (char *)b.w + off, R * 2, 64, 64,
-				    acc);
+			zv[q] = __ldcg((const uint4 *)((const char *)b.z + off));
+		}
+		fold(zv, acc);
+#pragma unroll
+		for (int q = 0; q < 16; q++) {
+			const int e = threadIdx.x + q * THREADS, row = e / 4, j = row / 64;
+			const long off = ((long)j * N + t * 64 + row % 64) * R * 2 + c * 64 + (e % 4) * 16;
+			uint4 o = zv[q];
+
+			o.x ^= acc.x;
+			*(uint4 *)((char *)b.w + off) = o;
 		}
 	}
 	if (mode & BARRIERS)
 		grid_barrier(b.count, ++k);
 	if ((mode & P3) && work) {
-		/* (token tile t of 128, block i): w[i][t] 128 x 256 and U_i
-		 * 128 x 256 in; y tile 128 x 128 out */
+		/* (token tile t of 128, block i): w[i][t] 128 x 256 in (16
+		 * vectors a thread), U_i folded; y tile 128 x 128 out */
 		const int t = u / B, i = u % B;
+		uint4 wv[16], yv[8];
 
-		take<true>((const char *)b.u + (long)i * NB * R * 2, R * 2, NB, R * 2, acc);
-		move<false>((const char *)b.w + ((long)i * N + t * 128) * R * 2, R * 2,
-			    (char *)b.y + ((long)t * 128 * NIN + i * NB) * 2, NIN * 2, 128, NB * 2,
-			    acc);
+		load<16, false>(wv, (const char *)b.w + ((long)i * N + t * 128) * R * 2, R * 2, R / 8);
+		fold(up, acc);
+#pragma unroll
+		for (int q = 0; q < 8; q++) {
+			yv[q] = wv[q];
+			yv[q].y ^= wv[q + 8].y;
+		}
+		fold(wv, acc);
+		store(yv, (char *)b.y + ((long)t * 128 * NIN + i * NB) * 2, NIN * 2, NB / 8, acc);
 	}
 	/* what was read reaches memory: one word a thread past y's end */
 	if (acc.x == 0x12345678u && acc.y == 0x9abcdef0u)
