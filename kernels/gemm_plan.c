@@ -315,11 +315,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "SPLIT_CLUSTER", 1);
 		if (t->persistent > 0)
 			rc |= kt_program_define(p, "PERSISTENT", 1);
-		/* B's first stages before the wait (the persistent walk
-		 * waits at entry) */
 		if (t->pdl)
-			rc |= kt_program_define(p, "KT_PDL", 1) |
-			      (t->persistent > 0 ? 0 : kt_program_define(p, "PDL_PREFETCH", 1));
+			rc |= kt_program_define(p, "KT_PDL", 1);
 		return rc | col_defines(t, p);
 	}
 	if (t->wgmma)

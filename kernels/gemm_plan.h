@@ -72,10 +72,9 @@ struct kt_gemm_tile {
 				 * (family.h): programmatic dependent launch,
 				 * gemm_tn_ws waits for the previous kernel in
 				 * kt_pdl_wait (sm_90a). gemm_tn (mma.sync,
-				 * sm_90+) and gemm_tn_ws without persistent
-				 * also -DPDL_PREFETCH=1: they load B's first
-				 * stages before that wait, so B must not be
-				 * the previous kernel's output;
+				 * sm_90+) also -DPDL_PREFETCH=1: it
+				 * loads B's first stages before that wait, so
+				 * B must not be the previous kernel's output;
 				 * a plan may clear the first launch's flag and
 				 * keep the program (it then lets its dependent
 				 * start early and waits for nothing) */

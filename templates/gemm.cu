@@ -27,12 +27,10 @@
  * c lands at c * k of its row, in 2-byte stores, so ldc and the batch
  * stride of C need no alignment; monarch's relayout variants write their
  * interleaved y this way at decode), KT_PDL with PDL_PREFETCH (gemm_tn on
- * the mma.sync path, sm_90, split-K too, and gemm_tn_ws without
- * PERSISTENT: launched as a programmatic dependent, it loads its first B
- * stages -- the ws kernel: its producer, into the ring's free stages,
- * after its barriers are set up -- then waits for the kernel before,
- * whose dependents it lets start at once; B must not be that kernel's
- * output).
+ * the mma.sync path, sm_90, split-K too: launched as a programmatic
+ * dependent, it loads its first B stages, then waits for the kernel
+ * before, whose dependents it lets start at once; B must not be that
+ * kernel's output).
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
@@ -798,14 +796,6 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 		kt_cluster_sync();
 	else
 		__syncthreads();
-#if defined(PDL_PREFETCH) && PDL_PREFETCH
-	/* -DPDL_PREFETCH=1 (with KT_PDL=1; the kernel entry does not wait):
-	 * every thread but the producer's waits here; the producer first
-	 * issues B's first stages (the weights, which the kernel before does
-	 * not write), then waits, then A's */
-	if (tid != 0)
-		kt_pdl_wait();
-#endif
 
 	if (wg == 0) {
 		/* producer */
@@ -813,20 +803,22 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			const unsigned rank = CM > 1 ? kt_cluster_ctarank() : 0;
-			const int nr = n0 + (int)rank * (BN / 2);
-			auto load_a = [&](int kt) {
-				const int s = kt % ST, kk = k0 + kt * BK;
+
+			kt_tmap_prefetch(tA);
+			kt_tmap_prefetch(tB);
+			for (int kt = 0; kt < KT; kt++) {
+				const int s = kt % ST;
 				const unsigned fb = full0 + s * 8;
+
+				if (kt >= ST)
+					kt_mbar_wait(empty0 + s * 8, ((kt / ST) - 1) & 1);
+				kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
+				const int kk = k0 + kt * BK, nr = n0 + (int)rank * (BN / 2);
 
 				if (zA == 2)
 					kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, a1, m0);
 				else
 					kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, m0, a2);
-			};
-			auto load_b = [&](int kt) {
-				const int s = kt % ST, kk = k0 + kt * BK;
-				const unsigned fb = full0 + s * 8;
-
 				if (CM > 1)
 					kt_tma_load_3d_mc(sB0 + s * B_STAGE + rank * (B_STAGE / 2), tB, fb,
 							  kk, zB == 2 ? b1 : nr, zB == 2 ? nr : b2,
@@ -835,29 +827,6 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, b1, n0);
 				else
 					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, n0, b2);
-			};
-			int kt = 0;
-
-			kt_tmap_prefetch(tA);
-			kt_tmap_prefetch(tB);
-#if defined(PDL_PREFETCH) && PDL_PREFETCH
-			/* the first ST stages are free: no empty waits */
-			for (; kt < ST && kt < KT; kt++) {
-				kt_mbar_arrive_tx(full0 + (kt % ST) * 8, A_STAGE + B_STAGE);
-				load_b(kt);
-			}
-			kt_pdl_wait();
-			for (int q = 0; q < kt; q++)
-				load_a(q);
-#endif
-			for (; kt < KT; kt++) {
-				const int s = kt % ST;
-
-				if (kt >= ST)
-					kt_mbar_wait(empty0 + s * 8, ((kt / ST) - 1) & 1);
-				kt_mbar_arrive_tx(full0 + s * 8, A_STAGE + B_STAGE);
-				load_a(kt);
-				load_b(kt);
 			}
 		}
 		if (SC) {	/* the consumers' two cluster barriers (below) */
@@ -1316,9 +1285,7 @@ extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KT_WS_CLU
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
 	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
 {
-#if !defined(PDL_PREFETCH) || !PDL_PREFETCH
-	kt_pdl_wait();	/* else in the body, after B's first stages */
-#endif
+	kt_pdl_wait();
 	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M,
 			     SPLIT_K, SPLIT_CLUSTER>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
 }
