@@ -37,7 +37,11 @@
  * S1(j), gives its slots back, issues S1(j+1) into the other accumulator,
  * and meanwhile stores G_j as bf16 with stmatrix.trans (nothing in flight
  * touches G_j). The ring must hold one j's chunks (KCH <= ST_RING; the host
- * check refuses less, the kernel traps).
+ * check refuses less, the kernel traps). Two S1 groups in flight (three
+ * accumulators) were slower, 21.4 -> 26.5 us at llama1b and 80 -> 112 at
+ * llama7b: the slots they hold are what the copies lack (16th session,
+ * bench/NOTES-linear.md). The j loop must then be unrolled over a fixed
+ * trip count, or ptxas serializes the wgmmas (C7514).
  *
  * z tiles: each warp stores and later reads only its own 16 token rows
  * (the rows wgmma's m64 layout gives it), so after the j loop a warp
