@@ -666,6 +666,13 @@ int job_list_compile(struct job_list *j)
 			continue;
 		}
 		ok++;
+		{
+			char what[200];
+
+			snprintf(what, sizeof(what), "%s %s %s", j->arch[k], j->progs[k].tpl,
+				 j->label[k]);
+			CU_ASSERT_FALSE(kt_test_wgmma_serialized(r->log, what));
+		}
 	}
 	printf("  %d/%d compiled\n", ok, j->n);
 	return ok;

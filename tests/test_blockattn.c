@@ -1684,7 +1684,7 @@ static void compile_for(const char *arch)
 	struct kt_target t;
 	struct jit_job *jobs;
 	int *job_prog;
-	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0;
+	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0, bwd_serialized = 0;
 	long nws = 0;		/* sm_90a: ws programs expected */
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
@@ -1831,6 +1831,28 @@ static void compile_for(const char *arch)
 				fprintf(stderr, " %s", jobs[i].prog->defines[k]);
 			fprintf(stderr, "\n%s\n%s\n", jobs[i].err_msg,
 				jobs[i].res.log ? jobs[i].res.log : "");
+		} else {
+			char what[400];
+			size_t w;
+
+			int bwd_ws = strcmp(jobs[i].prog->tpl, "blockattn_ws") == 0;
+
+			w = (size_t)snprintf(what, sizeof(what), "%s %s", arch, jobs[i].prog->tpl);
+			for (k = 0; k < jobs[i].prog->ndefines && w < sizeof(what); k++) {
+				w += (size_t)snprintf(what + w, sizeof(what) - w, " %s",
+						      jobs[i].prog->defines[k]);
+				bwd_ws &= strcmp(jobs[i].prog->defines[k], "BWD=0") != 0;
+			}
+			/* KNOWN (16th session): ptxas serializes the wgmmas of
+			 * every backward ws program (C7520, "compiler-inserted
+			 * WG.AR in divergent path"); counted, not failed, until
+			 * blockattn_ws.cu's backward is restructured. Everything
+			 * else must be clean. */
+			if (bwd_ws)
+				bwd_serialized += strstr(jobs[i].res.log ? jobs[i].res.log : "",
+							 "instructions are serialized") != NULL;
+			else
+				CU_ASSERT_FALSE(kt_test_wgmma_serialized(jobs[i].res.log, what));
 		}
 		/* the kernels its plans launch are in it */
 		for (k = 0; k < 2 && jobs[i].res.ok; k++) {
@@ -1853,6 +1875,9 @@ static void compile_for(const char *arch)
 	CU_ASSERT(njobs > 10);
 	CU_ASSERT_EQUAL(failed, 0);
 	CU_ASSERT_EQUAL(missing, 0);
+	if (bwd_serialized)
+		printf("  %s: %d backward ws programs with serialized wgmma (known, see above)\n",
+		       arch, bwd_serialized);
 	/* sm_90a: every ws program, nothing else */
 	if (t.arch_a)
 		CU_ASSERT_EQUAL(njobs, nws);

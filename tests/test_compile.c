@@ -13,8 +13,11 @@
  * every valid config of the development-suite shapes for sm_90a, what a
  * sweep on the H200 compiles, and for sm_90, sm_80 and sm_86 (the bench
  * script runs that on the 16-core machine). Every program must compile to a
- * non-empty CUBIN; registers and stack frame (spills) are read back from
- * the CUBIN's .nv.info attributes and reported. KTUNE_COMPILE_MATCH=TEXT
+ * non-empty CUBIN whose NVRTC log does not say that ptxas serialized its
+ * wgmma instructions (kt_test_wgmma_serialized; test_blast, test_monarch
+ * and test_blockattn check theirs too); registers and stack frame (spills)
+ * are read back from the CUBIN's .nv.info attributes and reported.
+ * KTUNE_COMPILE_MATCH=TEXT
  * keeps only the programs whose label (family, config key) holds TEXT, e.g.
  * to recompile what a whole-space run reported; KTUNE_COMPILE_SHARD=K/N
  * compiles only programs K, K + N, ... of the list (test_blast and
@@ -340,6 +343,12 @@ static void compile_and_check(void)
 			continue;
 		}
 		ok++;
+		{
+			char what[400];
+
+			snprintf(what, sizeof(what), "%s %s", items[i].arch, items[i].label);
+			CU_ASSERT_FALSE(kt_test_wgmma_serialized(r->log, what));
+		}
 		cubin_usage(r->cubin, r->cubin_len, &regs, &frame);
 		CU_ASSERT(regs > 0 && regs <= 255);
 		/* sm_86's opt-in limit (99 KiB): check() kept the rest out */
@@ -580,6 +589,35 @@ static void test_suite_filter_run(void)
 	free(old_match);
 }
 
+/* The check every compile suite makes on each program's NVRTC log. The
+ * C7514 line is NVRTC 13.0's, from a blast_s1tc.cu form with a runtime trip
+ * count and wait_group 1 (bench/NOTES-linear.md, 16th session). */
+static void test_wgmma_serialized(void)
+{
+	static const char clean[] =
+		"ptxas info    : (C7519) warpgroup.arrive is injected in around line 405 by compiler "
+		"to allow use of registers in GMMA in function 'fused_blast_s1tc'\n";
+	static const char bad[] =
+		"ptxas info    : (C7519) warpgroup.arrive is injected in around line 396 by compiler "
+		"to allow use of registers in GMMA in function 'fused_blast_s1tc'\n"
+		"ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+		"serialized due to non wgmma instructions reading accumulator registers of  a wgmma "
+		"between start and end of the pipeline stage in the function 'fused_blast_s1tc'\n";
+
+	CU_ASSERT_EQUAL(kt_test_wgmma_serialized(NULL, "none"), 0);
+	CU_ASSERT_EQUAL(kt_test_wgmma_serialized("", "empty"), 0);
+	CU_ASSERT_EQUAL(kt_test_wgmma_serialized(clean, "clean"), 0);
+	printf("\n  (a SERIALIZED line below is expected)\n");
+	CU_ASSERT_EQUAL(kt_test_wgmma_serialized(bad, "the C7514 log"), 1);
+	{	/* the log's last line, without its newline */
+		char tail[sizeof(bad)];
+		const char *l2 = strchr(bad, '\n') + 1;
+
+		snprintf(tail, sizeof(tail), "%.*s", (int)(strlen(l2) - 1), l2);
+		CU_ASSERT_EQUAL(kt_test_wgmma_serialized(tail, "no newline"), 1);
+	}
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -591,6 +629,7 @@ int main(void)
 	CU_add_test(s, "KTUNE_TEST_SUITE matches suite names, any case", test_suite_wanted);
 	CU_add_test(s, "KTUNE_TEST_SUITE runs only its suites, and fails on a name none has",
 		    test_suite_filter_run);
+	CU_add_test(s, "a log that says ptxas serialized wgmma is caught", test_wgmma_serialized);
 	s = CU_add_suite("compile (NVRTC)", NULL, NULL);
 	CU_add_test(s, "NVRTC compiles dense and lowrank", test_compile_space);
 	return kt_test_main();

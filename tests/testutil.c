@@ -284,3 +284,18 @@ int kt_test_main(void)
 	CU_cleanup_registry();
 	return failures ? 1 : 0;
 }
+
+int kt_test_wgmma_serialized(const char *log, const char *label)
+{
+	const char *hit = log ? strstr(log, "wgmma.mma_async instructions are serialized") : NULL;
+	const char *b, *e;
+
+	if (!hit)
+		return 0;
+	for (b = hit; b > log && b[-1] != '\n'; b--)
+		;
+	e = strchr(hit, '\n');
+	fprintf(stderr, "  SERIALIZED %s: %.*s\n", label ? label : "",
+		(int)(e ? e - b : (long)strlen(b)), b);
+	return 1;
+}
