@@ -64,7 +64,7 @@ int kt_test_write_file(const char *path, const void *data, size_t len);
 
 /* 1 when an NVRTC log (NULL: none) says ptxas serialized a kernel's wgmma
  * instructions ("Potential Performance Loss: wgmma.mma_async instructions
- * are serialized", C7510-C7515): the program still runs right, but its
+ * are serialized", C7514, C7520 and kin): the program still runs right, but its
  * warpgroup MMAs lose their overlap. The compile suites require that no
  * program of theirs does; the line goes to stderr with label. */
 int kt_test_wgmma_serialized(const char *log, const char *label);
