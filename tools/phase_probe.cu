@@ -293,7 +293,7 @@ int main(void)
 		{"the mixer's bytes (z in, w out)", P2, 0},
 		{"stage 3's bytes (w, U in, y out)", P3, 0},
 		{"two grid barriers, no bytes", BARRIERS, 0},
-		{"three phases, no barriers (races: a bound)", P1 | P2 | P3, 0},
+		{"three phases, no barriers (they race: no bound)", P1 | P2 | P3, 0},
 		{"three phases, two grid barriers", P1 | P2 | P3 | BARRIERS, 0},
 		{"three kernels, one a phase", P1 | P2 | P3, 1},
 	};
