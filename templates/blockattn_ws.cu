@@ -124,6 +124,20 @@ KT_DEV void put_pan(unsigned char *t, const float (&p)[NB][4], int r0, int lane)
 	}
 }
 
+/* An accumulator zeroed for the first wgmma of a group and pinned there, so
+ * that the zeroing moves stay above the wgmma fence that follows. With
+ * kt_wg_zero alone ptxas sinks them below the fence and injects a
+ * warpgroup.arrive of its own (C7519); in the backward that arrive sits in
+ * a divergent path (after put_acc's row tests) and ptxas then serializes
+ * every wgmma of the kernel (C7520: all 72 BWD programs of test_blockattn
+ * until this helper). */
+template <int N>
+KT_DEV void zero_acc(float (&d)[N][4])
+{
+	kt_wg_zero(d);
+	kt_wg_pin(d);
+}
+
 /* acc = S = A . B^T over HD (both K-major tiles): S = q k^T, dP = do v^T. */
 KT_DEV void mma_s(float (&acc)[NB][4], unsigned sa, unsigned sb)
 {
@@ -555,8 +569,8 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		float s[MI][NB][4], dp[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
 		/* S = q k^T, dP = do v^T */
-		kt_wg_zero(s[0]);
-		kt_wg_zero(dp[0]);
+		zero_acc(s[0]);
+		zero_acc(dp[0]);
 		kt_wg_fence();
 		mma_s(s[0], sq, sk);
 		mma_s(dp[0], sdo, sv);
@@ -593,7 +607,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		put_pan(gq + 2 * TILE, s[0], r0, lane);
 
 		/* dQ = dS k */
-		kt_wg_zero(acc[0]);
+		zero_acc(acc[0]);
 		mma_rx(acc[0], dp[0], sk);
 		kt_wg_commit();
 		kt_wg_wait<0>();
@@ -606,7 +620,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					lane);
 
 		/* dV = P^T do */
-		kt_wg_zero(acc[0]);
+		zero_acc(acc[0]);
 		kt_wg_fence();
 		mma_tt(acc[0], sv, sdo);
 		kt_wg_commit();
@@ -617,7 +631,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					  h, lane);
 
 		/* dK = dS^T q */
-		kt_wg_zero(acc[0]);
+		zero_acc(acc[0]);
 		kt_wg_fence();
 		mma_tt(acc[0], sk, sq);
 		kt_wg_commit();
@@ -659,7 +673,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE;
 		float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
-		kt_wg_zero(s[0]);
+		zero_acc(s[0]);
 		kt_wg_fence();
 		mma_s(s[0], sq, sk);
 		kt_wg_commit();
@@ -667,7 +681,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_pin(s[0]);
 		softmax_rows(s, inv, len, lane);
 
-		kt_wg_zero(acc[0]);
+		zero_acc(acc[0]);
 		mma_rx(acc[0], s[0], sv);
 		kt_wg_commit();
 		kt_wg_wait<0>();
