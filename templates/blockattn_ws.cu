@@ -126,11 +126,13 @@ KT_DEV void put_pan(unsigned char *t, const float (&p)[NB][4], int r0, int lane)
 
 /* An accumulator zeroed for the first wgmma of a group and pinned there, so
  * that the zeroing moves stay above the wgmma fence that follows. With
- * kt_wg_zero alone ptxas sinks them below the fence and injects a
- * warpgroup.arrive of its own (C7519); in the backward that arrive sits in
- * a divergent path (after put_acc's row tests) and ptxas then serializes
- * every wgmma of the kernel (C7520: all 72 BWD programs of test_blockattn
- * until this helper). */
+ * kt_wg_zero alone ptxas may sink them below the fence and inject a
+ * warpgroup.arrive of its own (C7519). It did so for the backward's S and
+ * dP, whose group opens each item: on the loop's path from put_acc's row
+ * tests that arrive is divergent, and ptxas then serialized every wgmma of
+ * the kernel (C7520: all 72 BWD programs of test_blockattn until this
+ * helper). Pinning the other accumulators as well changes nothing for
+ * ptxas's report and made head_dim 64 2% slower (17th session). */
 template <int N>
 KT_DEV void zero_acc(float (&d)[N][4])
 {
@@ -607,7 +609,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		put_pan(gq + 2 * TILE, s[0], r0, lane);
 
 		/* dQ = dS k */
-		zero_acc(acc[0]);
+		kt_wg_zero(acc[0]);
 		mma_rx(acc[0], dp[0], sk);
 		kt_wg_commit();
 		kt_wg_wait<0>();
@@ -620,7 +622,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					lane);
 
 		/* dV = P^T do */
-		zero_acc(acc[0]);
+		kt_wg_zero(acc[0]);
 		kt_wg_fence();
 		mma_tt(acc[0], sv, sdo);
 		kt_wg_commit();
@@ -631,7 +633,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					  h, lane);
 
 		/* dK = dS^T q */
-		zero_acc(acc[0]);
+		kt_wg_zero(acc[0]);
 		kt_wg_fence();
 		mma_tt(acc[0], sk, sq);
 		kt_wg_commit();
@@ -673,7 +675,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE;
 		float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
-		zero_acc(s[0]);
+		kt_wg_zero(s[0]);
 		kt_wg_fence();
 		mma_s(s[0], sq, sk);
 		kt_wg_commit();
@@ -681,7 +683,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_pin(s[0]);
 		softmax_rows(s, inv, len, lane);
 
-		zero_acc(acc[0]);
+		kt_wg_zero(acc[0]);
 		mma_rx(acc[0], s[0], sv);
 		kt_wg_commit();
 		kt_wg_wait<0>();
