@@ -124,20 +124,26 @@ KT_DEV void put_pan(unsigned char *t, const float (&p)[NB][4], int r0, int lane)
 	}
 }
 
-/* An accumulator zeroed for the first wgmma of a group and pinned there, so
- * that the zeroing moves stay above the wgmma fence that follows. With
- * kt_wg_zero alone ptxas may sink them below the fence and inject a
- * warpgroup.arrive of its own (C7519). It did so for the backward's S and
- * dP, whose group opens each item: on the loop's path from put_acc's row
- * tests that arrive is divergent, and ptxas then serialized every wgmma of
- * the kernel (C7520: all 72 BWD programs of test_blockattn until this
- * helper). Pinning the other accumulators as well changes nothing for
- * ptxas's report and made head_dim 64 2% slower (17th session). */
-template <int N>
+/* An accumulator zeroed for the first wgmma of a group; with PIN also
+ * pinned there, so that the zeroing moves stay above the wgmma fence that
+ * follows. With kt_wg_zero alone ptxas sinks the backward's S and dP zeros
+ * (the group that opens each item) below the fence and injects a
+ * warpgroup.arrive of its own (C7519); on the loop's path from put_acc's
+ * row tests that arrive is divergent, and ptxas then serializes every wgmma
+ * of the kernel (C7520). The backward pins them at head_dim 128 only. On
+ * the H200 (17th session, bench/NOTES-attention.md) the unserialized form
+ * was 1.6% faster there (ads_d128_L256, its tuned winner's config: 501.4
+ * -> 493.5 us), but the tuned best of the same shape at head_dim 64 was
+ * 1.6% slower (262.5 -> 266.7 us), so the serialized form stays at 64
+ * (test_blockattn lets those programs through and counts them). Pinning
+ * dQ, dV and dK too changed nothing in ptxas's report and was slower at
+ * head_dim 128 (497.6 us). */
+template <bool PIN, int N>
 KT_DEV void zero_acc(float (&d)[N][4])
 {
 	kt_wg_zero(d);
-	kt_wg_pin(d);
+	if (PIN)
+		kt_wg_pin(d);
 }
 
 /* acc = S = A . B^T over HD (both K-major tiles): S = q k^T, dP = do v^T. */
@@ -571,8 +577,8 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		float s[MI][NB][4], dp[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
 		/* S = q k^T, dP = do v^T */
-		zero_acc(s[0]);
-		zero_acc(dp[0]);
+		zero_acc<HD == 128>(s[0]);
+		zero_acc<HD == 128>(dp[0]);
 		kt_wg_fence();
 		mma_s(s[0], sq, sk);
 		mma_s(dp[0], sdo, sv);

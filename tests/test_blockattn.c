@@ -1684,7 +1684,7 @@ static void compile_for(const char *arch)
 	struct kt_target t;
 	struct jit_job *jobs;
 	int *job_prog;
-	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0;
+	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0, kept_serial = 0;
 	long nws = 0;		/* sm_90a: ws programs expected */
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
@@ -1834,15 +1834,24 @@ static void compile_for(const char *arch)
 		} else {
 			char what[400];
 			size_t w;
+			int bwd = 0, d64 = 0;
 
 			w = (size_t)snprintf(what, sizeof(what), "%s %s", arch, jobs[i].prog->tpl);
-			for (k = 0; k < jobs[i].prog->ndefines && w < sizeof(what); k++)
-				w += (size_t)snprintf(what + w, sizeof(what) - w, " %s",
-						      jobs[i].prog->defines[k]);
-			/* no program may have its wgmmas serialized by ptxas
-			 * (until the 17th session every backward ws program
-			 * was: C7520, see zero_acc in blockattn_ws.cu) */
-			CU_ASSERT_FALSE(kt_test_wgmma_serialized(jobs[i].res.log, what));
+			for (k = 0; k < jobs[i].prog->ndefines && w < sizeof(what); k++) {
+				const char *def = jobs[i].prog->defines[k];
+
+				w += (size_t)snprintf(what + w, sizeof(what) - w, " %s", def);
+				bwd |= strcmp(def, "BWD=1") == 0;
+				d64 |= strcmp(def, "HD=64") == 0;
+			}
+			/* No program may have its wgmmas serialized by ptxas, but
+			 * the backward ws ones at head_dim 64: there the
+			 * serialized form was measured faster and is kept (see
+			 * zero_acc in blockattn_ws.cu); counted. */
+			if (bwd && d64 && strcmp(jobs[i].prog->tpl, "blockattn_ws") == 0)
+				kept_serial += kt_test_wgmma_serialized(jobs[i].res.log, what);
+			else
+				CU_ASSERT_FALSE(kt_test_wgmma_serialized(jobs[i].res.log, what));
 		}
 		/* the kernels its plans launch are in it */
 		for (k = 0; k < 2 && jobs[i].res.ok; k++) {
@@ -1865,6 +1874,9 @@ static void compile_for(const char *arch)
 	CU_ASSERT(njobs > 10);
 	CU_ASSERT_EQUAL(failed, 0);
 	CU_ASSERT_EQUAL(missing, 0);
+	if (kept_serial)
+		printf("  %s: %d backward ws programs at head_dim 64 with serialized wgmma (kept: "
+		       "measured faster; blockattn_ws.cu, zero_acc)\n", arch, kept_serial);
 	/* sm_90a: every ws program, nothing else */
 	if (t.arch_a)
 		CU_ASSERT_EQUAL(njobs, nws);
