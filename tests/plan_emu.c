@@ -638,6 +638,28 @@ int job_list_compile(struct job_list *j)
 
 	CU_ASSERT_PTR_NULL_FATAL(j->jobs);
 	{
+		const char *only;
+		int has = kt_test_compile_arch(&only), m = 0;
+
+		CU_ASSERT(has >= 0);
+		for (k = 0; has != 0 && k < j->n; k++) {
+			if (has < 0 || strcmp(j->arch[k], only) != 0)
+				continue;
+			if (m != k) {
+				j->progs[m] = j->progs[k];
+				memcpy(j->arch[m], j->arch[k], sizeof(j->arch[m]));
+				memcpy(j->label[m], j->label[k], sizeof(j->label[m]));
+			}
+			m++;
+		}
+		if (has != 0) {
+			if (has > 0)
+				printf("\n  KTUNE_COMPILE_ARCH=%s: %d of %d programs", only, m, j->n);
+			j->n = m;
+			j->sharded = 1;
+		}
+	}
+	{
 		int first, step;
 
 		if (job_shard(j->n, &first, &step) != 0) {

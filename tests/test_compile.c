@@ -21,7 +21,10 @@
  * keeps only the programs whose label (family, config key) holds TEXT, e.g.
  * to recompile what a whole-space run reported; KTUNE_COMPILE_SHARD=K/N
  * compiles only programs K, K + N, ... of the list (test_blast and
- * test_monarch take it too), so N calls of a time-limited machine cover it.
+ * test_monarch take it too), so N calls of a time-limited machine cover it;
+ * KTUNE_COMPILE_ARCH=sm_90a (or sm_80, sm_86, sm_90) keeps only that
+ * target's programs (test_blast and test_monarch too), e.g. the whole wgmma
+ * space for the serialization check alone.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -313,7 +316,7 @@ static void compile_and_check(void)
 {
 	struct jit_job *jobs = calloc((size_t)nitems, sizeof(*jobs));
 	int i, ok = 0, spills = 0, reported = 0, maxregs = 0, ws_items = 0;
-	int first, step, has;
+	int first, step, has, part = 0;
 	struct kt_target t86;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
@@ -321,9 +324,25 @@ static void compile_and_check(void)
 		t86.smem_optin = 0;	/* then every sm_86 program fails below */
 	CU_ASSERT_EQUAL(ws_reg_cap(384), 168);	/* producer + 2 consumers */
 	CU_ASSERT_EQUAL(ws_reg_cap(256), 255);
+	{
+		const char *only;
+		int a = kt_test_compile_arch(&only), m = 0;
+
+		CU_ASSERT(a >= 0);
+		for (i = 0; a != 0 && i < nitems; i++)
+			if (a > 0 && strcmp(items[i].arch, only) == 0)
+				items[m++] = items[i];
+		if (a != 0) {
+			if (a > 0)
+				printf("\n  KTUNE_COMPILE_ARCH=%s: %d of %d programs", only, m, nitems);
+			nitems = m;
+			part = 1;	/* a part of the whole, as a shard is */
+		}
+	}
 	has = job_shard(nitems, &first, &step);
 	if (has != 0)
 		nitems = shard_keep(items, sizeof(items[0]), nitems, first, step);
+	has |= part;
 	for (i = 0; i < nitems; i++) {
 		jobs[i].prog = &items[i].prog;
 		jobs[i].arch = items[i].arch;
@@ -544,6 +563,37 @@ static void test_shard_parse(void)
 	}
 }
 
+/* KTUNE_COMPILE_ARCH's reader: one of the four targets, exactly, or nothing. */
+static void test_compile_arch(void)
+{
+	static const char *const bad[] = {"sm_90A", "sm_9", "sm_90a ", "sm_100a", "all"};
+	const char *old = getenv("KTUNE_COMPILE_ARCH"), *a = "x";
+	char *keep = old ? strdup(old) : NULL;
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_COMPILE_ARCH", "sm_90a", 1), 0);
+	CU_ASSERT_EQUAL(kt_test_compile_arch(&a), 1);
+	CU_ASSERT(a && strcmp(a, "sm_90a") == 0);
+	CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_COMPILE_ARCH", "sm_86", 1), 0);
+	CU_ASSERT_EQUAL(kt_test_compile_arch(&a), 1);
+	CU_ASSERT(a && strcmp(a, "sm_86") == 0);
+	CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_COMPILE_ARCH", "", 1), 0);
+	CU_ASSERT_EQUAL(kt_test_compile_arch(&a), 0);
+	CU_ASSERT_PTR_NULL(a);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		a = "x";
+		CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_COMPILE_ARCH", bad[i], 1), 0);
+		CU_ASSERT_EQUAL(kt_test_compile_arch(&a), -1);
+		CU_ASSERT_PTR_NULL(a);
+	}
+	unsetenv("KTUNE_COMPILE_ARCH");
+	CU_ASSERT_EQUAL(kt_test_compile_arch(&a), 0);
+	if (keep) {
+		CU_ASSERT_EQUAL(setenv("KTUNE_COMPILE_ARCH", keep, 1), 0);
+		free(keep);
+	}
+}
+
 static void test_suite_wanted(void)
 {
 	CU_ASSERT(kt_test_suite_wanted("monarch (NVRTC)", "nvrtc"));
@@ -626,6 +676,7 @@ int main(void)
 		return 2;
 	s = CU_add_suite("testutil (shards, suite filter)", NULL, NULL);
 	CU_add_test(s, "KTUNE_COMPILE_SHARD K/N parses, and refuses what is not", test_shard_parse);
+	CU_add_test(s, "KTUNE_COMPILE_ARCH names one target, or is refused", test_compile_arch);
 	CU_add_test(s, "KTUNE_TEST_SUITE matches suite names, any case", test_suite_wanted);
 	CU_add_test(s, "KTUNE_TEST_SUITE runs only its suites, and fails on a name none has",
 		    test_suite_filter_run);

@@ -107,6 +107,24 @@ int kt_test_shard(int *k, int *n)
 	return v && *v ? 1 : 0;
 }
 
+int kt_test_compile_arch(const char **arch)
+{
+	static const char *const known[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
+	const char *v = getenv("KTUNE_COMPILE_ARCH");
+	size_t i;
+
+	*arch = NULL;
+	if (!v || !*v)
+		return 0;
+	for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(v, known[i]) == 0) {
+			*arch = known[i];
+			return 1;
+		}
+	fprintf(stderr, "  KTUNE_COMPILE_ARCH: want sm_80, sm_86, sm_90 or sm_90a, not \"%.40s\"\n", v);
+	return -1;
+}
+
 int kt_test_write_file(const char *path, const void *data, size_t len)
 {
 	FILE *f = fopen(path, "wb");

@@ -59,6 +59,13 @@ int kt_test_shard_parse(const char *text, int *k, int *n, char *why, size_t whyl
  * 0 when none, -1 (printed to stderr) when its value is bad. */
 int kt_test_shard(int *k, int *n);
 
+/* KTUNE_COMPILE_ARCH=T (sm_80, sm_86, sm_90 or sm_90a): the compile
+ * suites keep only target T's programs, e.g. the whole wgmma space alone
+ * (counts over what is left say nothing of the whole, as with a shard).
+ * Returns 1 with *arch set, 0 when unset or empty, -1 with a line on stderr
+ * for any other name. */
+int kt_test_compile_arch(const char **arch);
+
 /* Writes len bytes to path; 0 on success. */
 int kt_test_write_file(const char *path, const void *data, size_t len);
 
