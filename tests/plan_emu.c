@@ -642,8 +642,8 @@ int job_list_compile(struct job_list *j)
 		int has = kt_test_compile_arch(&only), m = 0;
 
 		CU_ASSERT(has >= 0);
-		for (k = 0; has != 0 && k < j->n; k++) {
-			if (has < 0 || strcmp(j->arch[k], only) != 0)
+		for (k = 0; has > 0 && k < j->n; k++) {	/* bad (-1): nothing stays */
+			if (strcmp(j->arch[k], only) != 0)
 				continue;
 			if (m != k) {
 				j->progs[m] = j->progs[k];

@@ -329,8 +329,8 @@ static void compile_and_check(void)
 		int a = kt_test_compile_arch(&only), m = 0;
 
 		CU_ASSERT(a >= 0);
-		for (i = 0; a != 0 && i < nitems; i++)
-			if (a > 0 && strcmp(items[i].arch, only) == 0)
+		for (i = 0; a > 0 && i < nitems; i++)	/* bad (-1): nothing stays */
+			if (strcmp(items[i].arch, only) == 0)
 				items[m++] = items[i];
 		if (a != 0) {
 			if (a > 0)
