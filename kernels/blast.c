@@ -142,7 +142,7 @@ enum { V_NAIVE, V_NAIVE_WGMMA, V_NAIVE_WS, V_MIX_FUSED, V_MIX_FUSED_WS, V_TCMIX,
 enum { B_X, B_U, B_V, B_S, B_Y, B_Z32, B_W32, B_W, B_S32, B_Z };
 #define B_ST B_S32	/* tcmix: the slot of S32 holds St instead */
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PERSIST,
-       P_CTA_BLOCKS, P_FUSED_M, P_RING, P_PDL };
+       P_CTA_BLOCKS, P_FUSED_M, P_RING, P_PDL, P_L2 };
 
 #define NPROBLEM_BUFS 7
 #define ELEM_THREADS 256
@@ -208,6 +208,12 @@ static const struct kt_param params[] = {
 	{"PDL", 2, {0, 1}, 1u << V_TCMIX,
 	 "tcmix (sm_90+): 1 the mixer and stage 3 are programmatic dependent launches (stage "
 	 "3 loading its first U stages while the mixer finishes), 0 plain launches",
+	 1, 0},
+	/* optional: keys from before it mean no hints */
+	{"L2", 9, {0, 1, 2, 3, 4, 7, 8, 11, 15}, 1u << V_TCMIX_WS,
+	 "tcmix_ws: L2 residency of z and w (bits): 1 the mixer discards z's lines once read, "
+	 "2 stage 3 discards w's (one out/blocks tile: BLOCK_N >= out/blocks), 4 x, V and U "
+	 "loads evict_first, 8 z and w stores evict_last; rank a multiple of 64 for 1 and 2",
 	 1, 0},
 };
 
@@ -275,6 +281,15 @@ static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 		/* its three kernels overlap each other's launch and tail
 		 * (tcmix_fused: s1 is not a GEMM; its fused kernel and stage 3) */
 		s1->pdl = s3->pdl = 1;
+	}
+	/* tcmix_ws's L2 bits as gemm.cu's L2_HINT: stage 1 streams x (A) and
+	 * V (B) and stores z (C); stage 3 streams U (B) and reads w (A), whose
+	 * lines it may discard; the mixer's bits are mix_l2() */
+	if (c->variant == V_TCMIX_WS) {
+		long l2 = c->p[P_L2];
+
+		s1->l2 = (l2 & 4 ? 1 | 2 : 0) | (l2 & 8 ? 4 : 0);
+		s3->l2 = (l2 & 4 ? 2 : 0) | (l2 & 2 ? 8 : 0);
 	}
 	/* tcmix's PDL: gemm.cu's PDL prologue in both stages (V and U are
 	 * nobody's output); blast_plan leaves stage 1, the first launch
@@ -481,6 +496,14 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (is_tc(c->variant) && TP_SMEM > tgt->smem_optin)
 		return WHY("tcmix: the mixer needs %d B of shared memory, target allows %d", TP_SMEM,
 			   tgt->smem_optin);
+	if (c->p[P_L2] < 0 || c->p[P_L2] > 15 || (c->p[P_L2] && c->variant != V_TCMIX_WS))
+		return WHY("L2=%ld: bits 0-15, tcmix_ws only", c->p[P_L2]);
+	if (c->p[P_L2] & 3 && r % 64)
+		return WHY("L2=%ld: discarding z or w needs rank=%ld a multiple of 64 (whole "
+			   "128-byte lines)", c->p[P_L2], r);
+	if (c->p[P_L2] & 2 && c->p[P_BN] < m / b)
+		return WHY("L2=%ld: stage 3 discards w only when one CTA reads each line "
+			   "(BLOCK_N=%ld < out/blocks=%ld)", c->p[P_L2], c->p[P_BN], m / b);
 	tiles_of(c, tgt, &s1, &s3);
 	if (c->variant == V_TCMIX_FUSED) {
 		if (s1tc_check(s, c, tgt, why, whylen))
@@ -813,6 +836,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		rc |= kt_program_define(&out->programs[pm], "MIX_TC", 1);
 	if (s1.pdl)	/* the mixer waits like the GEMM stages around it */
 		rc |= kt_program_define(&out->programs[pm], "KT_PDL", 1);
+	if (c->variant == V_TCMIX_WS && c->p[P_L2] & (1 | 8))	/* blast.cu's MIX_L2 */
+		rc |= kt_program_define(&out->programs[pm], "MIX_L2", c->p[P_L2] & (1 | 8));
 	if (pg3 != 0) {
 		out->programs[pg3].tpl = "gemm";
 		rc |= kt_gemm_defines(&s3, &out->programs[pg3]);

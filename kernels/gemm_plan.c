@@ -317,6 +317,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "PERSISTENT", 1);
 		if (t->pdl)
 			rc |= kt_program_define(p, "KT_PDL", 1);
+		if (t->l2)
+			rc |= kt_program_define(p, "L2_HINT", t->l2);
 		return rc | col_defines(t, p);
 	}
 	if (t->wgmma)
@@ -455,6 +457,11 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	kt_launch_arg_i32(out, zB);
 	if (t->persistent > 0)	/* the kernel's walk: gridDim.z is 1 */
 		kt_launch_arg_i32(out, batch);
+	if (t->l2 & 8) {	/* A's lines, which its consumers discard */
+		kt_launch_arg_buf(out, bufA);
+		kt_launch_arg_i64(out, lda);
+		kt_launch_arg_i64(out, sA);
+	}
 }
 
 void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,

@@ -315,6 +315,16 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  */
 #include "common.cuh"
 
+/* MIX_L2 (bits, kernels/blast.c's L2 parameter; 0 leaves the code as it
+ * was): 1 the mixer drops z's L2 lines of a tile once the tile has landed
+ * in shared memory (z is dead then: each line is read by one CTA, once), so
+ * that stage 1's dirty lines are never written back and w takes their
+ * room; needs r % 64 == 0 (a rank tile's row is one 128-byte line); 8 w's
+ * stores under evict_last (stage 3 reads them next). */
+#ifndef MIX_L2
+#define MIX_L2 0
+#endif
+
 static_assert(MIX_B <= 16, "tcmix pads the blocks to one 16 x 16 tile");
 constexpr int TC_R = 64, TP_T = 8, TP_P = TC_R * 2 + 16, TP_ZS = TP_T * TP_P + 32;
 constexpr int TP_TILE = 16 * TP_ZS;	/* one tile: 16 slots */
@@ -365,6 +375,9 @@ __device__ __forceinline__ void tp_issue(unsigned sz, const __nv_bfloat16 *z, i6
 __device__ __forceinline__ void tp_store(unsigned sz, __nv_bfloat16 *w, i64 plane, int N, int r,
 					 int t0, int c0, int tid)
 {
+#if MIX_L2 & 8
+	const unsigned long long pol = kt_l2_evict_last();
+#endif
 	for (int e = tid; e < MIX_B * TP_T * 8; e += 128) {
 		const int ch = e & 7, tl = (e >> 3) % TP_T, i = e / (8 * TP_T);
 		const int t = t0 + tl, c = c0 + ch * 8;
@@ -376,7 +389,11 @@ __device__ __forceinline__ void tp_store(unsigned sz, __nv_bfloat16 *w, i64 plan
 			     : "=r"(o.x), "=r"(o.y), "=r"(o.z), "=r"(o.w)
 			     : "r"(sz + i * TP_ZS + tl * TP_P + ch * 16)
 			     : "memory");
+#if MIX_L2 & 8
+		kt_st16_hint(w + i * plane + (i64)t * r + c, o, pol);
+#else
 		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = o;
+#endif
 	}
 }
 
@@ -555,6 +572,18 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 		if (rt != a.rt)	/* more rank tiles than CTAs */
 			load_af(c0);
 		tp_walk(s0, z, plane, N, r, c0, tid, a.y, a.gy, [&](unsigned sz, int tt) {
+#if MIX_L2 & 1
+			{
+				/* the tile is in for every thread: thread (j, token)
+				 * drops its 128-byte line of z */
+				const int j = tid / TP_T, t = tt * TP_T + tid % TP_T;
+
+				static_assert(16 * TP_T == 128 && TC_R * 2 == 128,
+					      "one z line a thread per tile");
+				if (j < MIX_B && t < N && c0 + TC_R <= r)
+					kt_l2_discard(z + j * plane + (i64)t * r + c0);
+			}
+#endif
 			tp_mix_chunk(sz, af[0], warp * 2, lane);
 			tp_mix_chunk(sz, af[1], warp * 2 + 1, lane);
 			__syncthreads();

@@ -88,6 +88,26 @@
 #if COLSTEP > 1 && (COLGRP || defined(WS) || (defined(SPLIT_K) && SPLIT_K > 1))
 #error "gemm.cu -DCOLSTEP: gemm_tn only (not -DWS=1), without COLGRP or split-K"
 #endif
+/*
+ * L2_HINT (ws kernels, bits; 0 leaves the code as it was): 1 A's TMA loads
+ * evict_first, 2 B's; 4 the staged epilogue's stores of C evict_last (an
+ * intermediate the next kernel reads); 8 each consumer discards the L2
+ * lines of its A rows once a k-chunk has landed (A an intermediate that no
+ * other CTA reads: the caller's promise, one N tile; the kernel then takes
+ * three more arguments, A's base, row stride and batch stride in elements,
+ * and discards only whole 64-column lines, so K, the row and the batch
+ * stride must be multiples of 64 and A 128-byte aligned). common.cuh says
+ * what the policies and the discard do.
+ */
+#ifndef L2_HINT
+#define L2_HINT 0
+#endif
+#if L2_HINT && !defined(WS)
+#error "gemm.cu -DL2_HINT: the ws kernels only (-DWS=1)"
+#endif
+#if (L2_HINT & 8) && ((defined(SPLIT_K) && SPLIT_K > 1) || (defined(CLUSTER_M) && CLUSTER_M > 1))
+#error "gemm.cu -DL2_HINT=8: one CTA per tile's rows, no split-K or clusters"
+#endif
 
 namespace ktg {
 
@@ -720,6 +740,48 @@ KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
 		m0 += (int)kt_cluster_ctarank() * BM;
 }
 
+/* A's or B's box (WHICH 1 or 2) into the ring: with L2_HINT's bit WHICH
+ * set, under the evict_first policy pol. */
+template <int WHICH>
+KT_DEV void ws_load(unsigned dst, const kt_tmap_t *m, unsigned bar, int c0, int c1, int c2,
+		    unsigned long long pol)
+{
+#if L2_HINT & 3
+	if (L2_HINT & WHICH) {
+		kt_tma_load_3d_hint(dst, m, bar, c0, c1, c2, pol);
+		return;
+	}
+#endif
+	(void)pol;
+	kt_tma_load_3d(dst, m, bar, c0, c1, c2);
+}
+
+/* A 16-byte chunk of the staged epilogue into C: with L2_HINT bit 4, under
+ * the evict_last policy pol. */
+KT_DEV void ws_store16(__nv_bfloat16 *p, uint4 v, unsigned long long pol)
+{
+#if L2_HINT & 4
+	kt_st16_hint(p, v, pol);
+#else
+	(void)pol;
+	*reinterpret_cast<uint4 *>(p) = v;
+#endif
+}
+
+/* L2_HINT bit 8: consumer thread t (of RW rows) drops the L2 line of its A
+ * row of k-chunk kk, batch z, once the chunk has landed (A is read by this
+ * CTA alone; rows past M and a chunk past K are left). */
+KT_DEV void ws_discard_a(const __nv_bfloat16 *Ad, long long ldAd, long long sAd, int z, int row,
+			 int M, int kk, int K)
+{
+#if L2_HINT & 8
+	if (row < M && kk + 64 <= K)
+		kt_l2_discard(Ad + (long long)z * sAd + (long long)row * ldAd + kk);
+#else
+	(void)Ad, (void)ldAd, (void)sAd, (void)z, (void)row, (void)M, (void)kk, (void)K;
+#endif
+}
+
 /* A consumer warpgroup's ring chunk q (stage q % ST): waits for it to land,
  * issues its BK/16 x MW wgmmas (rows c*RW.. of the A stage) as one group
  * and waits until the previous chunk's group has retired, so the caller
@@ -751,7 +813,8 @@ KT_DEV void ws_mma_chunk(float (&acc)[MW][1][BN / 8][4], unsigned sA0, unsigned 
 
 template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1, int SK = 1, int SC = 0>
 KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, int M, int N,
-			    int K, long long ldc, long long sC, int zA, int zB)
+			    int K, long long ldc, long long sC, int zA, int zB,
+			    const __nv_bfloat16 *Ad = nullptr, long long ldAd = 0, long long sAd = 0)
 {
 	const int BK = 64, RW = BM / CONS, MW = RW / 64;
 	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
@@ -803,6 +866,11 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			const unsigned rank = CM > 1 ? kt_cluster_ctarank() : 0;
+#if L2_HINT & 3
+			const unsigned long long pol = kt_l2_evict_first();
+#else
+			const unsigned long long pol = 0;
+#endif
 
 			kt_tmap_prefetch(tA);
 			kt_tmap_prefetch(tB);
@@ -816,17 +884,17 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 				const int kk = k0 + kt * BK, nr = n0 + (int)rank * (BN / 2);
 
 				if (zA == 2)
-					kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, a1, m0);
+					ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, a1, m0, pol);
 				else
-					kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, m0, a2);
+					ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, m0, a2, pol);
 				if (CM > 1)
 					kt_tma_load_3d_mc(sB0 + s * B_STAGE + rank * (B_STAGE / 2), tB, fb,
 							  kk, zB == 2 ? b1 : nr, zB == 2 ? nr : b2,
 							  (unsigned short)3);
 				else if (zB == 2)
-					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, b1, n0);
+					ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, b1, n0, pol);
 				else
-					kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, n0, b2);
+					ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, n0, b2, pol);
 			}
 		}
 		if (SC) {	/* the consumers' two cluster barriers (below) */
@@ -850,6 +918,9 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 					acc[mw][0][j][q] = 0.f;
 		for (int kt = 0; kt < KT; kt++) {
 			ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, kt, c);
+			if ((L2_HINT & 8) && zA != 2 && (tid & 127) < RW)
+				ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + (tid & 127),
+					     M, k0 + kt * BK, K);
 			/* k-tile kt-1 has retired: its stage may be refilled */
 			if (kt > 0 && lane == 0) {
 				const unsigned eb = empty0 + ((kt - 1) % ST) * 8;
@@ -940,6 +1011,11 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			 * rows a warp writes land in distinct banks) */
 			const int PITCH = BN * 2 + 16, CH = BN / 8, t = tid & 127;
 			const unsigned st0 = base + c * RW * PITCH;
+#if L2_HINT & 4
+			const unsigned long long cpol = kt_l2_evict_last();
+#else
+			const unsigned long long cpol = 0;
+#endif
 
 			kt_fence_proxy_async();
 			kt_bar_sync(1, CONS * 128);	/* every consumer's wgmmas retired */
@@ -968,7 +1044,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 					     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 					     : "r"(st0 + r * PITCH + ch * 16));
 				if (gr < M && gc < N)
-					*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + KT_COL(gc)) = v;
+					ws_store16(C + (long long)gr * ldc + KT_COL(gc), v, cpol);
 			}
 		}
 	}
@@ -1027,7 +1103,8 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 template <int BM, int BN, int ST, int CONS, int GM, int EPI>
 KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv,
 				       int M, int N, int K, long long ldc, long long sC, int zA,
-				       int zB, int nbatch)
+				       int zB, int nbatch, const __nv_bfloat16 *Ad = nullptr,
+				       long long ldAd = 0, long long sAd = 0)
 {
 	const int BK = 64, RW = BM / CONS, MW = RW / 64;
 	/* EPI 1 stages SW columns at a time: rows of SW * 2 bytes, 16-byte
@@ -1064,6 +1141,11 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			int it = 0;
+#if L2_HINT & 3
+			const unsigned long long pol = kt_l2_evict_first();
+#else
+			const unsigned long long pol = 0;
+#endif
 
 			kt_tmap_prefetch(tA);
 			kt_tmap_prefetch(tB);
@@ -1084,13 +1166,13 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 						kt_mbar_wait(empty0 + s * 8, ((it / ST) - 1) & 1);
 					kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
 					if (zA == 2)
-						kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, a1, m0);
+						ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, a1, m0, pol);
 					else
-						kt_tma_load_3d(sA0 + s * A_STAGE, tA, fb, kk, m0, a2);
+						ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, m0, a2, pol);
 					if (zB == 2)
-						kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, b1, n0);
+						ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, b1, n0, pol);
 					else
-						kt_tma_load_3d(sB0 + s * B_STAGE, tB, fb, kk, n0, b2);
+						ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, n0, b2, pol);
 				}
 			}
 		}
@@ -1100,6 +1182,11 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 			asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 		const int c = wg - 1, t = tid & 127;
 		const unsigned st0 = epi0 + c * RW * SW * 2;
+#if L2_HINT & 4
+		const unsigned long long cpol = kt_l2_evict_last();
+#else
+		const unsigned long long cpol = 0;
+#endif
 		float acc[MW][1][BN / 8][4];
 		int it = 0;
 
@@ -1118,6 +1205,9 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 						acc[mw][0][j][q] = 0.f;
 			for (int kt = 0; kt < KT; kt++, it++) {
 				ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, it, c);
+				if ((L2_HINT & 8) && zA != 2 && t < RW)
+					ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + t, M,
+						     kt * BK, K);
 				/* chunk it-1 has retired: its stage may be refilled */
 				if (kt > 0 && lane == 0)
 					kt_mbar_arrive(empty0 + ((it - 1) % ST) * 8);
@@ -1168,7 +1258,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 							     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 							     : "r"(st0 + r * (SW * 2) + ((ch ^ (r & 7)) << 4)));
 						if (gr < M && gc < N)
-							*reinterpret_cast<uint4 *>(C + (long long)gr * ldc + KT_COL(gc)) = v;
+							ws_store16(C + (long long)gr * ldc + KT_COL(gc), v, cpol);
 					}
 				}
 			}
@@ -1274,20 +1364,36 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
  * staging area, before the barriers). */
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
-	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB, int batch)
+	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB, int batch
+#if L2_HINT & 8
+	   , const __nv_bfloat16 *Ad, long long ldAd, long long sAd
+#endif
+)
 {
 	kt_pdl_wait();
 	ktg::gemm_tn_ws_persistent_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE>(
-		&tA, &tB, C, M, N, K, ldc, sC, zA, zB, batch);
+		&tA, &tB, C, M, N, K, ldc, sC, zA, zB, batch
+#if L2_HINT & 8
+		, Ad, ldAd, sAd
+#endif
+	);
 }
 #else
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KT_WS_CLUSTER
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
-	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
+	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB
+#if L2_HINT & 8
+	   , const __nv_bfloat16 *Ad, long long ldAd, long long sAd
+#endif
+)
 {
 	kt_pdl_wait();
 	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M,
-			     SPLIT_K, SPLIT_CLUSTER>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
+			     SPLIT_K, SPLIT_CLUSTER>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB
+#if L2_HINT & 8
+						     , Ad, ldAd, sAd
+#endif
+	);
 }
 #endif /* PERSISTENT */
 #else
