@@ -1448,10 +1448,13 @@ static int space_one(const struct kt_config *c, void *arg)
 			if (l->args[a].kind == KT_ARG_BUF)
 				bad |= l->args[a].buf < 0 || l->args[a].buf >= nb;
 		/* a launch's arguments are its program's: the persistent ws
-		 * kernel takes the batch count as an 11th */
+		 * kernel takes the batch count as an 11th, L2_HINT's discard
+		 * A's base and strides as three more */
 		if (!bad && strcmp(l->kernel, "gemm_tn_ws") == 0)
-			bad |= (emu_define(&p.programs[l->program], "PERSISTENT") == 1) !=
-			       (l->nargs == 11);
+			bad |= l->nargs != 10 +
+					       (emu_define(&p.programs[l->program], "PERSISTENT") == 1) +
+					       (emu_define(&p.programs[l->program], "L2_HINT") > 0 &&
+						emu_define(&p.programs[l->program], "L2_HINT") & 8 ? 3 : 0);
 		/* programmatic dependent launch only for kernels that wait for
 		 * their predecessor (kt_pdl_wait: compiled with KT_PDL=1), and
 		 * for all three of tcmix_ws's; gemm_tn (tcmix PDL 1) not as the
