@@ -210,10 +210,11 @@ static const struct kt_param params[] = {
 	 "3 loading its first U stages while the mixer finishes), 0 plain launches",
 	 1, 0},
 	/* optional: keys from before it mean no hints */
-	{"L2", 9, {0, 1, 2, 3, 4, 7, 8, 11, 15}, 1u << V_TCMIX_WS,
-	 "tcmix_ws: L2 residency of z and w (bits): 1 the mixer discards z's lines once read, "
-	 "2 stage 3 discards w's (one out/blocks tile: BLOCK_N >= out/blocks), 4 x, V and U "
-	 "loads evict_first, 8 z and w stores evict_last; rank a multiple of 64 for 1 and 2",
+	{"L2", 3, {0, 1, 2}, 1u << V_TCMIX_WS,
+	 "tcmix_ws (rank a multiple of 64): 1 z's and w's L2 lines are discarded once read (the "
+	 "mixer's z; stage 3's w where one CTA reads each line, BLOCK_N >= out/blocks), so that "
+	 "they are never written back; 2 that, with x, V and U loaded evict_first and z, w "
+	 "stored evict_last; 0 neither",
 	 1, 0},
 };
 
@@ -239,8 +240,8 @@ static void ws_tile(struct kt_gemm_tile *t, const struct kt_config *c)
 /* s1 is stage 1's tile (mix_fused: the fused kernel's), s3 stage 3's. They
  * share all but their N, except that mix_fused_ws runs stage 3 on the ws
  * path (BLOCK_K, WARPS_* then apply to the fused kernel only). */
-static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
-		     struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
+static void tiles_of(const struct kt_shape *s, const struct kt_config *c,
+		     const struct kt_target *tgt, struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
 {
 	memset(s3, 0, sizeof(*s3));
 	s3->bm = c->p[P_BM];
@@ -285,11 +286,12 @@ static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 	/* tcmix_ws's L2 bits as gemm.cu's L2_HINT: stage 1 streams x (A) and
 	 * V (B) and stores z (C); stage 3 streams U (B) and reads w (A), whose
 	 * lines it may discard; the mixer's bits are mix_l2() */
-	if (c->variant == V_TCMIX_WS) {
-		long l2 = c->p[P_L2];
+	if (c->variant == V_TCMIX_WS && c->p[P_L2] > 0) {
+		int hints = c->p[P_L2] == 2;
+		int one_reader = c->p[P_BN] >= s->v[D_OUT] / s->v[D_BLOCKS];
 
-		s1->l2 = (l2 & 4 ? 1 | 2 : 0) | (l2 & 8 ? 4 : 0);
-		s3->l2 = (l2 & 4 ? 2 : 0) | (l2 & 2 ? 8 : 0);
+		s1->l2 = hints ? 1 | 2 | 4 : 0;
+		s3->l2 = (hints ? 2 : 0) | (one_reader ? 8 : 0);
 	}
 	/* tcmix's PDL: gemm.cu's PDL prologue in both stages (V and U are
 	 * nobody's output); blast_plan leaves stage 1, the first launch
@@ -496,15 +498,12 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (is_tc(c->variant) && TP_SMEM > tgt->smem_optin)
 		return WHY("tcmix: the mixer needs %d B of shared memory, target allows %d", TP_SMEM,
 			   tgt->smem_optin);
-	if (c->p[P_L2] < 0 || c->p[P_L2] > 15 || (c->p[P_L2] && c->variant != V_TCMIX_WS))
-		return WHY("L2=%ld: bits 0-15, tcmix_ws only", c->p[P_L2]);
-	if (c->p[P_L2] & 3 && r % 64)
-		return WHY("L2=%ld: discarding z or w needs rank=%ld a multiple of 64 (whole "
+	if (c->p[P_L2] < 0 || c->p[P_L2] > 2 || (c->p[P_L2] && c->variant != V_TCMIX_WS))
+		return WHY("L2=%ld: 0, 1 or 2, tcmix_ws only", c->p[P_L2]);
+	if (c->p[P_L2] && r % 64)
+		return WHY("L2=%ld: discarding z and w needs rank=%ld a multiple of 64 (whole "
 			   "128-byte lines)", c->p[P_L2], r);
-	if (c->p[P_L2] & 2 && c->p[P_BN] < m / b)
-		return WHY("L2=%ld: stage 3 discards w only when one CTA reads each line "
-			   "(BLOCK_N=%ld < out/blocks=%ld)", c->p[P_L2], c->p[P_BN], m / b);
-	tiles_of(c, tgt, &s1, &s3);
+	tiles_of(s, c, tgt, &s1, &s3);
 	if (c->variant == V_TCMIX_FUSED) {
 		if (s1tc_check(s, c, tgt, why, whylen))
 			return 1;
@@ -741,7 +740,7 @@ static int s1tc_plan(const struct kt_shape *s, const struct kt_config *c,
 	struct kt_launch *l = &out->launch[0];
 	int rc = 0;
 
-	tiles_of(c, tgt, &s1, &s3);
+	tiles_of(s, c, tgt, &s1, &s3);
 	out->nprograms = 3;
 	p->tpl = "blast_s1tc";
 	rc |= kt_program_define(p, "ST_T", fm);
@@ -813,7 +812,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		return s1tc_plan(s, c, tgt, out, err);
 	nb = n / b;
 	mb = m / b;
-	tiles_of(c, tgt, &s1, &s3);
+	tiles_of(s, c, tgt, &s1, &s3);
 	if (fused) {
 		pm = 0;
 		pg3 = 1;
@@ -836,8 +835,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		rc |= kt_program_define(&out->programs[pm], "MIX_TC", 1);
 	if (s1.pdl)	/* the mixer waits like the GEMM stages around it */
 		rc |= kt_program_define(&out->programs[pm], "KT_PDL", 1);
-	if (c->variant == V_TCMIX_WS && c->p[P_L2] & (1 | 8))	/* blast.cu's MIX_L2 */
-		rc |= kt_program_define(&out->programs[pm], "MIX_L2", c->p[P_L2] & (1 | 8));
+	if (c->variant == V_TCMIX_WS && c->p[P_L2] > 0)	/* blast.cu's MIX_L2 bits */
+		rc |= kt_program_define(&out->programs[pm], "MIX_L2", c->p[P_L2] == 2 ? 1 | 8 : 1);
 	if (pg3 != 0) {
 		out->programs[pg3].tpl = "gemm";
 		rc |= kt_gemm_defines(&s3, &out->programs[pg3]);

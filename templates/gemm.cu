@@ -92,7 +92,7 @@
  * L2_HINT (ws kernels, bits; 0 leaves the code as it was): 1 A's TMA loads
  * evict_first, 2 B's; 4 the staged epilogue's stores of C evict_last (an
  * intermediate the next kernel reads); 8 each consumer discards the L2
- * lines of its A rows once a k-chunk has landed (A an intermediate that no
+ * lines of its A rows once its tile's main loop is done (A an intermediate that no
  * other CTA reads: the caller's promise, one N tile; the kernel then takes
  * three more arguments, A's base, row stride and batch stride in elements,
  * and discards only whole 64-column lines, so K, the row and the batch
@@ -918,9 +918,6 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 					acc[mw][0][j][q] = 0.f;
 		for (int kt = 0; kt < KT; kt++) {
 			ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, kt, c);
-			if ((L2_HINT & 8) && zA != 2 && (tid & 127) < RW)
-				ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + (tid & 127),
-					     M, k0 + kt * BK, K);
 			/* k-tile kt-1 has retired: its stage may be refilled */
 			if (kt > 0 && lane == 0) {
 				const unsigned eb = empty0 + ((kt - 1) % ST) * 8;
@@ -935,6 +932,13 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			}
 		}
 		kt_wg_wait<0>();
+		/* L2_HINT 8: every chunk of the tile has landed and retired; a
+		 * discard between a wgmma group's issue and its wait made ptxas
+		 * serialize the 256-row tiles (C7515) */
+		if ((L2_HINT & 8) && zA != 2 && (tid & 127) < RW)
+			for (int kt = 0; kt < KT; kt++)
+				ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + (tid & 127), M,
+					     k0 + kt * BK, K);
 
 		if (SC) {
 			/* SPLIT_CLUSTER: the two K slices of a tile are a
@@ -1205,9 +1209,6 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 						acc[mw][0][j][q] = 0.f;
 			for (int kt = 0; kt < KT; kt++, it++) {
 				ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, it, c);
-				if ((L2_HINT & 8) && zA != 2 && t < RW)
-					ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + t, M,
-						     kt * BK, K);
 				/* chunk it-1 has retired: its stage may be refilled */
 				if (kt > 0 && lane == 0)
 					kt_mbar_arrive(empty0 + ((it - 1) % ST) * 8);
@@ -1217,6 +1218,12 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 			 * loading the next tile */
 			if (KT > 0 && lane == 0)
 				kt_mbar_arrive(empty0 + ((it - 1) % ST) * 8);
+			/* L2_HINT 8: the tile's A rows, every chunk landed (as
+			 * in the one-tile kernel, outside the wgmma groups) */
+			if ((L2_HINT & 8) && zA != 2 && t < RW)
+				for (int kt = 0; kt < KT; kt++)
+					ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + t, M,
+						     kt * BK, K);
 
 			if (EPI == 0) {
 #pragma unroll

@@ -6,7 +6,8 @@
  *    template's kernels -- gemm_tn, gemm_tn_ws (operands read through the
  *    TMAP args' geometry with the copy engine's zero fill, k-tiles of 64,
  *    split-K slices into the fp32 workspace, the PERSISTENT walk of work
- *    items tile by tile, each once) and splitk_reduce -- each
+ *    items tile by tile, each once, L2_HINT's discard of A's lines) and
+ *    splitk_reduce -- each
  *    mirrored from templates/gemm.cu with its alignment rules, grid, block
  *    and boxes and the worker's tensor-map check asserted. A family's own
  *    kernels plug in through a dispatch callback. Every access is
@@ -50,6 +51,10 @@ struct emu {
 
 /* Element i of buffer buf (0 and counted when outside it). */
 float emu_ld(struct emu *m, int buf, long long i);
+/* An L2 discard (common.cuh's kt_l2_discard) of the 64 bf16 elements of
+ * buf from i, a whole 128-byte line: they become NaN, so that a launch
+ * that reads them later spoils y (asserted: inside buf, 64-aligned). */
+void emu_discard(struct emu *m, int buf, long long i);
 /* A TMA read: element (c0, c1, c2) of map arg a, zero outside its dims
  * (the copy engine's fill), else through its strides (bounds-checked). */
 double emu_tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,

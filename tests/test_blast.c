@@ -557,11 +557,16 @@ static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 	const struct kt_program *p = &m->plan->programs[l->program];
 	int z = emu_ab(l, 0), St = emu_ab(l, 1), w = emu_ab(l, 2);
 	long long N = emu_ai(l, 3), r = emu_ai(l, 4), plane = N * r;
-	long B = emu_define(p, "MIX_B");
+	long B = emu_define(p, "MIX_B"), l2 = emu_define(p, "MIX_L2");
 	long long k, bx, rstep, by, gy, tt;
 	static double zt[16][TP_T][TC_R];
 
 	CU_ASSERT_EQUAL(emu_define(p, "MIX_TC"), 1);
+	/* MIX_L2: 1 (discard z) or 9 (and w's stores evict_last); discards
+	 * whole rank tiles only */
+	CU_ASSERT(l2 == -1 || l2 == 1 || l2 == 9);
+	if (l2 > 0)
+		CU_ASSERT(r % TC_R == 0);
 	CU_ASSERT_FATAL(B >= 1 && B <= 16);
 	CU_ASSERT_EQUAL(l->block[0] * l->block[1] * l->block[2], 128);	/* 4 warps */
 	CU_ASSERT_EQUAL(l->smem, TP_SMEM);
@@ -583,6 +588,12 @@ static void emu_mix_tc(struct emu *m, const struct kt_launch *l)
 							zt[j][tl][cl] = j < B && t < N && c < r ?
 								emu_ld(m, z, j * plane + t * r + c) : 0.0;
 						}
+				/* MIX_L2 & 1: the tile's z lines, once read, are gone */
+				for (j = 0; l2 > 0 && (l2 & 1) && j < B; j++)
+					for (tl = 0; tl < TP_T && tt * TP_T + tl < N; tl++)
+						if ((bx + 1) * TC_R <= r)
+							emu_discard(m, z, j * plane + (tt * TP_T + tl) * r +
+										  bx * TC_R);
 				for (i = 0; i < B; i++)
 					for (tl = 0; tl < TP_T; tl++)
 						for (cl = 0; cl < TC_R; cl++) {
@@ -871,7 +882,10 @@ static int blast_kernel(struct emu *m, const struct kt_launch *l)
 	};
 	size_t i;
 
-	if (strcmp(l->kernel, "gemm_tn_ws") == 0 && l->nargs == 10) {
+	/* (one-tile kernels; L2_HINT's discard adds A's base and strides) */
+	if (strcmp(l->kernel, "gemm_tn_ws") == 0 &&
+	    (l->nargs == 10 ||
+	     (l->nargs == 13 && emu_define(&m->plan->programs[l->program], "PERSISTENT") != 1))) {
 		emu_map_extent(&l->args[0], l->args[8].i, l->args[3].i, l->args[5].i, l->grid[2]);
 		emu_map_extent(&l->args[1], l->args[9].i, l->args[4].i, l->args[5].i, l->grid[2]);
 		return 0;
@@ -1027,6 +1041,97 @@ static void test_variants_on_host(void)
 	}
 	for (v = 0; v < fam->nvariants; v++)
 		CU_ASSERT(emulated[v] > 0);
+}
+
+static void expect_config_reject(const char *shape_text, const char *cfg, const char *tname,
+				 const char *want);
+
+/* tcmix_ws's L2 parameter: the programs' hints as blast.c maps them
+ * (stage 1: L2_HINT 7 with hints; stage 3: 8 where one CTA reads each w
+ * line, BLOCK_N >= out/blocks, plus 2 with hints; the mixer: MIX_L2 1, 9
+ * with hints), the discard's three launch arguments, and plans that still
+ * match cpu_ref with every discarded line NaN in the emulator. Controls: a
+ * plan that runs the mixer or stage 3 again after its discards reads NaN
+ * and spoils y, so the emulated discard can fail; and L2 > 0 needs whole
+ * 128-byte lines of z and w (rank % 64). */
+static void test_l2(void)
+{
+	static const struct {
+		const char *tile;
+		long l2, s1, s3, mix;	/* expected defines, -1: none */
+	} cases[] = {
+		{"BLOCK_M=64,BLOCK_N=128,Z_BLOCK_N=64,STAGES=2,GROUP_M=8,CONSUMERS=1,PERSISTENT=0", 0,
+		 -1, -1, -1},
+		{"BLOCK_M=64,BLOCK_N=128,Z_BLOCK_N=64,STAGES=2,GROUP_M=8,CONSUMERS=1,PERSISTENT=0", 1,
+		 -1, 8, 1},
+		{"BLOCK_M=64,BLOCK_N=128,Z_BLOCK_N=128,STAGES=2,GROUP_M=8,CONSUMERS=1,PERSISTENT=3", 1,
+		 -1, 8, 1},
+		{"BLOCK_M=64,BLOCK_N=128,Z_BLOCK_N=128,STAGES=2,GROUP_M=8,CONSUMERS=1,PERSISTENT=3", 2,
+		 7, 10, 9},
+		{"BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=64,STAGES=2,GROUP_M=8,CONSUMERS=1,PERSISTENT=1", 1,
+		 -1, -1, 1},
+		{"BLOCK_M=64,BLOCK_N=64,Z_BLOCK_N=64,STAGES=2,GROUP_M=8,CONSUMERS=1,PERSISTENT=2", 2,
+		 7, 2, 9},
+	};
+	const char *shape = "tokens=100,in=256,out=512,blocks=4,rank=128";
+	struct kt_target t = ft_target("sm_90a");
+	struct problem p;
+	size_t i;
+
+	t.sms = 4;	/* the persistent stages walk several items a CTA */
+	problem_init(&p, shape, 31);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kt_config c;
+		struct kt_plan plan, again;
+		struct kt_err e = {0};
+		char key[256], why[200] = "";
+		const struct kt_launch *l3;
+		long oob, want_args;
+		float *y;
+		int k;
+
+		snprintf(key, sizeof(key), "variant=tcmix_ws,%s,L2=%ld", cases[i].tile, cases[i].l2);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, key, &c, &e), 0);
+		CU_ASSERT_EQUAL(fam->check(&p.s, &c, &t, why, sizeof(why)), 0);
+		if (why[0])
+			fprintf(stderr, "\n  %s: %s\n", key, why);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &c, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(plan.nlaunch, 3);
+		l3 = &plan.launch[2];
+		CU_ASSERT_STRING_EQUAL(plan.launch[1].kernel, "blast_mix_tcp");
+		CU_ASSERT_EQUAL(emu_define(&plan.programs[plan.launch[0].program], "L2_HINT"),
+				cases[i].s1);
+		CU_ASSERT_EQUAL(emu_define(&plan.programs[l3->program], "L2_HINT"), cases[i].s3);
+		CU_ASSERT_EQUAL(emu_define(&plan.programs[plan.launch[1].program], "MIX_L2"),
+				cases[i].mix);
+		want_args = 10 + (emu_define(&plan.programs[l3->program], "PERSISTENT") == 1) +
+			    (cases[i].s3 > 0 && (cases[i].s3 & 8) ? 3 : 0);
+		CU_ASSERT_EQUAL(l3->nargs, want_args);
+		y = plan_run(&p, &c, &plan, 0, &oob);
+		CU_ASSERT(emu_rel_l2(y, p.ref, p.bufs[Y].elems) < 1e-5);
+		CU_ASSERT_EQUAL(oob, 0);
+		free(y);
+		if (cases[i].l2 == 0)
+			continue;
+		/* the mixer (k = 1; it discards z) or stage 3 (k = 2, where it
+		 * discards w) again, then stage 3: reads what was dropped */
+		for (k = 1; k <= 2; k++) {
+			if (k == 2 && !(cases[i].s3 > 0 && (cases[i].s3 & 8)))
+				continue;
+			again = plan;
+			again.launch[again.nlaunch++] = plan.launch[k];
+			if (k == 1)
+				again.launch[again.nlaunch++] = plan.launch[2];
+			y = plan_run(&p, &c, &again, 0, &oob);
+			CU_ASSERT(emu_nonfinite(y, p.bufs[Y].elems) > 0);
+			free(y);
+		}
+	}
+	problem_release(&p);
+	expect_config_reject("tokens=100,in=256,out=512,blocks=4,rank=96",
+			     "variant=tcmix_ws,BLOCK_M=64,BLOCK_N=128,Z_BLOCK_N=64,STAGES=2,"
+			     "GROUP_M=8,CONSUMERS=1,PERSISTENT=0,L2=1",
+			     "sm_90a", "multiple of 64");
 }
 
 /* The first valid config of `variant` at small_shapes[0] on t, planned:
@@ -1500,7 +1605,7 @@ static void test_space(void)
 	/* modest: the two stages share all but their N tile (what a sweep
 	 * compiles is the valid part, bounded per variant below); tcmix's PDL
 	 * doubles tcmix: 30,720; STAGES 6 and 8, which the checks keep to
-	 * decode tiles: 51,200 */
+	 * decode tiles: 51,200; tcmix_ws's L2 (3 values): 57,600 */
 	CU_ASSERT(total < 60000);
 	printf("\n  blast space %ld\n", total);
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
@@ -1557,11 +1662,11 @@ static void test_space(void)
 /* suite_shapes' tcmix_ws defaults on sm_90a: the H200 sweeps' winners */
 static const char *const suite_ws_default[] = {
 	"variant=tcmix_ws,BLOCK_M=128,BLOCK_N=256,Z_BLOCK_N=256,STAGES=4,GROUP_M=8,CONSUMERS=2,"
-	"PERSISTENT=1",
+	"PERSISTENT=1,L2=0",
 	"variant=tcmix_ws,BLOCK_M=256,BLOCK_N=128,Z_BLOCK_N=128,STAGES=3,GROUP_M=8,CONSUMERS=2,"
-	"PERSISTENT=1",
+	"PERSISTENT=1,L2=0",
 	"variant=tcmix_ws,BLOCK_M=256,BLOCK_N=64,Z_BLOCK_N=128,STAGES=4,GROUP_M=8,CONSUMERS=2,"
-	"PERSISTENT=0",
+	"PERSISTENT=0,L2=0",
 };
 
 static void test_defaults(void)
@@ -2026,6 +2131,7 @@ int main(void)
 	CU_add_test(s, "GPU reference's math on the host vs cpu_ref", test_gpu_ref_on_host);
 	CU_add_test(s, "every variant's plan on the host vs cpu_ref", test_variants_on_host);
 	CU_add_test(s, "tcmix PDL: the mixer and stage 3 flagged, stage 1 not", test_tcmix_pdl);
+	CU_add_test(s, "tcmix_ws L2: hints, discards, and reads after a discard caught", test_l2);
 	CU_add_test(s, "a mixer grid that misses ranks is caught", test_mix_grid_control);
 	CU_add_test(s, "the tensor-core mixer walks token tiles on few SMs", test_mix_tcp_walk);
 	CU_add_test(s, "fused_cl's grids, streaming and resident", test_fcl_grid);
