@@ -211,10 +211,9 @@ static const struct kt_param params[] = {
 	 1, 0},
 	/* optional: keys from before it mean no hints */
 	{"L2", 3, {0, 1, 2}, 1u << V_TCMIX_WS,
-	 "tcmix_ws (rank a multiple of 64): 1 z's and w's L2 lines are discarded once read (the "
-	 "mixer's z; stage 3's w where one CTA reads each line, BLOCK_N >= out/blocks), so that "
-	 "they are never written back; 2 that, with x, V and U loaded evict_first and z, w "
-	 "stored evict_last; 0 neither",
+	 "tcmix_ws (rank a multiple of 64): 1 the mixer discards z's L2 lines once read, so that "
+	 "stage 1's dirty lines are never written back and w takes their room; 2 that, with x, V "
+	 "and U loaded evict_first and z, w stored evict_last; 0 neither",
 	 1, 0},
 };
 
@@ -240,8 +239,8 @@ static void ws_tile(struct kt_gemm_tile *t, const struct kt_config *c)
 /* s1 is stage 1's tile (mix_fused: the fused kernel's), s3 stage 3's. They
  * share all but their N, except that mix_fused_ws runs stage 3 on the ws
  * path (BLOCK_K, WARPS_* then apply to the fused kernel only). */
-static void tiles_of(const struct kt_shape *s, const struct kt_config *c,
-		     const struct kt_target *tgt, struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
+static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
+		     struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
 {
 	memset(s3, 0, sizeof(*s3));
 	s3->bm = c->p[P_BM];
@@ -283,15 +282,12 @@ static void tiles_of(const struct kt_shape *s, const struct kt_config *c,
 		 * (tcmix_fused: s1 is not a GEMM; its fused kernel and stage 3) */
 		s1->pdl = s3->pdl = 1;
 	}
-	/* tcmix_ws's L2 bits as gemm.cu's L2_HINT: stage 1 streams x (A) and
-	 * V (B) and stores z (C); stage 3 streams U (B) and reads w (A), whose
-	 * lines it may discard; the mixer's bits are mix_l2() */
-	if (c->variant == V_TCMIX_WS && c->p[P_L2] > 0) {
-		int hints = c->p[P_L2] == 2;
-		int one_reader = c->p[P_BN] >= s->v[D_OUT] / s->v[D_BLOCKS];
-
-		s1->l2 = hints ? 1 | 2 | 4 : 0;
-		s3->l2 = (hints ? 2 : 0) | (one_reader ? 8 : 0);
+	/* tcmix_ws's L2 2 as gemm.cu's L2_HINT: stage 1 streams x (A) and V
+	 * (B) and stores z (C) for the mixer; stage 3 streams U (B); the
+	 * mixer's own bits are blast_plan's MIX_L2 */
+	if (c->variant == V_TCMIX_WS && c->p[P_L2] == 2) {
+		s1->l2 = 1 | 2 | 4;
+		s3->l2 = 2;
 	}
 	/* tcmix's PDL: gemm.cu's PDL prologue in both stages (V and U are
 	 * nobody's output); blast_plan leaves stage 1, the first launch
@@ -501,9 +497,9 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	if (c->p[P_L2] < 0 || c->p[P_L2] > 2 || (c->p[P_L2] && c->variant != V_TCMIX_WS))
 		return WHY("L2=%ld: 0, 1 or 2, tcmix_ws only", c->p[P_L2]);
 	if (c->p[P_L2] && r % 64)
-		return WHY("L2=%ld: discarding z and w needs rank=%ld a multiple of 64 (whole "
-			   "128-byte lines)", c->p[P_L2], r);
-	tiles_of(s, c, tgt, &s1, &s3);
+		return WHY("L2=%ld: discarding z needs rank=%ld a multiple of 64 (whole 128-byte "
+			   "lines)", c->p[P_L2], r);
+	tiles_of(c, tgt, &s1, &s3);
 	if (c->variant == V_TCMIX_FUSED) {
 		if (s1tc_check(s, c, tgt, why, whylen))
 			return 1;
@@ -740,7 +736,7 @@ static int s1tc_plan(const struct kt_shape *s, const struct kt_config *c,
 	struct kt_launch *l = &out->launch[0];
 	int rc = 0;
 
-	tiles_of(s, c, tgt, &s1, &s3);
+	tiles_of(c, tgt, &s1, &s3);
 	out->nprograms = 3;
 	p->tpl = "blast_s1tc";
 	rc |= kt_program_define(p, "ST_T", fm);
@@ -812,7 +808,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 		return s1tc_plan(s, c, tgt, out, err);
 	nb = n / b;
 	mb = m / b;
-	tiles_of(s, c, tgt, &s1, &s3);
+	tiles_of(c, tgt, &s1, &s3);
 	if (fused) {
 		pm = 0;
 		pg3 = 1;

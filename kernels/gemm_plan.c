@@ -457,11 +457,6 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	kt_launch_arg_i32(out, zB);
 	if (t->persistent > 0)	/* the kernel's walk: gridDim.z is 1 */
 		kt_launch_arg_i32(out, batch);
-	if (t->l2 & 8) {	/* A's lines, which its consumers discard */
-		kt_launch_arg_buf(out, bufA);
-		kt_launch_arg_i64(out, lda);
-		kt_launch_arg_i64(out, sA);
-	}
 }
 
 void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,

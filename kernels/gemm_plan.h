@@ -80,10 +80,7 @@ struct kt_gemm_tile {
 				 * start early and waits for nothing) */
 	long l2;		/* ws only: -DL2_HINT bits (templates/gemm.cu):
 				 * 1 A's loads evict_first, 2 B's, 4 C's stores
-				 * evict_last, 8 the consumers discard A's lines
-				 * once landed (the caller's promise that no other
-				 * CTA reads them; the launch then passes A's
-				 * base, row and batch stride); 0: none */
+				 * evict_last; 0: none */
 };
 
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
@@ -134,8 +131,7 @@ int kt_program_define(struct kt_program *p, const char *name, long value);
  * count. With t->row_batches, batches side by side within each row
  * (K <= stride < ld, batch * stride <= ld: monarch's x) get the map
  * (k, batch, rows), box (64, 1, rows), and zA / zB = 2, so that the
- * strides stay increasing. With t->l2 & 8 three more arguments follow:
- * bufA, lda and sA (the lines the consumers discard). */
+ * strides stay increasing. */
 void kt_gemm_launch(const struct kt_gemm_tile *t, int program, long M, long N, long K,
 		    int bufA, long lda, long sA, int bufB, long ldb, long sB,
 		    int bufC, long ldc, long sC, long batch, struct kt_launch *out);

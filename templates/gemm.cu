@@ -90,23 +90,15 @@
 #endif
 /*
  * L2_HINT (ws kernels, bits; 0 leaves the code as it was): 1 A's TMA loads
- * evict_first, 2 B's; 4 the staged epilogue's stores of C evict_last (an
- * intermediate the next kernel reads); 8 each consumer discards the L2
- * lines of its A rows once its tile's main loop is done (A an intermediate that no
- * other CTA reads: the caller's promise, one N tile; the kernel then takes
- * three more arguments, A's base, row stride and batch stride in elements,
- * and discards only whole 64-column lines, so K, the row and the batch
- * stride must be multiples of 64 and A 128-byte aligned). common.cuh says
- * what the policies and the discard do.
+ * evict_first, 2 B's (operands streamed once); 4 the staged epilogue's
+ * stores of C evict_last (an intermediate the next kernel reads).
+ * common.cuh says what the policies do.
  */
 #ifndef L2_HINT
 #define L2_HINT 0
 #endif
-#if L2_HINT && !defined(WS)
-#error "gemm.cu -DL2_HINT: the ws kernels only (-DWS=1)"
-#endif
-#if (L2_HINT & 8) && ((defined(SPLIT_K) && SPLIT_K > 1) || (defined(CLUSTER_M) && CLUSTER_M > 1))
-#error "gemm.cu -DL2_HINT=8: one CTA per tile's rows, no split-K or clusters"
+#if L2_HINT && (!defined(WS) || L2_HINT > 7)
+#error "gemm.cu -DL2_HINT: bits 1, 2 and 4, the ws kernels only (-DWS=1)"
 #endif
 
 namespace ktg {
@@ -768,20 +760,6 @@ KT_DEV void ws_store16(__nv_bfloat16 *p, uint4 v, unsigned long long pol)
 #endif
 }
 
-/* L2_HINT bit 8: consumer thread t (of RW rows) drops the L2 line of its A
- * row of k-chunk kk, batch z, once the chunk has landed (A is read by this
- * CTA alone; rows past M and a chunk past K are left). */
-KT_DEV void ws_discard_a(const __nv_bfloat16 *Ad, long long ldAd, long long sAd, int z, int row,
-			 int M, int kk, int K)
-{
-#if L2_HINT & 8
-	if (row < M && kk + 64 <= K)
-		kt_l2_discard(Ad + (long long)z * sAd + (long long)row * ldAd + kk);
-#else
-	(void)Ad, (void)ldAd, (void)sAd, (void)z, (void)row, (void)M, (void)kk, (void)K;
-#endif
-}
-
 /* A consumer warpgroup's ring chunk q (stage q % ST): waits for it to land,
  * issues its BK/16 x MW wgmmas (rows c*RW.. of the A stage) as one group
  * and waits until the previous chunk's group has retired, so the caller
@@ -813,8 +791,7 @@ KT_DEV void ws_mma_chunk(float (&acc)[MW][1][BN / 8][4], unsigned sA0, unsigned 
 
 template <int BM, int BN, int ST, int CONS, int GM, int EPI, int CM = 1, int SK = 1, int SC = 0>
 KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, int M, int N,
-			    int K, long long ldc, long long sC, int zA, int zB,
-			    const __nv_bfloat16 *Ad = nullptr, long long ldAd = 0, long long sAd = 0)
+			    int K, long long ldc, long long sC, int zA, int zB)
 {
 	const int BK = 64, RW = BM / CONS, MW = RW / 64;
 	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
@@ -932,13 +909,6 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			}
 		}
 		kt_wg_wait<0>();
-		/* L2_HINT 8: every chunk of the tile has landed and retired; a
-		 * discard between a wgmma group's issue and its wait made ptxas
-		 * serialize the 256-row tiles (C7515) */
-		if ((L2_HINT & 8) && zA != 2 && (tid & 127) < RW)
-			for (int kt = 0; kt < KT; kt++)
-				ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + (tid & 127), M,
-					     k0 + kt * BK, K);
 
 		if (SC) {
 			/* SPLIT_CLUSTER: the two K slices of a tile are a
@@ -1107,8 +1077,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 template <int BM, int BN, int ST, int CONS, int GM, int EPI>
 KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv,
 				       int M, int N, int K, long long ldc, long long sC, int zA,
-				       int zB, int nbatch, const __nv_bfloat16 *Ad = nullptr,
-				       long long ldAd = 0, long long sAd = 0)
+				       int zB, int nbatch)
 {
 	const int BK = 64, RW = BM / CONS, MW = RW / 64;
 	/* EPI 1 stages SW columns at a time: rows of SW * 2 bytes, 16-byte
@@ -1218,12 +1187,6 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 			 * loading the next tile */
 			if (KT > 0 && lane == 0)
 				kt_mbar_arrive(empty0 + ((it - 1) % ST) * 8);
-			/* L2_HINT 8: the tile's A rows, every chunk landed (as
-			 * in the one-tile kernel, outside the wgmma groups) */
-			if ((L2_HINT & 8) && zA != 2 && t < RW)
-				for (int kt = 0; kt < KT; kt++)
-					ws_discard_a(Ad, ldAd, sAd, zA ? z : 0, m0 + c * RW + t, M,
-						     kt * BK, K);
 
 			if (EPI == 0) {
 #pragma unroll
@@ -1371,36 +1334,20 @@ KT_DEV void splitk_reduce_body(const float *W, __nv_bfloat16 *C, int M, int N, l
  * staging area, before the barriers). */
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
-	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB, int batch
-#if L2_HINT & 8
-	   , const __nv_bfloat16 *Ad, long long ldAd, long long sAd
-#endif
-)
+	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB, int batch)
 {
 	kt_pdl_wait();
 	ktg::gemm_tn_ws_persistent_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE>(
-		&tA, &tB, C, M, N, K, ldc, sC, zA, zB, batch
-#if L2_HINT & 8
-		, Ad, ldAd, sAd
-#endif
-	);
+		&tA, &tB, C, M, N, K, ldc, sC, zA, zB, batch);
 }
 #else
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1) KT_WS_CLUSTER
 gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
-	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB
-#if L2_HINT & 8
-	   , const __nv_bfloat16 *Ad, long long ldAd, long long sAd
-#endif
-)
+	   void *C, int M, int N, int K, long long ldc, long long sC, int zA, int zB)
 {
 	kt_pdl_wait();
 	ktg::gemm_tn_ws_body<BLOCK_M, BLOCK_N, STAGES, CONSUMERS, GROUP_M, EPILOGUE, CLUSTER_M,
-			     SPLIT_K, SPLIT_CLUSTER>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB
-#if L2_HINT & 8
-						     , Ad, ldAd, sAd
-#endif
-	);
+			     SPLIT_K, SPLIT_CLUSTER>(&tA, &tB, C, M, N, K, ldc, sC, zA, zB);
 }
 #endif /* PERSISTENT */
 #else

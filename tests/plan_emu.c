@@ -260,52 +260,6 @@ static void emu_gemm_ws_persistent(struct emu *m, const struct kt_launch *l, lon
 	free(seen);
 }
 
-/* L2_HINT bit 8 (templates/gemm.cu): three more arguments, A's buffer, row
- * and batch stride, whose whole 64-column lines the consumers discard once
- * read -- A must then be read by one CTA per line (one N tile) through a
- * (k, rows, batch) map over those strides. Returns the arguments the
- * kernel takes besides them (10, 11 persistent), asserting the rest. */
-static int ws_l2_args(const struct emu *m, const struct kt_launch *l, const struct kt_program *p,
-		      long bn)
-{
-	long h = emu_define(p, "L2_HINT");
-	int base = 10 + (emu_define(p, "PERSISTENT") == 1);
-	const struct kt_tmap *t = &l->args[0].tmap;
-
-	CU_ASSERT(h == -1 || (h > 0 && h < 16));
-	if (h <= 0 || !(h & 8)) {
-		CU_ASSERT_EQUAL(l->nargs, base);
-		return base;
-	}
-	CU_ASSERT_EQUAL_FATAL(l->nargs, base + 3);
-	CU_ASSERT_EQUAL(l->args[base].kind, KT_ARG_BUF);
-	CU_ASSERT_EQUAL(l->args[base].buf, l->args[0].buf);
-	CU_ASSERT_EQUAL(l->args[base + 1].i, t->strides[1]);
-	CU_ASSERT(l->args[base + 1].i % 64 == 0 && l->args[base + 2].i % 64 == 0);
-	CU_ASSERT_EQUAL(l->args[8].i, 1);	/* (k, rows, batch), a batch each */
-	CU_ASSERT(l->args[4].i <= bn);		/* N: one tile, one reader */
-	CU_ASSERT(emu_define(p, "SPLIT_K") <= 1 && emu_define(p, "CLUSTER_M") <= 1);
-	(void)m;
-	return base;
-}
-
-/* After the GEMM: what L2_HINT's discard leaves of A (rows below M, whole
- * k-chunks below K, every batch). */
-static void ws_l2_discard(struct emu *m, const struct kt_launch *l, int base, long long M,
-			  long long K, long long nbatch)
-{
-	long long z, t, k, lda, sa;
-
-	if (l->nargs != base + 3)
-		return;
-	lda = l->args[base + 1].i;
-	sa = l->args[base + 2].i;
-	for (z = 0; z < nbatch; z++)
-		for (t = 0; t < M; t++)
-			for (k = 0; k + 64 <= K; k += 64)
-				emu_discard(m, l->args[base].buf, z * sa + t * lda + k);
-}
-
 /* gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB): k-tiles of 64 through
  * the maps (past K the map's zero fill); SPLIT_K: slice blockIdx.y of
  * whole k-tiles into fp32 workspace slices; PERSISTENT: the walk above. */
@@ -319,7 +273,6 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 	long bm = emu_define(p, "BLOCK_M"), bn = emu_define(p, "BLOCK_N");
 	long cons = emu_define(p, "CONSUMERS"), sk = emu_define(p, "SPLIT_K");
 	long long z, t, c, k, sl, kc, k0, kend;
-	int base;
 
 	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
 	CU_ASSERT_EQUAL(emu_define(p, "WS"), 1);
@@ -327,9 +280,11 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_FATAL(bm > 0 && bn > 0 && (cons == 1 || cons == 2));
 	if (sk < 1)
 		sk = 1;
-	base = ws_l2_args(m, l, p, bn);
+	/* L2_HINT: load and store policies, nothing the math sees */
+	CU_ASSERT(emu_define(p, "L2_HINT") == -1 ||
+		  (emu_define(p, "L2_HINT") > 0 && emu_define(p, "L2_HINT") < 8));
 	if (emu_define(p, "PERSISTENT") == 1) {
-		CU_ASSERT_EQUAL_FATAL(base, 11);
+		CU_ASSERT_EQUAL_FATAL(l->nargs, 11);
 		CU_ASSERT_EQUAL(sk, 1);
 		CU_ASSERT(emu_define(p, "CLUSTER_M") <= 1);
 		CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
@@ -337,10 +292,9 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 		ws_map_ok(m, tB, zB, bn);
 		CU_ASSERT(K % 8 == 0 && N % 8 == 0 && ldc % 8 == 0 && sC % 8 == 0);
 		emu_gemm_ws_persistent(m, l, bm, bn, emu_define(p, "GROUP_M"));
-		ws_l2_discard(m, l, base, M, K, emu_ai(l, 10));
 		return;
 	}
-	CU_ASSERT_EQUAL_FATAL(base, 10);
+	CU_ASSERT_EQUAL_FATAL(l->nargs, 10);
 	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
 	CU_ASSERT_EQUAL((long long)l->grid[1], sk);
 	if (emu_define(p, "SPLIT_CLUSTER") == 1) {
@@ -374,7 +328,6 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 						emu_st(m, C, z * sC + t * ldc + emu_col(p, c), acc);
 				}
 		}
-	ws_l2_discard(m, l, base, M, K, l->grid[2]);
 }
 
 /* splitk_reduce(W, C, M, N, ldc, splits): C = the sum of the slices. */

@@ -6,8 +6,7 @@
  *    template's kernels -- gemm_tn, gemm_tn_ws (operands read through the
  *    TMAP args' geometry with the copy engine's zero fill, k-tiles of 64,
  *    split-K slices into the fp32 workspace, the PERSISTENT walk of work
- *    items tile by tile, each once, L2_HINT's discard of A's lines) and
- *    splitk_reduce -- each
+ *    items tile by tile, each once) and splitk_reduce -- each
  *    mirrored from templates/gemm.cu with its alignment rules, grid, block
  *    and boxes and the worker's tensor-map check asserted. A family's own
  *    kernels plug in through a dispatch callback. Every access is
