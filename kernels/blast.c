@@ -66,7 +66,19 @@
  *                on gemm.cu's persistent ws kernel: a CTA per SM walks the
  *                (tile, batch) items, the next tile's loads in flight
  *                during the epilogue -- stage 1 has only K = in/blocks
- *                (256 at llama7b: four k-chunks) per tile.
+ *                (256 at llama7b: four k-chunks) per tile. L2 (rank % 64):
+ *                1 the mixer discards each z tile's L2 lines once they
+ *                are in shared memory (discard.global.L2: z is dead, so
+ *                stage 1's dirty lines are never written back and w
+ *                takes their room; z's contents are undefined after the
+ *                layer), 2 that plus evict_first on x, V and U and
+ *                evict_last on the z and w stores. H200, llama7b N1024
+ *                (bench/NOTES-linear.md, 18th session): 57.2 -> 56.3 (1)
+ *                and 55.6 us (2) at the winner's tile; slower at N16384,
+ *                where z (512 MiB) is not in L2 to discard. Stage 3
+ *                discarding w's lines after each tile's main loop cost more
+ *                than it saved (+1.7 us), and inside the loop it made
+ *                ptxas serialize the 256-row tiles: not kept.
  *   fused_cl     full fusion for small rank (sm_90+, templates/blast_fused.cu):
  *                one kernel, a thread-block cluster of b / CTA_BLOCKS CTAs
  *                per token tile of BLOCK_M (32, 64); each CTA runs stage 1
@@ -110,7 +122,9 @@
  * with the first tensor-core mixer; blast_mix_tcp takes ~20).
  * NEEDSWORK: the issue's L2 idea, token chunking (CHUNK_N) so that z and w
  * of a chunk stay in L2 -- the mixer is ~70% DRAM traffic
- * (tools/mix_probe.cu) -- which needs a buffer offset in struct kt_arg (the
+ * (tools/mix_probe.cu); the L2 parameter above, which frees z's room for
+ * w and orders the evictions, was worth ~3% at N1024. Chunking needs a
+ * buffer offset in struct kt_arg (the
  * worker passes base pointers only) or a chunk index in gemm_tn, and more
  * than KT_MAX_LAUNCHES launches for more than two chunks. Chunks run one
  * after the other would lose: the best tcmix_ws config at llama7b q/k/v/o

@@ -693,11 +693,14 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
  * 1.21; 1024x256x4096 1.36. ptxas: 168 registers at 384 threads, 154-165
  * at 256, no stack frame.
  *
- * NEEDSWORK: CM = 2 verified (every shape and the batched checks) but
- * measured ~2x slower (128x256: 91 us). The suspect, changed after that
- * run and not yet measured: the remote empty arrivals used
- * mbarrier.arrive.release.cluster (8 per k-tile per CTA); they now use the
- * default semantics, as CUTLASS does. One CTA per tile: the epilogue does
+ * CM = 2 verified (every shape and the batched checks). First measured ~2x
+ * slower (128x256: 91 us) while the remote empty arrivals used
+ * mbarrier.arrive.release.cluster; with the default semantics (as CUTLASS)
+ * it runs near the one-CTA tiles but never ahead of them (gemm_probe 20,
+ * 2026-12-04, us: 1024x4096x4096 48.1 vs 46.4, 4096^3 185.5 vs 182.2,
+ * 16384x4096x4096 740.5 vs 730.3): halving B's L2 reads buys nothing where
+ * the tile is compute-bound, so it stays out of the spaces.
+ * NEEDSWORK: one CTA per tile: the epilogue does
  * not overlap the next tile's loads, which costs most where tiles come in
  * many waves (16384 tokens) or few k-chunks; see the persistent form
  * below. Few tiles (N = 256) would want split-K or stream-K instead.
