@@ -700,10 +700,11 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
  * 2026-12-04, us: 1024x4096x4096 48.1 vs 46.4, 4096^3 185.5 vs 182.2,
  * 16384x4096x4096 740.5 vs 730.3): halving B's L2 reads buys nothing where
  * the tile is compute-bound, so it stays out of the spaces.
- * NEEDSWORK: one CTA per tile: the epilogue does
- * not overlap the next tile's loads, which costs most where tiles come in
- * many waves (16384 tokens) or few k-chunks; see the persistent form
- * below. Few tiles (N = 256) would want split-K or stream-K instead.
+ *
+ * NEEDSWORK: one CTA per tile: the epilogue does not overlap the next
+ * tile's loads, which costs most where tiles come in many waves (16384
+ * tokens) or few k-chunks; see the persistent form below. Few tiles
+ * (N = 256) would want split-K or stream-K instead.
  */
 /* Tile pid of an M x N output in GROUP_M order: GM tile rows walked
  * together (L2 reuse of B), then the next GM. */
