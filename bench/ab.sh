@@ -8,13 +8,14 @@
 #
 #   bench/ab.sh BUILD_DIR OUT_DIR WORKLOAD ROUNDS KEY [KEY ...]
 #
-# Appends its rows to OUT_DIR/ab.json ({"commit", "rows": [{"workload",
-# "key", "round", "us", "verified", "rel_err"}]}; several calls with one
-# OUT_DIR make one file) and prints a table of the medians in µs, one column
-# per round, "failed" where a key did not verify. Exit 1 if any did.
+# Appends its rows, each labelled with its binary's commit, to
+# OUT_DIR/ab.json ({"commit", "rows": [{"workload", "key", "round",
+# "commit", "us", "verified", "rel_err"}]}; calls with one OUT_DIR share the
+# file) and prints a table of the medians in µs, one column per round,
+# "failed" where a key did not verify. Exit 1 if any did.
 set -uo pipefail
 if [ $# -lt 5 ]; then
-	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 fi
 B=$1 OUT=$2 W=$3 ROUNDS=$4
@@ -47,15 +48,17 @@ done
 python3 - "$tmp" "$OUT/ab.json" "$COMMIT" "$W" "$ROUNDS" "${keys[@]}" <<'PY'
 import json, os, sys
 tmp, path, commit, w, rounds, keys = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
-doc = {"commit": commit, "rows": []}
+doc = {"rows": []}
 if os.path.exists(path):
     doc = json.load(open(path))
+doc["commit"] = commit  # the latest call's; each row names its own
 bad = 0
 table = []
 for k, key in enumerate(keys):
     cells = []
     for r in range(rounds):
-        row = {"workload": w, "key": key, "round": r + 1, "us": None, "verified": False}
+        row = {"workload": w, "key": key, "round": r + 1, "commit": commit, "us": None,
+               "verified": False}
         try:
             s = json.load(open(f"{tmp}/r{r}k{k}.json"))
             s = s.get("sweeps", [s])[0]

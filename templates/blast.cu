@@ -371,13 +371,11 @@ __device__ __forceinline__ void tp_issue(unsigned sz, const __nv_bfloat16 *z, i6
 }
 
 /* The shared tile at sz (block i in slot i, i < MIX_B) as w's tile at
- * token t0, in 16-byte chunks inside the shape. */
+ * token t0, in 16-byte chunks inside the shape (MIX_L2 & 8: under the
+ * policy pol). */
 __device__ __forceinline__ void tp_store(unsigned sz, __nv_bfloat16 *w, i64 plane, int N, int r,
-					 int t0, int c0, int tid)
+					 int t0, int c0, int tid, unsigned long long pol)
 {
-#if MIX_L2 & 8
-	const unsigned long long pol = kt_l2_evict_last();
-#endif
 	for (int e = tid; e < MIX_B * TP_T * 8; e += 128) {
 		const int ch = e & 7, tl = (e >> 3) % TP_T, i = e / (8 * TP_T);
 		const int t = t0 + tl, c = c0 + ch * 8;
@@ -392,6 +390,7 @@ __device__ __forceinline__ void tp_store(unsigned sz, __nv_bfloat16 *w, i64 plan
 #if MIX_L2 & 8
 		kt_st16_hint(w + i * plane + (i64)t * r + c, o, pol);
 #else
+		(void)pol;
 		*reinterpret_cast<uint4 *>(w + i * plane + (i64)t * r + c) = o;
 #endif
 	}
@@ -544,6 +543,8 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 	const int R = (r + TC_R - 1) / TC_R;
 	const tp_work a = tp_assign(blockIdx.x, gridDim.x, R);
 	const i64 plane = (i64)N * r;
+	/* MIX_L2 & 8: w's stores evict_last (one policy for the whole walk) */
+	const unsigned long long wpol = kt_l2_evict_last_if<(MIX_L2 & 8) != 0>();
 	unsigned af[2][8][4];	/* St_c's A fragments of the warp's 16 ranks */
 	/* lane (g, q): rows g, g + 8; k = 2q.. | 2q+8.. (St is the prep's:
 	 * ready before the previous kernel ran) */
@@ -587,7 +588,7 @@ blast_mix_tcp(const __nv_bfloat16 *__restrict__ z, const __nv_bfloat16 *__restri
 			tp_mix_chunk(sz, af[0], warp * 2, lane);
 			tp_mix_chunk(sz, af[1], warp * 2 + 1, lane);
 			__syncthreads();
-			tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid);
+			tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid, wpol);
 		});
 	}
 }

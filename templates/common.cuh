@@ -168,6 +168,63 @@ KT_DEV int kt_swz(int row, int chunk)
 }
 
 /*
+ * L2 residency (sm_80+). A policy from createpolicy rides on a load or
+ * store's .L2::cache_hint: evict_first marks lines to go first when L2
+ * needs room (operands streamed once), evict_last to stay longest (an
+ * intermediate the next kernel reads). discard.global.L2 drops a 128-byte
+ * line without writing it back: for an intermediate nobody reads again, so
+ * that its dirty lines cost no DRAM writes and free their room. It is a
+ * weak write of an indeterminate value: only after the last read of the
+ * line, by the thread or CTA that read it.
+ */
+KT_DEV unsigned long long kt_l2_evict_first(void)
+{
+	unsigned long long p;
+
+	asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+	return p;
+}
+
+KT_DEV unsigned long long kt_l2_evict_last(void)
+{
+	unsigned long long p;
+
+	asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+	return p;
+}
+
+/* The policy where ON (a compile-time switch), else 0 and no instruction:
+ * for code whose hints are compiled in or out by a define. */
+template <bool ON>
+KT_DEV unsigned long long kt_l2_evict_first_if(void)
+{
+	if constexpr (ON)
+		return kt_l2_evict_first();
+	return 0;
+}
+
+template <bool ON>
+KT_DEV unsigned long long kt_l2_evict_last_if(void)
+{
+	if constexpr (ON)
+		return kt_l2_evict_last();
+	return 0;
+}
+
+KT_DEV void kt_l2_discard(const void *line)
+{
+	asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(line) : "memory");
+}
+
+/* A 16-byte global store with an L2 policy. */
+KT_DEV void kt_st16_hint(void *p, uint4 v, unsigned long long pol)
+{
+	asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p),
+		     "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
+		     : "memory");
+}
+
+/*
  * sm_90: TMA (cp.async.bulk.tensor) and mbarrier helpers for the
  * warp-specialized GEMM (templates/gemm.cu, -DWS=1).
  *
@@ -249,37 +306,6 @@ KT_DEV void kt_tma_load_3d_mc(unsigned dst, const kt_tmap_t *m, unsigned bar, in
 		     : "memory");
 }
 
-/*
- * L2 residency (sm_80+). A policy from createpolicy rides on a load or
- * store's .L2::cache_hint: evict_first marks lines to go first when L2
- * needs room (operands streamed once), evict_last to stay longest (an
- * intermediate the next kernel reads). discard.global.L2 drops a 128-byte
- * line without writing it back: for an intermediate nobody reads again, so
- * that its dirty lines cost no DRAM writes and free their room. It is a
- * weak write of an indeterminate value: only after the last read of the
- * line, by the thread or CTA that read it.
- */
-KT_DEV unsigned long long kt_l2_evict_first(void)
-{
-	unsigned long long p;
-
-	asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-	return p;
-}
-
-KT_DEV unsigned long long kt_l2_evict_last(void)
-{
-	unsigned long long p;
-
-	asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
-	return p;
-}
-
-KT_DEV void kt_l2_discard(const void *line)
-{
-	asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(line) : "memory");
-}
-
 /* kt_tma_load_3d with an L2 policy on the lines it reads. */
 KT_DEV void kt_tma_load_3d_hint(unsigned dst, const kt_tmap_t *m, unsigned bar, int c0, int c1,
 				int c2, unsigned long long pol)
@@ -287,14 +313,6 @@ KT_DEV void kt_tma_load_3d_hint(unsigned dst, const kt_tmap_t *m, unsigned bar, 
 	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
 		     ".L2::cache_hint [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
 		     "l"((unsigned long long)m), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "l"(pol)
-		     : "memory");
-}
-
-/* A 16-byte global store with an L2 policy. */
-KT_DEV void kt_st16_hint(void *p, uint4 v, unsigned long long pol)
-{
-	asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p),
-		     "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
 		     : "memory");
 }
 

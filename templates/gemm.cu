@@ -847,11 +847,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			const unsigned rank = CM > 1 ? kt_cluster_ctarank() : 0;
-#if L2_HINT & 3
-			const unsigned long long pol = kt_l2_evict_first();
-#else
-			const unsigned long long pol = 0;
-#endif
+			const unsigned long long pol = kt_l2_evict_first_if<(L2_HINT & 3) != 0>();
 
 			kt_tmap_prefetch(tA);
 			kt_tmap_prefetch(tB);
@@ -989,11 +985,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			 * rows a warp writes land in distinct banks) */
 			const int PITCH = BN * 2 + 16, CH = BN / 8, t = tid & 127;
 			const unsigned st0 = base + c * RW * PITCH;
-#if L2_HINT & 4
-			const unsigned long long cpol = kt_l2_evict_last();
-#else
-			const unsigned long long cpol = 0;
-#endif
+			const unsigned long long cpol = kt_l2_evict_last_if<(L2_HINT & 4) != 0>();
 
 			kt_fence_proxy_async();
 			kt_bar_sync(1, CONS * 128);	/* every consumer's wgmmas retired */
@@ -1118,11 +1110,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			int it = 0;
-#if L2_HINT & 3
-			const unsigned long long pol = kt_l2_evict_first();
-#else
-			const unsigned long long pol = 0;
-#endif
+			const unsigned long long pol = kt_l2_evict_first_if<(L2_HINT & 3) != 0>();
 
 			kt_tmap_prefetch(tA);
 			kt_tmap_prefetch(tB);
@@ -1159,11 +1147,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 			asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 		const int c = wg - 1, t = tid & 127;
 		const unsigned st0 = epi0 + c * RW * SW * 2;
-#if L2_HINT & 4
-		const unsigned long long cpol = kt_l2_evict_last();
-#else
-		const unsigned long long cpol = 0;
-#endif
+		const unsigned long long cpol = kt_l2_evict_last_if<(L2_HINT & 4) != 0>();
 		float acc[MW][1][BN / 8][4];
 		int it = 0;
 
