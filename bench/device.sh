@@ -155,6 +155,8 @@ PY
 		--ktune "$OUT/ktune_attn_rows.json" >"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn FAILED" >&2; status=1; }
 	python3 bench/peers_attn.py "$OUT/peers_attn_L1024_$(date +%s).json" --lmax 1024 \
 		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn L1024 FAILED" >&2; status=1; }
+	python3 bench/peers_attn.py "$OUT/peers_attn_b128_$(date +%s).json" --block 128 \
+		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn block 128 FAILED" >&2; status=1; }
 	tail -n 12 "$OUT/peers_attn.log" >&2
 fi
 
