@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""peers_attn.py -- the peers of the jagged block-attention workloads (BENCH.md).
+"""peers_attn.py -- the peers of the jagged block-attention workloads (docs/benchmarks.md).
 
 Usage: peers_attn.py OUT.json [--seqs 1152] [--lmax 256] [--heads 4] [--head-dim 128]
                      [--block 64] [--inputs DIR] [--ktune KTUNE.json]
 
 Lengths: the generator of kernels/blockattn.h (SplitMix64 seeded 0, lengths
 uniform in [max(1, 2*lmax//5), lmax]), so FA2 and ktune run on identical
-lengths. It replaces BENCH.md's torch.Generator lengths: both give T ~ 2e5 at
-lmax 256, but only a generator written in C and Python alike can be shared.
+lengths: a torch.Generator would give T ~ 2e5 at lmax 256 too, but only a
+generator written in C and Python alike can be shared.
 
 Peers, each timed with triton.testing.do_bench(warmup=25, rep=200,
 return_mode="median"):
