@@ -63,6 +63,7 @@ include kernels/monarch.mk
 include kernels/blast.mk
 include templates/module.mk
 include db/module.mk
+include runtime/module.mk
 include tuner/module.mk
 include tuner/worker.mk
 include server/module.mk

@@ -1,15 +1,15 @@
 /*
- * cuda.h -- the CUDA driver API, reached with dlopen("libcuda.so.1") and
+ * cu_api.h -- the CUDA driver API, reached with dlopen("libcuda.so.1") and
  * cuGetProcAddress, so that ktune starts (and CI runs) where no driver is
- * installed. Only the worker child uses it.
+ * installed. The tuner's worker child and the runtime (libktune) use it.
  *
  * Each pointer is declared with the PFN_<name>_v<version> typedef of
  * <cudaTypedefs.h> that matches the version requested from
  * cuGetProcAddress: a name asked for at the newest version can come back
  * with a newer signature (cuCtxSynchronize at 13000 takes a context).
  */
-#ifndef KT_CUDA_H
-#define KT_CUDA_H
+#ifndef KT_CU_API_H
+#define KT_CU_API_H
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
