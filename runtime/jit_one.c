@@ -6,9 +6,14 @@
  * same reason the cache key hashes the text of the whole template set, not
  * only the instantiated file: a change to common.cuh must never reuse a
  * binary compiled from the old one.
+ *
+ * NVRTC is dlopen'd on first use, so that a program (libktune with shipped
+ * cubins) starts where it is not installed; only compiling then fails.
  */
 #include "jit_one.h"
 
+#include <dlfcn.h>
+#include <stddef.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +30,22 @@
 
 #define JIT_MAX_OPTS (KT_MAX_DEFINES + 8)
 
+/* NVRTC's entry points, resolved by jit_setup (lib NULL: not found). */
+static struct {
+	void *lib;
+	char why[300];
+	nvrtcResult (*Version)(int *, int *);
+	const char *(*GetErrorString)(nvrtcResult);
+	nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
+				     const char *const *, const char *const *);
+	nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
+	nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
+	nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
+	nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *);
+	nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
+	nvrtcResult (*DestroyProgram)(nvrtcProgram *);
+} nv;
+
 static pthread_once_t jit_once = PTHREAD_ONCE_INIT;
 static char nvrtc_version[16];
 static char templates_hash[33];
@@ -32,6 +53,48 @@ static char inc_cuda[512], inc_cccl[512];
 static int nheaders;
 static const char *header_src[64];
 static const char *header_name[64];
+
+/* Loads NVRTC: the sonames of CUDA 13 and 12, then the toolkit's lib64. */
+static void nvrtc_load(const char *home)
+{
+	static const char *const names[] = { "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so" };
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+#define SYM(x) { "nvrtc" #x, offsetof(__typeof__(nv), x) }
+		SYM(Version), SYM(GetErrorString), SYM(CreateProgram), SYM(CompileProgram),
+		SYM(GetProgramLogSize), SYM(GetProgramLog), SYM(GetCUBINSize), SYM(GetCUBIN),
+		SYM(DestroyProgram),
+#undef SYM
+	};
+	char path[600];
+	size_t i;
+
+	for (i = 0; !nv.lib && i < sizeof(names) / sizeof(names[0]); i++)
+		nv.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	for (i = 0; !nv.lib && i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/lib64/%s", home, names[i]);
+		nv.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!nv.lib) {
+		snprintf(nv.why, sizeof(nv.why),
+			 "NVRTC not found (libnvrtc.so.13 or .12, on the library path or in %s/lib64)",
+			 home);
+		return;
+	}
+	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *fn = dlsym(nv.lib, syms[i].name);
+
+		if (!fn) {
+			snprintf(nv.why, sizeof(nv.why), "NVRTC lacks %s", syms[i].name);
+			dlclose(nv.lib);
+			nv.lib = NULL;
+			return;
+		}
+		memcpy((char *)&nv + syms[i].off, &fn, sizeof(fn));
+	}
+}
 
 static void jit_setup(void)
 {
@@ -44,7 +107,8 @@ static void jit_setup(void)
 		home = KT_CUDA_HOME;
 	snprintf(inc_cuda, sizeof(inc_cuda), "--include-path=%s/include", home);
 	snprintf(inc_cccl, sizeof(inc_cccl), "--include-path=%s/include/cccl", home);
-	if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
+	nvrtc_load(home);
+	if (nv.lib && nv.Version(&major, &minor) == NVRTC_SUCCESS)
 		snprintf(nvrtc_version, sizeof(nvrtc_version), "%d.%d", major, minor);
 	else
 		snprintf(nvrtc_version, sizeof(nvrtc_version), "unknown");
@@ -154,23 +218,25 @@ int jit_compile(const struct kt_program *p, const char *arch, struct jit_result 
 	memset(r, 0, sizeof(*r));
 	if (jit_key(p, arch, r->key, err) != 0)
 		return -1;
+	if (!nv.lib)
+		return kt_err_set(err, KT_ECOMPILE, "%s", nv.why);
 	t = kt_template_find(p->tpl);
 	n = jit_options(p, arch, arch_opt, def_opts, opts);
-	rc = nvrtcCreateProgram(&prog, t->text, t->path, nheaders, header_src, header_name);
+	rc = nv.CreateProgram(&prog, t->text, t->path, nheaders, header_src, header_name);
 	if (rc != NVRTC_SUCCESS) {
 		kt_err_set(err, KT_ECOMPILE, "nvrtcCreateProgram(%s): %s", p->tpl,
-			   nvrtcGetErrorString(rc));
+			   nv.GetErrorString(rc));
 		goto out;
 	}
-	crc = nvrtcCompileProgram(prog, n, opts);
+	crc = nv.CompileProgram(prog, n, opts);
 	if (crc != NVRTC_SUCCESS && crc != NVRTC_ERROR_COMPILATION) {
 		kt_err_set(err, KT_ECOMPILE, "nvrtcCompileProgram(%s): %s", p->tpl,
-			   nvrtcGetErrorString(crc));
+			   nv.GetErrorString(crc));
 		goto out;
 	}
 	/* The log is kept also on success: warnings matter. */
-	if ((rc = nvrtcGetProgramLogSize(prog, &log_len)) != NVRTC_SUCCESS) {
-		kt_err_set(err, KT_ECOMPILE, "nvrtcGetProgramLogSize: %s", nvrtcGetErrorString(rc));
+	if ((rc = nv.GetProgramLogSize(prog, &log_len)) != NVRTC_SUCCESS) {
+		kt_err_set(err, KT_ECOMPILE, "nvrtcGetProgramLogSize: %s", nv.GetErrorString(rc));
 		goto out;
 	}
 	if (log_len > 1) {
@@ -178,14 +244,14 @@ int jit_compile(const struct kt_program *p, const char *arch, struct jit_result 
 			kt_err_set(err, KT_EINTERNAL, "out of memory for an NVRTC log");
 			goto out;
 		}
-		if ((rc = nvrtcGetProgramLog(prog, r->log)) != NVRTC_SUCCESS) {
-			kt_err_set(err, KT_ECOMPILE, "nvrtcGetProgramLog: %s", nvrtcGetErrorString(rc));
+		if ((rc = nv.GetProgramLog(prog, r->log)) != NVRTC_SUCCESS) {
+			kt_err_set(err, KT_ECOMPILE, "nvrtcGetProgramLog: %s", nv.GetErrorString(rc));
 			goto out;
 		}
 	}
 	if (crc == NVRTC_SUCCESS) {
-		if ((rc = nvrtcGetCUBINSize(prog, &bin_len)) != NVRTC_SUCCESS) {
-			kt_err_set(err, KT_ECOMPILE, "nvrtcGetCUBINSize: %s", nvrtcGetErrorString(rc));
+		if ((rc = nv.GetCUBINSize(prog, &bin_len)) != NVRTC_SUCCESS) {
+			kt_err_set(err, KT_ECOMPILE, "nvrtcGetCUBINSize: %s", nv.GetErrorString(rc));
 			goto out;
 		}
 		if (bin_len == 0) {
@@ -197,8 +263,8 @@ int jit_compile(const struct kt_program *p, const char *arch, struct jit_result 
 			kt_err_set(err, KT_EINTERNAL, "out of memory for a CUBIN");
 			goto out;
 		}
-		if ((rc = nvrtcGetCUBIN(prog, r->cubin)) != NVRTC_SUCCESS) {
-			kt_err_set(err, KT_ECOMPILE, "nvrtcGetCUBIN: %s", nvrtcGetErrorString(rc));
+		if ((rc = nv.GetCUBIN(prog, r->cubin)) != NVRTC_SUCCESS) {
+			kt_err_set(err, KT_ECOMPILE, "nvrtcGetCUBIN: %s", nv.GetErrorString(rc));
 			goto out;
 		}
 		r->cubin_len = bin_len;
@@ -207,8 +273,8 @@ int jit_compile(const struct kt_program *p, const char *arch, struct jit_result 
 	ret = 0;
 out:
 	r->ms = (kt_clock_s() * 1e3) - t0;
-	if (prog && (rc = nvrtcDestroyProgram(&prog)) != NVRTC_SUCCESS && ret == 0)
-		ret = kt_err_set(err, KT_ECOMPILE, "nvrtcDestroyProgram: %s", nvrtcGetErrorString(rc));
+	if (prog && (rc = nv.DestroyProgram(&prog)) != NVRTC_SUCCESS && ret == 0)
+		ret = kt_err_set(err, KT_ECOMPILE, "nvrtcDestroyProgram: %s", nv.GetErrorString(rc));
 	if (ret != 0) {
 		char key[33];
 

@@ -1,3 +1,42 @@
 # runtime/: libktune, the launch runtime (include/ktune.h), and the leaves it
-# shares with the tuner (the driver loader)
-LIB_SRCS += runtime/cu_api.c runtime/jit_one.c
+# shares with the rest of ktune (the driver loader, NVRTC compile-one, the
+# lookup chain).
+LIB_SRCS += runtime/cu_api.c runtime/jit_one.c runtime/api.c
+
+# libktune: the runtime alone, without the tuner, the store, the server,
+# SQLite, libmicrohttpd or jansson. NVRTC and the driver are dlopen'd, so it
+# loads where neither is installed. Position-independent objects of its own
+# (build/pic/) serve both the archive and the shared library, which exports
+# the ktune_* symbols only.
+RT_SRCS = runtime/api.c runtime/cu_api.c runtime/jit_one.c \
+	kernels/family.c kernels/gemm_plan.c kernels/dense.c kernels/lowrank.c \
+	kernels/monarch.c kernels/blast.c kernels/blockattn.c kernels/selftest.c \
+	templates/templates.c util/err.c util/hash.c util/clock.c
+RT_OBJS = $(patsubst %.c,$(BUILD)/pic/%.o,$(RT_SRCS)) $(BUILD)/pic/templates_gen.o
+RT_LIBS = -ldl -lm -pthread
+
+runtime: $(BUILD)/libktune.a $(BUILD)/libktune.so
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (pic)"
+	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fPIC -c -o $@ $<
+
+$(BUILD)/pic/templates_gen.o: $(BUILD)/templates_gen.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (pic)"
+	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fPIC -c -o $@ $<
+
+$(BUILD)/libktune.a: $(RT_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# --no-undefined: everything it needs is in it or in libc, libdl, libm
+# (not checked under a sanitizer, whose runtime the program brings).
+$(BUILD)/libktune.so: $(RT_OBJS) runtime/libktune.map
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared $(filter-out -Wl$(comma)-rpath%,$(LDFLAGS)) -Wl,-soname,libktune.so \
+		-Wl,--version-script=runtime/libktune.map $(if $(SANITIZE),,-Wl$(comma)--no-undefined) \
+		-o $@ $(RT_OBJS) $(RT_LIBS)
+
+comma := ,

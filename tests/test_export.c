@@ -421,7 +421,7 @@ static void header_answers(const char *dir, int cplusplus, const char *qfile,
 
 	cwd = getcwd(NULL, 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cwd);
-	snprintf(lib, sizeof(lib), "%s%s%s/libktune.a", libdir()[0] == '/' ? "" : cwd,
+	snprintf(lib, sizeof(lib), "%s%s%s/libktune_core.a", libdir()[0] == '/' ? "" : cwd,
 		 libdir()[0] == '/' ? "" : "/", libdir());
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && %s %s -Wall -Wextra -Wpedantic -Werror %s -I. -I'%s' -o driver%s driver.c -x none '%s'"
