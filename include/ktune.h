@@ -193,17 +193,17 @@ int ktune_monarch_workspace_size(ktune_table *t, int64_t tokens, int64_t in, int
 				 int64_t *bytes);
 /* y (tokens, out) with Monarch's interleaved output columns. */
 int ktune_monarch(ktune_table *t, const void *x, const void *w1, const void *w2,
-		  const void *prepared, void *y, int64_t tokens, int64_t in, int64_t out,
-		  int64_t blocks, int64_t rank, void *workspace, int64_t workspace_bytes,
-		  ktune_stream stream);
+		  const void *prepared, int64_t prepared_bytes, void *y, int64_t tokens,
+		  int64_t in, int64_t out, int64_t blocks, int64_t rank, void *workspace,
+		  int64_t workspace_bytes, ktune_stream stream);
 /* The same layer leaving y block-major (column i*(out/blocks) + s). */
 int ktune_monarch_bm_workspace_size(ktune_table *t, int64_t tokens, int64_t in, int64_t out,
 				    int64_t blocks, int64_t rank, ktune_stream stream,
 				    int64_t *bytes);
 int ktune_monarch_bm(ktune_table *t, const void *x, const void *w1, const void *w2,
-		     const void *prepared, void *y, int64_t tokens, int64_t in, int64_t out,
-		     int64_t blocks, int64_t rank, void *workspace, int64_t workspace_bytes,
-		     ktune_stream stream);
+		     const void *prepared, int64_t prepared_bytes, void *y, int64_t tokens,
+		     int64_t in, int64_t out, int64_t blocks, int64_t rank, void *workspace,
+		     int64_t workspace_bytes, ktune_stream stream);
 
 int ktune_blast_prepared_size(ktune_table *t, int64_t in, int64_t out, int64_t blocks,
 			      int64_t rank, int64_t *bytes);
@@ -213,9 +213,9 @@ int ktune_blast_prepare(ktune_table *t, const void *u, const void *v, const void
 int ktune_blast_workspace_size(ktune_table *t, int64_t tokens, int64_t in, int64_t out,
 			       int64_t blocks, int64_t rank, ktune_stream stream, int64_t *bytes);
 int ktune_blast(ktune_table *t, const void *x, const void *u, const void *v, const void *s,
-		const void *prepared, void *y, int64_t tokens, int64_t in, int64_t out,
-		int64_t blocks, int64_t rank, void *workspace, int64_t workspace_bytes,
-		ktune_stream stream);
+		const void *prepared, int64_t prepared_bytes, void *y, int64_t tokens,
+		int64_t in, int64_t out, int64_t blocks, int64_t rank, void *workspace,
+		int64_t workspace_bytes, ktune_stream stream);
 
 /*
  * ---- jagged block-diagonal attention ----

@@ -55,6 +55,12 @@ static const struct {
 	{ "cuEventSynchronize", 2000, 0, offsetof(struct cu_api, EventSynchronize) },
 	{ "cuEventElapsedTime", 12080, 2000, offsetof(struct cu_api, EventElapsedTime) },
 	{ "cuEventDestroy", 4000, 0, offsetof(struct cu_api, EventDestroy) },
+	{ "cuCtxGetCurrent", 4000, 0, offsetof(struct cu_api, CtxGetCurrent) },
+	{ "cuCtxGetDevice", 2000, 0, offsetof(struct cu_api, CtxGetDevice) },
+	{ "cuCtxPushCurrent", 4000, 0, offsetof(struct cu_api, CtxPushCurrent) },
+	{ "cuCtxPopCurrent", 4000, 0, offsetof(struct cu_api, CtxPopCurrent) },
+	{ "cuStreamGetCtx", 9020, 0, offsetof(struct cu_api, StreamGetCtx) },
+	{ "cuStreamIsCapturing", 10000, 0, offsetof(struct cu_api, StreamIsCapturing) },
 	{ "cuTensorMapEncodeTiled", 12000, 0, offsetof(struct cu_api, TensorMapEncodeTiled), 1 },
 };
 

@@ -54,6 +54,13 @@ struct cu_api {
 	PFN_cuEventSynchronize_v2000 EventSynchronize;
 	PFN_cuEventElapsedTime_v2000 EventElapsedTime;	/* same signature as _v12080 */
 	PFN_cuEventDestroy_v4000 EventDestroy;
+	/* the runtime's: the caller's context and capture state */
+	PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
+	PFN_cuCtxGetDevice_v2000 CtxGetDevice;
+	PFN_cuCtxPushCurrent_v4000 CtxPushCurrent;
+	PFN_cuCtxPopCurrent_v4000 CtxPopCurrent;
+	PFN_cuStreamGetCtx_v9020 StreamGetCtx;
+	PFN_cuStreamIsCapturing_v10000 StreamIsCapturing;
 	/* Optional (NULL when the driver lacks it): CUDA 12.0+, sm_90 maps. */
 	PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncodeTiled;
 };

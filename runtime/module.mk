@@ -1,14 +1,16 @@
 # runtime/: libktune, the launch runtime (include/ktune.h), and the leaves it
 # shares with the rest of ktune (the driver loader, NVRTC compile-one, the
 # lookup chain).
-LIB_SRCS += runtime/cu_api.c runtime/jit_one.c runtime/chain.c runtime/api.c
+LIB_SRCS += runtime/cu_api.c runtime/jit_one.c runtime/chain.c runtime/api.c runtime/table.c \
+	runtime/plan.c runtime/launch.c runtime/json_min.c
 
 # libktune: the runtime alone, without the tuner, the store, the server,
 # SQLite, libmicrohttpd or jansson. NVRTC and the driver are dlopen'd, so it
 # loads where neither is installed. Position-independent objects of its own
 # (build/pic/) serve both the archive and the shared library, which exports
 # the ktune_* symbols only.
-RT_SRCS = runtime/api.c runtime/cu_api.c runtime/jit_one.c runtime/chain.c \
+RT_SRCS = runtime/api.c runtime/table.c runtime/plan.c runtime/launch.c runtime/json_min.c \
+	runtime/cu_api.c runtime/jit_one.c runtime/chain.c \
 	kernels/family.c kernels/gemm_plan.c kernels/dense.c kernels/lowrank.c \
 	kernels/monarch.c kernels/blast.c kernels/blockattn.c kernels/selftest.c \
 	templates/templates.c util/err.c util/hash.c util/clock.c
