@@ -57,6 +57,7 @@ CLI_SRCS =
 TESTS =
 TEST_SUPPORT_SRCS =
 TEMPLATES =
+EXTRA_LIB_OBJS =
 GEN_SRCS = $(BUILD)/templates_gen.c
 
 include util/module.mk
@@ -77,7 +78,8 @@ include tests/module.mk
 # program) archives the listed sources that exist; `all` and `test` first
 # insist that every listed source is there.
 MISSING_SRCS = $(filter-out $(wildcard $(LIB_SRCS) $(CLI_SRCS) $(TEMPLATES)),$(LIB_SRCS) $(CLI_SRCS) $(TEMPLATES))
-LIB_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter $(wildcard $(LIB_SRCS)),$(LIB_SRCS))) $(BUILD)/obj/templates_gen.o
+LIB_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter $(wildcard $(LIB_SRCS)),$(LIB_SRCS))) $(BUILD)/obj/templates_gen.o \
+	$(EXTRA_LIB_OBJS)
 CLI_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
 TEST_SUPPORT_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SUPPORT_SRCS))
 TEST_BINS = $(patsubst %,$(BUILD)/tests/%,$(TESTS))

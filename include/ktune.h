@@ -117,8 +117,9 @@ void ktune_close(ktune_table *t);
  *                  "inf": none, "0": exact or default only)
  *   "arch"         plan for this target ("sm_90a") where no GPU is: lets
  *                  ktune_choose and ..._workspace_size answer without one
- *   "device"       the GPU name to look up ("NVIDIA H200"; default: the
- *                  stream's device) */
+ *   "device"       the tuned device to answer for: a uuid ("GPU-...") or a
+ *                  name ("NVIDIA H200"; the first of that name); default:
+ *                  the stream's GPU, by its uuid, else its name */
 int ktune_set_option(ktune_table *t, const char *name, const char *value);
 
 /* ---- what a call would run ---- */
@@ -136,12 +137,15 @@ typedef struct ktune_choice {
 	int64_t prepared_bytes;	/* monarch, blast: ..._prepared_size() */
 	int32_t nkernels;	/* launches per call */
 	int32_t warm;		/* 1: binaries loaded in this context */
+	int32_t shipped;	/* 1: every program has a cubin in the table */
 } ktune_choice;
 
 /* The choice for a family and a runtime shape key: the family's key
  * ("tokens=1024,in=4096,out=4096" ...), for attention "seqs=B,tokens=T,
- * heads=H,head_dim=D,block=BLK,rope=R" plus optional "lmax=L". stream: the
- * device asked about (NULL: current context, else the "arch" option). */
+ * heads=H,head_dim=D,block=BLK,rope=R" plus optional "lmax=L" (or a tuned
+ * key "seqs=B,lmax=L,...": T of ktune's generated lengths). stream: the
+ * device asked about (NULL: the current context, else the "arch" option).
+ * On a GPU this warms the call up (loads, or compiles, its kernels). */
 int ktune_choose(ktune_table *t, const char *family, const char *shape, ktune_stream stream,
 		 ktune_choice *out);
 

@@ -23,6 +23,7 @@ extern "C" {
 
 struct ktune_builtin_device {
 	const char *name;	/* "NVIDIA H200" */
+	const char *uuid;	/* "GPU-..." (NULL: unknown) */
 	const char *arch;	/* "sm_90" */
 	int32_t sms;
 	int64_t l2_bytes;
@@ -51,7 +52,8 @@ struct ktune_builtin {
 	int32_t nentries;
 	const struct ktune_builtin_entry *entries;
 	int32_t nbinaries;
-	const struct ktune_builtin_binary *binaries;
+	/* pointers: each program's record is defined beside its cubin */
+	const struct ktune_builtin_binary *const *binaries;
 };
 
 #ifdef __cplusplus

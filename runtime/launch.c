@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ struct rt_entry {
 struct rt_ctx {
 	CUcontext ctx;
 	struct chain_device dev;
+	char uuid[64];
 	struct rt_mod *mods;
 	struct rt_entry *calls[RT_BUCKETS];
 	struct rt_ctx *next;
@@ -123,14 +125,18 @@ static void ctx_leave(struct ktune_table *t, int pushed)
 		t->api.CtxPopCurrent(&popped);
 }
 
-/* The device of the current context, read once: name, arch, resources. */
-static int device_read(struct ktune_table *t, struct chain_device *d)
+/* The device of the current context, read once: name, uuid (as ktune
+ * records it), arch, resources. */
+static int device_read(struct ktune_table *t, struct chain_device *d, char uuid[64])
 {
 	CUdevice dev;
+	CUuuid u;
 	CUresult r;
 	int major = 0, minor = 0, sms = 0, smem = 0, l2 = 0;
+	const unsigned char *b = (const unsigned char *)u.bytes;
 
 	memset(d, 0, sizeof(*d));
+	uuid[0] = 0;
 	if ((r = t->api.CtxGetDevice(&dev)) != CUDA_SUCCESS)
 		return cu_fail(t, r, "cuCtxGetDevice");
 	if ((r = t->api.DeviceGetName(d->name, (int)sizeof(d->name) - 1, dev)) != CUDA_SUCCESS ||
@@ -146,6 +152,11 @@ static int device_read(struct ktune_table *t, struct chain_device *d)
 	    (r = t->api.DeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev)) !=
 		    CUDA_SUCCESS)
 		return cu_fail(t, r, "reading the device's properties");
+	if (t->api.DeviceGetUuid(&u, dev) == CUDA_SUCCESS)
+		snprintf(uuid, 64,
+			 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+			 b[13], b[14], b[15]);
 	snprintf(d->arch, sizeof(d->arch), "sm_%d%d", major, minor);
 	d->sms = sms;
 	d->smem_optin = smem;
@@ -167,7 +178,7 @@ static int ctx_state(struct ktune_table *t, CUcontext ctx, struct rt_ctx **out)
 		}
 	if (!(c = calloc(1, sizeof(*c))))
 		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
-	if ((rc = device_read(t, &c->dev)) != KTUNE_OK) {
+	if ((rc = device_read(t, &c->dev, c->uuid)) != KTUNE_OK) {
 		free(c);
 		return rc;
 	}
@@ -421,7 +432,7 @@ static int call_get(struct ktune_table *t, struct rt_ctx *x, const struct rt_sha
 		pthread_mutex_unlock(&t->build);
 		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 	}
-	if ((rc = rt_call_plan(t, s, &x->dev, c)) != KTUNE_OK ||
+	if ((rc = rt_call_plan(t, s, &x->dev, x->uuid, c)) != KTUNE_OK ||
 	    (rc = call_load(t, x, c, cap != CU_STREAM_CAPTURE_STATUS_NONE)) != KTUNE_OK) {
 		free(c);
 		free(e);
@@ -682,9 +693,24 @@ static int offline_device(const struct ktune_table *t, struct chain_device *d)
 	struct kt_target tg;
 	size_t n;
 
+	int i;
+
 	memset(d, 0, sizeof(*d));
 	if (!t->arch[0] || kt_target_named(t->arch, &tg) < 0)
 		return -1;
+	/* a device of the table named by option "device" (uuid, then name):
+	 * its resources, so that the plan is the one it would run */
+	for (i = 0; t->device[0] && t->uuids && i < t->ndevices; i++)
+		if (strcmp(t->uuids[i], t->device) == 0 && chain_arch_same(t->devices[i].arch, t->arch)) {
+			*d = t->devices[i];
+			return 0;
+		}
+	for (i = 0; t->device[0] && i < t->ndevices; i++)
+		if (strcasecmp(t->devices[i].name, t->device) == 0 &&
+		    chain_arch_same(t->devices[i].arch, t->arch)) {
+			*d = t->devices[i];
+			return 0;
+		}
 	snprintf(d->name, sizeof(d->name), "%s", t->device);
 	snprintf(d->arch, sizeof(d->arch), "%s", t->arch);
 	n = strlen(d->arch);
@@ -718,7 +744,7 @@ int rt_choose(struct ktune_table *t, const struct rt_shape *s, ktune_stream stre
 			       ? rc
 			       : rt_fail(KTUNE_ERROR_INVALID, "option arch '%s' is no known target",
 					 t->arch);
-	if ((rc = rt_call_plan(t, s, &dev, out)) == KTUNE_OK)
+	if ((rc = rt_call_plan(t, s, &dev, NULL, out)) == KTUNE_OK)
 		rt_ok();
 	return rc;
 }
@@ -788,6 +814,7 @@ void ktune_close(ktune_table *t)
 	}
 	free(t->bins);
 	free(t->devices);
+	free(t->uuids);
 	free(t->entries);
 	pthread_mutex_destroy(&t->lock);
 	pthread_mutex_destroy(&t->build);

@@ -42,3 +42,26 @@ $(BUILD)/libktune.so: $(RT_OBJS) runtime/libktune.map
 		-o $@ $(RT_OBJS) $(RT_LIBS)
 
 comma := ,
+
+# The runtime's own sources, packed into ktune (runtime/sources.h): an
+# export bundle (`ktune export --format lib`) builds them, with its
+# Makefile (runtime/bundle.mk) and check (runtime/bundle_check.c).
+RT_HDRS = include/ktune.h include/ktune_builtin.h runtime/rt.h runtime/chain.h runtime/cu_api.h \
+	runtime/jit_one.h runtime/json_min.h runtime/sources.h kernels/family.h kernels/gemm_plan.h \
+	kernels/blockattn.h util/err.h util/hash.h util/clock.h templates/templates.h
+RT_PACK = $(RT_SRCS) $(RT_HDRS) runtime/libktune.map runtime/bundle.mk runtime/bundle_check.c \
+	tools/embed.c
+EXTRA_LIB_OBJS += $(BUILD)/obj/runtime_src_gen.o
+
+$(BUILD)/pack: runtime/pack.c
+	@mkdir -p $(BUILD)
+	$(Q)$(CC) -std=c11 -O1 -Wall -o $@ $<
+
+$(BUILD)/runtime_src_gen.c: $(BUILD)/pack $(RT_PACK)
+	@echo "  PACK    libktune's sources"
+	$(Q)$(BUILD)/pack $@ $(RT_PACK)
+
+$(BUILD)/obj/runtime_src_gen.o: $(BUILD)/runtime_src_gen.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<

@@ -148,6 +148,9 @@ int rt_shape_parse(const char *family, const char *text, struct rt_shape *out)
 				       "rope, lmax)", f->name, tok);
 		v[i] = x;
 	}
+	/* a tuned problem's key (seqs, lmax: its generated lengths) */
+	if (v[1] < 0 && lmax > 0 && v[0] > 0 && lmax <= 65536 && v[0] <= (1L << 20))
+		v[1] = ba_tokens((long)v[0], (long)lmax);
 	for (i = 0; i < 5; i++)
 		if (v[i] < 0)
 			return rt_fail(KTUNE_ERROR_INVALID, "%s: shape lacks %s", f->name, names[i]);
@@ -189,15 +192,19 @@ int rt_prepared_layout(const struct kt_family *f, const struct kt_shape *s,
 	return KTUNE_OK;
 }
 
-/* The asked device's index in the table: the first of its name (and
- * arch), or -1. */
-static int table_device(const struct ktune_table *t, const struct chain_device *dev)
+/* The asked device's index in the table (rt_call_plan), or -1. */
+static int table_device(const struct ktune_table *t, const struct chain_device *dev,
+			const char *uuid)
 {
-	const char *name = t->device[0] ? t->device : dev->name;
+	const char *want = t->device[0] ? t->device : uuid;
 	int i;
 
-	for (i = 0; name[0] && i < t->ndevices; i++)
-		if (strcasecmp(t->devices[i].name, name) == 0 &&
+	for (i = 0; want && want[0] && t->uuids && i < t->ndevices; i++)
+		if (strcmp(t->uuids[i], want) == 0)
+			return i;
+	want = t->device[0] ? t->device : dev->name;
+	for (i = 0; want[0] && i < t->ndevices; i++)
+		if (strcasecmp(t->devices[i].name, want) == 0 &&
 		    chain_arch_same(t->devices[i].arch, dev->arch))
 			return i;
 	return -1;
@@ -300,8 +307,46 @@ static int prepare_call(const struct rt_shape *s, const struct chain_device *dev
 	return KTUNE_OK;
 }
 
+/* The plan of config cfg for s: the family's for its shape, attention's
+ * for the bound of its real tokens. */
+static int plan_for(const struct rt_shape *s, const struct kt_config *cfg,
+		    const struct kt_target *tgt, struct kt_plan *plan, struct kt_buf *bufs,
+		    int *nbufs, struct kt_err *err)
+{
+	if (s->tokens)
+		return ba_plan_bound(s->attn_bwd, &s->shape, s->tokens, cfg, tgt, plan, bufs, nbufs,
+				     err);
+	if (s->fam->plan(&s->shape, cfg, tgt, plan, err) < 0)
+		return -1;
+	*nbufs = s->fam->buffers(&s->shape, cfg, bufs);
+	return 0;
+}
+
+int rt_entry_plans(const struct kt_family *f, const struct kt_shape *s,
+		   const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *plan,
+		   struct kt_plan *prep, struct kt_err *err)
+{
+	struct kt_buf bufs[KT_MAX_BUFS];
+	struct rt_shape rs;
+	int n;
+
+	memset(&rs, 0, sizeof(rs));
+	rs.fam = f;
+	rs.shape = *s;
+	if (is_attn(f)) {
+		rs.tokens = ba_tokens(s->v[BA_D_SEQS], s->v[BA_D_LMAX]);
+		rs.attn_bwd = strcmp(f->name, "blockattn_bwd") == 0;
+	}
+	memset(prep, 0, sizeof(*prep));
+	if (plan_for(&rs, c, tgt, plan, bufs, &n, err) < 0)
+		return -1;
+	if (f->prepare_plan && f->prepare_plan(s, tgt, prep, bufs, &n, err) < 0)
+		return -1;
+	return 0;
+}
+
 int rt_call_plan(const struct ktune_table *t, const struct rt_shape *s,
-		 const struct chain_device *dev, struct rt_call *c)
+		 const struct chain_device *dev, const char *uuid, struct rt_call *c)
 {
 	struct chain_table ct = { t->ndevices, t->devices, t->nentries, t->entries };
 	struct chain_query q;
@@ -316,7 +361,7 @@ int rt_call_plan(const struct ktune_table *t, const struct rt_shape *s,
 	memset(&q, 0, sizeof(q));
 	q.fam = s->fam;
 	q.shape = s->shape;
-	q.device = table_device(t, dev);
+	q.device = table_device(t, dev, uuid);
 	q.arch = dev->arch;
 	q.max_distance = t->max_distance;
 	q.actual = dev;
@@ -325,15 +370,8 @@ int rt_call_plan(const struct ktune_table *t, const struct rt_shape *s,
 						: rt_fail_err(&err);
 	c->target = c->ans.target;
 	kt_target_arch(&c->target, c->arch, sizeof(c->arch));
-	if (s->tokens) {
-		if (ba_plan_bound(s->attn_bwd, &s->shape, s->tokens, &c->ans.cfg, &c->target, &c->plan,
-				  c->bufs, &c->nbufs, &err) < 0)
-			return rt_fail(KTUNE_ERROR_UNSUPPORTED, "%s", err.msg);
-	} else {
-		if (s->fam->plan(&s->shape, &c->ans.cfg, &c->target, &c->plan, &err) < 0)
-			return rt_fail(KTUNE_ERROR_UNSUPPORTED, "%s", err.msg);
-		c->nbufs = s->fam->buffers(&s->shape, &c->ans.cfg, c->bufs);
-	}
+	if (plan_for(s, &c->ans.cfg, &c->target, &c->plan, c->bufs, &c->nbufs, &err) < 0)
+		return rt_fail(KTUNE_ERROR_UNSUPPORTED, "%s", err.msg);
 	if ((rc = bind_buffers(c)) != KTUNE_OK)
 		return rc;
 
@@ -353,5 +391,9 @@ int rt_call_plan(const struct ktune_table *t, const struct rt_shape *s,
 	ch->prepared_bytes = (int64_t)c->prep_bytes;
 	for (i = 0; i < c->plan.nprep + c->plan.nlaunch; i++)
 		ch->nkernels += c->run[i];
+	ch->shipped = 1;
+	for (i = 0; i < c->plan.nprograms; i++)
+		if (!rt_bin_find(t, &c->plan.programs[i], c->arch))
+			ch->shipped = 0;
 	return KTUNE_OK;
 }

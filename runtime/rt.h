@@ -44,7 +44,9 @@ struct rt_shape {
 };
 
 /* "tokens=1024,in=4096,out=4096"; attention "seqs=B,tokens=T,heads=H,
- * head_dim=D,block=BLK,rope=R[,lmax=L]" (lmax 0 or absent: estimated). */
+ * head_dim=D,block=BLK,rope=R[,lmax=L]" (lmax 0 or absent: estimated), or
+ * a tuned problem's key without tokens (seqs and lmax: T of its generated
+ * lengths). */
 int rt_shape_parse(const char *family, const char *text, struct rt_shape *out);
 int rt_shape_attn(int bwd, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim,
 		  int64_t block, int64_t rope, int64_t lmax, struct rt_shape *out);
@@ -95,6 +97,7 @@ struct ktune_table {
 	pthread_mutex_t build;	/* planning, compiling and loading, one at a time */
 	int ndevices;
 	struct chain_device *devices;
+	char (*uuids)[64];	/* the devices' uuids, "" when unknown */
 	int nentries;
 	struct chain_entry *entries;
 	int nbins;
@@ -106,7 +109,7 @@ struct ktune_table {
 	int pdl;
 	double max_distance;
 	char arch[16];
-	char device[128];
+	char device[128];	/* option "device": a uuid or a name */
 	/* the driver, loaded on first use */
 	int api_state;		/* 0 not tried, 1 loaded, -1 failed (api_why) */
 	char api_why[600];
@@ -122,11 +125,20 @@ const struct rt_bin *rt_bin_find(const struct ktune_table *t, const struct kt_pr
 /* "gemm sm_90a BLOCK_M=256 ..." */
 void rt_program_id(const struct kt_program *p, const char *arch, char *buf, size_t len);
 
-/* Plans s on device dev (its name, arch and resources): the chain's
- * answer, the family's plan for the real shape, and every buffer's place
- * (plan.c). No driver. */
+/* Plans s on device dev (its name, arch and resources; uuid: the GPU's, or
+ * NULL): the chain's answer, the family's plan for the real shape, and
+ * every buffer's place (plan.c). No driver. The table's device is the one
+ * of option "device" (uuid or name), else of the GPU's uuid, else of its
+ * name: the first in table order. */
 int rt_call_plan(const struct ktune_table *t, const struct rt_shape *s,
-		 const struct chain_device *dev, struct rt_call *c);
+		 const struct chain_device *dev, const char *uuid, struct rt_call *c);
+/* The plans libktune runs for a tuned entry (config c at its shape s; for
+ * attention its generated lengths' tokens with the bound) and, for
+ * families with prepared weights, the prepare plan (else prep->nprograms
+ * is 0): the programs an export bundle compiles ahead of time. */
+int rt_entry_plans(const struct kt_family *f, const struct kt_shape *s,
+		   const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *plan,
+		   struct kt_plan *prep, struct kt_err *err);
 /* The prepared buffer of family f at shape s (tokens ignored): its bytes
  * and, when bufs is not NULL, the prepare plan and where each prepared
  * buffer lies (offs[i] for bufs[i].prepared). */

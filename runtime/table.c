@@ -190,6 +190,7 @@ static int load_json(struct ktune_table *t, const char *text, size_t len, const 
 		goto out;
 	}
 	if ((devs->n && !(t->devices = calloc((size_t)devs->n, sizeof(*t->devices)))) ||
+	    (devs->n && !(t->uuids = calloc((size_t)devs->n, sizeof(*t->uuids)))) ||
 	    (ents->n && !(t->entries = calloc((size_t)ents->n, sizeof(*t->entries))))) {
 		rc = rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 		goto out;
@@ -205,6 +206,7 @@ static int load_json(struct ktune_table *t, const char *text, size_t len, const 
 		device_set(&t->devices[i], jm_str(d, "name", ""), jm_str(d, "arch", ""),
 			   (long)jm_num(d, "sms", 0), (long long)jm_num(d, "l2_bytes", 0),
 			   (long)jm_num(d, "smem_optin", 0));
+		snprintf(t->uuids[i], sizeof(t->uuids[i]), "%s", jm_str(d, "uuid", ""));
 	}
 	t->ndevices = devs->n;
 	for (i = 0; i < ents->n; i++) {
@@ -318,31 +320,35 @@ int ktune_open_builtin(const struct ktune_builtin *b, ktune_table **out)
 	if ((rc = rt_table_new(&t)) != KTUNE_OK)
 		return rc;
 	if ((b->ndevices > 0 && !(t->devices = calloc((size_t)b->ndevices, sizeof(*t->devices)))) ||
+	    (b->ndevices > 0 && !(t->uuids = calloc((size_t)b->ndevices, sizeof(*t->uuids)))) ||
 	    (b->nentries > 0 && !(t->entries = calloc((size_t)b->nentries, sizeof(*t->entries)))) ||
 	    (b->nbinaries > 0 && !(t->bins = calloc((size_t)b->nbinaries, sizeof(*t->bins))))) {
 		ktune_close(t);
 		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 	}
-	for (i = 0; i < b->ndevices; i++)
+	for (i = 0; i < b->ndevices; i++) {
 		device_set(&t->devices[i], b->devices[i].name, b->devices[i].arch, b->devices[i].sms,
 			   (long long)b->devices[i].l2_bytes, b->devices[i].smem_optin);
+		snprintf(t->uuids[i], sizeof(t->uuids[i]), "%s",
+			 b->devices[i].uuid ? b->devices[i].uuid : "");
+	}
 	t->ndevices = b->ndevices > 0 ? b->ndevices : 0;
 	for (i = 0; i < b->nentries; i++)
 		entry_add(t, b->entries[i].device, b->entries[i].family, b->entries[i].shape,
 			  b->entries[i].config, b->entries[i].median_us);
 	for (i = 0; i < b->nbinaries; i++) {
+		const struct ktune_builtin_binary *y = b->binaries[i];
 		struct rt_bin *x = &t->bins[t->nbins];
 
-		if (!b->binaries[i].program || !b->binaries[i].data || b->binaries[i].len <= 0)
+		if (!y || !y->program || !y->data || y->len <= 0)
 			continue;
-		if (!(x->program = strdup(b->binaries[i].program))) {
+		if (!(x->program = strdup(y->program))) {
 			ktune_close(t);
 			return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 		}
-		snprintf(x->prefix, sizeof(x->prefix), "%s",
-			 b->binaries[i].prefix ? b->binaries[i].prefix : "");
-		x->data = b->binaries[i].data;
-		x->len = (size_t)b->binaries[i].len;
+		snprintf(x->prefix, sizeof(x->prefix), "%s", y->prefix ? y->prefix : "");
+		x->data = y->data;
+		x->len = (size_t)y->len;
 		t->nbins++;
 	}
 	*out = t;
