@@ -11,8 +11,6 @@
 int rt_run(struct ktune_table *t, const struct rt_shape *s, void *const *user, int nuser,
 	   const void *prepared, int64_t prepared_bytes, void *ws, int64_t ws_bytes,
 	   ktune_stream stream);
-int rt_choose(struct ktune_table *t, const struct rt_shape *s, ktune_stream stream,
-	      struct rt_call *out);
 int rt_prepare(struct ktune_table *t, const struct kt_family *f, const struct kt_shape *s,
 	       void *const *user, int nuser, void *prepared, int64_t prepared_bytes,
 	       ktune_stream stream);

@@ -687,6 +687,53 @@ int rt_run(struct ktune_table *t, const struct rt_shape *s, void *const *user, i
 	return rc;
 }
 
+int rt_run_plan(struct ktune_table *t, const struct kt_family *f, const struct kt_plan *p,
+		const struct kt_buf *bufs, int nbufs, const CUdeviceptr *ptrs, ktune_stream stream)
+{
+	struct rt_call *c;
+	struct rt_ctx *x = NULL;
+	CUcontext ctx;
+	struct kt_err err = { 0 };
+	int pushed, rc, i;
+
+	pthread_mutex_lock(&t->lock);
+	rc = api_ready(t);
+	pthread_mutex_unlock(&t->lock);
+	if (rc != KTUNE_OK)
+		return rc;
+	if (!(c = calloc(1, sizeof(*c))))
+		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
+	if ((rc = ctx_enter(t, stream, &ctx, &pushed)) != KTUNE_OK) {
+		free(c);
+		return rc;
+	}
+	pthread_mutex_lock(&t->lock);
+	rc = ctx_state(t, ctx, &x);
+	pthread_mutex_unlock(&t->lock);
+	if (rc != KTUNE_OK)
+		goto out;
+	c->shape.fam = f;
+	c->plan = *p;
+	c->nbufs = nbufs;
+	memcpy(c->bufs, bufs, (size_t)nbufs * sizeof(*bufs));
+	if (chain_target(x->dev.arch, &x->dev, &c->target, &err) < 0) {
+		rc = rt_fail_err(&err);
+		goto out;
+	}
+	kt_target_arch(&c->target, c->arch, sizeof(c->arch));
+	for (i = 0; i < p->nprep + p->nlaunch; i++)
+		c->run[i] = 1;
+	pthread_mutex_lock(&t->build);
+	rc = call_load(t, x, c, 0);
+	pthread_mutex_unlock(&t->build);
+	for (i = 0; rc == KTUNE_OK && i < p->nprep + p->nlaunch; i++)
+		rc = launch_one(t, c, i, ptrs, (CUstream)stream);
+out:
+	ctx_leave(t, pushed);
+	free(c);
+	return rc;
+}
+
 /* A device to plan for without a GPU: the "arch" option's target. */
 static int offline_device(const struct ktune_table *t, struct chain_device *d)
 {

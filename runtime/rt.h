@@ -147,4 +147,14 @@ int rt_prepared_layout(const struct kt_family *f, const struct kt_shape *s,
 		       struct kt_buf bufs[KT_MAX_BUFS], int *nbufs, size_t offs[KT_MAX_BUFS],
 		       size_t *total);
 
+/* Runs plan p (its prep, then its timed launches) over ptrs, one per
+ * buffer, on the stream's device: its programs compiled and loaded like a
+ * call's (launch.c). For references in tests and benchmarks. */
+int rt_run_plan(struct ktune_table *t, const struct kt_family *f, const struct kt_plan *p,
+		const struct kt_buf *bufs, int nbufs, const CUdeviceptr *ptrs, ktune_stream stream);
+/* The call of s on the stream's device, planned and loaded (a warm-up),
+ * copied to *out. */
+int rt_choose(struct ktune_table *t, const struct rt_shape *s, ktune_stream stream,
+	      struct rt_call *out);
+
 #endif
