@@ -140,6 +140,60 @@ static void test_header_builds(void)
 	free(cwd);
 }
 
+/* README.md's "Use it from C/CUDA" program, built as the README says and
+ * run: without a GPU it reports KTUNE_ERROR_NO_GPU; with one it computes. */
+static void test_readme_example(void)
+{
+	FILE *fp = fopen("README.md", "r");
+	char *text = NULL, *a, *b, cmd[4096], *out = NULL, *cwd = getcwd(NULL, 0);
+	const char *path = kt_test_path("readme_app.c"), *ld = libdir();
+	struct cu_api api;
+	struct kt_err e = { 0 };
+	long len;
+	int n = 0, rc;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cwd);
+	fseek(fp, 0, SEEK_END);
+	len = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	text = calloc((size_t)len + 1, 1);
+	CU_ASSERT_FATAL(text && fread(text, 1, (size_t)len, fp) == (size_t)len);
+	fclose(fp);
+	a = strstr(text, "## Use it from C/CUDA");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+	a = strstr(a, "```c\n");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+	a += 5;
+	b = strstr(a, "\n```");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, a, (size_t)(b - a) + 1), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "gcc -std=c11 -Wall -Wextra -Werror -I'%s/include' -I%s/include -o '%s.bin' '%s' "
+		 "'%s%s%s/libktune.a' -L%s/lib64 -Wl,-rpath,%s/lib64 -lcudart -ldl -lm -pthread && "
+		 "'%s.bin'",
+		 cwd, KT_CUDA_HOME, path, path, ld[0] == '/' ? "" : cwd, ld[0] == '/' ? "" : "/", ld,
+		 KT_CUDA_HOME, KT_CUDA_HOME, path);
+	{
+		char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+
+		rc = kt_test_exec(argv, NULL, &out, 300);
+	}
+	if (cu_api_load(&api, &e) == 0 && api.Init(0) == CUDA_SUCCESS &&
+	    api.DeviceGetCount(&n) == CUDA_SUCCESS && n > 0) {
+		CU_ASSERT_EQUAL(rc, 0);
+		CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "y[0][0] = 1"));
+	} else {
+		CU_ASSERT_EQUAL(rc, 1);
+		CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "KTUNE_ERROR_NO_GPU: no GPU"));
+	}
+	if (out)
+		printf("\n    README example: %s", out);
+	free(out);
+	free(text);
+	free(cwd);
+}
+
 /* ---- error paths ---- */
 
 static void expect(int rc, int want, const char *needle)
@@ -1135,20 +1189,30 @@ static void test_gpu_graph(void)
 	G.GraphDestroy(g);
 	gprob_free(&p);
 
-	/* cold: a shape not yet seen */
-	gprob_make(&p, "dense", "tokens=96,in=1024,out=1024");
-	CK(G.BeginCapture(G.st, CU_STREAM_CAPTURE_MODE_GLOBAL));
-	rc = typed_call(&p, G.st);
-	g = NULL;
-	G.EndCapture(G.st, &g);
-	if (g)
-		G.GraphDestroy(g);
-	CU_ASSERT_EQUAL(rc, KTUNE_ERROR_CAPTURE);
-	CU_ASSERT_PTR_NOT_NULL(strstr(ktune_last_error(), "run the call once before capturing"));
-	/* and the same call outside capture then works */
-	CU_ASSERT_EQUAL(typed_call(&p, G.st), KTUNE_OK);
-	CK(G.api.StreamSynchronize(G.st));
-	gprob_free(&p);
+	/* cold: a table of its own has nothing loaded yet */
+	{
+		ktune_table *mine = G.t, *fresh = NULL;
+
+		CU_ASSERT_EQUAL_FATAL(ktune_open_json(SHIPPED, &fresh), KTUNE_OK);
+		G.t = fresh;
+		gprob_make(&p, "dense", "tokens=96,in=1024,out=1024");
+		CK(G.BeginCapture(G.st, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		rc = typed_call(&p, G.st);
+		g = NULL;
+		G.EndCapture(G.st, &g);
+		if (g)
+			G.GraphDestroy(g);
+		CU_ASSERT_EQUAL(rc, KTUNE_ERROR_CAPTURE);
+		CU_ASSERT_PTR_NOT_NULL(strstr(ktune_last_error(), "run the call once before capturing"));
+		/* and the same call outside capture then works */
+		gprob_ready(&p, &ch);
+		gprob_reference(&p);
+		CU_ASSERT_EQUAL(typed_call(&p, G.st), KTUNE_OK);
+		CU_ASSERT(gprob_verify(&p, "dense after a refused capture", &worst));
+		gprob_free(&p);
+		G.t = mine;
+		ktune_close(fresh);
+	}
 }
 
 /* Several threads on one table, their own streams, two shapes each. */
@@ -1313,6 +1377,7 @@ int main(void)
 	s = CU_add_suite("runtime (CPU)", NULL, NULL);
 	CU_add_test(s, "header builds as C11 and C++17; libktune.a, .so link; .so needs libc only",
 		    test_header_builds);
+	CU_add_test(s, "README's C example builds and runs", test_readme_example);
 	CU_add_test(s, "errors: tables", test_errors_tables);
 	CU_add_test(s, "errors: calls, shapes, options, prepared sizes", test_errors_calls);
 	CU_add_test(s, "errors: messages are per thread", test_errors_threads);
