@@ -601,7 +601,7 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	if (wg == 0) {
 		/* producer */
 		if (CONS > 1)
-			asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
 		if (tid == 0) {
 			/* in a cluster: this CTA's part of each x chunk (rows) into
 			 * its x-peers, of each w1r chunk and w2 slice (rows) into its
@@ -663,7 +663,7 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	} else {
 		/* consumers */
 		if (CONS > 1)
-			asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+			KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
 		consumer(c, y, N, m, b, i, t0, base);
 		__syncwarp();
 		if (CL > 1 || EPILOGUE == 2)
