@@ -2,7 +2,7 @@
 # shares with the rest of ktune (the driver loader, NVRTC compile-one, the
 # lookup chain).
 LIB_SRCS += runtime/cu_api.c runtime/jit_one.c runtime/chain.c runtime/api.c runtime/table.c \
-	runtime/plan.c runtime/launch.c runtime/json_min.c
+	runtime/plan.c runtime/launch.c runtime/json_min.c runtime/table_db.c
 
 # libktune: the runtime alone, without the tuner, the store, the server,
 # SQLite, libmicrohttpd or jansson. NVRTC and the driver are dlopen'd, so it
@@ -17,7 +17,7 @@ RT_SRCS = runtime/api.c runtime/table.c runtime/plan.c runtime/launch.c runtime/
 RT_OBJS = $(patsubst %.c,$(BUILD)/pic/%.o,$(RT_SRCS)) $(BUILD)/pic/templates_gen.o
 RT_LIBS = -ldl -lm -pthread
 
-runtime: $(BUILD)/libktune.a $(BUILD)/libktune.so
+runtime: $(BUILD)/libktune.a $(BUILD)/libktune.so $(BUILD)/libktune_db.a
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -42,6 +42,15 @@ $(BUILD)/libktune.so: $(RT_OBJS) runtime/libktune.map
 		-o $@ $(RT_OBJS) $(RT_LIBS)
 
 comma := ,
+
+# libktune_db: ktune_open_db (include/ktune_db.h) and the store it reads;
+# link it before libktune.a, with -lsqlite3.
+RT_DB_OBJS = $(BUILD)/pic/runtime/table_db.o $(BUILD)/pic/db/store.o
+$(BUILD)/pic/db/store.o: $(BUILD)/schema_sql.h
+
+$(BUILD)/libktune_db.a: $(RT_DB_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # The runtime's own sources, packed into ktune (runtime/sources.h): an
 # export bundle (`ktune export --format lib`) builds them, with its

@@ -119,6 +119,12 @@ struct ktune_table {
 };
 
 int rt_table_new(struct ktune_table **out);
+/* Appends a device / an entry (libktune_db); an entry of an unknown family
+ * or key is counted in skipped, not an error. */
+int rt_table_add_device(struct ktune_table *t, const char *name, const char *uuid,
+			const char *arch, long sms, long long l2, long smem);
+int rt_table_add_entry(struct ktune_table *t, int device, const char *family, const char *shape,
+		       const char *config, double median_us);
 /* The shipped binary of a program for arch, or NULL. */
 const struct rt_bin *rt_bin_find(const struct ktune_table *t, const struct kt_program *p,
 				 const char *arch);

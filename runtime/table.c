@@ -412,3 +412,35 @@ int ktune_set_option(ktune_table *t, const char *name, const char *value)
 		rt_ok();
 	return rc;
 }
+
+int rt_table_add_device(struct ktune_table *t, const char *name, const char *uuid,
+			const char *arch, long sms, long long l2, long smem)
+{
+	struct chain_device *d = realloc(t->devices, (size_t)(t->ndevices + 1) * sizeof(*d));
+	char (*u)[64];
+
+	if (!d)
+		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
+	t->devices = d;
+	if (!(u = realloc(t->uuids, (size_t)(t->ndevices + 1) * sizeof(*u))))
+		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
+	t->uuids = u;
+	memset(&t->devices[t->ndevices], 0, sizeof(*d));
+	device_set(&t->devices[t->ndevices], name, arch, sms, l2, smem);
+	snprintf(t->uuids[t->ndevices], sizeof(t->uuids[0]), "%s", uuid ? uuid : "");
+	t->ndevices++;
+	return KTUNE_OK;
+}
+
+int rt_table_add_entry(struct ktune_table *t, int device, const char *family, const char *shape,
+		       const char *config, double median_us)
+{
+	struct chain_entry *e = realloc(t->entries, (size_t)(t->nentries + 1) * sizeof(*e));
+
+	if (!e)
+		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
+	t->entries = e;
+	memset(&t->entries[t->nentries], 0, sizeof(*e));
+	entry_add(t, device, family, shape, config, median_us);
+	return KTUNE_OK;
+}

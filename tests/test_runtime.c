@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "include/ktune.h"
+#include "include/ktune_db.h"
 #include "kernels/blockattn.h"
 #include "runtime/cu_api.h"
 #include "runtime/rt.h"
@@ -320,6 +321,44 @@ static void test_errors_threads(void)
 	pthread_join(th, NULL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(ktune_last_error(), "mine"));
 	ktune_close(t);
+}
+
+/* libktune_db: the same answers from the database the shipped results
+ * import into; a program links it with libktune.a and -lsqlite3. */
+static void test_open_db(void)
+{
+	const char *db = kt_test_path("rt.db"), *bad = kt_test_path("rt_bad.db");
+	char *argv[] = { (char *)kt_test_ktune(), "import", SHIPPED, "--db", (char *)db, NULL };
+	char cmd[4096], *out = NULL, *cwd = getcwd(NULL, 0);
+	const char *ld = libdir();
+	ktune_table *t = NULL;
+	ktune_choice c;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cwd);
+	CU_ASSERT_EQUAL_FATAL(kt_test_exec(argv, NULL, &out, 120), 0);
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL_FATAL(ktune_open_db(db, &t), KTUNE_OK);
+	CU_ASSERT_EQUAL(ktune_set_option(t, "arch", "sm_90a"), KTUNE_OK);
+	CU_ASSERT_EQUAL(ktune_set_option(t, "device", "NVIDIA H200"), KTUNE_OK);
+	CU_ASSERT_EQUAL(ktune_choose(t, "blast", "tokens=1024,in=2048,out=2048,blocks=16,rank=256",
+				     NULL, &c), KTUNE_OK);
+	CU_ASSERT_STRING_EQUAL(c.match, "exact");
+	CU_ASSERT_PTR_NOT_NULL(strstr(c.config, "variant=tcmix_fused"));
+	ktune_close(t);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(bad, "not a database, not at all", 26), 0);
+	CU_ASSERT_EQUAL(ktune_open_db(bad, &t), KTUNE_ERROR_BAD_TABLE);
+	CU_ASSERT_PTR_NULL(t);
+	snprintf(cmd, sizeof(cmd),
+		 "printf '#include \"ktune_db.h\"\nint main(int c, char **v)\n{\n\tktune_table *t;\n\n"
+		 "\treturn c < 2 || ktune_open_db(v[1], &t) != 0;\n}\n' > '%s.c' && "
+		 "gcc -std=c11 -Wall -Werror -I'%s/include' -o '%s.bin' '%s.c' '%s%s%s/libktune_db.a' "
+		 "'%s%s%s/libktune.a' -lsqlite3 -ldl -lm -pthread && '%s.bin' '%s'",
+		 bad, cwd, bad, bad, ld[0] == '/' ? "" : cwd, ld[0] == '/' ? "" : "/", ld,
+		 ld[0] == '/' ? "" : cwd, ld[0] == '/' ? "" : "/", ld, bad, db);
+	CU_ASSERT_EQUAL(run_cmd(cmd, &out), 0);
+	free(out);
+	free(cwd);
 }
 
 /* ---- planning, on the plan emulator ---- */
@@ -1381,6 +1420,7 @@ int main(void)
 	CU_add_test(s, "errors: tables", test_errors_tables);
 	CU_add_test(s, "errors: calls, shapes, options, prepared sizes", test_errors_calls);
 	CU_add_test(s, "errors: messages are per thread", test_errors_threads);
+	CU_add_test(s, "libktune_db: a database's winners, linked with -lsqlite3", test_open_db);
 	CU_add_test(s, "plans: dense, lowrank at 777 tokens on the emulator vs the CPU reference",
 		    test_plan_linear);
 	CU_add_test(s, "plans: attention, 1,000 random lengths, bound launch, on the emulator",
