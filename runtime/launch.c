@@ -774,9 +774,8 @@ int rt_choose(struct ktune_table *t, const struct rt_shape *s, ktune_stream stre
 	struct rt_call *c;
 	int pushed, rc;
 
-	/* without a GPU, or asked to: plan for the "arch" option */
 	pthread_mutex_lock(&t->lock);
-	rc = t->arch[0] && !stream ? KTUNE_ERROR_NO_GPU : api_ready(t);
+	rc = api_ready(t);
 	pthread_mutex_unlock(&t->lock);
 	if (rc == KTUNE_OK && (rc = enter_call(t, s, stream, &c, &pushed)) == KTUNE_OK) {
 		*out = *c;
@@ -784,13 +783,11 @@ int rt_choose(struct ktune_table *t, const struct rt_shape *s, ktune_stream stre
 		rt_ok();
 		return KTUNE_OK;
 	}
-	if (rc != KTUNE_ERROR_NO_GPU)
+	/* no driver, device or context: the "arch" option's target, if set */
+	if (rc != KTUNE_ERROR_NO_GPU || !t->arch[0])
 		return rc;
 	if (offline_device(t, &dev) < 0)
-		return rc == KTUNE_ERROR_NO_GPU && !t->arch[0]
-			       ? rc
-			       : rt_fail(KTUNE_ERROR_INVALID, "option arch '%s' is no known target",
-					 t->arch);
+		return rt_fail(KTUNE_ERROR_INVALID, "option arch '%s' is no known target", t->arch);
 	if ((rc = rt_call_plan(t, s, &dev, NULL, out)) == KTUNE_OK)
 		rt_ok();
 	return rc;
