@@ -1445,6 +1445,7 @@ int main(void)
 			CU_add_test(s, "a warm call in a CUDA graph; a cold one refused while capturing",
 				    test_gpu_graph);
 			CU_add_test(s, "four threads, one table, their own streams", test_gpu_threads);
+			CU_add_test(s, "README's C example computes on the GPU", test_readme_example);
 		}
 	} else if (kt_test_gpu_required() || gpu < 0) {
 		fprintf(stderr, "GPU not usable: %s\n", G.why);
