@@ -6,7 +6,8 @@
 #                 compiled ahead of time by nvcc (kernels/pN.cu -> cubin);
 #   make check    the library answers every entry from its own cubins, and
 #                 the kernel sources also compile to objects that link into
-#                 one binary (unique kernel names per program).
+#                 one binary (unique kernel names per program);
+#   make check-gpu  (a GPU) every entry runs from the bundle's cubins.
 #
 # Use: cc -Iinclude app.c lib/libktune_tuned.a -ldl -lpthread -lm, then
 #   #include "ktune_tuned.h"  ...  ktune_open_tuned(&t);
@@ -94,12 +95,19 @@ $(B)/link/all: $(B)/link/main.o $(LINK_OBJS)
 $(B)/check_table: check/check_table.c lib/libktune_tuned.a include/ktune_tuned.h
 	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $@ $< lib/libktune_tuned.a -ldl -lm -pthread
 
-check: $(B)/link/all $(B)/check_table
+$(B)/check_gpu: check/check_gpu.c lib/libktune_tuned.a include/ktune_tuned.h
+	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -I$(CUDA)/include -o $@ $< \
+		lib/libktune_tuned.a -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lcudart -ldl -lm -pthread
+
+check: $(B)/link/all $(B)/check_table $(B)/check_gpu
 	$(B)/link/all
 	$(B)/check_table
+
+check-gpu: $(B)/check_gpu
+	$(B)/check_gpu
 
 clean:
 	rm -rf $(B) lib include
 
-.PHONY: all check clean
+.PHONY: all check check-gpu clean
 .SECONDARY:

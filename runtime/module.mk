@@ -59,7 +59,7 @@ RT_HDRS = include/ktune.h include/ktune_builtin.h runtime/rt.h runtime/chain.h r
 	runtime/jit_one.h runtime/json_min.h runtime/sources.h kernels/family.h kernels/gemm_plan.h \
 	kernels/blockattn.h util/err.h util/hash.h util/clock.h templates/templates.h
 RT_PACK = $(RT_SRCS) $(RT_HDRS) runtime/libktune.map runtime/bundle.mk runtime/bundle_check.c \
-	tools/embed.c
+	runtime/bundle_gpu.c tools/embed.c
 EXTRA_LIB_OBJS += $(BUILD)/obj/runtime_src_gen.o
 
 $(BUILD)/pack: runtime/pack.c

@@ -653,6 +653,8 @@ static int lib_bundle(json_t *doc, struct export_bundle *out, struct kt_err *err
 			snprintf(name, sizeof(name), "Makefile");
 		else if (strcmp(src->path, "runtime/bundle_check.c") == 0)
 			snprintf(name, sizeof(name), "check/check_table.c");
+		else if (strcmp(src->path, "runtime/bundle_gpu.c") == 0)
+			snprintf(name, sizeof(name), "check/check_gpu.c");
 		else
 			snprintf(name, sizeof(name), "src/%s", src->path);
 		if (add_text(out, name, src->text, src->len, err) < 0)
