@@ -8,7 +8,7 @@
 #   bench/runtime.sh BUILD_DIR OUT_DIR [COMMIT]
 #
 # 1. for each untuned shape, a random sweep (budget $KTUNE_RT_BUDGET configs,
-#    default 8, at most $KTUNE_RT_LIMIT s, default 20) into a scratch
+#    default 6, at most $KTUNE_RT_LIMIT s, default 12) into a scratch
 #    database: its winner's median is the row's sweep_us; for a tuned shape
 #    sweep_us is the shipped config re-timed by `ktune sweep --config`;
 # 2. build/tests/test_runtime's timing mode: each shape through libktune
@@ -19,7 +19,7 @@
 #    merged in by (family, shape, via) -- rows of other vias (the torch
 #    ops') kept -- each with us / sweep_us and the 1.2 limit for untuned
 #    shapes. Logs in OUT_DIR/runtime_logs.tar.gz.
-# About 4 minutes on the H200 (sweeps ~3, the rest ~1).
+# About 5 minutes on the H200 (the 18 sweeps and re-times ~4, the rest ~1).
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
@@ -29,8 +29,8 @@ K=$PWD/$B/ktune
 # shellcheck source=bench/commit.sh
 . "$(dirname "$0")/commit.sh"
 COMMIT=$(bench_commit "$K" "${3:-}") || exit 2
-BUDGET=${KTUNE_RT_BUDGET:-8}
-LIMIT=${KTUNE_RT_LIMIT:-20}
+BUDGET=${KTUNE_RT_BUDGET:-6}
+LIMIT=${KTUNE_RT_LIMIT:-12}
 DB=$OUT/rt_logs/sweeps.db
 rm -f "$DB"
 status=0
