@@ -10,6 +10,9 @@
 #   make STATIC_DEPS=1   link SQLite, jansson, libmicrohttpd statically, for
 #                        taking the binary to a machine without them
 #   make V=1             show the full command lines
+#   make runtime         build/libktune.a and build/libktune.so (libktune,
+#                        include/ktune.h: the launch runtime alone) and
+#                        build/libktune_db.a (its database reader)
 
 CC      ?= cc
 CXX     ?= c++
@@ -54,6 +57,7 @@ CLI_SRCS =
 TESTS =
 TEST_SUPPORT_SRCS =
 TEMPLATES =
+EXTRA_LIB_OBJS =
 GEN_SRCS = $(BUILD)/templates_gen.c
 
 include util/module.mk
@@ -63,6 +67,7 @@ include kernels/monarch.mk
 include kernels/blast.mk
 include templates/module.mk
 include db/module.mk
+include runtime/module.mk
 include tuner/module.mk
 include tuner/worker.mk
 include server/module.mk
@@ -73,21 +78,24 @@ include tests/module.mk
 # program) archives the listed sources that exist; `all` and `test` first
 # insist that every listed source is there.
 MISSING_SRCS = $(filter-out $(wildcard $(LIB_SRCS) $(CLI_SRCS) $(TEMPLATES)),$(LIB_SRCS) $(CLI_SRCS) $(TEMPLATES))
-LIB_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter $(wildcard $(LIB_SRCS)),$(LIB_SRCS))) $(BUILD)/obj/templates_gen.o
+LIB_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(filter $(wildcard $(LIB_SRCS)),$(LIB_SRCS))) $(BUILD)/obj/templates_gen.o \
+	$(EXTRA_LIB_OBJS)
 CLI_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
 TEST_SUPPORT_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SUPPORT_SRCS))
 TEST_BINS = $(patsubst %,$(BUILD)/tests/%,$(TESTS))
 
-all: check-sources $(BUILD)/ktune $(TEST_BINS)
+all: check-sources $(BUILD)/ktune $(TEST_BINS) runtime
 
 check-sources:
 	@if [ -n "$(strip $(MISSING_SRCS))" ]; then echo "missing sources: $(MISSING_SRCS)"; exit 1; fi
 
-$(BUILD)/ktune: $(CLI_OBJS) $(BUILD)/libktune.a
+# libktune_core.a: every module of ktune (the binary and the tests link it);
+# libktune.a / .so: the launch runtime alone (runtime/module.mk).
+$(BUILD)/ktune: $(CLI_OBJS) $(BUILD)/libktune_core.a
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libktune.a $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libktune_core.a $(LDLIBS)
 
-$(BUILD)/libktune.a: $(LIB_OBJS)
+$(BUILD)/libktune_core.a: $(LIB_OBJS)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -110,10 +118,10 @@ $(BUILD)/templates_gen.c: $(BUILD)/embed $(filter $(wildcard $(TEMPLATES)),$(TEM
 	@echo "  EMBED   $(filter $(wildcard $(TEMPLATES)),$(TEMPLATES))"
 	$(Q)$(BUILD)/embed $@ $(filter $(wildcard $(TEMPLATES)),$(TEMPLATES))
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libktune.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libktune_core.a
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(BUILD)/libktune.a $(CUNIT_LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(BUILD)/libktune_core.a $(CUNIT_LIB) $(LDLIBS)
 
 # The README's test command. Every suite runs, then the result is summed up;
 # the ktune binary is built first because CLI and worker tests run it.
@@ -138,7 +146,7 @@ check: deps
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all check-sources test test-fast clean deps run check
+.PHONY: all check-sources test test-fast clean deps run check runtime
 .SECONDARY:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

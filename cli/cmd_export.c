@@ -10,13 +10,14 @@
 #include "cli.h"
 
 static const char export_usage[] =
-	"usage: ktune export [--format json|c|cuda] [--out PATH] [--device D]\n"
+	"usage: ktune export [--format json|c|lib] [--out PATH] [--device D]\n"
 	"                    [--family NAME] [--db PATH]\n"
 	"\n"
 	"  --format F    json (default): everything `ktune import` needs, plus launch data;\n"
-	"                c: a self-contained header (ktune_tuned.h) with ktune_best();\n"
-	"                cuda: the header plus one specialized .cu per winner, for nvcc\n"
-	"  --out PATH    file for json and c (default: stdout), directory for cuda\n"
+	"                c: libktune's compiled-in table as a header (ktune_tuned.h);\n"
+	"                lib (also cuda): a folder that `make` turns into a library:\n"
+	"                libktune with the table and every tuned kernel built by nvcc\n"
+	"  --out PATH    file for json and c (default: stdout), directory for lib\n"
 	"  --device D    only this device (uuid, id or name)\n"
 	"  --family F    only this family\n"
 	"  --db PATH     database (default $KTUNE_DB, else ./ktune.db)\n"
@@ -43,9 +44,9 @@ int cmd_export(int argc, char **argv)
 		return rc == 1 ? 0 : rc;
 	}
 	if (export_format_parse(format, &fmt) < 0)
-		return cli_usage_error("export", "--format must be json, c or cuda");
+		return cli_usage_error("export", "--format must be json, c or lib");
 	if (fmt == EXPORT_CUDA && !outp)
-		return cli_usage_error("export", "--format cuda writes a directory: give --out DIR");
+		return cli_usage_error("export", "--format lib writes a directory: give --out DIR");
 	f.device = device;
 	f.family = family;
 	rc = 1;

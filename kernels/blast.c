@@ -449,6 +449,7 @@ static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 		kt_buf_set(&out[B_ST], "St", KT_BUF_SCRATCH, KT_BF16, r * 256, 0);
 	else
 		kt_buf_set(&out[B_S32], "S32", KT_BUF_SCRATCH, KT_F32, b * b * r, 0);
+	out[B_S32].prepared = 1;
 	if (is_fused(cfg->variant) || cfg->variant == V_FUSED_CL || cfg->variant == V_TCMIX_FUSED)
 		return 9;	/* z stays on chip */
 	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
@@ -571,6 +572,48 @@ static void st_prep(struct kt_plan *out, int pm, long r)
 	kt_launch_arg_buf(l, B_S);
 	kt_launch_arg_buf(l, B_ST);
 	kt_launch_arg_i32(l, r);
+}
+
+/* Every prepared buffer of the space: St (the tensor-core mixers, fused_cl
+ * and tcmix_fused; only where blocks <= 16, their limit) and S32 (the
+ * others), both from blast.cu with MIX_B (and MIX_TC, which adds St's
+ * kernel), the program fused_cl preps with. In its own slots: St at
+ * B_ST, S32 at the next. */
+static int blast_prepare_plan(const struct kt_shape *s, const struct kt_target *tgt,
+			      struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
+			      struct kt_err *err)
+{
+	long b = s->v[D_BLOCKS], r = s->v[D_RANK];
+	struct kt_launch *l;
+	int tc = b <= 16, i, rc = 0;
+
+	(void)tgt;
+	memset(out, 0, sizeof(*out));
+	if (b < 1 || r < 1)
+		return kt_err_set(err, KT_EINVAL, "blast: blocks and rank must be positive");
+	blast_buffers(s, NULL, bufs);
+	for (i = NPROBLEM_BUFS; i < B_ST; i++)
+		kt_buf_set(&bufs[i], "", KT_BUF_SCRATCH, KT_BF16, 0, 0);
+	kt_buf_set(&bufs[B_ST], tc ? "St" : "", KT_BUF_SCRATCH, KT_BF16, tc ? (size_t)r * 256 : 0, 0);
+	bufs[B_ST].prepared = tc;
+	kt_buf_set(&bufs[B_ST + 1], "S32", KT_BUF_SCRATCH, KT_F32, (size_t)(b * b * r), 0);
+	bufs[B_ST + 1].prepared = 1;
+	*nbufs = B_ST + 2;
+	out->nprograms = 1;
+	out->programs[0].tpl = "blast";
+	rc |= kt_program_define(&out->programs[0], "MIX_B", b);
+	if (tc)
+		rc |= kt_program_define(&out->programs[0], "MIX_TC", 1);
+	if (rc)
+		return kt_err_set(err, KT_EINTERNAL, "blast: too many defines");
+	if (tc)
+		st_prep(out, 0, r);
+	l = elem_launch(&out->prep[out->nprep++], 0, "blast_s_to_f32", (long long)b * b * r);
+	kt_launch_arg_buf(l, B_S);
+	kt_launch_arg_buf(l, B_ST + 1);
+	kt_launch_arg_i64(l, (long long)b * b * r);
+	out->transform[0] = 0;
+	return 0;
 }
 
 /* fused_cl: [blast MIX_B MIX_TC] for the prep, [blast_fused + the shape
@@ -998,4 +1041,5 @@ const struct kt_family blast_family = {
 	.flops = blast_flops,
 	.min_bytes = blast_min_bytes,
 	.default_config = blast_default,
+	.prepare_plan = blast_prepare_plan,
 };

@@ -741,8 +741,11 @@ static int bwd_check(const struct kt_shape *s, const struct kt_config *c,
 
 /* ---- plans ---- */
 
+/* bound 0: the plan of s's generated lengths (the tuner's); else a bound
+ * on the blocks (ba_plan_bound), the kernels compiled with BOUND. */
 static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
-		   const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+		   const struct kt_target *tgt, long bound, struct kt_plan *out,
+		   struct kt_err *err)
 {
 	const char *fam = bwd ? "blockattn_bwd" : "blockattn_fwd";
 	struct layout L;
@@ -757,7 +760,7 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		return kt_err_set(err, KT_EINVAL, "%s: config cannot run: %s", fam, why);
 	cfg_of(bwd, s, c, &g);
 	layout_of(bwd, s, &L);
-	nblocks = ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], g.blk);
+	nblocks = bound ? bound : ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], g.blk);
 	nitems = nblocks * g.heads;
 	if (nitems > 2147483647L)
 		return kt_err_set(err, KT_EINVAL, "%s: %ld work items over 2^31", fam, nitems);
@@ -778,6 +781,8 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	    (bwd && kt_program_define(pr, "EPI", g.epi)) ||
 	    (g.pf && (kt_program_define(pr, "PF", 1) || kt_program_define(pr, "EPI", g.epi))))
 		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
+	if (bound && kt_program_define(pr, "BOUND", 1))
+		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 
 	/* untimed: the block list from the offsets */
 	out->nprep = 1;
@@ -789,6 +794,8 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	kt_launch_arg_buf(l, L.off);
 	kt_launch_arg_i32(l, s->v[BA_D_SEQS]);
 	kt_launch_arg_buf(l, L.blocks);
+	if (bound)
+		kt_launch_arg_i32(l, bound);
 
 	/* The work order: items (block, head), heads fastest so that the CTAs
 	 * running at once share a block's table rows in L2. */
@@ -844,13 +851,50 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 static int fwd_plan(const struct kt_shape *s, const struct kt_config *c,
 		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
-	return plan_of(0, s, c, tgt, out, err);
+	return plan_of(0, s, c, tgt, 0, out, err);
 }
 
 static int bwd_plan(const struct kt_shape *s, const struct kt_config *c,
 		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
-	return plan_of(1, s, c, tgt, out, err);
+	return plan_of(1, s, c, tgt, 0, out, err);
+}
+
+long ba_bound_blocks(long tokens, long seqs, long blk)
+{
+	long b = (tokens + seqs * (blk - 1)) / blk;
+
+	return b < tokens ? b : tokens;
+}
+
+int ba_plan_bound(int bwd, const struct kt_shape *s, long tokens, const struct kt_config *c,
+		  const struct kt_target *tgt, struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS],
+		  int *nbufs, struct kt_err *err)
+{
+	const char *fam = bwd ? "blockattn_bwd" : "blockattn_fwd";
+	long seqs = s->v[BA_D_SEQS], blk = s->v[BA_D_BLOCK], bound;
+	size_t x = (size_t)tokens * (size_t)s->v[BA_D_HEADS] * (size_t)s->v[BA_D_HDIM];
+	struct layout L;
+	int i;
+
+	if (tokens < 1 || seqs < 1 || blk < 1)
+		return kt_err_set(err, KT_EINVAL, "%s: tokens and sequences must be positive", fam);
+	if ((double)tokens * (double)s->v[BA_D_HEADS] > 2147483647.0)
+		return kt_err_set(err, KT_EINVAL, "%s: tokens x heads over 2^31: work items are int32",
+				  fam);
+	bound = ba_bound_blocks(tokens, seqs, blk);
+	if (plan_of(bwd, s, c, tgt, bound, out, err) < 0)
+		return -1;
+	/* s's buffers with T tokens, and the block list of the bound plus
+	 * its count */
+	layout_of(bwd, s, &L);
+	buffers_of(bwd, s, c, bufs);
+	for (i = 0; i < L.nproblem; i++)
+		if (i != L.off)
+			bufs[i].elems = i == L.tab ? (size_t)tokens * (size_t)s->v[BA_D_HDIM] : x;
+	bufs[L.blocks].elems = 2 * ((size_t)bound + 1);
+	*nbufs = L.nproblem + 1;
+	return 0;
 }
 
 /* templates/blockattn_ref.cu: one CTA per (block, head), one thread per row. */

@@ -72,6 +72,19 @@ int ba_cpu_bwd(const struct ba_dims *p, const double *q, const double *k, const 
  * so it maps gradients of rotated inputs to gradients of raw ones. */
 void ba_rotate(const struct ba_dims *p, const double *table, double *x, int conj);
 
+/* libktune's launches. The caller's tokens T and sequences B are known on
+ * the host, the lengths only on the device (cu_seqlens): a launch is sized
+ * from a bound on the blocks, min(T, (T + B (BLK - 1)) / BLK), and the
+ * kernels (compiled with BOUND=1) run only the blocks the prep kernel
+ * counts. */
+long ba_bound_blocks(long tokens, long seqs, long blk);
+/* Plan of c for T = tokens in s->v[BA_D_SEQS] sequences of any lengths
+ * (s's lmax only picked the config and is checked with it); bufs[] the
+ * family's buffers for T tokens, the block list (with its count) last. */
+int ba_plan_bound(int bwd, const struct kt_shape *s, long tokens, const struct kt_config *c,
+		  const struct kt_target *tgt, struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS],
+		  int *nbufs, struct kt_err *err);
+
 extern const struct kt_family blockattn_fwd_family;
 extern const struct kt_family blockattn_bwd_family;
 

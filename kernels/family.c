@@ -487,3 +487,18 @@ void kt_buf_set(struct kt_buf *b, const char *name, enum kt_buf_role role, enum 
 	b->elems = elems;
 	b->scale = scale;
 }
+
+int kt_plan_uses_buf(const struct kt_plan *p, int i)
+{
+	int l, a;
+
+	for (l = 0; l < p->nprep + p->nlaunch; l++) {
+		const struct kt_launch *k = l < p->nprep ? &p->prep[l] : &p->launch[l - p->nprep];
+
+		for (a = 0; a < k->nargs; a++)
+			if ((k->args[a].kind == KT_ARG_BUF || k->args[a].kind == KT_ARG_TMAP) &&
+			    k->args[a].buf == i)
+				return 1;
+	}
+	return 0;
+}

@@ -85,6 +85,14 @@ struct kt_buf {
 	enum kt_dtype dtype;
 	size_t elems;
 	double scale;		/* inputs: values uniform in (-scale, scale) */
+	/* scratch only. prepared 1: a re-laid-out weight, written by the
+	 * plan's prep launches from the weights alone (monarch's w1r, blast's
+	 * St or S32): the runtime fills it once per weight (prepare_plan),
+	 * not per call. zeroed 1: must hold zeros before the plan's launches
+	 * (counters the kernels keep consistent from then on); the worker
+	 * zeroes scratch once per candidate, the runtime at every call. */
+	int prepared;
+	int zeroed;
 };
 
 struct kt_program {
@@ -192,6 +200,17 @@ struct kt_family {
 	/* The config handed out when nothing is tuned for a device. */
 	int (*default_config)(const struct kt_shape *s, const struct kt_target *tgt,
 			      struct kt_config *out);
+	/* Optional, for families with prepared buffers (kt_buf.prepared):
+	 * every prepared buffer any config of the space may read at shape s
+	 * (whatever its tokens) and a plan whose prep launches fill them all
+	 * from the weights. Its buffer indices are those of buffers() (the
+	 * problem's first) with bufs[] as given: the slots it fills are
+	 * marked prepared, other scratch slots are unused. A config's
+	 * prepared buffer has the name, dtype and size of the one of the same
+	 * name here, so that one preparation serves every token count. */
+	int (*prepare_plan)(const struct kt_shape *s, const struct kt_target *tgt,
+			    struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
+			    struct kt_err *err);
 };
 
 /* ---- registry ---- */
@@ -252,6 +271,11 @@ void kt_fill_bf16(uint16_t *dst, size_t n, uint64_t seed, double scale);
 uint16_t kt_f32_to_bf16(float f);	/* round to nearest even */
 float kt_bf16_to_f32(uint16_t h);
 size_t kt_dtype_size(enum kt_dtype t);
+
+/* 1 when a launch of plan p (prep or timed) takes buffer i, as a pointer
+ * or a tensor map: the scratch a plan really uses (a family may list
+ * scratch only some of its plans, or only its reference, read). */
+int kt_plan_uses_buf(const struct kt_plan *p, int i);
 
 /* Fills one buffer description (the rest of *b zeroed). */
 void kt_buf_set(struct kt_buf *b, const char *name, enum kt_buf_role role, enum kt_dtype t,

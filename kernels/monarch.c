@@ -390,6 +390,7 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	if (!has_w1r(cfg->variant))
 		return 8;
 	kt_buf_set(&out[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16, r * n, 0);
+	out[B_W1R].prepared = 1;
 	if (cfg->variant != V_FUSED_WS || cfg->p[P_EPI] != 3 || cfg->p[P_BM] < 1)
 		return 9;
 	/* EPILOGUE 3's arrival counters, one per token tile: scratch, so the
@@ -397,6 +398,7 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	 * blocks and needs no reset (monarch_fused.cu's interleave) */
 	kt_buf_set(&out[B_ARRIVED], "arrived", KT_BUF_SCRATCH, KT_I32,
 		   (T + (size_t)cfg->p[P_BM] - 1) / (size_t)cfg->p[P_BM], 0);
+	out[B_ARRIVED].zeroed = 1;
 	return 10;
 }
 
@@ -480,6 +482,33 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, r);
 	kt_launch_arg_i32(l, n / b);
+}
+
+/* Every prepared buffer of the space: w1r, which the relayout variants and
+ * fused_ws read (the same re-layout for all), filled by monarch.cu's
+ * relayout kernel (a program without defines). */
+static int monarch_prepare_plan(const struct kt_shape *s, const struct kt_target *tgt,
+				struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
+				struct kt_err *err)
+{
+	char why[160];
+	int i;
+
+	(void)tgt;
+	memset(out, 0, sizeof(*out));
+	if (shape_check(s, why, sizeof(why)))
+		return kt_err_set(err, KT_EINVAL, "monarch: %s", why);
+	monarch_buffers(s, NULL, bufs);
+	for (i = B_Z32 + 1; i < B_W1R; i++)
+		kt_buf_set(&bufs[i], "", KT_BUF_SCRATCH, KT_BF16, 0, 0);
+	kt_buf_set(&bufs[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16,
+		   (size_t)s->v[D_RANK] * (size_t)s->v[D_IN], 0);
+	bufs[B_W1R].prepared = 1;
+	*nbufs = B_W1R + 1;
+	out->nprograms = 1;
+	out->programs[0].tpl = "monarch";
+	plan_relayout(s, 0, out);
+	return 0;
 }
 
 /* fused_ws: the w1 re-layout (prep), then one launch of monarch_fused.cu
@@ -919,6 +948,7 @@ const struct kt_family monarch_family = {
 	.flops = monarch_flops,
 	.min_bytes = monarch_min_bytes,
 	.default_config = monarch_default,
+	.prepare_plan = monarch_prepare_plan,
 };
 
 /* (3): the same layer with y left block-major, y[t][i*mb + s] = y2[i][t][s]
@@ -949,4 +979,5 @@ const struct kt_family monarch_bm_family = {
 	.flops = monarch_flops,
 	.min_bytes = monarch_min_bytes,
 	.default_config = monarch_bm_default,
+	.prepare_plan = monarch_prepare_plan,
 };

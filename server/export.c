@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "../kernels/family.h"
+#include "../runtime/rt.h"
+#include "../runtime/sources.h"
 #include "../templates/templates.h"
 #include "launch.h"
 #include "lookup.h"
@@ -27,7 +29,7 @@ int export_format_parse(const char *name, enum export_format *out)
 		*out = EXPORT_JSON;
 	else if (strcmp(name, "c") == 0)
 		*out = EXPORT_C;
-	else if (strcmp(name, "cuda") == 0)
+	else if (strcmp(name, "lib") == 0 || strcmp(name, "cuda") == 0)
 		*out = EXPORT_CUDA;
 	else
 		return -1;
@@ -325,290 +327,24 @@ out:
 	return rc;
 }
 
-/* ---- C header ---- */
-
-static const char header_prologue[] =
-"/*\n"
-" * ktune_tuned.h -- tuned kernel configs exported by ktune (format c).\n"
-" * Self-contained: C11 or C++, no other header of ktune needed.\n"
-" *\n"
-" * ktune_best() repeats ktune's lookup chain (ktune best, GET /v1/best),\n"
-" * first that answers wins:\n"
-" *   KTUNE_MATCH_EXACT    the shape tuned on the device; else tuned on\n"
-" *                        another GPU of the same model (same name, compared\n"
-" *                        case-insensitively, and same arch: the other GPUs\n"
-" *                        of a multi-GPU host), the fastest of those;\n"
-" *                        e->device says which GPU it was measured on;\n"
-" *   KTUNE_MATCH_NEAREST  the nearest shape tuned on the device alone, not\n"
-" *                        its siblings (same structural dims, closest in\n"
-" *                        log-distance over the others, within\n"
-" *                        KTUNE_MAX_DISTANCE, and accepted by `valid` --\n"
-" *                        pass a predicate that applies your family's\n"
-" *                        constraints, or NULL to accept all);\n"
-" *   KTUNE_MATCH_ARCH     exact, else nearest, on the other devices of the\n"
-" *                        architecture, siblings included;\n"
-" *   KTUNE_MATCH_DEFAULT  NULL: use the family's default config (ktune best\n"
-" *                        --json gives it per shape).\n"
-" *\n"
-" * KTUNE_MAX_DISTANCE (define it before including this header to change\n"
-" * it; 0: exact or default only) is ktune best's default limit, ln 8: a\n"
-" * shape further than a factor of 8 in one dim from every tuned one gets\n"
-" * the default, whose rules fit its regime better than a far neighbour.\n"
-" *\n"
-" * Every entry carries how to launch it for its tuned shape: programs (the\n"
-" * template, compile defines and options), buffers, untimed prep launches\n"
-" * (offline transforms) and the timed launches in order, each with kernel\n"
-" * name, grid, block, dynamic shared memory, the cooperative flag and\n"
-" * arguments. A launch with cooperative = 1 has CTAs that wait for each\n"
-" * other: launch it with cuLaunchCooperativeKernel (or cuLaunchKernelEx\n"
-" * with CU_LAUNCH_ATTRIBUTE_COOPERATIVE), which refuses a grid that cannot\n"
-" * be resident at once; an ordinary launch may hang. Its scratch buffers\n"
-" * must be zeroed once before the first launch. A launch with pdl = 1\n"
-" * may go out with programmatic dependent launch (cuLaunchKernelEx with\n"
-" * CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): it starts while\n"
-" * the previous kernel finishes and waits for it itself, so it is correct\n"
-" * either way; it was timed so. In a `cuda`\n"
-" * export, programs[i].source is the specialized .cu file and\n"
-" * launches[i].symbol the kernel's name in it.\n"
-" * An entry's launches (grids, buffer sizes, arguments) are those of its\n"
-" * tuned shape, e->shape. For any other shape (an answer other than\n"
-" * KTUNE_MATCH_EXACT) take the config from here and the launches from\n"
-" * `ktune best --json` or GET /v1/best of that shape, whose \"launch\" is\n"
-" * planned for the shape asked.\n"
-" */\n"
-"#ifndef KTUNE_TUNED_H\n"
-"#define KTUNE_TUNED_H\n\n"
-"#include <math.h>\n"
-"#include <stddef.h>\n"
-"#include <string.h>\n\n"
-"#define KTUNE_MAX_DIMS 8\n\n"
-"enum ktune_match {\n"
-"\tKTUNE_MATCH_EXACT = 0,\n"
-"\tKTUNE_MATCH_NEAREST = 1,\n"
-"\tKTUNE_MATCH_ARCH = 2,\n"
-"\tKTUNE_MATCH_DEFAULT = 3,\n"
-"\tKTUNE_MATCH_NONE = 4\t/* unknown device or family, or device ambiguous */\n"
-"};\n\n"
-"/* KTUNE_ARG_TMAP: a TMA tensor map (CUtensorMap, 128 bytes by value) over\n"
-" * buffer `buf`, to be built by the caller with cuTensorMapEncodeTiled; its\n"
-" * geometry is in the comment beside the argument. */\n"
-"enum ktune_arg_kind { KTUNE_ARG_BUF = 0, KTUNE_ARG_I32, KTUNE_ARG_I64, KTUNE_ARG_F32,\n"
-"\tKTUNE_ARG_TMAP };\n\n"
-"struct ktune_arg {\n\tint kind;\t/* enum ktune_arg_kind */\n\tint buf;\t/* KTUNE_ARG_BUF: index into buffers */\n"
-"\tlong long i;\n\tfloat f;\n};\n\n"
-"struct ktune_launch {\n\tconst char *kernel;\t/* extern \"C\" name in the template */\n"
-"\tconst char *symbol;\t/* its name in the cuda export's .cu */\n\tint program;\n"
-"\tunsigned grid[3], block[3];\n\tunsigned smem;\t/* dynamic shared memory, bytes */\n"
-"\tint cooperative;\t/* 1: cuLaunchCooperativeKernel (its CTAs wait for each other) */\n"
-"\tint pdl;\t/* 1: may use programmatic dependent launch (a speed hint) */\n"
-"\tint nargs;\n\tconst struct ktune_arg *args;\n};\n\n"
-"struct ktune_program {\n\tconst char *tpl;\t/* template name */\n\tconst char *source;\t/* .cu in a cuda export */\n"
-"\tconst char *arch;\t/* --gpu-architecture */\n\tint ndefines;\n\tconst char *const *defines;\t/* NAME=VALUE, give as -D */\n};\n\n"
-"struct ktune_buffer {\n\tconst char *name;\n\tconst char *role;\t/* input, output, scratch */\n"
-"\tconst char *dtype;\t/* bf16, f32, i32 */\n\tunsigned long long elems;\n};\n\n"
-"struct ktune_device {\n\tconst char *name, *uuid, *arch;\n\tint sms, smem_optin;\t/* what a validity predicate may need */\n\tlong long l2_bytes;\n};\n\n"
-"struct ktune_family {\n\tconst char *name;\n\tint ndims;\n\tconst char *const *dims;\n\tconst int *structural;\n};\n\n"
-"struct ktune_entry {\n\tint device;\t/* index into ktune_devices */\n\tint family;\t/* index into ktune_families */\n"
-"\tlong shape[KTUNE_MAX_DIMS];\t/* in the family's dims order */\n"
-"\tconst char *shape_key, *config_key, *variant;\n"
-"\tint nparams;\n\tconst char *const *param_names;\n\tconst long *param_values;\n"
-"\tdouble median_us, floor_us, cublas_us, naive_us;\t/* 0: not measured */\n"
-"\tlong long sweep_id;\t/* in the exporting database */\n"
-"\tint nprograms;\n\tconst struct ktune_program *programs;\n"
-"\tint nbuffers;\n\tconst struct ktune_buffer *buffers;\n"
-"\tint nprep;\n\tconst struct ktune_launch *prep;\n"
-"\tint nlaunch;\n\tconst struct ktune_launch *launches;\n"
-"\tconst char *transform;\t/* offline weight transform, \"\" if none */\n};\n\n"
-"/* 0 rejects entry e for shape (your family's constraints). */\n"
-"typedef int (*ktune_valid_fn)(const struct ktune_entry *e, const long *shape, void *ctx);\n\n";
-
-/* ktune_best() is lookup_best() (server/lookup.c) step for step; a change
- * to one is a change to the other, and test_export compares their answers.
- * The header knows the devices and families the export selected (the
- * JSON export's "devices" and "families": without a filter all of the
- * store's devices and all of the binary's families, tuned or not), so a
- * name resolves to the same device, ambiguity or default as over the
- * store. */
-static const char header_lookup[] =
-"\nstatic inline int ktune_streq_nocase(const char *a, const char *b)\n{\n"
-"\tfor (; *a && *b; a++, b++) {\n"
-"\t\tint x = (*a >= 'A' && *a <= 'Z') ? *a + 32 : *a;\n"
-"\t\tint y = (*b >= 'A' && *b <= 'Z') ? *b + 32 : *b;\n\n"
-"\t\tif (x != y)\n\t\t\treturn 0;\n\t}\n\treturn *a == *b;\n}\n\n"
-"/* -1 when a structural dim differs; else the log-distance. */\n"
-"static inline double ktune_distance(const struct ktune_family *f, const long *a, const long *b)\n{\n"
-"\tdouble d = 0;\n\tint i;\n\n"
-"\tfor (i = 0; i < f->ndims; i++) {\n\t\tdouble x, y;\n\n"
-"\t\tif (f->structural[i]) {\n\t\t\tif (a[i] != b[i])\n\t\t\t\treturn -1;\n\t\t\tcontinue;\n\t\t}\n"
-"\t\tx = log((double)(a[i] > 0 ? a[i] : 1));\n"
-"\t\ty = log((double)(b[i] > 0 ? b[i] : 1));\n"
-"\t\td += (x - y) * (x - y);\n\t}\n\treturn sqrt(d);\n}\n\n"
-"/* Which entries a step looks at. A model is a GPU name and an arch: its\n"
-" * GPUs are interchangeable for an exact shape, not for a nearest one. */\n"
-"enum ktune_stage {\n"
-"\tKTUNE_STAGE_DEVICE = 0,\t/* the asked device */\n"
-"\tKTUNE_STAGE_MODEL = 1,\t/* the other devices of its name and arch */\n"
-"\tKTUNE_STAGE_ARCH = 2\t/* every device of the arch but the asked one (dev may be -1) */\n"
-"};\n\n"
-"static inline int ktune_in_stage(const struct ktune_entry *e, int dev, int stage,\n"
-"\t\t\t\t const char *arch)\n{\n"
-"\tconst struct ktune_device *d = &ktune_devices[e->device];\n\n"
-"\tif (stage == KTUNE_STAGE_DEVICE)\n\t\treturn e->device == dev;\n"
-"\tif (e->device == dev || strcmp(d->arch, arch) != 0)\n\t\treturn 0;\n"
-"\treturn stage == KTUNE_STAGE_ARCH || ktune_streq_nocase(d->name, ktune_devices[dev].name);\n}\n\n"
-"/* The exact shape within a stage; among several (only across devices)\n"
-" * the fastest, the first in table order on a tie. */\n"
-"static inline const struct ktune_entry *ktune_search_exact(int fam, const long *shape, int dev,\n"
-"\t\tint stage, const char *arch)\n{\n"
-"\tconst struct ktune_family *f = &ktune_families[fam];\n"
-"\tconst struct ktune_entry *best = NULL;\n\tint i;\n\n"
-"\tfor (i = 0; i < KTUNE_NENTRIES; i++) {\n"
-"\t\tconst struct ktune_entry *e = &ktune_entries[i];\n\n"
-"\t\tif (e->family != fam || !ktune_in_stage(e, dev, stage, arch) ||\n"
-"\t\t    memcmp(e->shape, shape, sizeof(long) * (size_t)f->ndims) != 0)\n\t\t\tcontinue;\n"
-"\t\tif (!best || e->median_us < best->median_us)\n\t\t\tbest = e;\n\t}\n"
-"\treturn best;\n}\n\n"
-"/* The closest valid shape within a stage, the first in table order on a\n"
-" * tie; *dist its log-distance. */\n"
-"static inline const struct ktune_entry *ktune_search_nearest(int fam, const long *shape, int dev,\n"
-"\t\tint stage, const char *arch, ktune_valid_fn valid, void *ctx, double *dist)\n{\n"
-"\tconst struct ktune_family *f = &ktune_families[fam];\n"
-"\tconst struct ktune_entry *best = NULL;\n\tdouble bd = 0;\n\tint i;\n\n"
-"\tfor (i = 0; i < KTUNE_NENTRIES; i++) {\n"
-"\t\tconst struct ktune_entry *e = &ktune_entries[i];\n\t\tdouble d;\n\n"
-"\t\tif (e->family != fam || !ktune_in_stage(e, dev, stage, arch))\n\t\t\tcontinue;\n"
-"\t\tif ((d = ktune_distance(f, e->shape, shape)) < 0 ||\n"
-"\t\t    !(d <= (double)KTUNE_MAX_DISTANCE * (1 + 1e-12)))\n\t\t\tcontinue;\n"
-"\t\tif (best && d >= bd)\n\t\t\tcontinue;\n"
-"\t\tif (valid && !valid(e, shape, ctx))\n\t\t\tcontinue;\n"
-"\t\tbest = e;\n\t\tbd = d;\n\t}\n\t*dist = bd;\n\treturn best;\n}\n\n"
-"/* The best entry for family at shape (dims in the family's order) on\n"
-" * device (uuid or name, the first that matches; NULL: the only device, or\n"
-" * the first when all share one name) or, when the device is unknown, arch\n"
-" * (\"sm_90\"; may be NULL). *match says which step answered; NULL with\n"
-" * KTUNE_MATCH_DEFAULT means: use the family default. */\n"
-"static inline const struct ktune_entry *ktune_best(const char *device, const char *arch,\n"
-"\t\tconst char *family, const long *shape, ktune_valid_fn valid, void *ctx,\n"
-"\t\tint *match, double *distance)\n{\n"
-"\tconst struct ktune_entry *e;\n\tint fam = -1, dev = -1, i;\n\tdouble dist = 0;\n\n"
-"\t*match = KTUNE_MATCH_NONE;\n\tif (distance)\n\t\t*distance = 0;\n"
-"\tfor (i = 0; i < KTUNE_NFAMILIES; i++)\n"
-"\t\tif (strcmp(ktune_families[i].name, family) == 0)\n\t\t\tfam = i;\n"
-"\tif (fam < 0)\n\t\treturn NULL;\n"
-"\tif (device && *device) {\n"
-"\t\tfor (i = 0; i < KTUNE_NDEVICES && dev < 0; i++)\n"
-"\t\t\tif (strcmp(ktune_devices[i].uuid, device) == 0 ||\n"
-"\t\t\t    ktune_streq_nocase(ktune_devices[i].name, device))\n\t\t\t\tdev = i;\n"
-"\t\tif (dev < 0 && !(arch && *arch))\n\t\t\treturn NULL;\n"
-"\t} else if (!(arch && *arch)) {\n"
-"\t\t/* several GPUs of one name (a multi-GPU host) need no naming */\n"
-"\t\tfor (i = 1; i < KTUNE_NDEVICES; i++)\n"
-"\t\t\tif (!ktune_streq_nocase(ktune_devices[i].name, ktune_devices[0].name))\n"
-"\t\t\t\treturn NULL;\n"
-"\t\tif (KTUNE_NDEVICES > 0)\n\t\t\tdev = 0;\n\t}\n"
-"\tif (dev >= 0)\n\t\tarch = ktune_devices[dev].arch;\n"
-"\tif (!arch)\n\t\tarch = \"sm_90\";\n"
-"\t/* exact on the device, then on its siblings; nearest on the device */\n"
-"\tif (dev >= 0 && ((e = ktune_search_exact(fam, shape, dev, KTUNE_STAGE_DEVICE, arch)) ||\n"
-"\t\t\t (e = ktune_search_exact(fam, shape, dev, KTUNE_STAGE_MODEL, arch)))) {\n"
-"\t\t*match = KTUNE_MATCH_EXACT;\n"
-"\t} else if (dev >= 0 && (e = ktune_search_nearest(fam, shape, dev, KTUNE_STAGE_DEVICE, arch,\n"
-"\t\t\t\t\t\t\t  valid, ctx, &dist))) {\n"
-"\t\t*match = KTUNE_MATCH_NEAREST;\n"
-"\t} else if ((e = ktune_search_exact(fam, shape, dev, KTUNE_STAGE_ARCH, arch)) ||\n"
-"\t\t   (e = ktune_search_nearest(fam, shape, dev, KTUNE_STAGE_ARCH, arch, valid, ctx, &dist))) {\n"
-"\t\t*match = KTUNE_MATCH_ARCH;\n"
-"\t} else {\n\t\t*match = KTUNE_MATCH_DEFAULT;\n\t\treturn NULL;\n\t}\n"
-"\tif (distance)\n\t\t*distance = dist;\n\treturn e;\n}\n\n"
-"#endif\n";
-
-static double jreal(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-
-	return json_is_number(v) ? json_number_value(v) : 0;
-}
-
-static void emit_launches(struct sbuf *b, int ei, const char *what, json_t *arr,
-			  json_t *bufs)
-{
-	size_t li, ai;
-	json_t *l, *a;
-
-	json_array_foreach(arr, li, l) {
-		json_t *args = json_object_get(l, "args");
-
-		if (json_array_size(args) == 0)
-			continue;
-		sb_printf(b, "static const struct ktune_arg ktune_e%d_%s%zu_args[] = {\n", ei, what, li);
-		json_array_foreach(args, ai, a) {
-			json_t *v;
-
-			if ((v = json_object_get(a, "index")))
-				sb_printf(b, "\t{ KTUNE_ARG_BUF, %d, 0, 0.0f },\n", (int)json_integer_value(v));
-			else if ((v = json_object_get(a, "i32")))
-				sb_printf(b, "\t{ KTUNE_ARG_I32, -1, %lldLL, 0.0f },\n",
-					  (long long)json_integer_value(v));
-			else if ((v = json_object_get(a, "i64")))
-				sb_printf(b, "\t{ KTUNE_ARG_I64, -1, %lldLL, 0.0f },\n",
-					  (long long)json_integer_value(v));
-			else if ((v = json_object_get(a, "f32")))
-				sb_printf(b, "\t{ KTUNE_ARG_F32, -1, 0, %.9gf },\n", json_number_value(v));
-			else if ((v = json_object_get(a, "tmap"))) {
-				json_t *dims = json_object_get(v, "dims"), *box = json_object_get(v, "box");
-				size_t k;
-
-				/* One line per argument, so that nargs stays true. */
-				sb_printf(b, "\t{ KTUNE_ARG_TMAP, %d, 0, 0.0f },\t/* tensor map: dims",
-					  (int)json_integer_value(json_object_get(v, "buf_index")));
-				for (k = 0; k < json_array_size(dims); k++)
-					sb_printf(b, " %lld", (long long)json_integer_value(json_array_get(dims, k)));
-				sb_printf(b, ", box");
-				for (k = 0; k < json_array_size(box); k++)
-					sb_printf(b, " %lld", (long long)json_integer_value(json_array_get(box, k)));
-				sb_printf(b, ", swizzle %lld */\n",
-					  (long long)json_integer_value(json_object_get(v, "swizzle")));
-			} else {
-				sb_printf(b, "#error \"ktune export: an argument of unknown kind\"\n");
-			}
-		}
-		sb_printf(b, "};\n");
-	}
-	(void)bufs;
-	if (json_array_size(arr) == 0)
-		return;
-	sb_printf(b, "static const struct ktune_launch ktune_e%d_%s[] = {\n", ei, what);
-	json_array_foreach(arr, li, l) {
-		json_t *g = json_object_get(l, "grid"), *bl = json_object_get(l, "block");
-		const char *k = json_string_value(json_object_get(l, "kernel"));
-
-		sb_printf(b, "\t{ ");
-		sb_cstr(b, k);
-		sb_printf(b, ", \"ktune_e%d_%s\", %d, { %lldu, %lldu, %lldu }, { %lldu, %lldu, %lldu }, %lldu, %d, %d, %zu, ",
-			  ei, k ? k : "", (int)json_integer_value(json_object_get(l, "program")),
-			  (long long)json_integer_value(json_array_get(g, 0)),
-			  (long long)json_integer_value(json_array_get(g, 1)),
-			  (long long)json_integer_value(json_array_get(g, 2)),
-			  (long long)json_integer_value(json_array_get(bl, 0)),
-			  (long long)json_integer_value(json_array_get(bl, 1)),
-			  (long long)json_integer_value(json_array_get(bl, 2)),
-			  (long long)json_integer_value(json_object_get(l, "smem")),
-			  json_is_true(json_object_get(l, "cooperative")),
-			  json_is_true(json_object_get(l, "pdl")),
-			  json_array_size(json_object_get(l, "args")));
-		if (json_array_size(json_object_get(l, "args")))
-			sb_printf(b, "ktune_e%d_%s%zu_args },\n", ei, what, li);
-		else
-			sb_printf(b, "NULL },\n");
-	}
-	sb_printf(b, "};\n");
-}
+/* ---- the compiled-in table (format c) and the bundle (format lib) ----
+ *
+ * Both are data for libktune (include/ktune_builtin.h): the lookup and the
+ * launches are the runtime's own code, which the bundle carries as sources
+ * (runtime/sources.h), not a copy written here. */
 
 static const char *jstr(json_t *o, const char *k)
 {
 	const char *s = json_string_value(json_object_get(o, k));
 
 	return s ? s : "";
+}
+
+static double jreal(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+
+	return json_is_number(v) ? json_number_value(v) : 0;
 }
 
 static int index_of(json_t *arr, const char *field, const char *value)
@@ -622,218 +358,215 @@ static int index_of(json_t *arr, const char *field, const char *value)
 	return -1;
 }
 
-/* The header, written from the JSON export so both carry the same data. */
-static int header_from_json(json_t *doc, int cuda, struct sbuf *b, struct kt_err *err)
+/* One program of the bundle: a cubin, shared by every entry that runs it. */
+struct bprog {
+	struct kt_program p;
+	char arch[16];
+	char id[KT_MAX_DEFINES * 48 + 128];
+	char used_by[160];	/* the first entries that use it, for its comment */
+};
+
+struct bprogs {
+	int n, cap;
+	struct bprog *v;
+};
+
+static int bprogs_add(struct bprogs *ps, const struct kt_program *p, const char *arch,
+		      size_t entry, struct kt_err *err)
 {
-	json_t *devs = json_object_get(doc, "devices"), *fams = json_object_get(doc, "families");
-	json_t *entries = json_object_get(doc, "entries"), *v, *e;
-	size_t i, k;
+	char id[sizeof(ps->v[0].id)];
+	struct bprog *b;
+	int i;
 
-	sb_printf(b, "%s", header_prologue);
-	/* lookup_within()'s limit and slack, so that both answer alike */
-	sb_printf(b, "#ifndef KTUNE_MAX_DISTANCE\n#define KTUNE_MAX_DISTANCE %.17g\t/* ln 8 */\n#endif\n\n",
-		  LOOKUP_MAX_DISTANCE);
-	sb_printf(b, "/* exported %s by ktune %s */\n\n",
-		  json_string_value(json_object_get(doc, "generated")),
-		  json_string_value(json_object_get(doc, "ktune_version")));
-	sb_printf(b, "#define KTUNE_NDEVICES %zu\n#define KTUNE_NFAMILIES %zu\n#define KTUNE_NENTRIES %zu\n\n",
-		  json_array_size(devs), json_array_size(fams), json_array_size(entries));
-	/* Zero-length arrays are not C: a placeholder row keeps an empty
-	 * export compiling; the counts above say what is real. */
-	sb_printf(b, "static const struct ktune_device ktune_devices[] = {\n");
-	json_array_foreach(devs, i, v) {
-		sb_printf(b, "\t{ ");
-		sb_cstr(b, json_string_value(json_object_get(v, "name")));
-		sb_printf(b, ", ");
-		sb_cstr(b, json_string_value(json_object_get(v, "uuid")));
-		sb_printf(b, ", ");
-		sb_cstr(b, json_string_value(json_object_get(v, "arch")));
-		sb_printf(b, ", %d, %d, %lldLL },\n", (int)json_integer_value(json_object_get(v, "sms")),
-			  (int)json_integer_value(json_object_get(v, "smem_optin")),
-			  (long long)json_integer_value(json_object_get(v, "l2_bytes")));
-	}
-	if (!json_array_size(devs))
-		sb_printf(b, "\t{ \"\", \"\", \"\", 0, 0, 0 },\n");
-	sb_printf(b, "};\n\n");
-	json_array_foreach(fams, i, v) {
-		json_t *dims = json_object_get(v, "dims"), *d;
+	rt_program_id(p, arch, id, sizeof(id));
+	for (i = 0; i < ps->n; i++)
+		if (strcmp(ps->v[i].id, id) == 0) {
+			size_t n = strlen(ps->v[i].used_by);
 
-		sb_printf(b, "static const char *const ktune_f%zu_dims[] = {", i);
-		json_array_foreach(dims, k, d) {
-			sb_printf(b, " ");
-			sb_cstr(b, json_string_value(json_object_get(d, "name")));
-			sb_printf(b, ",");
+			if (n + 16 < sizeof(ps->v[i].used_by))
+				snprintf(ps->v[i].used_by + n, sizeof(ps->v[i].used_by) - n, " %zu", entry);
+			return 0;
 		}
-		sb_printf(b, " };\nstatic const int ktune_f%zu_structural[] = {", i);
-		json_array_foreach(dims, k, d)
-			sb_printf(b, " %d,", json_is_true(json_object_get(d, "structural")));
-		sb_printf(b, " };\n");
+	if (ps->n == ps->cap) {
+		int cap = ps->cap ? 2 * ps->cap : 16;
+		struct bprog *nv = realloc(ps->v, (size_t)cap * sizeof(*nv));
+
+		if (!nv)
+			return kt_err_set(err, KT_EINTERNAL, "out of memory");
+		ps->v = nv;
+		ps->cap = cap;
 	}
-	sb_printf(b, "\nstatic const struct ktune_family ktune_families[] = {\n");
-	json_array_foreach(fams, i, v) {
-		sb_printf(b, "\t{ ");
-		sb_cstr(b, json_string_value(json_object_get(v, "name")));
-		sb_printf(b, ", %zu, ktune_f%zu_dims, ktune_f%zu_structural },\n",
-			  json_array_size(json_object_get(v, "dims")), i, i);
-	}
-	if (!json_array_size(fams))
-		sb_printf(b, "\t{ \"\", 0, NULL, NULL },\n");
-	sb_printf(b, "};\n\n");
-
-	json_array_foreach(entries, i, e) {
-		json_t *cfg = json_object_get(e, "config"), *launch = json_object_get(e, "launch");
-		json_t *progs = json_object_get(launch, "programs"), *bufs = json_object_get(launch, "buffers");
-		json_t *p;
-		const char *key;
-		size_t pi, di;
-		int np = 0;
-
-		sb_printf(b, "/* entry %zu: %s %s on %s */\n", i,
-			  json_string_value(json_object_get(e, "family")),
-			  json_string_value(json_object_get(e, "shape_key")),
-			  json_string_value(json_object_get(e, "device")));
-		json_object_foreach(cfg, key, v)
-			if (strcmp(key, "variant") != 0)
-				np++;
-		if (np) {
-			sb_printf(b, "static const char *const ktune_e%zu_pnames[] = {", i);
-			json_object_foreach(cfg, key, v)
-				if (strcmp(key, "variant") != 0) {
-					sb_printf(b, " ");
-					sb_cstr(b, key);
-					sb_printf(b, ",");
-				}
-			sb_printf(b, " };\nstatic const long ktune_e%zu_pvalues[] = {", i);
-			json_object_foreach(cfg, key, v)
-				if (strcmp(key, "variant") != 0)
-					sb_printf(b, " %lldL,", (long long)json_integer_value(v));
-			sb_printf(b, " };\n");
-		}
-		json_array_foreach(progs, pi, p) {
-			json_t *defs = json_object_get(p, "defines"), *d;
-
-			if (!json_array_size(defs))
-				continue;
-			sb_printf(b, "static const char *const ktune_e%zu_p%zu_defines[] = {", i, pi);
-			json_array_foreach(defs, di, d) {
-				sb_printf(b, " ");
-				sb_cstr(b, json_string_value(d));
-				sb_printf(b, ",");
-			}
-			sb_printf(b, " };\n");
-		}
-		sb_printf(b, "static const struct ktune_program ktune_e%zu_programs[] = {\n", i);
-		json_array_foreach(progs, pi, p) {
-			sb_printf(b, "\t{ ");
-			sb_cstr(b, json_string_value(json_object_get(p, "template")));
-			if (cuda)
-				sb_printf(b, ", \"ktune_e%zu_p%zu.cu\", ", i, pi);
-			else
-				sb_printf(b, ", NULL, ");
-			sb_cstr(b, json_string_value(json_object_get(p, "arch")));
-			if (json_array_size(json_object_get(p, "defines")))
-				sb_printf(b, ", %zu, ktune_e%zu_p%zu_defines },\n",
-					  json_array_size(json_object_get(p, "defines")), i, pi);
-			else
-				sb_printf(b, ", 0, NULL },\n");
-		}
-		if (!json_array_size(progs))
-			sb_printf(b, "\t{ \"\", NULL, \"\", 0, NULL },\n");
-		sb_printf(b, "};\n");
-		if (json_array_size(bufs)) {
-			sb_printf(b, "static const struct ktune_buffer ktune_e%zu_buffers[] = {\n", i);
-			json_array_foreach(bufs, di, p) {
-				sb_printf(b, "\t{ ");
-				sb_cstr(b, json_string_value(json_object_get(p, "name")));
-				sb_printf(b, ", ");
-				sb_cstr(b, json_string_value(json_object_get(p, "role")));
-				sb_printf(b, ", ");
-				sb_cstr(b, json_string_value(json_object_get(p, "dtype")));
-				sb_printf(b, ", %lluULL },\n",
-					  (unsigned long long)json_integer_value(json_object_get(p, "elems")));
-			}
-			sb_printf(b, "};\n");
-		}
-		emit_launches(b, (int)i, "prep", json_object_get(launch, "prep"), bufs);
-		emit_launches(b, (int)i, "launch", json_object_get(launch, "launches"), bufs);
-		sb_printf(b, "\n");
-	}
-
-	sb_printf(b, "static const struct ktune_entry ktune_entries[] = {\n");
-	json_array_foreach(entries, i, e) {
-		json_t *shape = json_object_get(e, "shape"), *launch = json_object_get(e, "launch");
-		const char *fam = json_string_value(json_object_get(e, "family"));
-		int fi = index_of(fams, "name", fam ? fam : "");
-		int devi = index_of(devs, "uuid", jstr(e, "device"));
-		json_t *dims = json_object_get(json_array_get(fams, fi), "dims"), *d, *cfg;
-		size_t nprep = json_array_size(json_object_get(launch, "prep"));
-		size_t nl = json_array_size(json_object_get(launch, "launches"));
-		size_t nb = json_array_size(json_object_get(launch, "buffers"));
-		const char *key;
-		int np = 0;
-
-		if (fi < 0 || devi < 0)
-			return kt_err_set(err, KT_EINTERNAL, "entry %zu: family or device missing", i);
-		sb_printf(b, "\t{ %d, %d, {", devi, fi);
-		json_array_foreach(dims, k, d)
-			sb_printf(b, " %lldL,", (long long)json_integer_value(
-				json_object_get(shape, json_string_value(json_object_get(d, "name")))));
-		sb_printf(b, " },\n\t  ");
-		sb_cstr(b, json_string_value(json_object_get(e, "shape_key")));
-		sb_printf(b, ", ");
-		sb_cstr(b, json_string_value(json_object_get(e, "config_key")));
-		sb_printf(b, ", ");
-		cfg = json_object_get(e, "config");
-		sb_cstr(b, json_string_value(json_object_get(cfg, "variant")));
-		json_object_foreach(cfg, key, v)
-			if (strcmp(key, "variant") != 0)
-				np++;
-		if (np)
-			sb_printf(b, ",\n\t  %d, ktune_e%zu_pnames, ktune_e%zu_pvalues,\n", np, i, i);
-		else
-			sb_printf(b, ",\n\t  0, NULL, NULL,\n");
-		sb_printf(b, "\t  %.17g, %.17g, %.17g, %.17g, %lldLL,\n", jreal(e, "median_us"),
-			  jreal(e, "floor_us"),
-			  jreal(json_object_get(e, "baselines"), "cublas_dense"),
-			  jreal(json_object_get(e, "baselines"), "naive"),
-			  (long long)json_integer_value(json_object_get(json_object_get(e, "sweep"), "id")));
-		sb_printf(b, "\t  %zu, ktune_e%zu_programs, ", json_array_size(json_object_get(launch, "programs")), i);
-		if (nb)
-			sb_printf(b, "%zu, ktune_e%zu_buffers, ", nb, i);
-		else
-			sb_printf(b, "0, NULL, ");
-		if (nprep)
-			sb_printf(b, "%zu, ktune_e%zu_prep, ", nprep, i);
-		else
-			sb_printf(b, "0, NULL, ");
-		if (nl)
-			sb_printf(b, "%zu, ktune_e%zu_launch,\n\t  ", nl, i);
-		else
-			sb_printf(b, "0, NULL,\n\t  ");
-		sb_cstr(b, json_string_value(json_object_get(launch, "transform")));
-		sb_printf(b, " },\n");
-	}
-	if (!json_array_size(entries))
-		sb_printf(b, "\t{ 0, 0, { 0 }, \"\", \"\", \"\", 0, NULL, NULL, 0, 0, 0, 0, 0,"
-			     " 0, NULL, 0, NULL, 0, NULL, 0, NULL, \"\" },\n");
-	sb_printf(b, "};\n");
-	sb_printf(b, "%s", header_lookup);
+	b = &ps->v[ps->n++];
+	memset(b, 0, sizeof(*b));
+	b->p = *p;
+	snprintf(b->arch, sizeof(b->arch), "%s", arch);
+	snprintf(b->id, sizeof(b->id), "%s", id);
+	snprintf(b->used_by, sizeof(b->used_by), "%zu", entry);
 	return 0;
 }
 
-/* #defines that rename each __global__ function of template tpl (and of
- * the .cuh files it includes) to ktune_e<entry>_<name>. */
-static int rename_kernels(struct sbuf *b, const char *tpl, size_t entry)
+/* The programs libktune runs for every entry at its tuned shape (and the
+ * prepare programs of families with prepared weights), deduplicated. An
+ * entry that no longer plans (the family changed since the sweep) is left
+ * to NVRTC at run time. */
+static int bundle_programs(json_t *doc, struct bprogs *ps, struct kt_err *err)
 {
-	int t;
+	json_t *devs = json_object_get(doc, "devices"), *e;
+	size_t i;
+	int k;
 
-	if (!kt_template_find(tpl))
-		return -1;
-	for (t = 0; kt_templates[t].name; t++) {
-		const char *p = kt_templates[t].text;
+	json_array_foreach(json_object_get(doc, "entries"), i, e) {
+		const struct kt_family *f = kt_family_find(jstr(e, "family"));
+		json_t *d = json_array_get(devs, (size_t)index_of(devs, "uuid", jstr(e, "device")));
+		struct chain_device cd;
+		struct kt_shape shape;
+		struct kt_config cfg;
+		struct kt_target tgt;
+		struct kt_plan plan, prep;
+		struct kt_err perr = { 0 };
+		char arch[16];
 
-		if (strcmp(kt_templates[t].name, tpl) != 0 && !strstr(kt_templates[t].path, ".cuh"))
+		if (!f || !d || kt_shape_parse(f, jstr(e, "shape_key"), &shape, &perr) < 0 ||
+		    kt_config_parse(f, jstr(e, "config_key"), &cfg, &perr) < 0)
 			continue;
+		memset(&cd, 0, sizeof(cd));
+		snprintf(cd.name, sizeof(cd.name), "%s", jstr(d, "name"));
+		snprintf(cd.arch, sizeof(cd.arch), "%s", jstr(d, "arch"));
+		cd.sms = (int)jreal(d, "sms");
+		cd.l2_bytes = (long)jreal(d, "l2_bytes");
+		cd.smem_optin = (int)jreal(d, "smem_optin");
+		if (chain_target(cd.arch, &cd, &tgt, &perr) < 0 ||
+		    rt_entry_plans(f, &shape, &cfg, &tgt, &plan, &prep, &perr) < 0)
+			continue;
+		kt_target_arch(&tgt, arch, sizeof(arch));
+		for (k = 0; k < plan.nprograms; k++)
+			if (bprogs_add(ps, &plan.programs[k], arch, i, err) < 0)
+				return -1;
+		for (k = 0; k < prep.nprograms; k++)
+			if (bprogs_add(ps, &prep.programs[k], arch, i, err) < 0)
+				return -1;
+	}
+	return 0;
+}
+
+/* The devices and entries as ktune_builtin arrays (static, named
+ * ktune_tuned_devices / _entries), and their counts. */
+static void table_arrays(struct sbuf *b, json_t *doc, int *ndev, int *nent)
+{
+	json_t *devs = json_object_get(doc, "devices"), *entries = json_object_get(doc, "entries");
+	json_t *v;
+	size_t i;
+
+	*ndev = (int)json_array_size(devs);
+	*nent = 0;
+	if (*ndev) {
+		sb_printf(b, "static const struct ktune_builtin_device ktune_tuned_devices[] = {\n");
+		json_array_foreach(devs, i, v) {
+			sb_printf(b, "\t{ ");
+			sb_cstr(b, jstr(v, "name"));
+			sb_printf(b, ", ");
+			sb_cstr(b, jstr(v, "uuid"));
+			sb_printf(b, ", ");
+			sb_cstr(b, jstr(v, "arch"));
+			sb_printf(b, ", %d, %lldLL, %d },\n", (int)jreal(v, "sms"),
+				  (long long)jreal(v, "l2_bytes"), (int)jreal(v, "smem_optin"));
+		}
+		sb_printf(b, "};\n\n");
+	}
+	json_array_foreach(entries, i, v)
+		*nent += index_of(devs, "uuid", jstr(v, "device")) >= 0;
+	if (!*nent)
+		return;
+	sb_printf(b, "static const struct ktune_builtin_entry ktune_tuned_entries[] = {\n");
+	json_array_foreach(entries, i, v) {
+		int d = index_of(devs, "uuid", jstr(v, "device"));
+
+		if (d < 0)
+			continue;
+		sb_printf(b, "\t{ %d, ", d);
+		sb_cstr(b, jstr(v, "family"));
+		sb_printf(b, ",\n\t  ");
+		sb_cstr(b, jstr(v, "shape_key"));
+		sb_printf(b, ",\n\t  ");
+		sb_cstr(b, jstr(v, "config_key"));
+		sb_printf(b, ",\n\t  %.17g },\n", jreal(v, "median_us"));
+	}
+	sb_printf(b, "};\n\n");
+}
+
+/* format c: one header holding the table, for a program that links
+ * libktune; no binaries (NVRTC compiles on first use, cached on disk). */
+static int c_header(json_t *doc, struct sbuf *b)
+{
+	int ndev, nent;
+
+	sb_printf(b, "/*\n * ktune_tuned.h -- tuned configs exported by ktune %s on %s (format c):\n"
+		     " * the compiled-in table for libktune (include/ktune.h). Open it with\n"
+		     " * ktune_open_tuned(&t); every call then picks its config from it by\n"
+		     " * ktune's lookup chain. It carries no binaries: libktune compiles a\n"
+		     " * config's kernels with NVRTC on first use and caches them on disk\n"
+		     " * (`ktune export --format lib` ships them compiled). Include it in one\n"
+		     " * file of a program.\n */\n",
+		  jstr(doc, "ktune_version"), jstr(doc, "generated"));
+	sb_printf(b, "#ifndef KTUNE_TUNED_H\n#define KTUNE_TUNED_H\n\n#include \"ktune.h\"\n"
+		     "#include \"ktune_builtin.h\"\n\n");
+	table_arrays(b, doc, &ndev, &nent);
+	sb_printf(b, "static const struct ktune_builtin ktune_tuned = {\n"
+		     "\tKTUNE_BUILTIN_VERSION, %d, %s, %d, %s, 0, 0\n};\n\n", ndev,
+		  ndev ? "ktune_tuned_devices" : "0", nent, nent ? "ktune_tuned_entries" : "0");
+	sb_printf(b, "static inline int ktune_open_tuned(ktune_table **t)\n{\n"
+		     "\treturn ktune_open_builtin(&ktune_tuned, t);\n}\n\n#endif\n");
+	return 0;
+}
+
+/* The templates template tpl includes (#include "x.cu*"), itself first,
+ * each once: the files whose kernels its program defines. */
+static int template_closure(const char *tpl, const struct kt_template **out, int max)
+{
+	int n = 0, i, k;
+
+	if (!(out[n] = kt_template_find(tpl)))
+		return -1;
+	n++;
+	for (i = 0; i < n; i++) {
+		const char *p = out[i]->text;
+
+		while ((p = strstr(p, "#include \""))) {
+			char name[64];
+			size_t len;
+			const struct kt_template *t;
+
+			p += 10;
+			len = strcspn(p, ".\"");
+			if (len >= sizeof(name))
+				continue;
+			memcpy(name, p, len);
+			name[len] = 0;
+			if (!(t = kt_template_find(name)))
+				continue;
+			for (k = 0; k < n && out[k] != t; k++)
+				;
+			if (k == n && n < max)
+				out[n++] = t;
+		}
+	}
+	return n;
+}
+
+/* #defines that rename every __global__ function of the program's files
+ * to prefix + name: each program's symbols are its own, so that every
+ * program also links into one binary. */
+static int rename_kernels(struct sbuf *b, const char *tpl, const char *prefix)
+{
+	const struct kt_template *files[32];
+	char seen[64][80];
+	int nfiles, nseen = 0, t, k;
+
+	if ((nfiles = template_closure(tpl, files, 32)) < 0)
+		return -1;
+	for (t = 0; t < nfiles; t++) {
+		const char *p = files[t]->text;
+
 		while ((p = strstr(p, "__global__"))) {
 			const char *q = p + 10, *paren, *end, *start;
 
@@ -856,71 +589,175 @@ static int rename_kernels(struct sbuf *b, const char *tpl, size_t entry)
 				for (q = paren + 1; *q && depth; q++)
 					depth += *q == '(' ? 1 : *q == ')' ? -1 : 0;
 			}
-			if (paren && end > start && (size_t)(end - start) < 80)
-				sb_printf(b, "#define %.*s ktune_e%zu_%.*s\n", (int)(end - start), start, entry,
-					  (int)(end - start), start);
+			if (!paren || end <= start || (size_t)(end - start) >= sizeof(seen[0]))
+				continue;
+			for (k = 0; k < nseen; k++)
+				if (strlen(seen[k]) == (size_t)(end - start) &&
+				    strncmp(seen[k], start, (size_t)(end - start)) == 0)
+					break;
+			if (k < nseen || nseen == 64)
+				continue;
+			snprintf(seen[nseen++], sizeof(seen[0]), "%.*s", (int)(end - start), start);
+			sb_printf(b, "#define %.*s %s%.*s\n", (int)(end - start), start, prefix,
+				  (int)(end - start), start);
 		}
 	}
 	return 0;
 }
 
-/* One .cu per program of an entry: the template with its defines fixed and
- * its kernels renamed, so all winners link into one binary. */
-static int cuda_sources(json_t *doc, struct export_bundle *out, struct kt_err *err)
+/* -gencode for exactly the program's target: sm_90a programs as
+ * compute_90a -> sm_90a, so that nvcc builds no compute_90 PTX of wgmma
+ * code. */
+static void gencode(char *buf, size_t len, const char *arch)
 {
-	json_t *e, *p;
-	size_t i, pi, k;
-	int t;
+	snprintf(buf, len, "-gencode arch=compute_%s,code=%s", arch + 3, arch);
+}
 
-	json_array_foreach(json_object_get(doc, "entries"), i, e) {
-		json_t *launch = json_object_get(e, "launch");
+static const struct kt_source *source_find(const char *path)
+{
+	const struct kt_source *s;
 
-		json_array_foreach(json_object_get(launch, "programs"), pi, p) {
-			struct sbuf b = { 0 };
-			char name[96];
-			json_t *d;
-			const char *tpl = json_string_value(json_object_get(p, "template"));
+	for (s = kt_runtime_sources; s->path; s++)
+		if (strcmp(s->path, path) == 0)
+			return s;
+	return NULL;
+}
 
-			sb_printf(&b, "/* ktune export: entry %zu program %zu -- %s %s, %s (%s) */\n",
-				  i, pi, json_string_value(json_object_get(e, "family")),
-				  json_string_value(json_object_get(e, "shape_key")),
-				  json_string_value(json_object_get(e, "config_key")),
-				  json_string_value(json_object_get(p, "arch")));
-			json_array_foreach(json_object_get(p, "defines"), k, d) {
-				const char *def = json_string_value(d), *eq = strchr(def, '=');
+static int add_text(struct export_bundle *out, const char *name, const char *text, size_t len,
+		    struct kt_err *err)
+{
+	struct sbuf b = { 0 };
 
-				if (eq)
-					sb_printf(&b, "#define %.*s %s\n", (int)(eq - def), def, eq + 1);
-				else
-					sb_printf(&b, "#define %s 1\n", def);
-			}
-			/* Every kernel of the template gets the entry's prefix, not
-			 * only the launched ones: two entries of one template must
-			 * link into one binary. */
-			if (rename_kernels(&b, tpl, i) < 0) {
-				free(b.s);
-				return kt_err_set(err, KT_EINTERNAL, "unknown template '%s'", tpl);
-			}
-			sb_printf(&b, "#include \"%s.cu\"\n", tpl);
-			snprintf(name, sizeof(name), "ktune_e%zu_p%zu.cu", i, pi);
-			if (bundle_add(out, name, &b, err) < 0) {
-				free(b.s);
-				return -1;
-			}
-		}
-	}
-	/* The templates themselves, so the bundle builds on its own. */
-	for (t = 0; kt_templates[t].name; t++) {
-		struct sbuf b = { 0 };
-		const char *base = strrchr(kt_templates[t].path, '/');
-
-		sb_printf(&b, "%s", kt_templates[t].text);
-		if (bundle_add(out, base ? base + 1 : kt_templates[t].path, &b, err) < 0) {
-			free(b.s);
-			return -1;
-		}
+	sb_printf(&b, "%.*s", (int)len, text);
+	if (bundle_add(out, name, &b, err) < 0) {
+		free(b.s);
+		return -1;
 	}
 	return 0;
+}
+
+/* format lib: the bundle folder (runtime/bundle.mk says what it builds). */
+static int lib_bundle(json_t *doc, struct export_bundle *out, struct kt_err *err)
+{
+	struct bprogs ps = { 0 };
+	const struct kt_source *src;
+	struct sbuf b = { 0 };
+	char name[128], gen[64];
+	int ndev, nent, i, k, t, rc = -1;
+
+	if (bundle_programs(doc, &ps, err) < 0)
+		goto out;
+	/* the sources of libktune, and the bundle's Makefile and check */
+	for (src = kt_runtime_sources; src->path; src++) {
+		if (strcmp(src->path, "runtime/bundle.mk") == 0)
+			snprintf(name, sizeof(name), "Makefile");
+		else if (strcmp(src->path, "runtime/bundle_check.c") == 0)
+			snprintf(name, sizeof(name), "check/check_table.c");
+		else if (strcmp(src->path, "runtime/bundle_gpu.c") == 0)
+			snprintf(name, sizeof(name), "check/check_gpu.c");
+		else
+			snprintf(name, sizeof(name), "src/%s", src->path);
+		if (add_text(out, name, src->text, src->len, err) < 0)
+			goto out;
+	}
+	if (!source_find("runtime/bundle.mk")) {
+		kt_err_set(err, KT_EINTERNAL, "this ktune was built without the bundle's Makefile");
+		goto out;
+	}
+	for (t = 0; kt_templates[t].name; t++) {
+		const char *base = strrchr(kt_templates[t].path, '/');
+
+		snprintf(name, sizeof(name), "templates/%s", base ? base + 1 : kt_templates[t].path);
+		if (add_text(out, name, kt_templates[t].text, kt_templates[t].len, err) < 0)
+			goto out;
+	}
+	/* one source per program: its defines, its kernels renamed, its
+	 * template; and the record that names its cubin in the table */
+	for (i = 0; i < ps.n; i++) {
+		const struct bprog *p = &ps.v[i];
+		char prefix[32];
+
+		snprintf(prefix, sizeof(prefix), "ktune_p%d_", i);
+		sb_printf(&b, "/* ktune export: program %d, %s for %s (entries %s) */\n", i, p->p.tpl,
+			  p->arch, p->used_by);
+		for (k = 0; k < p->p.ndefines; k++) {
+			const char *def = p->p.defines[k], *eq = strchr(def, '=');
+
+			if (eq)
+				sb_printf(&b, "#define %.*s %s\n", (int)(eq - def), def, eq + 1);
+			else
+				sb_printf(&b, "#define %s 1\n", def);
+		}
+		if (rename_kernels(&b, p->p.tpl, prefix) < 0) {
+			kt_err_set(err, KT_EINTERNAL, "unknown template '%s'", p->p.tpl);
+			goto out;
+		}
+		sb_printf(&b, "#include \"%s.cu\"\n", p->p.tpl);
+		snprintf(name, sizeof(name), "kernels/p%d.cu", i);
+		if (bundle_add(out, name, &b, err) < 0)
+			goto out;
+		sb_printf(&b, "/* ktune export: program %d's cubin (build/kernels/p%d_cubin.h, made by "
+			     "make) */\n#include \"../src/include/ktune_builtin.h\"\n#include "
+			     "\"p%d_cubin.h\"\n\nconst struct ktune_builtin_binary ktune_p%d_bin = {\n\t",
+			  i, i, i, i);
+		sb_cstr(&b, p->id);
+		sb_printf(&b, ",\n\t\"%s\",\n\t(const unsigned char *)ktune_p%d_data,\n"
+			     "\t(int64_t)sizeof(ktune_p%d_data) - 1\n};\n", prefix, i, i);
+		snprintf(name, sizeof(name), "kernels/p%d_bin.c", i);
+		if (bundle_add(out, name, &b, err) < 0)
+			goto out;
+	}
+	sb_printf(&b, "# ktune export: the programs of the table and their targets\nPROGRAMS =");
+	for (i = 0; i < ps.n; i++)
+		sb_printf(&b, " p%d", i);
+	sb_printf(&b, "\n");
+	for (i = 0; i < ps.n; i++) {
+		gencode(gen, sizeof(gen), ps.v[i].arch);
+		sb_printf(&b, "GENCODE_p%d = %s\n", i, gen);
+	}
+	if (bundle_add(out, "programs.mk", &b, err) < 0)
+		goto out;
+	/* the table, with its binaries */
+	sb_printf(&b, "/* ktune_table.c -- tuned configs exported by ktune %s on %s, with the "
+		     "cubins of their programs */\n#include \"src/include/ktune_builtin.h\"\n\n",
+		  jstr(doc, "ktune_version"), jstr(doc, "generated"));
+	for (i = 0; i < ps.n; i++)
+		sb_printf(&b, "extern const struct ktune_builtin_binary ktune_p%d_bin;\n", i);
+	if (ps.n) {
+		sb_printf(&b, "\nstatic const struct ktune_builtin_binary *const ktune_tuned_bins[] = {\n");
+		for (i = 0; i < ps.n; i++)
+			sb_printf(&b, "\t&ktune_p%d_bin,\n", i);
+		sb_printf(&b, "};\n");
+	}
+	sb_printf(&b, "\n");
+	table_arrays(&b, doc, &ndev, &nent);
+	sb_printf(&b, "const struct ktune_builtin ktune_tuned = {\n"
+		     "\tKTUNE_BUILTIN_VERSION, %d, %s, %d, %s, %d, %s\n};\n", ndev,
+		  ndev ? "ktune_tuned_devices" : "0", nent, nent ? "ktune_tuned_entries" : "0", ps.n,
+		  ps.n ? "ktune_tuned_bins" : "0");
+	if (bundle_add(out, "ktune_table.c", &b, err) < 0)
+		goto out;
+	sb_printf(&b, "/*\n * ktune_tuned.h -- the tuned table of this bundle (ktune %s, %s), compiled\n"
+		     " * into lib/libktune_tuned.a with its kernels. Open it with\n"
+		     " * ktune_open_tuned(&t), then call the families of ktune.h.\n */\n"
+		     "#ifndef KTUNE_TUNED_H\n#define KTUNE_TUNED_H\n\n#include \"ktune.h\"\n"
+		     "#include \"ktune_builtin.h\"\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+		     "extern const struct ktune_builtin ktune_tuned;\n\n"
+		     "static inline int ktune_open_tuned(ktune_table **t)\n{\n"
+		     "\treturn ktune_open_builtin(&ktune_tuned, t);\n}\n\n"
+		     "#ifdef __cplusplus\n}\n#endif\n\n#endif\n",
+		  jstr(doc, "ktune_version"), jstr(doc, "generated"));
+	if (bundle_add(out, "ktune_tuned.h", &b, err) < 0)
+		goto out;
+	sb_printf(&b, "/* every program's kernels linked into one binary: nothing to run */\n"
+		     "int main(void)\n{\n\treturn 0;\n}\n");
+	if (bundle_add(out, "check/link_main.cu", &b, err) < 0)
+		goto out;
+	rc = 0;
+out:
+	free(b.s);
+	free(ps.v);
+	return rc;
 }
 
 int export_build(struct store *st, enum export_format fmt, const struct export_filter *f,
@@ -946,12 +783,11 @@ int export_build(struct store *st, enum export_format fmt, const struct export_f
 		sb_printf(&b, "\n");
 		if (bundle_add(out, "ktune_export.json", &b, err) < 0)
 			goto out;
-	} else {
-		if (header_from_json(doc, fmt == EXPORT_CUDA, &b, err) < 0 ||
-		    bundle_add(out, "ktune_tuned.h", &b, err) < 0)
+	} else if (fmt == EXPORT_C) {
+		if (c_header(doc, &b) < 0 || bundle_add(out, "ktune_tuned.h", &b, err) < 0)
 			goto out;
-		if (fmt == EXPORT_CUDA && cuda_sources(doc, out, err) < 0)
-			goto out;
+	} else if (lib_bundle(doc, out, err) < 0) {
+		goto out;
 	}
 	rc = 0;
 out:
@@ -988,11 +824,22 @@ int export_bundle_write(const struct export_bundle *b, enum export_format fmt,
 	if (fmt != EXPORT_CUDA)
 		return b->n ? write_file(path, &b->files[0], err) : 0;
 	if (strcmp(path, "-") == 0)
-		return kt_err_set(err, KT_EINVAL, "--format cuda writes a directory: give --out DIR");
+		return kt_err_set(err, KT_EINVAL, "--format lib writes a directory: give --out DIR");
 	if (mkdir(path, 0777) != 0 && errno != EEXIST)
 		return kt_err_set(err, KT_EIO, "%s: %s", path, strerror(errno));
 	for (i = 0; i < b->n; i++) {
+		char *slash;
+
 		snprintf(full, sizeof(full), "%s/%s", path, b->files[i].name);
+		/* the folders of a nested name ("src/runtime/api.c") */
+		for (slash = full + strlen(path) + 1; (slash = strchr(slash, '/')); slash++) {
+			*slash = 0;
+			if (mkdir(full, 0777) != 0 && errno != EEXIST) {
+				*slash = '/';
+				return kt_err_set(err, KT_EIO, "%s: %s", full, strerror(errno));
+			}
+			*slash = '/';
+		}
 		if (write_file(full, &b->files[i], err) < 0)
 			return -1;
 	}

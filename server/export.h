@@ -8,12 +8,15 @@
  *         party needs to launch each winner (kernel names in launch order,
  *         compile defines, argument list, buffers, grid / block / dynamic
  *         shared memory for its shape, offline transform);
- *   c     one self-contained header (ktune_tuned.h) with the same data as
- *         static tables and ktune_best(), the lookup with lookup.h's
- *         fallback chain; compiles as C11 and C++;
- *   cuda  the header plus one specialized .cu per winner (its template with
- *         the defines fixed and its kernels renamed per entry), compiled
- *         ahead of time by nvcc: no NVRTC in production.
+ *   c     one header (ktune_tuned.h): libktune's compiled-in table
+ *         (include/ktune_builtin.h) of the devices and winners; libktune
+ *         answers from it by the same chain (runtime/chain.h); compiles as
+ *         C11 and C++;
+ *   lib   (also "cuda") a folder that `make` turns into a library:
+ *         libktune's own sources, the table, and one .cu per program the
+ *         entries run (kernels renamed per program), compiled ahead of time
+ *         by nvcc into cubins that the library loads: no NVRTC for shipped
+ *         shapes. runtime/bundle.mk is its Makefile.
  *
  * An export is built in memory as a set of named files, so the CLI writes
  * them to disk and the server sends them.
@@ -31,7 +34,7 @@
 #define EXPORT_FORMAT_VERSION 1
 
 enum export_format { EXPORT_JSON = 0, EXPORT_C, EXPORT_CUDA };
-/* "json", "c", "cuda" -> 0 and *out; -1 otherwise. */
+/* "json", "c", "lib" or "cuda" -> 0 and *out; -1 otherwise. */
 int export_format_parse(const char *name, enum export_format *out);
 
 struct export_filter {
@@ -57,8 +60,8 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 /* The files of an export in the given format. */
 int export_build(struct store *st, enum export_format fmt, const struct export_filter *f,
 		 struct export_bundle *out, struct kt_err *err);
-/* json and c: one file written to path ("-": stdout); cuda: a directory
- * (created) holding every file. */
+/* json and c: one file written to path ("-": stdout); lib: a directory
+ * (created) holding every file, in folders. */
 int export_bundle_write(const struct export_bundle *b, enum export_format fmt,
 			const char *path, struct kt_err *err);
 

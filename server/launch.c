@@ -32,12 +32,9 @@ static json_t *launch_json(const struct kt_plan *p, const struct kt_launch *l)
 			break;
 		case KT_ARG_TMAP: {
 			/* The map is built at run time over the buffer's device
-			 * pointer: what is exported is its description.
-			 * NEEDSWORK: a production runner must build the map with
-			 * cuTensorMapEncodeTiled (dtype from the buffer, strides in
-			 * bytes, element strides 1, interleave none, L2 promotion
-			 * 128B, OOB fill none) and pass its 128 bytes by value; the
-			 * C and CUDA exports do not emit that yet. */
+			 * pointer (libktune does it, runtime/launch.c): what is
+			 * exported is its description, with every setting a
+			 * runner of its own needs. */
 			const struct kt_tmap *t = &a->tmap;
 			int r = t->rank < 1 ? 1 : t->rank > 3 ? 3 : t->rank, k;
 			json_t *dims = json_array(), *strides = json_array(), *box = json_array();
@@ -49,11 +46,15 @@ static json_t *launch_json(const struct kt_plan *p, const struct kt_launch *l)
 			}
 			/* "buf_index", not "index": "index" marks a pointer arg. */
 			json_array_append_new(args, json_pack(
-				"{s:{s:i,s:i,s:o,s:o,s:o,s:i},s:s}", "tmap", "buf_index", a->buf,
-				"rank", t->rank, "dims", dims, "strides_elems", strides, "box", box,
-				"swizzle", t->swizzle, "comment",
-				"TMA tensor map (CUtensorMap, 128 bytes by value) over buffer buf_index; "
-				"NEEDSWORK: build it with cuTensorMapEncodeTiled at run time"));
+				"{s:{s:i,s:i,s:o,s:o,s:o,s:i,s:s,s:s,s:s,s:s,s:i},s:s}", "tmap",
+				"buf_index", a->buf, "rank", t->rank, "dims", dims, "strides_elems",
+				strides, "box", box, "swizzle", t->swizzle,
+				"dtype", "the buffer's (bf16, or fp32 for fp32 scratch)",
+				"l2_promotion", "128B", "oob_fill", "none (zeros)",
+				"interleave", "none", "element_strides", 1, "comment",
+				"TMA tensor map (CUtensorMap, 128 bytes by value) over buffer buf_index, "
+				"built with cuTensorMapEncodeTiled at each call (strides in bytes = "
+				"strides_elems x the element size); libktune does it"));
 			break;
 		}
 		}

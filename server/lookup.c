@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../runtime/chain.h"
 #include "launch.h"
 #include "query.h"
 
@@ -27,8 +28,12 @@ static void table_clear(struct lookup_table *t)
 		store_winner_release(&t->entries[i].w);
 	free(t->entries);
 	free(t->devices);
+	free(t->chain_devices);
+	free(t->chain_entries);
 	t->entries = NULL;
 	t->devices = NULL;
+	t->chain_devices = NULL;
+	t->chain_entries = NULL;
 	t->nentries = t->ndevices = t->skipped = 0;
 	t->cap = 0;
 	store_marks_release(&t->marks);
@@ -52,6 +57,45 @@ static int device_index(const struct lookup_table *t, int64_t id)
 		if (t->devices[i].id == id)
 			return i;
 	return -1;
+}
+
+static void chain_device_of(const struct store_device *d, struct chain_device *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", d->name);
+	snprintf(c->arch, sizeof(c->arch), "%s", d->arch);
+	c->sms = d->sms;
+	c->l2_bytes = d->l2_bytes;
+	c->smem_optin = d->smem_optin;
+}
+
+/* The chain's view of the table (runtime/chain.h), rebuilt whenever the
+ * entries change: the same plain data, so that the server, `ktune best` and
+ * libktune answer with one chain. */
+static int chain_sync(struct lookup_table *t, struct kt_err *err)
+{
+	int i;
+
+	free(t->chain_devices);
+	free(t->chain_entries);
+	t->chain_devices = NULL;
+	t->chain_entries = NULL;
+	if ((t->ndevices && !(t->chain_devices = calloc(t->ndevices, sizeof(*t->chain_devices)))) ||
+	    (t->nentries && !(t->chain_entries = calloc(t->nentries, sizeof(*t->chain_entries)))))
+		return kt_err_set(err, KT_EINTERNAL, "out of memory");
+	for (i = 0; i < t->ndevices; i++)
+		chain_device_of(&t->devices[i], &t->chain_devices[i]);
+	for (i = 0; i < t->nentries; i++) {
+		const struct lookup_entry *e = &t->entries[i];
+		struct chain_entry *c = &t->chain_entries[i];
+
+		c->fam = e->fam;
+		c->shape = e->shape;
+		c->cfg = e->cfg;
+		c->device = e->device;
+		c->median_us = e->w.median_us;
+	}
+	return 0;
 }
 
 /* Parses winner w into e, taking its strings (w is left empty): 0, or -1
@@ -101,6 +145,8 @@ int lookup_table_reload(struct lookup_table *t, struct store *st, struct kt_err 
 		}
 		t->nentries++;
 	}
+	if (chain_sync(t, err) < 0)
+		goto out;
 	t->marked = 1;
 	t->full_loads++;
 	rc = 0;
@@ -283,6 +329,8 @@ static int table_refresh(struct lookup_table *t, struct store *st, struct kt_err
 		if (k == i && pair_refresh(t, st, &ps[i], err) < 0)
 			goto out;
 	}
+	if (chain_sync(t, err) < 0)
+		goto out;
 	store_marks_release(&t->marks);
 	t->marks = m;
 	memset(&m, 0, sizeof(m));
@@ -324,57 +372,23 @@ int lookup_table_load(struct lookup_table *t, struct store *st, struct kt_err *e
 
 const char *lookup_match_name(enum lookup_match m)
 {
-	switch (m) {
-	case LOOKUP_EXACT: return "exact";
-	case LOOKUP_NEAREST: return "nearest";
-	case LOOKUP_ARCH: return "arch";
-	case LOOKUP_DEFAULT: return "default";
-	}
-	return "unknown";
+	return chain_match_name((enum chain_match)m);
 }
 
 double lookup_distance(const struct kt_family *f, const struct kt_shape *a,
 		       const struct kt_shape *b)
 {
-	double d = 0;
-	int i;
-
-	for (i = 0; i < f->ndims; i++) {
-		double x, y;
-
-		if (f->dims[i].structural) {
-			if (a->v[i] != b->v[i])
-				return -1;
-			continue;
-		}
-		/* log-distance: 512 -> 1024 is as far as 1024 -> 2048. The
-		 * exported header computes exactly this expression. */
-		x = log((double)(a->v[i] > 0 ? a->v[i] : 1));
-		y = log((double)(b->v[i] > 0 ? b->v[i] : 1));
-		d += (x - y) * (x - y);
-	}
-	return sqrt(d);
+	return chain_distance(f, a, b);
 }
 
 int lookup_device_target(const char *arch, const struct store_device *d,
 			 struct kt_target *out, struct kt_err *err)
 {
-	char a[24];
+	struct chain_device c;
 
-	/* A device of sm_90 runs sm_90a code, and its sweeps were planned
-	 * with the sm_90a features on: check configs against that target. */
-	snprintf(a, sizeof(a), "%sa", arch);
-	if (kt_target_named(a, out) < 0 && kt_target_named(arch, out) < 0)
-		return kt_err_set(err, KT_EINVAL, "unknown architecture '%s'", arch);
-	if (d) {
-		if (d->smem_optin > 0)
-			out->smem_optin = d->smem_optin;
-		if (d->sms > 0)
-			out->sms = d->sms;
-		if (d->l2_bytes > 0)
-			out->l2_bytes = d->l2_bytes;
-	}
-	return 0;
+	if (d)
+		chain_device_of(d, &c);
+	return chain_target(arch, d ? &c : NULL, out, err);
 }
 
 double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s)
@@ -433,72 +447,9 @@ static int resolve_device(const struct lookup_table *t, const struct lookup_quer
 	return 0;
 }
 
-static int entry_valid(const struct lookup_entry *e, const struct lookup_query *q,
-		       const struct kt_target *tgt)
-{
-	char why[160];
-
-	return e->fam->check(&q->shape, &e->cfg, tgt, why, sizeof(why)) == 0;
-}
-
-/* Which entries a search stage looks at. A model is a GPU name and an
- * architecture: several physical GPUs of one model (a multi-GPU host's
- * database) are interchangeable for an exact shape, so their exact entries
- * answer before a nearest shape of the asked device does. Names compare
- * case-insensitively, as a --device name does. */
-enum stage_kind {
-	STAGE_DEVICE = 0,	/* the asked device */
-	STAGE_MODEL,		/* the other devices of its name and arch */
-	STAGE_ARCH,		/* every device of the arch but the asked one */
-};
-
-struct stage {
-	enum stage_kind kind;
-	int dev;		/* the asked device, or -1 (STAGE_ARCH only) */
-	const char *arch;
-};
-
-static int in_stage(const struct lookup_table *t, const struct lookup_entry *e,
-		    const struct stage *s)
-{
-	const struct store_device *d = &t->devices[e->device];
-
-	switch (s->kind) {
-	case STAGE_DEVICE:
-		return e->device == s->dev;
-	case STAGE_MODEL:
-		return e->device != s->dev && strcmp(d->arch, s->arch) == 0 &&
-		       strcasecmp(d->name, t->devices[s->dev].name) == 0;
-	case STAGE_ARCH:
-		return e->device != s->dev && strcmp(d->arch, s->arch) == 0;
-	}
-	return 0;
-}
-
-/* The exact shape within a stage; among several (only across devices)
- * the fastest, the first in table order on a tie. */
-static const struct lookup_entry *search_exact(const struct lookup_table *t,
-					       const struct lookup_query *q,
-					       const struct stage *s)
-{
-	const struct lookup_entry *best = NULL;
-	int i;
-
-	for (i = 0; i < t->nentries; i++) {
-		const struct lookup_entry *e = &t->entries[i];
-
-		if (e->fam != q->fam || !in_stage(t, e, s) ||
-		    memcmp(e->shape.v, q->shape.v, sizeof(long) * q->fam->ndims) != 0)
-			continue;
-		if (!best || e->w.median_us < best->w.median_us)
-			best = e;
-	}
-	return best;
-}
-
 int lookup_within(double distance, double limit)
 {
-	return distance <= limit * (1 + 1e-12);
+	return chain_within(distance, limit);
 }
 
 int lookup_max_distance_parse(const char *text, double *out, struct kt_err *err)
@@ -531,123 +482,36 @@ int lookup_query_max_distance(struct lookup_query *q, const char *text, struct k
 	return 0;
 }
 
-/* The closest valid shape within a stage and the limit, the first in table
- * order on a tie; *dist its log-distance. *skipped (if NULL so far) gets
- * the closest valid one past the limit, when it is closer than any within,
- * and *skipped_dist its distance. */
-static const struct lookup_entry *search_nearest(const struct lookup_table *t,
-						 const struct lookup_query *q,
-						 const struct kt_target *tgt,
-						 const struct stage *s, double limit, double *dist,
-						 const struct lookup_entry **skipped,
-						 double *skipped_dist)
-{
-	const struct lookup_entry *best = NULL, *far = NULL;
-	double bd = 0, fd = 0;
-	int i;
-
-	for (i = 0; i < t->nentries; i++) {
-		const struct lookup_entry *e = &t->entries[i];
-		double d;
-		int within;
-
-		if (e->fam != q->fam || !in_stage(t, e, s))
-			continue;
-		if ((d = lookup_distance(q->fam, &e->shape, &q->shape)) < 0)
-			continue;
-		within = lookup_within(d, limit);
-		/* a shape past the limit is only reported when none within
-		 * answers, and only the first stage's: no check() for it then */
-		if (within ? best && d >= bd : best || *skipped || (far && d >= fd))
-			continue;
-		if (!entry_valid(e, q, tgt))
-			continue;
-		if (within) {
-			best = e;
-			bd = d;
-		} else {
-			far = e;
-			fd = d;
-		}
-	}
-	if (!best && far && !*skipped) {
-		*skipped = far;
-		*skipped_dist = fd;
-	}
-	*dist = bd;
-	return best;
-}
-
 int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 		struct lookup_answer *a, struct kt_err *err)
 {
-	const struct lookup_entry *e;
-	const struct store_device *d = NULL;
-	struct stage s;
+	struct chain_table ct = { t->ndevices, t->chain_devices, t->nentries, t->chain_entries };
+	struct chain_query cq;
+	struct chain_answer ca;
 	int dev;
-	double dist;
 
 	memset(a, 0, sizeof(*a));
 	if (resolve_device(t, q, &dev, err) < 0)
 		return -1;
-	if (dev >= 0)
-		d = &t->devices[dev];
-	/* Without a device or an arch (an empty database) the answer is the
-	 * default for the project's reference GPU. */
-	snprintf(a->arch, sizeof(a->arch), "%s",
-		 d ? d->arch : (q->arch && *q->arch ? q->arch : "sm_90"));
-	a->device = d;
-	if (lookup_device_target(a->arch, d, &a->target, err) < 0)
-		return -1;
+	memset(&cq, 0, sizeof(cq));
+	cq.fam = q->fam;
+	cq.shape = q->shape;
+	cq.device = dev;
+	cq.arch = q->arch;
+	cq.max_distance = q->max_distance_set ? q->max_distance : LOOKUP_MAX_DISTANCE;
+	a->device = dev >= 0 ? &t->devices[dev] : NULL;
 	a->floor_us = lookup_floor_us(q->fam, &q->shape);
-	a->max_distance = q->max_distance_set ? q->max_distance : LOOKUP_MAX_DISTANCE;
-
-	/* Exact on the device, then exact on another GPU of its model: a
-	 * config tuned for this very shape beats a neighbour shape's. Then
-	 * the nearest shape on the device alone, so that a "nearest" answer
-	 * was always measured on the asked device; the siblings' nearest
-	 * shapes wait for the arch stage with the other devices. */
-	dist = 0;
-	s.dev = dev;
-	s.arch = a->arch;
-	if (dev >= 0) {
-		s.kind = STAGE_DEVICE;
-		if ((e = search_exact(t, q, &s))) {
-			a->match = LOOKUP_EXACT;
-			goto found;
-		}
-		s.kind = STAGE_MODEL;
-		if ((e = search_exact(t, q, &s))) {
-			a->match = LOOKUP_EXACT;
-			goto found;
-		}
-		s.kind = STAGE_DEVICE;
-		if ((e = search_nearest(t, q, &a->target, &s, a->max_distance, &dist,
-					&a->skipped, &a->skipped_distance))) {
-			a->match = LOOKUP_NEAREST;
-			goto found;
-		}
-	}
-	/* The other devices of the arch, siblings included (their nearest
-	 * shapes; their exact ones answered above). */
-	s.kind = STAGE_ARCH;
-	if ((e = search_exact(t, q, &s)) ||
-	    (e = search_nearest(t, q, &a->target, &s, a->max_distance, &dist, &a->skipped,
-				&a->skipped_distance))) {
-		a->match = LOOKUP_ARCH;
-		goto found;
-	}
-	if (!q->fam->default_config ||
-	    q->fam->default_config(&q->shape, &a->target, &a->cfg) != 0)
-		return kt_err_set(err, KT_ENOTFOUND,
-				  "nothing tuned for %s on %s and the family has no default for this shape",
-				  q->fam->name, a->arch);
-	a->match = LOOKUP_DEFAULT;
-	return 0;
-found:
-	a->src = e;
-	a->cfg = e->cfg;
-	a->distance = dist;
+	a->max_distance = cq.max_distance;
+	if (chain_best(&ct, &cq, &ca, err) < 0)
+		return -1;
+	a->match = (enum lookup_match)ca.match;
+	a->distance = ca.distance;
+	a->cfg = ca.cfg;
+	a->src = ca.entry >= 0 ? &t->entries[ca.entry] : NULL;
+	snprintf(a->arch, sizeof(a->arch), "%s", ca.arch);
+	a->target = ca.target;
+	a->skipped = ca.skipped >= 0 ? &t->entries[ca.skipped] : NULL;
+	a->skipped_distance = ca.skipped_distance;
 	return 0;
 }
 

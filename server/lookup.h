@@ -1,8 +1,10 @@
 /*
  * lookup.h -- the best config for (device, family, shape), with fallback.
  *
- * Used by `ktune best`, by the HTTP routes and by the export (whose C header's
- * ktune_best() repeats the chain). The chain, first that answers wins:
+ * Used by `ktune best`, by the HTTP routes and by the export. The chain
+ * itself is runtime/chain.h, which libktune answers with too; this module
+ * keeps the store's winners as its table and resolves device names. The
+ * chain, first that answers wins:
  *
  *   exact    the shape was tuned on this device: its winner; else it was
  *            tuned on another GPU of the same model (same name, compared
@@ -49,6 +51,7 @@
 #include <stdint.h>
 
 #include "../db/store.h"
+#include "../runtime/chain.h"
 #include "../kernels/family.h"
 #include "../util/err.h"
 
@@ -72,6 +75,10 @@ struct lookup_table {
 	int marked;			/* marks describe what the entries were read at */
 	struct store_marks marks;
 	long full_loads, pair_loads;	/* reloads in full; pairs read again */
+	/* the same devices and entries as the lookup chain sees them
+	 * (runtime/chain.h), index for index */
+	struct chain_device *chain_devices;
+	struct chain_entry *chain_entries;
 };
 
 void lookup_table_init(struct lookup_table *t);
@@ -87,7 +94,7 @@ int lookup_table_reload(struct lookup_table *t, struct store *st, struct kt_err 
 /* The nearest-shape limit unless a query asks for another: a factor of 8 in
  * one dim (ln 8; 16 and 1024 tokens are ln 64 apart), inclusive. The
  * exported header's KTUNE_MAX_DISTANCE defaults to the same value. */
-#define LOOKUP_MAX_DISTANCE 2.0794415416798357
+#define LOOKUP_MAX_DISTANCE CHAIN_MAX_DISTANCE
 /* Within limit, with the slack that makes a ratio of exactly 8 count as
  * ln 8 whatever the rounding of the two logs. */
 int lookup_within(double distance, double limit);

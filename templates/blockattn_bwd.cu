@@ -186,6 +186,10 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 	/* RPF 6: dq's table pairs, held as bf16x2 for dk */
 	unsigned ct[MI][2][ND];
 
+#if BOUND
+	nitems = bound_items(blocks, nitems, H);
+#endif
+
 #pragma unroll
 	for (int j = 0; j < STAGES - 1; j++) {
 		int w = item_at(j, nitems, cta_step, item_step, nper);

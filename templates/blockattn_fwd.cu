@@ -17,6 +17,12 @@
  *
  *   blockattn_blocks(offsets, B, blocks)     grid 1, block 1024: (first
  *       token, length) of every BLK-block (the untimed prep launch)
+ *   with BOUND (libktune's launches, sized on the host from T and B alone:
+ *   nbound = min(T, (T + B (BLK - 1)) / BLK) blocks at most):
+ *   blockattn_blocks(offsets, B, blocks, nbound)
+ *       the same, at most nbound entries, then blocks[nbound].x = their
+ *       count; the kernels get nitems = nbound * H and run only the first
+ *       count * H items (kba::bound_items).
  *   blockattn_fwd(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *       block (BLK / ROWS_W) * DSPLIT * 32, dynamic smem STAGES * 3 * BLK *
  *       HD * 2 (+ BLK * (HD * 2 + 16) with RPF 2); table (T, HD) bf16. Item
@@ -58,6 +64,9 @@
 #endif
 #ifndef PF
 #define PF 0
+#endif
+#ifndef BOUND
+#define BOUND 0
 #endif
 
 #ifndef KT_BLOCKATTN_HELPERS
@@ -506,6 +515,15 @@ KT_DEV void store_tile(__nv_bfloat16 *x, const unsigned char *s, int t0, int len
 	}
 }
 
+#if BOUND
+/* The items a bound launch really has: the prep's count after the bound's
+ * entries (nitems = nbound * H). */
+KT_DEV int bound_items(const int2 *blocks, int nitems, int H)
+{
+	return min(nitems, blocks[nitems / H].x * H);
+}
+#endif
+
 /* Item i of this CTA, or -1 past the end. */
 KT_DEV int item_at(int i, int nitems, int cta_step, int item_step, int nper)
 {
@@ -527,7 +545,11 @@ KT_DEV int item_at(int i, int nitems, int cta_step, int item_step, int nper)
 /* Exclusive scan of the per-sequence block counts by one CTA of 1024
  * threads, each owning a run of consecutive sequences. */
 extern "C" __global__ void __launch_bounds__(1024)
+#if BOUND
+blockattn_blocks(const int *offsets, int B, int2 *blocks, int nbound)
+#else
 blockattn_blocks(const int *offsets, int B, int2 *blocks)
+#endif
 {
 	__shared__ int part[1024];
 	int tid = threadIdx.x, per = (B + 1023) / 1024;
@@ -545,9 +567,18 @@ blockattn_blocks(const int *offsets, int B, int2 *blocks)
 		__syncthreads();
 	}
 	base = part[tid] - cnt;
+#if BOUND
+	/* offsets past T (a caller's mistake) cannot write past the bound */
+	for (int s = s0; s < s1; s++)
+		for (int t = offsets[s]; t < offsets[s + 1] && base < nbound; t += BLK)
+			blocks[base++] = make_int2(t, min(BLK, offsets[s + 1] - t));
+	if (tid == 1023)
+		blocks[nbound] = make_int2(min(part[1023], nbound), 0);
+#else
 	for (int s = s0; s < s1; s++)
 		for (int t = offsets[s]; t < offsets[s + 1]; t += BLK)
 			blocks[base++] = make_int2(t, min(BLK, offsets[s + 1] - t));
+#endif
 }
 
 #endif /* KT_BLOCKATTN_HELPERS */
@@ -574,6 +605,9 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
 	int tblk = -1;	/* RPF 2: the block whose table tile is in shared memory */
 
+#if BOUND
+	nitems = bound_items(blocks, nitems, H);
+#endif
 	/* the ring: item j's tiles go to stage j % STAGES; PF: item 0 */
 #pragma unroll
 	for (int j = 0; j < (PF ? 1 : STAGES - 1); j++) {

@@ -7,6 +7,8 @@
  *   blockattn_fwd_ws(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
  *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024.
+ *       With BOUND, nitems is a bound and the prep's count decides, as in
+ *       blockattn_fwd.cu.
  *
  * Warpgroup 0 produces: its 128 threads copy each item's q, k, v (do) by
  * cp.async into a ring of STAGES slots and, with ROPE, each rotates the
@@ -540,6 +542,9 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		 int nper)
 {
 	KWS_BODY_BEGIN
+#if BOUND
+	nitems = kba::bound_items(blocks, nitems, H);
+#endif
 	if (wgi == 0) {
 		producer(smem, sbase, bars, q, k, v, dout, blocks, table, dq, dk, nitems, H,
 			 cta_step, item_step, nper, tid);
@@ -647,6 +652,9 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		 int cta_step, int item_step, int nper)
 {
 	KWS_BODY_BEGIN
+#if BOUND
+	nitems = kba::bound_items(blocks, nitems, H);
+#endif
 	if (wgi == 0) {
 		producer(smem, sbase, bars, q, k, v, nullptr, blocks, table, nullptr, nullptr, nitems,
 			 H, cta_step, item_step, nper, tid);

@@ -397,6 +397,16 @@ KT_DEV void kt_bar_sync(int id, int count)
  * warp's m16n8 accumulator layout, N / 8 tiles of 4. Only instantiated
  * templates reach ptxas, so sm_80 / sm_90 programs may include this.
  */
+/* sm_90a's arch-specific instructions (wgmma, setmaxnreg) only where they
+ * are compiled for: NVRTC's sm_90a, nvcc's compute_90a. nvcc -arch=sm_90a
+ * also builds a compute_90 PTX, in which they become a trap: that PTX is
+ * never what an sm_90 device runs (it takes the sm_90a cubin). */
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KT_ASM_90A asm volatile
+#else
+#define KT_ASM_90A(...) __trap()
+#endif
+
 KT_DEV unsigned long long kt_wg_desc_k(unsigned saddr)
 {
 	return (unsigned long long)((saddr & 0x3ffff) >> 4) | (1ull << 16) |
@@ -412,18 +422,18 @@ KT_DEV unsigned long long kt_wg_desc_mn(unsigned saddr, unsigned lbo)
 
 KT_DEV void kt_wg_fence(void)
 {
-	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+	KT_ASM_90A("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
 
 KT_DEV void kt_wg_commit(void)
 {
-	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+	KT_ASM_90A("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
 template <int N>
 KT_DEV void kt_wg_wait(void)
 {
-	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+	KT_ASM_90A("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
 /* Keeps the compiler from touching an accumulator (N m64 fragments of
@@ -462,7 +472,7 @@ struct kt_wg<32> {
 	template <int TA, int TB>
 	KT_DEV static void ss(float (&d)[4][4], unsigned long long da, unsigned long long db)
 	{
-		asm volatile("{\n"
+		KT_ASM_90A("{\n"
 			     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, %18, %19;\n"
 			     "}\n"
@@ -479,7 +489,7 @@ struct kt_wg<64> {
 	template <int TA, int TB>
 	KT_DEV static void ss(float (&d)[8][4], unsigned long long da, unsigned long long db)
 	{
-		asm volatile("{\n"
+		KT_ASM_90A("{\n"
 			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, %34, %35;\n"
 			     "}\n"
@@ -496,7 +506,7 @@ struct kt_wg<64> {
 	template <int TB>
 	KT_DEV static void rs(float (&d)[8][4], const unsigned (&a)[4], unsigned long long db)
 	{
-		asm volatile("{\n"
+		KT_ASM_90A("{\n"
 			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
 			     "}\n"
@@ -517,7 +527,7 @@ struct kt_wg<128> {
 	template <int TA, int TB>
 	KT_DEV static void ss(float (&d)[16][4], unsigned long long da, unsigned long long db)
 	{
-		asm volatile("{\n"
+		KT_ASM_90A("{\n"
 			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1, %66, %67;\n"
 			     "}\n"
@@ -542,7 +552,7 @@ struct kt_wg<128> {
 	template <int TB>
 	KT_DEV static void rs(float (&d)[16][4], const unsigned (&a)[4], unsigned long long db)
 	{
-		asm volatile("{\n"
+		KT_ASM_90A("{\n"
 			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
 			     "}\n"
@@ -571,7 +581,7 @@ struct kt_wg<256> {
 	template <int TA, int TB>
 	KT_DEV static void ss(float (&d)[32][4], unsigned long long da, unsigned long long db)
 	{
-		asm volatile("{\n"
+		KT_ASM_90A("{\n"
 			     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, %130, %131;\n"
 			     "}\n"
@@ -612,7 +622,7 @@ struct kt_wg<256> {
 	template <int TB>
 	KT_DEV static void rs(float (&d)[32][4], const unsigned (&a)[4], unsigned long long db)
 	{
-		asm volatile("{\n"
+		KT_ASM_90A("{\n"
 			     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, 1, 1, 1, %133;\n"
 			     "}\n"

@@ -833,7 +833,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 	if (wg == 0) {
 		/* producer */
 		if (CONS > 1)
-			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			const unsigned rank = CM > 1 ? kt_cluster_ctarank() : 0;
 			const unsigned long long pol = kt_l2_evict_first_if<(L2_HINT & 3) != 0>();
@@ -871,7 +871,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 	} else {
 		/* consumers */
 		if (CONS > 1)
-			asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+			KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 		const int c = wg - 1;
 		float acc[MW][1][BN / 8][4];
 
@@ -1087,7 +1087,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 	if (wg == 0) {
 		/* producer */
 		if (CONS > 1)
-			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			int it = 0;
 			const unsigned long long pol = kt_l2_evict_first_if<(L2_HINT & 3) != 0>();
@@ -1124,7 +1124,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 	} else {
 		/* consumers */
 		if (CONS > 1)
-			asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+			KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 		const int c = wg - 1, t = tid & 127;
 		const unsigned st0 = epi0 + c * RW * SW * 2;
 		const unsigned long long cpol = kt_l2_evict_last_if<(L2_HINT & 4) != 0>();

@@ -1,2 +1,3 @@
 # tests/: shared test support (each module's module.mk adds its test programs)
 TEST_SUPPORT_SRCS += tests/testutil.c tests/plan_emu.c tests/famtest.c
+TESTS += test_runtime

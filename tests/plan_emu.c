@@ -427,6 +427,239 @@ float *emu_run(const struct kt_family *f, const struct kt_shape *s, const struct
 	return out;
 }
 
+void emu_run_all(const struct kt_plan *plan, const struct kt_buf *bufs, int nb,
+		 const float *const *in, int nin, const int *run, int round, const char *tpl,
+		 emu_family_fn family, float **out, long *oob)
+{
+	struct emu m;
+	size_t e;
+	int i;
+
+	memset(&m, 0, sizeof(m));
+	m.plan = plan;
+	m.round = round;
+	m.tpl = tpl;
+	m.family = family;
+	m.nb = nb;
+	CU_ASSERT_FATAL(nb >= nin && nb <= KT_MAX_BUFS);
+	memcpy(m.bufs, bufs, (size_t)nb * sizeof(*bufs));
+	for (i = 0; i < m.nb; i++) {
+		m.d[i] = malloc((m.bufs[i].elems ? m.bufs[i].elems : 1) * sizeof(float));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
+		for (e = 0; e < m.bufs[i].elems; e++)
+			m.d[i][e] = i < nin && in[i] ? in[i][e] : NAN;
+	}
+	for (i = 0; i < plan->nprep + plan->nlaunch; i++)
+		if (!run || run[i])
+			emu_launch(&m, i < plan->nprep ? &plan->prep[i] : &plan->launch[i - plan->nprep]);
+	CU_ASSERT_EQUAL(m.unknown, 0);
+	*oob = m.oob;
+	for (i = 0; i < m.nb; i++)
+		out[i] = m.d[i];
+}
+
+/* ---- jagged block attention (templates/blockattn_*.cu) ----
+ *
+ * blockattn_blocks fills the block list from the offsets (with BOUND: at
+ * most nbound entries, then their count); the attention kernels walk their
+ * CTAs' items as the templates do (CTA c: items c * cta_step + i *
+ * item_step, i < nper, below nitems -- with BOUND below the count times H)
+ * and compute each (block, head) in double: rotate on load, S, softmax, O;
+ * the backward's dV, dP, Di inline, dS, dQ, dK, the conjugate rotation. An
+ * item run twice or a block list entry out of order fails. */
+
+static int ba_item(struct emu *m, const struct kt_launch *l, int blocks, int bwd, long long w,
+		   long long H, long long d, int rope)
+{
+	int q = emu_ab(l, 0), k = emu_ab(l, 1), v = emu_ab(l, 2), dout = bwd ? emu_ab(l, 3) : -1;
+	int tab = l->args[bwd ? 5 : 4].kind == KT_ARG_BUF ? l->args[bwd ? 5 : 4].buf : -1;
+	long long b = w / H, h = w % H, t0, n, i, j, c;
+	double *X, *P, *dS, scale = 1.0 / sqrt((double)d);
+
+	t0 = (long long)emu_ld(m, blocks, 2 * b);
+	n = (long long)emu_ld(m, blocks, 2 * b + 1);
+	if (n < 1 || n > 256)
+		return -1;
+	/* rows of q, k, v, do (rotated where rope says), n x d each */
+	X = calloc((size_t)(4 * n * d), sizeof(double));
+	P = calloc((size_t)(n * n), sizeof(double));
+	dS = calloc((size_t)(n * n), sizeof(double));
+	CU_ASSERT_FATAL(X && P && dS);
+#define XR(a, r) (X + ((a) * n + (r)) * d)
+	for (i = 0; i < n; i++)
+		for (int a = 0; a < (bwd ? 4 : 3); a++) {
+			int buf = a == 0 ? q : a == 1 ? k : a == 2 ? v : dout;
+
+			for (c = 0; c < d; c++)
+				XR(a, i)[c] = emu_ld(m, buf, ((t0 + i) * H + h) * d + c);
+			if (rope && tab >= 0 && (a < 2 || (a == 2 && rope == 2)))
+				for (c = 0; c < d; c += 2) {
+					double cs = emu_ld(m, tab, (t0 + i) * d + c);
+					double sn = emu_ld(m, tab, (t0 + i) * d + c + 1);
+					double x0 = XR(a, i)[c], x1 = XR(a, i)[c + 1];
+
+					XR(a, i)[c] = x0 * cs - x1 * sn;
+					XR(a, i)[c + 1] = x0 * sn + x1 * cs;
+				}
+		}
+	for (i = 0; i < n; i++) {
+		double mx = -INFINITY, sum = 0;
+
+		for (j = 0; j < n; j++) {
+			double acc = 0;
+
+			for (c = 0; c < d; c++)
+				acc += XR(0, i)[c] * XR(1, j)[c];
+			P[i * n + j] = acc * scale;
+			mx = P[i * n + j] > mx ? P[i * n + j] : mx;
+		}
+		for (j = 0; j < n; j++)
+			sum += (P[i * n + j] = exp(P[i * n + j] - mx));
+		for (j = 0; j < n; j++)
+			P[i * n + j] /= sum;
+	}
+	if (!bwd) {
+		int o = emu_ab(l, 5);
+
+		for (i = 0; i < n; i++)
+			for (c = 0; c < d; c++) {
+				double acc = 0;
+
+				for (j = 0; j < n; j++)
+					acc += P[i * n + j] * XR(2, j)[c];
+				emu_st(m, o, ((t0 + i) * H + h) * d + c, acc);
+			}
+	} else {
+		int out[3] = { emu_ab(l, 6), emu_ab(l, 7), emu_ab(l, 8) };
+
+		for (i = 0; i < n; i++) {
+			double di = 0;
+
+			for (j = 0; j < n; j++) {
+				double dp = 0;
+
+				for (c = 0; c < d; c++)
+					dp += XR(3, i)[c] * XR(2, j)[c];
+				dS[i * n + j] = dp;
+				di += P[i * n + j] * dp;
+			}
+			for (j = 0; j < n; j++)
+				dS[i * n + j] = P[i * n + j] * (dS[i * n + j] - di) * scale;
+		}
+		for (i = 0; i < n; i++) {
+			double g[3][256];
+
+			for (c = 0; c < d; c++) {
+				g[0][c] = g[1][c] = g[2][c] = 0;
+				for (j = 0; j < n; j++) {
+					g[0][c] += dS[i * n + j] * XR(1, j)[c];
+					g[1][c] += dS[j * n + i] * XR(0, j)[c];
+					g[2][c] += P[j * n + i] * XR(3, j)[c];
+				}
+			}
+			for (int a = 0; a < 3; a++) {
+				if (rope && tab >= 0 && (a < 2 || rope == 2))
+					for (c = 0; c < d; c += 2) {
+						double cs = emu_ld(m, tab, (t0 + i) * d + c);
+						double sn = emu_ld(m, tab, (t0 + i) * d + c + 1);
+						double y0 = g[a][c], y1 = g[a][c + 1];
+
+						g[a][c] = y0 * cs + y1 * sn;
+						g[a][c + 1] = y1 * cs - y0 * sn;
+					}
+				for (c = 0; c < d; c++)
+					emu_st(m, out[a], ((t0 + i) * H + h) * d + c, g[a][c]);
+			}
+		}
+	}
+#undef XR
+	free(X);
+	free(P);
+	free(dS);
+	return 0;
+}
+
+static void emu_ba_blocks(struct emu *m, const struct kt_launch *l, long blk, int bound)
+{
+	int off = emu_ab(l, 0), blocks = emu_ab(l, 2);
+	long long B = emu_ai(l, 1), nbound = bound ? emu_ai(l, 3) : -1, n = 0, s, t;
+
+	CU_ASSERT_EQUAL(l->nargs, bound ? 4 : 3);
+	CU_ASSERT_EQUAL(l->grid[0], 1);
+	CU_ASSERT_EQUAL(l->block[0], 1024);
+	for (s = 0; s < B; s++) {
+		long long a = (long long)emu_ld(m, off, s), e = (long long)emu_ld(m, off, s + 1);
+
+		for (t = a; t < e; t += blk) {
+			/* the bound holds for any lengths summing to T */
+			if (bound) {
+				CU_ASSERT(n < nbound);
+				if (n >= nbound)
+					return;
+			}
+			emu_st(m, blocks, 2 * n, (double)t);
+			emu_st(m, blocks, 2 * n + 1, (double)(e - t < blk ? e - t : blk));
+			n++;
+		}
+	}
+	if (bound) {
+		emu_st(m, blocks, 2 * nbound, (double)n);
+		emu_st(m, blocks, 2 * nbound + 1, 0);
+	}
+}
+
+int emu_blockattn(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	long blk = emu_define(p, "BLK"), d = emu_define(p, "HD"), rope = emu_define(p, "ROPE");
+	int bound = emu_define(p, "BOUND") == 1, bwd, blocks;
+	long long nitems, H, cta_step, item_step, nper, cta, i, w, a0;
+	unsigned char *seen;
+
+	if (strcmp(l->kernel, "blockattn_blocks") == 0) {
+		emu_ba_blocks(m, l, blk, bound);
+		return 1;
+	}
+	if (strcmp(l->kernel, "blockattn_fwd") == 0 || strcmp(l->kernel, "blockattn_fwd_ws") == 0)
+		bwd = 0;
+	else if (strcmp(l->kernel, "blockattn_bwd") == 0 || strcmp(l->kernel, "blockattn_bwd_ws") == 0)
+		bwd = 1;
+	else
+		return 0;
+	a0 = bwd ? 9 : 6;
+	CU_ASSERT_FATAL(l->nargs == a0 + 5);
+	blocks = emu_ab(l, bwd ? 4 : 3);
+	nitems = emu_ai(l, (int)a0);
+	H = emu_ai(l, (int)a0 + 1);
+	cta_step = emu_ai(l, (int)a0 + 2);
+	item_step = emu_ai(l, (int)a0 + 3);
+	nper = emu_ai(l, (int)a0 + 4);
+	CU_ASSERT_FATAL(H > 0 && nitems % H == 0);
+	if (bound) {
+		long long count = (long long)emu_ld(m, blocks, 2 * (nitems / H));
+
+		CU_ASSERT(count >= 0 && count <= nitems / H);
+		nitems = count * H < nitems ? count * H : nitems;
+	}
+	CU_ASSERT(l->grid[1] == 1 && l->grid[2] == 1);
+	seen = calloc((size_t)(nitems ? nitems : 1), 1);
+	CU_ASSERT_FATAL(seen != NULL);
+	for (cta = 0; cta < (long long)l->grid[0]; cta++)
+		for (i = 0; i < nper; i++) {
+			w = cta * cta_step + i * item_step;
+			if (w >= nitems)
+				break;
+			CU_ASSERT(!seen[w]);
+			seen[w] = 1;
+			CU_ASSERT(ba_item(m, l, blocks, bwd, w, H, d, (int)rope) == 0);
+		}
+	/* every item of the real blocks ran */
+	for (w = 0; w < nitems; w++)
+		CU_ASSERT(seen[w]);
+	free(seen);
+	return 1;
+}
+
 double emu_rel_l2(const float *a, const float *b, size_t n)
 {
 	double d = 0, r = 0;

@@ -91,6 +91,21 @@ float *emu_run(const struct kt_family *f, const struct kt_shape *s, const struct
 	       const struct kt_plan *plan, uint16_t *const *in, int nin, int y, int round,
 	       const char *tpl, emu_family_fn family, long *oob);
 
+/* The same over explicit buffers (libktune's plans size them for the real
+ * shape): buffer k starts as in[k] (floats; I32 buffers hold integers)
+ * where given (k < nin), else NaN; launches i with run[i] == 0 are skipped
+ * (run NULL: all). out[k] gets every buffer's final contents (malloc'ed,
+ * the caller frees each). */
+void emu_run_all(const struct kt_plan *plan, const struct kt_buf *bufs, int nb,
+		 const float *const *in, int nin, const int *run, int round, const char *tpl,
+		 emu_family_fn family, float **out, long *oob);
+
+/* Jagged block attention's kernels (blockattn_blocks, the forward and
+ * backward of every variant), as a family callback: each work item in
+ * double, the walk of items per CTA as the templates have it, BOUND's
+ * count included. */
+int emu_blockattn(struct emu *m, const struct kt_launch *l);
+
 /* sqrt(|a - b|^2 / |b|^2) in double (1e30 for b = 0 unless a = b too;
  * NaN where a holds one). */
 double emu_rel_l2(const float *a, const float *b, size_t n);

@@ -1904,7 +1904,7 @@ static void test_compile_sm90a(void)
 
 /* ---- GPU (inactive without one) ----
  *
- * The driver by tuner/cuda.h's loader (dlopen: the program starts without
+ * The driver by runtime/cu_api.h's loader (dlopen: the program starts without
  * one), templates compiled with tuner/jit. On small ragged shapes every
  * valid config of every (head_dim, block, rope) is checked against the CPU
  * reference and the GPU reference; at the bench shape (ads_d128_L256) every
@@ -1916,7 +1916,7 @@ static void test_compile_sm90a(void)
  */
 #include <cuda.h>
 
-#include "tuner/cuda.h"
+#include "runtime/cu_api.h"
 
 #define GPU_REPS 25
 #define GPU_WARMUP 3

@@ -1,15 +1,15 @@
 /*
- * cuda.h -- the CUDA driver API, reached with dlopen("libcuda.so.1") and
+ * cu_api.h -- the CUDA driver API, reached with dlopen("libcuda.so.1") and
  * cuGetProcAddress, so that ktune starts (and CI runs) where no driver is
- * installed. Only the worker child uses it.
+ * installed. The tuner's worker child and the runtime (libktune) use it.
  *
  * Each pointer is declared with the PFN_<name>_v<version> typedef of
  * <cudaTypedefs.h> that matches the version requested from
  * cuGetProcAddress: a name asked for at the newest version can come back
  * with a newer signature (cuCtxSynchronize at 13000 takes a context).
  */
-#ifndef KT_CUDA_H
-#define KT_CUDA_H
+#ifndef KT_CU_API_H
+#define KT_CU_API_H
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -54,6 +54,13 @@ struct cu_api {
 	PFN_cuEventSynchronize_v2000 EventSynchronize;
 	PFN_cuEventElapsedTime_v2000 EventElapsedTime;	/* same signature as _v12080 */
 	PFN_cuEventDestroy_v4000 EventDestroy;
+	/* the runtime's: the caller's context and capture state */
+	PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
+	PFN_cuCtxGetDevice_v2000 CtxGetDevice;
+	PFN_cuCtxPushCurrent_v4000 CtxPushCurrent;
+	PFN_cuCtxPopCurrent_v4000 CtxPopCurrent;
+	PFN_cuStreamGetCtx_v9020 StreamGetCtx;
+	PFN_cuStreamIsCapturing_v10000 StreamIsCapturing;
 	/* Optional (NULL when the driver lacks it): CUDA 12.0+, sm_90 maps. */
 	PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncodeTiled;
 };
