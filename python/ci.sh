@@ -5,7 +5,9 @@
 # imports without a GPU), then the CPU tests three ways: from the checkout
 # (PYTHONPATH=python), installed as the GPU machine installs it (pip install
 # --no-build-isolation --no-deps ./python) and installed plainly (pip install
-# ./python). GPU tests skip here.
+# ./python). GPU tests skip here. Run it after `make all`: the tests load the
+# build's libktune.so (build/libktune.so, which pip install bundles) and check
+# the binding against include/ktune.h.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-build-py/venv}
@@ -22,13 +24,13 @@ trap 'rm -rf "$work"' EXIT
 tests=$PWD/python/tests
 
 echo "-- from the checkout (PYTHONPATH=python)"
-(cd "$work" && PYTHONPATH=$OLDPWD/python "$py" -m pytest -q -p no:cacheprovider "$tests")
+(cd "$work" && PYTHONPATH=$OLDPWD/python KTUNE_TEST_REQUIRE_LIB=1 "$py" -m pytest -q -p no:cacheprovider "$tests")
 
 echo "-- pip install --no-build-isolation --no-deps ./python"
 "$py" -m pip install -q --no-build-isolation --no-deps ./python
-(cd "$work" && KTUNE_TEST_INSTALLED=1 "$py" -m pytest -q -p no:cacheprovider "$tests")
+(cd "$work" && KTUNE_TEST_INSTALLED=1 KTUNE_TEST_REQUIRE_LIB=1 "$py" -m pytest -q -p no:cacheprovider "$tests")
 "$py" -m pip uninstall -q -y ktune
 
 echo "-- pip install ./python"
 "$py" -m pip install -q ./python
-(cd "$work" && KTUNE_TEST_INSTALLED=1 "$py" -m pytest -q -p no:cacheprovider "$tests")
+(cd "$work" && KTUNE_TEST_INSTALLED=1 KTUNE_TEST_REQUIRE_LIB=1 "$py" -m pytest -q -p no:cacheprovider "$tests")

@@ -2,6 +2,7 @@
 under torch.compile on meta and fake tensors with the right shapes, bad
 arguments are clear Python errors, libktune and the table are found where
 documented, and the ctypes signatures match include/ktune.h."""
+import ctypes
 import os
 import re
 
@@ -301,3 +302,157 @@ def test_load_rejects_a_file_that_is_not_a_library(tmp_path, monkeypatch):
     bogus = _touch(tmp_path / "libktune.so")
     with pytest.raises(ktune.KtuneError, match="dlopen"):
         ktune.load(lib=bogus, table=os.path.join(REPO, "data", "h200-results.json"))
+
+
+# ---- the README's example -----------------------------------------------------
+
+def readme_example():
+    """The python block of the README's "Use it from PyTorch" section."""
+    with open(os.path.join(REPO, "README.md")) as f:
+        text = f.read()
+    sec = text.split("## Use it from PyTorch", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", sec, re.S)
+    assert len(blocks) == 1, "the section has one python example"
+    return blocks[0]
+
+
+def test_readme_example_traces_on_meta():
+    """The README's code, on meta tensors (device "cuda" -> "meta") and
+    torch.compile with backend aot_eager: every call and shape in it is
+    right; tests/test_gpu.py runs it as written."""
+    torch._dynamo.reset()
+    code = readme_example()
+    assert code.count('device="cuda"') >= 3
+    code = code.replace('device="cuda"', 'device="meta"')
+    compile_ = torch.compile
+    scope = {}
+    try:
+        torch.compile = lambda m, **kw: compile_(m, backend="aot_eager", **kw)
+        exec(compile(code, "README.md", "exec"), scope)
+    finally:
+        torch.compile = compile_
+    assert scope["y"].shape == (8, 128, 4096) and scope["o"].shape == (381, 4, 128)
+    assert scope["q"].grad.shape == (381, 4, 128)
+
+
+# ---- the ctypes binding against include/ktune.h -----------------------------
+
+def header_text():
+    path = os.environ.get("KTUNE_HEADER") or os.path.join(REPO, "include", "ktune.h")
+    assert os.path.isfile(path), f"{path} is missing: the binding is checked against it"
+    with open(path) as f:
+        text = f.read()
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def ctype_of(decl):
+    """The ctypes type the binding must use for a C parameter or return type."""
+    from ctypes import (POINTER, c_char_p, c_double, c_int, c_int32, c_int64, c_void_p)
+    t = re.sub(r"\s+", " ", decl.replace("*", " * ")).strip()
+    t = re.sub(r"\b(const|struct|enum)\b ?", "", t).strip()
+    words = t.split()
+    # drop the parameter name: the last word when it is not a type or '*'
+    types = {"void", "char", "int", "int32_t", "int64_t", "double", "ktune_table", "ktune_stream",
+             "ktune_choice", "ktune_builtin"}
+    if len(words) > 1 and words[-1] not in types and words[-1] != "*":
+        words = words[:-1]
+    base, stars = words[0], words.count("*")
+    if base == "ktune_stream" and stars == 0:
+        return c_void_p
+    if base == "void":
+        return None if stars == 0 else c_void_p
+    if base == "char" and stars == 1:
+        return c_char_p
+    if base == "ktune_table":
+        return {1: c_void_p, 2: POINTER(c_void_p)}[stars]
+    if base == "ktune_choice" and stars == 1:
+        return POINTER(_lib.Choice)
+    scalar = {"int": c_int, "int32_t": c_int32, "int64_t": c_int64, "double": c_double}[base]
+    if stars == 0:
+        return scalar
+    if stars == 1 and base == "int64_t" and "const" not in decl:
+        return POINTER(c_int64)          # out parameters
+    return c_void_p                      # device pointers (const int32_t *cu_seqlens)
+
+
+def header_prototypes():
+    protos = {}
+    for m in re.finditer(r"([A-Za-z_][\w \*]*?)\b(ktune_\w+)\s*\(([^;{]*?)\)\s*;", header_text()):
+        ret, name, params = m.group(1), m.group(2), m.group(3).strip()
+        args = [] if params in ("", "void") else [p.strip() for p in params.split(",")]
+        protos[name] = (ret.strip(), args)
+    return protos
+
+
+def test_signatures_match_the_header():
+    protos = header_prototypes()
+    assert "ktune_dense" in protos and "ktune_blockattn_bwd" in protos
+    for name, (res, args) in _lib.SIGNATURES.items():
+        assert name in protos, f"{name} is bound but include/ktune.h does not declare it"
+        ret, params = protos[name]
+        want_args = [ctype_of(p) for p in params]
+        assert ctype_of(ret) == res, f"{name}: returns {ret}, bound as {res}"
+        assert len(args) == len(want_args), \
+            f"{name}: {len(params)} parameters in the header, {len(args)} bound: {params}"
+        for i, (got, want) in enumerate(zip(args, want_args)):
+            assert got == want, f"{name}: parameter {i} ({params[i]}) is {want}, bound as {got}"
+
+
+def test_choice_struct_and_status_match_the_header():
+    text = header_text()
+    body = re.search(r"typedef struct ktune_choice\s*\{(.*?)\}\s*ktune_choice;", text, re.S).group(1)
+    fields = []
+    for decl in filter(None, (d.strip() for d in body.split(";"))):
+        m = re.match(r"(\w+)\s+(\w+)(?:\[(\d+)\])?$", re.sub(r"\s+", " ", decl))
+        assert m, f"unparsed ktune_choice field: {decl}"
+        fields.append((m.group(2), m.group(1), int(m.group(3)) if m.group(3) else None))
+    bound = _lib.Choice._fields_
+    assert [f[0] for f in fields] == [b[0] for b in bound]
+    scalars = {"char": ctypes.c_char, "double": ctypes.c_double, "int64_t": ctypes.c_int64,
+               "int32_t": ctypes.c_int32}
+    for (name, ctype, n), (_, t) in zip(fields, bound):
+        if n is None:
+            assert t is scalars[ctype], f"ktune_choice.{name} is {ctype}, bound as {t}"
+        else:
+            assert t._type_ is scalars[ctype] and t._length_ == n, f"ktune_choice.{name}[{n}]"
+    enum = re.search(r"typedef enum ktune_status\s*\{(.*?)\}", text, re.S).group(1)
+    status = {k: int(v) for k, v in re.findall(r"(KTUNE_\w+)\s*=\s*(\d+)", enum)}
+    assert status == _lib.STATUS
+    ver = re.search(r"#define KTUNE_API_VERSION (\d+)", text).group(1)
+    assert int(ver) == _lib.API_VERSION
+
+
+# ---- the real library, without a GPU ----------------------------------------
+
+def _real_runtime():
+    try:
+        return ktune.load()
+    except ktune.NotFound:
+        if os.environ.get("KTUNE_TEST_REQUIRE_LIB") == "1":
+            raise
+        pytest.skip("no libktune.so built (KTUNE_TEST_REQUIRE_LIB=1 makes this a failure)")
+
+
+def test_real_library_answers_without_a_gpu():
+    """libktune opens the shipped table and plans for the H200 with no GPU
+    here: the binding's calls (strings, a struct, int64 out parameters)
+    reach it intact."""
+    rt = _real_runtime()
+    rt.set_option("arch", "sm_90a")
+    rt.set_option("device", "NVIDIA H200")
+    c = rt.choose("dense", "tokens=1024,in=4096,out=4096")
+    assert c["match"] == "exact" and c["family"] == "dense"
+    assert c["config"].startswith("variant=wgmma_ws") and c["tuned_us"] > 0
+    c = rt.choose("dense", "tokens=777,in=4096,out=4096")
+    assert c["match"] == "nearest" and c["tuned_shape"] == "tokens=1024,in=4096,out=4096"
+    c = rt.choose("blockattn_bwd", "seqs=1152,tokens=245000,heads=4,head_dim=128,block=64,rope=0,lmax=256")
+    assert c["match"] in ("exact", "nearest") and c["config"].startswith("variant=ws")
+    out = ctypes.c_int64(-1)
+    assert rt._fn["ktune_monarch_prepared_size"](rt._h, 4096, 4096, 16, 1024, ctypes.byref(out)) == 0
+    assert out.value > 0
+    with pytest.raises(ktune.KtuneError) as e:
+        rt.choose("no_such_family", "tokens=1")
+    assert e.value.status.startswith("KTUNE_ERROR") and e.value.message
+    with pytest.raises(ValueError):   # KTUNE_ERROR_INVALID is a ValueError too
+        rt.choose("dense", "tokens=1024,in=4096")
