@@ -259,6 +259,7 @@ def run(a):
         for r in d.get("rows", d) if isinstance(d, dict) else d:
             if r.get("sweep_us"):
                 c_rows[(r["family"], r["shape"])] = r["sweep_us"]
+        print(f"torch_rows: sweep_us of {len(c_rows)} shapes from {a.c_rows}", file=sys.stderr)
     for fam, shape in (RUNTIME_SHAPES if not a.no_runtime else []):
         row = {"family": fam, "shape": shape, "via": "torch", "run": run_tag}
         try:
@@ -323,14 +324,6 @@ def merge(a):
     key = lambda r: (r["family"], r["shape"], r["via"])  # noqa: E731
     new = {key(r) for r in doc["runtime_rows"]}
     rt["rows"] = [r for r in rt["rows"] if key(r) not in new] + doc["runtime_rows"]
-    # a torch row without sweep_us takes the C side's for the same shape when
-    # both came from one call (same commit and date)
-    c = {(r["family"], r["shape"]): r for r in rt["rows"] if r.get("via") == "c"}
-    for r in rt["rows"]:
-        cr = c.get((r["family"], r["shape"]))
-        if r["via"] == "torch" and r.get("sweep_us") is None and cr and cr.get("sweep_us") \
-                and cr.get("run") == r.get("run"):
-            r["sweep_us"] = cr["sweep_us"]
     with open(a.runtime, "w") as f:
         json.dump(rt, f, indent=1)
     print(f"torch_rows: {len(mine)} rows into {a.h200}, {len(new)} into {a.runtime}")

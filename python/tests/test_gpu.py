@@ -287,3 +287,23 @@ def test_readme_example_runs():
     torch.cuda.synchronize()
     assert scope["y"].shape == (8, 128, 4096) and math.isfinite(float(scope["y"].float().sum()))
     assert scope["q"].grad is not None and torch.isfinite(scope["q"].grad.float()).all()
+
+
+def test_opcheck(g):
+    """torch.library.opcheck: schema, autograd registration, the fake
+    implementations against the real ones, AOT dispatch with dynamic shapes."""
+    lens = random_lengths(50, 200, 12)
+    q, k, v, cu, T = attn_inputs(g, lens, 2, 128)
+    torch.library.opcheck(torch.ops.ktune.block_attention.default, (q, k, v, cu, 64, None, False, 200))
+    do = uniform(g, T, 2, 128)
+    torch.library.opcheck(torch.ops.ktune.block_attention_bwd.default,
+                          (do, q.detach(), k.detach(), v.detach(), cu, 64, None, False, 200))
+    x = uniform(g, 100, 1024)
+    lin = ktune.nn.Linear(1024, 512, device="cuda")
+    torch.library.opcheck(torch.ops.ktune.dense.default, (x, lin.weight))
+    lr = ktune.nn.LowRankLinear(1024, 512, rank=128, device="cuda")
+    torch.library.opcheck(torch.ops.ktune.lowrank.default, (x, lr.V, lr.U))
+    mo = ktune.nn.MonarchLinear(1024, 512, blocks=4, rank=128, device="cuda").prepare()
+    torch.library.opcheck(torch.ops.ktune.monarch.default, (x, mo.w1, mo.w2, mo.prepared))
+    bl = ktune.nn.BlastLinear(1024, 512, blocks=4, rank=128, device="cuda").prepare()
+    torch.library.opcheck(torch.ops.ktune.blast.default, (x, bl.U, bl.V, bl.S, bl.prepared))
