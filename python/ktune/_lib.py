@@ -54,11 +54,11 @@ SIGNATURES = {
     "ktune_monarch_prepared_size": (c_int, [Tab, I64, I64, I64, I64, OUT64]),
     "ktune_monarch_prepare": (c_int, [Tab, P, P, P, I64, I64, I64, I64, I64, P]),
     "ktune_monarch_workspace_size": (c_int, [Tab, I64, I64, I64, I64, I64, P, OUT64]),
-    "ktune_monarch": (c_int, [Tab, P, P, P, P, P, I64, I64, I64, I64, I64, P, I64, P]),
+    "ktune_monarch": (c_int, [Tab, P, P, P, P, I64, P, I64, I64, I64, I64, I64, P, I64, P]),
     "ktune_blast_prepared_size": (c_int, [Tab, I64, I64, I64, I64, OUT64]),
     "ktune_blast_prepare": (c_int, [Tab, P, P, P, P, I64, I64, I64, I64, I64, P]),
     "ktune_blast_workspace_size": (c_int, [Tab, I64, I64, I64, I64, I64, P, OUT64]),
-    "ktune_blast": (c_int, [Tab, P, P, P, P, P, P, I64, I64, I64, I64, I64, P, I64, P]),
+    "ktune_blast": (c_int, [Tab, P, P, P, P, P, I64, P, I64, I64, I64, I64, I64, P, I64, P]),
     "ktune_blockattn_workspace_size": (c_int, [Tab, c_int32, I64, I64, I64, I64, I64, c_int32,
                                                I64, P, OUT64]),
     "ktune_blockattn_fwd": (c_int, [Tab, P, P, P, P, P, P, I64, I64, I64, I64, I64, c_int32,
@@ -91,7 +91,7 @@ def load(lib=None, table=None):
     global _default
     rt = Runtime(lib, table)
     with _lock:
-        _default = rt  # the previous one stays open: a call may still hold it
+        _default = rt  # the previous one closes when the last call holding it is done
     return rt
 
 
@@ -141,11 +141,24 @@ class Runtime:
         self._h = h
         self._ws = {}
 
-    def __del__(self):
-        h = getattr(self, "_h", None)
+    def close(self):
+        """Frees the table and unloads its kernels, after the device has
+        finished what was queued (libktune's rule: nothing in flight). The
+        ops must not use this runtime afterwards."""
+        h, self._h = getattr(self, "_h", None), None
         if h:
-            self._fn["ktune_close"](h)
-            self._h = None
+            try:
+                if torch.cuda.is_initialized():
+                    for i in range(torch.cuda.device_count()):
+                        torch.cuda.synchronize(i)
+            finally:
+                self._fn["ktune_close"](h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: torch may be gone already
+            pass
 
     def __repr__(self):
         return (f"ktune.Runtime(lib={self.lib_path!r} ({self.lib_found_by}), "
@@ -218,14 +231,14 @@ class Runtime:
         (t, n), (b, r, _), m = x.shape, w1.shape, y.shape[1]
         self._launch("ktune_monarch", "ktune_monarch_workspace_size", x.device,
                      (t, n, m, b, r),
-                     (x.data_ptr(), w1.data_ptr(), w2.data_ptr(), prepared.data_ptr(),
-                      y.data_ptr(), t, n, m, b, r))
+                     (x.data_ptr(), w1.data_ptr(), w2.data_ptr(), _ptr(prepared),
+                      prepared.numel(), y.data_ptr(), t, n, m, b, r))
 
     def blast(self, x, U, V, S, prepared, y):
         (t, n), (b, r, _), m = x.shape, V.shape, y.shape[1]
         self._launch("ktune_blast", "ktune_blast_workspace_size", x.device, (t, n, m, b, r),
-                     (x.data_ptr(), U.data_ptr(), V.data_ptr(), S.data_ptr(),
-                      prepared.data_ptr(), y.data_ptr(), t, n, m, b, r))
+                     (x.data_ptr(), U.data_ptr(), V.data_ptr(), S.data_ptr(), _ptr(prepared),
+                      prepared.numel(), y.data_ptr(), t, n, m, b, r))
 
     def _prepare(self, family, weights, n, m, b, r):
         dev = weights[0].device
