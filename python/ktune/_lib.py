@@ -31,7 +31,8 @@ class Choice(ctypes.Structure):
     _fields_ = [("match", c_char * 16), ("family", c_char * 32), ("shape", c_char * 256),
                 ("tuned_shape", c_char * 256), ("config", c_char * 256), ("arch", c_char * 16),
                 ("distance", c_double), ("tuned_us", c_double), ("workspace_bytes", c_int64),
-                ("prepared_bytes", c_int64), ("nkernels", c_int32), ("warm", c_int32)]
+                ("prepared_bytes", c_int64), ("nkernels", c_int32), ("warm", c_int32),
+                ("shipped", c_int32)]
 
 
 Tab = c_void_p          # ktune_table *
