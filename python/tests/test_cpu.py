@@ -36,6 +36,9 @@ def test_installed_package_ships_the_table():
     assert how == "the shipped H200 table" and path == os.path.join(pkg, "data", "h200-results.json")
     with open(path) as f, open(os.path.join(REPO, "data", "h200-results.json")) as g:
         assert f.read() == g.read()
+    if os.environ.get("KTUNE_TEST_REQUIRE_LIB") == "1" and not os.environ.get("KTUNE_LIB"):
+        # installed after a build: the build's libktune.so went in with it
+        assert _find.library_path() == (os.path.join(pkg, "lib", "libktune.so"), "the bundled copy")
 
 
 # ---- fake implementations under torch.compile -------------------------------
