@@ -209,13 +209,14 @@ class Runtime:
             return None, 0
         return torch.empty(n, dtype=torch.uint8, device=dev), n
 
-    def _launch(self, name, ws_name, dev, ws_args, call_args, after_ws=()):
+    def _launch(self, name, ws_name, dev, ws_args, call_args):
         with _on(dev):
             stream = torch.cuda.current_stream(dev).cuda_stream
             ws, n = self._workspace(ws_name, dev, stream, ws_args)
             self._check(name, self._fn[name](self._h, *call_args, _ptr(ws), n, stream))
-        # ws goes back to the caching allocator here: torch keeps it from
-        # other streams' use until the work queued on this stream is done
+        # ws goes back to the caching allocator before the kernels ran: a
+        # freed block serves later allocations on the same stream only, which
+        # are queued behind them
         del ws
 
     def dense(self, x, W, y):
