@@ -211,7 +211,7 @@ class Runtime:
 
     def _launch(self, name, ws_name, dev, ws_args, call_args):
         with _on(dev):
-            stream = torch.cuda.current_stream(dev).cuda_stream
+            stream = _stream(dev)
             ws, n = self._workspace(ws_name, dev, stream, ws_args)
             self._check(name, self._fn[name](self._h, *call_args, _ptr(ws), n, stream))
         # ws goes back to the caching allocator before the kernels ran: a
@@ -249,7 +249,7 @@ class Runtime:
             self._h, n, m, b, r, ctypes.byref(size)))
         out = torch.empty(size.value, dtype=torch.uint8, device=dev)
         with _on(dev):
-            stream = torch.cuda.current_stream(dev).cuda_stream
+            stream = _stream(dev)
             self._check(f"ktune_{family}_prepare", self._fn[f"ktune_{family}_prepare"](
                 self._h, *(w.data_ptr() for w in weights), _ptr(out) if size.value else None,
                 size.value, n, m, b, r, stream))
@@ -279,6 +279,13 @@ class Runtime:
         self._launch("ktune_blockattn_bwd", "ktune_blockattn_workspace_size", q.device, a,
                      (q.data_ptr(), k.data_ptr(), v.data_ptr(), do.data_ptr(), dq.data_ptr(),
                       dk.data_ptr(), dv.data_ptr(), cu.data_ptr(), _ptr(rope)) + a[1:])
+
+
+def _stream(dev):
+    """torch's current stream on dev, as libktune takes it (NULL: the legacy
+    default stream). The ops pass CUDA tensors only; a CPU device (the
+    binding's tests against a recording stand-in library) gets NULL."""
+    return torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
 
 
 class _on:
