@@ -15,7 +15,8 @@
 #          --no-build-isolation --no-deps, into a folder of its own, with
 #          BUILD_DIR/libktune.so bundled), then python/tests with
 #          KTUNE_REQUIRE_GPU=1 against that install (the bundled library and
-#          the shipped table found by themselves) -> OUT_DIR/pytest.log
+#          the shipped table found by themselves) -> OUT_DIR/pytest.log;
+#          KTUNE_PYTEST_ARGS adds pytest arguments (e.g. -k attention)
 #   rows   bench/torch_rows.py run (the ktune_torch rows of h200.json and the
 #          via=torch rows of runtime.json, each beside ktune's own re-time in
 #          this call) -> OUT_DIR/torch_rows.json, torch_rows.log;
@@ -65,7 +66,8 @@ if [[ "$steps" == *" tests "* ]]; then
 		status=1
 	fi
 	(cd "$tmp" && PYTHONPATH=$pkg${pyt:+:$pyt} KTUNE_REQUIRE_GPU=1 KTUNE_TEST_REQUIRE_LIB=1 \
-		python3 -m pytest -q -p no:cacheprovider -rfE "$OLDPWD/python/tests") >"$OUT/pytest.log" 2>&1 ||
+		python3 -m pytest -q -p no:cacheprovider -rfE ${KTUNE_PYTEST_ARGS:-} "$OLDPWD/python/tests") \
+		>"$OUT/pytest.log" 2>&1 ||
 		{ echo "python/tests FAILED" >&2; status=1; }
 	unset KTUNE_LIB
 	tail -n 15 "$OUT/pytest.log" >&2
