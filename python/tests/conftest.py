@@ -10,19 +10,12 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device and libktune")
 
 
-def pytest_collection_modifyitems(config, items):
-    """GPU tests skip without CUDA; with KTUNE_REQUIRE_GPU=1 each fails instead."""
-    if torch.cuda.is_available():
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """GPU tests skip without CUDA; with KTUNE_REQUIRE_GPU=1 each fails
+    instead. Runs before any fixture, so none touches CUDA first."""
+    if "gpu" not in item.keywords or torch.cuda.is_available():
         return
     if os.environ.get("KTUNE_REQUIRE_GPU") == "1":
-        mark = pytest.mark.usefixtures("_require_gpu")
-    else:
-        mark = pytest.mark.skip(reason="no CUDA device (KTUNE_REQUIRE_GPU=1 makes this a failure)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(mark)
-
-
-@pytest.fixture
-def _require_gpu():
-    pytest.fail("KTUNE_REQUIRE_GPU=1 but torch sees no CUDA device")
+        pytest.fail("KTUNE_REQUIRE_GPU=1 but torch sees no CUDA device", pytrace=False)
+    pytest.skip("no CUDA device (KTUNE_REQUIRE_GPU=1 makes this a failure)")
