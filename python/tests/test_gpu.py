@@ -108,6 +108,16 @@ def test_prepared_layout_follows_weight_changes(fam, g):
     assert rel_err(y1, y0) > 0.1
 
 
+def warm_on_side_stream(fn):
+    """torch's rule before capturing a graph: run it once on a side stream."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+
+
 def test_ops_run_on_the_current_stream(g):
     """The input is written on a side stream only after a long sleep there;
     an op that ran on any other stream would read it before (NaN)."""
@@ -139,8 +149,7 @@ def test_linear_cuda_graph_capture(fam, g):
     layer = make_layer(fam, s)
     x = uniform(g, s["tokens"], s["n"])
     with torch.inference_mode():
-        layer(x)                             # warm: compiled and loaded before capture
-        torch.cuda.synchronize()
+        warm_on_side_stream(lambda: layer(x))   # libktune warm: loaded before capture
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             y = layer(x)
@@ -252,8 +261,7 @@ def test_attention_cuda_graph_capture(g):
     def step():
         o = ktune.block_attention(q, k, v, cu, max_seqlen=300)
         return (o,) + torch.autograd.grad(o, (q, k, v), do)
-    step()                                   # warm: forward and backward
-    torch.cuda.synchronize()
+    warm_on_side_stream(step)                # forward and backward loaded before capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         outs = step()
