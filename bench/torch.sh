@@ -39,6 +39,8 @@ if [[ "$steps" == *" tests "* ]]; then
 	echo "== python/tests on the GPU (KTUNE_REQUIRE_GPU=1)" >&2
 	pyt=
 	if ! python3 -c 'import pytest' 2>/dev/null; then
+		ls .whl/pytest-*.whl >/dev/null 2>&1 ||
+			{ echo "no pytest here and no .whl/pytest-*.whl: see the top of $0" >&2; exit 2; }
 		for w in .whl/*.whl; do
 			[[ "$w" == */setuptools-* ]] || python3 -m zipfile -e "$w" "$tmp/pytest"
 		done
