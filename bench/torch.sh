@@ -20,7 +20,9 @@
 #   rows   bench/torch_rows.py run (the ktune_torch rows of h200.json and the
 #          via=torch rows of runtime.json, each beside ktune's own re-time in
 #          this call) -> OUT_DIR/torch_rows.json, torch_rows.log;
-#          KTUNE_C_ROWS=FILE: the C side's runtime rows of this call (sweep_us)
+#          KTUNE_C_ROWS=FILE: bench/runtime.sh's OUT/runtime.json of this call
+#          (the shapes and their sweep_us); KTUNE_ROWS_ARGS adds arguments
+#          ("--no-runtime": the h200.json rows only; "--workloads": none of them)
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out-torch}
@@ -78,8 +80,9 @@ fi
 
 if [[ "$steps" == *" rows "* ]]; then
 	echo "== bench/torch_rows.py" >&2
+	read -r -a rows_args <<<"${KTUNE_ROWS_ARGS:-}"
 	python3 bench/torch_rows.py run "$OUT" --build "$B" --commit "$COMMIT" \
-		${KTUNE_C_ROWS:+--c-rows "$KTUNE_C_ROWS"}
+		${KTUNE_C_ROWS:+--c-rows "$KTUNE_C_ROWS"} "${rows_args[@]}"
 	rc=$?
 	[ $rc -ne 0 ] && status=$rc
 fi
