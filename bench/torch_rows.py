@@ -331,7 +331,7 @@ def merge(a):
         h = json.load(f)
     mine = {(r["workload"], r["impl"]) for r in doc["rows"]}
     h["rows"] = [r for r in h["rows"] if (r["workload"], r["impl"]) not in mine] + doc["rows"]
-    if "runs" in h:
+    if "runs" in h and mine:
         h["runs"] = [r for r in h["runs"] if not (r["commit"] == doc["commit"] and r["date"] == doc["date"])]
         h["runs"].insert(0, {"commit": doc["commit"], "date": doc["date"],
                              "workloads": sorted(w for w, _ in mine), "impls": ["ktune_torch"]})
