@@ -28,11 +28,11 @@ def c_param(p):
     return m.group(1).strip(), m.group(2)
 
 
-def stand_in_source(protos):
+def stand_in_source(protos, header):
     """C for a library with every prototype of the header: it records the
     last call of each function (its arguments as int64, by position) and
     answers 0, WS for an int64_t * out parameter, HANDLE for a table."""
-    out = ['#include <stdint.h>', '#include <string.h>', '#include "ktune.h"',
+    out = ['#include <stdint.h>', '#include <string.h>', f'#include "{header}"',
            'struct rec { const char *name; int n; int64_t a[32]; };',
            f'static struct rec recs[{len(protos)}];', 'static int nrecs;',
            'static struct rec *rec_of(const char *name) {',
@@ -73,10 +73,10 @@ def stand_in(tmp_path_factory):
     d = tmp_path_factory.mktemp("stand_in")
     header = os.environ.get("KTUNE_HEADER") or os.path.join(REPO, "include", "ktune.h")
     protos = header_prototypes()
-    (d / "stand_in.c").write_text(stand_in_source(protos))
+    (d / "stand_in.c").write_text(stand_in_source(protos, os.path.abspath(header)))
     so = d / "libktune.so"
-    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-I",
-                    os.path.dirname(header), "-o", str(so), str(d / "stand_in.c")], check=True)
+    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(so),
+                    str(d / "stand_in.c")], check=True)
     table = d / "t.json"
     table.write_text("{}")
     rt = _lib.Runtime(lib=str(so), table=str(table))
