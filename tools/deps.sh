@@ -7,6 +7,8 @@
 set -u
 pkgs=(gcc g++ make libc6-dev pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
       libgnutls28-dev libcunit1-dev libjs-chart.js chromium)
+# python3-venv: python/ci.sh tests the Python package in a fresh venv
+pkgs+=(python3 python3-venv)
 case "${1:-}" in
 --bench) pkgs+=(wrk) ;;
 --lint) pkgs+=(shellcheck python3-yaml) ;;
