@@ -27,7 +27,7 @@ rope_table = reference.rope_table
 
 
 def block_attention(q, k, v, cu_seqlens, block=64, rope=None, rope_v=False, max_seqlen=None):
-    """Jagged block-diagonal attention (KERNELS.md): q, k, v (T, H, d) bf16
+    """Jagged block-diagonal attention (docs/kernels.md): q, k, v (T, H, d) bf16
     contiguous on one CUDA device, d 64 or 128; cu_seqlens (B+1,) int32 on
     that device, the sequence offsets (0, ..., T), non-decreasing, as FA2's
     varlen takes them (their values are the caller's to get right: reading

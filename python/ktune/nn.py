@@ -1,6 +1,6 @@
 """Inference modules over ktune's tuned linear layers.
 
-Each keeps its weights as parameters in the canonical layout of KERNELS.md
+Each keeps its weights as parameters in the canonical layout of docs/kernels.md
 (the buffer order of kernels/<family>.c), so state dicts are the plain
 factors; Monarch and BLAST also hold the variant's prepared layout (made by
 libktune's prepare call on the first forward and again only when a weight
@@ -127,7 +127,7 @@ class LowRankLinear(nn.Module):
 
 
 class MonarchLinear(_Prepared):
-    """Monarch layer (KERNELS.md): w1 (blocks, rank, in/blocks), w2 (blocks,
+    """Monarch layer (docs/kernels.md): w1 (blocks, rank, in/blocks), w2 (blocks,
     out/blocks, rank); per-block rank rank/blocks; output interleaved
     (column s of block i at s*blocks + i)."""
 
@@ -162,7 +162,7 @@ class MonarchLinear(_Prepared):
 
 
 class BlastLinear(_Prepared):
-    """BLAST layer (KERNELS.md): U (blocks, out/blocks, rank), V (blocks,
+    """BLAST layer (docs/kernels.md): U (blocks, out/blocks, rank), V (blocks,
     rank, in/blocks), S (blocks, blocks, rank); block (i, j) of the weight is
     U_i diag(S[i, j]) V_j."""
 

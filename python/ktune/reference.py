@@ -1,5 +1,5 @@
 """Plain PyTorch forms of what ktune's kernels compute, in the canonical
-layouts (KERNELS.md, kernels/*.c): what the tests and bench/torch_rows.py
+layouts (docs/kernels.md, kernels/*.c): what the tests and bench/torch_rows.py
 check ktune's ops against, and what a user can read to see the math. They
 compute in `dtype` (float64 by default) and are slow on purpose: obvious
 code, no fusion."""
@@ -90,7 +90,7 @@ def lowrank(x, V, U, dtype=torch.float64):
 
 
 def monarch(x, w1, w2, dtype=torch.float64):
-    """KERNELS.md's Monarch, w1 (b, r, in/b), w2 (b, out/b, r): stage 1 per
+    """docs/kernels.md's Monarch, w1 (b, r, in/b), w2 (b, out/b, r): stage 1 per
     input block, the middle permutation (block i gathers the columns c of
     every z[j] with c mod b = i), stage 2, the interleaving output
     permutation (column s of block i -> s*b + i)."""
@@ -105,7 +105,7 @@ def monarch(x, w1, w2, dtype=torch.float64):
 
 
 def blast(x, U, V, S, dtype=torch.float64):
-    """KERNELS.md's BLAST, U (b, out/b, r), V (b, r, in/b), S (b, b, r):
+    """docs/kernels.md's BLAST, U (b, out/b, r), V (b, r, in/b), S (b, b, r):
     block (i, j) of W is U_i diag(S[i, j]) V_j."""
     N, n = x.shape
     b = V.shape[0]

@@ -1,6 +1,6 @@
 """ktune.reference (what the GPU tests and bench/torch_rows.py compare ktune
 against) checked on the CPU against the math written out element by element
-(KERNELS.md, kernels/monarch.c, kernels/blast.c, kernels/blockattn.h), and
+(docs/kernels.md, kernels/monarch.c, kernels/blast.c, kernels/blockattn.h), and
 the generated attention lengths against the shipped table."""
 import json
 import math
