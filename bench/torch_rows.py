@@ -9,7 +9,7 @@ python/), timed in the same call as ktune's own winners.
 run (on the GPU machine, from the repository root; libktune from
 BUILD/libktune.so unless $KTUNE_LIB says otherwise, the table
 data/h200-results.json unless $KTUNE_TABLE does):
- 1. BENCH.md rows, impl "ktune_torch", for WORKLOADS: for each, first the
+ 1. docs/benchmarks.md rows, impl "ktune_torch", for WORKLOADS: for each, first the
     stored winner (the table's entry for that shape) re-timed by
     `BUILD/ktune sweep --workload W --config KEY --no-baseline --json` (its
     worker verifies it first), then the same layer through the torch op:
