@@ -39,8 +39,10 @@
  *
  * Streams: ktune_stream is a CUstream / cudaStream_t (both convert to it);
  * NULL is the legacy default stream. The call uses the stream's own context
- * (the current one for NULL), so the caller's device is respected on a
- * multi-GPU host; modules are loaded per context; no context is created.
+ * (for NULL the current one, or, on a thread where none is current, device
+ * 0's primary context, as the CUDA runtime would), so the caller's device is
+ * respected on a multi-GPU host; modules are loaded per context; no context
+ * other than a device's primary one is ever created.
  *
  * Workspaces come from the caller: ..._workspace_size() for the same
  * arguments says how many bytes (0: none; pass NULL) for the config the
@@ -144,7 +146,8 @@ typedef struct ktune_choice {
  * ("tokens=1024,in=4096,out=4096" ...), for attention "seqs=B,tokens=T,
  * heads=H,head_dim=D,block=BLK,rope=R" plus optional "lmax=L" (or a tuned
  * key "seqs=B,lmax=L,...": T of ktune's generated lengths). stream: the
- * device asked about (NULL: the current context, else the "arch" option).
+ * device asked about (NULL: as for a call, else, without a GPU, the "arch"
+ * option).
  * On a GPU this warms the call up (loads, or compiles, its kernels). */
 int ktune_choose(ktune_table *t, const char *family, const char *shape, ktune_stream stream,
 		 ktune_choice *out);

@@ -45,6 +45,9 @@ int main(void)
 	ktune_table *t = NULL;
 	int i, bad = 0, rc;
 
+	/* a line per entry as it finishes, also into a file: the big entries
+	 * take seconds each and a killed run should still say how far it got */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (cudaFree(0) != cudaSuccess) {
 		fprintf(stderr, "check-gpu: no GPU\n");
 		return 1;

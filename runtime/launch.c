@@ -87,12 +87,40 @@ static int api_ready(struct ktune_table *t)
 	return KTUNE_OK;
 }
 
+/* Device 0's primary context, retained once per table. */
+static int dev0_ctx(struct ktune_table *t, CUcontext *ctx)
+{
+	CUdevice dev;
+	CUresult r = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->dev0 && (r = t->api.DeviceGet(&dev, 0)) == CUDA_SUCCESS)
+		r = t->api.DevicePrimaryCtxRetain(&t->dev0, dev);
+	*ctx = t->dev0;
+	pthread_mutex_unlock(&t->lock);
+	if (r != CUDA_SUCCESS) {
+		char desc[256];
+
+		cu_api_describe(&t->api, r, desc, sizeof(desc));
+		return rt_fail(KTUNE_ERROR_NO_GPU, "no context is current and device 0's cannot be had: %s",
+			       desc);
+	}
+	return KTUNE_OK;
+}
+
 /* The stream's context (the current one for the NULL stream), made
- * current for this call when it is not: *pushed says to pop it. */
+ * current for this call when it is not: *pushed says to pop it.
+ * The NULL stream on a thread where no context is current means what it
+ * means to the CUDA runtime there: cudaGetDevice() answers 0 on such a
+ * thread, so device 0's primary context. Frameworks reach this case: a
+ * thread whose current device is already 0 by default never calls
+ * cudaSetDevice (PyTorch's autograd threads), and the runtime API binds
+ * the context only at that thread's first runtime call. */
 static int ctx_enter(struct ktune_table *t, ktune_stream stream, CUcontext *ctx, int *pushed)
 {
 	CUcontext cur = NULL;
 	CUresult r;
+	int rc;
 
 	*pushed = 0;
 	*ctx = NULL;
@@ -101,8 +129,10 @@ static int ctx_enter(struct ktune_table *t, ktune_stream stream, CUcontext *ctx,
 	if (stream) {
 		if ((r = t->api.StreamGetCtx((CUstream)stream, ctx)) != CUDA_SUCCESS)
 			return cu_fail(t, r, "cuStreamGetCtx (is the stream valid?)");
-	} else {
+	} else if (cur) {
 		*ctx = cur;
+	} else if ((rc = dev0_ctx(t, ctx)) != KTUNE_OK) {
+		return rc;
 	}
 	if (!*ctx)
 		return rt_fail(KTUNE_ERROR_NO_GPU,
@@ -851,6 +881,12 @@ void ktune_close(ktune_table *t)
 			}
 		}
 		free(x);
+	}
+	if (t->dev0) {
+		CUdevice dev;
+
+		if (t->api.DeviceGet(&dev, 0) == CUDA_SUCCESS)
+			t->api.DevicePrimaryCtxRelease(dev);
 	}
 	for (i = 0; i < t->nbins; i++) {
 		free(t->bins[i].program);

@@ -114,6 +114,9 @@ struct ktune_table {
 	int api_state;		/* 0 not tried, 1 loaded, -1 failed (api_why) */
 	char api_why[600];
 	struct cu_api api;
+	/* device 0's primary context, retained on first need (see ctx_enter in
+	 * launch.c) and released by ktune_close; NULL until then */
+	CUcontext dev0;
 	struct rt_ctx *ctxs;
 	unsigned generation;	/* bumped by options that change answers */
 };
