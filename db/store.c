@@ -468,38 +468,17 @@ static int pid_alive(int pid)
 
 /* ---- open, classify, migrate ---- */
 
-/* The first 16 bytes of every SQLite 3 file. */
-static const char sqlite_magic[16] = "SQLite format 3";
-
-/* Reads the header ourselves so that a foreign file is refused before
- * SQLite has any chance to touch it. */
-static int check_header(const char *path, off_t size, struct kt_err *err)
-{
-	char hdr[16];
-	FILE *f;
-	size_t got;
-
-	if (size < 100)
-		return kt_err_set(err, KT_ECORRUPT,
-				  "%s is not a ktune database (not SQLite: %lld bytes, too short)",
-				  path, (long long)size);
-	if (!(f = fopen(path, "rb")))
-		return kt_err_set(err, KT_EIO, "cannot read %s: %s", path, strerror(errno));
-	got = fread(hdr, 1, sizeof(hdr), f);
-	fclose(f);
-	if (got != sizeof(hdr) || memcmp(hdr, sqlite_magic, sizeof(hdr)) != 0)
-		return kt_err_set(err, KT_ECORRUPT,
-				  "%s is not a ktune database (not a SQLite file)", path);
-	return 0;
-}
-
 struct store_shape {
 	int version, app_id, tables, ours;
 };
 
-/* Reads what the file is without writing to it. Reading page 1 also makes
- * SQLite compare the page count in the header with the file's size, so a
- * truncated file fails here (SQLITE_CORRUPT). */
+/* Reads what the file is without writing to it. SQLite itself classifies
+ * the bytes: a file that is not SQLite fails here with SQLITE_NOTADB, and
+ * reading page 1 compares the page count in the header with the file's
+ * size, so a truncated file fails with SQLITE_CORRUPT. Nothing but SQLite
+ * may open the database file: closing any other descriptor on it drops
+ * every POSIX lock this process holds there, and another process may then
+ * checkpoint and delete the WAL under our connections. */
 static int store_inspect(struct store *st, struct store_shape *sh, struct kt_err *err)
 {
 	static const char sql[] =
@@ -667,8 +646,6 @@ int store_open(const char *path, enum store_mode mode, struct store **out,
 		kt_err_set(err, KT_EINVAL, "%s is a directory, not a database", path);
 		goto out;
 	}
-	if (exists && sb.st_size > 0 && check_header(path, sb.st_size, err) < 0)
-		goto out;
 
 	if (!(st = calloc(1, sizeof(*st)))) {
 		kt_err_set(err, KT_EINTERNAL, "out of memory");

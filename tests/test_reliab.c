@@ -1,0 +1,249 @@
+/*
+ * test_reliab.c -- the service as users and attackers meet it: a second
+ * writer beside `ktune serve`, a read-only database, unauthenticated
+ * bodies, slow and many connections, odd queries, merge conflicts.
+ *
+ * Each suite is named after its row of bench/results/reliability.json
+ * (bench/reliability.sh runs them one by one with KTUNE_TEST_SUITE).
+ * Servers run as real `ktune serve` processes where the point is two
+ * processes on one file, else in-process (server_start) on port 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db/store.h"
+#include "server/query.h"
+#include "server/server.h"
+#include "tests/server/http_client.h"
+#include "tests/testutil.h"
+
+/* ---- helpers ---- */
+
+/* An export document of n dense entries on device uuid, shapes
+ * tokens=16..16n (so two documents of other uuids never share a row). */
+static char *gen_export(const char *uuid, int n)
+{
+	json_t *doc, *ents;
+	char *text;
+	int i;
+
+	ents = json_array();
+	for (i = 0; i < n; i++) {
+		char shape[96];
+
+		snprintf(shape, sizeof(shape), "tokens=%d,in=%d,out=4096", 16 * (i % 512 + 1),
+			 4096 + 8 * (i / 512));
+		json_array_append_new(ents, json_pack("{s:s,s:s,s:s,s:s,s:f,s:{s:s,s:s,s:s}}",
+			"device", uuid, "family", "dense", "shape_key", shape,
+			"config_key", "variant=wgmma_ws,BLOCK_M=256,BLOCK_N=128,STAGES=4,GROUP_M=1,CONSUMERS=2",
+			"median_us", 10.0 + i, "sweep", "strategy", "exhaustive", "options_key", "gen",
+			"status", "done"));
+	}
+	doc = json_pack("{s:s,s:i,s:[{s:s,s:s,s:s,s:i}],s:o}", "format", "ktune-export",
+			"version", 1, "devices", "name", "NVIDIA H200", "uuid", uuid, "arch", "sm_90",
+			"sms", 132, "entries", ents);
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	return text;
+}
+
+static long trials_in(const char *db)
+{
+	struct store *st = NULL;
+	struct query_counts qc;
+	struct kt_err err = { 0 };
+	long n = -1;
+
+	if (store_open(db, STORE_RO, &st, &err) == 0 && query_counts(st, &qc, &err) == 0)
+		n = qc.trials;
+	else
+		fprintf(stderr, "counting trials in %s: %s\n", db, err.msg);
+	store_close(st);
+	return n;
+}
+
+/* A `ktune serve` process. */
+struct serve_proc {
+	pid_t pid;
+	int port;
+	int errfd;		/* its stderr */
+	char token[80];
+};
+
+/* Starts `ktune serve --db db --listen 127.0.0.1:0` with the extra
+ * arguments (NULL-ended); 0 once it printed its address. */
+static int serve_proc_start(struct serve_proc *sp, const char *db, ...)
+{
+	char *argv[24] = { (char *)kt_test_ktune(), "serve", "--db", (char *)db, "--listen",
+			   "127.0.0.1:0", "--threads", "2" };
+	char buf[4096], tokpath[600];
+	size_t len = 0;
+	int pipefd[2], n = 8, fd;
+	va_list ap;
+
+	memset(sp, 0, sizeof(*sp));
+	sp->pid = -1;
+	va_start(ap, db);
+	while (n < 23 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	if (pipe(pipefd) != 0)
+		return -1;
+	if ((sp->pid = fork()) < 0)
+		return -1;
+	if (sp->pid == 0) {
+		dup2(pipefd[1], 2);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	sp->errfd = pipefd[0];
+	while (len < sizeof(buf) - 1) {
+		ssize_t k = read(sp->errfd, buf + len, sizeof(buf) - 1 - len);
+		char *p;
+
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+		buf[len] = 0;
+		if ((p = strstr(buf, "http://127.0.0.1:")) && strchr(p, '\n')) {
+			sp->port = atoi(p + strlen("http://127.0.0.1:"));
+			break;
+		}
+	}
+	if (sp->port <= 0) {
+		buf[len] = 0;
+		fprintf(stderr, "ktune serve did not start: %s\n", buf);
+		return -1;
+	}
+	snprintf(tokpath, sizeof(tokpath), "%s.token", db);
+	if ((fd = open(tokpath, O_RDONLY)) >= 0) {
+		ssize_t k = read(fd, sp->token, sizeof(sp->token) - 1);
+
+		sp->token[k > 0 ? k : 0] = 0;
+		sp->token[strcspn(sp->token, "\r\n")] = 0;
+		close(fd);
+	}
+	return 0;
+}
+
+/* SIGTERM, then the exit status (-1: had to be killed). */
+static int serve_proc_stop(struct serve_proc *sp)
+{
+	int status = 0, i;
+
+	if (sp->pid <= 0)
+		return -1;
+	kill(sp->pid, SIGTERM);
+	for (i = 0; i < 200 && waitpid(sp->pid, &status, WNOHANG) == 0; i++)
+		usleep(50 * 1000);
+	if (i == 200) {
+		kill(sp->pid, SIGKILL);
+		waitpid(sp->pid, &status, 0);
+		status = -1;
+	}
+	if (sp->errfd > 0)
+		close(sp->errfd);
+	sp->pid = -1;
+	return status < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* ---- second_writer: `ktune import` beside `ktune serve` on one file ----
+ *
+ * The server holds its connections open for its whole life; a CLI import
+ * is another process writing the same file. Each round imports one
+ * document over HTTP and another with the CLI, and asks the server for a
+ * row the CLI wrote. Nothing may be lost, and no answer may be a 500. */
+
+#define SW_ROUNDS 6
+#define SW_ENTRIES 10
+
+static void test_second_writer(void)
+{
+	const char *db = kt_test_path("second-writer.db");
+	struct serve_proc sp;
+	char auth[160], uuid[64], path[256], *out = NULL;
+	int round, http_ok = 0, cli_ok = 0, seen = 0, errors5xx = 0;
+	long n;
+
+	CU_ASSERT_EQUAL_FATAL(serve_proc_start(&sp, db, NULL), 0);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", sp.token);
+	for (round = 0; round < SW_ROUNDS; round++) {
+		char *doc;
+		struct hc_resp r;
+		char *argv[] = { (char *)kt_test_ktune(), "import", "--db", (char *)db, path, NULL };
+
+		snprintf(uuid, sizeof(uuid), "GPU-http-%d", round);
+		doc = gen_export(uuid, SW_ENTRIES);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+		if (hc_request(sp.port, "POST", "/v1/import", auth, doc, strlen(doc), &r) == 0) {
+			http_ok += r.status == 200;
+			errors5xx += r.status >= 500;
+			if (r.status != 200)
+				fprintf(stderr, "http import: %d %s\n", r.status, r.body);
+			hc_free(&r);
+		}
+		free(doc);
+
+		snprintf(uuid, sizeof(uuid), "GPU-cli-%d", round);
+		doc = gen_export(uuid, SW_ENTRIES);
+		snprintf(path, sizeof(path), "%s", kt_test_path(uuid));
+		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, doc, strlen(doc)), 0);
+		free(doc);
+		out = NULL;
+		if (kt_test_exec(argv, NULL, &out, 60) == 0)
+			cli_ok++;
+		else
+			fprintf(stderr, "ktune import: %s\n", out ? out : "");
+		free(out);
+
+		/* the server sees what the other process wrote */
+		snprintf(path, sizeof(path), "/v1/best?family=dense&device=%s&tokens=16&in=4096&out=4096",
+			 uuid);
+		if (hc_request(sp.port, "GET", path, NULL, NULL, 0, &r) == 0) {
+			seen += r.status == 200 && strstr(r.body, "\"match\":\"exact\"") != NULL;
+			errors5xx += r.status >= 500;
+			if (r.status != 200)
+				fprintf(stderr, "GET %s: %d %s\n", path, r.status, r.body);
+			hc_free(&r);
+		}
+		if (hc_request(sp.port, "GET", "/v1/health", NULL, NULL, 0, &r) == 0) {
+			errors5xx += r.status >= 500;
+			hc_free(&r);
+		}
+	}
+	CU_ASSERT_EQUAL(serve_proc_stop(&sp), 0);
+	CU_ASSERT_EQUAL(http_ok, SW_ROUNDS);
+	CU_ASSERT_EQUAL(cli_ok, SW_ROUNDS);
+	CU_ASSERT_EQUAL(seen, SW_ROUNDS);
+	CU_ASSERT_EQUAL(errors5xx, 0);
+	/* counted after both stopped: every committed row is there */
+	n = trials_in(db);
+	CU_ASSERT_EQUAL(n, 2L * SW_ROUNDS * SW_ENTRIES);
+	if (n != 2L * SW_ROUNDS * SW_ENTRIES)
+		fprintf(stderr, "%ld trials, want %d\n", n, 2 * SW_ROUNDS * SW_ENTRIES);
+}
+
+int main(void)
+{
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	signal(SIGPIPE, SIG_IGN);
+	s = CU_add_suite("second_writer", NULL, NULL);
+	CU_add_test(s, "ktune import beside ktune serve: nothing lost, no 500", test_second_writer);
+	return kt_test_main();
+}
