@@ -596,14 +596,28 @@ out:
 
 static int store_set_wal(struct store *st, struct kt_err *err)
 {
+	const struct timespec pause = { 0, 10 * 1000 * 1000 };
 	sqlite3_stmt *s = NULL;
 	const unsigned char *mode;
-	int rc = -1;
+	int rc = -1, src, waited_ms = 0;
 
-	if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK ||
-	    sqlite3_step(s) != SQLITE_ROW) {
+	if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK) {
 		store_db_error(st, err, "switching to WAL");
 		goto out;
+	}
+	/* Switching a new file to WAL needs a lock that SQLite does not wait
+	 * for with the busy handler (another connection creating the same
+	 * file holds it for a moment): wait here, as long as the handler
+	 * would. */
+	while ((src = sqlite3_step(s)) != SQLITE_ROW) {
+		if (((src & 0xff) != SQLITE_BUSY && (src & 0xff) != SQLITE_LOCKED) ||
+		    waited_ms >= STORE_BUSY_MS) {
+			store_db_error(st, err, "switching to WAL");
+			goto out;
+		}
+		sqlite3_reset(s);
+		nanosleep(&pause, NULL);
+		waited_ms += 10;
 	}
 	mode = sqlite3_column_text(s, 0);
 	/* NEEDSWORK: a file system without shared memory (some network mounts)
