@@ -137,39 +137,6 @@ static const struct merge_step merge_steps[] = {
 	{ "DROP TABLE temp.merge_sweep_map", NO_COUNT },
 };
 
-/* "file:/abs/path?mode=ro" with everything but unreserved characters
- * percent-encoded, so that '?', '#' and '%' in a path stay in the path. */
-static char *ro_uri(const char *path, struct kt_err *err)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	char *abs = NULL, *uri = NULL, *o;
-	const unsigned char *p;
-
-	if (!(abs = realpath(path, NULL))) {
-		kt_err_set(err, KT_EIO, "cannot resolve %s: %s", path, strerror(errno));
-		goto out;
-	}
-	if (!(uri = malloc(strlen(abs) * 3 + 32))) {
-		kt_err_set(err, KT_EINTERNAL, "out of memory");
-		goto out;
-	}
-	o = uri + sprintf(uri, "file:");
-	for (p = (const unsigned char *)abs; *p; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || strchr("/-._~", *p)) {
-			*o++ = (char)*p;
-		} else {
-			*o++ = '%';
-			*o++ = hex[*p >> 4];
-			*o++ = hex[*p & 15];
-		}
-	}
-	strcpy(o, "?mode=ro");
-out:
-	free(abs);
-	return uri;
-}
-
 static int same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
@@ -236,7 +203,7 @@ int store_merge_counted(struct store *st, const char *src_path,
 		kt_err_set(err, KT_EINVAL, "cannot merge %s into itself", src_path);
 		goto out;
 	}
-	if (!(uri = ro_uri(src_path, err)))
+	if (!(uri = store_ro_uri(src_path, NULL, err)))
 		goto out;
 	if (run_sql(st, "ATTACH DATABASE ?1 AS merge_src", uri, what, err) < 0)
 		goto out;

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -468,6 +469,104 @@ static int pid_alive(int pid)
 
 /* ---- open, classify, migrate ---- */
 
+/* ---- who may write, and how a reader opens ---- */
+
+/* path with suffix appended, in buf; 0, or -1 when it does not fit. */
+static int path_plus(char *buf, size_t n, const char *path, const char *suffix)
+{
+	int k = snprintf(buf, n, "%s%s", path, suffix);
+
+	return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+/* The directory holding path, in buf. */
+static void dir_of(const char *path, char *buf, size_t n)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	snprintf(buf, n, "%s", dirname(tmp));
+}
+
+int store_writable(const char *path)
+{
+	char dir[PATH_MAX], wal[PATH_MAX], shm[PATH_MAX];
+
+	if (!path || path_plus(wal, sizeof(wal), path, "-wal") < 0 ||
+	    path_plus(shm, sizeof(shm), path, "-shm") < 0)
+		return 0;
+	if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+		return 0;
+	dir_of(path, dir, sizeof(dir));
+	if (access(dir, W_OK) == 0)
+		return 1;
+	return access(wal, W_OK) == 0 && access(shm, W_OK) == 0;
+}
+
+static void file_id_get(const char *path, struct store_file_id *id)
+{
+	char wal[PATH_MAX];
+	struct stat sb;
+
+	memset(id, 0, sizeof(*id));
+	if (stat(path, &sb) == 0) {
+		id->dev = (unsigned long long)sb.st_dev;
+		id->ino = (unsigned long long)sb.st_ino;
+		id->size = (unsigned long long)sb.st_size;
+		id->mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	}
+	id->wal = path_plus(wal, sizeof(wal), path, "-wal") == 0 && access(wal, F_OK) == 0;
+}
+
+int store_stale(struct store *st)
+{
+	struct store_file_id now;
+
+	if (!st || !st->immutable)
+		return 0;
+	file_id_get(st->path, &now);
+	return memcmp(&now, &st->opened, sizeof(now)) != 0;
+}
+
+char *store_ro_uri(const char *path, int *immutable, struct kt_err *err)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char shm[PATH_MAX];
+	char *abs = NULL, *uri = NULL, *o;
+	const unsigned char *p;
+	int imm;
+
+	if (!(abs = realpath(path, NULL))) {
+		kt_err_set(err, KT_EIO, "cannot resolve %s: %s", path, strerror(errno));
+		goto out;
+	}
+	imm = !store_writable(abs) &&
+	      !(path_plus(shm, sizeof(shm), abs, "-shm") == 0 && access(shm, R_OK) == 0);
+	if (!(uri = malloc(strlen(abs) * 3 + 32))) {
+		kt_err_set(err, KT_EINTERNAL, "out of memory");
+		goto out;
+	}
+	/* Every byte but the unreserved ones percent-encoded, so that '?',
+	 * '#' and '%' in a path stay in the path. */
+	o = uri + sprintf(uri, "file:");
+	for (p = (const unsigned char *)abs; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("/-._~", *p)) {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	strcpy(o, imm ? "?immutable=1" : "?mode=ro");
+	if (immutable)
+		*immutable = imm;
+out:
+	free(abs);
+	return uri;
+}
+
 struct store_shape {
 	int version, app_id, tables, ours;
 };
@@ -640,6 +739,7 @@ int store_open(const char *path, enum store_mode mode, struct store **out,
 	struct store_shape sh;
 	struct stat sb;
 	char open_path[sizeof(st->path) + 2];
+	char *uri = NULL;
 	int exists, flags, rc = -1;
 
 	*out = NULL;
@@ -661,20 +761,33 @@ int store_open(const char *path, enum store_mode mode, struct store **out,
 		goto out;
 	}
 
+	if (mode == STORE_RW && !store_writable(path)) {
+		kt_err_set(err, KT_EIO,
+			   "%s is read-only for this user (the file or its directory is not writable): "
+			   "commands that read it work, writing needs another copy",
+			   path);
+		goto out;
+	}
 	if (!(st = calloc(1, sizeof(*st)))) {
 		kt_err_set(err, KT_EINTERNAL, "out of memory");
 		goto out;
 	}
 	st->mode = mode;
 	snprintf(st->path, sizeof(st->path), "%s", path);
-	/* URI names are on for merge's read-only ATTACH; keep a plain path
-	 * that happens to start with "file:" a plain path. */
-	snprintf(open_path, sizeof(open_path), "%s%s",
-		 strncmp(path, "file:", 5) == 0 ? "./" : "", path);
-	flags = (mode == STORE_RO ? SQLITE_OPEN_READONLY
-				  : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-		SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI;
-	if (sqlite3_open_v2(open_path, &st->db, flags, NULL) != SQLITE_OK) {
+	if (mode == STORE_RO) {
+		file_id_get(path, &st->opened);
+		if (!(uri = store_ro_uri(path, &st->immutable, err)))
+			goto out;
+		flags = SQLITE_OPEN_READONLY;
+	} else {
+		/* A plain path that happens to start with "file:" stays a
+		 * plain path (URI names are on for the reader's URIs). */
+		snprintf(open_path, sizeof(open_path), "%s%s",
+			 strncmp(path, "file:", 5) == 0 ? "./" : "", path);
+		flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	}
+	flags |= SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI;
+	if (sqlite3_open_v2(uri ? uri : open_path, &st->db, flags, NULL) != SQLITE_OK) {
 		if (st->db)
 			store_db_error(st, err, "opening");
 		else
@@ -706,6 +819,7 @@ int store_open(const char *path, enum store_mode mode, struct store **out,
 	st = NULL;
 	rc = 0;
 out:
+	free(uri);
 	store_close(st);
 	return rc;
 }

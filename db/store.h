@@ -37,9 +37,23 @@ enum store_mode {
 	STORE_RO = 1,		/* must exist; never writes */
 };
 
+/* STORE_RO never writes, not even the files beside the database: where
+ * this process may not write the database (another user's file, a
+ * read-only directory or mount) it is read without locks (SQLite's
+ * immutable=1) unless its WAL index exists already; see store_stale().
+ * STORE_RW refuses such a database with KT_EIO, saying it is read-only. */
 int store_open(const char *path, enum store_mode mode, struct store **out,
 	       struct kt_err *err);
 void store_close(struct store *st);
+/* 1 when this process may write the database at path: the file (when it
+ * exists) and its directory are writable (or, in a read-only directory,
+ * the -wal and -shm files exist and are writable). */
+int store_writable(const char *path);
+/* 1 when st reads without locks (see store_open) and the file changed
+ * since it was opened (size, time, inode, a WAL appeared): such a
+ * connection does not see changes, so its user opens a new one. 0 for
+ * every other connection. */
+int store_stale(struct store *st);
 /* PRAGMA user_version of the open file. */
 int store_version(struct store *st);
 

@@ -101,7 +101,7 @@ int srv_authorized(struct request *rq)
 	size_t n = strlen(tok), i;
 	unsigned char diff = 0;
 
-	if (!h || strncmp(h, "Bearer ", 7) != 0)
+	if (!n || !h || strncmp(h, "Bearer ", 7) != 0)
 		return 0;
 	h += 7;
 	if (strlen(h) != n)
@@ -133,6 +133,18 @@ struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err)
 		t->next = s->tls_list;
 		s->tls_list = t;
 		pthread_mutex_unlock(&s->tls_mu);
+	} else if (store_stale(t->st)) {
+		/* A database read without locks changed under us: its
+		 * connection sees none of it, so take a new one. */
+		struct store *fresh = NULL;
+
+		if (store_open(s->db_path, STORE_RO, &fresh, err) < 0)
+			return NULL;
+		srv_cache_clear(t);
+		lookup_table_release(&t->table);
+		store_close(t->st);
+		t->st = fresh;
+		lookup_table_init(&t->table);
 	}
 	if (lookup_table_load(&t->table, t->st, err) < 0)
 		return NULL;
@@ -141,6 +153,11 @@ struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err)
 
 struct store *srv_writer_lock(struct server *s, struct kt_err *err)
 {
+	if (s->readonly) {
+		kt_err_set(err, KT_ECONFLICT, "%s is read-only for this server: writes are off",
+			   s->db_path);
+		return NULL;
+	}
 	pthread_mutex_lock(&s->write_mu);
 	if (!s->writer && store_open(s->db_path, STORE_RW, &s->writer, err) < 0) {
 		pthread_mutex_unlock(&s->write_mu);
@@ -283,6 +300,10 @@ static int admit(struct request *rq, struct reply *out, struct kt_err *err)
 			   rq->method, rq->url, rt->allow);
 		return -2;
 	}
+	if ((m & rt->auth) && rq->srv->readonly)
+		return kt_err_set(err, KT_ECONFLICT,
+				  "%s %s: the database %s is read-only for this server (reads only)",
+				  rq->method, rq->url, rq->srv->db_path);
 	if ((m & rt->auth) && !srv_authorized(rq))
 		return kt_err_set(err, KT_EAUTH,
 				  "%s %s needs 'Authorization: Bearer TOKEN' (the token is in %s)",
@@ -517,15 +538,28 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 		free(s);
 		return kt_err_set(err, KT_EINTERNAL, "pthread_key_create failed");
 	}
-	/* The writer creates (or migrates) the database before any reader
-	 * opens it read-only. */
-	if (!srv_writer_lock(s, err))
-		goto fail;
-	srv_writer_unlock(s);
-	if (o->seed_json && seed(s, o->seed_json, err) < 0)
-		goto fail;
-	if (server_token_load(s->token_path, s->token, sizeof(s->token), err) < 0)
-		goto fail;
+	/* A database others keep (a shared results file, a read-only mount)
+	 * is served as it is: readers only, no token. */
+	s->readonly = access(s->db_path, F_OK) == 0 && !store_writable(s->db_path);
+	if (s->readonly) {
+		struct store *probe = NULL;
+
+		/* refused here, as a writer would refuse it, when it is not a
+		 * ktune database */
+		if (store_open(s->db_path, STORE_RO, &probe, err) < 0)
+			goto fail;
+		store_close(probe);
+	} else {
+		/* The writer creates (or migrates) the database before any
+		 * reader opens it read-only. */
+		if (!srv_writer_lock(s, err))
+			goto fail;
+		srv_writer_unlock(s);
+		if (o->seed_json && seed(s, o->seed_json, err) < 0)
+			goto fail;
+		if (server_token_load(s->token_path, s->token, sizeof(s->token), err) < 0)
+			goto fail;
+	}
 	if (jobs_start(o->job_run ? o->job_run : jobs_run_sweep, o->job_arg, &s->jobs, err) < 0)
 		goto fail;
 	{
@@ -574,6 +608,11 @@ const char *server_token(const struct server *s)
 	return s->token;
 }
 
+int server_readonly(const struct server *s)
+{
+	return s->readonly;
+}
+
 void server_stop(struct server *s)
 {
 	if (!s)
@@ -620,7 +659,11 @@ int serve_main(const struct serve_opts *o, struct kt_err *err)
 	if (!o->quiet) {
 		fprintf(stderr, "ktune serve: http://%s:%d/ (database %s, %d threads)\n",
 			s->host, s->port, s->db_path, s->threads);
-		fprintf(stderr, "ktune serve: writes need the token in %s\n", s->token_path);
+		if (s->readonly)
+			fprintf(stderr, "ktune serve: %s is read-only here: serving reads only\n",
+				s->db_path);
+		else
+			fprintf(stderr, "ktune serve: writes need the token in %s\n", s->token_path);
 	}
 	while (!*stop && !got_signal)
 		usleep(100 * 1000);

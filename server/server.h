@@ -9,6 +9,9 @@
  * (jobs.h), never in a request handler. Every error is a JSON body
  * {"error": {"code", "message"}} with the HTTP status of its kt_errcode.
  *
+ * A database this process may not write (another user's file, a read-only
+ * directory or mount) is served read-only: writes answer 409.
+ *
  * Routes (described in server/openapi.json, served at /v1/openapi.json):
  *   GET  /v1/health, /v1/devices, /v1/families, /v1/families/NAME
  *   GET  /v1/best?family=&device=&arch=&<dim>=...   POST /v1/best:batch
@@ -52,8 +55,11 @@ struct server;
 int server_start(const struct serve_opts *o, struct server **out, struct kt_err *err);
 /* The bound port (useful with port 0). */
 int server_port(const struct server *s);
-/* The bearer token writes need. */
+/* The bearer token writes need ("" on a read-only server). */
 const char *server_token(const struct server *s);
+/* 1 when the database is read-only for this process (store_writable): the
+ * server then answers reads only, and needs and creates no token. */
+int server_readonly(const struct server *s);
 /* Stops listening, waits for the handlers and the job runner, frees. */
 void server_stop(struct server *s);
 

@@ -90,6 +90,7 @@ struct server {
 	int threads;
 	int port;
 	int quiet;
+	int readonly;		/* the database is not writable here: reads only */
 	double started;
 	struct MHD_Daemon *mhd;
 	struct job_runner *jobs;

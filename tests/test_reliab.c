@@ -56,6 +56,47 @@ static char *gen_export(const char *uuid, int n)
 	return text;
 }
 
+/* The whole file, malloc'ed and NUL-ended; NULL when unreadable. */
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		buf[n] = 0;
+		if (len)
+			*len = (size_t)n;
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+/* Runs the NULL-ended command; its exit status, output in *out. */
+static int runv(char **out, char *const *prefix, ...)
+{
+	char *argv[40];
+	va_list ap;
+	int n = 0;
+
+	while (prefix && *prefix && n < 16)
+		argv[n++] = *prefix++;
+	va_start(ap, prefix);
+	while (n < 39 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	if (out)
+		*out = NULL;
+	return kt_test_exec(argv, NULL, out, 120);
+}
+
 static long trials_in(const char *db)
 {
 	struct store *st = NULL;
@@ -79,23 +120,32 @@ struct serve_proc {
 	char token[80];
 };
 
-/* Starts `ktune serve --db db --listen 127.0.0.1:0` with the extra
- * arguments (NULL-ended); 0 once it printed its address. */
-static int serve_proc_start(struct serve_proc *sp, const char *db, ...)
+/* Starts `ktune serve --db db --listen 127.0.0.1:0 --threads 2` with the
+ * extra arguments (NULL-ended), under the command prefix (NULL-ended
+ * list, e.g. setpriv ...; NULL: none); 0 once it printed its address. The
+ * token, if the server has one, is read from db.token. */
+static int serve_proc_startv(struct serve_proc *sp, char *const *prefix, const char *ktune,
+			     const char *db, va_list ap)
 {
-	char *argv[24] = { (char *)kt_test_ktune(), "serve", "--db", (char *)db, "--listen",
-			   "127.0.0.1:0", "--threads", "2" };
+	char *argv[40];
 	char buf[4096], tokpath[600];
 	size_t len = 0;
-	int pipefd[2], n = 8, fd;
-	va_list ap;
+	int pipefd[2], n = 0, fd;
 
 	memset(sp, 0, sizeof(*sp));
 	sp->pid = -1;
-	va_start(ap, db);
-	while (n < 23 && (argv[n] = va_arg(ap, char *)))
+	while (prefix && *prefix && n < 16)
+		argv[n++] = *prefix++;
+	argv[n++] = (char *)ktune;
+	argv[n++] = "serve";
+	argv[n++] = "--db";
+	argv[n++] = (char *)db;
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--threads";
+	argv[n++] = "2";
+	while (n < 39 && (argv[n] = va_arg(ap, char *)))
 		n++;
-	va_end(ap);
 	argv[n] = NULL;
 	if (pipe(pipefd) != 0)
 		return -1;
@@ -105,7 +155,7 @@ static int serve_proc_start(struct serve_proc *sp, const char *db, ...)
 		dup2(pipefd[1], 2);
 		close(pipefd[0]);
 		close(pipefd[1]);
-		execv(argv[0], argv);
+		execvp(argv[0], argv);
 		_exit(127);
 	}
 	close(pipefd[1]);
@@ -137,6 +187,29 @@ static int serve_proc_start(struct serve_proc *sp, const char *db, ...)
 		close(fd);
 	}
 	return 0;
+}
+
+static int serve_proc_start(struct serve_proc *sp, const char *db, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, db);
+	rc = serve_proc_startv(sp, NULL, kt_test_ktune(), db, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int serve_proc_start_as(struct serve_proc *sp, char *const *prefix, const char *ktune,
+			       const char *db, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, db);
+	rc = serve_proc_startv(sp, prefix, ktune, db, ap);
+	va_end(ap);
+	return rc;
 }
 
 /* SIGTERM, then the exit status (-1: had to be killed). */
@@ -236,6 +309,149 @@ static void test_second_writer(void)
 		fprintf(stderr, "%ld trials, want %d\n", n, 2 * SW_ROUNDS * SW_ENTRIES);
 }
 
+
+/* ---- readonly_db: a results file others keep ----
+ *
+ * File 0444 in a directory 0555, read by another user (the tests run as
+ * root in CI, and root ignores modes: the commands run as nobody through
+ * setpriv). best, trials, export, merge (as its input) and serve must read
+ * it, write nothing next to it, and serve must see what its owner adds. */
+
+static int entries_in_export(const char *text)
+{
+	json_t *j = json_loads(text ? text : "", 0, NULL);
+	int n = j ? (int)json_array_size(json_object_get(j, "entries")) : -1;
+
+	json_decref(j);
+	return n;
+}
+
+static void test_readonly_db(void)
+{
+	char dir[] = "/tmp/ktune-ro-XXXXXX";
+	char dbdir[64], outdir[64], exe[80], db[96], doc_path[96], merged[96], *out = NULL;
+	char *setpriv[] = { "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", NULL };
+	char *const *as = NULL;
+	char *before = NULL, *bin, *doc;
+	size_t blen = 0, n;
+	struct serve_proc sp;
+	struct hc_resp r;
+	int rc, have_setpriv;
+
+	if (getuid() == 0) {
+		have_setpriv = runv(NULL, NULL, "setpriv", "--version", NULL) == 0;
+		if (!have_setpriv) {
+			fprintf(stderr, "SKIPPED: running as root and setpriv (util-linux) is missing: "
+					"root reads any file, so this needs another user\n");
+			return;
+		}
+		as = setpriv;
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	CU_ASSERT_EQUAL_FATAL(chmod(dir, 0755), 0);
+	snprintf(dbdir, sizeof(dbdir), "%s/db", dir);
+	snprintf(outdir, sizeof(outdir), "%s/out", dir);
+	snprintf(exe, sizeof(exe), "%s/ktune", dir);
+	snprintf(db, sizeof(db), "%s/k.db", dbdir);
+	snprintf(doc_path, sizeof(doc_path), "%s/doc.json", dir);
+	snprintf(merged, sizeof(merged), "%s/m.db", outdir);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dbdir, 0755), 0);
+	CU_ASSERT_EQUAL_FATAL(mkdir(outdir, 0777), 0);
+	CU_ASSERT_EQUAL_FATAL(chmod(outdir, 0777), 0);
+	/* the binary where the other user can run it (a checkout may sit
+	 * under a home directory others cannot enter) */
+	bin = slurp(kt_test_ktune(), &n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(bin);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(exe, bin, n), 0);
+	free(bin);
+	CU_ASSERT_EQUAL_FATAL(chmod(exe, 0755), 0);
+	doc = gen_export("GPU-ro", 5);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(doc_path, doc, strlen(doc)), 0);
+	free(doc);
+	rc = runv(&out, NULL, exe, "import", "--db", db, doc_path, NULL);
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	free(out);
+	CU_ASSERT_EQUAL_FATAL(chmod(db, 0444), 0);
+	CU_ASSERT_EQUAL_FATAL(chmod(dbdir, 0555), 0);
+	before = slurp(db, &blen);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+
+	rc = runv(&out, as, exe, "best", "--db", db, "--family", "dense", "--shape",
+		  "tokens=16,in=4096,out=4096", NULL);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "exact"));
+	if (rc != 0)
+		fprintf(stderr, "best: %s\n", out ? out : "");
+	free(out);
+	rc = runv(&out, as, exe, "trials", "--db", db, NULL);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "dense"));
+	if (rc != 0)
+		fprintf(stderr, "trials: %s\n", out ? out : "");
+	free(out);
+	rc = runv(&out, as, exe, "export", "--db", db, NULL);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_EQUAL(entries_in_export(out), 5);
+	if (rc != 0)
+		fprintf(stderr, "export: %s\n", out ? out : "");
+	free(out);
+	rc = runv(&out, as, exe, "merge", "-o", merged, db, NULL);
+	CU_ASSERT_EQUAL(rc, 0);
+	if (rc != 0)
+		fprintf(stderr, "merge: %s\n", out ? out : "");
+	free(out);
+	CU_ASSERT_EQUAL(trials_in(merged), 5);
+
+	CU_ASSERT_EQUAL_FATAL(serve_proc_start_as(&sp, as, exe, db, NULL), 0);
+	CU_ASSERT_EQUAL(hc_request(sp.port, "GET",
+				   "/v1/best?family=dense&device=GPU-ro&tokens=16&in=4096&out=4096",
+				   NULL, NULL, 0, &r), 0);
+	CU_ASSERT_EQUAL(r.status, 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"match\":\"exact\""));
+	hc_free(&r);
+	/* writes are refused at once, as read-only */
+	CU_ASSERT_EQUAL(hc_request(sp.port, "POST", "/v1/import", NULL, "{}", 2, &r), 0);
+	CU_ASSERT_EQUAL(r.status, 409);
+	CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "read-only"));
+	hc_free(&r);
+	/* ... and nothing was written, not even beside the file */
+	{
+		size_t alen = 0;
+		char *after = slurp(db, &alen);
+		struct stat sb;
+		char p[128];
+
+		CU_ASSERT(after && alen == blen && memcmp(after, before, blen) == 0);
+		free(after);
+		snprintf(p, sizeof(p), "%s-wal", db);
+		CU_ASSERT_NOT_EQUAL(stat(p, &sb), 0);
+		snprintf(p, sizeof(p), "%s-shm", db);
+		CU_ASSERT_NOT_EQUAL(stat(p, &sb), 0);
+	}
+	/* its owner adds results: the reader sees them */
+	if (getuid() == 0) {
+		doc = gen_export("GPU-ro-more", 3);
+		CU_ASSERT_EQUAL_FATAL(kt_test_write_file(doc_path, doc, strlen(doc)), 0);
+		free(doc);
+		rc = runv(&out, NULL, exe, "import", "--db", db, doc_path, NULL);
+		CU_ASSERT_EQUAL(rc, 0);
+		if (rc != 0)
+			fprintf(stderr, "owner's import: %s\n", out ? out : "");
+		free(out);
+		CU_ASSERT_EQUAL(hc_request(sp.port, "GET",
+					   "/v1/best?family=dense&device=GPU-ro-more&tokens=16&in=4096&out=4096",
+					   NULL, NULL, 0, &r), 0);
+		CU_ASSERT_EQUAL(r.status, 200);
+		if (r.status != 200)
+			fprintf(stderr, "after the owner's import: %d %s\n", r.status, r.body);
+		hc_free(&r);
+	}
+	CU_ASSERT_EQUAL(serve_proc_stop(&sp), 0);
+	free(before);
+	chmod(dbdir, 0755);
+	runv(NULL, NULL, "rm", "-rf", dir, NULL);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -245,5 +461,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	s = CU_add_suite("second_writer", NULL, NULL);
 	CU_add_test(s, "ktune import beside ktune serve: nothing lost, no 500", test_second_writer);
+	s = CU_add_suite("readonly_db", NULL, NULL);
+	CU_add_test(s, "a read-only database read by another user", test_readonly_db);
 	return kt_test_main();
 }

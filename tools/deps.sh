@@ -5,8 +5,9 @@
 #   tools/deps.sh          build + test dependencies
 #   tools/deps.sh --bench  also wrk (the server benchmark)
 set -u
+# util-linux: setpriv, which test_reliab uses to read a database as another user
 pkgs=(gcc g++ make libc6-dev pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
-      libgnutls28-dev libcunit1-dev libjs-chart.js chromium)
+      libgnutls28-dev libcunit1-dev libjs-chart.js chromium util-linux)
 case "${1:-}" in
 --bench) pkgs+=(wrk) ;;
 --lint) pkgs+=(shellcheck python3-yaml) ;;
