@@ -353,6 +353,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				goto process;
 			}
 		}
+		/* A write's token is checked from its headers, before one byte
+		 * of its body is read: without it the answer goes out now (and
+		 * MHD closes the connection) instead of after buffering up to
+		 * the cap -- 64 MiB per connection for an import. */
+		if (rq->route >= 0 && (method_bit(method) & srv_routes[rq->route].auth) &&
+		    (s->readonly || !srv_authorized(rq)))
+			goto process;
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
