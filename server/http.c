@@ -7,10 +7,14 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../db/store.h"
@@ -174,6 +178,113 @@ void srv_writer_unlock(struct server *s)
 const char *srv_arg(struct request *rq, const char *name)
 {
 	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- connections and their deadline ---- */
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static struct srv_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+/* The current request needs no deadline any more (exempt 1), or a new one
+ * begins now (0). */
+static void conn_mark(struct server *s, struct MHD_Connection *conn, int exempt)
+{
+	struct srv_conn *c = conn_of(conn);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&s->conn_mu);
+	c->exempt = exempt;
+	if (!exempt)
+		c->since = mono_s();
+	pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct server *s = cls;
+	struct srv_conn *c = *socket_context;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		if (!ci || !(c = calloc(1, sizeof(*c))))
+			return;	/* untracked: only the idle timeout applies */
+		c->fd = ci->connect_fd;
+		c->since = mono_s();
+		pthread_mutex_lock(&s->conn_mu);
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		pthread_mutex_unlock(&s->conn_mu);
+		*socket_context = c;
+		return;
+	}
+	if (!c)
+		return;
+	/* MHD closes the socket after this returns, so the reaper, which
+	 * shuts sockets down under the same lock, never touches a socket
+	 * number that was reused. */
+	pthread_mutex_lock(&s->conn_mu);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	pthread_mutex_unlock(&s->conn_mu);
+	free(c);
+	*socket_context = NULL;
+}
+
+/* Shuts down the connections whose request is late: MHD then reads the
+ * end of the stream and closes them, freeing their slot. */
+static void *reaper_main(void *arg)
+{
+	const struct timespec tick = { 0, 200 * 1000 * 1000 };
+	struct server *s = arg;
+
+	while (!atomic_load(&s->stopping)) {
+		double now = mono_s();
+		struct srv_conn *c;
+
+		pthread_mutex_lock(&s->conn_mu);
+		for (c = s->conns; c; c = c->next)
+			if (!c->exempt && !c->reaped && now - c->since > s->request_s) {
+				shutdown(c->fd, SHUT_RDWR);
+				c->reaped = 1;
+				atomic_fetch_add(&s->reaped, 1);
+			}
+		pthread_mutex_unlock(&s->conn_mu);
+		nanosleep(&tick, NULL);
+	}
+	return NULL;
+}
+
+/* libmicrohttpd's own messages are about clients (a connection limit
+ * reached, a malformed request): any client could fill the log with
+ * them, and every error of ours is reported by the server itself. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	(void)fmt;
+	(void)ap;
 }
 
 /* ---- requests ---- */
@@ -357,9 +468,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		 * of its body is read: without it the answer goes out now (and
 		 * MHD closes the connection) instead of after buffering up to
 		 * the cap -- 64 MiB per connection for an import. */
-		if (rq->route >= 0 && (method_bit(method) & srv_routes[rq->route].auth) &&
-		    (s->readonly || !srv_authorized(rq)))
-			goto process;
+		if (rq->route >= 0 && (method_bit(method) & srv_routes[rq->route].auth)) {
+			if (s->readonly || !srv_authorized(rq))
+				goto process;
+			/* a trusted writer may upload slowly */
+			conn_mark(s, conn, 1);
+		}
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
@@ -393,6 +507,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 process:
+	conn_mark(s, conn, 1);
 	out.status = 200;
 	rc = admit(rq, &out, &err);
 	if (rc == 0)
@@ -422,6 +537,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct server *s = cls;
 	struct request *rq = *con_cls;
 
+	/* the next request on a kept-alive connection has its own deadline */
+	conn_mark(s, conn, 0);
 	if (!rq)
 		return;
 	free(rq->body);
@@ -511,12 +628,59 @@ out:
 	return rc;
 }
 
+/* The listening socket, bound here rather than by libmicrohttpd so that
+ * a port in use gets one clear message (and none of the library's). */
+static int listen_socket(const struct sockaddr_in *sa, struct kt_err *err)
+{
+	char a[32];
+	int fd, one = 1, e;
+
+	inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a));
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		return kt_err_set(err, KT_EIO, "cannot make a socket: %s", strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) != 0 || listen(fd, 1024) != 0) {
+		e = errno;
+		close(fd);
+		if (e == EADDRINUSE)
+			return kt_err_set(err, KT_EIO,
+					  "cannot listen on %s:%d: the port is in use (another ktune serve?); "
+					  "pick another with --listen HOST:PORT", a, ntohs(sa->sin_port));
+		if (e == EADDRNOTAVAIL)
+			return kt_err_set(err, KT_EIO,
+					  "cannot listen on %s:%d: not an address of this machine; "
+					  "pick another with --listen HOST:PORT", a, ntohs(sa->sin_port));
+		return kt_err_set(err, KT_EIO, "cannot listen on %s:%d: %s; pick another with "
+				  "--listen HOST:PORT", a, ntohs(sa->sin_port), strerror(e));
+	}
+	return fd;
+}
+
+/* The connection limits of o, or the defaults, within what the open-file
+ * limit leaves (each connection is a descriptor; the database, the jobs
+ * and the worker need some). */
+static void conn_limits(struct server *s, const struct serve_opts *o)
+{
+	struct rlimit rl;
+	long room = SRV_MAX_CONNS;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		room = (long)rl.rlim_cur - 64 - 8L * s->threads;
+	s->max_conns = o->max_conns > 0 ? o->max_conns : SRV_MAX_CONNS;
+	if (s->max_conns > room)
+		s->max_conns = room > 16 ? (int)room : 16;
+	s->per_ip = o->per_ip > 0 ? o->per_ip : SRV_PER_IP;
+	if (s->per_ip > s->max_conns)
+		s->per_ip = s->max_conns;
+	s->request_s = o->request_s > 0 ? o->request_s : SRV_REQUEST_S;
+}
+
 int server_start(const struct serve_opts *o, struct server **out, struct kt_err *err)
 {
 	struct server *s;
 	struct sockaddr_in sa;
-	const union MHD_DaemonInfo *info;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int lfd = -1;
 
 	*out = NULL;
 	if (!o->db_path || !*o->db_path)
@@ -539,9 +703,11 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	s->started = kt_unix_s();
 	pthread_mutex_init(&s->tls_mu, NULL);
 	pthread_mutex_init(&s->write_mu, NULL);
+	pthread_mutex_init(&s->conn_mu, NULL);
 	if (pthread_key_create(&s->tls_key, NULL) != 0) {
 		pthread_mutex_destroy(&s->tls_mu);
 		pthread_mutex_destroy(&s->write_mu);
+		pthread_mutex_destroy(&s->conn_mu);
 		free(s);
 		return kt_err_set(err, KT_EINTERNAL, "pthread_key_create failed");
 	}
@@ -569,34 +735,48 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	}
 	if (jobs_start(o->job_run ? o->job_run : jobs_run_sweep, o->job_arg, &s->jobs, err) < 0)
 		goto fail;
+	if ((lfd = listen_socket(&sa, err)) < 0)
+		goto fail;
+	conn_limits(s, o);
+	if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+		kt_err_set(err, KT_EINTERNAL, "cannot start the connection reaper thread");
+		goto fail;
+	}
+	s->reaper_started = 1;
 	{
 		/* An options array, so that one thread means no pool at all
 		 * (MHD warns about a pool of one). */
 		struct MHD_OptionItem ops[] = {
-			{ MHD_OPTION_SOCK_ADDR, 0, &sa },
+			{ MHD_OPTION_LISTEN_SOCKET, lfd, NULL },
 			{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s },
-			{ MHD_OPTION_CONNECTION_LIMIT, 1024, NULL },
-			{ MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL },
-			{ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL },
+			{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s },
+			{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s },
+			{ MHD_OPTION_CONNECTION_LIMIT, s->max_conns, NULL },
+			{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->per_ip, NULL },
+			{ MHD_OPTION_CONNECTION_TIMEOUT, SRV_IDLE_S, NULL },
 			{ s->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
 			  s->threads, NULL },
 			{ MHD_OPTION_END, 0, NULL },
 		};
 
-		s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-					  MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
+		s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
+					  0, NULL, NULL, on_request, s,
 					  MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 	}
 	if (!s->mhd) {
-		char a[32];
-
-		inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
-		kt_err_set(err, KT_EIO, "cannot listen on %s:%d (in use, or not an address here)",
-			   a, ntohs(sa.sin_port));
+		close(lfd);
+		kt_err_set(err, KT_EINTERNAL, "libmicrohttpd could not start on %s:%d",
+			   inet_ntoa(sa.sin_addr), ntohs(sa.sin_port));
 		goto fail;
 	}
-	info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-	s->port = info ? info->port : ntohs(sa.sin_port);
+	/* the port chosen for port 0 */
+	{
+		struct sockaddr_in bound;
+		socklen_t blen = sizeof(bound);
+
+		s->port = getsockname(lfd, (struct sockaddr *)&bound, &blen) == 0 ?
+			  ntohs(bound.sin_port) : ntohs(sa.sin_port);
+	}
 	inet_ntop(AF_INET, &sa.sin_addr, s->host, sizeof(s->host));
 	*out = s;
 	return 0;
@@ -624,6 +804,10 @@ void server_stop(struct server *s)
 {
 	if (!s)
 		return;
+	if (s->reaper_started) {
+		atomic_store(&s->stopping, 1);
+		pthread_join(s->reaper, NULL);
+	}
 	/* Stop the handlers first: they may queue jobs and use the writer. */
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
@@ -633,6 +817,7 @@ void server_stop(struct server *s)
 	pthread_key_delete(s->tls_key);
 	pthread_mutex_destroy(&s->tls_mu);
 	pthread_mutex_destroy(&s->write_mu);
+	pthread_mutex_destroy(&s->conn_mu);
 	free(s);
 }
 
@@ -658,6 +843,16 @@ int serve_main(const struct serve_opts *o, struct kt_err *err)
 	sigaction(SIGTERM, &sa, &old_term);
 	/* A client closing its socket mid-reply must not kill the server. */
 	signal(SIGPIPE, SIG_IGN);
+	/* Every connection is a descriptor: take all the process may have
+	 * (the soft limit is often 1,024, the hard one far more). */
+	{
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 	if (server_start(o, &s, err) < 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);

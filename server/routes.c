@@ -747,6 +747,9 @@ static int r_metrics(struct request *rq, struct reply *out, struct kt_err *err)
 	fprintf(fp, "# HELP ktune_http_in_flight Requests being handled.\n"
 		    "# TYPE ktune_http_in_flight gauge\nktune_http_in_flight %ld\n",
 		atomic_load(&s->in_flight));
+	fprintf(fp, "# HELP ktune_http_connections_reaped_total Connections shut down for not sending "
+		    "their request within %.0f s.\n# TYPE ktune_http_connections_reaped_total counter\n"
+		    "ktune_http_connections_reaped_total %ld\n", s->request_s, atomic_load(&s->reaped));
 	fprintf(fp, "# HELP ktune_devices Devices in the database.\n# TYPE ktune_devices gauge\n"
 		    "ktune_devices %ld\n", qc.devices);
 	fprintf(fp, "# HELP ktune_winners Tuned (device, problem) pairs.\n# TYPE ktune_winners gauge\n"

@@ -41,6 +41,10 @@ struct serve_opts {
 				 * winners (the shipped H200 results); NULL: none */
 	size_t body_cap;	/* request body cap in bytes; 0: 1 MiB (imports: 64 MiB) */
 	int quiet;		/* no startup lines on stderr */
+	/* Connection limits (server_int.h); 0: the defaults. */
+	int max_conns;		/* at once, all clients */
+	int per_ip;		/* at once, from one address */
+	double request_s;	/* a request must arrive whole within this */
 	volatile sig_atomic_t *stop;	/* serve_main returns when *stop != 0;
 					 * NULL: on SIGINT / SIGTERM */
 	job_run_fn job_run;	/* runs a sweep job; NULL: jobs_run_sweep (tests

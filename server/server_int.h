@@ -20,6 +20,26 @@
 #define SRV_IMPORT_CAP (64u << 20)	/* POST /v1/import carries a whole export */
 #define SRV_CHARTJS "/usr/share/javascript/chart.js/chart.min.js"
 
+/* Connections. A client that trickles its request a byte at a time holds
+ * a slot as long as it likes unless something ends it: the whole request
+ * (head, and the body of anything but an authorized write) must arrive
+ * within SRV_REQUEST_S of the connection's start or of its previous
+ * answer; one address holds at most SRV_PER_IP connections; the server at
+ * most SRV_MAX_CONNS, fewer when the open-file limit is lower. */
+#define SRV_MAX_CONNS 4096
+#define SRV_PER_IP 64
+#define SRV_REQUEST_S 10
+#define SRV_IDLE_S 10		/* a connection quiet this long is closed */
+
+/* One open connection, for the request deadline (http.c). */
+struct srv_conn {
+	struct srv_conn *prev, *next;
+	int fd;
+	double since;		/* when its current request began */
+	int exempt;		/* whole, answering, or an authorized write */
+	int reaped;		/* shut down for missing its deadline */
+};
+
 /* Answers of GET /v1/best already serialized, per thread, keyed by the
  * normalized query; dropped whenever the winners table reloads. */
 #define SRV_CACHE_SLOTS 512
@@ -101,6 +121,14 @@ struct server {
 	struct store *writer;
 	atomic_long requests[64][SRV_NCODES];	/* [route + 1][code bucket] */
 	atomic_long in_flight;
+	atomic_long reaped;		/* connections that missed the deadline */
+	int max_conns, per_ip;
+	double request_s;
+	pthread_mutex_t conn_mu;	/* conns and their fields */
+	struct srv_conn *conns;
+	pthread_t reaper;
+	int reaper_started;
+	atomic_int stopping;
 };
 
 /* This thread's read-only store and winners table, current with the db. */

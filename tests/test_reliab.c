@@ -17,13 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "db/store.h"
 #include "server/query.h"
 #include "server/server.h"
+#include "server/server_int.h"
 #include "tests/server/http_client.h"
 #include "tests/testutil.h"
 
@@ -588,6 +591,178 @@ static void test_unauthenticated_body(void)
 	CU_ASSERT_EQUAL(serve_proc_stop(&sp), 0);
 }
 
+/* ---- slow_connections: many trickling connections lock nobody out ----
+ *
+ * Clients that send their request a byte at a time, or never finish it,
+ * each hold a connection slot. From one address they get at most the
+ * per-address limit; from many addresses they are shut down when their
+ * request is late, so another client gets its answer within the deadline
+ * even when they filled every slot. The server runs in this process, on
+ * port 0; the attackers connect from other loopback addresses (127.0.0.2,
+ * 127.0.1.N), the client from 127.0.0.1. */
+
+static int slow_conns = 1100;	/* lowered when the open-file limit is low */
+
+/* Opens n connections from address from, each sending the start of a
+ * request head it never finishes; fds[] gets them (-1: refused). */
+static int open_slow(int port, const char *from, int *fds, int n)
+{
+	static const char head[] = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+	int i, opened = 0;
+
+	for (i = 0; i < n; i++) {
+		fds[i] = connect_from(port, from);
+		if (fds[i] >= 0 && send(fds[i], head, sizeof(head) - 1, MSG_NOSIGNAL) > 0)
+			opened++;
+	}
+	return opened;
+}
+
+/* 1 when the server has closed fd (EOF or reset), 0 while it is open. */
+static int closed_by_server(int fd)
+{
+	char c;
+	ssize_t k;
+
+	if (fd < 0)
+		return 1;
+	k = recv(fd, &c, 1, MSG_DONTWAIT);
+	return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Seconds until GET /v1/health from 127.0.0.1 answers 200 (retrying),
+ * or -1 after limit_s. */
+static double answer_within(int port, double limit_s)
+{
+	struct timespec t0, t;
+	double el = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (el < limit_s) {
+		struct hc_resp r;
+		int ok = hc_request(port, "GET", "/v1/health", NULL, NULL, 0, &r) == 0 &&
+			 r.status == 200;
+
+		if (ok || r.head)
+			hc_free(&r);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
+		if (ok)
+			return el;
+		usleep(100 * 1000);
+	}
+	return -1;
+}
+
+static struct server *slow_server(const char *db, int max_conns, double request_s)
+{
+	struct serve_opts o;
+	struct server *srv = NULL;
+	struct kt_err err = { 0 };
+
+	memset(&o, 0, sizeof(o));
+	o.db_path = db;
+	o.listen = "127.0.0.1:0";
+	o.threads = 2;
+	o.quiet = 1;
+	o.max_conns = max_conns;
+	o.request_s = request_s;
+	if (server_start(&o, &srv, &err) < 0)
+		fprintf(stderr, "server_start: %s\n", err.msg);
+	return srv;
+}
+
+/* One address opens slow_conns connections and never finishes a request:
+ * past the per-address limit it is refused, and others are answered. */
+static void test_slow_one_address(void)
+{
+	struct server *srv = slow_server(kt_test_path("slow1.db"), 0, 0);
+	int *fds = calloc((size_t)slow_conns, sizeof(int));
+	int i, open_now = 0, answered = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fds);
+	open_slow(server_port(srv), "127.0.0.2", fds, slow_conns);
+	usleep(300 * 1000);
+	for (i = 0; i < slow_conns; i++)
+		open_now += !closed_by_server(fds[i]);
+	for (i = 0; i < 20; i++)
+		answered += answer_within(server_port(srv), 2.0) >= 0;
+	fprintf(stderr, "  %d slow connections from one address: %d kept open, %d of 20 answers\n",
+		slow_conns, open_now, answered);
+	CU_ASSERT(open_now <= SRV_PER_IP);
+	CU_ASSERT_EQUAL(answered, 20);
+	for (i = 0; i < slow_conns; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	server_stop(srv);
+}
+
+/* 20 addresses trickle a byte every 300 ms on slow_conns connections,
+ * more than the server's 1,000 slots: each connection is shut down when
+ * its request is late (2 s here), and a client that found every slot
+ * taken is answered within the deadline. */
+static void test_slow_many_addresses(void)
+{
+	const double deadline = 2.0;
+	struct server *srv = slow_server(kt_test_path("slow2.db"), 1000, deadline);
+	int *fds = calloc((size_t)slow_conns, sizeof(int));
+	int per = slow_conns / 20, n = per * 20, i, a, still = 0;
+	double waited;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fds);
+	for (a = 0; a < 20; a++) {
+		char from[32];
+
+		snprintf(from, sizeof(from), "127.0.1.%d", a + 1);
+		open_slow(server_port(srv), from, fds + a * per, per);
+	}
+	/* trickle, while a client asks */
+	{
+		struct timespec t0, t;
+		double el = 0;
+		int round = 0;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		waited = -1;
+		while (el < deadline + 2.5) {
+			for (i = 0; i < n; i++)
+				if (fds[i] >= 0 && send(fds[i], "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+				    errno != EAGAIN) {
+					close(fds[i]);
+					fds[i] = -1;
+				}
+			if (waited < 0 && round++ % 2 == 0) {
+				struct hc_resp r;
+
+				if (hc_request(server_port(srv), "GET", "/v1/health", NULL, NULL, 0, &r) == 0) {
+					clock_gettime(CLOCK_MONOTONIC, &t);
+					if (r.status == 200)
+						waited = (double)(t.tv_sec - t0.tv_sec) +
+							 (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
+					hc_free(&r);
+				}
+			}
+			usleep(300 * 1000);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
+		}
+	}
+	for (i = 0; i < n; i++)
+		still += !closed_by_server(fds[i]);
+	fprintf(stderr, "  %d trickling connections from 20 addresses: answered after %.1f s, "
+		"%d still open after %.1f s\n", n, waited, still, deadline + 2.5);
+	CU_ASSERT(waited >= 0 && waited <= deadline + 1.5);
+	CU_ASSERT_EQUAL(still, 0);
+	for (i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	server_stop(srv);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -595,11 +770,30 @@ int main(void)
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
+	/* the slow-connection tests hold two descriptors per connection (both
+	 * ends are in this process) */
+	{
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+			getrlimit(RLIMIT_NOFILE, &rl);
+			if (rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur < 2 * slow_conns + 400) {
+				slow_conns = ((int)rl.rlim_cur - 400) / 2;
+				fprintf(stderr, "open-file limit %ld: %d slow connections, not 1,100\n",
+					(long)rl.rlim_cur, slow_conns);
+			}
+		}
+	}
 	s = CU_add_suite("second_writer", NULL, NULL);
 	CU_add_test(s, "ktune import beside ktune serve: nothing lost, no 500", test_second_writer);
 	s = CU_add_suite("readonly_db", NULL, NULL);
 	CU_add_test(s, "a read-only database read by another user", test_readonly_db);
 	s = CU_add_suite("unauthenticated_body", NULL, NULL);
 	CU_add_test(s, "8 x 60 MiB without the token: refused from the headers", test_unauthenticated_body);
+	s = CU_add_suite("slow_connections", NULL, NULL);
+	CU_add_test(s, "1,100 unfinished requests from one address", test_slow_one_address);
+	CU_add_test(s, "1,100 trickling connections from 20 addresses", test_slow_many_addresses);
 	return kt_test_main();
 }
