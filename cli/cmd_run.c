@@ -164,6 +164,10 @@ int cmd_run(int argc, char **argv)
 		return cli_usage_error("run", "unknown workload '%s'", only);
 	if (!db)
 		db = cli_default_db();
+	/* A port in use is found before anything is swept or loaded (a
+	 * second `make run` beside the first). */
+	if (!no_serve && server_listen_probe(listen, &err) < 0)
+		return cli_fail("run", json, &err);
 	worker_opts_default(&wo);
 	wo.exe = cli_self_exe();
 	if (worker_start(&wo, &probe, &err) != 0) {

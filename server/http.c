@@ -600,7 +600,7 @@ static void tls_free_all(struct server *s)
 }
 
 /* The shipped results go into an empty database on first start. */
-static int seed(struct server *s, const char *path, struct kt_err *err)
+static int seed(struct server *s, json_t *doc, const char *path, struct kt_err *err)
 {
 	struct store_winner *w = NULL;
 	struct store *st;
@@ -613,7 +613,7 @@ static int seed(struct server *s, const char *path, struct kt_err *err)
 	if (n == 0) {
 		struct import_stats stats;
 
-		if (import_json_file_stats(st, path, &stats, err) < 0)
+		if (import_json(st, doc, &stats, err) < 0)
 			goto out;
 		if (!s->quiet)
 			fprintf(stderr, "ktune serve: loaded %d results from %s\n",
@@ -680,6 +680,7 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	struct server *s;
 	struct sockaddr_in sa;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	json_t *seed_doc = NULL;
 	int lfd = -1;
 
 	*out = NULL;
@@ -711,6 +712,12 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 		free(s);
 		return kt_err_set(err, KT_EINTERNAL, "pthread_key_create failed");
 	}
+	/* What can fail without writing anything goes first, so that a port
+	 * in use or a bad seed file leaves no new database or token behind. */
+	if ((lfd = listen_socket(&sa, err)) < 0)
+		goto fail;
+	if (o->seed_json && import_json_file_load(o->seed_json, &seed_doc, err) < 0)
+		goto fail;
 	/* A database others keep (a shared results file, a read-only mount)
 	 * is served as it is: readers only, no token. */
 	s->readonly = access(s->db_path, F_OK) == 0 && !store_writable(s->db_path);
@@ -728,14 +735,12 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 		if (!srv_writer_lock(s, err))
 			goto fail;
 		srv_writer_unlock(s);
-		if (o->seed_json && seed(s, o->seed_json, err) < 0)
+		if (seed_doc && seed(s, seed_doc, o->seed_json, err) < 0)
 			goto fail;
 		if (server_token_load(s->token_path, s->token, sizeof(s->token), err) < 0)
 			goto fail;
 	}
 	if (jobs_start(o->job_run ? o->job_run : jobs_run_sweep, o->job_arg, &s->jobs, err) < 0)
-		goto fail;
-	if ((lfd = listen_socket(&sa, err)) < 0)
 		goto fail;
 	conn_limits(s, o);
 	if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
@@ -764,11 +769,11 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 					  MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 	}
 	if (!s->mhd) {
-		close(lfd);
 		kt_err_set(err, KT_EINTERNAL, "libmicrohttpd could not start on %s:%d",
 			   inet_ntoa(sa.sin_addr), ntohs(sa.sin_port));
 		goto fail;
 	}
+	json_decref(seed_doc);
 	/* the port chosen for port 0 */
 	{
 		struct sockaddr_in bound;
@@ -781,8 +786,23 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	*out = s;
 	return 0;
 fail:
+	/* MHD closes the listening socket it was given, once started */
+	if (lfd >= 0 && !s->mhd)
+		close(lfd);
+	json_decref(seed_doc);
 	server_stop(s);
 	return -1;
+}
+
+int server_listen_probe(const char *listen, struct kt_err *err)
+{
+	struct sockaddr_in sa;
+	int fd;
+
+	if (parse_listen(listen, &sa, err) < 0 || (fd = listen_socket(&sa, err)) < 0)
+		return -1;
+	close(fd);
+	return 0;
 }
 
 int server_port(const struct server *s)

@@ -327,18 +327,35 @@ int import_json_text(struct store *st, const char *text, size_t len,
 	return rc;
 }
 
-int import_json_file_stats(struct store *st, const char *path, struct import_stats *stats,
-			   struct kt_err *err)
+int import_json_file_load(const char *path, json_t **doc, struct kt_err *err)
 {
 	json_error_t je;
-	json_t *doc = json_load_file(path, 0, &je);
-	int rc;
 
-	if (!doc) {
+	if (!(*doc = json_load_file(path, 0, &je))) {
 		if (je.line <= 0)
 			return kt_err_set(err, KT_EIO, "%s: %s", path, je.text);
 		return kt_err_set(err, KT_EINVAL, "%s: not JSON: %s (line %d)", path, je.text, je.line);
 	}
+	if (validate(*doc, err) < 0) {
+		char m[sizeof(err->msg)];
+
+		snprintf(m, sizeof(m), "%s", err->msg);
+		snprintf(err->msg, sizeof(err->msg), "%.200s: %.300s", path, m);
+		json_decref(*doc);
+		*doc = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int import_json_file_stats(struct store *st, const char *path, struct import_stats *stats,
+			   struct kt_err *err)
+{
+	json_t *doc = NULL;
+	int rc;
+
+	if (import_json_file_load(path, &doc, err) < 0)
+		return -1;
 	rc = import_json(st, doc, stats, err);
 	json_decref(doc);
 	return rc;

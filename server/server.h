@@ -57,6 +57,9 @@ struct server;
 /* Opens the database, the token and the listening socket and starts the
  * pool and the job runner. */
 int server_start(const struct serve_opts *o, struct server **out, struct kt_err *err);
+/* Checks that the --listen address parses and its port is free (binds and
+ * lets go), for a command that would do other work before serving. */
+int server_listen_probe(const char *listen, struct kt_err *err);
 /* The bound port (useful with port 0). */
 int server_port(const struct server *s);
 /* The bearer token writes need ("" on a read-only server). */
