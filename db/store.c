@@ -1182,6 +1182,41 @@ out:
 	return rc;
 }
 
+int store_sweep_find(struct store *st, int64_t device_id, int64_t problem_id,
+		     const char *strategy, const char *options_key, int64_t *sweep_id,
+		     struct kt_err *err)
+{
+	int b = SQLITE_OK;
+	sqlite3_stmt *s;
+	int src, rc = -1;
+
+	*sweep_id = 0;
+	if (!strategy || !options_key)
+		return kt_err_set(err, KT_EINVAL, "a sweep's plan needs a strategy and an options key");
+	if (!(s = store_stmt(st, SQL_SWEEP_FIND_PLAN, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, device_id);
+	b |= sqlite3_bind_int64(s, 2, problem_id);
+	b |= bind_text(s, 3, strategy);
+	b |= bind_text(s, 4, options_key);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		goto out;
+	}
+	src = sqlite3_step(s);
+	if (src == SQLITE_ROW) {
+		*sweep_id = sqlite3_column_int64(s, 0);
+		rc = 1;
+	} else if (src == SQLITE_DONE) {
+		rc = 0;
+	} else {
+		store_db_error(st, err, "looking for a sweep");
+	}
+out:
+	store_stmt_done(s);
+	return rc;
+}
+
 void store_sweep_release(struct store_sweep *s)
 {
 	if (!s)

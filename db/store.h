@@ -139,6 +139,12 @@ int store_sweep_begin(struct store *st, const struct store_sweep_spec *spec,
 		      int64_t *sweep_id, int *resumed, struct kt_err *err);
 int store_sweep_end(struct store *st, int64_t sweep_id, enum store_sweep_status status,
 		    struct kt_err *err);
+/* The newest sweep of a plan (device, problem, strategy, options_key), the
+ * one store_sweep_begin() would resume, by index: 1 with *sweep_id set, 0
+ * when there is none. */
+int store_sweep_find(struct store *st, int64_t device_id, int64_t problem_id,
+		     const char *strategy, const char *options_key, int64_t *sweep_id,
+		     struct kt_err *err);
 int store_sweep_get(struct store *st, int64_t sweep_id, struct store_sweep *out,
 		    struct kt_err *err);	/* KT_ENOTFOUND when absent */
 /* Newest first; limit <= 0 means all. *out malloc'ed, release each, free(). */

@@ -424,6 +424,84 @@ static int admit(struct request *rq, struct reply *out, struct kt_err *err)
 	return 0;
 }
 
+/* Sends what a handler answered: out, or err's JSON when rc < 0. */
+static enum MHD_Result answer(struct request *rq, struct reply *out, struct kt_err *err, int rc)
+{
+	enum MHD_Result ret;
+
+	if (rc < 0) {
+		if (err->code == KT_OK)
+			kt_err_set(err, KT_EINTERNAL, "handler failed without a reason");
+		reply_error(out, err);
+		/* kt_errcode has no "wrong method": say it here. */
+		if (rc == -2) {
+			json_t *e = json_object_get(out->json, "error");
+
+			out->status = 405;
+			json_object_set_new(e, "status", json_integer(405));
+			json_object_set_new(e, "code", json_string("method_not_allowed"));
+		}
+	}
+	ret = send_reply(rq, out);
+	json_decref(out->json);
+	free(out->text);
+	out->json = NULL;
+	out->text = NULL;
+	return ret;
+}
+
+static void *slow_main(void *arg)
+{
+	struct request *rq = arg;
+	struct server *s = rq->srv;
+
+	rq->async_out.status = 200;
+	rq->async_rc = srv_routes[rq->route].fn(rq, &rq->async_out, &rq->async_err);
+	rq->done = 1;
+	/* MHD calls on_request again, which sends the answer; nothing here
+	 * touches rq after this */
+	MHD_resume_connection(rq->conn);
+	pthread_mutex_lock(&s->slow_mu);
+	s->nslow--;
+	pthread_cond_broadcast(&s->slow_cv);
+	pthread_mutex_unlock(&s->slow_mu);
+	return NULL;
+}
+
+/* Runs rq's handler on a thread of its own and suspends its connection;
+ * 0, or -1 with err set when it cannot (too many running, stopping). */
+static int slow_start(struct request *rq, struct kt_err *err)
+{
+	struct server *s = rq->srv;
+	pthread_attr_t attr;
+	pthread_t th;
+	int rc;
+
+	pthread_mutex_lock(&s->slow_mu);
+	if (atomic_load(&s->stopping) || s->nslow >= SRV_SLOW_MAX) {
+		pthread_mutex_unlock(&s->slow_mu);
+		return kt_err_set(err, KT_ECONFLICT, "%s %s: %d are running already; try again",
+				  rq->method, rq->url, SRV_SLOW_MAX);
+	}
+	s->nslow++;
+	pthread_mutex_unlock(&s->slow_mu);
+	/* suspended before the thread can resume it */
+	MHD_suspend_connection(rq->conn);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &attr, slow_main, rq);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		MHD_resume_connection(rq->conn);
+		pthread_mutex_lock(&s->slow_mu);
+		s->nslow--;
+		pthread_cond_broadcast(&s->slow_cv);
+		pthread_mutex_unlock(&s->slow_mu);
+		return kt_err_set(err, KT_EINTERNAL, "cannot start a thread for %s", rq->url);
+	}
+	return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size,
@@ -433,7 +511,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct request *rq = *con_cls;
 	struct reply out = { 0 };
 	struct kt_err err = { 0 };
-	enum MHD_Result ret;
 	int rc;
 
 	if (!rq) {
@@ -476,6 +553,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		return MHD_YES;
 	}
+	if (rq->done) {
+		/* resumed: the slow handler has answered */
+		rq->done = 0;
+		out = rq->async_out;
+		memset(&rq->async_out, 0, sizeof(rq->async_out));
+		return answer(rq, &out, &rq->async_err, rq->async_rc);
+	}
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 
@@ -510,25 +594,13 @@ process:
 	conn_mark(s, conn, 1);
 	out.status = 200;
 	rc = admit(rq, &out, &err);
-	if (rc == 0)
+	if (rc == 0 && srv_routes[rq->route].slow) {
+		if ((rc = slow_start(rq, &err)) == 0)
+			return MHD_YES;	/* answered after the resume */
+	} else if (rc == 0) {
 		rc = srv_routes[rq->route].fn(rq, &out, &err);
-	if (rc < 0) {
-		if (err.code == KT_OK)
-			kt_err_set(&err, KT_EINTERNAL, "handler failed without a reason");
-		reply_error(&out, &err);
-		/* kt_errcode has no "wrong method": say it here. */
-		if (rc == -2) {
-			json_t *e = json_object_get(out.json, "error");
-
-			out.status = 405;
-			json_object_set_new(e, "status", json_integer(405));
-			json_object_set_new(e, "code", json_string("method_not_allowed"));
-		}
 	}
-	ret = send_reply(rq, &out);
-	json_decref(out.json);
-	free(out.text);
-	return ret;
+	return answer(rq, &out, &err, rc);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -541,6 +613,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	conn_mark(s, conn, 0);
 	if (!rq)
 		return;
+	json_decref(rq->async_out.json);
+	free(rq->async_out.text);
 	free(rq->body);
 	free(rq);
 	*con_cls = NULL;
@@ -705,7 +779,11 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	pthread_mutex_init(&s->tls_mu, NULL);
 	pthread_mutex_init(&s->write_mu, NULL);
 	pthread_mutex_init(&s->conn_mu, NULL);
+	pthread_mutex_init(&s->slow_mu, NULL);
+	pthread_cond_init(&s->slow_cv, NULL);
 	if (pthread_key_create(&s->tls_key, NULL) != 0) {
+		pthread_mutex_destroy(&s->slow_mu);
+		pthread_cond_destroy(&s->slow_cv);
 		pthread_mutex_destroy(&s->tls_mu);
 		pthread_mutex_destroy(&s->write_mu);
 		pthread_mutex_destroy(&s->conn_mu);
@@ -764,7 +842,8 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 			{ MHD_OPTION_END, 0, NULL },
 		};
 
-		s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
+		s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+					  MHD_ALLOW_SUSPEND_RESUME,
 					  0, NULL, NULL, on_request, s,
 					  MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 	}
@@ -824,10 +903,15 @@ void server_stop(struct server *s)
 {
 	if (!s)
 		return;
-	if (s->reaper_started) {
-		atomic_store(&s->stopping, 1);
+	/* No new slow handler starts; the running ones finish and resume
+	 * their connections (MHD may not stop with one suspended). */
+	pthread_mutex_lock(&s->slow_mu);
+	atomic_store(&s->stopping, 1);
+	while (s->nslow > 0)
+		pthread_cond_wait(&s->slow_cv, &s->slow_mu);
+	pthread_mutex_unlock(&s->slow_mu);
+	if (s->reaper_started)
 		pthread_join(s->reaper, NULL);
-	}
 	/* Stop the handlers first: they may queue jobs and use the writer. */
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
@@ -838,6 +922,8 @@ void server_stop(struct server *s)
 	pthread_mutex_destroy(&s->tls_mu);
 	pthread_mutex_destroy(&s->write_mu);
 	pthread_mutex_destroy(&s->conn_mu);
+	pthread_mutex_destroy(&s->slow_mu);
+	pthread_cond_destroy(&s->slow_cv);
 	free(s);
 }
 

@@ -115,25 +115,12 @@ static void trial_seen(const char *config_key, void *arg)
 		fc->found = 1;
 }
 
-/* The existing sweep with this plan, or 0. */
+/* The existing sweep with this plan, or 0: one index lookup (listing every
+ * sweep per entry made an import quadratic). */
 static int find_sweep(struct store *st, int64_t dev, int64_t prob, const char *strategy,
 		      const char *options_key, int64_t *id, struct kt_err *err)
 {
-	struct store_sweep *sw = NULL;
-	int n = 0, i;
-
-	*id = 0;
-	if (store_sweeps_list(st, 0, &sw, &n, err) < 0)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (!*id && sw[i].device_id == dev && sw[i].problem_id == prob &&
-		    strcmp(sw[i].strategy, strategy) == 0 &&
-		    strcmp(sw[i].options_key ? sw[i].options_key : "", options_key) == 0)
-			*id = sw[i].id;
-		store_sweep_release(&sw[i]);
-	}
-	free(sw);
-	return 0;
+	return store_sweep_find(st, dev, prob, strategy, options_key, id, err) < 0 ? -1 : 0;
 }
 
 static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_stats *stats,

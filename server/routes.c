@@ -832,6 +832,6 @@ const struct route srv_routes[] = {
 	{ "/v1/sweeps", G | P, P, 0, "GET, HEAD, POST", r_sweeps },
 	{ "/v1/sweeps/", G, 0, 0, "GET, HEAD", r_sweep },
 	{ "/v1/export", G, 0, 0, "GET, HEAD", r_export },
-	{ "/v1/import", P, P, SRV_IMPORT_CAP, "POST", r_import },
+	{ "/v1/import", P, P, SRV_IMPORT_CAP, "POST", r_import, 1 },
 };
 const int srv_nroutes = (int)(sizeof(srv_routes) / sizeof(srv_routes[0]));

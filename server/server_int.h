@@ -81,6 +81,12 @@ struct request {
 	size_t len, cap, limit;
 	int too_big;
 	struct srv_tls *tls;
+	/* a slow route's handler runs on its own thread (http.c): what it
+	 * answered, kept for the call that follows the resume */
+	int done;
+	int async_rc;
+	struct reply async_out;
+	struct kt_err async_err;
 };
 
 struct route {
@@ -90,7 +96,14 @@ struct route {
 	size_t body_cap;	/* 0: the server's default */
 	const char *allow;	/* the Allow header for 405 */
 	int (*fn)(struct request *rq, struct reply *out, struct kt_err *err);
+	/* 1: fn may take seconds (an import): it runs on a thread of its own
+	 * while the connection is suspended, so that the pool thread goes on
+	 * serving its other connections */
+	int slow;
 };
+
+/* Slow handlers running at once; more answer 409. */
+#define SRV_SLOW_MAX 4
 
 extern const struct route srv_routes[];
 extern const int srv_nroutes;
@@ -129,6 +142,9 @@ struct server {
 	pthread_t reaper;
 	int reaper_started;
 	atomic_int stopping;
+	pthread_mutex_t slow_mu;	/* nslow, and stopping for new ones */
+	pthread_cond_t slow_cv;
+	int nslow;			/* slow handlers running */
 };
 
 /* This thread's read-only store and winners table, current with the db. */
