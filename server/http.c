@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -97,19 +98,44 @@ out:
 	return rc;
 }
 
+static enum MHD_Result count_auth(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+		(*(int *)cls)++;
+	return MHD_YES;
+}
+
 int srv_authorized(struct request *rq)
 {
-	const char *h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_AUTHORIZATION);
-	const char *tok = rq->srv->token;
-	size_t n = strlen(tok), i;
+	const char *h = NULL, *tok = rq->srv->token;
+	size_t n = strlen(tok), hlen = 0, i;
 	unsigned char diff = 0;
+	int count = 0;
 
-	if (!n || !h || strncmp(h, "Bearer ", 7) != 0)
+	/* The header's whole length: a NUL inside it ("Bearer TOKEN\0junk")
+	 * must not cut it to the token. Two Authorization headers are refused
+	 * rather than one picked. */
+	if (!n || MHD_lookup_connection_value_n(rq->conn, MHD_HEADER_KIND,
+						MHD_HTTP_HEADER_AUTHORIZATION,
+						strlen(MHD_HTTP_HEADER_AUTHORIZATION), &h,
+						&hlen) != MHD_YES || !h)
 		return 0;
+	MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, count_auth, &count);
+	if (count != 1 || hlen != 7 + n || strncmp(h, "Bearer ", 7) != 0)
+		return 0;
+#if MHD_VERSION < 0x01000000
+	/* libmicrohttpd 0.9 parses header lines in place, turning the CR LF
+	 * that ends each line into two NULs, and gives a value that holds a
+	 * NUL only up to it: "Bearer TOKEN\0junk" reads as the token. The
+	 * value is taken only when its line ended right after it (1.0 refuses
+	 * such lines itself). A line ended by a bare LF is refused too. */
+	if (h[hlen] != 0 || h[hlen + 1] != 0)
+		return 0;
+#endif
 	h += 7;
-	if (strlen(h) != n)
-		return 0;
 	/* Constant time: the answer's timing says nothing about a prefix. */
 	for (i = 0; i < n; i++)
 		diff |= (unsigned char)(h[i] ^ tok[i]);
@@ -424,6 +450,87 @@ static int admit(struct request *rq, struct reply *out, struct kt_err *err)
 	return 0;
 }
 
+/* Called with the request line's URI before libmicrohttpd parses its
+ * query (MHD_OPTION_URI_LOG_CALLBACK); what it returns is the request's
+ * con_cls. libmicrohttpd 0.9.75 keeps each argument in the connection's
+ * 32 KiB pool and, when the pool runs out, queues a 431 but then waits for
+ * headers it will never read: 500 arguments and the client got no answer
+ * at all. A query over SRV_MAX_ARGS is therefore cut here, before the
+ * parse, at its '?' (the URI is libmicrohttpd's own read buffer, which it
+ * parses in place right after this call), and answered 400. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct request *rq = calloc(1, sizeof(*rq));
+	const char *q = uri ? strchr(uri, '?') : NULL;
+
+	(void)conn;
+	if (!rq)
+		return NULL;
+	rq->srv = cls;
+	if (q) {
+		const char *p;
+		int n = 1;
+
+		for (p = q + 1; *p; p++)
+			n += *p == '&';
+		if (n > SRV_MAX_ARGS) {
+			rq->nargs_over = n;
+			((char *)q)[1] = 0;
+		}
+	}
+	return rq;
+}
+
+struct arg_check {
+	const char *keys[SRV_MAX_ARGS];
+	size_t lens[SRV_MAX_ARGS];
+	int n;
+	struct kt_err *err;
+};
+
+static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				 size_t key_size, const char *value, size_t value_size)
+{
+	struct arg_check *c = cls;
+	int i;
+
+	(void)kind;
+	if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
+		kt_err_set(c->err, KT_EINVAL, "query argument '%.*s' holds a NUL byte",
+			   (int)strnlen(key, 64), key);
+		return MHD_NO;
+	}
+	for (i = 0; i < c->n; i++)
+		if (c->lens[i] == key_size && memcmp(c->keys[i], key, key_size) == 0) {
+			kt_err_set(c->err, KT_EINVAL, "query argument '%.64s' is given more than once",
+				   key);
+			return MHD_NO;
+		}
+	if (c->n == SRV_MAX_ARGS) {
+		kt_err_set(c->err, KT_EINVAL, "more than %d query arguments", SRV_MAX_ARGS);
+		return MHD_NO;
+	}
+	c->keys[c->n] = key;
+	c->lens[c->n++] = key_size;
+	return MHD_YES;
+}
+
+/* The query as a whole: not too many arguments, none twice (the handlers
+ * read one value per name, so a second would be silently dropped), no
+ * NUL inside one (it would cut the value short). 0, or -1 with err. */
+static int query_check(struct request *rq, struct kt_err *err)
+{
+	struct arg_check c;
+
+	if (rq->nargs_over)
+		return kt_err_set(err, KT_EINVAL, "%d query arguments; at most %d",
+				  rq->nargs_over, SRV_MAX_ARGS);
+	memset(&c, 0, sizeof(c));
+	c.err = err;
+	MHD_get_connection_values_n(rq->conn, MHD_GET_ARGUMENT_KIND, check_arg, &c);
+	return err->code != KT_OK ? -1 : 0;
+}
+
 /* Sends what a handler answered: out, or err's JSON when rc < 0. */
 static enum MHD_Result answer(struct request *rq, struct reply *out, struct kt_err *err, int rc)
 {
@@ -513,9 +620,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct kt_err err = { 0 };
 	int rc;
 
-	if (!rq) {
-		if (!(rq = calloc(1, sizeof(*rq))))
+	if (!rq || !rq->started) {
+		if (!rq && !(rq = calloc(1, sizeof(*rq))))
 			return MHD_NO;
+		rq->started = 1;
 		rq->srv = s;
 		rq->conn = conn;
 		rq->method = method;
@@ -541,6 +649,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				goto process;
 			}
 		}
+		if (query_check(rq, &err) < 0)
+			goto process;
 		/* A write's token is checked from its headers, before one byte
 		 * of its body is read: without it the answer goes out now (and
 		 * MHD closes the connection) instead of after buffering up to
@@ -593,7 +703,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 process:
 	conn_mark(s, conn, 1);
 	out.status = 200;
-	rc = admit(rq, &out, &err);
+	rc = err.code != KT_OK ? -1 : admit(rq, &out, &err);
 	if (rc == 0 && srv_routes[rq->route].slow) {
 		if ((rc = slow_start(rq, &err)) == 0)
 			return MHD_YES;	/* answered after the resume */
@@ -616,9 +726,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	json_decref(rq->async_out.json);
 	free(rq->async_out.text);
 	free(rq->body);
+	if (rq->started)
+		atomic_fetch_sub(&s->in_flight, 1);
 	free(rq);
 	*con_cls = NULL;
-	atomic_fetch_sub(&s->in_flight, 1);
 }
 
 /* ---- start / stop ---- */
@@ -834,6 +945,7 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 			{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s },
 			{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s },
 			{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s },
+			{ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s },
 			{ MHD_OPTION_CONNECTION_LIMIT, s->max_conns, NULL },
 			{ MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->per_ip, NULL },
 			{ MHD_OPTION_CONNECTION_TIMEOUT, SRV_IDLE_S, NULL },

@@ -349,6 +349,38 @@ static int batch_max_distance(json_t *md, size_t i, struct lookup_query *q, stru
 	return 0;
 }
 
+/* A batch query's keys and their types, before any is read: a key the
+ * API does not have, or a value of another type, would otherwise be
+ * ignored (a number for "device" answered for the only device). */
+static int batch_item_check(json_t *item, size_t i, struct kt_err *err)
+{
+	static const char *const strings[] = { "family", "device", "arch" };
+	const char *k;
+	json_t *v;
+	size_t n;
+
+	if (!json_is_object(item))
+		return kt_err_set(err, KT_EINVAL, "query %zu is not an object", i);
+	json_object_foreach(item, k, v) {
+		if (strcmp(k, "shape") == 0 || strcmp(k, "max_distance") == 0)
+			continue;
+		for (n = 0; n < sizeof(strings) / sizeof(strings[0]); n++)
+			if (strcmp(k, strings[n]) == 0)
+				break;
+		if (n == sizeof(strings) / sizeof(strings[0]))
+			return kt_err_set(err, KT_EINVAL,
+					  "query %zu: unknown key '%.64s' (keys: family, shape, device, arch, max_distance)",
+					  i, k);
+		if (!json_is_string(v) || !*json_string_value(v))
+			return kt_err_set(err, KT_EINVAL, "query %zu: %s must be a non-empty string", i, k);
+	}
+	if (!json_object_get(item, "family"))
+		return kt_err_set(err, KT_EINVAL, "query %zu: family is required", i);
+	if (!json_object_get(item, "shape"))
+		return kt_err_set(err, KT_EINVAL, "query %zu: shape is required", i);
+	return 0;
+}
+
 static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *err)
 {
 	json_t *body = parse_body(rq, err), *qs, *res, *item;
@@ -376,10 +408,9 @@ static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *er
 		struct kt_err qe = { 0 };
 		json_t *a = NULL;
 
-		if (!json_is_object(item))
-			kt_err_set(&qe, KT_EINVAL, "query %zu is not an object", i);
-		else if ((q.fam = family_named(json_string_value(json_object_get(item, "family")), &qe)) &&
-			 lookup_shape_from_json(q.fam, json_object_get(item, "shape"), &q.shape, &qe) == 0) {
+		if (batch_item_check(item, i, &qe) == 0 &&
+		    (q.fam = family_named(json_string_value(json_object_get(item, "family")), &qe)) &&
+		    lookup_shape_from_json(q.fam, json_object_get(item, "shape"), &q.shape, &qe) == 0) {
 			q.device = json_string_value(json_object_get(item, "device"));
 			q.arch = json_string_value(json_object_get(item, "arch"));
 			if (batch_max_distance(json_object_get(item, "max_distance"), i, &q, &qe) == 0)

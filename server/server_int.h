@@ -71,8 +71,13 @@ struct reply {
 	const char *allow;	/* 405: the Allow header */
 };
 
+/* Query arguments a request may carry: a legitimate one has a dozen. */
+#define SRV_MAX_ARGS 64
+
 struct request {
 	struct server *srv;
+	int started;		/* on_request's first call has run */
+	int nargs_over;		/* arguments counted when over SRV_MAX_ARGS */
 	struct MHD_Connection *conn;
 	const char *method, *url;
 	int route;		/* index in srv_routes; -1 unknown */

@@ -872,6 +872,183 @@ static void test_import_off_thread(void)
 	CU_ASSERT_EQUAL(trials_in(db), 20);
 }
 
+/* ---- many_arguments: odd queries get a clear 4xx ---- */
+
+/* Sends len raw bytes, returns the answer's status (0: none within 5 s)
+ * and its body in *body (may be NULL). */
+static int raw_request(int port, const char *bytes, size_t len, char **body)
+{
+	char buf[8192];
+	size_t got = 0;
+	ssize_t k;
+	int fd = connect_from(port, NULL), status = 0;
+	struct timeval tv = { 5, 0 };
+
+	if (body)
+		*body = NULL;
+	if (fd < 0)
+		return 0;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (send(fd, bytes, len, MSG_NOSIGNAL) == (ssize_t)len)
+		while (got < sizeof(buf) - 1 && (k = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+			got += (size_t)k;
+	close(fd);
+	buf[got] = 0;
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		status = 0;
+	if (body && strstr(buf, "\r\n\r\n"))
+		*body = strdup(strstr(buf, "\r\n\r\n") + 4);
+	return status;
+}
+
+/* GET path; the status, and 1 when the body is a JSON error whose message
+ * holds want (NULL: any). */
+static int get_error(int port, const char *path, const char *want, int *status)
+{
+	struct hc_resp r;
+	json_t *j;
+	const char *msg;
+	int ok;
+
+	*status = 0;
+	if (hc_request(port, "GET", path, NULL, NULL, 0, &r) < 0)
+		return 0;
+	*status = r.status;
+	j = hc_json(&r);
+	msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+	ok = msg && (!want || strstr(msg, want));
+	if (!ok)
+		fprintf(stderr, "GET %.80s...: %d %.200s\n", path, r.status, r.body);
+	json_decref(j);
+	hc_free(&r);
+	return ok;
+}
+
+static char *many_args_path(int n, const char *fmt)
+{
+	size_t cap = (size_t)n * 24 + 64, len;
+	char *p = malloc(cap);
+	int i;
+
+	if (!p)
+		return NULL;
+	len = (size_t)snprintf(p, cap, "/v1/best?family=dense");
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(p + len, cap - len, fmt, i);
+	return p;
+}
+
+static void test_many_arguments(void)
+{
+	const char *db = kt_test_path("args.db");
+	struct serve_opts o;
+	struct server *srv = NULL;
+	struct kt_err err = { 0 };
+	struct hc_resp r;
+	char *path, req[1024], *body = NULL;
+	int port, status, n;
+	json_t *j;
+
+	memset(&o, 0, sizeof(o));
+	o.db_path = db;
+	o.listen = "127.0.0.1:0";
+	o.threads = 2;
+	o.quiet = 1;
+	CU_ASSERT_EQUAL_FATAL(server_start(&o, &srv, &err), 0);
+	port = server_port(srv);
+
+	/* 700 arguments: a JSON 400 that says so (it was no answer at all) */
+	path = many_args_path(700, "&a%d=1");
+	CU_ASSERT(get_error(port, path, "query arguments", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	free(path);
+	/* 65, just over the limit; 64 in all pass the check */
+	path = many_args_path(64, "&a%d=1");
+	CU_ASSERT(get_error(port, path, "query arguments", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	free(path);
+	path = many_args_path(60, "&a%d=1");
+	CU_ASSERT(get_error(port, path, "unknown key", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	free(path);
+	/* 5,000 short ones, a 39 kB line: libmicrohttpd's own 414 */
+	path = many_args_path(5000, "&a%d");
+	CU_ASSERT_EQUAL(hc_request(port, "GET", path, NULL, NULL, 0, &r), 0);
+	CU_ASSERT(r.status >= 400 && r.status < 500);
+	hc_free(&r);
+	free(path);
+	/* a repeated key is named, not resolved by order */
+	CU_ASSERT(get_error(port, "/v1/best?family=dense&family=lowrank&tokens=16&in=64&out=64",
+			    "'family' is given more than once", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	CU_ASSERT(get_error(port, "/v1/best?family=dense&tokens=16&tokens=32&in=64&out=64",
+			    "'tokens' is given more than once", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	/* a NUL in a value does not cut it short */
+	CU_ASSERT(get_error(port, "/v1/best?family=dense%00x&tokens=16&in=64&out=64", "NUL", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	CU_ASSERT(get_error(port, "/v1/export?family=dense%00junk", "NUL", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	/* the token followed by a NUL and more is not the token */
+	{
+		char *doc = gen_export("GPU-nul", 1);
+
+		n = snprintf(req, sizeof(req), "POST /v1/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			     "Authorization: Bearer %s", server_token(srv));
+		memcpy(req + n, "\0junk\r\n", 7);
+		n += 7;
+		n += snprintf(req + n, sizeof(req) - (size_t)n,
+			      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+			      strlen(doc), doc);
+		status = raw_request(port, req, (size_t)n, &body);
+		CU_ASSERT(status == 400 || status == 401);
+		if (status != 400 && status != 401)
+			fprintf(stderr, "Bearer TOKEN\\0junk: %d %s\n", status, body ? body : "");
+		free(body);
+		/* two Authorization headers, the second the token: refused */
+		n = snprintf(req, sizeof(req), "POST /v1/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			     "Authorization: Bearer nope\r\nAuthorization: Bearer %s\r\n"
+			     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+			     server_token(srv), strlen(doc), doc);
+		status = raw_request(port, req, (size_t)n, NULL);
+		CU_ASSERT_EQUAL(status, 401);
+		free(doc);
+		CU_ASSERT_EQUAL(trials_in(db), 0);
+	}
+	/* a non-string device in a batch query is that query's 400, and an
+	 * unknown key too; the good query still answers */
+	j = NULL;
+	{
+		static const char batch[] =
+			"{\"queries\":[{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\",\"device\":5},"
+			"{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\",\"devise\":\"x\"},"
+			"{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\"}]}";
+
+		if (hc_request(port, "POST", "/v1/best:batch", NULL, batch, sizeof(batch) - 1, &r) == 0) {
+			CU_ASSERT_EQUAL(r.status, 200);
+			j = hc_json(&r);
+			hc_free(&r);
+		}
+	}
+	{
+		json_t *res = json_object_get(j, "results");
+
+		CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(
+			json_array_get(res, 0), "error"), "status")), 400);
+		CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(
+			json_array_get(res, 1), "error"), "status")), 400);
+		CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(res, 2), "match")) ?
+				       json_string_value(json_object_get(json_array_get(res, 2), "match")) : "",
+				       "default");
+	}
+	json_decref(j);
+	/* and the server still answers */
+	CU_ASSERT_EQUAL(hc_request(port, "GET", "/v1/health", NULL, NULL, 0, &r), 0);
+	CU_ASSERT_EQUAL(r.status, 200);
+	hc_free(&r);
+	server_stop(srv);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -906,6 +1083,8 @@ int main(void)
 	CU_add_test(s, "1,100 trickling connections from 20 addresses", test_slow_many_addresses);
 	CU_add_test(s, "an import waiting for the write lock holds no pool thread",
 		    test_import_off_thread);
+	s = CU_add_suite("many_arguments", NULL, NULL);
+	CU_add_test(s, "700 arguments, repeated keys, NULs, odd tokens, batch types", test_many_arguments);
 	s = CU_add_suite("import", NULL, NULL);
 	CU_add_test(s, "4,000 entries in linear time", test_import_linear);
 	return kt_test_main();
