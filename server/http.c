@@ -154,6 +154,7 @@ struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err)
 			return NULL;
 		}
 		lookup_table_init(&t->table);
+		t->seen_version = -2;
 		if (store_open(s->db_path, STORE_RO, &t->st, err) < 0) {
 			free(t);
 			return NULL;
@@ -175,9 +176,14 @@ struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err)
 		store_close(t->st);
 		t->st = fresh;
 		lookup_table_init(&t->table);
+		atomic_fetch_add(&s->gen, 1);
 	}
 	if (lookup_table_load(&t->table, t->st, err) < 0)
 		return NULL;
+	if (t->table.data_version != t->seen_version) {
+		t->seen_version = t->table.data_version;
+		atomic_fetch_add(&s->gen, 1);
+	}
 	return t;
 }
 
@@ -342,6 +348,8 @@ static void reply_error(struct reply *out, const struct kt_err *err)
 
 	json_decref(out->json);
 	free(out->text);
+	srv_blob_unref(out->blob);
+	out->blob = NULL;
 	out->text = NULL;
 	out->status = status;
 	out->json = json_pack("{s:{s:s,s:s,s:i}}", "error", "code", kt_errcode_name(err->code),
@@ -371,6 +379,30 @@ static int code_bucket(int status)
 	return SRV_NCODES - 1;
 }
 
+struct srv_blob *srv_blob_new(const char *data, size_t len)
+{
+	struct srv_blob *b = malloc(sizeof(*b) + len + 1);
+
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	memcpy(b->data, data, len);
+	b->data[len] = 0;
+	return b;
+}
+
+void srv_blob_unref(struct srv_blob *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
+static void blob_done(void *cls)
+{
+	srv_blob_unref(cls);
+}
+
 static enum MHD_Result send_reply(struct request *rq, struct reply *r)
 {
 	struct MHD_Response *resp;
@@ -379,6 +411,16 @@ static enum MHD_Result send_reply(struct request *rq, struct reply *r)
 	size_t len;
 	const char *ctype;
 
+	if (r->blob && !r->json) {
+		/* the reply's reference goes to MHD, which drops it when sent */
+		resp = MHD_create_response_from_buffer_with_free_callback_cls(
+			r->blob->len, r->blob->data, blob_done, r->blob);
+		if (!resp)
+			return MHD_NO;
+		r->blob = NULL;
+		ctype = r->ctype ? r->ctype : "application/octet-stream";
+		goto headers;
+	}
 	if (r->json) {
 		body = json_dumps(r->json, JSON_COMPACT);
 		if (!body)
@@ -399,6 +441,7 @@ static enum MHD_Result send_reply(struct request *rq, struct reply *r)
 		free(body);
 		return MHD_NO;
 	}
+headers:
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (r->allow)
@@ -552,8 +595,10 @@ static enum MHD_Result answer(struct request *rq, struct reply *out, struct kt_e
 	ret = send_reply(rq, out);
 	json_decref(out->json);
 	free(out->text);
+	srv_blob_unref(out->blob);
 	out->json = NULL;
 	out->text = NULL;
+	out->blob = NULL;
 	return ret;
 }
 
@@ -725,6 +770,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	json_decref(rq->async_out.json);
 	free(rq->async_out.text);
+	srv_blob_unref(rq->async_out.blob);
 	free(rq->body);
 	if (rq->started)
 		atomic_fetch_sub(&s->in_flight, 1);
@@ -892,7 +938,11 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	pthread_mutex_init(&s->conn_mu, NULL);
 	pthread_mutex_init(&s->slow_mu, NULL);
 	pthread_cond_init(&s->slow_cv, NULL);
+	pthread_mutex_init(&s->export_mu, NULL);
+	pthread_mutex_init(&s->export_build_mu, NULL);
 	if (pthread_key_create(&s->tls_key, NULL) != 0) {
+		pthread_mutex_destroy(&s->export_mu);
+		pthread_mutex_destroy(&s->export_build_mu);
 		pthread_mutex_destroy(&s->slow_mu);
 		pthread_cond_destroy(&s->slow_cv);
 		pthread_mutex_destroy(&s->tls_mu);
@@ -1013,6 +1063,8 @@ int server_readonly(const struct server *s)
 
 void server_stop(struct server *s)
 {
+	int i;
+
 	if (!s)
 		return;
 	/* No new slow handler starts; the running ones finish and resume
@@ -1036,6 +1088,10 @@ void server_stop(struct server *s)
 	pthread_mutex_destroy(&s->conn_mu);
 	pthread_mutex_destroy(&s->slow_mu);
 	pthread_cond_destroy(&s->slow_cv);
+	for (i = 0; i < SRV_EXPORT_SLOTS; i++)
+		srv_blob_unref(s->exports[i].blob);
+	pthread_mutex_destroy(&s->export_mu);
+	pthread_mutex_destroy(&s->export_build_mu);
 	free(s);
 }
 

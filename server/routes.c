@@ -683,14 +683,125 @@ static int r_sweep(struct request *rq, struct reply *out, struct kt_err *err)
 
 /* ---- export / import ---- */
 
+/* Builds the export of (fmt, f) from t's connection as one blob. */
+static struct srv_blob *export_blob(struct srv_tls *t, enum export_format fmt,
+				    const struct export_filter *f, struct kt_err *err)
+{
+	struct export_bundle b = { 0 };
+	struct srv_blob *blob = NULL;
+	char *text = NULL;
+	int i;
+
+	if (export_build(t->st, fmt, f, &b, err) < 0)
+		return NULL;
+	if (fmt == EXPORT_CUDA) {
+		/* Several files: a JSON object of name -> text. */
+		json_t *files = json_object(), *o;
+
+		for (i = 0; files && i < b.n; i++)
+			json_object_set_new(files, b.files[i].name,
+					    json_stringn(b.files[i].data, b.files[i].len));
+		o = json_pack("{s:o}", "files", files);
+		text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		blob = text ? srv_blob_new(text, strlen(text)) : NULL;
+		free(text);
+	} else if (b.n > 0) {
+		blob = srv_blob_new(b.files[0].data, b.files[0].len);
+	}
+	export_bundle_release(&b);
+	if (!blob)
+		kt_err_set(err, KT_EINTERNAL, "out of memory building the export");
+	return blob;
+}
+
+/* The cached export for the key at generation gen, with a reference
+ * taken; NULL when absent. Caller holds export_mu. */
+static struct srv_blob *export_cached(struct server *s, int fmt, const char *dev, const char *fam,
+				      long gen)
+{
+	int i;
+
+	for (i = 0; i < SRV_EXPORT_SLOTS; i++) {
+		struct srv_export_slot *e = &s->exports[i];
+
+		if (e->blob && e->gen == gen && e->fmt == fmt && strcmp(e->device, dev) == 0 &&
+		    strcmp(e->family, fam) == 0) {
+			e->used = ++s->export_tick;
+			atomic_fetch_add(&e->blob->refs, 1);
+			return e->blob;
+		}
+	}
+	return NULL;
+}
+
+/* Keeps blob for the key (a reference of its own); stale and least
+ * recently used entries make room, and the cache stays under
+ * SRV_EXPORT_BYTES. Caller holds export_mu. */
+static void export_keep(struct server *s, int fmt, const char *dev, const char *fam, long gen,
+			struct srv_blob *blob)
+{
+	struct srv_export_slot *e, *lru, *free_slot = NULL;
+	size_t total;
+	int i, full;
+
+	if (blob->len > SRV_EXPORT_BYTES)
+		return;	/* bigger than the whole cache: sent, not kept */
+	/* what is stale goes, and the key's older copy */
+	for (i = 0; i < SRV_EXPORT_SLOTS; i++) {
+		e = &s->exports[i];
+		if (e->blob && (e->gen != gen || (e->fmt == fmt && strcmp(e->device, dev) == 0 &&
+						  strcmp(e->family, fam) == 0))) {
+			srv_blob_unref(e->blob);
+			e->blob = NULL;
+		}
+	}
+	/* then the least recently used, until the bytes and a slot fit */
+	for (;;) {
+		total = blob->len;
+		full = 0;
+		lru = NULL;
+		for (i = 0; i < SRV_EXPORT_SLOTS; i++) {
+			e = &s->exports[i];
+			if (!e->blob)
+				continue;
+			total += e->blob->len;
+			full++;
+			if (!lru || e->used < lru->used)
+				lru = e;
+		}
+		if ((total <= SRV_EXPORT_BYTES && full < SRV_EXPORT_SLOTS) || !lru)
+			break;
+		srv_blob_unref(lru->blob);
+		lru->blob = NULL;
+	}
+	for (i = 0; i < SRV_EXPORT_SLOTS && !free_slot; i++)
+		if (!s->exports[i].blob)
+			free_slot = &s->exports[i];
+	if (!free_slot)
+		return;
+	free_slot->fmt = fmt;
+	snprintf(free_slot->device, sizeof(free_slot->device), "%s", dev);
+	snprintf(free_slot->family, sizeof(free_slot->family), "%s", fam);
+	free_slot->gen = gen;
+	free_slot->used = ++s->export_tick;
+	atomic_fetch_add(&blob->refs, 1);
+	free_slot->blob = blob;
+}
+
+/* Open like every read: it holds nothing /v1/winners and /v1/best do not
+ * give. What made it costly (a second of CPU and tens of MB per call on a
+ * big database) is bounded here instead: an export is built once per
+ * change of the database and key, one at a time, and shared. */
 static int r_export(struct request *rq, struct reply *out, struct kt_err *err)
 {
+	struct server *s = rq->srv;
 	const char *fmt_name = srv_arg(rq, "format");
 	struct export_filter f = { srv_arg(rq, "device"), srv_arg(rq, "family") };
-	struct export_bundle b = { 0 };
+	struct srv_blob *blob;
 	enum export_format fmt;
 	struct srv_tls *t;
-	int rc = -1, i;
+	long gen;
 
 	if (!fmt_name)
 		fmt_name = "json";
@@ -698,25 +809,41 @@ static int r_export(struct request *rq, struct reply *out, struct kt_err *err)
 		return kt_err_set(err, KT_EINVAL, "format must be json, c or cuda");
 	if (f.family && !family_named(f.family, err))
 		return -1;
-	if (!(t = srv_tls_get(rq->srv, err)))
+	if (f.device && (!*f.device || strlen(f.device) >= sizeof(s->exports[0].device)))
+		return kt_err_set(err, KT_EINVAL, "device must be a uuid, name or id of 1 to %zu characters",
+				  sizeof(s->exports[0].device) - 1);
+	if (!(t = srv_tls_get(s, err)))
 		return -1;
-	if (export_build(t->st, fmt, &f, &b, err) < 0)
+	if (f.device && query_device_known(t->st, f.device, err) <= 0)
 		return -1;
-	if (fmt == EXPORT_JSON) {
-		rc = reply_text(out, "application/json", b.files[0].data, b.files[0].len, err);
-	} else if (fmt == EXPORT_C) {
-		rc = reply_text(out, "text/x-c; charset=utf-8", b.files[0].data, b.files[0].len, err);
-	} else {
-		/* Several files: a JSON object of name -> text. */
-		json_t *files = json_object();
-
-		for (i = 0; files && i < b.n; i++)
-			json_object_set_new(files, b.files[i].name,
-					    json_stringn(b.files[i].data, b.files[i].len));
-		rc = reply_json(out, 200, json_pack("{s:o}", "files", files), err);
+	gen = atomic_load(&s->gen);
+	pthread_mutex_lock(&s->export_mu);
+	blob = export_cached(s, (int)fmt, f.device ? f.device : "", f.family ? f.family : "", gen);
+	pthread_mutex_unlock(&s->export_mu);
+	if (!blob) {
+		pthread_mutex_lock(&s->export_build_mu);
+		/* built meanwhile by the thread this one waited for? */
+		pthread_mutex_lock(&s->export_mu);
+		blob = export_cached(s, (int)fmt, f.device ? f.device : "", f.family ? f.family : "",
+				     gen);
+		pthread_mutex_unlock(&s->export_mu);
+		if (!blob) {
+			atomic_fetch_add(&s->export_builds, 1);
+			if ((blob = export_blob(t, fmt, &f, err))) {
+				pthread_mutex_lock(&s->export_mu);
+				export_keep(s, (int)fmt, f.device ? f.device : "",
+					    f.family ? f.family : "", gen, blob);
+				pthread_mutex_unlock(&s->export_mu);
+			}
+		}
+		pthread_mutex_unlock(&s->export_build_mu);
+		if (!blob)
+			return -1;
 	}
-	export_bundle_release(&b);
-	return rc;
+	out->blob = blob;
+	out->ctype = fmt == EXPORT_C ? "text/x-c; charset=utf-8" : "application/json";
+	out->status = 200;
+	return 0;
 }
 
 static int r_import(struct request *rq, struct reply *out, struct kt_err *err)
@@ -781,6 +908,9 @@ static int r_metrics(struct request *rq, struct reply *out, struct kt_err *err)
 	fprintf(fp, "# HELP ktune_http_connections_reaped_total Connections shut down for not sending "
 		    "their request within %.0f s.\n# TYPE ktune_http_connections_reaped_total counter\n"
 		    "ktune_http_connections_reaped_total %ld\n", s->request_s, atomic_load(&s->reaped));
+	fprintf(fp, "# HELP ktune_export_builds_total Exports built for GET /v1/export (the others "
+		    "came from the cache).\n# TYPE ktune_export_builds_total counter\n"
+		    "ktune_export_builds_total %ld\n", atomic_load(&s->export_builds));
 	fprintf(fp, "# HELP ktune_devices Devices in the database.\n# TYPE ktune_devices gauge\n"
 		    "ktune_devices %ld\n", qc.devices);
 	fprintf(fp, "# HELP ktune_winners Tuned (device, problem) pairs.\n# TYPE ktune_winners gauge\n"

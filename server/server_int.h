@@ -54,11 +54,36 @@ struct srv_cached {
 struct srv_tls {
 	struct store *st;
 	struct lookup_table table;
+	int64_t seen_version;		/* table.data_version when gen was last bumped */
 	int64_t cache_version;		/* table.data_version the cache belongs to */
 	struct srv_cached cache[SRV_CACHE_SLOTS];
 	struct srv_tls *next;
 };
 void srv_cache_clear(struct srv_tls *t);
+
+/* Bytes shared by the export cache and the replies that send them: the
+ * last reference dropped frees them. */
+struct srv_blob {
+	atomic_int refs;
+	size_t len;
+	char data[];
+};
+struct srv_blob *srv_blob_new(const char *data, size_t len);
+void srv_blob_unref(struct srv_blob *b);
+
+/* GET /v1/export answers from here: a few exports (format, device,
+ * family) built once per change of the database and shared by every
+ * thread; one is built at a time, so asking for exports costs the
+ * server at most one core whatever the number of clients. */
+#define SRV_EXPORT_SLOTS 8
+#define SRV_EXPORT_BYTES (256u << 20)	/* cached bytes at most */
+struct srv_export_slot {
+	int fmt;
+	char device[128], family[32];
+	long gen;			/* server.gen it was built at */
+	unsigned long used;		/* LRU tick */
+	struct srv_blob *blob;
+};
 
 enum { SRV_METHOD_GET = 1, SRV_METHOD_POST = 2 };
 
@@ -67,8 +92,9 @@ struct reply {
 	json_t *json;		/* owned; sent compact */
 	char *text;		/* owned (malloc); or NULL */
 	size_t len;
-	const char *ctype;	/* for text */
+	const char *ctype;	/* for text or blob */
 	const char *allow;	/* 405: the Allow header */
+	struct srv_blob *blob;	/* one reference, sent without a copy; or NULL */
 };
 
 /* Query arguments a request may carry: a legitimate one has a dozen. */
@@ -147,6 +173,14 @@ struct server {
 	pthread_t reaper;
 	int reaper_started;
 	atomic_int stopping;
+	/* Bumped by a thread that sees the database changed (its connection's
+	 * data_version moved): whatever was built before is stale. */
+	atomic_long gen;
+	pthread_mutex_t export_mu;	/* exports[] */
+	pthread_mutex_t export_build_mu;	/* one export built at a time */
+	struct srv_export_slot exports[SRV_EXPORT_SLOTS];
+	unsigned long export_tick;
+	atomic_long export_builds;	/* exports built (the rest came from the cache) */
 	pthread_mutex_t slow_mu;	/* nslow, and stopping for new ones */
 	pthread_cond_t slow_cv;
 	int nslow;			/* slow handlers running */

@@ -375,6 +375,43 @@ static void test_failures_leave_nothing(void)
 		fprintf(stderr, "failed commands left files in %s\n", kt_test_path("left"));
 }
 
+/* An export filter that names nothing fails with the reason (it was an
+ * empty export and exit 0), and --out may not be the database. */
+static void test_export_unknown_filters(void)
+{
+	static const char doc[] =
+		"{\"format\":\"ktune-export\",\"version\":1,\"devices\":[{\"name\":\"NVIDIA H200\","
+		"\"uuid\":\"GPU-cli-x\",\"arch\":\"sm_90\"}],\"entries\":[{\"device\":\"GPU-cli-x\","
+		"\"family\":\"dense\",\"shape_key\":\"tokens=16,in=4096,out=4096\",\"config_key\":"
+		"\"variant=wgmma_ws,BLOCK_M=256,BLOCK_N=128,STAGES=4,GROUP_M=1,CONSUMERS=2\","
+		"\"median_us\":9.5,\"sweep\":{\"strategy\":\"exhaustive\"}}]}";
+	char *db = (char *)kt_test_path("export-filters.db");
+	char *docp = (char *)kt_test_path("export-filters.json");
+	char *out = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(docp, doc, sizeof(doc) - 1), 0);
+	CU_ASSERT_EQUAL_FATAL(RUN(&out, "import", "--db", db, docp), 0);
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--family", "nosuch"), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "unknown family 'nosuch'"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--device", "nosuch"), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "unknown device 'nosuch'"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--device", "GPU-cli-x", "--family", "dense"), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "tokens=16,in=4096,out=4096"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--device", "NVIDIA H200"), 0);
+	free(out);
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "export", "--db", db, "--out", db), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "is the database itself"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "best", "--db", db, "--family", "dense", "--shape",
+			    "tokens=16,in=4096,out=4096"), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "exact"));
+	free(out);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -389,6 +426,8 @@ int main(void)
 	CU_add_test(s, "sweep on the CPU test device, then trials", test_sweep_and_trials);
 	CU_add_test(s, "no GPU: devices and sweep say so", test_no_gpu_is_plain);
 	CU_add_test(s, "no GPU: run serves the shipped H200 results", test_run_without_gpu);
+	CU_add_test(s, "export: unknown family or device fails, --out is not the database",
+		    test_export_unknown_filters);
 	CU_add_test(s, "failed commands leave nothing; a busy port names --listen",
 		    test_failures_leave_nothing);
 	return kt_test_main();
