@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1125,7 +1126,8 @@ int store_sweep_begin(struct store *st, const struct store_sweep_spec *spec,
 		b |= bind_text(s, 4, spec->options_key);
 		b |= bind_text(s, 5, spec->provenance_json ? spec->provenance_json : "{}");
 		b |= sqlite3_bind_int64(s, 6, spec->planned);
-		b |= sqlite3_bind_double(s, 7, store_now());
+		b |= sqlite3_bind_double(s, 7, spec->started > 0 && isfinite(spec->started) ?
+					 spec->started : store_now());
 		b |= sqlite3_bind_int(s, 8, (int)getpid());
 		b |= bind_text(s, 9, host);
 		if (b != SQLITE_OK) {

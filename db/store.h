@@ -113,6 +113,8 @@ struct store_sweep_spec {
 				 * same key -> resume */
 	const char *provenance_json;	/* device + versions + template hash */
 	long planned;		/* configs the plan will evaluate */
+	double started;		/* when it began (unix s; an import gives the
+				 * original's); 0: now */
 };
 
 struct store_sweep {
@@ -267,7 +269,10 @@ int store_binary_put(struct store *st, const char *key, const char *arch,
 /* ---- maintenance ---- */
 /* Folds every row of the database at src into st (devices by uuid, problems
  * and configs by key, sweeps with their trials and baselines, binaries by
- * key); importing the same source twice adds nothing. A source with a newer
+ * key); importing the same source twice adds nothing. A sweep loaded by
+ * `ktune import` is known by the sweep it was exported from (provenance
+ * imported_from.started), so databases that imported one file hold one
+ * sweep once merged. A source with a newer
  * schema: KT_ESCHEMA; not a ktune database: KT_ECORRUPT. */
 int store_merge_from(struct store *st, const char *src_path, struct kt_err *err);
 /* Rows a merge added, by table (rows already present are not counted). */
@@ -278,6 +283,32 @@ struct store_merge_counts {
  * The whole source is one transaction: on failure nothing of it is added. */
 int store_merge_counted(struct store *st, const char *src_path,
 			struct store_merge_counts *added, struct kt_err *err);
+
+/* A conflict a merge resolved: one row, by its identity, with other values
+ * in the two databases. The rule does not depend on the order of the
+ * inputs (docs/merge.md): a device's description seen last (last_seen)
+ * wins, on a tie the one whose fields sort first; a trial recorded last
+ * (created) wins, on a tie the faster (an ok trial before any other); a
+ * problem's or config's JSON is this database's (the key is the identity,
+ * the JSON only spells it out). */
+struct store_merge_conflict {
+	char table[16];		/* "devices", "trials", "problems", "configs" */
+	char key[320];		/* the row's identity, as text */
+	char kept[256];		/* the values that stay */
+	char dropped[256];	/* the values that lost */
+};
+#define STORE_MERGE_ITEMS 100	/* conflicts described; the rest are counted */
+struct store_merge_report {
+	struct store_merge_counts added;
+	long conflicts;		/* resolved, all of them */
+	int nitems;		/* the first STORE_MERGE_ITEMS of them */
+	struct store_merge_conflict *items;	/* owned */
+};
+/* store_merge_counted() that also says what conflicted and how each
+ * conflict was resolved; release the report. */
+int store_merge_reported(struct store *st, const char *src_path, struct store_merge_report *rep,
+			 struct kt_err *err);
+void store_merge_report_release(struct store_merge_report *rep);
 
 /* The underlying connection, for read-only queries in other db/ files. */
 struct sqlite3 *store_sqlite(struct store *st);

@@ -203,6 +203,9 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 	spec.options_key = options_key;
 	spec.provenance_json = prov_json;
 	spec.planned = (long)json_integer_value(json_object_get(sw, "planned"));
+	/* The original's start: the sweep's identity when databases that
+	 * imported the same file are merged. */
+	spec.started = jnum(sw, "started");
 	if (store_sweep_begin(st, &spec, &sweep_id, &resumed, err) < 0)
 		goto out;
 	memset(&t, 0, sizeof(t));

@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,8 @@
 /* ---- helpers ---- */
 
 /* An export document of n dense entries on device uuid, shapes
- * tokens=16..16n (so two documents of other uuids never share a row). */
+ * tokens=16..16n (so two documents of other uuids never share a row),
+ * each with its sweep's start, as `ktune export` writes them. */
 static char *gen_export(const char *uuid, int n)
 {
 	json_t *doc, *ents;
@@ -46,11 +48,11 @@ static char *gen_export(const char *uuid, int n)
 
 		snprintf(shape, sizeof(shape), "tokens=%d,in=%d,out=4096", 16 * (i % 512 + 1),
 			 4096 + 8 * (i / 512));
-		json_array_append_new(ents, json_pack("{s:s,s:s,s:s,s:s,s:f,s:{s:s,s:s,s:s}}",
+		json_array_append_new(ents, json_pack("{s:s,s:s,s:s,s:s,s:f,s:{s:s,s:s,s:s,s:f}}",
 			"device", uuid, "family", "dense", "shape_key", shape,
 			"config_key", "variant=wgmma_ws,BLOCK_M=256,BLOCK_N=128,STAGES=4,GROUP_M=1,CONSUMERS=2",
 			"median_us", 10.0 + i, "sweep", "strategy", "exhaustive", "options_key", "gen",
-			"status", "done"));
+			"status", "done", "started", 1.7e9 + i));
 	}
 	doc = json_pack("{s:s,s:i,s:[{s:s,s:s,s:s,s:i}],s:o}", "format", "ktune-export",
 			"version", 1, "devices", "name", "NVIDIA H200", "uuid", uuid, "arch", "sm_90",
@@ -1049,6 +1051,156 @@ static void test_many_arguments(void)
 	server_stop(srv);
 }
 
+/* ---- merge_conflicts: one rule whatever the order, and said ---- */
+
+static long raw_long(const char *db, const char *sql)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	long v = -1;
+
+	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+		v = (long)sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return v;
+}
+
+static double raw_double(const char *db, const char *sql)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	double v = -1;
+
+	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_double(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return v;
+}
+
+static int raw_exec(const char *db, const char *sql)
+{
+	sqlite3 *h = NULL;
+	int rc = -1;
+
+	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+	    sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK)
+		rc = 0;
+	sqlite3_close(h);
+	return rc;
+}
+
+/* `ktune merge --json -o out inputs...`: its exit status; *conflicts the
+ * conflicts it reported (-1 when it said nothing readable). */
+static int merge_cli(const char *out_db, const char *a, const char *b, const char *c,
+		     long *conflicts)
+{
+	char *out = NULL, *brace;
+	json_t *j;
+	int rc = runv(&out, NULL, kt_test_ktune(), "merge", "--json", "-o", out_db, a, b, c, NULL);
+
+	*conflicts = -1;
+	brace = out ? strchr(out, '{') : NULL;
+	if ((j = brace ? json_loads(brace, JSON_DISABLE_EOF_CHECK, NULL) : NULL))
+		*conflicts = (long)json_integer_value(json_object_get(j, "conflicts"));
+	if (rc != 0)
+		fprintf(stderr, "ktune merge: %s\n", out ? out : "");
+	json_decref(j);
+	free(out);
+	return rc;
+}
+
+/* Three hosts imported one file: merged, one sweep per entry (it was one
+ * per host and entry, every trial three times). One of them imported it
+ * before imports kept the original start (its sweeps started at the
+ * import): the same. */
+static void test_merge_same_import(void)
+{
+	const char *doc_path = kt_test_path("same-import.json");
+	char *doc = gen_export("GPU-same", 10), *out = NULL;
+	const char *dbs[3] = { kt_test_path("same-a.db"), kt_test_path("same-b.db"),
+			       kt_test_path("same-c.db") };
+	const char *merged = kt_test_path("same-merged.db");
+	long conflicts;
+	int i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(doc_path, doc, strlen(doc)), 0);
+	free(doc);
+	for (i = 0; i < 3; i++) {
+		CU_ASSERT_EQUAL(runv(&out, NULL, kt_test_ktune(), "import", "--db", dbs[i], doc_path,
+				     NULL), 0);
+		free(out);
+	}
+	CU_ASSERT_EQUAL(raw_exec(dbs[2], "UPDATE sweeps SET started = started + 1000"), 0);
+	CU_ASSERT_EQUAL(merge_cli(merged, dbs[0], dbs[1], dbs[2], &conflicts), 0);
+	CU_ASSERT_EQUAL(conflicts, 0);
+	CU_ASSERT_EQUAL(raw_long(merged, "SELECT count(*) FROM sweeps"), 10);
+	CU_ASSERT_EQUAL(raw_long(merged, "SELECT count(*) FROM trials"), 10);
+	if (raw_long(merged, "SELECT count(*) FROM sweeps") != 10)
+		fprintf(stderr, "%ld sweeps after merging three imports of one file\n",
+			raw_long(merged, "SELECT count(*) FROM sweeps"));
+}
+
+/* One sweep in two databases with one config timed differently, and one
+ * GPU described differently: each conflict is reported, and both orders
+ * of the inputs give the same result (the later trial, the newer
+ * description). */
+static void test_merge_conflict_rule(void)
+{
+	const char *doc_path = kt_test_path("conflict.json");
+	const char *a = kt_test_path("conflict-a.db"), *b = kt_test_path("conflict-b.db");
+	const char *ab = kt_test_path("conflict-ab.db"), *ba = kt_test_path("conflict-ba.db");
+	const char *nothing = kt_test_path("conflict-none.db");
+	char *doc = gen_export("GPU-conflict", 4), *out = NULL, *bytes;
+	const char *outs[2] = { ab, ba };
+	long c1, c2;
+	size_t n;
+	int i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(doc_path, doc, strlen(doc)), 0);
+	free(doc);
+	CU_ASSERT_EQUAL_FATAL(runv(&out, NULL, kt_test_ktune(), "import", "--db", a, doc_path, NULL), 0);
+	free(out);
+	/* b: a copy of a, then its trial 2 re-timed later and its GPU seen
+	 * later with another driver */
+	bytes = slurp(a, &n);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(b, bytes, n), 0);
+	free(bytes);
+	CU_ASSERT_EQUAL_FATAL(raw_exec(b, "UPDATE trials SET median_us = 77.5, created = created + 60"
+				       " WHERE id = 2; UPDATE devices SET driver = '999.9',"
+				       " last_seen = last_seen + 60"), 0);
+	/* a third input, a's twin imported apart */
+	CU_ASSERT_EQUAL(runv(&out, NULL, kt_test_ktune(), "import", "--db", nothing, doc_path, NULL), 0);
+	free(out);
+
+	CU_ASSERT_EQUAL(merge_cli(ab, a, b, nothing, &c1), 0);
+	CU_ASSERT_EQUAL(merge_cli(ba, b, a, nothing, &c2), 0);
+	/* a vs b: the trial and the device; then the third input (a's
+	 * twin, imported apart) meets them again */
+	CU_ASSERT(c1 >= 2);
+	CU_ASSERT(c2 >= 2);
+	for (i = 0; i < 2; i++) {
+		CU_ASSERT_EQUAL(raw_long(outs[i], "SELECT count(*) FROM trials"), 4);
+		CU_ASSERT_DOUBLE_EQUAL(raw_double(outs[i], "SELECT median_us FROM trials t JOIN configs c"
+						  " ON c.id = t.config_id JOIN sweeps s ON s.id = t.sweep_id"
+						  " JOIN problems p ON p.id = s.problem_id"
+						  " WHERE p.shape_key = 'tokens=32,in=4096,out=4096'"), 77.5, 1e-9);
+		CU_ASSERT_EQUAL(raw_long(outs[i], "SELECT count(*) FROM devices WHERE driver = '999.9'"), 1);
+	}
+	/* the text names what conflicted and what was kept */
+	CU_ASSERT_EQUAL(runv(&out, NULL, kt_test_ktune(), "merge", "-o", kt_test_path("conflict-t.db"),
+			     a, b, NULL), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "conflict in trials: GPU-conflict dense tokens=32"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "kept    ok 77.500 us"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "conflict in devices: GPU-conflict"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "driver 999.9"));
+	free(out);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -1085,6 +1237,10 @@ int main(void)
 		    test_import_off_thread);
 	s = CU_add_suite("many_arguments", NULL, NULL);
 	CU_add_test(s, "700 arguments, repeated keys, NULs, odd tokens, batch types", test_many_arguments);
+	s = CU_add_suite("merge_conflicts", NULL, NULL);
+	CU_add_test(s, "three imports of one file merge into one sweep each", test_merge_same_import);
+	CU_add_test(s, "conflicts are reported and resolved the same in either order",
+		    test_merge_conflict_rule);
 	s = CU_add_suite("import", NULL, NULL);
 	CU_add_test(s, "4,000 entries in linear time", test_import_linear);
 	return kt_test_main();
