@@ -1596,6 +1596,58 @@ static void test_http_import(void)
 	json_decref(j);
 }
 
+/* A shape no config of the family can run is a 400 naming the rule it
+ * broke (it was "nothing tuned ... no default"); a default answer says
+ * why nothing tuned answered. */
+static void test_http_why(void)
+{
+	json_t *j, *e;
+	const char *m;
+
+	j = req_json("GET", "/v1/best?family=dense&device=GPU-fx-h200&tokens=16&in=4095&out=4096",
+		     NULL, NULL, 400);
+	e = json_object_get(j, "error");
+	m = jstr_or_empty(json_object_get(e, "message"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "multiples of 8"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "K=4095"));
+	json_decref(j);
+	j = req_json("GET", "/v1/best?family=blockattn_fwd&device=GPU-fx-h200&seqs=4&lmax=256&heads=4"
+		     "&head_dim=96&block=64&rope=0", NULL, NULL, 400);
+	m = jstr_or_empty(json_object_get(json_object_get(j, "error"), "message"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "head_dim 96"));
+	json_decref(j);
+	/* exact: no reason */
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=1024&in=4096&out=4096", 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "exact");
+	CU_ASSERT(json_is_null(json_object_get(j, "reason")));
+	json_decref(j);
+	/* default, nothing of the family tuned there */
+	j = get_json("/v1/best?family=monarch&device=GPU-fx-h200&tokens=128&in=4096&out=4096&blocks=4&rank=512",
+		     200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "default");
+	CU_ASSERT_PTR_NOT_NULL(strstr(jstr_or_empty(json_object_get(j, "reason")), "nothing of monarch"));
+	json_decref(j);
+	/* default past the distance limit: the reason names the shape */
+	j = get_json("/v1/best?family=dense&device=GPU-fx-a100&arch=sm_80&tokens=1024&in=4096&out=4096", 200);
+	if (j && strcmp(jstr_or_empty(json_object_get(j, "match")), "default") == 0)
+		CU_ASSERT(strlen(jstr_or_empty(json_object_get(j, "reason"))) > 10);
+	json_decref(j);
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=16&in=4096&out=4096&max_distance=0",
+		     200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	if (strcmp(jstr_or_empty(json_object_get(j, "match")), "default") == 0)
+		CU_ASSERT(strlen(jstr_or_empty(json_object_get(j, "reason"))) > 10);
+	json_decref(j);
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=16384&in=2048&out=2048&max_distance=0.1",
+		     200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "default");
+	CU_ASSERT(strlen(jstr_or_empty(json_object_get(j, "reason"))) > 10);
+	json_decref(j);
+}
+
 /* The builds /metrics counts for GET /v1/export. */
 static long export_builds(void)
 {
@@ -1774,6 +1826,7 @@ int main(void)
 	CU_add_test(s, "http: reads while a job runs; a full queue is a 409", test_http_jobs_busy);
 	CU_add_test(s, "token file: 0600, random, refused when readable", test_token_file);
 	CU_add_test(s, "http: import (token, idempotent) while readers read", test_http_import);
+	CU_add_test(s, "http: an unsupported shape names its rule; a default says why", test_http_why);
 	CU_add_test(s, "http: export from a cache a write invalidates; unknown filters 404",
 		    test_http_export_cache);
 	CU_add_test(s, "cli: ktune serve answers and stops on SIGTERM", test_cli_serve);
