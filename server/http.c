@@ -525,11 +525,28 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 }
 
 struct arg_check {
+	const char *allowed;	/* the route's arguments; NULL: any */
 	const char *keys[SRV_MAX_ARGS];
 	size_t lens[SRV_MAX_ARGS];
 	int n;
 	struct kt_err *err;
 };
+
+/* 1 when name (of len bytes) is a word of the space-separated list. */
+static int arg_listed(const char *list, const char *name, size_t len)
+{
+	const char *p = list;
+
+	while (*p) {
+		size_t n = strcspn(p, " ");
+
+		if (n == len && memcmp(p, name, len) == 0)
+			return 1;
+		p += n;
+		p += *p == ' ';
+	}
+	return 0;
+}
 
 static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char *key,
 				 size_t key_size, const char *value, size_t value_size)
@@ -541,6 +558,19 @@ static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char 
 	if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
 		kt_err_set(c->err, KT_EINVAL, "query argument '%.*s' holds a NUL byte",
 			   (int)strnlen(key, 64), key);
+		return MHD_NO;
+	}
+	if (!key_size || !value || !value_size) {
+		kt_err_set(c->err, KT_EINVAL, "query argument '%.64s' is empty", key);
+		return MHD_NO;
+	}
+	if (c->allowed && !arg_listed(c->allowed, key, key_size)) {
+		if (*c->allowed)
+			kt_err_set(c->err, KT_EINVAL, "unknown query argument '%.64s' (this route takes: %s)",
+				   key, c->allowed);
+		else
+			kt_err_set(c->err, KT_EINVAL, "unknown query argument '%.64s' (this route takes none)",
+				   key);
 		return MHD_NO;
 	}
 	for (i = 0; i < c->n; i++)
@@ -558,9 +588,10 @@ static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char 
 	return MHD_YES;
 }
 
-/* The query as a whole: not too many arguments, none twice (the handlers
- * read one value per name, so a second would be silently dropped), no
- * NUL inside one (it would cut the value short). 0, or -1 with err. */
+/* The query as a whole: not too many arguments, only those the route
+ * takes, none empty (a name without a value says nothing), none twice (the handlers read one value per name, so a second
+ * would be silently dropped), no NUL inside one (it would cut the value
+ * short). 0, or -1 with err. */
 static int query_check(struct request *rq, struct kt_err *err)
 {
 	struct arg_check c;
@@ -570,6 +601,7 @@ static int query_check(struct request *rq, struct kt_err *err)
 				  rq->nargs_over, SRV_MAX_ARGS);
 	memset(&c, 0, sizeof(c));
 	c.err = err;
+	c.allowed = rq->route >= 0 ? srv_routes[rq->route].args : NULL;
 	MHD_get_connection_values_n(rq->conn, MHD_GET_ARGUMENT_KIND, check_arg, &c);
 	return err->code != KT_OK ? -1 : 0;
 }

@@ -473,7 +473,11 @@ static int batch_max_distance(json_t *md, size_t i, struct lookup_query *q, stru
 
 /* A batch query's keys and their types, before any is read: a key the
  * API does not have, or a value of another type, would otherwise be
- * ignored (a number for "device" answered for the only device). */
+ * ignored (a number for "device" answered for the only device). What the
+ * OpenAPI document says of a query is checked here, for all of them
+ * before any answers (a 400 for the request); what only the database or
+ * the family can say (an unknown family, a shape it does not have) is
+ * that query's own error. */
 static int batch_item_check(json_t *item, size_t i, struct kt_err *err)
 {
 	static const char *const strings[] = { "family", "device", "arch" };
@@ -484,8 +488,32 @@ static int batch_item_check(json_t *item, size_t i, struct kt_err *err)
 	if (!json_is_object(item))
 		return kt_err_set(err, KT_EINVAL, "query %zu is not an object", i);
 	json_object_foreach(item, k, v) {
-		if (strcmp(k, "shape") == 0 || strcmp(k, "max_distance") == 0)
+		if (strcmp(k, "shape") == 0) {
+			const char *dk;
+			json_t *dv;
+
+			if (json_is_string(v) && *json_string_value(v))
+				continue;
+			if (!json_is_object(v))
+				return kt_err_set(err, KT_EINVAL, "query %zu: shape must be a key string or "
+						  "an object of dims", i);
+			json_object_foreach(v, dk, dv)
+				if (!json_is_integer(dv))
+					return kt_err_set(err, KT_EINVAL,
+							  "query %zu: shape dim '%.64s' must be an integer", i, dk);
 			continue;
+		}
+		if (strcmp(k, "max_distance") == 0) {
+			double d;
+
+			if (json_is_null(v) || (json_is_number(v) && json_number_value(v) >= 0))
+				continue;
+			if (json_is_string(v) && lookup_max_distance_parse(json_string_value(v), &d, err) == 0)
+				continue;
+			kt_err_clear(err);
+			return kt_err_set(err, KT_EINVAL,
+					  "query %zu: max_distance must be a number >= 0 or \"inf\"", i);
+		}
 		for (n = 0; n < sizeof(strings) / sizeof(strings[0]); n++)
 			if (strcmp(k, strings[n]) == 0)
 				break;
@@ -517,9 +545,26 @@ static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *er
 		kt_err_set(err, KT_EINVAL, "body must be {\"queries\": [{\"family\", \"shape\", \"device\"?, \"arch\"?, \"max_distance\"?}, ...]}");
 		goto out;
 	}
+	/* a 400, as the document's maxItems says: 413 is for bodies over
+	 * the byte cap */
 	if (json_array_size(qs) > BATCH_MAX) {
-		kt_err_set(err, KT_ETOOBIG, "at most %d queries per batch", BATCH_MAX);
+		kt_err_set(err, KT_EINVAL, "at most %d queries per batch (%zu given)", BATCH_MAX,
+			   json_array_size(qs));
 		goto out;
+	}
+	json_array_foreach(qs, i, item)
+		if (batch_item_check(item, i, err) < 0)
+			goto out;
+	{
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(body, k, v)
+			if (strcmp(k, "queries") != 0) {
+				kt_err_set(err, KT_EINVAL, "unknown key '%.64s' (the body is {\"queries\": [...]})",
+					   k);
+				goto out;
+			}
 	}
 	if (!(t = srv_tls_get(rq->srv, err)))
 		goto out;
@@ -530,8 +575,7 @@ static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *er
 		struct kt_err qe = { 0 };
 		json_t *a = NULL;
 
-		if (batch_item_check(item, i, &qe) == 0 &&
-		    (q.fam = family_named(json_string_value(json_object_get(item, "family")), &qe)) &&
+		if ((q.fam = family_named(json_string_value(json_object_get(item, "family")), &qe)) &&
 		    lookup_shape_from_json(q.fam, json_object_get(item, "shape"), &q.shape, &qe) == 0) {
 			q.device = json_string_value(json_object_get(item, "device"));
 			q.arch = json_string_value(json_object_get(item, "arch"));
@@ -644,6 +688,23 @@ static int r_sweeps(struct request *rq, struct reply *out, struct kt_err *err)
 		if (!body)
 			return -1;
 		memset(&spec, 0, sizeof(spec));
+		{
+			static const char keys[] = " family shape strategy budget device ";
+			const char *k;
+			char word[72];
+
+			json_object_foreach(body, k, v) {
+				snprintf(word, sizeof(word), " %.64s ", k);
+				if (!strstr(keys, word)) {
+					kt_err_set(err, KT_EINVAL, "unknown key '%.64s' (keys:%s)", k, keys);
+					goto post_out;
+				}
+			}
+		}
+		if ((v = json_object_get(body, "family")) && !json_is_string(v)) {
+			kt_err_set(err, KT_EINVAL, "family must be a string");
+			goto post_out;
+		}
 		if (!(f = family_named(json_string_value(json_object_get(body, "family")), err)))
 			goto post_out;
 		shape = json_object_get(body, "shape");
@@ -778,6 +839,8 @@ static int r_sweep(struct request *rq, struct reply *out, struct kt_err *err)
 	if (strncmp(tail, "job-", 4) == 0) {
 		struct job_status js;
 
+		if (srv_arg(rq, "limit"))
+			return kt_err_set(err, KT_EINVAL, "limit is for /v1/sweeps/ID/trials");
 		errno = 0;
 		id = strtoll(tail + 4, &end, 10);
 		if (errno || *end || end == tail + 4 || id <= 0 || id > 1000000000)
@@ -793,6 +856,8 @@ static int r_sweep(struct request *rq, struct reply *out, struct kt_err *err)
 				  rq->method, rq->url);
 	if (*end)
 		return r_trials(rq, out, id, err);
+	if (srv_arg(rq, "limit"))
+		return kt_err_set(err, KT_EINVAL, "limit is for /v1/sweeps/ID/trials");
 	if (!(t = srv_tls_get(rq->srv, err)))
 		return -1;
 	memset(&sw, 0, sizeof(sw));
@@ -1100,21 +1165,21 @@ static int r_chartjs(struct request *rq, struct reply *out, struct kt_err *err)
 #define P SRV_METHOD_POST
 
 const struct route srv_routes[] = {
-	{ "/", G, 0, 0, "GET, HEAD", r_index },
-	{ "/index.html", G, 0, 0, "GET, HEAD", r_index },
-	{ "/static/chart.js", G, 0, 0, "GET, HEAD", r_chartjs },
-	{ "/metrics", G, 0, 0, "GET, HEAD", r_metrics },
-	{ "/v1/openapi.json", G, 0, 0, "GET, HEAD", r_openapi },
-	{ "/v1/health", G, 0, 0, "GET, HEAD", r_health },
-	{ "/v1/devices", G, 0, 0, "GET, HEAD", r_devices },
-	{ "/v1/families", G, 0, 0, "GET, HEAD", r_families },
-	{ "/v1/families/", G, 0, 0, "GET, HEAD", r_family },
-	{ "/v1/best", G, 0, 0, "GET, HEAD", r_best },
-	{ "/v1/best:batch", P, 0, 0, "POST", r_best_batch },
-	{ "/v1/winners", G, 0, 0, "GET, HEAD", r_winners },
-	{ "/v1/sweeps", G | P, P, 0, "GET, HEAD, POST", r_sweeps },
-	{ "/v1/sweeps/", G, 0, 0, "GET, HEAD", r_sweep },
-	{ "/v1/export", G, 0, 0, "GET, HEAD", r_export },
-	{ "/v1/import", P, P, SRV_IMPORT_CAP, "POST", r_import, 1 },
+	{ "/", G, 0, 0, "GET, HEAD", r_index, 0, "" },
+	{ "/index.html", G, 0, 0, "GET, HEAD", r_index, 0, "" },
+	{ "/static/chart.js", G, 0, 0, "GET, HEAD", r_chartjs, 0, "" },
+	{ "/metrics", G, 0, 0, "GET, HEAD", r_metrics, 0, "" },
+	{ "/v1/openapi.json", G, 0, 0, "GET, HEAD", r_openapi, 0, "" },
+	{ "/v1/health", G, 0, 0, "GET, HEAD", r_health, 0, "" },
+	{ "/v1/devices", G, 0, 0, "GET, HEAD", r_devices, 0, "" },
+	{ "/v1/families", G, 0, 0, "GET, HEAD", r_families, 0, "" },
+	{ "/v1/families/", G, 0, 0, "GET, HEAD", r_family, 0, "" },
+	{ "/v1/best", G, 0, 0, "GET, HEAD", r_best, 0, NULL },
+	{ "/v1/best:batch", P, 0, 0, "POST", r_best_batch, 0, "" },
+	{ "/v1/winners", G, 0, 0, "GET, HEAD", r_winners, 0, "device family" },
+	{ "/v1/sweeps", G | P, P, 0, "GET, HEAD, POST", r_sweeps, 0, "limit" },
+	{ "/v1/sweeps/", G, 0, 0, "GET, HEAD", r_sweep, 0, "limit" },
+	{ "/v1/export", G, 0, 0, "GET, HEAD", r_export, 0, "format device family" },
+	{ "/v1/import", P, P, SRV_IMPORT_CAP, "POST", r_import, 1, "" },
 };
 const int srv_nroutes = (int)(sizeof(srv_routes) / sizeof(srv_routes[0]));

@@ -131,6 +131,10 @@ struct route {
 	 * while the connection is suspended, so that the pool thread goes on
 	 * serving its other connections */
 	int slow;
+	/* The query arguments it takes, space-separated ("" none); NULL: any
+	 * (its handler checks them, as /v1/best does its shape's dims). An
+	 * argument a route does not take is a 400, not silently ignored. */
+	const char *args;
 };
 
 /* Slow handlers running at once; more answer 409. */

@@ -1017,33 +1017,49 @@ static void test_many_arguments(void)
 		free(doc);
 		CU_ASSERT_EQUAL(trials_in(db), 0);
 	}
-	/* a non-string device in a batch query is that query's 400, and an
-	 * unknown key too; the good query still answers */
-	j = NULL;
+	/* a non-string device in a batch query, or an unknown key, is a 400
+	 * naming the query (it was ignored); a good batch still answers */
 	{
-		static const char batch[] =
-			"{\"queries\":[{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\",\"device\":5},"
-			"{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\",\"devise\":\"x\"},"
-			"{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\"}]}";
+		static const char bad1[] =
+			"{\"queries\":[{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\"},"
+			"{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\",\"device\":5}]}";
+		static const char bad2[] =
+			"{\"queries\":[{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\",\"devise\":\"x\"}]}";
+		static const char good[] =
+			"{\"queries\":[{\"family\":\"dense\",\"shape\":\"tokens=16,in=64,out=64\"},"
+			"{\"family\":\"nosuch\",\"shape\":\"tokens=16\"}]}";
 
-		if (hc_request(port, "POST", "/v1/best:batch", NULL, batch, sizeof(batch) - 1, &r) == 0) {
+		CU_ASSERT_EQUAL(hc_request(port, "POST", "/v1/best:batch", NULL, bad1, sizeof(bad1) - 1, &r), 0);
+		CU_ASSERT_EQUAL(r.status, 400);
+		CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "query 1: device must be a non-empty string"));
+		hc_free(&r);
+		CU_ASSERT_EQUAL(hc_request(port, "POST", "/v1/best:batch", NULL, bad2, sizeof(bad2) - 1, &r), 0);
+		CU_ASSERT_EQUAL(r.status, 400);
+		CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "unknown key 'devise'"));
+		hc_free(&r);
+		j = NULL;
+		if (hc_request(port, "POST", "/v1/best:batch", NULL, good, sizeof(good) - 1, &r) == 0) {
 			CU_ASSERT_EQUAL(r.status, 200);
 			j = hc_json(&r);
 			hc_free(&r);
 		}
-	}
-	{
-		json_t *res = json_object_get(j, "results");
+		{
+			json_t *res = json_object_get(j, "results");
+			const char *m = json_string_value(json_object_get(json_array_get(res, 0), "match"));
 
-		CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(
-			json_array_get(res, 0), "error"), "status")), 400);
-		CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(
-			json_array_get(res, 1), "error"), "status")), 400);
-		CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(res, 2), "match")) ?
-				       json_string_value(json_object_get(json_array_get(res, 2), "match")) : "",
-				       "default");
+			CU_ASSERT_STRING_EQUAL(m ? m : "", "default");
+			CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(
+				json_array_get(res, 1), "error"), "status")), 404);
+		}
+		json_decref(j);
 	}
-	json_decref(j);
+	/* an empty value says nothing: refused */
+	CU_ASSERT(get_error(port, "/v1/winners?family=", "is empty", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	CU_ASSERT(get_error(port, "/v1/winners?=x", "is empty", &status));
+	CU_ASSERT_EQUAL(status, 400);
+	CU_ASSERT(get_error(port, "/v1/health?x=1", "unknown query argument 'x'", &status));
+	CU_ASSERT_EQUAL(status, 400);
 	/* and the server still answers */
 	CU_ASSERT_EQUAL(hc_request(port, "GET", "/v1/health", NULL, NULL, 0, &r), 0);
 	CU_ASSERT_EQUAL(r.status, 200);
