@@ -289,8 +289,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
  * end of the stream and closes them, freeing their slot. */
 static void *reaper_main(void *arg)
 {
-	const struct timespec tick = { 0, 200 * 1000 * 1000 };
 	struct server *s = arg;
+	/* a fifth of the deadline, at most 200 ms */
+	double t = s->request_s / 5 < 0.2 ? s->request_s / 5 : 0.2;
+	const struct timespec tick = { 0, (long)(t * 1e9) };
 
 	while (!atomic_load(&s->stopping)) {
 		double now = mono_s();
