@@ -5,9 +5,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "../db/store.h"
+#include "../kernels/family.h"
 #include "../server/export.h"
+#include "../server/query.h"
 #include "cli.h"
+
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
 
 static const char export_usage[] =
 	"usage: ktune export [--format json|c|lib] [--out PATH] [--device D]\n"
@@ -30,6 +42,7 @@ int cmd_export(int argc, char **argv)
 	struct export_bundle b = { 0 };
 	enum export_format fmt;
 	struct store *st = NULL;
+	const struct kt_family *fam;
 	struct kt_err err = { 0 };
 	int json = 0, npos, rc, i;
 	const struct cli_opt opts[] = {
@@ -50,7 +63,20 @@ int cmd_export(int argc, char **argv)
 	f.device = device;
 	f.family = family;
 	rc = 1;
-	if (store_open(db ? db : cli_default_db(), STORE_RO, &st, &err) < 0 ||
+	if (!db)
+		db = cli_default_db();
+	/* A filter that names nothing is a mistake, not an empty export. */
+	if (family && (!(fam = kt_family_find(family)) || fam->hidden)) {
+		kt_err_set(&err, KT_ENOTFOUND, "unknown family '%s' (see ktune families)", family);
+		goto out;
+	}
+	/* --out must not be the database (the export would overwrite it) */
+	if (outp && same_file(outp, db)) {
+		kt_err_set(&err, KT_EINVAL, "--out %s is the database itself", outp);
+		goto out;
+	}
+	if (store_open(db, STORE_RO, &st, &err) < 0 ||
+	    (device && query_device_known(st, device, &err) <= 0) ||
 	    export_build(st, fmt, &f, &b, &err) < 0 ||
 	    export_bundle_write(&b, fmt, outp ? outp : "-", &err) < 0)
 		goto out;

@@ -28,6 +28,7 @@ int cmd_import(int argc, char **argv)
 	char *pos[1], token_path[1100], token[65];
 	struct import_stats stats;
 	struct store *st = NULL;
+	json_t *doc = NULL;
 	struct kt_err err = { 0 };
 	int json = 0, npos, rc;
 	const struct cli_opt opts[] = {
@@ -44,9 +45,15 @@ int cmd_import(int argc, char **argv)
 	rc = 1;
 	if (!db)
 		db = cli_default_db();
-	/* Guarded like the server's writes: only who can read the database's
-	 * token (created here as on the server's first start, mode 0600) may
-	 * import into it. */
+	/* The file first: a bad one creates no database and no token. */
+	if (import_json_file_load(pos[0], &doc, &err) < 0)
+		goto out;
+	/* The database next (a read-only or foreign file is refused before a
+	 * token is made for it), then the token: guarded like the server's
+	 * writes, only who can read the database's token (created here as on
+	 * the server's first start, mode 0600) may import into it. */
+	if (store_open(db, STORE_RW, &st, &err) < 0)
+		goto out;
 	snprintf(token_path, sizeof(token_path), "%s.token", db);
 	if (server_token_load(token_path, token, sizeof(token), &err) < 0) {
 		struct kt_err e2 = { 0 };
@@ -55,8 +62,7 @@ int cmd_import(int argc, char **argv)
 		err = e2;
 		goto out;
 	}
-	if (store_open(db, STORE_RW, &st, &err) < 0 ||
-	    import_json_file_stats(st, pos[0], &stats, &err) < 0)
+	if (import_json(st, doc, &stats, &err) < 0)
 		goto out;
 	if (json)
 		rc = cli_print_json(json_pack("{s:s,s:i,s:i,s:i,s:i}", "file", pos[0],
@@ -70,6 +76,7 @@ int cmd_import(int argc, char **argv)
 out:
 	if (err.code != KT_OK)
 		rc = cli_fail("import", json, &err);
+	json_decref(doc);
 	store_close(st);
 	return rc;
 }

@@ -21,8 +21,15 @@ static const char merge_usage[] =
 	"Folds the devices, sweeps, trials, baselines and compiled binaries of\n"
 	"each database into OUT.db (created when missing), in the order given.\n"
 	"Devices are matched by UUID, problems and configs by their keys, sweeps\n"
-	"by device, problem, strategy, options and start time, so merging a file\n"
-	"twice adds nothing. Winners are recomputed over everything merged.\n"
+	"by device, problem, strategy, options and start time (an imported sweep:\n"
+	"the start of the sweep it was exported from), so merging a file twice, or\n"
+	"databases that imported one file, adds nothing twice. Winners are\n"
+	"recomputed over everything merged.\n"
+	"\n"
+	"A row both hold with other values is a conflict; each is printed with\n"
+	"what was kept, by a rule that does not depend on the order of the inputs:\n"
+	"a device's description seen last wins, a trial recorded last wins (then\n"
+	"the faster). docs/merge.md has the whole rule.\n"
 	"\n"
 	"  -o, --output PATH  the database to merge into (default: --db)\n"
 	"  --db PATH          default output: $KTUNE_DB, else ./ktune.db\n"
@@ -38,6 +45,18 @@ static int same_file(const char *a, const char *b)
 
 	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
 	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static json_t *conflicts_json(const struct store_merge_report *r)
+{
+	json_t *a = json_array();
+	int i;
+
+	for (i = 0; a && i < r->nitems; i++)
+		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:s}", "table", r->items[i].table,
+						   "key", r->items[i].key, "kept", r->items[i].kept,
+						   "dropped", r->items[i].dropped));
+	return a;
 }
 
 static json_t *counts_json(const struct store_merge_counts *c)
@@ -69,6 +88,7 @@ int cmd_merge(int argc, char **argv)
 	const char **inputs = NULL;
 	json_t *report = NULL, *list = NULL;
 	int ninputs = 0, json = 0, i, opts_done = 0, rc = 1;
+	long conflicts = 0;
 
 	memset(&total, 0, sizeof(total));
 	if (!(inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*inputs)))) {
@@ -142,7 +162,10 @@ int cmd_merge(int argc, char **argv)
 		goto out;
 	}
 	for (i = 0; i < ninputs; i++) {
-		if (store_merge_counted(st, inputs[i], &added, &err) < 0) {
+		struct store_merge_report rep;
+		int k;
+
+		if (store_merge_reported(st, inputs[i], &rep, &err) < 0) {
 			/* NEEDSWORK: inputs before this one stay merged (each
 			 * is its own transaction); only a failure the checks
 			 * above cannot foresee (disk full, a file changed
@@ -150,25 +173,39 @@ int cmd_merge(int argc, char **argv)
 			rc = cli_fail("merge", json, &err);
 			goto out;
 		}
+		added = rep.added;
 		counts_add(&total, &added);
+		conflicts += rep.conflicts;
 		if (json) {
 			json_t *one = counts_json(&added);
 
-			if (!one || json_array_append_new(list, json_pack("{s:s, s:o}", "path",
-						inputs[i], "added", one)) < 0) {
+			if (!one || json_array_append_new(list, json_pack("{s:s, s:o, s:I, s:o}", "path",
+						inputs[i], "added", one, "conflicts",
+						(json_int_t)rep.conflicts, "resolved",
+						conflicts_json(&rep))) < 0) {
+				store_merge_report_release(&rep);
 				kt_err_set(&err, KT_EINTERNAL, "out of memory");
 				rc = cli_fail("merge", json, &err);
 				goto out;
 			}
 		} else {
 			printf("%s: +%ld devices, +%ld sweeps, +%ld trials"
-			       " (+%ld problems, +%ld configs, +%ld baselines, +%ld binaries)\n",
+			       " (+%ld problems, +%ld configs, +%ld baselines, +%ld binaries)",
 			       inputs[i], added.devices, added.sweeps, added.trials,
 			       added.problems, added.configs, added.baselines, added.binaries);
+			printf(rep.conflicts ? "; %ld conflicts:\n" : "\n", rep.conflicts);
+			for (k = 0; k < rep.nitems; k++)
+				printf("  conflict in %s: %s\n    kept    %s\n    dropped %s\n",
+				       rep.items[k].table, rep.items[k].key, rep.items[k].kept,
+				       rep.items[k].dropped);
+			if (rep.conflicts > rep.nitems)
+				printf("  ... and %ld more\n", rep.conflicts - rep.nitems);
 		}
+		store_merge_report_release(&rep);
 	}
 	if (json) {
-		if (json_object_set_new(report, "added", counts_json(&total)) < 0) {
+		if (json_object_set_new(report, "added", counts_json(&total)) < 0 ||
+		    json_object_set_new(report, "conflicts", json_integer(conflicts)) < 0) {
 			kt_err_set(&err, KT_EINTERNAL, "out of memory");
 			rc = cli_fail("merge", json, &err);
 			goto out;
@@ -176,9 +213,10 @@ int cmd_merge(int argc, char **argv)
 		rc = cli_print_json(report);
 		report = NULL;
 	} else {
-		printf("merged %d database%s into %s: +%ld devices, +%ld sweeps, +%ld trials\n",
+		printf("merged %d database%s into %s: +%ld devices, +%ld sweeps, +%ld trials,"
+		       " %ld conflicts resolved\n",
 		       ninputs, ninputs == 1 ? "" : "s", out_path, total.devices, total.sweeps,
-		       total.trials);
+		       total.trials, conflicts);
 		rc = fflush(stdout) == 0 ? 0 : 1;
 	}
 out:

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "../db/store.h"
@@ -90,6 +91,21 @@ static int load_shipped(const char *db, struct kt_err *err)
 	struct import_stats stats;
 	int n = 0, i, rc = -1;
 
+	/* Look first without writing: a database that has results already
+	 * may be read-only here (another user's file, a read-only mount). */
+	if (access(db, F_OK) == 0) {
+		if (store_open(db, STORE_RO, &st, err) != 0 ||
+		    store_winners_list(st, NULL, NULL, NULL, &w, &n, err) != 0)
+			goto out;
+		store_close(st);
+		st = NULL;
+		if (n > 0) {
+			rc = 0;
+			goto out;
+		}
+		free(w);
+		w = NULL;
+	}
 	if (store_open(db, STORE_RW, &st, err) != 0 || store_winners_list(st, NULL, NULL, NULL, &w, &n, err) != 0)
 		goto out;
 	if (n == 0) {
@@ -148,6 +164,10 @@ int cmd_run(int argc, char **argv)
 		return cli_usage_error("run", "unknown workload '%s'", only);
 	if (!db)
 		db = cli_default_db();
+	/* A port in use is found before anything is swept or loaded (a
+	 * second `make run` beside the first). */
+	if (!no_serve && server_listen_probe(listen, &err) < 0)
+		return cli_fail("run", json, &err);
 	worker_opts_default(&wo);
 	wo.exe = cli_self_exe();
 	if (worker_start(&wo, &probe, &err) != 0) {

@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,38 +470,115 @@ static int pid_alive(int pid)
 
 /* ---- open, classify, migrate ---- */
 
-/* The first 16 bytes of every SQLite 3 file. */
-static const char sqlite_magic[16] = "SQLite format 3";
+/* ---- who may write, and how a reader opens ---- */
 
-/* Reads the header ourselves so that a foreign file is refused before
- * SQLite has any chance to touch it. */
-static int check_header(const char *path, off_t size, struct kt_err *err)
+/* path with suffix appended, in buf; 0, or -1 when it does not fit. */
+static int path_plus(char *buf, size_t n, const char *path, const char *suffix)
 {
-	char hdr[16];
-	FILE *f;
-	size_t got;
+	int k = snprintf(buf, n, "%s%s", path, suffix);
 
-	if (size < 100)
-		return kt_err_set(err, KT_ECORRUPT,
-				  "%s is not a ktune database (not SQLite: %lld bytes, too short)",
-				  path, (long long)size);
-	if (!(f = fopen(path, "rb")))
-		return kt_err_set(err, KT_EIO, "cannot read %s: %s", path, strerror(errno));
-	got = fread(hdr, 1, sizeof(hdr), f);
-	fclose(f);
-	if (got != sizeof(hdr) || memcmp(hdr, sqlite_magic, sizeof(hdr)) != 0)
-		return kt_err_set(err, KT_ECORRUPT,
-				  "%s is not a ktune database (not a SQLite file)", path);
-	return 0;
+	return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+/* The directory holding path, in buf. */
+static void dir_of(const char *path, char *buf, size_t n)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	snprintf(buf, n, "%s", dirname(tmp));
+}
+
+int store_writable(const char *path)
+{
+	char dir[PATH_MAX], wal[PATH_MAX], shm[PATH_MAX];
+
+	if (!path || path_plus(wal, sizeof(wal), path, "-wal") < 0 ||
+	    path_plus(shm, sizeof(shm), path, "-shm") < 0)
+		return 0;
+	if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+		return 0;
+	dir_of(path, dir, sizeof(dir));
+	if (access(dir, W_OK) == 0)
+		return 1;
+	return access(wal, W_OK) == 0 && access(shm, W_OK) == 0;
+}
+
+static void file_id_get(const char *path, struct store_file_id *id)
+{
+	char wal[PATH_MAX];
+	struct stat sb;
+
+	memset(id, 0, sizeof(*id));
+	if (stat(path, &sb) == 0) {
+		id->dev = (unsigned long long)sb.st_dev;
+		id->ino = (unsigned long long)sb.st_ino;
+		id->size = (unsigned long long)sb.st_size;
+		id->mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	}
+	id->wal = path_plus(wal, sizeof(wal), path, "-wal") == 0 && access(wal, F_OK) == 0;
+}
+
+int store_stale(struct store *st)
+{
+	struct store_file_id now;
+
+	if (!st || !st->immutable)
+		return 0;
+	file_id_get(st->path, &now);
+	return memcmp(&now, &st->opened, sizeof(now)) != 0;
+}
+
+char *store_ro_uri(const char *path, int *immutable, struct kt_err *err)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char shm[PATH_MAX];
+	char *abs = NULL, *uri = NULL, *o;
+	const unsigned char *p;
+	int imm;
+
+	if (!(abs = realpath(path, NULL))) {
+		kt_err_set(err, KT_EIO, "cannot resolve %s: %s", path, strerror(errno));
+		goto out;
+	}
+	imm = !store_writable(abs) &&
+	      !(path_plus(shm, sizeof(shm), abs, "-shm") == 0 && access(shm, R_OK) == 0);
+	if (!(uri = malloc(strlen(abs) * 3 + 32))) {
+		kt_err_set(err, KT_EINTERNAL, "out of memory");
+		goto out;
+	}
+	/* Every byte but the unreserved ones percent-encoded, so that '?',
+	 * '#' and '%' in a path stay in the path. */
+	o = uri + sprintf(uri, "file:");
+	for (p = (const unsigned char *)abs; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("/-._~", *p)) {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	strcpy(o, imm ? "?immutable=1" : "?mode=ro");
+	if (immutable)
+		*immutable = imm;
+out:
+	free(abs);
+	return uri;
 }
 
 struct store_shape {
 	int version, app_id, tables, ours;
 };
 
-/* Reads what the file is without writing to it. Reading page 1 also makes
- * SQLite compare the page count in the header with the file's size, so a
- * truncated file fails here (SQLITE_CORRUPT). */
+/* Reads what the file is without writing to it. SQLite itself classifies
+ * the bytes: a file that is not SQLite fails here with SQLITE_NOTADB, and
+ * reading page 1 compares the page count in the header with the file's
+ * size, so a truncated file fails with SQLITE_CORRUPT. Nothing but SQLite
+ * may open the database file: closing any other descriptor on it drops
+ * every POSIX lock this process holds there, and another process may then
+ * checkpoint and delete the WAL under our connections. */
 static int store_inspect(struct store *st, struct store_shape *sh, struct kt_err *err)
 {
 	static const char sql[] =
@@ -617,14 +696,28 @@ out:
 
 static int store_set_wal(struct store *st, struct kt_err *err)
 {
+	const struct timespec pause = { 0, 10 * 1000 * 1000 };
 	sqlite3_stmt *s = NULL;
 	const unsigned char *mode;
-	int rc = -1;
+	int rc = -1, src, waited_ms = 0;
 
-	if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK ||
-	    sqlite3_step(s) != SQLITE_ROW) {
+	if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK) {
 		store_db_error(st, err, "switching to WAL");
 		goto out;
+	}
+	/* Switching a new file to WAL needs a lock that SQLite does not wait
+	 * for with the busy handler (another connection creating the same
+	 * file holds it for a moment): wait here, as long as the handler
+	 * would. */
+	while ((src = sqlite3_step(s)) != SQLITE_ROW) {
+		if (((src & 0xff) != SQLITE_BUSY && (src & 0xff) != SQLITE_LOCKED) ||
+		    waited_ms >= STORE_BUSY_MS) {
+			store_db_error(st, err, "switching to WAL");
+			goto out;
+		}
+		sqlite3_reset(s);
+		nanosleep(&pause, NULL);
+		waited_ms += 10;
 	}
 	mode = sqlite3_column_text(s, 0);
 	/* NEEDSWORK: a file system without shared memory (some network mounts)
@@ -647,6 +740,7 @@ int store_open(const char *path, enum store_mode mode, struct store **out,
 	struct store_shape sh;
 	struct stat sb;
 	char open_path[sizeof(st->path) + 2];
+	char *uri = NULL;
 	int exists, flags, rc = -1;
 
 	*out = NULL;
@@ -667,23 +761,34 @@ int store_open(const char *path, enum store_mode mode, struct store **out,
 		kt_err_set(err, KT_EINVAL, "%s is a directory, not a database", path);
 		goto out;
 	}
-	if (exists && sb.st_size > 0 && check_header(path, sb.st_size, err) < 0)
-		goto out;
 
+	if (mode == STORE_RW && !store_writable(path)) {
+		kt_err_set(err, KT_EIO,
+			   "%s is read-only for this user (the file or its directory is not writable): "
+			   "commands that read it work, writing needs another copy",
+			   path);
+		goto out;
+	}
 	if (!(st = calloc(1, sizeof(*st)))) {
 		kt_err_set(err, KT_EINTERNAL, "out of memory");
 		goto out;
 	}
 	st->mode = mode;
 	snprintf(st->path, sizeof(st->path), "%s", path);
-	/* URI names are on for merge's read-only ATTACH; keep a plain path
-	 * that happens to start with "file:" a plain path. */
-	snprintf(open_path, sizeof(open_path), "%s%s",
-		 strncmp(path, "file:", 5) == 0 ? "./" : "", path);
-	flags = (mode == STORE_RO ? SQLITE_OPEN_READONLY
-				  : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-		SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI;
-	if (sqlite3_open_v2(open_path, &st->db, flags, NULL) != SQLITE_OK) {
+	if (mode == STORE_RO) {
+		file_id_get(path, &st->opened);
+		if (!(uri = store_ro_uri(path, &st->immutable, err)))
+			goto out;
+		flags = SQLITE_OPEN_READONLY;
+	} else {
+		/* A plain path that happens to start with "file:" stays a
+		 * plain path (URI names are on for the reader's URIs). */
+		snprintf(open_path, sizeof(open_path), "%s%s",
+			 strncmp(path, "file:", 5) == 0 ? "./" : "", path);
+		flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+	}
+	flags |= SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI;
+	if (sqlite3_open_v2(uri ? uri : open_path, &st->db, flags, NULL) != SQLITE_OK) {
 		if (st->db)
 			store_db_error(st, err, "opening");
 		else
@@ -715,6 +820,7 @@ int store_open(const char *path, enum store_mode mode, struct store **out,
 	st = NULL;
 	rc = 0;
 out:
+	free(uri);
 	store_close(st);
 	return rc;
 }
@@ -1020,7 +1126,8 @@ int store_sweep_begin(struct store *st, const struct store_sweep_spec *spec,
 		b |= bind_text(s, 4, spec->options_key);
 		b |= bind_text(s, 5, spec->provenance_json ? spec->provenance_json : "{}");
 		b |= sqlite3_bind_int64(s, 6, spec->planned);
-		b |= sqlite3_bind_double(s, 7, store_now());
+		b |= sqlite3_bind_double(s, 7, spec->started > 0 && isfinite(spec->started) ?
+					 spec->started : store_now());
 		b |= sqlite3_bind_int(s, 8, (int)getpid());
 		b |= bind_text(s, 9, host);
 		if (b != SQLITE_OK) {
@@ -1072,6 +1179,41 @@ int store_sweep_end(struct store *st, int64_t sweep_id, enum store_sweep_status 
 		goto out;
 	}
 	rc = 0;
+out:
+	store_stmt_done(s);
+	return rc;
+}
+
+int store_sweep_find(struct store *st, int64_t device_id, int64_t problem_id,
+		     const char *strategy, const char *options_key, int64_t *sweep_id,
+		     struct kt_err *err)
+{
+	int b = SQLITE_OK;
+	sqlite3_stmt *s;
+	int src, rc = -1;
+
+	*sweep_id = 0;
+	if (!strategy || !options_key)
+		return kt_err_set(err, KT_EINVAL, "a sweep's plan needs a strategy and an options key");
+	if (!(s = store_stmt(st, SQL_SWEEP_FIND_PLAN, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, device_id);
+	b |= sqlite3_bind_int64(s, 2, problem_id);
+	b |= bind_text(s, 3, strategy);
+	b |= bind_text(s, 4, options_key);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		goto out;
+	}
+	src = sqlite3_step(s);
+	if (src == SQLITE_ROW) {
+		*sweep_id = sqlite3_column_int64(s, 0);
+		rc = 1;
+	} else if (src == SQLITE_DONE) {
+		rc = 0;
+	} else {
+		store_db_error(st, err, "looking for a sweep");
+	}
 out:
 	store_stmt_done(s);
 	return rc;

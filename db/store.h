@@ -37,9 +37,23 @@ enum store_mode {
 	STORE_RO = 1,		/* must exist; never writes */
 };
 
+/* STORE_RO never writes, not even the files beside the database: where
+ * this process may not write the database (another user's file, a
+ * read-only directory or mount) it is read without locks (SQLite's
+ * immutable=1) unless its WAL index exists already; see store_stale().
+ * STORE_RW refuses such a database with KT_EIO, saying it is read-only. */
 int store_open(const char *path, enum store_mode mode, struct store **out,
 	       struct kt_err *err);
 void store_close(struct store *st);
+/* 1 when this process may write the database at path: the file (when it
+ * exists) and its directory are writable (or, in a read-only directory,
+ * the -wal and -shm files exist and are writable). */
+int store_writable(const char *path);
+/* 1 when st reads without locks (see store_open) and the file changed
+ * since it was opened (size, time, inode, a WAL appeared): such a
+ * connection does not see changes, so its user opens a new one. 0 for
+ * every other connection. */
+int store_stale(struct store *st);
 /* PRAGMA user_version of the open file. */
 int store_version(struct store *st);
 
@@ -99,6 +113,8 @@ struct store_sweep_spec {
 				 * same key -> resume */
 	const char *provenance_json;	/* device + versions + template hash */
 	long planned;		/* configs the plan will evaluate */
+	double started;		/* when it began (unix s; an import gives the
+				 * original's); 0: now */
 };
 
 struct store_sweep {
@@ -125,6 +141,12 @@ int store_sweep_begin(struct store *st, const struct store_sweep_spec *spec,
 		      int64_t *sweep_id, int *resumed, struct kt_err *err);
 int store_sweep_end(struct store *st, int64_t sweep_id, enum store_sweep_status status,
 		    struct kt_err *err);
+/* The newest sweep of a plan (device, problem, strategy, options_key), the
+ * one store_sweep_begin() would resume, by index: 1 with *sweep_id set, 0
+ * when there is none. */
+int store_sweep_find(struct store *st, int64_t device_id, int64_t problem_id,
+		     const char *strategy, const char *options_key, int64_t *sweep_id,
+		     struct kt_err *err);
 int store_sweep_get(struct store *st, int64_t sweep_id, struct store_sweep *out,
 		    struct kt_err *err);	/* KT_ENOTFOUND when absent */
 /* Newest first; limit <= 0 means all. *out malloc'ed, release each, free(). */
@@ -247,7 +269,10 @@ int store_binary_put(struct store *st, const char *key, const char *arch,
 /* ---- maintenance ---- */
 /* Folds every row of the database at src into st (devices by uuid, problems
  * and configs by key, sweeps with their trials and baselines, binaries by
- * key); importing the same source twice adds nothing. A source with a newer
+ * key); importing the same source twice adds nothing. A sweep loaded by
+ * `ktune import` is known by the sweep it was exported from (provenance
+ * imported_from.started), so databases that imported one file hold one
+ * sweep once merged. A source with a newer
  * schema: KT_ESCHEMA; not a ktune database: KT_ECORRUPT. */
 int store_merge_from(struct store *st, const char *src_path, struct kt_err *err);
 /* Rows a merge added, by table (rows already present are not counted). */
@@ -258,6 +283,32 @@ struct store_merge_counts {
  * The whole source is one transaction: on failure nothing of it is added. */
 int store_merge_counted(struct store *st, const char *src_path,
 			struct store_merge_counts *added, struct kt_err *err);
+
+/* A conflict a merge resolved: one row, by its identity, with other values
+ * in the two databases. The rule does not depend on the order of the
+ * inputs (docs/merge.md): a device's description seen last (last_seen)
+ * wins, on a tie the one whose fields sort first; a trial recorded last
+ * (created) wins, on a tie the faster (an ok trial before any other); a
+ * problem's or config's JSON is this database's (the key is the identity,
+ * the JSON only spells it out). */
+struct store_merge_conflict {
+	char table[16];		/* "devices", "trials", "problems", "configs" */
+	char key[320];		/* the row's identity, as text */
+	char kept[256];		/* the values that stay */
+	char dropped[256];	/* the values that lost */
+};
+#define STORE_MERGE_ITEMS 100	/* conflicts described; the rest are counted */
+struct store_merge_report {
+	struct store_merge_counts added;
+	long conflicts;		/* resolved, all of them */
+	int nitems;		/* the first STORE_MERGE_ITEMS of them */
+	struct store_merge_conflict *items;	/* owned */
+};
+/* store_merge_counted() that also says what conflicted and how each
+ * conflict was resolved; release the report. */
+int store_merge_reported(struct store *st, const char *src_path, struct store_merge_report *rep,
+			 struct kt_err *err);
+void store_merge_report_release(struct store_merge_report *rep);
 
 /* The underlying connection, for read-only queries in other db/ files. */
 struct sqlite3 *store_sqlite(struct store *st);

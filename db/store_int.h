@@ -44,12 +44,22 @@ enum store_sql {
 	SQL__COUNT
 };
 
+/* What tells one state of a database file from another without opening
+ * it: a connection opened immutable sees none of the changes. */
+struct store_file_id {
+	unsigned long long dev, ino, size;
+	long long mtime_ns;
+	int wal;			/* a -wal file was there */
+};
+
 struct store {
 	sqlite3 *db;
 	enum store_mode mode;
 	int version;			/* PRAGMA user_version after open */
 	sqlite3_stmt *stmt[SQL__COUNT];	/* prepared on first use, reset after */
 	int tx_depth;			/* store_tx_begin()s not yet ended */
+	int immutable;			/* opened with immutable=1 (store_ro_uri) */
+	struct store_file_id opened;	/* the file when it was opened */
 	char path[4096];
 };
 
@@ -64,6 +74,16 @@ void store_stmt_done(sqlite3_stmt *stmt);
 int store_db_error(struct store *st, struct kt_err *err, const char *what);
 /* sqlite3_exec() of fixed SQL; -1 with err set on failure. */
 int store_exec(struct store *st, const char *sql, struct kt_err *err);
+/* The URI a connection that never writes opens path with (malloc'ed;
+ * NULL with err set): "file:ABS?mode=ro" where this process may write the
+ * database and its directory (SQLite then shares the WAL index, -shm, with
+ * the writers, creating it if need be) or where a -shm already exists;
+ * else "file:ABS?immutable=1", the one way SQLite reads a WAL database
+ * whose index it can neither use nor create (a read-only directory or
+ * mount, another user's file), without creating a file next to it that
+ * its owner's writers could then not open. *immutable (may be NULL) says
+ * which. */
+char *store_ro_uri(const char *path, int *immutable, struct kt_err *err);
 /* Wall clock as unix seconds with sub-second precision. */
 double store_now(void);
 

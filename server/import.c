@@ -115,25 +115,12 @@ static void trial_seen(const char *config_key, void *arg)
 		fc->found = 1;
 }
 
-/* The existing sweep with this plan, or 0. */
+/* The existing sweep with this plan, or 0: one index lookup (listing every
+ * sweep per entry made an import quadratic). */
 static int find_sweep(struct store *st, int64_t dev, int64_t prob, const char *strategy,
 		      const char *options_key, int64_t *id, struct kt_err *err)
 {
-	struct store_sweep *sw = NULL;
-	int n = 0, i;
-
-	*id = 0;
-	if (store_sweeps_list(st, 0, &sw, &n, err) < 0)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (!*id && sw[i].device_id == dev && sw[i].problem_id == prob &&
-		    strcmp(sw[i].strategy, strategy) == 0 &&
-		    strcmp(sw[i].options_key ? sw[i].options_key : "", options_key) == 0)
-			*id = sw[i].id;
-		store_sweep_release(&sw[i]);
-	}
-	free(sw);
-	return 0;
+	return store_sweep_find(st, dev, prob, strategy, options_key, id, err) < 0 ? -1 : 0;
 }
 
 static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_stats *stats,
@@ -216,6 +203,9 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 	spec.options_key = options_key;
 	spec.provenance_json = prov_json;
 	spec.planned = (long)json_integer_value(json_object_get(sw, "planned"));
+	/* The original's start: the sweep's identity when databases that
+	 * imported the same file are merged. */
+	spec.started = jnum(sw, "started");
 	if (store_sweep_begin(st, &spec, &sweep_id, &resumed, err) < 0)
 		goto out;
 	memset(&t, 0, sizeof(t));
@@ -327,18 +317,35 @@ int import_json_text(struct store *st, const char *text, size_t len,
 	return rc;
 }
 
-int import_json_file_stats(struct store *st, const char *path, struct import_stats *stats,
-			   struct kt_err *err)
+int import_json_file_load(const char *path, json_t **doc, struct kt_err *err)
 {
 	json_error_t je;
-	json_t *doc = json_load_file(path, 0, &je);
-	int rc;
 
-	if (!doc) {
+	if (!(*doc = json_load_file(path, 0, &je))) {
 		if (je.line <= 0)
 			return kt_err_set(err, KT_EIO, "%s: %s", path, je.text);
 		return kt_err_set(err, KT_EINVAL, "%s: not JSON: %s (line %d)", path, je.text, je.line);
 	}
+	if (validate(*doc, err) < 0) {
+		char m[sizeof(err->msg)];
+
+		snprintf(m, sizeof(m), "%s", err->msg);
+		snprintf(err->msg, sizeof(err->msg), "%.200s: %.300s", path, m);
+		json_decref(*doc);
+		*doc = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int import_json_file_stats(struct store *st, const char *path, struct import_stats *stats,
+			   struct kt_err *err)
+{
+	json_t *doc = NULL;
+	int rc;
+
+	if (import_json_file_load(path, &doc, err) < 0)
+		return -1;
 	rc = import_json(st, doc, stats, err);
 	json_decref(doc);
 	return rc;

@@ -32,6 +32,10 @@ int import_json_text(struct store *st, const char *text, size_t len,
 		     struct import_stats *stats, struct kt_err *err);
 int import_json_file_stats(struct store *st, const char *path, struct import_stats *stats,
 			   struct kt_err *err);
+/* Reads and checks the export at path without touching any database, so
+ * that a command can refuse a bad file before it creates one: *doc gets
+ * the document (the caller drops it) for import_json(). */
+int import_json_file_load(const char *path, json_t **doc, struct kt_err *err);
 int import_json_file(struct store *st, const char *path, struct kt_err *err);
 
 #endif

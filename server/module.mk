@@ -12,3 +12,5 @@ $(BUILD)/openapi_json.h: server/openapi.json $(BUILD)/embed
 $(BUILD)/index_html.h: server/static/index.html $(BUILD)/embed
 	@echo "  EMBED   $<"
 	$(Q)$(BUILD)/embed -s $@ index_html $<
+# The service under a second writer, odd input and load (bench/reliability.sh).
+TESTS += test_reliab

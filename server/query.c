@@ -1,6 +1,10 @@
 #include "query.h"
 
+#include <stdio.h>
+
 #include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* SQL as data: one string per query, indexed by enum query_sql. */
 enum query_sql {
@@ -91,4 +95,25 @@ int query_counts(struct store *st, struct query_counts *out, struct kt_err *err)
 out:
 	sqlite3_finalize(stmt);
 	return rc;
+}
+
+int query_device_known(struct store *st, const char *device, struct kt_err *err)
+{
+	struct store_device *d = NULL;
+	char id[32];
+	int n = 0, i, found = 0;
+
+	if (store_devices_list(st, &d, &n, err) < 0)
+		return -1;
+	for (i = 0; i < n && !found; i++) {
+		snprintf(id, sizeof(id), "%lld", (long long)d[i].id);
+		found = strcmp(device, d[i].uuid) == 0 || strcmp(device, d[i].name) == 0 ||
+			strcmp(device, id) == 0;
+	}
+	free(d);
+	if (!found)
+		kt_err_set(err, KT_ENOTFOUND,
+			   "unknown device '%.200s' (a uuid, name or id of `ktune devices`, GET /v1/devices)",
+			   device);
+	return found;
 }

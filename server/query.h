@@ -23,6 +23,11 @@ int query_data_version_cached(struct store *st, struct sqlite3_stmt **stmt, int6
 			      struct kt_err *err);
 void query_stmt_free(struct sqlite3_stmt *stmt);
 
+/* 1 when device names a device of the database the way a winners filter
+ * takes it (uuid, name or id); 0 with KT_ENOTFOUND set in err, naming it,
+ * when none; -1 on a database error. */
+int query_device_known(struct store *st, const char *device, struct kt_err *err);
+
 /* Counts for /metrics and /v1/health. */
 struct query_counts {
 	long devices, problems, configs, sweeps, trials, trials_ok;

@@ -217,14 +217,136 @@ static enum MHD_Result collect_dim(void *cls, enum MHD_ValueKind kind, const cha
 	return MHD_YES;
 }
 
+/* ---- why a shape has no config, why the default answered ---- */
+
+#define WHY_KINDS 16
+
+struct shape_why {
+	const struct kt_family *f;
+	const struct kt_shape *s;
+	const struct kt_target *t;
+	long n, ok;
+	int nkinds;
+	char why[WHY_KINDS][160];
+	long count[WHY_KINDS];
+};
+
+static int why_visit(const struct kt_config *c, void *arg)
+{
+	struct shape_why *w = arg;
+	char why[160] = "";
+	int i;
+
+	w->n++;
+	if (w->f->check(w->s, c, w->t, why, sizeof(why)) == 0) {
+		w->ok++;
+		return 0;
+	}
+	for (i = 0; i < w->nkinds; i++)
+		if (strcmp(w->why[i], why) == 0) {
+			w->count[i]++;
+			return 0;
+		}
+	if (w->nkinds < WHY_KINDS) {
+		snprintf(w->why[w->nkinds], sizeof(w->why[0]), "%s", why);
+		w->count[w->nkinds++] = 1;
+	}
+	return 0;
+}
+
+/* When no config of the family can run the shape on the target, err says
+ * the rule it broke -- the reason most configs give, which is the shape's
+ * own (a multiple of 8, a head_dim the kernels have), since the others
+ * vary with the config -- and 1 is returned; 0 when some config can. The
+ * whole space is checked: about 10 ms for the largest, on the error path
+ * only. */
+static int shape_unsupported(const struct kt_family *f, const struct kt_shape *s,
+			     const struct kt_target *t, const char *arch, struct kt_err *err)
+{
+	struct shape_why w;
+	char key[512];
+	int i, top = 0;
+
+	memset(&w, 0, sizeof(w));
+	w.f = f;
+	w.s = s;
+	w.t = t;
+	kt_space_foreach(f, 0, why_visit, &w);
+	if (w.ok > 0 || w.nkinds == 0)
+		return 0;
+	for (i = 1; i < w.nkinds; i++)
+		if (w.count[i] > w.count[top])
+			top = i;
+	kt_shape_key(f, s, key, sizeof(key));
+	kt_err_clear(err);
+	kt_err_set(err, KT_EINVAL,
+		   "no %s config can run %s on %s: %s (%ld of %ld configs say so; GET /v1/families/%s "
+		   "lists the shape keys)", f->name, key, arch, w.why[top], w.count[top], w.n, f->name);
+	return 1;
+}
+
+/* Why the family's default answered (the chain found nothing tuned that
+ * fits), from the entries the chain looked at: those of the family on the
+ * asked device or its architecture. */
+static json_t *default_reason(const struct lookup_table *tab, const struct lookup_query *q,
+			      const struct lookup_answer *a)
+{
+	const struct lookup_entry *near = NULL;
+	double nd = 0;
+	int i, same = 0;
+	char buf[640], why[160] = "";
+
+	if (a->skipped)
+		return json_sprintf("the nearest tuned shape, %s on %s, is %.3g from this one, past "
+				    "max_distance %.3g: see skipped_nearest", a->skipped->w.shape_key,
+				    a->skipped->w.device_name, a->skipped_distance, a->max_distance);
+	for (i = 0; i < tab->nentries; i++) {
+		const struct lookup_entry *e = &tab->entries[i];
+		double d;
+
+		if (e->fam != q->fam || strcmp(tab->devices[e->device].arch, a->arch) != 0)
+			continue;
+		same++;
+		if ((d = lookup_distance(q->fam, &q->shape, &e->shape)) < 0)
+			continue;
+		if (!near || d < nd) {
+			near = e;
+			nd = d;
+		}
+	}
+	if (!same)
+		snprintf(buf, sizeof(buf), "nothing of %s is tuned on %s (%s), nor on another %s device",
+			 q->fam->name, a->device ? a->device->name : "this architecture", a->arch, a->arch);
+	else if (!near)
+		snprintf(buf, sizeof(buf), "%d shape%s of %s %s tuned on %s, none with this shape's "
+			 "structural keys (a nearest shape must have the same)", same, same == 1 ? "" : "s",
+			 q->fam->name, same == 1 ? "is" : "are", a->arch);
+	else if (!lookup_within(nd, a->max_distance))
+		snprintf(buf, sizeof(buf), "the nearest tuned shape, %s, is %.3g from this one, past "
+			 "max_distance %.3g", near->w.shape_key, nd, a->max_distance);
+	else {
+		q->fam->check(&q->shape, &near->cfg, &a->target, why, sizeof(why));
+		snprintf(buf, sizeof(buf), "the tuned shapes within max_distance %.3g have configs that "
+			 "cannot run this shape; the nearest, %s (%.3g away), says: %s", a->max_distance,
+			 near->w.shape_key, nd, why[0] ? why : "invalid here");
+	}
+	return json_string(buf);
+}
+
 static int best_one(struct srv_tls *t, struct lookup_query *q, json_t **out, struct kt_err *err)
 {
 	struct lookup_answer a;
 
-	if (lookup_best(&t->table, q, &a, err) < 0)
+	if (lookup_best(&t->table, q, &a, err) < 0) {
+		/* "no default for this shape": say which rule the shape broke */
+		if (err->code == KT_ENOTFOUND && a.target.sm)
+			shape_unsupported(q->fam, &q->shape, &a.target, a.arch, err);
 		return -1;
+	}
 	if (!(*out = lookup_answer_json(q, &a)))
 		return kt_err_set(err, KT_EINTERNAL, "out of memory");
+	json_object_set_new(*out, "reason", a.match == LOOKUP_DEFAULT ?
+			    default_reason(&t->table, q, &a) : json_null());
 	return 0;
 }
 
@@ -349,6 +471,66 @@ static int batch_max_distance(json_t *md, size_t i, struct lookup_query *q, stru
 	return 0;
 }
 
+/* A batch query's keys and their types, before any is read: a key the
+ * API does not have, or a value of another type, would otherwise be
+ * ignored (a number for "device" answered for the only device). What the
+ * OpenAPI document says of a query is checked here, for all of them
+ * before any answers (a 400 for the request); what only the database or
+ * the family can say (an unknown family, a shape it does not have) is
+ * that query's own error. */
+static int batch_item_check(json_t *item, size_t i, struct kt_err *err)
+{
+	static const char *const strings[] = { "family", "device", "arch" };
+	const char *k;
+	json_t *v;
+	size_t n;
+
+	if (!json_is_object(item))
+		return kt_err_set(err, KT_EINVAL, "query %zu is not an object", i);
+	json_object_foreach(item, k, v) {
+		if (strcmp(k, "shape") == 0) {
+			const char *dk;
+			json_t *dv;
+
+			if (json_is_string(v) && *json_string_value(v))
+				continue;
+			if (!json_is_object(v))
+				return kt_err_set(err, KT_EINVAL, "query %zu: shape must be a key string or "
+						  "an object of dims", i);
+			json_object_foreach(v, dk, dv)
+				if (!json_is_integer(dv))
+					return kt_err_set(err, KT_EINVAL,
+							  "query %zu: shape dim '%.64s' must be an integer", i, dk);
+			continue;
+		}
+		if (strcmp(k, "max_distance") == 0) {
+			double d;
+
+			if (json_is_null(v) || (json_is_number(v) && json_number_value(v) >= 0))
+				continue;
+			if (json_is_string(v) && lookup_max_distance_parse(json_string_value(v), &d, err) == 0)
+				continue;
+			kt_err_clear(err);
+			return kt_err_set(err, KT_EINVAL,
+					  "query %zu: max_distance must be a number >= 0 or \"inf\"", i);
+		}
+		for (n = 0; n < sizeof(strings) / sizeof(strings[0]); n++)
+			if (strcmp(k, strings[n]) == 0)
+				break;
+		if (n == sizeof(strings) / sizeof(strings[0]))
+			return kt_err_set(err, KT_EINVAL,
+					  "query %zu: unknown key '%.64s' (keys: family, shape, device, arch, max_distance)",
+					  i, k);
+		if (!json_is_string(v) || !*json_string_value(v))
+			return kt_err_set(err, KT_EINVAL, "query %zu: %s must be a non-empty string", i, k);
+	}
+	if (!json_object_get(item, "family"))
+		return kt_err_set(err, KT_EINVAL, "query %zu: family is required", i);
+	if (!json_object_get(item, "shape"))
+		return kt_err_set(err, KT_EINVAL, "query %zu: shape is required", i);
+	return 0;
+}
+
 static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *err)
 {
 	json_t *body = parse_body(rq, err), *qs, *res, *item;
@@ -363,9 +545,26 @@ static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *er
 		kt_err_set(err, KT_EINVAL, "body must be {\"queries\": [{\"family\", \"shape\", \"device\"?, \"arch\"?, \"max_distance\"?}, ...]}");
 		goto out;
 	}
+	/* a 400, as the document's maxItems says: 413 is for bodies over
+	 * the byte cap */
 	if (json_array_size(qs) > BATCH_MAX) {
-		kt_err_set(err, KT_ETOOBIG, "at most %d queries per batch", BATCH_MAX);
+		kt_err_set(err, KT_EINVAL, "at most %d queries per batch (%zu given)", BATCH_MAX,
+			   json_array_size(qs));
 		goto out;
+	}
+	json_array_foreach(qs, i, item)
+		if (batch_item_check(item, i, err) < 0)
+			goto out;
+	{
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(body, k, v)
+			if (strcmp(k, "queries") != 0) {
+				kt_err_set(err, KT_EINVAL, "unknown key '%.64s' (the body is {\"queries\": [...]})",
+					   k);
+				goto out;
+			}
 	}
 	if (!(t = srv_tls_get(rq->srv, err)))
 		goto out;
@@ -376,10 +575,8 @@ static int r_best_batch(struct request *rq, struct reply *out, struct kt_err *er
 		struct kt_err qe = { 0 };
 		json_t *a = NULL;
 
-		if (!json_is_object(item))
-			kt_err_set(&qe, KT_EINVAL, "query %zu is not an object", i);
-		else if ((q.fam = family_named(json_string_value(json_object_get(item, "family")), &qe)) &&
-			 lookup_shape_from_json(q.fam, json_object_get(item, "shape"), &q.shape, &qe) == 0) {
+		if ((q.fam = family_named(json_string_value(json_object_get(item, "family")), &qe)) &&
+		    lookup_shape_from_json(q.fam, json_object_get(item, "shape"), &q.shape, &qe) == 0) {
 			q.device = json_string_value(json_object_get(item, "device"));
 			q.arch = json_string_value(json_object_get(item, "arch"));
 			if (batch_max_distance(json_object_get(item, "max_distance"), i, &q, &qe) == 0)
@@ -491,6 +688,23 @@ static int r_sweeps(struct request *rq, struct reply *out, struct kt_err *err)
 		if (!body)
 			return -1;
 		memset(&spec, 0, sizeof(spec));
+		{
+			static const char keys[] = " family shape strategy budget device ";
+			const char *k;
+			char word[72];
+
+			json_object_foreach(body, k, v) {
+				snprintf(word, sizeof(word), " %.64s ", k);
+				if (!strstr(keys, word)) {
+					kt_err_set(err, KT_EINVAL, "unknown key '%.64s' (keys:%s)", k, keys);
+					goto post_out;
+				}
+			}
+		}
+		if ((v = json_object_get(body, "family")) && !json_is_string(v)) {
+			kt_err_set(err, KT_EINVAL, "family must be a string");
+			goto post_out;
+		}
 		if (!(f = family_named(json_string_value(json_object_get(body, "family")), err)))
 			goto post_out;
 		shape = json_object_get(body, "shape");
@@ -625,6 +839,8 @@ static int r_sweep(struct request *rq, struct reply *out, struct kt_err *err)
 	if (strncmp(tail, "job-", 4) == 0) {
 		struct job_status js;
 
+		if (srv_arg(rq, "limit"))
+			return kt_err_set(err, KT_EINVAL, "limit is for /v1/sweeps/ID/trials");
 		errno = 0;
 		id = strtoll(tail + 4, &end, 10);
 		if (errno || *end || end == tail + 4 || id <= 0 || id > 1000000000)
@@ -640,6 +856,8 @@ static int r_sweep(struct request *rq, struct reply *out, struct kt_err *err)
 				  rq->method, rq->url);
 	if (*end)
 		return r_trials(rq, out, id, err);
+	if (srv_arg(rq, "limit"))
+		return kt_err_set(err, KT_EINVAL, "limit is for /v1/sweeps/ID/trials");
 	if (!(t = srv_tls_get(rq->srv, err)))
 		return -1;
 	memset(&sw, 0, sizeof(sw));
@@ -652,14 +870,125 @@ static int r_sweep(struct request *rq, struct reply *out, struct kt_err *err)
 
 /* ---- export / import ---- */
 
+/* Builds the export of (fmt, f) from t's connection as one blob. */
+static struct srv_blob *export_blob(struct srv_tls *t, enum export_format fmt,
+				    const struct export_filter *f, struct kt_err *err)
+{
+	struct export_bundle b = { 0 };
+	struct srv_blob *blob = NULL;
+	char *text = NULL;
+	int i;
+
+	if (export_build(t->st, fmt, f, &b, err) < 0)
+		return NULL;
+	if (fmt == EXPORT_CUDA) {
+		/* Several files: a JSON object of name -> text. */
+		json_t *files = json_object(), *o;
+
+		for (i = 0; files && i < b.n; i++)
+			json_object_set_new(files, b.files[i].name,
+					    json_stringn(b.files[i].data, b.files[i].len));
+		o = json_pack("{s:o}", "files", files);
+		text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		blob = text ? srv_blob_new(text, strlen(text)) : NULL;
+		free(text);
+	} else if (b.n > 0) {
+		blob = srv_blob_new(b.files[0].data, b.files[0].len);
+	}
+	export_bundle_release(&b);
+	if (!blob)
+		kt_err_set(err, KT_EINTERNAL, "out of memory building the export");
+	return blob;
+}
+
+/* The cached export for the key at generation gen, with a reference
+ * taken; NULL when absent. Caller holds export_mu. */
+static struct srv_blob *export_cached(struct server *s, int fmt, const char *dev, const char *fam,
+				      long gen)
+{
+	int i;
+
+	for (i = 0; i < SRV_EXPORT_SLOTS; i++) {
+		struct srv_export_slot *e = &s->exports[i];
+
+		if (e->blob && e->gen == gen && e->fmt == fmt && strcmp(e->device, dev) == 0 &&
+		    strcmp(e->family, fam) == 0) {
+			e->used = ++s->export_tick;
+			atomic_fetch_add(&e->blob->refs, 1);
+			return e->blob;
+		}
+	}
+	return NULL;
+}
+
+/* Keeps blob for the key (a reference of its own); stale and least
+ * recently used entries make room, and the cache stays under
+ * SRV_EXPORT_BYTES. Caller holds export_mu. */
+static void export_keep(struct server *s, int fmt, const char *dev, const char *fam, long gen,
+			struct srv_blob *blob)
+{
+	struct srv_export_slot *e, *lru, *free_slot = NULL;
+	size_t total;
+	int i, full;
+
+	if (blob->len > SRV_EXPORT_BYTES)
+		return;	/* bigger than the whole cache: sent, not kept */
+	/* what is stale goes, and the key's older copy */
+	for (i = 0; i < SRV_EXPORT_SLOTS; i++) {
+		e = &s->exports[i];
+		if (e->blob && (e->gen != gen || (e->fmt == fmt && strcmp(e->device, dev) == 0 &&
+						  strcmp(e->family, fam) == 0))) {
+			srv_blob_unref(e->blob);
+			e->blob = NULL;
+		}
+	}
+	/* then the least recently used, until the bytes and a slot fit */
+	for (;;) {
+		total = blob->len;
+		full = 0;
+		lru = NULL;
+		for (i = 0; i < SRV_EXPORT_SLOTS; i++) {
+			e = &s->exports[i];
+			if (!e->blob)
+				continue;
+			total += e->blob->len;
+			full++;
+			if (!lru || e->used < lru->used)
+				lru = e;
+		}
+		if ((total <= SRV_EXPORT_BYTES && full < SRV_EXPORT_SLOTS) || !lru)
+			break;
+		srv_blob_unref(lru->blob);
+		lru->blob = NULL;
+	}
+	for (i = 0; i < SRV_EXPORT_SLOTS && !free_slot; i++)
+		if (!s->exports[i].blob)
+			free_slot = &s->exports[i];
+	if (!free_slot)
+		return;
+	free_slot->fmt = fmt;
+	snprintf(free_slot->device, sizeof(free_slot->device), "%s", dev);
+	snprintf(free_slot->family, sizeof(free_slot->family), "%s", fam);
+	free_slot->gen = gen;
+	free_slot->used = ++s->export_tick;
+	atomic_fetch_add(&blob->refs, 1);
+	free_slot->blob = blob;
+}
+
+/* Open like every read: it holds nothing /v1/winners and /v1/best do not
+ * give. What made it costly (a second of CPU and tens of MB per call on a
+ * big database) is bounded here instead: an export is built once per
+ * change of the database and key, one at a time, and shared. */
 static int r_export(struct request *rq, struct reply *out, struct kt_err *err)
 {
+	struct server *s = rq->srv;
 	const char *fmt_name = srv_arg(rq, "format");
 	struct export_filter f = { srv_arg(rq, "device"), srv_arg(rq, "family") };
-	struct export_bundle b = { 0 };
+	struct srv_blob *blob;
 	enum export_format fmt;
 	struct srv_tls *t;
-	int rc = -1, i;
+	long gen;
 
 	if (!fmt_name)
 		fmt_name = "json";
@@ -667,25 +996,41 @@ static int r_export(struct request *rq, struct reply *out, struct kt_err *err)
 		return kt_err_set(err, KT_EINVAL, "format must be json, c or cuda");
 	if (f.family && !family_named(f.family, err))
 		return -1;
-	if (!(t = srv_tls_get(rq->srv, err)))
+	if (f.device && (!*f.device || strlen(f.device) >= sizeof(s->exports[0].device)))
+		return kt_err_set(err, KT_EINVAL, "device must be a uuid, name or id of 1 to %zu characters",
+				  sizeof(s->exports[0].device) - 1);
+	if (!(t = srv_tls_get(s, err)))
 		return -1;
-	if (export_build(t->st, fmt, &f, &b, err) < 0)
+	if (f.device && query_device_known(t->st, f.device, err) <= 0)
 		return -1;
-	if (fmt == EXPORT_JSON) {
-		rc = reply_text(out, "application/json", b.files[0].data, b.files[0].len, err);
-	} else if (fmt == EXPORT_C) {
-		rc = reply_text(out, "text/x-c; charset=utf-8", b.files[0].data, b.files[0].len, err);
-	} else {
-		/* Several files: a JSON object of name -> text. */
-		json_t *files = json_object();
-
-		for (i = 0; files && i < b.n; i++)
-			json_object_set_new(files, b.files[i].name,
-					    json_stringn(b.files[i].data, b.files[i].len));
-		rc = reply_json(out, 200, json_pack("{s:o}", "files", files), err);
+	gen = atomic_load(&s->gen);
+	pthread_mutex_lock(&s->export_mu);
+	blob = export_cached(s, (int)fmt, f.device ? f.device : "", f.family ? f.family : "", gen);
+	pthread_mutex_unlock(&s->export_mu);
+	if (!blob) {
+		pthread_mutex_lock(&s->export_build_mu);
+		/* built meanwhile by the thread this one waited for? */
+		pthread_mutex_lock(&s->export_mu);
+		blob = export_cached(s, (int)fmt, f.device ? f.device : "", f.family ? f.family : "",
+				     gen);
+		pthread_mutex_unlock(&s->export_mu);
+		if (!blob) {
+			atomic_fetch_add(&s->export_builds, 1);
+			if ((blob = export_blob(t, fmt, &f, err))) {
+				pthread_mutex_lock(&s->export_mu);
+				export_keep(s, (int)fmt, f.device ? f.device : "",
+					    f.family ? f.family : "", gen, blob);
+				pthread_mutex_unlock(&s->export_mu);
+			}
+		}
+		pthread_mutex_unlock(&s->export_build_mu);
+		if (!blob)
+			return -1;
 	}
-	export_bundle_release(&b);
-	return rc;
+	out->blob = blob;
+	out->ctype = fmt == EXPORT_C ? "text/x-c; charset=utf-8" : "application/json";
+	out->status = 200;
+	return 0;
 }
 
 static int r_import(struct request *rq, struct reply *out, struct kt_err *err)
@@ -747,6 +1092,12 @@ static int r_metrics(struct request *rq, struct reply *out, struct kt_err *err)
 	fprintf(fp, "# HELP ktune_http_in_flight Requests being handled.\n"
 		    "# TYPE ktune_http_in_flight gauge\nktune_http_in_flight %ld\n",
 		atomic_load(&s->in_flight));
+	fprintf(fp, "# HELP ktune_http_connections_reaped_total Connections shut down for not sending "
+		    "their request within %.0f s.\n# TYPE ktune_http_connections_reaped_total counter\n"
+		    "ktune_http_connections_reaped_total %ld\n", s->request_s, atomic_load(&s->reaped));
+	fprintf(fp, "# HELP ktune_export_builds_total Exports built for GET /v1/export (the others "
+		    "came from the cache).\n# TYPE ktune_export_builds_total counter\n"
+		    "ktune_export_builds_total %ld\n", atomic_load(&s->export_builds));
 	fprintf(fp, "# HELP ktune_devices Devices in the database.\n# TYPE ktune_devices gauge\n"
 		    "ktune_devices %ld\n", qc.devices);
 	fprintf(fp, "# HELP ktune_winners Tuned (device, problem) pairs.\n# TYPE ktune_winners gauge\n"
@@ -814,21 +1165,21 @@ static int r_chartjs(struct request *rq, struct reply *out, struct kt_err *err)
 #define P SRV_METHOD_POST
 
 const struct route srv_routes[] = {
-	{ "/", G, 0, 0, "GET, HEAD", r_index },
-	{ "/index.html", G, 0, 0, "GET, HEAD", r_index },
-	{ "/static/chart.js", G, 0, 0, "GET, HEAD", r_chartjs },
-	{ "/metrics", G, 0, 0, "GET, HEAD", r_metrics },
-	{ "/v1/openapi.json", G, 0, 0, "GET, HEAD", r_openapi },
-	{ "/v1/health", G, 0, 0, "GET, HEAD", r_health },
-	{ "/v1/devices", G, 0, 0, "GET, HEAD", r_devices },
-	{ "/v1/families", G, 0, 0, "GET, HEAD", r_families },
-	{ "/v1/families/", G, 0, 0, "GET, HEAD", r_family },
-	{ "/v1/best", G, 0, 0, "GET, HEAD", r_best },
-	{ "/v1/best:batch", P, 0, 0, "POST", r_best_batch },
-	{ "/v1/winners", G, 0, 0, "GET, HEAD", r_winners },
-	{ "/v1/sweeps", G | P, P, 0, "GET, HEAD, POST", r_sweeps },
-	{ "/v1/sweeps/", G, 0, 0, "GET, HEAD", r_sweep },
-	{ "/v1/export", G, 0, 0, "GET, HEAD", r_export },
-	{ "/v1/import", P, P, SRV_IMPORT_CAP, "POST", r_import },
+	{ "/", G, 0, 0, "GET, HEAD", r_index, 0, "" },
+	{ "/index.html", G, 0, 0, "GET, HEAD", r_index, 0, "" },
+	{ "/static/chart.js", G, 0, 0, "GET, HEAD", r_chartjs, 0, "" },
+	{ "/metrics", G, 0, 0, "GET, HEAD", r_metrics, 0, "" },
+	{ "/v1/openapi.json", G, 0, 0, "GET, HEAD", r_openapi, 0, "" },
+	{ "/v1/health", G, 0, 0, "GET, HEAD", r_health, 0, "" },
+	{ "/v1/devices", G, 0, 0, "GET, HEAD", r_devices, 0, "" },
+	{ "/v1/families", G, 0, 0, "GET, HEAD", r_families, 0, "" },
+	{ "/v1/families/", G, 0, 0, "GET, HEAD", r_family, 0, "" },
+	{ "/v1/best", G, 0, 0, "GET, HEAD", r_best, 0, NULL },
+	{ "/v1/best:batch", P, 0, 0, "POST", r_best_batch, 0, "" },
+	{ "/v1/winners", G, 0, 0, "GET, HEAD", r_winners, 0, "device family" },
+	{ "/v1/sweeps", G | P, P, 0, "GET, HEAD, POST", r_sweeps, 0, "limit" },
+	{ "/v1/sweeps/", G, 0, 0, "GET, HEAD", r_sweep, 0, "limit" },
+	{ "/v1/export", G, 0, 0, "GET, HEAD", r_export, 0, "format device family" },
+	{ "/v1/import", P, P, SRV_IMPORT_CAP, "POST", r_import, 1, "" },
 };
 const int srv_nroutes = (int)(sizeof(srv_routes) / sizeof(srv_routes[0]));

@@ -9,6 +9,9 @@
  * (jobs.h), never in a request handler. Every error is a JSON body
  * {"error": {"code", "message"}} with the HTTP status of its kt_errcode.
  *
+ * A database this process may not write (another user's file, a read-only
+ * directory or mount) is served read-only: writes answer 409.
+ *
  * Routes (described in server/openapi.json, served at /v1/openapi.json):
  *   GET  /v1/health, /v1/devices, /v1/families, /v1/families/NAME
  *   GET  /v1/best?family=&device=&arch=&<dim>=...   POST /v1/best:batch
@@ -38,6 +41,10 @@ struct serve_opts {
 				 * winners (the shipped H200 results); NULL: none */
 	size_t body_cap;	/* request body cap in bytes; 0: 1 MiB (imports: 64 MiB) */
 	int quiet;		/* no startup lines on stderr */
+	/* Connection limits (server_int.h); 0: the defaults. */
+	int max_conns;		/* at once, all clients */
+	int per_ip;		/* at once, from one address */
+	double request_s;	/* a request must arrive whole within this */
 	volatile sig_atomic_t *stop;	/* serve_main returns when *stop != 0;
 					 * NULL: on SIGINT / SIGTERM */
 	job_run_fn job_run;	/* runs a sweep job; NULL: jobs_run_sweep (tests
@@ -50,10 +57,16 @@ struct server;
 /* Opens the database, the token and the listening socket and starts the
  * pool and the job runner. */
 int server_start(const struct serve_opts *o, struct server **out, struct kt_err *err);
+/* Checks that the --listen address parses and its port is free (binds and
+ * lets go), for a command that would do other work before serving. */
+int server_listen_probe(const char *listen, struct kt_err *err);
 /* The bound port (useful with port 0). */
 int server_port(const struct server *s);
-/* The bearer token writes need. */
+/* The bearer token writes need ("" on a read-only server). */
 const char *server_token(const struct server *s);
+/* 1 when the database is read-only for this process (store_writable): the
+ * server then answers reads only, and needs and creates no token. */
+int server_readonly(const struct server *s);
 /* Stops listening, waits for the handlers and the job runner, frees. */
 void server_stop(struct server *s);
 

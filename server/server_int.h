@@ -20,6 +20,26 @@
 #define SRV_IMPORT_CAP (64u << 20)	/* POST /v1/import carries a whole export */
 #define SRV_CHARTJS "/usr/share/javascript/chart.js/chart.min.js"
 
+/* Connections. A client that trickles its request a byte at a time holds
+ * a slot as long as it likes unless something ends it: the whole request
+ * (head, and the body of anything but an authorized write) must arrive
+ * within SRV_REQUEST_S of the connection's start or of its previous
+ * answer; one address holds at most SRV_PER_IP connections; the server at
+ * most SRV_MAX_CONNS, fewer when the open-file limit is lower. */
+#define SRV_MAX_CONNS 4096
+#define SRV_PER_IP 64
+#define SRV_REQUEST_S 10
+#define SRV_IDLE_S 10		/* a connection quiet this long is closed */
+
+/* One open connection, for the request deadline (http.c). */
+struct srv_conn {
+	struct srv_conn *prev, *next;
+	int fd;
+	double since;		/* when its current request began */
+	int exempt;		/* whole, answering, or an authorized write */
+	int reaped;		/* shut down for missing its deadline */
+};
+
 /* Answers of GET /v1/best already serialized, per thread, keyed by the
  * normalized query; dropped whenever the winners table reloads. */
 #define SRV_CACHE_SLOTS 512
@@ -34,11 +54,36 @@ struct srv_cached {
 struct srv_tls {
 	struct store *st;
 	struct lookup_table table;
+	int64_t seen_version;		/* table.data_version when gen was last bumped */
 	int64_t cache_version;		/* table.data_version the cache belongs to */
 	struct srv_cached cache[SRV_CACHE_SLOTS];
 	struct srv_tls *next;
 };
 void srv_cache_clear(struct srv_tls *t);
+
+/* Bytes shared by the export cache and the replies that send them: the
+ * last reference dropped frees them. */
+struct srv_blob {
+	atomic_int refs;
+	size_t len;
+	char data[];
+};
+struct srv_blob *srv_blob_new(const char *data, size_t len);
+void srv_blob_unref(struct srv_blob *b);
+
+/* GET /v1/export answers from here: a few exports (format, device,
+ * family) built once per change of the database and shared by every
+ * thread; one is built at a time, so asking for exports costs the
+ * server at most one core whatever the number of clients. */
+#define SRV_EXPORT_SLOTS 8
+#define SRV_EXPORT_BYTES (256u << 20)	/* cached bytes at most */
+struct srv_export_slot {
+	int fmt;
+	char device[128], family[32];
+	long gen;			/* server.gen it was built at */
+	unsigned long used;		/* LRU tick */
+	struct srv_blob *blob;
+};
 
 enum { SRV_METHOD_GET = 1, SRV_METHOD_POST = 2 };
 
@@ -47,12 +92,18 @@ struct reply {
 	json_t *json;		/* owned; sent compact */
 	char *text;		/* owned (malloc); or NULL */
 	size_t len;
-	const char *ctype;	/* for text */
+	const char *ctype;	/* for text or blob */
 	const char *allow;	/* 405: the Allow header */
+	struct srv_blob *blob;	/* one reference, sent without a copy; or NULL */
 };
+
+/* Query arguments a request may carry: a legitimate one has a dozen. */
+#define SRV_MAX_ARGS 64
 
 struct request {
 	struct server *srv;
+	int started;		/* on_request's first call has run */
+	int nargs_over;		/* arguments counted when over SRV_MAX_ARGS */
 	struct MHD_Connection *conn;
 	const char *method, *url;
 	int route;		/* index in srv_routes; -1 unknown */
@@ -61,6 +112,12 @@ struct request {
 	size_t len, cap, limit;
 	int too_big;
 	struct srv_tls *tls;
+	/* a slow route's handler runs on its own thread (http.c): what it
+	 * answered, kept for the call that follows the resume */
+	int done;
+	int async_rc;
+	struct reply async_out;
+	struct kt_err async_err;
 };
 
 struct route {
@@ -70,7 +127,18 @@ struct route {
 	size_t body_cap;	/* 0: the server's default */
 	const char *allow;	/* the Allow header for 405 */
 	int (*fn)(struct request *rq, struct reply *out, struct kt_err *err);
+	/* 1: fn may take seconds (an import): it runs on a thread of its own
+	 * while the connection is suspended, so that the pool thread goes on
+	 * serving its other connections */
+	int slow;
+	/* The query arguments it takes, space-separated ("" none); NULL: any
+	 * (its handler checks them, as /v1/best does its shape's dims). An
+	 * argument a route does not take is a 400, not silently ignored. */
+	const char *args;
 };
+
+/* Slow handlers running at once; more answer 409. */
+#define SRV_SLOW_MAX 4
 
 extern const struct route srv_routes[];
 extern const int srv_nroutes;
@@ -90,6 +158,7 @@ struct server {
 	int threads;
 	int port;
 	int quiet;
+	int readonly;		/* the database is not writable here: reads only */
 	double started;
 	struct MHD_Daemon *mhd;
 	struct job_runner *jobs;
@@ -100,6 +169,25 @@ struct server {
 	struct store *writer;
 	atomic_long requests[64][SRV_NCODES];	/* [route + 1][code bucket] */
 	atomic_long in_flight;
+	atomic_long reaped;		/* connections that missed the deadline */
+	int max_conns, per_ip;
+	double request_s;
+	pthread_mutex_t conn_mu;	/* conns and their fields */
+	struct srv_conn *conns;
+	pthread_t reaper;
+	int reaper_started;
+	atomic_int stopping;
+	/* Bumped by a thread that sees the database changed (its connection's
+	 * data_version moved): whatever was built before is stale. */
+	atomic_long gen;
+	pthread_mutex_t export_mu;	/* exports[] */
+	pthread_mutex_t export_build_mu;	/* one export built at a time */
+	struct srv_export_slot exports[SRV_EXPORT_SLOTS];
+	unsigned long export_tick;
+	atomic_long export_builds;	/* exports built (the rest came from the cache) */
+	pthread_mutex_t slow_mu;	/* nslow, and stopping for new ones */
+	pthread_cond_t slow_cv;
+	int nslow;			/* slow handlers running */
 };
 
 /* This thread's read-only store and winners table, current with the db. */

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -304,6 +307,111 @@ static void test_run_without_gpu(void)
 	free(out);
 }
 
+/* A port taken by this process, for "port in use" (0: none). */
+static int busy_port(int *fd)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((*fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    bind(*fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(*fd, 4) != 0 ||
+	    getsockname(*fd, (struct sockaddr *)&sa, &len) != 0)
+		return 0;
+	return ntohs(sa.sin_port);
+}
+
+/* Lines of text (a last line without '\n' counts). */
+static int lines_of(const char *text)
+{
+	int n = 0;
+
+	for (; text && *text; text++)
+		if (*text == '\n' || !text[1])
+			n++;
+	return n;
+}
+
+/* Failed commands leave no database and no token behind, and a port in
+ * use is one clear line naming --listen (no line of libmicrohttpd's). */
+static void test_failures_leave_nothing(void)
+{
+	const char *bad = kt_test_path("bad-export.json");
+	const char *db = kt_test_path("left/k.db");
+	char listen[32], *out = NULL;
+	int fd = -1, port = busy_port(&fd);
+	struct stat sb;
+
+	CU_ASSERT_FATAL(port > 0);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	CU_ASSERT_EQUAL_FATAL(mkdir(kt_test_path("left"), 0755), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(bad, "{\"format\":", 10), 0);
+
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "serve", "--db", (char *)db, "--listen", listen), 0);
+	CU_ASSERT_EQUAL(lines_of(out), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "in use"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--listen"));
+	if (lines_of(out) != 1)
+		fprintf(stderr, "serve on a busy port said: %s\n", out ? out : "");
+	free(out);
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "run", "--db", (char *)db, "--listen", listen), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--listen"));
+	free(out);
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "serve", "--db", (char *)db, "--listen", "127.0.0.1:0",
+				"--seed", (char *)bad), 0);
+	free(out);
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "import", "--db", (char *)db, (char *)bad), 0);
+	free(out);
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "import", "--db", (char *)db, (char *)kt_test_path("no-such.json")), 0);
+	free(out);
+	close(fd);
+
+	CU_ASSERT_NOT_EQUAL(stat(db, &sb), 0);
+	CU_ASSERT_NOT_EQUAL(stat(kt_test_path("left/k.db.token"), &sb), 0);
+	CU_ASSERT_NOT_EQUAL(stat(kt_test_path("left/k.db-wal"), &sb), 0);
+	if (stat(db, &sb) == 0 || stat(kt_test_path("left/k.db.token"), &sb) == 0)
+		fprintf(stderr, "failed commands left files in %s\n", kt_test_path("left"));
+}
+
+/* An export filter that names nothing fails with the reason (it was an
+ * empty export and exit 0), and --out may not be the database. */
+static void test_export_unknown_filters(void)
+{
+	static const char doc[] =
+		"{\"format\":\"ktune-export\",\"version\":1,\"devices\":[{\"name\":\"NVIDIA H200\","
+		"\"uuid\":\"GPU-cli-x\",\"arch\":\"sm_90\"}],\"entries\":[{\"device\":\"GPU-cli-x\","
+		"\"family\":\"dense\",\"shape_key\":\"tokens=16,in=4096,out=4096\",\"config_key\":"
+		"\"variant=wgmma_ws,BLOCK_M=256,BLOCK_N=128,STAGES=4,GROUP_M=1,CONSUMERS=2\","
+		"\"median_us\":9.5,\"sweep\":{\"strategy\":\"exhaustive\"}}]}";
+	char *db = (char *)kt_test_path("export-filters.db");
+	char *docp = (char *)kt_test_path("export-filters.json");
+	char *out = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(docp, doc, sizeof(doc) - 1), 0);
+	CU_ASSERT_EQUAL_FATAL(RUN(&out, "import", "--db", db, docp), 0);
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--family", "nosuch"), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "unknown family 'nosuch'"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--device", "nosuch"), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "unknown device 'nosuch'"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--device", "GPU-cli-x", "--family", "dense"), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "tokens=16,in=4096,out=4096"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "export", "--db", db, "--device", "NVIDIA H200"), 0);
+	free(out);
+	CU_ASSERT_NOT_EQUAL(RUN(&out, "export", "--db", db, "--out", db), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "is the database itself"));
+	free(out);
+	CU_ASSERT_EQUAL(RUN(&out, "best", "--db", db, "--family", "dense", "--shape",
+			    "tokens=16,in=4096,out=4096"), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "exact"));
+	free(out);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -318,5 +426,9 @@ int main(void)
 	CU_add_test(s, "sweep on the CPU test device, then trials", test_sweep_and_trials);
 	CU_add_test(s, "no GPU: devices and sweep say so", test_no_gpu_is_plain);
 	CU_add_test(s, "no GPU: run serves the shipped H200 results", test_run_without_gpu);
+	CU_add_test(s, "export: unknown family or device fails, --out is not the database",
+		    test_export_unknown_filters);
+	CU_add_test(s, "failed commands leave nothing; a busy port names --listen",
+		    test_failures_leave_nothing);
 	return kt_test_main();
 }

@@ -944,28 +944,34 @@ static void test_http_best(void)
 	json_decref(j);
 	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=2048&in=4096&out=4096&max_distance=", 400);
 	json_decref(j);
-	/* in a batch: a number, "inf", and a bad one answering alone */
+	/* in a batch: a number, "inf" and null answer; a negative one or
+	 * another type is a 400 for the whole request (the OpenAPI document
+	 * refuses it), naming the query */
 	snprintf(body, sizeof(body),
 		 "{\"queries\": [{\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
 		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": 3},"
 		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
 		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": \"inf\"},"
 		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
-		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": -1},"
-		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
-		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": true},"
-		 " {\"family\": \"dense\", \"device\": \"GPU-fx-h200\","
 		 " \"shape\": \"tokens=65536,in=4096,out=4096\", \"max_distance\": null}]}");
 	b = req_json("POST", "/v1/best:batch", NULL, body, 200);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
 	r = json_object_get(b, "results");
-	CU_ASSERT_EQUAL_FATAL(json_array_size(r), 5);
+	CU_ASSERT_EQUAL_FATAL(json_array_size(r), 3);
 	CU_ASSERT_STRING_EQUAL(batch_answer(r, 0), "nearest");
 	CU_ASSERT_STRING_EQUAL(batch_answer(r, 1), "nearest");
-	CU_ASSERT_STRING_EQUAL(batch_answer(r, 2), "error invalid_argument");
-	CU_ASSERT_STRING_EQUAL(batch_answer(r, 3), "error invalid_argument");
-	CU_ASSERT_STRING_EQUAL(batch_answer(r, 4), "default");
+	CU_ASSERT_STRING_EQUAL(batch_answer(r, 2), "default");
 	json_decref(b);
+	expect_error("POST", "/v1/best:batch", NULL,
+		     "{\"queries\": [{\"family\": \"dense\", \"shape\": \"tokens=16,in=64,out=64\"},"
+		     " {\"family\": \"dense\", \"shape\": \"tokens=16,in=64,out=64\", \"max_distance\": -1}]}",
+		     400, "invalid_argument");
+	expect_error("POST", "/v1/best:batch", NULL,
+		     "{\"queries\": [{\"family\": \"dense\", \"shape\": \"tokens=16,in=64,out=64\","
+		     " \"max_distance\": true}]}", 400, "invalid_argument");
+	expect_error("POST", "/v1/best:batch", NULL,
+		     "{\"queries\": [{\"family\": \"dense\", \"shape\": \"tokens=16,in=64,out=64\","
+		     " \"max_distance\": \"far\"}]}", 400, "invalid_argument");
 }
 
 /* GET /v1/best on a store of several GPUs of one model: an exact entry of
@@ -1596,6 +1602,151 @@ static void test_http_import(void)
 	json_decref(j);
 }
 
+/* A shape no config of the family can run is a 400 naming the rule it
+ * broke (it was "nothing tuned ... no default"); a default answer says
+ * why nothing tuned answered. */
+static void test_http_why(void)
+{
+	json_t *j, *e;
+	const char *m;
+
+	j = req_json("GET", "/v1/best?family=dense&device=GPU-fx-h200&tokens=16&in=4095&out=4096",
+		     NULL, NULL, 400);
+	e = json_object_get(j, "error");
+	m = jstr_or_empty(json_object_get(e, "message"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "multiples of 8"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "K=4095"));
+	json_decref(j);
+	j = req_json("GET", "/v1/best?family=blockattn_fwd&device=GPU-fx-h200&seqs=4&lmax=256&heads=4"
+		     "&head_dim=96&block=64&rope=0", NULL, NULL, 400);
+	m = jstr_or_empty(json_object_get(json_object_get(j, "error"), "message"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(m, "head_dim 96"));
+	json_decref(j);
+	/* exact: no reason */
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=1024&in=4096&out=4096", 200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "exact");
+	CU_ASSERT(json_is_null(json_object_get(j, "reason")));
+	json_decref(j);
+	/* default, nothing of the family tuned there */
+	j = get_json("/v1/best?family=monarch&device=GPU-fx-h200&tokens=128&in=4096&out=4096&blocks=4&rank=512",
+		     200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "default");
+	CU_ASSERT_PTR_NOT_NULL(strstr(jstr_or_empty(json_object_get(j, "reason")), "nothing of monarch"));
+	json_decref(j);
+	/* default past the distance limit: the reason names the shape */
+	j = get_json("/v1/best?family=dense&device=GPU-fx-a100&arch=sm_80&tokens=1024&in=4096&out=4096", 200);
+	if (j && strcmp(jstr_or_empty(json_object_get(j, "match")), "default") == 0)
+		CU_ASSERT(strlen(jstr_or_empty(json_object_get(j, "reason"))) > 10);
+	json_decref(j);
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=16&in=4096&out=4096&max_distance=0",
+		     200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	if (strcmp(jstr_or_empty(json_object_get(j, "match")), "default") == 0)
+		CU_ASSERT(strlen(jstr_or_empty(json_object_get(j, "reason"))) > 10);
+	json_decref(j);
+	j = get_json("/v1/best?family=dense&device=GPU-fx-h200&tokens=16384&in=2048&out=2048&max_distance=0.1",
+		     200);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_STRING_EQUAL(jstr_or_empty(json_object_get(j, "match")), "default");
+	CU_ASSERT(strlen(jstr_or_empty(json_object_get(j, "reason"))) > 10);
+	json_decref(j);
+}
+
+/* The builds /metrics counts for GET /v1/export. */
+static long export_builds(void)
+{
+	struct hc_resp r;
+	const char *p;
+	long n = -1;
+
+	if (hc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0 &&
+	    (p = strstr(r.body, "\nktune_export_builds_total ")))
+		n = strtol(p + strlen("\nktune_export_builds_total "), NULL, 10);
+	hc_free(&r);
+	return n;
+}
+
+struct export_get {
+	const char *path;
+	char *body;
+	int status;
+};
+
+static void *export_get_main(void *arg)
+{
+	struct export_get *g = arg;
+	struct hc_resp r;
+
+	if (hc_request(port, "GET", g->path, NULL, NULL, 0, &r) == 0) {
+		g->status = r.status;
+		g->body = r.body;
+		r.body = NULL;
+		hc_free(&r);
+	}
+	return NULL;
+}
+
+/* GET /v1/export is built once per change of the database and shared:
+ * 8 clients at once cost one build, a second round none; a write makes
+ * the next answer new. A filter that names nothing is a 404. */
+static void test_http_export_cache(void)
+{
+	struct export_get g[8];
+	pthread_t th[8];
+	long b0, b1, b2, b3;
+	char *first;
+	json_t *j;
+	int i, round;
+
+	expect_error("GET", "/v1/export?family=nosuch", NULL, NULL, 404, "not_found");
+	expect_error("GET", "/v1/export?device=nosuch", NULL, NULL, 404, "not_found");
+	expect_error("GET", "/v1/export?device=", NULL, NULL, 400, "invalid_argument");
+	b0 = export_builds();
+	first = NULL;
+	for (round = 0; round < 2; round++) {
+		memset(g, 0, sizeof(g));
+		for (i = 0; i < 8; i++) {
+			g[i].path = "/v1/export?format=json&device=GPU-fx-h200";
+			pthread_create(&th[i], NULL, export_get_main, &g[i]);
+		}
+		for (i = 0; i < 8; i++) {
+			pthread_join(th[i], NULL);
+			CU_ASSERT_EQUAL(g[i].status, 200);
+			if (!first && g[i].body)
+				first = strdup(g[i].body);
+			else
+				CU_ASSERT(g[i].body && first && strcmp(g[i].body, first) == 0);
+			free(g[i].body);
+		}
+		if (round == 0)
+			b1 = export_builds();
+	}
+	b2 = export_builds();
+	CU_ASSERT_EQUAL(b1 - b0, 1);
+	CU_ASSERT_EQUAL(b2, b1);
+	/* a write: the next export is built again and shows it */
+	j = req_json("POST", "/v1/import", auth,
+		     "{\"format\":\"ktune-export\",\"version\":1,\"devices\":[{\"name\":\"NVIDIA H200\","
+		     "\"uuid\":\"GPU-fx-h200\",\"arch\":\"sm_90\"}],\"entries\":[{\"device\":\"GPU-fx-h200\","
+		     "\"family\":\"dense\",\"shape_key\":\"tokens=48,in=4096,out=4096\",\"config_key\":"
+		     "\"variant=wgmma_ws,BLOCK_M=256,BLOCK_N=128,STAGES=4,GROUP_M=1,CONSUMERS=2\","
+		     "\"median_us\":9.5,\"sweep\":{\"strategy\":\"exhaustive\",\"options_key\":\"cache\"}}]}",
+		     200);
+	json_decref(j);
+	memset(g, 0, sizeof(g));
+	g[0].path = "/v1/export?format=json&device=GPU-fx-h200";
+	export_get_main(&g[0]);
+	b3 = export_builds();
+	CU_ASSERT_EQUAL(g[0].status, 200);
+	CU_ASSERT(g[0].body && strstr(g[0].body, "tokens=48,in=4096,out=4096"));
+	CU_ASSERT(first && !strstr(first, "tokens=48,in=4096,out=4096"));
+	CU_ASSERT_EQUAL(b3 - b2, 1);
+	free(g[0].body);
+	free(first);
+}
+
 /* `ktune serve` as a process: listens, answers, stops on SIGTERM with 0. */
 static void test_cli_serve(void)
 {
@@ -1681,6 +1832,9 @@ int main(void)
 	CU_add_test(s, "http: reads while a job runs; a full queue is a 409", test_http_jobs_busy);
 	CU_add_test(s, "token file: 0600, random, refused when readable", test_token_file);
 	CU_add_test(s, "http: import (token, idempotent) while readers read", test_http_import);
+	CU_add_test(s, "http: an unsupported shape names its rule; a default says why", test_http_why);
+	CU_add_test(s, "http: export from a cache a write invalidates; unknown filters 404",
+		    test_http_export_cache);
 	CU_add_test(s, "cli: ktune serve answers and stops on SIGTERM", test_cli_serve);
 	return kt_test_main();
 }

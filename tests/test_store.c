@@ -945,6 +945,53 @@ static void test_concurrent_writers(void)
 	store_close(st);
 }
 
+/* Many connections opening one new file at once: each must end up with
+ * the schema and WAL, none may give up with "database is locked" (the
+ * switch to WAL takes a lock the busy handler does not wait for). */
+struct opener {
+	const char *path;
+	int ok;
+	char msg[512];
+};
+
+static void *opener_main(void *arg)
+{
+	struct opener *o = arg;
+	struct store *st = NULL;
+	struct kt_err e = { 0 };
+
+	o->ok = store_open(o->path, STORE_RW, &st, &e) == 0;
+	snprintf(o->msg, sizeof(o->msg), "%s", e.msg);
+	store_close(st);
+	return NULL;
+}
+
+#define OPEN_ROUNDS 40
+#define OPENERS 6
+
+static void test_concurrent_first_open(void)
+{
+	struct opener o[OPENERS];
+	pthread_t th[OPENERS];
+	char name[64];
+	int round, i, failed = 0;
+
+	for (round = 0; round < OPEN_ROUNDS; round++) {
+		snprintf(name, sizeof(name), "first-open-%d.db", round);
+		memset(o, 0, sizeof(o));
+		for (i = 0; i < OPENERS; i++) {
+			o[i].path = kt_test_path(name);
+			CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, opener_main, &o[i]), 0);
+		}
+		for (i = 0; i < OPENERS; i++) {
+			pthread_join(th[i], NULL);
+			if (!o[i].ok && failed++ < 3)
+				fprintf(stderr, "round %d opener %d: %s\n", round, i, o[i].msg);
+		}
+	}
+	CU_ASSERT_EQUAL(failed, 0);
+}
+
 /* ---- binaries, baselines, winners ---- */
 
 static void test_binary_cache(void)
@@ -1416,6 +1463,7 @@ int main(void)
 	CU_add_test(s, "live owner conflict", test_live_owner_conflict);
 	CU_add_test(s, "reader not blocked by writer", test_reader_not_blocked);
 	CU_add_test(s, "concurrent writers, one per GPU", test_concurrent_writers);
+	CU_add_test(s, "concurrent first opens of a new file", test_concurrent_first_open);
 	s = CU_add_suite("store_merge", NULL, NULL);
 	CU_add_test(s, "merge two hosts", test_merge);
 	CU_add_test(s, "merge refusals leave files alone", test_merge_refusals);

@@ -4,14 +4,20 @@
 # prints the exact apt-get line and fails, so nothing half-works.
 #   tools/deps.sh          build + test dependencies
 #   tools/deps.sh --bench  also wrk (the server benchmark)
+#   tools/deps.sh --ci     also the lint tools, clang (fuzzing), python3-venv
 set -u
+# util-linux: setpriv, which test_reliab uses to read a database as another user
 pkgs=(gcc g++ make libc6-dev pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
-      libgnutls28-dev libcunit1-dev libjs-chart.js chromium)
+      libgnutls28-dev libcunit1-dev libjs-chart.js chromium util-linux)
 # python3-venv: python/ci.sh tests the Python package in a fresh venv
 pkgs+=(python3 python3-venv)
 case "${1:-}" in
 --bench) pkgs+=(wrk) ;;
 --lint) pkgs+=(shellcheck python3-yaml) ;;
+# CI: the lint tools, and what the reliability steps need (tools/fuzz.sh:
+# clang and its libFuzzer and sanitizer runtimes; tools/schemathesis.sh: a
+# Python venv for the pinned schemathesis)
+--ci) pkgs+=(shellcheck python3-yaml clang libclang-rt-14-dev python3-venv) ;;
 esac
 
 missing=()

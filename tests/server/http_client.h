@@ -48,14 +48,19 @@ static __attribute__((unused)) int hc_request(int port, const char *method, cons
 {
 	struct sockaddr_in sa;
 	struct timeval tv = { 20, 0 };
-	char head[2048];
+	size_t hcap = strlen(path) + (extra_headers ? strlen(extra_headers) : 0) + 256;
+	char *head = malloc(hcap);
 	char *buf = NULL, *sep;
 	size_t len = 0, cap = 0;
 	int fd, n;
 
 	memset(r, 0, sizeof(*r));
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+	if (!head)
 		return -1;
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0) {
+		free(head);
+		return -1;
+	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
@@ -63,9 +68,10 @@ static __attribute__((unused)) int hc_request(int port, const char *method, cons
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		close(fd);
+		free(head);
 		return -1;
 	}
-	n = snprintf(head, sizeof(head),
+	n = snprintf(head, hcap,
 		     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s"
 		     "Content-Length: %zu\r\n\r\n", method, path,
 		     extra_headers ? extra_headers : "",
@@ -74,6 +80,7 @@ static __attribute__((unused)) int hc_request(int port, const char *method, cons
 	    (body && body_len && hc_send_all(fd, body, body_len) < 0)) {
 		/* A server may answer (413) and close before the body is in. */
 	}
+	free(head);
 	for (;;) {
 		ssize_t k;
 
