@@ -13,11 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "db/store.h"
+#include "kernels/family.h"
 #include "testutil.h"
+#include "tuner/sweep.h"
+#include "tuner/worker.h"
+#include "tuner/worker_int.h"
 
 /* ---- helpers ---- */
 
@@ -406,6 +411,483 @@ static void test_faulty_and_family(void)
 	store_close(st);
 }
 
+
+/* ---- verification ---- */
+
+#define BIG_N ((1L << 20) + 17)
+
+/* y = 2x over bf16 inputs, as the selftest family's reference has it. */
+static void selftest_ref(float *ref, uint16_t *x, size_t n, uint64_t seed)
+{
+	size_t i;
+
+	kt_fill_bf16(x, n, seed, 1.0);
+	for (i = 0; i < n; i++)
+		ref[i] = 2.0f * kt_bf16_to_f32(x[i]);
+}
+
+static void judge_one(const float *got, const float *ref, size_t n, const char *name,
+		      struct worker_result *res)
+{
+	const struct kt_family *f = kt_family_find("selftest");
+	struct kt_shape s = { { (long)n } };
+	struct kt_buf bufs[2];
+	struct wk_cmp cmp[2], self;
+	struct worker_tol tol[2];
+	double rms;
+
+	memset(bufs, 0, sizeof(bufs));
+	memset(cmp, 0, sizeof(cmp));
+	memset(tol, 0, sizeof(tol));
+	memset(&self, 0, sizeof(self));
+	kt_buf_set(&bufs[0], "x", KT_BUF_INPUT, KT_BF16, n, 1.0);
+	kt_buf_set(&bufs[1], name, KT_BUF_OUTPUT, KT_BF16, n, 0);
+	worker_tolerance(f, &s, &bufs[1], &tol[1]);
+	wk_compare(ref, ref, n, 0, 0, &self);
+	rms = sqrt(self.sq_ref / (double)n);
+	wk_compare(got, ref, n, wk_atol(&tol[1], rms), tol[1].rtol, &cmp[1]);
+	memset(res, 0, sizeof(*res));
+	wk_judge(res, bufs, 2, cmp, tol);
+}
+
+/* 88 zeroed elements of 2^20 (the selftest family's planted sparse_wrong,
+ * and the case that slipped through a pooled 1e-2 bound): relative L2 just
+ * under the global tolerance, caught by the local check. A correct output
+ * rounded to bf16 twice over passes. */
+static void test_local_check_catches_sparse_zeros(void)
+{
+	size_t n = BIG_N, stride = n / 88, i;
+	float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+	uint16_t *x = malloc(n * sizeof(uint16_t));
+	struct worker_result res;
+	long zeroed = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ref && got && x);
+	selftest_ref(ref, x, n, 99);
+	/* a correct kernel: the same values through bf16 */
+	for (i = 0; i < n; i++)
+		got[i] = kt_bf16_to_f32(kt_f32_to_bf16(ref[i]));
+	judge_one(got, ref, n, "y", &res);
+	CU_ASSERT_EQUAL(res.status, WORKER_OK);
+	CU_ASSERT_EQUAL(res.nout, 1);
+	CU_ASSERT_EQUAL(res.out[0].over, 0);
+	CU_ASSERT_TRUE(res.out[0].max_err < res.out[0].local_tol);
+	for (i = 0; i < n; i++)
+		if (i % stride == stride / 2) {
+			got[i] = 0;
+			zeroed++;
+		}
+	CU_ASSERT(zeroed >= 88 && zeroed <= 89);
+	judge_one(got, ref, n, "y", &res);
+	printf("\n  %ld of %zu zeroed: relative L2 %.4f (tolerance %.3g), largest error %.2f x rms "
+	       "(local bound %.3f), %ld over", zeroed, n, res.out[0].rel_l2, res.out[0].l2_tol,
+	       res.out[0].max_err, res.out[0].local_tol, res.out[0].over);
+	/* the pooled global check alone would have passed it */
+	CU_ASSERT_TRUE(res.out[0].rel_l2 < res.out[0].l2_tol);
+	CU_ASSERT_EQUAL(res.status, WORKER_WRONG);
+	CU_ASSERT_TRUE(res.out[0].over >= 60);
+	CU_ASSERT_PTR_NOT_NULL(strstr(res.message, "local bound"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(res.message, "y:"));
+	/* One zeroed element is caught too (when it was not near 0 anyway). */
+	for (i = 0; i < n; i++)
+		got[i] = kt_bf16_to_f32(kt_f32_to_bf16(ref[i]));
+	for (i = 0; fabsf(ref[i]) < 0.5f; i++)
+		;
+	got[i] = 0;
+	judge_one(got, ref, n, "y", &res);
+	CU_ASSERT_EQUAL(res.status, WORKER_WRONG);
+	CU_ASSERT_EQUAL(res.out[0].over, 1);
+	free(ref);
+	free(got);
+	free(x);
+}
+
+/* Outputs are judged one by one: dq 4.5% off beside exact dk and dv (twice
+ * its magnitude, as gradients of unequal scale are) fails, naming dq, where
+ * the pooled error is under 2e-2. */
+static void test_outputs_judged_separately(void)
+{
+	const struct kt_family *f = kt_family_find("blockattn_bwd");
+	size_t n = 4096, i;
+	struct kt_buf bufs[3];
+	struct wk_cmp cmp[3];
+	struct worker_tol tol[3];
+	struct worker_result res;
+	float *ref = malloc(n * sizeof(float)), *dq = malloc(n * sizeof(float));
+	float *big = malloc(n * sizeof(float));
+	uint16_t *x = malloc(n * sizeof(uint16_t));
+	struct kt_shape s;
+	struct kt_err e = { 0 };
+	double pooled_diff = 0, pooled_ref = 0, rms;
+	int b;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f && ref && dq && x && big);
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, "seqs=8,lmax=256,heads=1,head_dim=64,block=64,rope=0",
+					     &s, &e), 0);
+	selftest_ref(ref, x, n, 7);
+	for (i = 0; i < n; i++) {
+		dq[i] = ref[i] * (i % 2 ? 1.045f : 0.955f);
+		big[i] = 2.0f * ref[i];
+	}
+	memset(bufs, 0, sizeof(bufs));
+	memset(cmp, 0, sizeof(cmp));
+	kt_buf_set(&bufs[0], "dq", KT_BUF_OUTPUT, KT_F32, n, 0);
+	kt_buf_set(&bufs[1], "dk", KT_BUF_OUTPUT, KT_F32, n, 0);
+	kt_buf_set(&bufs[2], "dv", KT_BUF_OUTPUT, KT_F32, n, 0);
+	for (b = 0; b < 3; b++) {
+		struct wk_cmp self;
+
+		memset(&self, 0, sizeof(self));
+		worker_tolerance(f, &s, &bufs[b], &tol[b]);
+		wk_compare(b ? big : ref, b ? big : ref, n, 0, 0, &self);
+		rms = sqrt(self.sq_ref / (double)n);
+		wk_compare(b == 0 ? dq : big, b ? big : ref, n, wk_atol(&tol[b], rms), tol[b].rtol,
+			   &cmp[b]);
+		pooled_diff += cmp[b].sq_diff;
+		pooled_ref += cmp[b].sq_ref;
+	}
+	/* head_dim 64 and block 64: the reduction length the bound allows */
+	CU_ASSERT_EQUAL(tol[0].k, 64);
+	CU_ASSERT_DOUBLE_EQUAL(tol[0].l2, f->tol, 1e-12);
+	CU_ASSERT_TRUE(sqrt(pooled_diff / pooled_ref) < f->tol);
+	memset(&res, 0, sizeof(res));
+	CU_ASSERT_EQUAL(wk_judge(&res, bufs, 3, cmp, tol), 1);
+	CU_ASSERT_EQUAL(res.nout, 3);
+	CU_ASSERT_STRING_EQUAL(res.out[0].name, "dq");
+	CU_ASSERT_TRUE(res.out[0].rel_l2 > 0.04);
+	CU_ASSERT_DOUBLE_EQUAL(res.out[1].rel_l2, 0, 1e-12);
+	CU_ASSERT_PTR_NOT_NULL(strstr(res.message, "dq:"));
+	CU_ASSERT_DOUBLE_EQUAL(res.rel_err, res.out[0].rel_l2, 1e-12);
+	free(ref);
+	free(dq);
+	free(big);
+	free(x);
+}
+
+/* The bounds follow the problem: K from the shape, ulps from the dtype,
+ * the Gaussian tail from the count. */
+static void test_tolerance_from_problem(void)
+{
+	const struct kt_family *dense = kt_family_find("dense"), *sel = kt_family_find("selftest");
+	struct kt_shape s1, s2, st = { { 1000 } };
+	struct kt_buf b;
+	struct worker_tol t1, t2, t3;
+	struct kt_err e = { 0 };
+
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(dense, "tokens=1024,in=4096,out=4096", &s1, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(dense, "tokens=1024,in=65536,out=4096", &s2, &e), 0);
+	kt_buf_set(&b, "y", KT_BUF_OUTPUT, KT_BF16, 1024 * 4096, 0);
+	worker_tolerance(dense, &s1, &b, &t1);
+	worker_tolerance(dense, &s2, &b, &t2);
+	CU_ASSERT_EQUAL(t1.k, 4096);
+	CU_ASSERT_EQUAL(t2.k, 65536);
+	CU_ASSERT_TRUE(t2.local > t1.local);	/* a longer reduction: a looser bound */
+	CU_ASSERT_DOUBLE_EQUAL(t1.rtol, 1.0 / 64, 1e-12);
+	CU_ASSERT_DOUBLE_EQUAL(t1.local, 2 * sqrt(2 * log(1024.0 * 4096)) * 1e-2 + 4096 * ldexp(1, -23),
+			       1e-12);
+	kt_buf_set(&b, "y", KT_BUF_OUTPUT, KT_F32, 1000, 0);
+	worker_tolerance(sel, &st, &b, &t3);
+	CU_ASSERT_EQUAL(t3.k, 1);
+	CU_ASSERT_TRUE(t3.rtol < 1e-6);
+	CU_ASSERT_TRUE(t3.local < t1.local);	/* fewer elements: a thinner tail */
+}
+
+static void test_guard_count(void)
+{
+	unsigned char buf[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(WK_GUARD_WORD >> (8 * (i % 4)));
+	CU_ASSERT_EQUAL(wk_guard_count(buf, sizeof(buf)), 0);
+	buf[5] = 0;
+	buf[63] ^= 1;
+	CU_ASSERT_EQUAL(wk_guard_count(buf, sizeof(buf)), 2);
+}
+
+/* ---- on the CPU test device ---- */
+
+static const char *fake_nvml(void)
+{
+	static char path[4096];
+	char exe[4000];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return "";
+	exe[n] = 0;
+	if ((slash = strrchr(exe, '/')))
+		*slash = 0;
+	snprintf(path, sizeof(path), "%s/fake-nvml/libnvidia-ml.so.1", exe);
+	return path;
+}
+
+static void cpu_opts(struct sweep_opts *o, const char *db, const char *shape)
+{
+	sweep_opts_default(o);
+	o->db_path = db;
+	o->family = "selftest";
+	o->shape = shape;
+	o->threads = 2;
+	o->timeout_s = 3;
+	o->worker.exe = kt_test_ktune();
+	o->worker.backend = WORKER_BACKEND_CPU;
+	o->worker.budget_ms = 20;
+}
+
+static int trial_rows(const char *db, int64_t sweep, struct store_trial_row **rows)
+{
+	struct store *st = NULL;
+	struct kt_err e = { 0 };
+	int n = -1;
+
+	*rows = NULL;
+	if (store_open(db, STORE_RO, &st, &e) == 0 && store_trials_list(st, sweep, 0, rows, &n, &e) != 0)
+		n = -1;
+	store_close(st);
+	return n;
+}
+
+static void rows_free(struct store_trial_row *rows, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		store_trial_row_release(&rows[i]);
+	free(rows);
+}
+
+/* Planted at 2^20 elements: the near-tolerance wrong kernel, the write
+ * past the output, the compile error and the shared-memory excess each get
+ * their status, and the winner is the good config. */
+static void test_planted_statuses(void)
+{
+	const char *db = kt_test_path("planted.db");
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct store_trial_row *rows;
+	struct kt_err e = { 0 };
+	int n, i, seen = 0;
+
+	cpu_opts(&o, db, "n=1048593");
+	o.plant = 1;
+	o.rounds = 2;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_STRING_EQUAL(s.best_config, "variant=ok,UNROLL=1");
+	CU_ASSERT_TRUE(s.verified);
+	n = trial_rows(db, s.sweep_id, &rows);
+	CU_ASSERT_EQUAL(n, s.evaluated);
+	for (i = 0; i < n; i++) {
+		const char *k = rows[i].config_key, *st = rows[i].status,
+			   *m = rows[i].message ? rows[i].message : "";
+
+		if (strstr(k, "sparse_wrong")) {
+			seen |= 1;
+			CU_ASSERT_STRING_EQUAL(st, "wrong");
+			CU_ASSERT_PTR_NOT_NULL(strstr(m, "local bound"));
+			CU_ASSERT_PTR_NOT_NULL(rows[i].errors_json &&
+					       strstr(rows[i].errors_json, "\"over\""));
+			CU_ASSERT_TRUE(rows[i].rel_err > 0 && rows[i].rel_err < 0.01);
+		} else if (strstr(k, "oob_write")) {
+			seen |= 2;
+			CU_ASSERT_STRING_EQUAL(st, "wrong");
+			CU_ASSERT_PTR_NOT_NULL(strstr(m, "guard"));
+		} else if (strstr(k, "compile_error")) {
+			seen |= 4;
+			CU_ASSERT_STRING_EQUAL(st, "compile_error");
+			CU_ASSERT_PTR_NOT_NULL(rows[i].log && strstr(rows[i].log, "planted compile error"));
+		} else if (strstr(k, "smem_excess")) {
+			seen |= 8;
+			CU_ASSERT_STRING_EQUAL(st, "launch_error");
+			CU_ASSERT_PTR_NOT_NULL(strstr(m, "shared memory"));
+		} else if (strstr(k, "variant=fault")) {
+			seen |= 16;
+			CU_ASSERT_STRING_EQUAL(st, "fault");
+		} else if (strstr(k, "variant=hang")) {
+			seen |= 32;
+			CU_ASSERT_STRING_EQUAL(st, "timeout");
+		}
+	}
+	CU_ASSERT_EQUAL(seen, 63);
+	rows_free(rows, n);
+}
+
+/* The fake NVML's clocks land in every timed trial; one under the
+ * threshold is marked, and the summary says how low the clock went. */
+static void test_conditions_recorded(void)
+{
+	const char *db = kt_test_path("nvml.db");
+	char *old_lib = kt_test_env_save("KTUNE_NVML_LIB"), *old_sm = kt_test_env_save("KTUNE_FAKE_NVML_SM");
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct store_trial_row *rows;
+	struct kt_err e = { 0 };
+	int n, i, ok = 0;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_NVML_LIB", fake_nvml()), 0);
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_FAKE_NVML_SM", "1980,1300"), 0);
+	cpu_opts(&o, db, "n=4096");
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	if (e.code)
+		fprintf(stderr, "%s\n", e.msg);
+	CU_ASSERT_TRUE(s.nvml);
+	CU_ASSERT_EQUAL(s.clock_min_mhz, 1300);
+	CU_ASSERT_EQUAL(s.clock_max_mhz, 1980);
+	CU_ASSERT_EQUAL(s.clock_threshold_mhz, (int)(0.96 * 1980));
+	CU_ASSERT_TRUE(s.power_max_w > 400);
+	n = trial_rows(db, s.sweep_id, &rows);
+	for (i = 0; i < n; i++) {
+		if (strcmp(rows[i].status, "ok") != 0) {
+			CU_ASSERT_EQUAL(rows[i].cond.sm_mhz_before, 0);
+			continue;
+		}
+		ok++;
+		CU_ASSERT_EQUAL(rows[i].cond.sm_mhz_before, 1980);
+		CU_ASSERT_EQUAL(rows[i].cond.sm_mhz_after, 1300);
+		CU_ASSERT_EQUAL(rows[i].cond.mem_mhz_after, 3201);
+		CU_ASSERT_TRUE(rows[i].cond.temp_c_after > rows[i].cond.temp_c_before);
+		CU_ASSERT_EQUAL(rows[i].throttled, 1);
+	}
+	CU_ASSERT_TRUE(ok >= 1);
+	CU_ASSERT_EQUAL(s.n_throttled, ok);
+	rows_free(rows, n);
+
+	/* Steady clocks: nothing marked. */
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_FAKE_NVML_SM", "1980"), 0);
+	cpu_opts(&o, kt_test_path("nvml2.db"), "n=4096");
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_TRUE(s.nvml);
+	CU_ASSERT_EQUAL(s.n_throttled, 0);
+	CU_ASSERT_EQUAL(s.clock_min_mhz, 1980);
+
+	/* No NVML at all: no conditions, said plainly. */
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1"), 0);
+	cpu_opts(&o, kt_test_path("nvml3.db"), "n=4096");
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_FALSE(s.nvml);
+	CU_ASSERT_EQUAL(s.clock_min_mhz, 0);
+	CU_ASSERT_TRUE(s.best_us > 0);
+	kt_test_env_put("KTUNE_NVML_LIB", old_lib);
+	kt_test_env_put("KTUNE_FAKE_NVML_SM", old_sm);
+	free(old_lib);
+	free(old_sm);
+}
+
+/* Two good configs (the CPU device allowing 64 KiB of shared memory): the
+ * tournament runs both in every round, rotated, stores their medians, and
+ * the summary's us is the winner's; the fresh re-time and the sentinel are
+ * recorded. */
+static void test_tournament_and_sentinel(void)
+{
+	const char *db = kt_test_path("tourn.db");
+	char *old = kt_test_env_save("KTUNE_CPU_SMEM");
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct store *st = NULL;
+	struct store_measure_row *m = NULL;
+	struct store_trial_row *rows;
+	struct kt_err e = { 0 };
+	int n = 0, i, k, first[3] = { -1, -1, -1 }, ntour = 0, nsent = 0, nret = 0, n2;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_CPU_SMEM", "131072"), 0);
+	cpu_opts(&o, db, "n=65536");
+	o.rounds = 3;
+	o.sentinel_every = 1;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.n_ok, 2);
+	CU_ASSERT_EQUAL(s.tournament_n, 2);
+	CU_ASSERT_EQUAL(s.tournament_rounds, 3);
+	CU_ASSERT_TRUE(s.contenders[0].median_us > 0 && s.contenders[1].median_us > 0);
+	CU_ASSERT_TRUE(s.contenders[0].median_us <= s.contenders[1].median_us);
+	CU_ASSERT_STRING_EQUAL(s.best_config, s.contenders[0].config);
+	CU_ASSERT_DOUBLE_EQUAL(s.best_us, s.contenders[0].median_us, 1e-9);
+	CU_ASSERT_TRUE(s.retime_us > 0);
+	CU_ASSERT_TRUE(s.verified);
+	CU_ASSERT_STRING_EQUAL(s.sentinel, "variant=ok,UNROLL=1");
+	CU_ASSERT_TRUE(s.sentinel_n >= 3);	/* before, between, after */
+
+	CU_ASSERT_EQUAL_FATAL(store_open(db, STORE_RO, &st, &e), 0);
+	CU_ASSERT_EQUAL(store_measures_list(st, s.sweep_id, NULL, &m, &n, &e), 0);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(m[i].kind, "tournament")) {
+			ntour++;
+			CU_ASSERT_STRING_EQUAL(m[i].status, "ok");
+			if (m[i].position == 0 && m[i].round < 3)
+				first[m[i].round] = strstr(m[i].config_key, "UNROLL=2") != NULL;
+		}
+		nsent += !strcmp(m[i].kind, "sentinel");
+		nret += !strcmp(m[i].kind, "retime");
+		store_measure_row_release(&m[i]);
+	}
+	free(m);
+	store_close(st);
+	CU_ASSERT_EQUAL(ntour, 6);
+	CU_ASSERT_EQUAL(nsent, s.sentinel_n);
+	CU_ASSERT_EQUAL(nret, 1);
+	/* rotated: round 1 starts with whom round 0 ended with */
+	CU_ASSERT_TRUE(first[0] >= 0 && first[1] >= 0 && first[0] != first[1]);
+	CU_ASSERT_EQUAL(first[0], first[2]);
+	n2 = trial_rows(db, s.sweep_id, &rows);
+	for (k = 0, i = 0; i < n2; i++)
+		if (!strcmp(rows[i].status, "ok")) {
+			CU_ASSERT_TRUE(rows[i].tournament_us > 0);
+			CU_ASSERT_TRUE(rows[i].norm_us > 0);
+			k++;
+		}
+	CU_ASSERT_EQUAL(k, 2);
+	rows_free(rows, n2);
+
+	/* No tournament, no re-time, nothing new: the winner was verified by
+	 * an earlier run, and the summary says so. */
+	o.tournament_k = 0;
+	o.retime = 0;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_TRUE(s.resumed);
+	CU_ASSERT_EQUAL(s.evaluated, 0);
+	CU_ASSERT_TRUE(s.best_us > 0);
+	CU_ASSERT_FALSE(s.verified);
+	/* The same with a tournament: verified again, in this run. */
+	o.tournament_k = 8;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.evaluated, 0);
+	CU_ASSERT_TRUE(s.verified);
+	kt_test_env_put("KTUNE_CPU_SMEM", old);
+	free(old);
+}
+
+/* A config that faulted or hung is skipped by a later sweep of the same
+ * device and problem, unless asked to run it again. */
+static void test_faulty_remembered(void)
+{
+	const char *db = kt_test_path("remember.db");
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct kt_err e = { 0 };
+
+	cpu_opts(&o, db, "n=4096");
+	o.plant = 1;
+	o.tournament_k = 0;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.n_fault, 1);
+	CU_ASSERT_EQUAL(s.n_timeout, 1);
+	CU_ASSERT_EQUAL(s.skipped_faulty, 0);
+	/* another sweep (another seed): fault and hang are not run */
+	o.seed = 2;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_FALSE(s.resumed);
+	CU_ASSERT_EQUAL(s.skipped_faulty, 2);
+	CU_ASSERT_EQUAL(s.n_fault + s.n_timeout, 0);
+	CU_ASSERT_EQUAL(s.restarts, 0);
+	CU_ASSERT_TRUE(s.best_us > 0);
+	o.seed = 3;
+	o.retry_faulty = 1;
+	CU_ASSERT_EQUAL_FATAL(sweep_run(&o, &s, &e), 0);
+	CU_ASSERT_EQUAL(s.skipped_faulty, 0);
+	CU_ASSERT_EQUAL(s.n_fault, 1);
+	CU_ASSERT_EQUAL(s.n_timeout, 1);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -417,5 +899,16 @@ int main(void)
 	CU_add_test(s, "conditions, tournament times, measurements", test_rows_v2);
 	CU_add_test(s, "faulty configs of other sweeps, the family's trials",
 		    test_faulty_and_family);
+	s = CU_add_suite("verification per output, with a local check", NULL, NULL);
+	CU_add_test(s, "88 zeroed of 2^20 pass the pooled L2, fail the local check",
+		    test_local_check_catches_sparse_zeros);
+	CU_add_test(s, "dq, dk and dv judged one by one", test_outputs_judged_separately);
+	CU_add_test(s, "tolerances follow K, the dtype and the count", test_tolerance_from_problem);
+	CU_add_test(s, "guard bytes counted", test_guard_count);
+	s = CU_add_suite("sweep on the CPU test device: trust", NULL, NULL);
+	CU_add_test(s, "planted configs each get their status", test_planted_statuses);
+	CU_add_test(s, "NVML conditions per trial, throttled marked", test_conditions_recorded);
+	CU_add_test(s, "tournament, fresh re-time, sentinel, verified", test_tournament_and_sentinel);
+	CU_add_test(s, "faulty configs remembered, retried when asked", test_faulty_remembered);
 	return kt_test_main();
 }
