@@ -121,13 +121,14 @@ int guided_new(const struct kt_family *f, const struct kt_shape *s, const struct
 		free(best);
 		best = NULL;
 	}
-	/* Without a prior, a first look at every variant: two configs each,
-	 * at least 8 in all (fewer when the budget is smaller). */
+	/* A first look: with a prior, its 6 best guesses; without, two
+	 * configs of each variant, spread out, 4 at least; a third of the
+	 * budget at most, so that the model gets the rest. */
 	g->ninit = g->nprior > 0 ? 6 : 2L * f->nvariants;
-	if (g->ninit < 8)
-		g->ninit = 8;
-	if (g->ninit > budget / 2 && budget >= 4)
-		g->ninit = budget / 2;
+	if (g->ninit < 4)
+		g->ninit = 4;
+	if (g->ninit > budget / 3 && budget >= 6)
+		g->ninit = budget / 3;
 	*out = g;
 	return 0;
 oom:
@@ -192,6 +193,41 @@ static long draw_random(struct guided *g, long turn)
 	return -1;
 }
 
+/* For the initial design: of 16 unproposed candidates drawn at random
+ * (the variants in turn), the one farthest from every proposed one, so
+ * that a few configs cover the space's corners rather than one corner. */
+static long draw_spread(struct guided *g, long turn)
+{
+	long best = -1, i, j, c;
+	double best_d = -1;
+	int k;
+
+	for (k = 0; k < 16; k++) {
+		double dmin = INFINITY;
+
+		if ((c = draw_random(g, turn)) < 0)
+			break;
+		for (i = 0; i < g->ncand; i++) {
+			double d = 0;
+
+			if (!g->state[i])
+				continue;
+			for (j = 0; j < g->nfeat; j++) {
+				double x = g->cx[c * g->nfeat + j] - g->cx[i * g->nfeat + j];
+
+				d += x * x;
+			}
+			if (d < dmin)
+				dmin = d;
+		}
+		if (dmin > best_d) {
+			best_d = dmin;
+			best = c;
+		}
+	}
+	return best;
+}
+
 static double norm_cdf(double z)
 {
 	return 0.5 * erfc(-z / sqrt(2.0));
@@ -210,8 +246,9 @@ static double expected_improvement(double best, double mu, double sd)
 
 /* Fits the forest on the prior and what was reported, and scores every
  * unproposed candidate by its expected improvement into ei (-1 when
- * proposed). Returns the largest, or -1 when no model could be fitted. */
-static double score(struct guided *g, double *ei)
+ * proposed) and its predicted log time into mu. Returns the largest
+ * expected improvement, or -1 when no model could be fitted. */
+static double score(struct guided *g, double *ei, double *mu_out)
 {
 	long nrows = g->nprior + g->nrep, i, k = 0, ncur_ok = 0;
 	double *x = NULL, *y = NULL, *w = NULL, best_us = 0, best_t, top = -1, prior_w = 1;
@@ -276,6 +313,7 @@ static double score(struct guided *g, double *ei)
 			continue;
 		}
 		forest_predict(model, g->cx + i * g->nfeat, &mu, &sd);
+		mu_out[i] = mu;
 		ei[i] = expected_improvement(best_t, mu, sd);
 		if (ei[i] > top)
 			top = ei[i];
@@ -288,10 +326,52 @@ out:
 	return top;
 }
 
+/* The candidate with the best reported time; -1 none. */
+static long incumbent(const struct guided *g)
+{
+	long i, b = -1;
+
+	for (i = 0; i < g->nrep; i++) {
+		long c = g->order[i];
+
+		if (g->us[c] > 0 && (b < 0 || g->us[c] < g->us[b]))
+			b = c;
+	}
+	return b;
+}
+
+/* 1 when candidates a and b are the same variant and differ in exactly one
+ * parameter: a step of a local search. */
+static int neighbours(const struct guided *g, long a, long b)
+{
+	const struct kt_config *x = &g->sp->cfg[g->cand[a]], *y = &g->sp->cfg[g->cand[b]];
+	int p, diff = 0;
+
+	if (x->variant != y->variant)
+		return 0;
+	for (p = 0; p < g->f->nparams && diff < 2; p++)
+		diff += x->p[p] != y->p[p];
+	return diff == 1;
+}
+
+/* The unproposed neighbour of the incumbent with the lowest predicted
+ * time; -1 when every neighbour was tried (the incumbent is a local best). */
+static long best_neighbour(const struct guided *g, const double *mu)
+{
+	long inc = incumbent(g), i, b = -1;
+
+	if (inc < 0)
+		return -1;
+	for (i = 0; i < g->ncand; i++)
+		if (!g->state[i] && neighbours(g, inc, i) && (b < 0 || mu[i] < mu[b]))
+			b = i;
+	return b;
+}
+
 long guided_next(struct guided *g, long *idx, long max)
 {
-	long n = 0, want, left = 0, i, turn;
-	double *ei = NULL, top;
+	long n = 0, want, left = 0, i, turn, nmin;
+	double *ei = NULL, *mu = NULL, top;
 
 	if (g->reason[0] || max <= 0)
 		return 0;
@@ -314,37 +394,49 @@ long guided_next(struct guided *g, long *idx, long max)
 	/* The initial design: random over the variants, unless a prior can
 	 * rank the space already. */
 	if (g->nprop < g->ninit && g->nprior == 0) {
-		while (n < want && (i = draw_random(g, turn++)) >= 0) {
+		while (n < want && (i = draw_spread(g, turn++)) >= 0) {
 			g->state[i] = 1;
 			idx[n++] = g->cand[i];
 		}
 		g->nprop += n;
 		return n;
 	}
-	if (!(ei = malloc((size_t)g->ncand * sizeof(double))))
+	if (!(ei = malloc((size_t)g->ncand * sizeof(double))) ||
+	    !(mu = malloc((size_t)g->ncand * sizeof(double))))
 		goto random;	/* out of memory: fall back to sampling */
-	top = score(g, ei);
+	top = score(g, ei, mu);
 	if (top < 0)
 		goto random;
+	/* Converged: past a minimum of trials, the incumbent is a local best
+	 * (every one-parameter neighbour tried) and the model has expected no
+	 * gain above the noise anywhere twice in a row. */
+	nmin = g->ninit + 2 * GUIDED_BATCH;
+	if (nmin < g->ncand / 20)
+		nmin = g->ncand / 20;
 	if (g->nprop >= g->ninit) {
 		g->quiet = top < g->noise ? g->quiet + 1 : 0;
-		if (g->quiet >= 2) {
+		if (g->quiet >= 2 && g->nprop >= nmin && best_neighbour(g, mu) < 0) {
 			free(ei);
+			free(mu);
 			g->reason = "converged";
 			return 0;
 		}
 	}
-	/* The best by expected improvement, and one in four at random. */
+	/* Of a batch of four: the best by expected improvement, the best
+	 * predicted neighbour of the incumbent (a local step), the next best
+	 * by expected improvement, one at random (on a budget of 40 or more). */
 	while (n < want) {
 		long pick = -1;
 
-		if ((n + 1) % 4 == 0) {
+		/* (no random pick on a budget too small to spare one) */
+		if (n % 4 == 3 && g->budget >= 40)
 			pick = draw_random(g, turn++);
-		} else {
+		else if (n % 4 == 1)
+			pick = best_neighbour(g, mu);
+		if (pick < 0)
 			for (i = 0; i < g->ncand; i++)
 				if (!g->state[i] && (pick < 0 || ei[i] > ei[pick]))
 					pick = i;
-		}
 		if (pick < 0)
 			break;
 		g->state[pick] = 1;
@@ -352,10 +444,12 @@ long guided_next(struct guided *g, long *idx, long max)
 		idx[n++] = g->cand[pick];
 	}
 	free(ei);
+	free(mu);
 	g->nprop += n;
 	return n;
 random:
 	free(ei);
+	free(mu);
 	while (n < want && (i = draw_random(g, turn++)) >= 0) {
 		g->state[i] = 1;
 		idx[n++] = g->cand[i];
