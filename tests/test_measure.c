@@ -598,7 +598,7 @@ static void test_guard_count(void)
 	size_t i;
 
 	for (i = 0; i < sizeof(buf); i++)
-		buf[i] = (unsigned char)(WK_GUARD_WORD >> (8 * (i % 4)));
+		buf[i] = WK_GUARD_BYTE;
 	CU_ASSERT_EQUAL(wk_guard_count(buf, sizeof(buf)), 0);
 	buf[5] = 0;
 	buf[63] ^= 1;

@@ -21,7 +21,7 @@
  * every output buffer on its own (worker_tolerance).
  *
  * Every output buffer is allocated with a guard region of WK_GUARD_BYTES on
- * either side, filled with WK_GUARD_WORD; a candidate that changed a guard
+ * either side, filled with WK_GUARD_BYTE; a candidate that changed a guard
  * (checked after its verification run and after its timed runs, by
  * compare.cu's kt_guard or on the host) wrote past its output: wrong.
  *
@@ -560,11 +560,11 @@ static CUresult guard_fill(struct cu_dev *d, int i)
 
 	if (!d->dbase[i])
 		return CUDA_SUCCESS;
-	if ((r = d->api.MemsetD32Async(d->dbase[i], WK_GUARD_WORD, WK_GUARD_BYTES / 4,
-				       d->stream)) != CUDA_SUCCESS)
+	if ((r = d->api.MemsetD8Async(d->dbase[i], WK_GUARD_BYTE, WK_GUARD_BYTES, d->stream)) !=
+	    CUDA_SUCCESS)
 		return r;
-	return d->api.MemsetD32Async(d->dptr[i] + buf_bytes(&d->bufs[i]), WK_GUARD_WORD,
-				     WK_GUARD_BYTES / 4, d->stream);
+	return d->api.MemsetD8Async(d->dptr[i] + buf_bytes(&d->bufs[i]), WK_GUARD_BYTE,
+				    WK_GUARD_BYTES, d->stream);
 }
 
 /* Bytes changed in the guard regions of every output into *changed; the
@@ -585,9 +585,9 @@ static CUresult guard_check(struct cu_dev *d, long *changed)
 			CUdeviceptr g = side ? d->dptr[i] + buf_bytes(&d->bufs[i]) : d->dbase[i];
 
 			if (d->cmp_state == 1) {
-				unsigned long long nwords = WK_GUARD_BYTES / 4;
-				unsigned pattern = WK_GUARD_WORD;
-				void *params[] = { &g, &nwords, &pattern, &d->cmp_part, NULL };
+				unsigned long long nbytes = WK_GUARD_BYTES;
+				unsigned guard = WK_GUARD_BYTE;
+				void *params[] = { &g, &nbytes, &guard, &d->cmp_part, NULL };
 				unsigned b;
 
 				if ((r = d->api.LaunchKernel(d->guard_fn, d->cmp_blocks, 1, 1,

@@ -393,8 +393,7 @@ long wk_guard_count(const void *p, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (b[i] != (unsigned char)(WK_GUARD_WORD >> (8 * (i % 4))))
-			bad++;
+		bad += b[i] != WK_GUARD_BYTE;
 	return bad;
 }
 
@@ -492,11 +491,8 @@ static void cpu_problem_release(struct cpu_dev *d)
 
 static void cpu_guard_fill(struct cpu_dev *d)
 {
-	unsigned char *tail = (unsigned char *)(d->y + d->n);
-	size_t i;
-
-	for (i = 0; i < WK_GUARD_BYTES; i++)
-		d->ybuf[i] = tail[i] = (unsigned char)(WK_GUARD_WORD >> (8 * (i % 4)));
+	memset(d->ybuf, WK_GUARD_BYTE, WK_GUARD_BYTES);
+	memset(d->y + d->n, WK_GUARD_BYTE, WK_GUARD_BYTES);
 }
 
 static long cpu_guard_changed(const struct cpu_dev *d)

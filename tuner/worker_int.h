@@ -142,12 +142,13 @@ int wk_judge(struct worker_result *res, const struct kt_buf *bufs, int nb,
 	     const struct wk_cmp *cmp, const struct worker_tol *tol);
 
 /* Guard regions: every output buffer sits between two regions of
- * WK_GUARD_BYTES filled with WK_GUARD_WORD; a candidate that changes one
- * wrote past (or before) its output. 1 MiB covers an overshoot of a few
- * tiles; a write farther out lands in another allocation or faults. */
+ * WK_GUARD_BYTES filled with the byte WK_GUARD_BYTE; a candidate that
+ * changes one wrote past (or before) its output. 1 MiB covers an overshoot
+ * of a few tiles; a write farther out lands in another allocation or
+ * faults. */
 #define WK_GUARD_BYTES (1u << 20)
-#define WK_GUARD_WORD 0xa5a5a5a5u
-/* Bytes of the n-byte region at p that differ from the guard pattern. */
+#define WK_GUARD_BYTE 0xa5u
+/* Bytes of the n-byte region at p that differ from the guard byte. */
 long wk_guard_count(const void *p, size_t n);
 
 /* One timed batch: runs n repetitions and writes each one's time in
