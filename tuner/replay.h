@@ -10,8 +10,8 @@
  *     # ktune replay 1
  *     family dense
  *     shape tokens=8192,in=8192,out=8192
- *     device NVIDIA H200 GPU-29a1...
- *     source sweep 4 of bench/search.sh at 1a2b3c4
+ *     device NVIDIA H200 GPU-...
+ *     source exhaustive sweep (seed 1) of bench/search.sh
  *     params BLOCK_M BLOCK_N BLOCK_K WARPS_M WARPS_N STAGES GROUP_M SPLIT_K CONSUMERS
  *     wgmma_ws 128 256 - - - 4 8 - 2 ok 309.42
  *     wgmma_ws 256 256 - - - 5 1 - 2 launch_error -
