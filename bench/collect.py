@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""collect.py -- assembles bench/results/h200.json (BENCH.md's format) from
+"""collect.py -- assembles bench/results/h200.json (docs/benchmarks.md's format) from
 the JSON summaries `ktune sweep --json` printed and the peers' timings of the
 same run.
 
@@ -20,7 +20,7 @@ import sys
 
 def ratios(rows):
     """The fused-rope backward against ktune's plain backward and against
-    unfused_rope, both of the same run, on the rope row (BENCH.md)."""
+    unfused_rope, both of the same run, on the rope row (docs/benchmarks.md)."""
     k = {(r["workload"], r["impl"]): r for r in rows}
     for wl, impl in list(k):
         if not wl.startswith("blockattn_bwd_rope:") or impl != "ktune":
@@ -87,7 +87,7 @@ def main():
                 if r.get("impl") == "ktune":
                     continue  # the sweep's row is the ktune row
                 if r.get("impl") == "rope_conj_only":
-                    continue  # peers_attn.py's rotation-only timing: not a BENCH.md peer
+                    continue  # peers_attn.py's rotation-only timing: not a suite peer
                 rows.append(r)
     ratios(rows)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

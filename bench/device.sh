@@ -15,8 +15,8 @@
 #    the CPU and GPU suites of the other three in part 0);
 # 3. full sweeps of the development suite's dense and low-rank workloads
 #    (dense with a planted faulting and a planted hanging kernel);
-# 4. the peers (BENCH.md) timed in the same run;
-# 5. OUT_DIR/h200.json in BENCH.md's format, the database and its JSON export.
+# 4. the peers (docs/benchmarks.md) timed in the same run;
+# 5. OUT_DIR/h200.json in docs/benchmarks.md's format, the database and its JSON export.
 # The short table comes last; logs are in OUT_DIR.
 #
 # KTUNE_WORKLOADS lists workload ids; `ID` sweeps ID in full, `ID@random:N`
@@ -155,6 +155,8 @@ PY
 		--ktune "$OUT/ktune_attn_rows.json" >"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn FAILED" >&2; status=1; }
 	python3 bench/peers_attn.py "$OUT/peers_attn_L1024_$(date +%s).json" --lmax 1024 \
 		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn L1024 FAILED" >&2; status=1; }
+	python3 bench/peers_attn.py "$OUT/peers_attn_b128_$(date +%s).json" --block 128 \
+		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn block 128 FAILED" >&2; status=1; }
 	tail -n 12 "$OUT/peers_attn.log" >&2
 fi
 

@@ -29,7 +29,7 @@ COMMIT=$(bench_commit "$PWD/$B/ktune" "${3:-}") || exit 2
 mkdir -p "$OUT/linear" "$OUT/attn"
 export KTUNE_SWEEP_LIMIT=${KTUNE_SWEEP_LIMIT:-150}
 lin=${KTUNE_LINEAR_WORKLOADS:-dense:4096x4096:N1024 lowrank:llama7b_qkvo:N1024 monarch:llama7b_qkvo:N1024}
-att=${KTUNE_ATTN_WORKLOADS:-blockattn_fwd:ads_d128_L256 blockattn_bwd:ads_d128_L256 blockattn_bwd_rope:ads_d128_L256 blockattn_fwd:ads_d128_L1024 blockattn_bwd:ads_d128_L1024}
+att=${KTUNE_ATTN_WORKLOADS:-blockattn_fwd:ads_d128_L256 blockattn_bwd:ads_d128_L256 blockattn_bwd_rope:ads_d128_L256 blockattn_fwd:ads_d128_L1024 blockattn_bwd:ads_d128_L1024 blockattn_fwd:ads_d128_L256_b128 blockattn_bwd:ads_d128_L256_b128}
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 t0=$(date +%s)
 lane() { # name gpu steps workloads

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # multigpu.sh -- the same multi-problem sweep on 1 GPU, then on 2 GPUs of one
-# host, into separate databases; writes OUT_DIR/multigpu.json (BENCH.md) with
+# host, into separate databases; writes OUT_DIR/multigpu.json (docs/benchmarks.md) with
 # both wall times and whether the winners agree (same config, or times within
 # 3% of each other: two H200s differ by noise).
 #

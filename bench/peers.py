@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""peers.py -- times the peers of the development suite (BENCH.md) on this GPU.
+"""peers.py -- times the peers of the development suite (docs/benchmarks.md) on this GPU.
 
 Usage: peers.py OUT.json WORKLOAD_ID...
 Each peer is timed with triton.testing.do_bench(warmup=25, rep=200,
@@ -7,9 +7,9 @@ return_mode="median") on seeded random (never zero) inputs, in the same run
 as ktune's sweeps. Workloads whose shape this script does not know are
 skipped with a message, never faked.
 
-Peers (BENCH.md): cublas_dense (x @ W.t(), the dense layer of the same in/out
+Peers (docs/benchmarks.md): cublas_dense (x @ W.t(), the dense layer of the same in/out
 features), torch_naive (the textbook structured layer in PyTorch eager, on
-the canonical weight layouts of KERNELS.md) and torch_compile (the same
+the canonical weight layouts of docs/kernels.md) and torch_compile (the same
 function under torch.compile(); its compile time is not timed, a failing
 compile is reported and the row left out; KTUNE_PEERS_COMPILE=0 leaves
 torch_compile out, said on stderr, for a time-limited call).
@@ -43,7 +43,7 @@ def uniform(g, *shape, scale=1.0):
 
 
 def monarch_naive(x, w1, w2):
-    """KERNELS.md's Monarch: w1 (b, r, n/b), w2 (b, m/b, r); explicit permutations."""
+    """docs/kernels.md's Monarch: w1 (b, r, n/b), w2 (b, m/b, r); explicit permutations."""
     N, n = x.shape
     b, r, _ = w1.shape
     m = w2.shape[0] * w2.shape[1]
@@ -56,7 +56,7 @@ def monarch_naive(x, w1, w2):
 
 
 def blast_naive(x, U, V, S):
-    """KERNELS.md's BLAST: U (b, m/b, r), V (b, r, n/b), S (b, b, r)."""
+    """docs/kernels.md's BLAST: U (b, m/b, r), V (b, r, n/b), S (b, b, r)."""
     N, n = x.shape
     b = V.shape[0]
     m = U.shape[0] * U.shape[1]

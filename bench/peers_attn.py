@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""peers_attn.py -- the peers of the jagged block-attention workloads (BENCH.md).
+"""peers_attn.py -- the peers of the jagged block-attention workloads (docs/benchmarks.md).
 
 Usage: peers_attn.py OUT.json [--seqs 1152] [--lmax 256] [--heads 4] [--head-dim 128]
                      [--block 64] [--inputs DIR] [--ktune KTUNE.json]
 
 Lengths: the generator of kernels/blockattn.h (SplitMix64 seeded 0, lengths
 uniform in [max(1, 2*lmax//5), lmax]), so FA2 and ktune run on identical
-lengths. It replaces BENCH.md's torch.Generator lengths: both give T ~ 2e5 at
-lmax 256, but only a generator written in C and Python alike can be shared.
+lengths: a torch.Generator would give T ~ 2e5 at lmax 256 too, but only a
+generator written in C and Python alike can be shared.
 
 Peers, each timed with triton.testing.do_bench(warmup=25, rep=200,
 return_mode="median"):
@@ -18,8 +18,12 @@ return_mode="median"):
                 dk_rel_err, dv_rel_err alike) against a float64 reference on the
                 same inputs.
   unfused_rope  ktune's plain backward (from --ktune, measured in the same run)
-                plus the conjugate rotation of dq and dk written plainly in
-                PyTorch eager.
+                plus the conjugate rotation of dq and dk as ONE fused Triton
+                kernel (both tensors, the bf16 cos/sin table of
+                kernels/blockattn.h, fp32 math): the pipeline a user gets
+                without a fused backward. Its row says "rotation": "triton".
+  unfused_rope_eager  the same with the rotation as eager PyTorch ops, kept
+                as a second row to show what the fused rotation saves.
 With --inputs DIR (written by tests/test_blockattn with KTUNE_BLOCKATTN_DUMP)
 the inputs are ktune's own q, k, v, do, and DIR/dq_ktune.bf16, if present,
 gets its dq_rel_err against the same float64 reference (a ktune_dq_check
@@ -35,6 +39,8 @@ import sys
 
 import numpy as np
 import torch
+import triton
+import triton.language as tl
 import triton.testing
 
 M64 = (1 << 64) - 1
@@ -51,6 +57,39 @@ def splitmix64_at(i):
 def lengths(seqs, lmax):
     lo = max(1, 2 * lmax // 5)
     return [lo + splitmix64_at(i) % (lmax - lo + 1) for i in range(seqs)]
+
+
+@triton.jit
+def _rope_conj_kernel(dq, dk, tab, oq, ok, rows, H,
+                      D: tl.constexpr, ROWS: tl.constexpr):
+    """Rows r = t * H + h of (T, H, D) dq and dk: each pair (y0, y1) of
+    columns (2i, 2i + 1) becomes (y0 c + y1 s, y1 c - y0 s), with (c, s) =
+    tab[t, 2i], tab[t, 2i + 1]; fp32 math, bf16 out."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    i = tl.arange(0, D // 2)
+    live = r < rows
+    m = live[:, None]
+    t = r // H
+    tc = t[:, None] * D + 2 * i[None, :]
+    c = tl.load(tab + tc, mask=m, other=0.0).to(tl.float32)
+    s = tl.load(tab + tc + 1, mask=m, other=0.0).to(tl.float32)
+    x = r[:, None] * D + 2 * i[None, :]
+    q0 = tl.load(dq + x, mask=m, other=0.0).to(tl.float32)
+    q1 = tl.load(dq + x + 1, mask=m, other=0.0).to(tl.float32)
+    k0 = tl.load(dk + x, mask=m, other=0.0).to(tl.float32)
+    k1 = tl.load(dk + x + 1, mask=m, other=0.0).to(tl.float32)
+    tl.store(oq + x, (q0 * c + q1 * s).to(tl.bfloat16), mask=m)
+    tl.store(oq + x + 1, (q1 * c - q0 * s).to(tl.bfloat16), mask=m)
+    tl.store(ok + x, (k0 * c + k1 * s).to(tl.bfloat16), mask=m)
+    tl.store(ok + x + 1, (k1 * c - k0 * s).to(tl.bfloat16), mask=m)
+
+
+def rope_conj_triton(dq, dk, tab, oq, ok, rows_per_prog=16):
+    """The conjugate rotation of dq and dk (T, H, d) in one launch."""
+    T, H, d = dq.shape
+    rows = T * H
+    _rope_conj_kernel[(triton.cdiv(rows, rows_per_prog),)](
+        dq, dk, tab, oq, ok, rows, H, D=d, ROWS=rows_per_prog, num_warps=4)
 
 
 def bench(fn):
@@ -112,7 +151,7 @@ def main():
     for n in lens_:
         offsets.append(offsets[-1] + n)
     T = offsets[-1]
-    wl = f"ads_d{d}_L{a.lmax}"
+    wl = f"ads_d{d}_L{a.lmax}" + (f"_b{blk}" if blk != 64 else "")
     print(f"peers_attn: B={B} H={H} d={d} BLK={blk} lmax={a.lmax}: T={T}", file=sys.stderr)
 
     if a.inputs:
@@ -162,19 +201,30 @@ def main():
                 row["config"] = f.read().strip()
         rows.append(row)
 
-    # unfused_rope: the conjugate rotation of dq and dk in plain eager PyTorch
+    # unfused_rope: ktune's plain backward, then the conjugate rotation of dq
+    # and dk. The table is kernels/blockattn.h's: bf16 (T, d), cos and sin of
+    # pair i at 2i, 2i + 1, by position within the sequence.
     pos = torch.cat([torch.arange(n, device=dev) for n in lens_]).double()
     theta = 10000.0 ** (-torch.arange(0, d, 2, device=dev).double() / d)
     ang = pos[:, None] * theta[None, :]
-    cos = torch.cos(ang).bfloat16()[:, None, :]
-    sin = torch.sin(ang).bfloat16()[:, None, :]
+    tab = torch.stack((torch.cos(ang), torch.sin(ang)), dim=-1).reshape(T, d).bfloat16()
+    cos = tab[:, 0::2][:, None, :]
+    sin = tab[:, 1::2][:, None, :]
     dq, dk = q.clone(), k.clone()
 
     def conj(dy):
         y = dy.view(T, H, d // 2, 2)
         y0, y1 = y[..., 0], y[..., 1]
         return torch.stack((y0 * cos + y1 * sin, y1 * cos - y0 * sin), dim=-1).view(T, H, d)
-    rope_us = bench(lambda: (conj(dq), conj(dk)))
+    oq, ok = torch.empty_like(dq), torch.empty_like(dk)
+    rope_conj_triton(dq, dk, tab, oq, ok)
+    # the fused rotation must compute what the eager one does (fp32 vs bf16
+    # products: a few bf16 ulps apart)
+    tri_err = max(rel_err(oq, conj(dq).double()), rel_err(ok, conj(dk).double()))
+    if not tri_err < 1e-2:
+        sys.exit(f"peers_attn: the Triton rotation disagrees with the eager one ({tri_err:.2e})")
+    rope_us = bench(lambda: rope_conj_triton(dq, dk, tab, oq, ok))
+    eager_us = bench(lambda: (conj(dq), conj(dk)))
     ktune_bwd = None
     if a.ktune and os.path.exists(a.ktune):
         with open(a.ktune) as f:
@@ -183,10 +233,14 @@ def main():
                     ktune_bwd = r["us"]
     if ktune_bwd is not None:
         rows.append({"workload": f"blockattn_bwd_rope:{wl}", "impl": "unfused_rope",
-                     "us": ktune_bwd + rope_us, "bwd_us": ktune_bwd, "rope_us": rope_us})
+                     "us": ktune_bwd + rope_us, "bwd_us": ktune_bwd, "rope_us": rope_us,
+                     "rotation": "triton", "rotation_rel_err_vs_eager": tri_err})
+        rows.append({"workload": f"blockattn_bwd_rope:{wl}", "impl": "unfused_rope_eager",
+                     "us": ktune_bwd + eager_us, "bwd_us": ktune_bwd, "rope_us": eager_us,
+                     "rotation": "eager"})
     else:
         rows.append({"workload": f"blockattn_bwd_rope:{wl}", "impl": "rope_conj_only",
-                     "us": rope_us})
+                     "us": rope_us, "rotation": "triton"})
 
     with open(a.out, "w") as f:
         json.dump(rows, f, indent=1)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # profile.sh -- where one config's time goes: `ktune sweep --config` times and
 # verifies it, then Nsight Compute profiles its kernels one by one, on the GPU
-# machine (ncu reads the counters on the Firecracker H200s; see
-# ../shared/DEVICE.md). Run from the repo root with ktune built by
+# machine (ncu ships with its CUDA toolkit and reads the counters there). Run
+# from the repo root with ktune built by
 #     make BUILD=build-dev STATIC_DEPS=1 -j2 all
 #
 #   bench/profile.sh BUILD_DIR OUT_DIR WORKLOAD CONFIG [KERNELS [PER_RUN]]

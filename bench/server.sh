@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/server.sh -- `ktune serve` under wrk on loopback (BENCH.md, server.json).
+# bench/server.sh -- `ktune serve` under wrk on loopback (docs/benchmarks.md, server.json).
 #
 # Builds ktune, loads the shipped H200 results (data/h200-results.json, or
 # the JSON export given as $1) into a temporary database, serves it, runs

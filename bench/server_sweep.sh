@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/server_sweep.sh -- GET /v1/best while a sweep commits, on a large
-# database (BENCH.md's server row is an idle one; this is the busy case).
+# database (server.json's row is an idle one; this is the busy case).
 #
 #   bench/server_sweep.sh [KTUNE_BINARY] [OUT_JSON]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shapes.sh -- every structured-layer reference shape of KERNELS.md at every
+# shapes.sh -- every structured-layer reference shape of docs/kernels.md at every
 # token count N in {16, 1024, 4096, 16384}: a budgeted random sweep of each
 # (the search's sample dealt round-robin over the variants), every candidate
 # verified against the family's GPU reference, cuBLAS dense timed beside it.
@@ -25,7 +25,7 @@ K=$PWD/$B/ktune
 . "$(dirname "$0")/commit.sh"
 COMMIT=$(bench_commit "$K" "${3:-}") || exit 2
 budget=${KTUNE_SHAPES_BUDGET:-5}
-# layer in out blast-blocks blast-rank monarch-blocks monarch-rank (KERNELS.md;
+# layer in out blast-blocks blast-rank monarch-blocks monarch-rank (docs/kernels.md;
 # "-": the shape is not a valid layer of that family, e.g. monarch needs
 # blocks | rank, and dit_xl's b9 r384 is BLAST's parameterization)
 layers="llama7b_qkvo 4096 4096 16 1024 16 1024

@@ -1,5 +1,5 @@
 /*
- * cmd_run.c -- `ktune run`, the main job (DESIGN.md).
+ * cmd_run.c -- `ktune run`, the main job (docs/design.md).
  *
  * With a GPU: sweep the development suite on GPU 0 (resumable, every trial
  * stored), print each winner beside cuBLAS and its floor, then serve the

@@ -1,137 +1,31 @@
 /*
- * blast.c -- the `blast` family: a BLAST structured linear layer,
- * y (tokens x out) = x (tokens x in) . W^T with W given by its canonical
- * factors U (b, m/b, r), V (b, r, n/b) and S (b, b, r), bf16, fp32
- * accumulation; block (i, j) of W (rows i*mb.., columns j*nb..) is
- * U_i . diag(s_ij) . V_j.
+ * blast.c -- the `blast` family: a BLAST structured linear layer, y (tokens
+ * x out) = x (tokens x in) . W^T, W given by U (b, m/b, r), V (b, r, n/b)
+ * and S (b, b, r), bf16, fp32 accumulation; block (i, j) of W is
+ * U_i . diag(S[i][j]) . V_j (docs/kernels.md; nb = n/b, mb = m/b):
+ *   z[j] = x[:, j*nb ..] . V_j^T                    stage 1 (N x r per block)
+ *   w[i][t][c] = sum_j S[i][j][c] * z[j][t][c]       the mixing (2Nrb^2 FLOPs)
+ *   y[:, i*mb ..] = w[i] . U_i^T                     stage 3 (N x mb per block)
  *
- * Math (KERNELS.md "BLAST"; nb = n/b, mb = m/b):
- *   z[j] = x[:, j*nb:(j+1)*nb] . V_j^T                      (N x r, per block j)
- *   w[i][t][c] = sum_j S[i][j][c] * z[j][t][c]              (mixing, 2Nrb^2 FLOPs)
- *   y[:, i*mb:(i+1)*mb] = w[i] . U_i^T                       (N x mb, per block i)
- *
- * Variants (the two GEMM stages are batched GEMMs over the b blocks on
- * templates/gemm.cu's gemm_tn; the mixing is templates/blast.cu):
- *   naive        stage 1 into z (b, N, r) bf16; blast_mix on CUDA cores into
- *                w (b, N, r) bf16; stage 3 writes y's column block i straight
- *                from the GEMM (ldc = out, batch stride out/blocks): no
- *                permutation kernel is needed, the output layout is the
- *                GEMM's. The mixer reads S as fp32 (S32 = float(S), an
- *                untimed prep launch: the offline weight transform), holds
- *                the b values z[.][t][c..c+RV) of its token in registers and
- *                walks i (RV = 8 ranks per thread for b <= 16).
- *   naive_wgmma  the same on sm_90a's warpgroup MMA path of gemm.cu
- *                (-DWGMMA=1: BLOCK_K 64, BLOCK_M/64 warpgroups; BLOCK_K and
- *                the WARPS_* params do not apply).
- *   naive_ws     the same on gemm.cu's warp-specialized sm_90a kernel
- *                (gemm_tn_ws, -DWS=1: A and B as rank-3 TMA tensor maps
- *                (k, rows, batch) that the worker builds; CONSUMERS wgmma
- *                warpgroups). Stage 1's A map walks x's column blocks with
- *                batch stride nb inside rows of n, so its batch stride is
- *                below its row stride (as in BSHD attention maps; every
- *                address stays inside x). Not yet run on a GPU: should the
- *                driver refuse such a map, the worker records a launch
- *                error and the sweep goes on.
- *   mix_fused    (HPDC'26 (4)-like, partial-bmm fusion) stage 1 and the
- *                mixing in one kernel, blast.cu's blast_s1mix: a CTA owns a
- *                (token tile, rank tile) of all b blocks, runs gemm.cu's
- *                mma.sync main loop once per block j into a bf16 z tile in
- *                shared memory (b * BLOCK_M * (Z_BLOCK_N + 8) * 2 bytes), then
- *                mixes them on CUDA cores and writes w once: z never
- *                reaches global memory (saves 2 * 2bNr bytes, 64 MiB at
- *                llama7b N=1024). Stage 3 as in naive (mma.sync). Its tile
- *                is capped by shared memory (64 x 64 at b = 16), so its GEMM
- *                runs at lower efficiency than naive's stage 1; the sweep
- *                decides.
- *   mix_fused_ws mix_fused with stage 3 on the warp-specialized path (the
- *                ws tile shares BLOCK_M and STAGES with the fused kernel:
- *                BLOCK_M >= 64).
- *   tcmix        naive with the mixing on tensor cores (blast.cu's
- *                blast_mix_tcp, -DMIX_TC=1; blocks <= 16): per rank c the
- *                mixing is W_c = S_c Z_c, a 16 x 16 (b padded) times 16 x N
- *                product, one m16n8k16 mma per (rank, 8 tokens). A CTA
- *                owns 64 ranks and walks 8-token tiles through a ring of 3
- *                in shared memory (two tiles' copies in flight), laid out
- *                in 16-byte chunks so that each lane reads exactly its
- *                fragments' rows (one byte permute per fragment register).
- *                The prep (offline transform) is St (r, 16, 16) bf16: S
- *                rank-major, zero-padded. Measured on the H200 under ncu:
- *                blast_mix (CUDA cores, lane = token, 16-byte loads 2 KiB
- *                apart) took 217 us at llama7b N1024 -- the mixing is 0.54
- *                GFLOP and 64 MiB of traffic; the tensor-core mixer is
- *                bound by that traffic instead (19.7 us; cudaMemcpy of the
- *                same bytes 16.9: tools/mix_probe.cu).
- *   tcmix_ws     tcmix with both GEMM stages on the ws path (as naive_ws),
- *                either of them (PERSISTENT bit 1: stage 1, bit 2: stage 3)
- *                on gemm.cu's persistent ws kernel: a CTA per SM walks the
- *                (tile, batch) items, the next tile's loads in flight
- *                during the epilogue -- stage 1 has only K = in/blocks
- *                (256 at llama7b: four k-chunks) per tile. L2 (rank % 64):
- *                1 the mixer discards each z tile's L2 lines once they
- *                are in shared memory (discard.global.L2: z is dead, so
- *                stage 1's dirty lines are never written back and w
- *                takes their room; z's contents are undefined after the
- *                layer), 2 that plus evict_first on x, V and U and
- *                evict_last on the z and w stores. H200, llama7b N1024
- *                (bench/NOTES-linear.md, 18th session): 57.2 -> 56.3 (1)
- *                and 55.6 us (2) at the winner's tile; slower at N16384,
- *                where z (512 MiB) is not in L2 to discard. Stage 3
- *                discarding w's lines after each tile's main loop cost more
- *                than it saved (+1.7 us), and inside the loop it made
- *                ptxas serialize the 256-row tiles: not kept.
- *   fused_cl     full fusion for small rank (sm_90+, templates/blast_fused.cu):
- *                one kernel, a thread-block cluster of b / CTA_BLOCKS CTAs
- *                per token tile of BLOCK_M (32, 64); each CTA runs stage 1
- *                of its blocks into shared memory, the cluster exchanges z
- *                through distributed shared memory (bulk copies counted in
- *                on mbarriers) so that each CTA mixes one rank slice on
- *                tensor cores (St, as tcmix), exchanges w back and runs
- *                stage 3 of its blocks: z and w never reach memory. PERSISTENT 1 keeps the blocks' V and U in shared
- *                memory and walks token tiles with the clusters that fit
- *                (7 of 16 CTAs on the H200); 0 streams them per tile
- *                through a ring of STAGES. Fits where z and w of a tile do:
- *                llama1b q/o (r256) and gpt2s c_fc, not llama7b (r1024).
- *                Measured (H200, bench/NOTES-linear.md, 6th session):
- *                verified everywhere it fits, but slower than tcmix_ws --
- *                llama1b N1024 32.2 vs 22.0 us (the first form, 16-byte
- *                DSMEM loads and two barriers a tile: 41.9). Per tile the
- *                CTA's 8 warps run short dependent mma chains; the exchange
- *                and the barrier still cost ~1.2 and ~0.8 us a tile, the
- *                launch and the weights ~9 us (tools/fcl_probe.cu).
- *   tcmix_fused  stage 1 and the tensor-core mixing in one sm_90a kernel
- *                (templates/blast_s1tc.cu), then tcmix_ws's stage 3: a CTA
- *                owns a token tile (FUSED_M) and a rank slice (Z_BLOCK_N, 32
- *                or 64) of all b blocks; z_j comes from wgmma (x and V_j
- *                k-chunks through a TMA ring of RING slots), is stored bf16
- *                in shared memory with stmatrix.trans and mixed per rank
- *                with mma.sync (St, as tcmix); w leaves as TMA stores.
- *                z never reaches memory (the 2 * 2bNr bytes of its round
- *                trip); x is read from L2 once per rank slice instead. Stage
- *                3: BLOCK_M, BLOCK_N, STAGES; two consumer warpgroups from
- *                128 rows, no persistent form. Only FUSED_M 64 with slices
- *                of 32 fit 227 KiB. Measured (H200, NOTES-linear.md, 7th
- *                session): bound by what an SM ingests (~62 GB/s, as the
- *                dense GEMM and Monarch's fused kernel): 768 KiB a CTA at
- *                llama7b.
- *
- * Both GEMM stages share one tile except its N: stage 1's N is the rank,
- * stage 3's is out/blocks (1024 vs 256 in llama7b q/k/v/o).
- *
- * Measured (H200, bench/NOTES-linear.md 2026-12-01): tcmix_ws wins every
- * suite shape (llama7b N1024 69.9 us: stage 1 ~23, mixer ~27, stage 3 ~18,
- * with the first tensor-core mixer; blast_mix_tcp takes ~20).
- * NEEDSWORK: the issue's L2 idea, token chunking (CHUNK_N) so that z and w
- * of a chunk stay in L2 -- the mixer is ~70% DRAM traffic
- * (tools/mix_probe.cu); the L2 parameter above, which frees z's room for
- * w and orders the evictions, was worth ~3% at N1024. Chunking needs a
- * buffer offset in struct kt_arg (the
- * worker passes base pointers only) or a chunk index in gemm_tn, and more
- * than KT_MAX_LAUNCHES launches for more than two chunks. Chunks run one
- * after the other would lose: the best tcmix_ws config at llama7b q/k/v/o
- * takes 28.9 us at N256, 36.3 at N512, 58.6 at N1024 (full sweeps, H200,
- * 2026-12-01), so two 512-token chunks cost 72.6 against 58.6. blast_mix_tcp's
- * last ~3 us over cudaMemcpy; mix_fused on wgmma is not worth it
- * (ingest-bound: NOTES). The mixers' CTA shapes are fixed, not searched.
+ * Variants (docs/families/blast.md says how each works and where it wins).
+ * The GEMM stages are templates/gemm.cu's batched GEMMs on mma.sync,
+ * wgmma or the warp-specialized TMA kernel; the mixers are templates/blast.cu:
+ *   naive, naive_wgmma, naive_ws   three kernels, the mixing on CUDA cores
+ *   mix_fused, mix_fused_ws        stage 1 and the mixing in one kernel
+ *                                  (z stays in shared memory), then stage 3
+ *   tcmix, tcmix_ws                the mixing on tensor cores (blocks <= 16);
+ *                                  tcmix_ws: PERSISTENT stages, L2 hints
+ *   tcmix_fused                    stage 1 on wgmma + the tensor-core mixing
+ *                                  in one kernel (templates/blast_s1tc.cu)
+ *   fused_cl                       the whole layer in one thread-block
+ *                                  cluster kernel (templates/blast_fused.cu)
+ * Why so many: z and w (b*N*r each) decide the time. Three kernels move both
+ * through memory; the fused forms keep z (or both) on chip but are bound by
+ * what an SM takes in, or by latency at small shapes. The sweep decides.
+ * NEEDSWORK: token chunking (CHUNK_N, z and w of a chunk kept in L2) needs a
+ * buffer offset in struct kt_arg or a chunk index in gemm_tn, and more than
+ * KT_MAX_LAUNCHES launches (chunks as separate pipelines lose to per-kernel
+ * latency). The mixers' CTA shapes are fixed, not searched.
  *
  * Shape: tokens 1..2^20; in, out 16..65536; blocks 1..256 and rank 8..65536
  * (both structural). check() requires blocks to divide in and out, and
@@ -1002,18 +896,18 @@ static double blast_min_bytes(const struct kt_shape *s)
 
 extern const struct kt_family blast_family;
 
-/* tcmix_ws's sweep winners on the H200 (bench/results/h200.json, the run
- * of 80559e8: full sweeps at N1024, random 60 of 317 at N16384), each for
- * the shapes like the one it won: many tokens; out/blocks >= 256; the rest.
- * Taken when check() accepts it, its token tile is full and both GEMM
- * stages fill half the SMs. */
+/* tcmix_ws winners of H200 sweeps at the suite's three BLAST shapes (an
+ * earlier run than bench/results/h200.json's; docs/families/blast.md), each
+ * for the shapes like the one it won: many tokens; out/blocks >= 256; the
+ * rest. Taken when check() accepts it, its token tile is full and both
+ * GEMM stages fill half the SMs. */
 static const struct {
 	long min_tokens, min_mb;	/* where it applies */
 	long bm, bn, zbn, stages, persist;
 } tcmix_ws_defaults[] = {
-	{8192, 0, 256, 128, 128, 3, 1},	/* llama7b q/k/v/o N16384: 906.6 us */
-	{0, 256, 128, 256, 256, 4, 1},	/* llama7b q/k/v/o N1024: 58.5 us */
-	{0, 0, 256, 64, 128, 4, 0},	/* llama1b q/o N1024: 21.8 us */
+	{8192, 0, 256, 128, 128, 3, 1},	/* llama7b q/k/v/o N16384 */
+	{0, 256, 128, 256, 256, 4, 1},	/* llama7b q/k/v/o N1024 */
+	{0, 0, 256, 64, 128, 4, 0},	/* llama1b q/o N1024 */
 };
 
 static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tgt,
@@ -1048,11 +942,11 @@ static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tg
 	return -1;
 }
 
-/* On sm_90a tcmix_ws's measured winners where they fit (above). Else
- * stage 3's tile from the GEMM defaults list, stage 1's N tile the largest
- * that still fits, on mma.sync (runs on every sm_80+ target): tcmix where
- * blocks <= 16 (its tensor-core mixer: 28 vs 217 us for blast_mix at
- * llama7b q/k/v/o N1024 on the H200, the same GEMM stages), else naive. */
+/* On sm_90a tcmix_ws's sweep winners where they fit (above). Else stage
+ * 3's tile from the GEMM defaults list, stage 1's N tile the largest that
+ * still fits, on mma.sync (runs on every sm_80+ target): tcmix where
+ * blocks <= 16 (its tensor-core mixer is several times faster than
+ * blast_mix's CUDA cores at the same GEMM stages), else naive. */
 static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 			 struct kt_config *out)
 {
@@ -1062,14 +956,10 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
 	/* sm_90, 64 tokens or fewer, blocks <= 16: tcmix on mma.sync with the
-	 * fastest of 100 random tcmix configs at llama1b q/o N16 (12.06 us;
-	 * the GEMM list's tile 20.9-21.3, with PDL 18.5-18.8; cuBLAS dense
-	 * 8.8-9.0), its mixer and stage 3 as programmatic dependents (H200,
-	 * 11th session; bench/results/blast_decode.json), on a 6-deep ring
-	 * once the space listed one (12th session, two rounds, order
-	 * reversed; STAGES 4 -> 6: llama7b q/k/v/o N16 19.4-19.5 -> 18.9-19.0
-	 * us, gate/up 30.2-30.5 -> 27.1-27.2, llama1b q/o 12.8-12.9 ->
-	 * 11.6-11.7; cuBLAS dense 17.6-17.7, 33.6-33.7, 8.9) */
+	 * fastest of a random tcmix sample at llama1b q/o N16, its mixer and
+	 * stage 3 as programmatic dependents, on a 6-deep ring, which streams
+	 * the weights with more bytes in flight than 4 stages at every decode
+	 * shape measured (bench/results/blast_decode.json) */
 	if (tgt->sm == 90 && s->v[D_TOKENS] <= 64 && s->v[D_BLOCKS] <= 16) {
 		struct kt_err e = { 0 };
 

@@ -1,7 +1,7 @@
 /*
  * blockattn.c -- the `blockattn_fwd` and `blockattn_bwd` families: jagged
- * block-diagonal attention with optional fused rotary (see blockattn.h for
- * the problem and the generator, KERNELS.md for the math).
+ * block-diagonal attention with optional fused rotary (blockattn.h for the
+ * problem and the generator, docs/kernels.md for the math).
  *
  * Buffers, in order (problem buffers; the table only when rope=1 or 2):
  *   fwd: q k v offsets [table] | o
@@ -11,49 +11,20 @@
  * the same information FA2 varlen receives as its cu_seqlens with every
  * block boundary, also built outside its timing.
  *
- * Design (templates/blockattn_fwd.cu, blockattn_bwd.cu): a work item is one
- * (block, head); a CTA runs a list of items with a cp.async ring of STAGES
- * tiles, so the next item's loads overlap this item's math. Within an item,
- * ROWS_W query rows per warp (one or two m16 tiles) and DSPLIT warps per row
- * group splitting head_dim for the P.V-like products; S, P and dP stay in
- * registers, the whole row in one tile (no online rescaling, no LSE). The
- * variants differ in the work order: `grid` gives each CTA ITEMS
- * consecutive items (the heads of one block first), `persistent` launches
- * CTAS_SM CTAs per SM that stride over every item (a static schedule).
- * The forward also has `prefetch`: the grid's order with its one stage
- * refilled in place (the next item's q, k as soon as S is done, its v once
- * O is out; EPI: O staged in the v tile or stored from registers).
- * These three are mma.sync m16n8k16 (sm_80+). Also searched: the backward's
- * epilogue (EPI: registers or staged 16-byte rows), how rope reads its
- * table (RPF: per chunk, batched ahead, or the block's tile brought into
- * shared memory by cp.async and kept across the heads of a block -- the
- * backward's conjugate-rotation epilogue reads it there too; the
- * backward's 6-8: read while q, k copy, each thread rotating its own
- * chunks without a barrier, in fp32 or packed bf16x2, the epilogue's
- * pairs held as bf16x2 from dq to dk or read ahead per output) and a register
- * cap (MINB CTAs per SM through __launch_bounds__). Measured on the H200:
- * bench/NOTES-attention.md.
- *
- * `ws` (both families; templates/blockattn_ws.cu): warp-specialized on
- * wgmma. One producer warpgroup loads each item with cp.async into a
- * STAGES ring guarded by mbarriers and, with rope, rotates q, k in place;
- * CONS consumer warpgroups each run their own items on wgmma (S, dP from
- * shared memory; P, dS as register A operands; transposed operands read
- * MN-major). Persistent: one CTA of (CONS + 1) * 128 threads per SM,
- * items strided. Its parameters are CONS and RING (the ring depth, passed
- * as -DSTAGES), and with rope RPROD (how the producer rotates: one item at
- * a time in the slot, the next item's copies issued first, or q, k through
- * registers; backward also 3: the producer conjugate-rotates dq, dk in place
- * after the consumer stores them, so no rope work is left on the MMA warps);
- * none of the mma.sync variants' apply. sm_90a, BLK 64.
- * rope=2 (v rotated too, as in the block-attention work): every variant
- * rotates v's tile with q's and k's (the same tokens, so the same table
- * chunks), and the backward conjugate-rotates dv in its epilogue as it
- * does dk (by the consumer also under RPROD 3; RPROD 2 rotates v in the
- * slot once its copy has landed).
+ * A work item is one (block, head), heads fastest. Variants
+ * (docs/families/blockattn.md says how each works and where it wins):
+ * `grid` (ITEMS consecutive items per CTA), `persistent` (CTAS_SM CTAs per
+ * SM striding over the items) and, forward only, `prefetch` (the grid's
+ * order with its one stage refilled in place) are mma.sync m16n8k16
+ * (sm_80+; templates/blockattn_fwd.cu, blockattn_bwd.cu), searched over
+ * ROWS_W, DSPLIT, STAGES, EPI, the rope table's reads (RPF) and a register
+ * cap (MINB). `ws` (sm_90a, BLK 64; templates/blockattn_ws.cu) is
+ * warp-specialized on wgmma: a producer warpgroup loads (and with rope
+ * rotates) each item, CONS consumer warpgroups run their own items; RING,
+ * and with rope RPROD, are its parameters. rope=2 rotates v as well.
  * NEEDSWORK: ws at BLK 128 (the mma.sync variants cover it); rope costs
- * the mma.sync backward a third more time (NOTES: it is latency and
- * instructions, not bytes).
+ * the mma.sync backward a third more time (instructions and latency on
+ * the item's path, not bytes: bench/NOTES-attention.md).
  */
 #include "blockattn.h"
 #include "gemm_plan.h"
@@ -619,7 +590,7 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 	if (g->threads >= 512)
 		return 80;
 	/* EPI 1 keeps more live across its extra barriers: at 192 (ROWS_W
-	 * 32) it spills 72-540 bytes, at 160 at most 120 (ptxas, 2026-11-29) */
+	 * 32) it spills 72-540 bytes, at 160 at most 120 (ptxas, sm_90) */
 	if (bwd && g->epi)
 		return 176;
 	return bwd ? 192 : 160;
@@ -706,7 +677,8 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 	if (g.epi != 0 && g.epi != 1)
 		return snprintf(why, whylen, "EPI %ld: 0 or 1", g.epi), 1;
 	/* RPF 3-5 (the backward's epilogue pairs read in the prologue, or held
-	 * with an fp32 prologue) measured slower than 6-8 and were removed */
+	 * with an fp32 prologue) are not in the space: holding those registers
+	 * across the MMAs spills (docs/families/blockattn.md) */
 	if (g.rpf < 0 || g.rpf > (bwd ? 8 : 2) || (g.rpf >= 3 && g.rpf <= 5))
 		return snprintf(why, whylen, "RPF %ld: %s", g.rpf, bwd ? "0, 1, 2, 6, 7 or 8" : "0, 1 or 2"),
 		       1;
@@ -1060,15 +1032,16 @@ static double bwd_min_bytes(const struct kt_shape *s)
 	return bytes_of(1, s);
 }
 
-/* The H200 winners at ads_d128_L256 (bench/NOTES-attention.md, runs of
- * 2026-11-29 23:00 and 23:33): grid, one m16 tile per warp, no split, no
+/* The best mma.sync configs at ads_d128_L256 on the H200
+ * (docs/families/blockattn.md): grid, one m16 tile per warp, no split, no
  * ring; the forward two items per CTA (one with rope), the backward one;
  * rope tables read batched (forward: RPF 1) or during the q, k copy with
  * each thread rotating its own chunks (backward: RPF 7); register caps
  * for 4 (fwd) and 3 (bwd) CTAs per SM;
  * the backward's outputs stored from registers (EPI 0). Where a cap
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
- * then head_dim is split. */
+ * then head_dim is split. NEEDSWORK: on sm_90a `ws` beats this default's
+ * backward at the bench shapes; the default does not take it yet. */
 static int default_of(int bwd, const struct kt_shape *s, const struct kt_target *tgt,
 		      struct kt_config *out)
 {

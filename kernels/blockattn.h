@@ -18,8 +18,9 @@
  * Shape keys: seqs (B), lmax, heads (H), head_dim (d), block (BLK), rope.
  * The lengths are not a key: they are a pure function of (seqs, lmax),
  * drawn from the standard SplitMix64 sequence seeded 0 (ba_lengths), so
- * every host (and bench/peers_attn.py) builds the same offsets. This
- * replaces BENCH.md's torch.Generator lengths. T is derived (ba_tokens).
+ * every host (and bench/peers_attn.py) builds the same offsets: a
+ * generator written in C and Python alike is what lets the peers run
+ * exactly ktune's problem. T is derived (ba_tokens).
  *
  * Pure functions over plain data, like family.h; the CPU references use
  * double throughout and return -1 only when out of memory.

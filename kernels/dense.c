@@ -8,11 +8,9 @@
  * memory directly) and wgmma_ws (sm_90a: TMA loads into an mbarrier ring
  * from a producer warpgroup, CONSUMERS wgmma warpgroups, staged epilogue;
  * x and W reach it as KT_ARG_TMAP tensor maps the worker builds);
- * planted_fault and planted_hang fail on purpose.
- *
- * Measured on the H200 (tools/gemm_probe.cu, L2 flushed, 2026-11-29) at
- * 1024 x 4096 x 4096: cuBLAS 46.85 us; wgmma_ws 128x256 4 stages 2
- * consumers 47.26 us (1.01x), 256x128 47.87 us; the old wgmma path 58.85.
+ * planted_fault and planted_hang fail on purpose. wgmma_ws is the one that
+ * keeps up with cuBLAS on the H200: its MMA warps issue no loads and its
+ * epilogue writes whole 16-byte rows (docs/families/dense.md).
  *
  * Shape: tokens 1..2^20; in and out 16..65536 and multiples of 8 (the
  * template moves 16-byte chunks along K and stores bf16 pairs along N;
@@ -43,8 +41,8 @@ static const char *const variants[] = {"mma_sync", "wgmma", "planted_fault", "pl
 #define WG (1u << V_WGMMA)
 #define WS (1u << V_WGMMA_WS)
 
-/* Value lists aim at the best kernels on sm_80..sm_90 (H200: 128x256 tiles,
- * 8 warps, 4+ stages for large tokens; 16..64-row tiles for decode);
+/* Value lists aim at the best kernels on sm_80..sm_90 (on the H200 128x256
+ * tiles, 8 warps, 4+ stages for many tokens; 16..64-row tiles for decode);
  * check() removes what does not fit the target. */
 static const struct kt_param params[] = {
 	{"BLOCK_M", 5, {16, 32, 64, 128, 256}, MMA | WG | WS,
@@ -204,13 +202,10 @@ static double dense_min_bytes(const struct kt_shape *s)
 	return 2.0 * (t * n + n * m + t * m);
 }
 
-/* On sm_90a a warp-specialized tile, best first (measured on the H200,
- * gemm_probe, cuBLAS = 1: 128x256 4 stages 2 consumers 1.01 at
- * 1024x4096x4096, 1.03 at 16384 tokens; 256x128 1.02; 128x128 6 stages
- * 1.13; 64x128 6 stages 1 consumer 1.21 at 1024x1024x4096), taken when
- * its grid fills at least half the machine; then a warpgroup-MMA tile
- * (1024x4096x4096: 256x128 and 128x256 with 4 stages ~1.3x cuBLAS); else
- * the mma.sync list. */
+/* On sm_90a a warp-specialized tile, best first, each with its time per
+ * FLOP relative to cuBLAS as tools/gemm_probe.cu measured it on the H200
+ * (docs/families/dense.md), taken when its grid fills at least half the
+ * machine; then a warpgroup-MMA tile; else the mma.sync list. */
 static const long ws_defaults[][5] = {
 	/* BLOCK_M, BLOCK_N, STAGES, CONSUMERS, time per FLOP (cuBLAS = 100) */
 	{128, 256, 4, 2, 101},
@@ -237,10 +232,10 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 
 	/* the ws tile with the least time per SM (waves x tile area x the
 	 * tile's time per FLOP; the list order breaks ties): at 1000 x 4104,
-	 * 128x256 needs 136 CTAs, two waves on 132 SMs (88.6 us measured),
-	 * 256x128 one (48.8 us). Without the time per FLOP, 64x128's finer
-	 * waves won at 16384 x 4096 (63 waves of 8192 against 16 of 32768)
-	 * though each of its FLOPs costs 20% more. */
+	 * 128x256 needs 136 CTAs, two waves on 132 SMs, 256x128 one, which
+	 * takes about half the time. Without the time per FLOP, 64x128's finer
+	 * waves would win at 16384 x 4096 (63 waves of 8192 against 16 of
+	 * 32768) though each of its FLOPs costs 20% more. */
 	{
 		struct kt_config best;
 		long best_cost = -1;
@@ -255,10 +250,9 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 			out->p[0] = bm;
 			out->p[1] = bn;
 			out->p[5] = ws_defaults[i][2];
-			/* GROUP_M 1: at 16384 x 4096 x 4096, 128x256 with 1
-			 * took 723-725 us where 8 took 824-833 (three rounds,
-			 * cuBLAS 690; 11th session); at 4096 tokens 180.5-181.5
-			 * against 177.9-179.3 */
+			/* GROUP_M 1: plain tile order is ~12% faster than 8
+			 * at 16384 x 4096 x 4096 and within 2% at 4096 tokens
+			 * (bench/results/dense_large_n.json) */
 			out->p[6] = 1;
 			out->p[8] = ws_defaults[i][3];	/* CONSUMERS */
 			if (tiles >= sms / 2 && dense_check(s, out, tgt, why, sizeof(why)) == 0 &&
@@ -291,14 +285,11 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 	out->p[7] = 1;	/* SPLIT_K */
 	if (kt_gemm_default(s->v[D_TOKENS], s->v[D_OUT], s->v[D_IN], tgt, out->p))
 		return -1;
-	/* sm_90, the list's 16-row decode tile (16 x 32 x 64 on 5 stages, the
-	 * one measured) on an 8-deep ring: its CTAs stream the weights with
-	 * more in flight (H200, 12th session, two rounds, order reversed;
-	 * STAGES 5 -> 8 at 16 tokens: 4096 x 4096 23.0-23.2 -> 18.7-18.8 us,
-	 * 4096 -> 11008 34.1 -> 33.2, 11008 -> 4096 49.9 -> 39.8-40.0, 2048 x
-	 * 2048 11.6-11.7 -> 9.9; cuBLAS 17.7-17.9, 34.3-34.4, 35.9-36.2,
-	 * 8.8-8.9; bench/results/dense_decode.json). Not measured on other
-	 * targets: they keep the list's 5. */
+	/* sm_90, the list's 16-row decode tile (16 x 32 x 64 on 5 stages) on
+	 * an 8-deep ring: its CTAs stream the weights with more bytes in
+	 * flight, faster on the H200 at every shape of
+	 * bench/results/dense_decode.json. Other targets keep the list's 5
+	 * (not measured there). */
 	if (tgt->sm == 90 && out->p[0] == 16 && out->p[1] == 32 && out->p[2] == 64 &&
 	    out->p[5] == 5) {
 		long stages = out->p[5];

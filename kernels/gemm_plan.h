@@ -35,9 +35,9 @@ struct kt_gemm_tile {
 				 * bm / consumers rows */
 	long epi_direct;	/* 1: store bf16 pairs from the accumulators
 				 * (0: staged through shared memory, 16-byte
-				 * stores; measured faster) */
+				 * stores; the faster) */
 	long cluster_m;		/* 2: CTA pairs along M share B by TMA multicast
-				 * (0 or 1: off; measured slower, see gemm.cu) */
+				 * (0 or 1: off; in no space, see gemm.cu) */
 	long row_batches;	/* 1: kt_gemm_launch maps an operand whose batches
 				 * sit side by side within each row (K <= batch
 				 * stride < ld, batch * stride <= ld) as (k, batch,

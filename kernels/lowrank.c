@@ -24,11 +24,10 @@
  *            grid.y: its tokens x rank grid (1024 x 1024: 64 tiles of 128 x
  *            128) leaves half of an H200 idle. Two slices are a (1, 2, 1)
  *            cluster that reduces through distributed shared memory
- *            (gemm.cu's SPLIT_CLUSTER: no workspace, no reduce launch);
- *            four go through an fp32 workspace + splitk_reduce. Measured
- *            (H200, llama7b q/k/v/o N1024, the shipped winner, same call,
- *            twice): 39.73 / 39.84 us with the reduce kernel, 38.34 / 38.40
- *            in the cluster; the unfused_ws sweep 178 / 178 verified.
+ *            (gemm.cu's SPLIT_CLUSTER: no workspace, no reduce launch,
+ *            which is what makes the split pay); four go through an fp32
+ *            workspace + splitk_reduce. docs/families/lowrank.md says
+ *            where each variant wins.
  *
  * Shape: tokens 1..2^20; in, out 16..65536, rank 8..65536 (rank structural),
  * all of in, out, rank multiples of 8 (check() rejects others).
@@ -345,8 +344,7 @@ static double lowrank_min_bytes(const struct kt_shape *s)
 
 /* sm_90a: the unfused pair on warpgroup MMA, y on the largest tile that
  * fills half the machine, z (a small tokens x rank grid) split along K
- * (once verified; see NEEDSWORK below). Measured on the H200 (tools/gemm_probe.cu):
- * 256x128 / 4 stages ~1.3x cuBLAS at 1024x4096x{1024,4096}. */
+ * (once verified; see NEEDSWORK below). */
 static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_target *tgt,
 				 struct kt_config *out)
 {
@@ -386,16 +384,12 @@ static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_targe
 	return -1;
 }
 
-/* sm_90, 64 tokens or fewer. The tiles came from 160 random configs of
+/* sm_90, 64 tokens or fewer. The tiles came from random samples of
  * unfused (16 tokens) and of unfused + unfused_wgmma (64) at llama7b
- * q/k/v/o (rank 1024; H200, 11th session), with PDL 1; then (12th
- * session, once the space listed 32-wide tiles and rings of 6 and 8)
- * the 32-wide y and z tiles on an 8-deep ring, each GEMM's CTAs streaming
- * their weights with more in flight (bench/results/lowrank_decode.json,
- * stages_ab; two rounds, order reversed): llama7b q/k/v/o N16 19.9-20.2 ->
- * 16.6-16.9 us (cuBLAS dense 17.8), gate/up N16 30.2-30.4 -> 26.7-26.8
- * (33.8), llama1b q/o N16 12.8 -> 10.9-11.1 (9.6), N64 q/k/v/o 22.7-22.9
- * -> 19.7-20.0 (17.3). The z GEMM (tokens x rank, K = in) splits K in 4;
+ * q/k/v/o (rank 1024), with PDL 1: 32-wide y and z tiles on an 8-deep
+ * ring, each GEMM's CTAs streaming their weights with more bytes in flight
+ * (docs/families/lowrank.md, bench/results/lowrank_decode.json). The z
+ * GEMM (tokens x rank, K = in) splits K in 4;
  * where that is refused (a grid that fills the GPU already, or too few
  * k-tiles a slice) in 2, then not. */
 extern const struct kt_family lowrank_family;

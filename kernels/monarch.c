@@ -1,151 +1,30 @@
 /*
  * monarch.c -- the `monarch` and `monarch_bm` families: a Monarch structured
- * linear layer,
- * y (tokens x out) = x (tokens x in) . W^T with W given by its canonical
- * factors w1 (b, r, n/b) and w2 (b, m/b, r), bf16, fp32 accumulation.
+ * linear layer, y (tokens x out) = x (tokens x in) . W^T, W given by w1 (b,
+ * r, n/b) and w2 (b, m/b, r), bf16, fp32 accumulation (docs/kernels.md; rp =
+ * r/b, nb = n/b, mb = m/b):
+ *   z[j] = x[:, j*nb ..] . w1[j]^T                 stage 1 (N x r per block)
+ *   g[i][t][j*rp + q] = z[j][t][q*b + i]            middle permutation
+ *   y2[i] = g[i] . w2[i]^T                          stage 2 (N x mb per block)
+ *   y[t][s*b + i] = y2[i][t][s]                     output permutation
+ * monarch_bm (the paper's (3)) leaves y block-major, y[t][i*mb + s], for a
+ * next layer whose weights are permuted offline: a family of its own, since
+ * every config of a problem is checked against one reference output.
  *
- * Math (KERNELS.md "Monarch"; rp = r/b, nb = n/b, mb = m/b):
- *   z[j] = x[:, j*nb:(j+1)*nb] . w1[j]^T                  (N x r, per block j)
- *   g[i][t][j*rp + q] = z[j][t][q*b + i]                   (middle permutation)
- *   y2[i] = g[i] . w2[i]^T                                 (N x mb, per block i)
- *   y[t][s*b + i] = y2[i][t][s]                            (output permutation)
- *
- * Variants (all run both GEMM stages on templates/gemm.cu's gemm_tn as
- * batched GEMMs over the b blocks; the data movement is templates/monarch.cu):
- *   naive     the textbook sequence: stage 1 into z (b, N, r), the
- *             element-wise middle permutation into g (b, N, r), stage 2 into
- *             y2 (N, m) block-major, the interleaving permutation into y.
- *             The baseline every speedup is measured against.
- *   relayout  (HPDC'26 (1)) w1's rows re-laid out offline (an untimed prep
- *             launch into the scratch w1r): w1r[j][i*rp + q] = w1[j][q*b + i],
- *             so stage 1 writes each gathered group as one contiguous run of
- *             rp columns, straight into z laid out (N, b, b, rp) through the
- *             GEMM's ldc / batch stride. What is left of the middle
- *             permutation is the b x b block transpose, done with 16-byte
- *             chunk copies (rp % 8 == 0) instead of stride-b element
- *             gathers; the output permutation too is 16-byte loads and
- *             stores (perm_launch: monarch_perm_x8 or monarch_perm_rows).
- *   naive_wgmma, relayout_wgmma   the same on sm_90a's warpgroup MMA path
- *             of gemm.cu (-DWGMMA=1: BLOCK_K 64, BLOCK_M/64 warpgroups;
- *             BLOCK_K and the WARPS_* params do not apply).
- *   naive_ws, relayout_ws   the same with both GEMM stages on sm_90a's
- *             warp-specialized kernel (gemm_tn_ws, -DWS=1: TMA into an
- *             mbarrier ring, a producer + CONSUMERS wgmma warpgroups).
- *             Every stage is a rank-3 tensor map, so no stage stays on
- *             cp.async: stage 1 reads x (N, n) as b column blocks of nb
- *             (batch stride nb, below the row stride n), which
- *             kt_gemm_launch (row_batches) maps as (k, batch, rows) with strides
- *             (1, nb, n) -- increasing, 16-byte multiples (nb % 8 == 0),
- *             ending exactly at x's last element; w1 / w1r (b, r, nb), g
- *             (b, N, r) and w2 (b, mb, r) are plain (k, rows, batch) maps.
- *             The outputs (z, y2, y) are written through pointers, ldc and
- *             batch strides (16-byte chunks: r, b*r, m, mb all % 8 == 0).
- *             K edges (nb, r under 64) are the copy engine's zero fill.
- *             With GSTORE 1 (any relayout variant) stage 1 stores g
- *             itself, (2) below; then relayout's PDL 1 (sm_90) makes stage
- *             2 stage 1's programmatic dependent, loading its first w2
- *             stages before it waits for g (gemm.cu's PDL_PREFETCH). Verified on the H200 (9th session): relayout_ws's whole
- *             space at llama7b gate/up, down, llama1b q/o and gpt2s c_fc
- *             N1024 (66, 66, 48, 66 configs), both variants sampled at
- *             N1024 and N4096 (5 configs each); none wrong. relayout_ws
- *             was the fastest unfused form at every one of them, and is
- *             the sm_90a default where fused_ws refuses (default_impl).
- *   fused_ws  the whole layer in one kernel (templates/monarch_fused.cu,
- *             sm_90a): relayout's w1r (the same prep launch and transform),
- *             then a CTA per (token tile of BLOCK_M, output block i) loops
- *             over the input blocks j: G_j = x_j . w1r[j][i*rp ..]^T on
- *             wgmma from TMA tiles, then y_i += G_j . w2[i][:, j*rp ..]^T
- *             with G_j as the register A operand. Every z column is computed
- *             once by the CTA that needs it; nothing but y is written. A
- *             producer warpgroup and BLOCK_M/64 consumer warpgroups; RING
- *             slots of 64-wide (x, w1r) k-chunks (one input block's must
- *             fit: in/blocks <= 64 * RING), two w2 slices (RING 7, 8: one,
- *             W2BUF 1). Shapes: rank/blocks
- *             64 or 128, out/blocks 64, 128 or 256 (the output block stays
- *             in registers; fewer than 176 accumulators per thread);
- *             others are refused. EPILOGUE 0 stores from the
- *             accumulators (monarch's interleaved y in 2-byte scatters at
- *             stride blocks: measured slow); 1 stages 16-byte rows, and for
- *             monarch writes y2 block-major, then monarch_perm_x8
- *             interleaves it (blocks % 8 == 0: 8 x 8 tiles transposed in
- *             registers, 16-byte loads and stores), else monarch_perm_rows
- *             (one row per block through shared memory).
- *             EPILOGUE 2 (monarch, blocks % 8 == 0): clusters of the 8 CTAs
- *             of blocks i0 .. i0+7 exchange their staged tiles through
- *             distributed shared memory so that y's interleaved columns
- *             go out in 16-byte stores (no second launch).
- *             EPILOGUE 3 (monarch, blocks % 8 == 0, no clusters): one
- *             cooperative launch (kt_launch.cooperative) stores y2 as
- *             EPILOGUE 1 does, each CTA then arrives on its token tile's
- *             counter (the scratch buffer `arrived`, one i32 per tile,
- *             zeroed by the worker once per candidate), waits for the
- *             tile's b CTAs and interleaves its share of the tile into y
- *             (monarch_perm_x8's 8 x 8 register transpose, no second
- *             launch). The wait needs the whole grid resident: refused
- *             where the target's SM count is known and the grid (one CTA
- *             per SM) exceeds it.
- *             CLUSTER_I 2: the CTAs of output blocks i, i+1 form a cluster
- *             and multicast the x tiles they share; CLUSTER_T 2: those of
- *             two token tiles multicast their w1r and w2 tiles (each half
- *             of that operand's L2 traffic; both: clusters of 4).
- *             Measured (H200, llama7b q/k/v/o N1024): 41.3-41.6 us for
- *             monarch (EPILOGUE 1 + monarch_perm_x8; 42.3-42.8 with
- *             monarch_perm_rows), 34.1-35.0 for monarch_bm, cuBLAS dense ~47;
- *             EPILOGUE 3 (BLOCK_M 128, RING 6) 39.10 us against EPILOGUE
- *             1's 40.85 in one run (cuBLAS 46.56 there); see
- *             templates/monarch_fused.cu for what else was tried.
- *             NEEDSWORK: rank/blocks 96 (llama7b gate/up) needs an m64n96
- *             wgmma (common.cuh has N 64, 128, 256); in/blocks past
- *             64 * RING (down: 688) needs the ring released per k-chunk;
- *             out/blocks past 256 (gpt2s c_fc: 768) an output tile split
- *             (G recomputed per tile). monarch_default hands out fused_ws's
- *             measured winner on sm_90a where the shape takes it.
- *             Its z and g scratch buffers are empty.
- *
- * (2), the b2 <-> b1 permutation folded into the stage-1 store, is a
- * relayout variant with GSTORE 1: stage 1 writes column c = i*rp + q of
- * block j to g[i][t][j*rp + q] (gemm.cu's COLGRP = rp, COLGSTRIDE = N*r;
- * C = g + j*rp, rows r apart) -- relayout_ws from its staged epilogue in
- * 16-byte chunks, relayout and relayout_wgmma in the pairs gemm_tn stores
- * from its accumulators -- and no copy runs between the stages.
- * H200, N1024 (9th session; bench/NOTES-linear.md): llama7b down 136.7 ->
- * 107.5 us, gate/up 154.2 -> 123.0 (cuBLAS dense 115.2, 118.2), gpt2s
- * c_fc 25.9 -> 22.5 (whole spaces); at llama1b q/o (rp 16: 32-byte runs)
- * no better (30.1 either way), so the default takes GSTORE 1 where rp >=
- * 32 only. At decode the launch it saves counts most: relayout's decode
- * tile at the four N16 reference shapes, 32.8 -> 29.8, 36.5 -> 34.2, 15.4
- * -> 13.3 and 15.4 -> 12.8 us (10th session), so the decode default takes
- * it everywhere. The copy form stays a config (GSTORE 0, what keys from
- * before the parameter mean).
- * YSTORE 1 (relayout, relayout_wgmma; monarch only) folds the output
- * permutation into stage 2 the same way: gemm.cu's COLSTEP = b puts
- * column s of block i at y's column s*b + i (C = y + i) in 2-byte stores,
- * and no permutation launch runs. Slow for many tokens; at the four N16
- * reference shapes the decode tile went 29.4 -> 27.6, 34.0 -> 30.3, 13.0
- * -> 10.5 and 13.3 -> 9.5 us with it (10th session), so the decode
- * default takes it.
- * Why the copy was needed at all: no choice of w1/w2 re-layout, ldc, lda
- * and batch strides removes it: for
- * one token, stage 1 writes b contiguous runs of r values (one per block j),
- * stage 2 reads b contiguous runs of r values (one per block i) each holding
- * rp values of every j; two partitions of the same positions into runs of
- * length r are the same partition, so a run of stage 1 would have to equal a
- * run of stage 2, which it cannot for b > 1. (Batching stage 1 over the b*b
- * pairs (i, j) with N = rp gives a consistent C layout, ldc = b*r and batch
- * stride rp, but then x's batch offset j*nb is not linear in the batch
- * index.) Hence the column remap in gemm.cu's epilogue (a two-level batch
- * index, blockIdx.z -> (z / B, z % B) with two strides per operand, was the
- * other way).
- *
- * (3) -- y left block-major (column i*mb + s) with the next layer's weights
- * pre-permuted offline -- is the second family here, `monarch_bm`: the same
- * variants without the output permutation launch (stage 2 writes y
- * through ldc = out and batch stride out/blocks). It is a family, not a
- * config option, because the output layout is part of the problem: the
- * worker checks every config of a problem against one reference output,
- * and a user picking a config must not get a different layout with it.
- * Its ref_plan and cpu_ref write block-major.
- *
+ * Variants (docs/families/monarch.md says how each works and where it wins;
+ * the stages are templates/gemm.cu's batched GEMMs, the data movement
+ * templates/monarch.cu): naive (the textbook sequence, the baseline),
+ * relayout (the paper's (1): w1's rows re-laid offline into w1r, so stage 1
+ * writes contiguous runs and the permutations become 16-byte copies), both
+ * also on wgmma (*_wgmma) and on the warp-specialized kernel (*_ws), and
+ * fused_ws (the whole layer in one sm_90a kernel, templates/monarch_fused.cu).
+ * GSTORE 1 (the paper's (2)) has stage 1 store g itself through gemm.cu's
+ * column groups, YSTORE 1 stage 2 store the interleaved y, PDL 1 stage 2
+ * start as stage 1's dependent: no copy launch between or after the stages.
+ * NEEDSWORK: fused_ws takes only rank/blocks 64 or 128 (96, llama7b gate/up,
+ * needs an m64n96 wgmma), in/blocks <= 64 * RING (down's 688 needs the ring
+ * released per k-chunk) and out/blocks <= 256 (gpt2s c_fc's 768 needs an
+ * output tile split, G recomputed per tile).
  *
  * Shape: tokens 1..2^20; in, out 16..65536; blocks 1..256 and rank 8..65536
  * (both structural). check() requires blocks to divide in, out and rank and
@@ -312,9 +191,9 @@ static long fused_consumers(const struct kt_config *c)
 /* w2 slice buffers: RING 7 and 8 fit (BLOCK_M 128) only with one, which
  * the consumers release as soon as their second product retired; RING 4-6
  * keep the two that configs stored before RING 7 were measured with.
- * Measured: the one buffer's reload is exposed every j (44.8 us at RING 8
- * against 35.0 at RING 6 with two, monarch_bm llama7b q/k/v/o): the
- * search keeps RING 6; monarch_fused.cu's NEEDSWORK says what is left. */
+ * The one buffer's reload is exposed every j, which costs more than the
+ * deeper ring gives (docs/families/monarch.md); monarch_fused.cu's
+ * NEEDSWORK says what is left. */
 static long fused_w2buf(const struct kt_config *c)
 {
 	return c->p[P_RING] > 6 ? 1 : 2;
@@ -554,9 +433,7 @@ static void y2_to_y_args(struct kt_launch *l, long T, long m, long b)
  * and stores, 8 x 8 tiles transposed in registers), else monarch_perm_rows
  * where its row fits the target's shared memory (16-byte too), else
  * monarch_perm_out (2-byte gathers: consecutive outputs read 2 bytes mb
- * apart). On the H200 (9th session) the switch took relayout_ws's default
- * from 42.5 to 28.9 us at llama1b q/o N1024 and from 228.5 to 154.2 at
- * llama7b gate/up (monarch_bm, no permutation at all: 23.8 and 137.7). */
+ * apart, which cost a third of relayout_ws's time at llama1b q/o). */
 static void perm_launch(const struct kt_shape *s, const struct kt_target *tgt, int program,
 			struct kt_launch *l)
 {
@@ -609,8 +486,8 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
  * (its header says the maps, grid and shared memory); monarch with
  * EPILOGUE 1: that launch stores y2 block-major in 16-byte rows, then
  * monarch_perm_x8 (blocks % 8 == 0) or monarch_perm_rows interleaves it
- * into y (2-byte scattered stores at stride blocks measured ~2x the whole
- * kernel's time); with EPILOGUE 3 the same launch, cooperative, does both
+ * into y (2-byte scattered stores at stride blocks take about the whole
+ * kernel's time again); with EPILOGUE 3 the same launch, cooperative, does both
  * (y2, then y and the arrival counters as two more arguments). */
 static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *c,
 		      const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
@@ -912,25 +789,18 @@ static double monarch_min_bytes(const struct kt_shape *s)
 
 extern const struct kt_family monarch_family;
 
-/* On sm_90a, where the shape takes it, fused_ws's measured winner:
- * BLOCK_M 128 (64 for few tokens), RING 6, no clusters, and for monarch
- * EPILOGUE 3 where the target's SM count is known (its co-residency
- * check), else EPILOGUE 1. llama7b q/k/v/o N1024 on the H200 (sweeps of
- * the whole fused_ws space, every config verified): monarch 39.1-39.5 us
- * with EPILOGUE 3, 40.7-41.3 with EPILOGUE 1; monarch_bm 34.1-35.0 with
- * EPILOGUE 1 (its rows are contiguous: EPILOGUE 3 is monarch's only); RING
- * 7, 8 measured slower. EPILOGUE 1 is checked as monarch's, whose rules
- * are monarch_bm's and more. Else, on sm_90a, relayout_ws: BLOCK_M 128,
- * two consumers, STAGES 4, BLOCK_N the largest of 256 .. 32 not past
- * out/blocks, Z_BLOCK_N the largest dividing rank and GSTORE 1 where
- * rank/blocks >= 32 ((2) above says why), the tile the winner of the
- * whole relayout_ws space at each of the four N1024 reference shapes
- * fused_ws refuses (H200, before its output permutation went 16-byte:
- * llama7b gate/up 228.2 us, down 164.4, llama1b q/o 43.0, gpt2s c_fc
- * 43.9, where the naive default took 498.2, -, -, 54.5; with it and
- * GSTORE: 123.0, 107.5, 29.7, 23.2; bench/NOTES-linear.md, 9th session);
- * then BLOCK_M 64 with one
- * consumer. On sm_90 for 32 tokens or fewer, and where tokens x rank <=
+/* On sm_90a, where the shape takes it, the winner of the whole fused_ws
+ * space at llama7b q/k/v/o N1024: BLOCK_M 128 (64 for few tokens), RING 6,
+ * no clusters, and for monarch EPILOGUE 3 where the target's SM count is
+ * known (its co-residency check), else EPILOGUE 1 (monarch_bm's rows are
+ * contiguous: EPILOGUE 3 is monarch's only). EPILOGUE 1 is checked as
+ * monarch's, whose rules are monarch_bm's and more. Else, on sm_90a,
+ * relayout_ws: BLOCK_M 128, two consumers, STAGES 4, BLOCK_N the largest of
+ * 256 .. 32 not past out/blocks, Z_BLOCK_N the largest dividing rank and
+ * GSTORE 1 where rank/blocks >= 32 (shorter runs gain nothing), the tile
+ * that won the whole relayout_ws space at each of the four N1024 reference
+ * shapes fused_ws refuses (docs/families/monarch.md); then BLOCK_M 64 with
+ * one consumer. On sm_90 for 32 tokens or fewer, and where tokens x rank <=
  * 65536 (few tokens of a small layer), the decode tile below.
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
@@ -945,12 +815,9 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 	int e3;
 	/* on sm_90 the decode tile below: for 32 tokens or fewer (under the
 	 * ws tiles, which refuse them), and for few tokens of a small layer,
-	 * where it beat relayout_ws's default: tokens x rank <= 65536 (H200, 10th session, the same call:
-	 * llama1b q/o at 64, 96, 128, 256 tokens 11.8, 13.2, 14.8, 20.3 us
-	 * against 18.0, 21.4, 21.2, 22.4; gpt2s c_fc 10.6, 11.4, 12.2, 16.0
-	 * against 15.6, 18.1, 19.1, 19.5) and lost above (llama7b gate/up and
-	 * down at 64: 44.0 and 43.2 against 35.0 and 39.4; llama1b, gpt2s at
-	 * 1024: 50.5, 34.3 against 29.7, 23.2; those from different calls) */
+	 * where it beat relayout_ws's default: tokens x rank <= 65536 (it won
+	 * at llama1b q/o and gpt2s c_fc up to 256 tokens, lost at llama7b's
+	 * layers at 64 and at 1024 tokens: docs/families/monarch.md) */
 	const int decode = tgt->sm == 90 &&
 			   (s->v[D_TOKENS] <= 32 || s->v[D_TOKENS] * s->v[D_RANK] <= 65536);
 
@@ -991,21 +858,13 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
-	/* decode: relayout (naive where
-	 * rank/blocks % 8) with the tile that won 100 random configs of naive
-	 * and relayout at each of the four N16 reference shapes (H200, 9th
-	 * session: gate/up 33.4 us, down 36.3, llama1b 15.6, gpt2s 15.9 (naive
-	 * 15.3-15.4 there); the GEMM list's tile took 56.2, 74.8, 21.4, 21.4),
-	 * then GSTORE 1, no copy launch between the stages (10th session, two
-	 * rounds each: 32.8 -> 29.8, 36.5 -> 34.2, 15.4 -> 13.3, 15.4 -> 12.8
-	 * us), and YSTORE 1 for monarch, no permutation launch after them
-	 * (29.4 -> 27.6, 34.0 -> 30.3, 13.0 -> 10.5, 13.3 -> 9.5; cuBLAS dense
-	 * 33.9, 35.3, 9.5, 7.9 in the same call), and PDL 1, stage 2 loading
-	 * its first w2 stages while stage 1 finishes (11th session, three
-	 * rounds each, µs: 27.6-27.9 -> 26.1-26.3, 30.0-30.7 -> 28.3-28.4,
-	 * 10.2-10.4 -> 8.6-8.8, 9.4-9.6 -> 7.6; cuBLAS dense 33.4-34.9,
-	 * 34.7-34.9, 9.5-9.6, 7.6-7.9; llama1b at 64 tokens 11.8-12.0 ->
-	 * 10.6-10.8, gpt2s at 256 15.6-16.0 -> 14.8-14.9) */
+	/* decode: relayout (naive where rank/blocks % 8) with the tile that won
+	 * random samples of naive and relayout at each of the four N16
+	 * reference shapes, then GSTORE 1 (no copy launch between the stages),
+	 * YSTORE 1 for monarch (no permutation launch after them) and PDL 1
+	 * (stage 2 loading its first w2 stages while stage 1 finishes): each
+	 * took a launch or a wait off the critical path at every shape measured
+	 * (docs/families/monarch.md, bench/results/monarch_decode.json) */
 	if (decode) {
 		memset(out, 0, sizeof(*out));
 		out->variant = (s->v[D_RANK] / s->v[D_BLOCKS]) % 8 ? V_NAIVE : V_RELAYOUT;

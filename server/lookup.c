@@ -9,7 +9,7 @@
 #include "launch.h"
 #include "query.h"
 
-/* H200 ceilings (KERNELS.md): the floor every result is reported against. */
+/* H200 ceilings (docs/kernels.md): the floor every result is reported against. */
 #define PEAK_FLOPS 790e12
 #define PEAK_BYTES 4.3e12
 

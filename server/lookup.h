@@ -22,8 +22,8 @@
  *   default  family->default_config() for the shape and target.
  *
  * The distance limit: a config tuned for 16 tokens is no answer for 16384
- * (Monarch's decode tile took 7011 us there, its default 1763; bench/
- * NOTES-linear.md, 10th session), and the defaults have rules per regime
+ * (Monarch's decode tile takes about four times its default's time there:
+ * bench/results/lookup_far.json), and the defaults have rules per regime
  * that a far neighbour lacks. A nearest shape further away than the limit
  * does not answer; the answer names the closest one it passed over
  * (skipped_nearest), so that a caller sees what is tuned.

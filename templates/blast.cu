@@ -2,7 +2,7 @@
  * blast.cu -- the mixing and reference kernels of the `blast` family
  * (kernels/blast.c); its two GEMM stages run templates/gemm.cu.
  *
- * Notation as in KERNELS.md: N tokens, n in, m out, b blocks, r rank,
+ * Notation as in docs/kernels.md: N tokens, n in, m out, b blocks, r rank,
  * nb = n / b, mb = m / b. Canonical weights U (b, mb, r), V (b, r, nb),
  * S (b, b, r); z[j] = x_j . V_j^T (N x r); w[i][t][c] = sum_j S[i][j][c] *
  * z[j][t][c]; y[:, i*mb + o'] = w[i] . U_i^T.
@@ -298,18 +298,11 @@ blast_s1mix(const __nv_bfloat16 *x, const __nv_bfloat16 *V, const float *S32, __
  * groups (w's stores: 2-way), and so do the row-wise copies from and to
  * global memory (tp_issue, tp_store).
  *
- * Measured (tools/mix_probe.cu, H200, warm L2): llama7b N1024 19.7 us,
- * N16384 324, llama1b 7.8 against cudaMemcpy of the same bytes 16.9, 256,
- * 6.1, on the grid of rank tiles x token runs; with tp_assign's grid
- * N16384 308.5, llama1b 7.9, and the whole tcmix_ws layer (ktune sweep
- * --config, same call, old / new twice) N16384 888.8, 887.3 / 869.2,
- * 865.3 us, N1024 57.8, 57.9 / 57.6, 57.7, llama1b unchanged (22.0). Earlier forms, same probe: the next tile in registers and the A
- * fragments in shared memory (4 CTAs per SM, one tile in flight each)
- * 23.2, 332, 10.1; the same ring at 4 CTAs per SM (128 registers, 48 B of
- * spills) 21.7, 332, 9.0; the first tensor-core mixer (one 16 x 64 tile
- * per CTA, 2-byte transposes, S loads inside the rank loop) 27.1, 425,
- * 10.5; fragments loaded straight from global memory, so that a warp's
- * 16-byte load touches 32 lines, 43.6 at N1024.
+ * The mixer is bound by its traffic (z in, w out: it runs near cudaMemcpy
+ * of the same bytes, tools/mix_probe.cu). Why this form: two tiles in
+ * flight per CTA at 3 CTAs per SM (164 registers) beat one at 4 (128
+ * registers), and fragments read straight from global memory touch 32
+ * lines per 16-byte warp load (docs/families/blast.md has the figures).
  * grid (any, 1, 1) (tp_assign), block 128, TP_SMEM bytes of dynamic
  * shared memory (kernels/blast.c's TP_SMEM says the same).
  */

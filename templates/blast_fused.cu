@@ -1,65 +1,36 @@
 /*
- * blast_fused.cu -- the fully fused BLAST layer of kernels/blast.c's
- * `fused_cl` variant (sm_90: thread-block clusters, distributed shared
- * memory, mma.sync). One kernel, nothing in global memory but x, the
- * weights and y. Notation as in templates/blast.cu: N tokens, n in, m out,
- * b blocks, r rank, nb = n / b, mb = m / b; St (r, 16, 16) is S rank-major
- * and zero-padded (blast.cu's blast_s_to_t16, the variant's prep).
+ * blast_fused.cu -- the whole BLAST layer in one kernel for small rank,
+ * kernels/blast.c's `fused_cl` (sm_90: thread-block clusters, distributed
+ * shared memory, mma.sync): nothing in global memory but x, the weights and
+ * y. Notation as in templates/blast.cu: N tokens, n in, m out, b blocks, r
+ * rank, nb = n / b, mb = m / b; St (r, 16, 16) is S rank-major and
+ * zero-padded (blast.cu's blast_s_to_t16, the variant's prep).
  *
  *   fused_blast_cl(x, V, U, St, y, N)
- *       compile-time shape and tile: FB_B = b, FB_R = r, FB_NB = nb,
- *       FB_MB = mb, FB_T = token tile, FB_G = blocks per CTA, FB_STAGES =
- *       copy ring depth, FB_RESIDENT; C = b / G CTAs per cluster
- *       (__cluster_dims__). grid ceil(N / T) * C (FB_RESIDENT: any number
- *       of clusters up to that, each walking token tiles cid, cid +
- *       clusters, ...), block 256, dynamic smem SMEM below
- *       (kernels/blast.c's fcl_smem computes the same).
+ *       compile-time shape and tile: FB_B = b, FB_R = r, FB_NB = nb, FB_MB =
+ *       mb, FB_T = token tile, FB_G = blocks per CTA, FB_STAGES = copy ring
+ *       depth, FB_RESIDENT; C = b / G CTAs per cluster (__cluster_dims__).
+ *       grid ceil(N / T) * C (FB_RESIDENT: any number of clusters up to
+ *       that, each walking token tiles cid, cid + clusters, ...), block 256,
+ *       dynamic smem SMEM below (kernels/blast.c's fcl_smem says the same).
  *
- * A cluster owns T tokens. CTA q (its rank in the cluster) owns blocks
- * q*G .. q*G+G-1 (as j in stage 1, as i in stage 3) and the rank slice
- * q*RS .. q*RS+RS-1, RS = r / C:
- *   1. stage 1, per own block j: zT[g] (r x T) = V_j . x_j^T (M = rank,
- *      N = tokens, K = nb), into shared memory as bf16 (zT: rank rows,
- *      tokens contiguous), as the unfused variants round z.
- *   2. the cluster barrier's wait (its arrive ended the previous tile);
- *      then per own block and peer d one bulk copy (cp.async.bulk
- *      shared::cta -> shared::cluster) of zT's rank slice of d into d's GB
- *      (16 blocks j of RS x T, j padded to 16 with zeros), counted in on
- *      d's mbarrier; wait for the b slices of the own rank slice.
- *   3. mixing on tensor cores, per rank c of the slice: W_c (16 x T) =
- *      S_c (16 x 16, St, fragments loaded once) . Z_c (16 x T), one
- *      m16n8k16 per 8 tokens, into WX (b, RS, T) bf16.
- *   4. per peer d and its blocks i one bulk copy of WX[i] (the own rank
- *      slice of w[i]) into d's WL (G, r, T) at ranks q*RS..; wait for the
- *      C slices of every own block.
- *   5. stage 3, per own block i and 128-column panel: y[t0.., i*mb + p*128
- *      ..] = w[i] . U_i^T (M = tokens, N = 128, K = r), bf16 straight from
- *      the accumulators; then the cluster barrier's arrive: GB and WL are
- *      free for the next tile.
- * z and w (b*N*r each) never leave the cluster: 2 * (C-1)/C * b*T*r*2
- * bytes per tile go over the SM-to-SM network instead of 4 * b*N*r*2
- * through memory. Reuse: a CTA's zT and WX are rewritten only after its
- * outgoing copies landed -- it has received every peer's w, sent after
- * that peer received its z -- and WX only after the next barrier; GB and
- * WL receive only after their owner's arrive. The barrier is the only
- * cluster-wide wait a tile; no CTA exits before the last one.
- *
- * FB_RESIDENT 1: the CTA loads its blocks' V and U once (G * (r*nb +
- * mb*r) * 2 bytes; V with the first x, U in a later group that stage 3
- * waits for) and double-buffers x, the next tile's x in flight during
- * this one.
- *
- * Copies (FB_RESIDENT 0): one cp.async ring of FB_STAGES slots runs
- * through both GEMM stages in order: stage 1's chunks (g, k-chunk of 64:
- * x_j's T rows and V_j's r rows) then stage 3's (g, panel, k-chunk of
- * 64: U_i's 128 rows), rows of 128 bytes with kt_swz<8>. So U's first
- * chunks are in flight during the exchanges and the mixing. Warps: stage 1 WM1 x WN1 over
- * (rank, tokens), stage 3 WM3 x WN3 over (tokens, columns); the mixing
- * deals the slice's ranks to the 8 warps.
- *
- * Shared-memory rows of the T-contiguous tiles (zT, WL, GB, WX) are T + 8
- * elements: 144 or 80 bytes, so the 8 rows an ldmatrix or a quad's 4-byte
- * stores touch fall into distinct banks.
+ * A cluster owns T tokens. CTA q owns blocks q*G .. q*G+G-1 (as j in stage
+ * 1, as i in stage 3) and the rank slice q*RS .. +RS, RS = r / C:
+ *   1. stage 1 of its blocks into shared memory, zT[g] = V_j . x_j^T (rank
+ *      rows, tokens contiguous), bf16 as the unfused variants round z;
+ *   2. the exchange: per own block and peer, one bulk copy of that peer's
+ *      rank slice of zT into the peer's GB, counted in on its mbarrier;
+ *   3. the mixing of its rank slice on tensor cores, W_c = S_c . Z_c;
+ *   4. per peer and block, the slice of w the peer's block needs into the
+ *      peer's WL (exchange_mix() says when each buffer may be reused);
+ *   5. stage 3 of its blocks, y[t0.., i*mb ..] = w[i] . U_i^T, from the
+ *      accumulators; then the cluster barrier's arrive.
+ * z and w never leave the cluster: 2 * (C-1)/C * b*T*r*2 bytes per tile
+ * cross the SM-to-SM network instead of 4 * b*N*r*2 through memory.
+ * FB_RESIDENT 1 loads the CTA's V and U once and double-buffers x; 0
+ * streams x, V and U through one cp.async ring of FB_STAGES slots in the
+ * order both stages use them. Rows of the T-contiguous tiles are T + 8
+ * elements, so the 8 rows an ldmatrix touches fall in distinct banks.
  */
 #include "common.cuh"
 

@@ -9,58 +9,26 @@
  *       grid ceil(N / ST_T) * (r / ST_RS), rank slices fastest (the CTAs
  *       that run together share their x tile in L2); block (ST_CONS + 1) *
  *       128; dynamic smem 1024 + max(ST_RING * SLOT, ST_CONS * 4 * ZW) +
- *       ST_CONS * 4 * ZW + ST_RS / 8 * 4096 + 256
- *       (kernels/blast.c's s1tc_smem computes the same).
- *   tx: x (N, n) as (k = nb, block = b, token = N), box (64, 1, ST_T)
- *   tv: V (b, r, nb) as (k = nb, rank = r, block = b), box (64, ST_RS, 1)
- *       both with the 128-byte swizzle;
- *   ts: St as (j = 16, i = 16, rank = r), box (16, 16, 8), 32-byte swizzle
- *   tw: w (b, N, r) bf16 (what stage 3 reads) as (rank = r, token = N,
- *       block = b), box (ST_RS, 16, 16), swizzle 2 * ST_RS bytes: stores.
+ *       ST_CONS * 4 * ZW + ST_RS / 8 * 4096 + 256 (kernels/blast.c's
+ *       s1tc_smem computes the same).
+ *   tx: x (N, n) as (k = nb, block = b, token = N), box (64, 1, ST_T) and
+ *   tv: V (b, r, nb) as (k = nb, rank = r, block = b), box (64, ST_RS, 1),
+ *       both with the 128-byte swizzle; ts: St as (j = 16, i = 16, rank =
+ *       r), box (16, 16, 8), 32-byte swizzle; tw: w (b, N, r) bf16 (what
+ *       stage 3 reads) as (rank, token, block), box (ST_RS, 16, 16),
+ *       swizzle 2 * ST_RS bytes: stores. -DKT_PDL=1: launched as a
+ *       dependent (the previous stage 3 reads w).
  *
- * CTA (token tile t0 of ST_T, rank slice c0 of ST_RS) for j = 0 .. b-1:
- *   z_j (ST_T x ST_RS) = x[t0.., j*nb ..] . V_j[c0 .. +ST_RS]^T     (K = nb)
- * on wgmma (m64 per consumer warpgroup, N = ST_RS, both operands from the
- * ring), rounded to bf16 into shared memory; then per rank c of the slice
- * the mixing w[.][t][c] = S_c . z[.][t][c] on tensor cores, and w is
- * stored once. z never reaches memory: the b values of a (token, rank)
- * that the mixing needs together are all made in this CTA. What this
- * costs instead: x is read once per rank slice (r / ST_RS times in all,
- * from L2).
- *
- * Roles. Warpgroup 0 is the producer: NP threads issue the TMA copies --
- * St's slice first (ST_RS / 8 copies of 8 ranks, 4 KiB each, counted on
- * the St barrier), then for each j its KCH = ceil(nb / 64) k-chunks of (x:
- * ST_T rows, V: ST_RS rows) into a ring of ST_RING slots (full / empty
- * mbarriers). After the j loop the ring holds the w staging tiles. Each consumer
- * warpgroup owns 64 token rows and two G accumulators: per j it waits for
- * S1(j), gives its slots back, issues S1(j+1) into the other accumulator,
- * and meanwhile stores G_j as bf16 with stmatrix.trans (nothing in flight
- * touches G_j). The ring must hold one j's chunks (KCH <= ST_RING; the host
- * check refuses less, the kernel traps). Two S1 groups in flight (three
- * accumulators) were slower, 21.4 -> 26.5 us at llama1b and 80 -> 112 at
- * llama7b: the slots they hold are what the copies lack (16th session,
- * bench/NOTES-linear.md). The j loop must then be unrolled over a fixed
- * trip count, or ptxas serializes the wgmmas (C7514).
- *
- * z tiles: each warp stores and later reads only its own 16 token rows
- * (the rows wgmma's m64 layout gives it), so after the j loop a warp
- * mixes with no barrier but its own. Per warp ZW = ST_RS * 512 bytes:
- * for rank c, block j and token half h (8 tokens, 16 bytes), the chunk
- * sits in line (c * 2 + j / 8) * 2 + h of 128 bytes at 16-byte slot (j ^
- * c) % 8. The 8 chunks an ldmatrix reads (8 blocks, one rank) and the 8
- * a stmatrix writes (8 ranks, one block) each fall on 8 distinct slots:
- * no bank conflicts either way. Blocks b .. 15 are zeros (the mixing's K
- * is 16; St is zero there too).
- *
- * Mixing, per warp, 8 ranks at a time: W_c^T (16 tokens x 16 i) = Z_c^T
- * (16 tokens x 16 j) . S_c^T, two m16n8k16 (i 0-7, 8-15); A by
- * ldmatrix.trans from the z tile, B by ldmatrix from St (rows i of 32
- * bytes, the 32-byte swizzle: no conflicts). Each lane then holds, for 8
- * (token, i) places, the 8 ranks' values: one 16-byte chunk each into the
- * warp's w staging tile (ZW bytes), which leaves as one TMA store.
- *
- * -DKT_PDL=1: launched as a dependent (the previous stage 3 reads w).
+ * CTA (token tile t0 of ST_T, rank slice c0 of ST_RS), for j = 0 .. b-1:
+ *   z_j (ST_T x ST_RS) = x[t0.., j*nb ..] . V_j[c0 .. +ST_RS]^T  (K = nb)
+ * on wgmma (m64 per consumer warpgroup, both operands from a ring of
+ * ST_RING slots that NP producer threads fill), rounded to bf16 into the
+ * warp's z tile; then per rank c of the slice the mixing w[.][t][c] = S_c .
+ * z[.][t][c] on tensor cores (mix()), and w is stored once. z never reaches
+ * memory: the b values of a (token, rank) that the mixing needs together
+ * are all made in this CTA. The price: x is read once per rank slice (r /
+ * ST_RS times in all, from L2). The ring must hold one j's chunks (KCH =
+ * ceil(nb / 64) <= ST_RING; the host check refuses less, the kernel traps).
  */
 #include "common.cuh"
 
@@ -90,7 +58,14 @@ struct ctx {
 	int kch, lane;
 };
 
-/* byte offset of (rank c, block j, token half h) in a warp's z tile */
+/* Byte offset of (rank c, block j, token half h) in a warp's z tile of ZW =
+ * ST_RS * 512 bytes: line (c * 2 + j / 8) * 2 + h of 128 bytes, 16-byte
+ * slot (j ^ c) % 8. The 8 chunks an ldmatrix reads (8 blocks, one rank)
+ * and the 8 a stmatrix writes (8 ranks, one block) fall on 8 distinct
+ * slots: no bank conflicts either way. Each warp stores and later reads
+ * only its own 16 token rows (those wgmma's m64 layout gives it), so a
+ * warp mixes with no barrier but its own. Blocks b .. 15 are zeros (the
+ * mixing's K is 16; St is zero there too). */
 KT_DEV unsigned zoff(int c, int j, int h)
 {
 	return (unsigned)(((((c * 2 + (j >> 3)) * 2 + h) * 8) + ((j ^ c) & 7)) * 16);
@@ -115,7 +90,10 @@ KT_DEV void z_store(const float (&g)[NG][4], int j, unsigned zw, int lane)
 }
 
 /* One j, S1(j) issued into cur before: once it retired its slots go back,
- * S1(j+1) goes out into nxt, and G_j is stored while that runs. */
+ * S1(j+1) goes out into nxt, and G_j is stored while that runs (with
+ * stmatrix.trans; nothing in flight touches G_j). One S1 group in flight:
+ * a second would hold ring slots the copies lack. The j loop is unrolled
+ * over a fixed trip count, or ptxas serializes the wgmmas (C7514). */
 KT_DEV void step(const ctx &c, float (&cur)[NG][4], float (&nxt)[NG][4], int j, int b,
 		 unsigned xoff, unsigned zw)
 {
@@ -134,12 +112,16 @@ KT_DEV void step(const ctx &c, float (&cur)[NG][4], float (&nxt)[NG][4], int j, 
 }
 
 /* The mixing of this warp's 16 tokens (t0w ..) over the CTA's RS ranks
- * (c0 ..), St's copy g at c.st + g * SBLK. w goes into the warp's staging tile ws (rows (i, token) of RS
- * ranks, 2*RS bytes, the 2*RS-byte swizzle of the tw map), then out as one
- * TMA store of box (RS, 16, 16) at (c0, t0w, 0): whole 64- or 128-byte row
- * runs, rows past N and blocks past b clipped by the copy engine. The
- * 16-byte stores straight from the fragments (32 rows an instruction) took
- * twice the time of the whole j loop (ncu source counters, 6th session). */
+ * (c0 ..), St's copy g at c.st + g * SBLK, 8 ranks at a time: W_c^T (16
+ * tokens x 16 i) = Z_c^T (16 tokens x 16 j) . S_c^T, two m16n8k16 (i 0-7,
+ * 8-15), A by ldmatrix.trans from the z tile, B by ldmatrix from St (rows
+ * i of 32 bytes, the 32-byte swizzle: no conflicts). w goes into the
+ * warp's staging tile ws (rows (i, token) of RS ranks, 2*RS bytes, the
+ * 2*RS-byte swizzle of the tw map), then out as one TMA store of box (RS,
+ * 16, 16) at (c0, t0w, 0): whole 64- or 128-byte row runs, rows past N and
+ * blocks past b clipped by the copy engine. Storing 16 bytes straight from
+ * the fragments instead (32 rows an instruction) cost more than the whole
+ * j loop. */
 KT_DEV void mix(const ctx &c, unsigned zw, unsigned ws, const kt_tmap_t *tw, int t0w, int c0)
 {
 	const int lane = c.lane, q = lane >> 3, lj = 8 * (q >> 1) + (lane & 7), lh = q & 1;

@@ -9,22 +9,6 @@
  *       STAGES * 4 * BLK * HD * 2 + (BLK <= HD ? 1 : 2) * BLK * BLK * 2
  *       (+ BLK * (HD * 2 + 16) with RPF 2: the table tile, last).
  *
- * With RPF 2 the block's rope table tile comes by cp.async with q, k, v,
- * do (only when the block changes: a CTA's consecutive items are the heads
- * of one block), and both the rotation of q, k and the conjugate rotation
- * of dq, dk read it from shared memory (the same tokens: the attention is
- * block-diagonal), so no global load of the table is left in the kernel.
- *
- * With RPF 6-8 (STAGES 1) the rotation pass leaves the item's path: the
- * table chunks of a thread's q, k chunks are read into registers right
- * after their cp.async is issued (the two latencies overlap), and once
- * cp.async.wait_group returns the thread rotates the chunks it copied
- * itself -- visible to it without a barrier -- so the pass's barrier and
- * its dependent global reads are gone (RPF 6, 8: packed bf16x2
- * arithmetic). The conjugate rotation of dq, dk reads its table pairs
- * ahead of dq's stores and holds them for dk's (6) or ahead of each
- * output's (7, 8).
- *
  * Per item, with q, k, v, do tiles in shared memory (q, k rotated there
  * with ROPE):
  *   phase 1, warps over query rows: P recomputed exactly from q k^T (the
@@ -33,9 +17,13 @@
  *     bf16; dQ = dS k from registers, conjugate-rotated with ROPE, stored.
  *   phase 2, warps over key rows: dV = P^T do and dK = dS^T q (both read
  *     transposed from shared memory), dK conjugate-rotated with ROPE.
- * EPI (0, 1): outputs stored straight from the accumulators (bf16 pairs),
- * or staged in shared tiles that are dead by then and written in 16-byte
- * rows (three more barriers per item, full-sector writes).
+ * EPI 0 stores the outputs from the accumulators (bf16 pairs); 1 stages
+ * them in dead shared tiles for 16-byte rows (three more barriers). RPF 2
+ * reads the table tile for both rotations (the same tokens: the attention
+ * is block-diagonal); RPF 6-8 (STAGES 1) read a thread's table chunks while
+ * its q, k copies fly and rotate its own chunks without a barrier (6, 8:
+ * packed bf16x2), the conjugate rotation's pairs read ahead of dq's stores
+ * and held for dk's (6) or ahead of each output's (7, 8).
  * Blocks are independent: every output element is written once, by one
  * thread, with no atomics and no second pass. Rows past the block's length
  * have zero q/do (zero-filled loads) and P forced to 0, so they add nothing.

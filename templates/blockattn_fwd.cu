@@ -1,50 +1,34 @@
 /*
  * blockattn_fwd.cu -- jagged block-diagonal attention, forward (sm_80+,
- * mma.sync m16n8k16 bf16, fp32 accumulation). See kernels/blockattn.c for
- * the problem, the buffers and the variants.
+ * mma.sync m16n8k16 bf16, fp32 accumulation). kernels/blockattn.c has the
+ * problem, the buffers and the variants; docs/families/blockattn.md why.
  *
- * Compile-time parameters (-D): BLK (64, 128) tokens per block, HD (64,
- * 128) head_dim, ROPE (0; 1: q, k rotated; 2: v too), ROWS_W (16, 32) query rows per warp, DSPLIT
+ * -D parameters: BLK (64, 128) tokens per block, HD (64, 128) head_dim, ROPE
+ * (0; 1 q, k rotated; 2 v too), ROWS_W (16, 32) query rows per warp, DSPLIT
  * (1, 2) warps per row group splitting head_dim for O = P.V, STAGES (1..3)
- * depth of the cp.async ring over a CTA's work items, RPF (0, 1, 2) how
- * rope reads its table: one chunk at a time from global memory (0), reads
- * batched ahead of the shared-memory rotation (1), or the block's table
- * tile (BLK x HD bf16, padded rows) brought into shared memory by cp.async with
- * q and k and kept across the CTA's consecutive items of the same block
- * (2: STAGES 1 only; the backward's conjugate-rotation epilogue reads it
- * too), MINB (1..4) CTAs per SM asked of ptxas through __launch_bounds__
- * (a register cap), PF (0, 1; forward, STAGES 1) the next item's q and k
- * (and table tile) loaded into the current tiles as soon as every warp has
- * computed S, and its v as soon as O has left the v tile: a ring of one
- * stage that still overlaps two thirds of the next item's loads with this
- * item's softmax, P.V and output, without the smem (occupancy) of STAGES 2;
- * with it EPI (0, 1): O from the registers, v refilled right after P.V
- * (0), or O staged through the v tile in 16-byte rows (1).
+ * the cp.async ring over a CTA's items, RPF how rope reads its table (0 a
+ * chunk at a time; 1 batched ahead of the rotation; 2 the block's table
+ * tile brought into shared memory with q, k and kept across the block's
+ * items, STAGES 1; 6-8 backward only, see below), MINB (1..4) CTAs per SM
+ * asked of ptxas through __launch_bounds__, PF (0, 1; STAGES 1) the next
+ * item's q, k loaded into the current tiles once every warp has S and its
+ * v once O has left the v tile, with EPI (0: O from registers, v refilled
+ * right after P.V; 1: O staged through the v tile).
  *
- * Kernels (extern "C"):
- *   blockattn_blocks(offsets, B, blocks)          grid 1, block 1024
- *       blocks[b] = (first token, length) of every BLK-block, sequences in
- *       order (the untimed prep launch).
+ *   blockattn_blocks(offsets, B, blocks)     grid 1, block 1024: (first
+ *       token, length) of every BLK-block (the untimed prep launch)
  *   blockattn_fwd(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
- *       grid (CTAs), block (BLK / ROWS_W) * DSPLIT * 32,
- *       dynamic smem STAGES * 3 * BLK * HD * 2 (+ BLK * (HD * 2 + 16) with RPF 2).
- *       table (T, HD) bf16: (cos, sin) of every pair of a token's row.
- *       Work item w = block * H + head; CTA c runs items
- *       c * cta_step + i * item_step for i < nper (and w < nitems): ITEMS
- *       consecutive items (cta_step = ITEMS, item_step = 1) or a persistent
- *       stride (cta_step = 1, item_step = gridDim.x).
- *
- * Per item: q, k, v tiles (BLK x HD, rows past the block's length
- * zero-filled) land in shared memory by cp.async; with ROPE, q and k are
- * rotated there before use. S = q k^T, masked past the length; the whole
- * row is in registers, so the softmax is exact in one pass (no running max,
- * no LSE written); P goes from S's accumulator layout straight into the
- * A-operand layout of O = P v (the two coincide for m16n8k16), unnormalized,
- * and O is divided by the row sum at the end. O is staged through the
- * consumed v tile so that it leaves in 16-byte rows.
- *
- * With BLOCKATTN_HELPERS_ONLY defined only the shared helpers and
- * blockattn_blocks are compiled (blockattn_bwd.cu includes this file).
+ *       block (BLK / ROWS_W) * DSPLIT * 32, dynamic smem STAGES * 3 * BLK *
+ *       HD * 2 (+ BLK * (HD * 2 + 16) with RPF 2); table (T, HD) bf16. Item
+ *       w = block * H + head; CTA c runs c * cta_step + i * item_step, i <
+ *       nper: ITEMS consecutive items or a persistent stride.
+ * Per item: q, k, v tiles (rows past the length zero-filled) by cp.async,
+ * q, k rotated there with ROPE; S = q k^T masked past the length, the row
+ * whole in registers, so the softmax is exact in one pass (no running max,
+ * no LSE); P from S's accumulator layout straight into O = P v's A operand;
+ * O divided by the row sum, staged through the v tile, out in 16-byte rows.
+ * BLOCKATTN_HELPERS_ONLY compiles only the helpers and blockattn_blocks
+ * (blockattn_bwd.cu includes this file).
  */
 #include "common.cuh"
 
@@ -112,7 +96,7 @@ static_assert(!PF || STAGES == 1, "PF refills the one stage in place");
  * table pairs read ahead of dq's stores and held as bf16x2 for dk's (6), or
  * read ahead of each output's stores as RPF 1 does (7, 8). (RPF 3-5, which
  * read the epilogue's pairs in the prologue or held them with an fp32
- * prologue, measured slower on the H200 and were removed: NOTES.) */
+ * prologue, spilled and are not in the space: docs/families/blockattn.md.) */
 constexpr bool RF = ROPE && RPF >= 6;
 constexpr bool RPK = ROPE && (RPF == 6 || RPF == 8);
 static_assert(RPF <= 2 || (RPF >= 6 && RPF <= 8), "RPF: 0, 1, 2, 6, 7 or 8");
@@ -149,7 +133,7 @@ KT_DEV unsigned rot_pair(unsigned v, float c, float s)
 	return kt_pack_bf16x2(x0 * c - x1 * s, x0 * s + x1 * c);
 }
 
-/* The rope table (T, HD): bf16 like every tensor of the family (KERNELS.md),
+/* The rope table (T, HD): bf16 like every tensor of the family (docs/kernels.md),
  * (cos, sin) interleaved per pair -- 2 HD bytes a token, read once. */
 typedef __nv_bfloat16 rtab;
 
@@ -533,7 +517,7 @@ KT_DEV int item_at(int i, int nitems, int cta_step, int item_step, int nper)
 } /* namespace kba */
 
 /* MINB 1 gives ptxas no minimum at all: naming 1 changes its register
- * heuristics (more registers, measured slower on the H200). */
+ * heuristics (more registers, and slower). */
 #if MINB > 1
 #define KBA_BOUNDS __launch_bounds__(kba::NT, MINB)
 #else

@@ -2,40 +2,29 @@
  * blockattn_ws.cu -- jagged block-diagonal attention, forward (BWD 0) and
  * backward (BWD 1), warp-specialized on wgmma (sm_90a). Same problem, work
  * items, arguments and outputs as blockattn_fwd.cu / blockattn_bwd.cu, whose
- * helpers (softmax, the epilogue with its conjugate rotation) this file
- * includes.
+ * helpers (softmax, the epilogue with its conjugate rotation) it includes.
  *
  *   blockattn_fwd_ws(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
  *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024.
  *
- * Roles. Warpgroup 0 is the producer: its 128 threads copy each item's q,
- * k, v (do) by cp.async into a ring of STAGES slots and, with ROPE, each
- * thread rotates the q, k chunks it copied itself once they have landed
- * (its table reads issued with the copies; RPROD picks how, see producer()),
- * so the rotation never sits on an MMA warp's path. Warpgroups 1..CONS are consumers; consumer c runs
- * the CTA's items c, c + CONS, ... Slot s of item i = i % STAGES is guarded
- * by two mbarriers: full (128 producer arrivals: cp.async.mbarrier.arrive
- * without rope, a plain arrive after the rotation with it) and empty (128
- * arrivals of the consumer that ran the item). STAGES >= CONS keeps every
- * wait within one phase of the barrier it waits on.
- *
- * Tiles are stored as the tensor cores read them: 64-column panels of
- * 128-byte rows with the 128-byte swizzle (16-byte chunk ^= row % 8), so a
- * tile is K-major for S = q k^T and dP = do v^T (descriptor start + 32 B
- * per k16 step, + one panel per 64 columns) and MN-major for the products
- * that read it along its rows (k16 step = 16 rows = 2048 B; LBO = one
- * panel between 64-column groups, SBO = 1024 B between 8-row groups).
- *
- * Consumer, per item (one m64 tile: warp w of the warpgroup owns rows
- * 16w..16w+15 in the m16n8 accumulator layout the mma.sync kernels use):
- *   fwd: S = q k^T (wgmma, both from shared memory), exact softmax in
- *     registers (no running max, no LSE), O = P v with P as the register A
- *     operand and v MN-major, divided by the row sum, stored.
+ * Warpgroup 0 produces: its 128 threads copy each item's q, k, v (do) by
+ * cp.async into a ring of STAGES slots and, with ROPE, each rotates the
+ * chunks it copied once they land (RPROD: see producer()), so no rotation
+ * sits on an MMA warp's path. Consumer c of CONS runs items c, c + CONS, ...
+ * Slot s = i % STAGES has a full barrier (128 producer arrivals) and an
+ * empty one (128 arrivals of the item's consumer); STAGES >= CONS keeps
+ * every wait within one phase. Tiles are 64-column panels of 128-byte rows,
+ * 128-byte swizzle: K-major for S = q k^T and dP = do v^T (+32 B per k16,
+ * + one panel per 64 columns), MN-major where a product reads a tile along
+ * its rows (k16 = 2048 B; LBO one panel, SBO 1024 B).
+ * Consumer, per item (one m64 tile; warp w owns rows 16w .. 16w+15 in the
+ * mma.sync kernels' accumulator layout):
+ *   fwd: S = q k^T, exact softmax in registers (no running max, no LSE),
+ *     O = P v (P the register A operand, v MN-major) / row sum, stored.
  *   bwd: S and dP = do v^T; P, Di = rowsum(P dP), dS in registers; P to the
- *     dead v tile; dQ = dS k (dS the register A operand, k MN-major),
- *     conjugate-rotated with ROPE, stored; dS to the dead k tile; dV = P^T
- *     do and dK = dS^T q (both operands MN-major), dK conjugate-rotated.
+ *     dead v tile; dQ = dS k, conjugate-rotated with ROPE, stored; dS to the
+ *     dead k tile; dV = P^T do and dK = dS^T q (both operands MN-major).
  * Rows past a block's length are zero-filled on load, P is 0 there and in
  * key columns past it; outputs are written once, no atomics.
  */
@@ -130,14 +119,11 @@ KT_DEV void put_pan(unsigned char *t, const float (&p)[NB][4], int r0, int lane)
  * (the group that opens each item) below the fence and injects a
  * warpgroup.arrive of its own (C7519); on the loop's path from put_acc's
  * row tests that arrive is divergent, and ptxas then serializes every wgmma
- * of the kernel (C7520). The backward pins them at head_dim 128 only. On
- * the H200 (17th session, bench/NOTES-attention.md) the unserialized form
- * was 1.6% faster there (ads_d128_L256, its tuned winner's config: 501.4
- * -> 493.5 us), but the tuned best of the same shape at head_dim 64 was
- * 1.6% slower (262.5 -> 266.7 us), so the serialized form stays at 64
- * (test_blockattn lets those programs through and counts them). Pinning
- * dQ, dV and dK too changed nothing in ptxas's report and was slower at
- * head_dim 128 (497.6 us). */
+ * of the kernel (C7520). The backward pins them at head_dim 128 only: the
+ * unserialized form is faster there, but slower at head_dim 64, where the
+ * serialized form stays (test_blockattn lets those programs through and
+ * counts them; docs/families/blockattn.md has the figures). dQ, dV and dK
+ * stay unpinned: pinning them changes nothing in ptxas's report. */
 template <bool PIN, int N>
 KT_DEV void zero_acc(float (&d)[N][4])
 {

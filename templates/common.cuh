@@ -364,8 +364,8 @@ KT_DEV uint4 kt_ld_cluster_v4(unsigned addr, unsigned cta)
 /* Arrives on the mbarrier at the same offset in CTA `cta` of the cluster.
  * Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier:
  * the arrival only says "my wgmmas have read the stage", it publishes no
- * data. (The first version, measured slow on the H200, used
- * .release.cluster; see the CM note in gemm.cu.) */
+ * data. (.release.cluster made the clusters about twice as slow; see the
+ * CM note in gemm.cu.) */
 KT_DEV void kt_mbar_arrive_cluster(unsigned bar, unsigned cta)
 {
 	asm volatile("{\n"

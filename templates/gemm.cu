@@ -53,20 +53,16 @@
  *
  * -DWS=1 (sm_90a) builds gemm_tn_ws instead, the warp-specialized kernel:
  * TMA loads into an mbarrier ring from a producer warpgroup, CONSUMERS
- * wgmma warpgroups, a staged epilogue (see gemm_tn_ws_body).
- *
- * Measured on the H200 (probe, L2 flushed, beside cuBLAS at 1024x4096x4096
- * ~46.9 us): gemm_tn_ws 128x256 4 stages 2 consumers 47.3 us (1.01x);
- * wgmma 256x128 4 stages ~58-59 us (1.26x), 128x256 ~60 us; mma.sync
- * peaks at ~88 us (128x256, 8 warps; ~390 TFLOP/s).
+ * wgmma warpgroups, a staged epilogue (see gemm_tn_ws_body). It is the one
+ * that keeps up with cuBLAS on the H200; docs/families/dense.md compares
+ * the three main loops.
  *
  * NEEDSWORK: gemm_tn and the cp.async wgmma path store bf16 pairs straight
- * from the accumulators (the ws kernel's staged epilogue gained ~12% at
- * 1024x4096x4096: 53.4 -> 47.3 us); they stay as they were. The split-K
- * path (SPLIT_K, splitk_reduce) verified in the probe on the H200
- * (2026-11-29: 16 tokens split 4 1.06x cuBLAS). The ws kernel's split-K
- * (SPLIT_K with WS: fp32 partials stored from the accumulators, no staged
- * epilogue) is compiled and planned but NOT yet verified or timed on a GPU.
+ * from the accumulators (the ws kernel's staged epilogue is ~12% faster at
+ * 1024x4096x4096); they stay as they were. The ws kernel's split-K through
+ * the workspace (SPLIT_K with WS: fp32 partials stored from the
+ * accumulators, no staged epilogue) is compiled and planned but NOT yet
+ * verified or timed on a GPU.
  */
 #include "common.cuh"
 
@@ -422,10 +418,10 @@ KT_DEV void gemm_tn_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, void *C
 
 /*
  * NEEDSWORK: N_SPLIT > 1 recomputes z once per split, and N_SPLIT = 1
- * leaves most SMs idle at 1024 tokens: measured at r=256 the best fused
- * config takes ~76 us where cuBLAS twice takes ~20 us. A fused kernel that
- * wins needs z shared across CTAs (thread-block clusters / DSMEM on sm_90)
- * or a persistent schedule.
+ * leaves most SMs idle at 1024 tokens: at r=256 the best fused config is
+ * several times slower than two cuBLAS GEMMs (docs/families/lowrank.md). A
+ * fused kernel that wins needs z shared across CTAs (thread-block clusters
+ * / DSMEM on sm_90) or a persistent schedule.
  *
  * Fused low-rank layer for one BLOCK_M-row token tile:
  *   z = X[tile] . V^T   (BLOCK_M x R, fp32 in registers -> bf16 in shared memory)
@@ -686,20 +682,13 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
  * Dynamic shared memory: 1024 (alignment) + ST * (BM + BN) * 128 + 256
  * (barriers); see kt_gemm_smem.
  *
- * Measured on the H200 (tools/gemm_probe.cu, L2 flushed, cuBLAS = 1):
- * 1024x4096x4096 128x256 ST 4 CONS 2 EPI 1 47.26 us (cuBLAS 46.85, 1.01),
- * EPI 0 53.4; 256x128 1.02; 128x128 ST 6 1.13; 4096^3 1.04; 16384 x 4096
- * x 4096 1.03; 1024x4096x1024 1.00; 1024x1024x4096 (64x128 ST 6 CONS 1)
- * 1.21; 1024x256x4096 1.36. ptxas: 168 registers at 384 threads, 154-165
- * at 256, no stack frame.
+ * ptxas: 168 registers at 384 threads, 154-165 at 256, no stack frame.
  *
- * CM = 2 verified (every shape and the batched checks). First measured ~2x
- * slower (128x256: 91 us) while the remote empty arrivals used
- * mbarrier.arrive.release.cluster; with the default semantics (as CUTLASS)
- * it runs near the one-CTA tiles but never ahead of them (gemm_probe 20,
- * 2026-12-04, us: 1024x4096x4096 48.1 vs 46.4, 4096^3 185.5 vs 182.2,
- * 16384x4096x4096 740.5 vs 730.3): halving B's L2 reads buys nothing where
- * the tile is compute-bound, so it stays out of the spaces.
+ * CM = 2 is verified (every shape and the batched checks) but runs near the
+ * one-CTA tiles, never ahead of them (docs/families/dense.md): halving B's
+ * L2 reads buys nothing where the tile is compute-bound, so it stays out of
+ * the spaces. The remote empty arrivals use the default semantics (as
+ * CUTLASS); .release.cluster made it about twice as slow.
  *
  * NEEDSWORK: one CTA per tile: the epilogue does not overlap the next
  * tile's loads, which costs most where tiles come in many waves (16384
@@ -1055,20 +1044,11 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
  *
  * Not with split-K or clusters (the kernel entry refuses them). A
  * separate body so that the one-tile kernel's code (and PTX) stays as
- * measured.
- *
- * Measured on the H200 (gemm_probe 30 persist, L2 flushed, grid 132,
- * every output checked against cuBLAS), 128x256 4 stages 2 consumers
- * EPI 1, one-tile -> persistent (cuBLAS strided batched): BLAST stage 1,
- * 16 x 1024x1024x256: 30.5 -> 23.4 us (23.1); 16 x 16384x1024x256: 343 ->
- * 269 (238); stage 3, 16 x 1024x256x1024 (128 tiles, under one wave):
- * 22.1 -> 22.2 (21.0); 16 x 16384x256x1024: 232 -> 217 (204);
- * 1024x4096x4096: 47.0 -> 46.9 (46.7). The first version's padded
- * staging area (BN * 2 + 16 bytes a row) left 128x256 only 3 stages:
- * 24.7, 281, 23.9, 234, 50.3. EPI 0 is far slower here too
- * (16384x1024x256: 517 us); 128x128 6 stages, 256x128 3, 64x256 (1
- * consumer) and 128x64 8 lose to 128x256 on all five. compute-sanitizer
- * racecheck clean on the edge shapes (gemm_probe 1 persist small).
+ * it was. It pays where tiles are many and short (BLAST's stage 1, K =
+ * 256: a quarter less time), not where one wave covers the grid. The
+ * staging area is swizzled rather than padded because padding left
+ * 128x256 only 3 stages, which lost everywhere. compute-sanitizer
+ * racecheck is clean on the edge shapes (gemm_probe 1 persist small).
  */
 template <int BM, int BN, int ST, int CONS, int GM, int EPI>
 KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv,

@@ -2,17 +2,16 @@
  * monarch.cu -- the data-movement and reference kernels of the `monarch`
  * family (kernels/monarch.c); its two GEMM stages run templates/gemm.cu.
  *
- * Notation as in KERNELS.md: N tokens, n in, m out, b blocks, r rank,
+ * Notation as in docs/kernels.md: N tokens, n in, m out, b blocks, r rank,
  * rp = r / b (per-block rank r'), nb = n / b, mb = m / b. Canonical
  * weights w1 (b, r, nb) and w2 (b, mb, r); z[j] = x_j . w1[j]^T (N x r);
  * stage-2 block i gathers g[i][t][j*rp + q] = z[j][t][q*b + i];
  * y2[i] = g[i] . w2[i]^T (N x mb); y[t][s*b + i] = y2[i][t][s].
  *
- * No -D parameters: every size is a run-time argument, every index is
- * 64-bit, and every kernel is a grid-stride loop over its outputs (one
- * thread per output element, block 256, unless said below), so any grid
- * of at least one block is correct. The host emulator in tests/test_monarch.c mirrors each
- * kernel line by line: change both together.
+ * No -D parameters: sizes are run-time arguments, indices 64-bit, and each
+ * kernel a grid-stride loop over its outputs (one thread per output, block
+ * 256, unless said below), so any grid of at least one block is correct.
+ * tests/test_monarch.c's host emulator mirrors each kernel: change both.
  *
  *   monarch_perm_mid(z, g, N, b, r)          naive: z (b, N, r) -> g (b, N, r)
  *   monarch_relayout_w1(w1, w1r, b, r, nb)   prep of `relayout`:
@@ -27,16 +26,12 @@
  *         loads and stores (m % 8 == 0); dynamic smem b * (mb + 8) * 2
  *         (each block's run padded by 16 bytes); fused_ws's epilogue 1
  *         where b % 8 != 0
- *   monarch_perm_x8(y2, y, N, m, b)          the same permutation for
- *         b % 8 == 0 (fused_ws's epilogue 1), no shared memory: a thread
- *         per (token t, s-chunk sb, block group g) loads the 16-byte
- *         chunks y2[t][i*mb + 8sb ..] of the 8 blocks i = 8g .. 8g+7 (all
- *         8 loads before any store), transposes the 8 x 8 bf16 in
- *         registers (__byte_perm) and stores the 8 chunks
- *         y[t][s*b + 8g ..] for s = 8sb .. 8sb+7. Work items g fastest,
- *         so a warp's loads are whole runs of y2 and its stores whole
- *         32-byte sectors of y (b = 16). Block 128: llama7b's 65536 items
- *         are ~4 blocks per SM of 132 (256 would leave some SMs 2, some 1)
+ *   monarch_perm_x8(y2, y, N, m, b)          the same for b % 8 == 0, no
+ *         shared memory: a thread per (token, 8-column chunk, group of 8
+ *         blocks), g fastest, loads 8 16-byte chunks, transposes the 8 x 8
+ *         bf16 in registers and stores 8 chunks, so a warp reads whole runs
+ *         of y2 and writes whole 32-byte sectors of y; block 128 (~4 blocks
+ *         per SM at llama7b's 65536 items, where 256 would leave SMs uneven)
  *   monarch_ref_z(x, w1, z32, N, n, b, r)    reference stage 1 into fp32
  *         z32 (b, N, r), k in order
  *   monarch_ref_y(z32, w2, y, N, m, b, r, bm)   reference stage 2 with

@@ -1,153 +1,44 @@
 /*
- * monarch_fused.cu -- the fully fused Monarch layer of kernels/monarch.c's
- * `fused_ws` variant (families monarch and monarch_bm), warp-specialized on
- * wgmma (sm_90a). Notation as in templates/monarch.cu: N tokens, n in, m
- * out, b blocks, r rank, rp = r / b, nb = n / b, mb = m / b; w1r is w1 with
- * its rows re-laid out by monarch_relayout_w1 (the variant's untimed prep),
- * w1r[j][i*rp + q][:] = w1[j][q*b + i][:], so that the rp rows of block j
- * that output block i gathers are one contiguous run.
+ * monarch_fused.cu -- the whole Monarch layer in one warp-specialized sm_90a
+ * kernel: kernels/monarch.c's `fused_ws` (families monarch and monarch_bm).
+ * Notation as in templates/monarch.cu; w1r is w1 re-laid by the variant's
+ * prep, w1r[j][i*rp + q][:] = w1[j][q*b + i][:] (block i's rows of block j
+ * one run). docs/families/monarch.md says how it works and where it wins.
  *
  *   fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb)
  *   fused_monarch_ws(tx, tw1, tw2, y2, N, m, b, nb, y, arrived)  EPILOGUE 3
  *       grid ceil(N / BLOCK_M) * b (token tiles padded to whole CLUSTER_T
- *       pairs), block (CONSUMERS + 1) * 128,
- *       dynamic smem 1024 + RING * (BLOCK_M + RP) * 128 + W2BUF * RP * MB * 2
- *       + 256.
- *   tx:  x (N, n) as (k = nb, batch = b, rows = N), strides (1, nb, n),
- *        box (64, 1, BLOCK_M / CLUSTER_I)
- *   tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP / CLUSTER_T, 1)
- *   tw2: w2 (b, mb, r) as (r, mb, b), box (64, MB / CLUSTER_T, 1)
- *   all three with the 128-byte swizzle.
+ *       pairs), block (CONSUMERS + 1) * 128, dynamic smem 1024 + RING *
+ *       (BLOCK_M + RP) * 128 + W2BUF * RP * MB * 2 + 256.
+ *   tx: x (N, n) as (nb, b, N), strides (1, nb, n), box (64, 1, BLOCK_M /
+ *   CLUSTER_I); tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP / CLUSTER_T,
+ *   1); tw2: w2 (b, mb, r) as (r, mb, b), box (64, MB / CLUSTER_T, 1); all
+ *   with the 128-byte swizzle.
  *
- * CTA (token tile t0, output block i) for j = 0 .. b-1:
- *   G_j (BLOCK_M x RP) = x[t0.., j*nb ..] . w1r[j][i*RP .. +RP]^T     (K = nb)
- *   acc (BLOCK_M x MB) += bf16(G_j) . w2[i][:, j*RP .. +RP]^T          (K = RP)
- * and y's block i is acc: column s*b + i (monarch), i*MB + s (BLOCKMAJOR).
- * Every z column is computed once, by the one CTA that needs it; nothing
- * leaves the SM but y. G_j is rounded to bf16 before the second product,
- * as the unfused variants store z in bf16.
- *
- * Roles. Warpgroup 0 is the producer: one thread issues the TMA copies, in
- * the order the consumers use them: for each j the KCH = ceil(nb / 64)
- * k-chunks of (x: BLOCK_M rows, w1r: RP rows) into a RING-slot ring
- * (full / empty mbarriers), then the w2 slice (MB rows x RP, RP / 64
- * panels) into one of W2BUF (2, or 1) w2 buffers. Warpgroups 1..CONSUMERS
- * each own 64 token rows (the m64 wgmma tile); per j (S1 = the first
- * product, S2 the second; step()):
- *   wait for S1(j) and S2(j-1): their ring slots and w2 buffer go back
- *   G_j -> bf16 A fragments, G zeroed
- *   issue S2(j), then S1(j+1) into G, as one commit group
- * W2BUF 1 (the host's choice for RING 7, 8, which fit only so): S2(j) and
- * S1(j+1) are two commit groups and the consumer waits for the first
- * (wait_group 1), so the one buffer goes back while S1(j+1) still runs;
- * a second producer thread (warp 1) issues the w2 slices, so that the
- * chunk stream never waits behind the buffer's release nor it behind the
- * ring's. Neither G nor acc is touched between the two waits: ptxas
- * reports no C7515 and the same registers (168) as with two buffers.
- * Nothing is in flight while G is converted and re-zeroed: ptxas
- * serializes the wgmmas when an accumulator is redefined inside a pipeline
- * stage (C7515), and two G register sets (S1(j+1) issued before S2(j))
- * ran out of registers (C7512). The tensor cores stay busy with the other
- * consumer's group meanwhile. The ring must hold one j's chunks (KCH <=
- * RING: S1(j+1)'s slots are released only after all of it retired); the
- * host check refuses more, and the kernel traps rather than hang.
- *
- * Clusters (CLUSTER_I x CLUSTER_T CTAs, each 1 or 2): the CTAs of output
- * blocks i, i+1 (CLUSTER_I 2) share their x tiles, those of two token
- * tiles (CLUSTER_T 2) their w1r and w2 tiles. Each producer loads its part
- * (rows) of a shared tile and multicasts it into the peers that share it,
- * so each tile crosses L2 -> SM once per cluster (x and the weights are
- * each half of the kernel's L2 traffic). A buffer is refilled only when
- * the consumers of every CTA writing into it have released it: consumers
- * arrive on their own and those peers' empty barriers. Rank ri + CLUSTER_I
- * * rt (blockIdx.x % cluster size): block i = pair * CLUSTER_I + ri, token
- * tile = pair * CLUSTER_T + rt.
- *
- * Epilogue: bf16 straight from the accumulators (monarch: 2-byte stores at
- * stride b; BLOCKMAJOR: pairs), or (EPILOGUE 1, BLOCKMAJOR only) staged
- * through the ring into 16-byte row stores, or (EPILOGUE 2, monarch: b %
- * 8 == 0) staged, then exchanged within a cluster of the 8 CTAs of blocks
- * i0 .. i0+7 through distributed shared memory, so that y's interleaved
- * columns s*b + i0 .. i0+7 go out as 16-byte stores (exchange()), or
- * (EPILOGUE 3, monarch: b % 8 == 0, no clusters) staged into y2 as
- * EPILOGUE 1 does, then the in-kernel interleave (interleave()): the CTA
- * arrives on its token tile's counter (arrived[t], an i32 scratch buffer
- * zeroed once; fence + atomicAdd, the grid-sync pattern), waits with
- * ld.acquire.gpu until all b CTAs of the tile have (target = (old / b + 1)
- * * b, so repeated launches need no reset), then moves its BLOCK_M * MB /
- * 64 of the tile's 8 x 8 tiles from y2 (in L2, just written; ld.cg) into
- * y as monarch_perm_x8 does, 16 loads in flight per thread. The wait is
- * safe only with the whole grid resident: the host launches EPILOGUE 3
- * cooperatively (kt_launch.cooperative; the driver refuses a grid that
- * cannot be) and refuses grids past the SM count (one CTA per SM: 168
- * registers x 384 threads), so it runs only where ceil(N / BLOCK_M) * b <=
- * SMs (llama7b N1024 at BLOCK_M 128: 128 CTAs). A wait that outlasts ~4M
- * polls traps (a fault, not a hang).
- *
- * Resources: consumers hold MB / 2 + RP / 2 fp32 accumulators (the output
- * and G) + RP / 4 fragment registers; with 2 consumers the producer gives
- * registers back (setmaxnreg 24) and the consumers take 240. ptxas: 168
- * registers at entry (202 with one consumer), no stack frame, no spills.
- *
- * Measured on the H200 (bench/NOTES-linear.md, 2026-12-01), llama7b
- * q/k/v/o N1024: monarch, BLOCK_M 128, RING 6: EPILOGUE 3 39.10 us against
- * EPILOGUE 1 + monarch_perm_x8 40.85 in the same run (monarch_bm's
- * EPILOGUE 1 there: 34.66, so the in-kernel interleave costs ~4.4 us where
- * the separate pass cost ~6.2); EPILOGUE 3 at RING 4, 5, 7, 8: 45.3, 43.8,
- * 49.4, 48.9 us. Before: BLOCK_M 128, RING 6, EPILOGUE 1 wins: monarch_bm
- * 34.1-35.0 us, monarch (+ monarch_perm_x8) 41.6 us (monarch_perm_rows:
- * 42.3-42.8),
- * cuBLAS dense ~47; RING 4, 5 40.2, 37.8 us; the multicast clusters ~2.5
- * us slower; EPILOGUE 0's 2-byte scatter 81.9 us; EPILOGUE 2 100.6 us;
- * RING 7, 8 (W2BUF 1) 44.9, 44.8 us (monarch_bm, EPILOGUE 1).
- * Per-group release, measured and not kept (bench/NOTES-linear.md, 5th
- * session): S2(j) and each of S1(j+1)'s chunks a commit group of its own,
- * wait_group walked down KCH .. 0 and each w2 buffer / ring slot handed
- * back as its group retired (168 registers, no spill, no C7515): RING 4,
- * 5 41.0 -> 37.8, 39.1 -> 35.9 us, but RING 6 34.7-35.3 -> 34.4-34.8
- * (noise), EPILOGUE 3 at RING 6 39.3-39.6 either way. Releasing while the
- * chunks are still issued (wait_group 1 after each) took RING 8 (W2BUF 1)
- * from 44.2 to 37.6 us (its w2 buffer no longer waits behind the chunk
- * copies) and RING 4 to 36.1, but RING 6 to 36.1. So at RING 6 the ring
- * depth no longer binds once slots go back early, and is not what holds
- * RING 6 at ~34.5 us; the per-j G bubble (both consumers' conversion,
- * nothing of theirs in flight) is the next suspect. Not kept: a new
- * config parameter makes every stored fused_ws key (the shipped results,
- * test_export's) unparsable ("missing parameter").
- * NEEDSWORK: the one w2 buffer that makes room for RING 7-8 costs more
- * than the deeper ring gives: w2(j+1) can load only once both consumers'
- * S2(j) retired, and S2(j+1) waits for it about one S1 later, every j.
- * Untried: three half-slice w2 buffers (S2 as two m64n(MB/2) halves in
- * their own groups; 48 KiB, RING 7 fits), or w2 streamed through the
- * ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do
- * not all fit at once (not checked: cudaOccupancyMaxActiveClusters); 4-CTA clusters
+ * CTA (token tile t0, output block i), for j = 0 .. b-1:
+ *   G_j (BLOCK_M x RP) = x[t0.., j*nb ..] . w1r[j][i*RP .. +RP]^T   S1, K = nb
+ *   acc (BLOCK_M x MB) += bf16(G_j) . w2[i][:, j*RP .. +RP]^T        S2, K = RP
+ * y's block i is acc: column s*b + i (monarch), i*MB + s (BLOCKMAJOR). Each
+ * z column is computed once, by the one CTA that needs it: nothing leaves
+ * the SM but y. Warpgroup 0 is the TMA producer (the KCH = ceil(nb / 64)
+ * k-chunks of each j through a RING-slot ring, the w2 slice into one of
+ * W2BUF buffers); each consumer warpgroup owns 64 rows (step() says why
+ * nothing is in flight while G is converted). The ring must hold one j's
+ * chunks (KCH <= RING; the host refuses more, the kernel traps). Clusters
+ * (CLUSTER_I x CLUSTER_T, rank ri + CLUSTER_I * rt: block pair * CLUSTER_I
+ * + ri, token tile pair * CLUSTER_T + rt) multicast the tiles they share.
+ * EPILOGUE: 0 from the accumulators; 1 staged 16-byte rows (BLOCKMAJOR
+ * only); 2 (monarch, b % 8 == 0) an 8-CTA exchange (exchange()); 3
+ * (monarch, b % 8 == 0, no clusters) y2, then interleave(), which needs
+ * the whole grid resident (a cooperative launch, grid <= SMs).
+ * NEEDSWORK: RING 7-8 fit only with one w2 buffer, whose reload is then
+ * exposed every j; untried: three half-slice w2 buffers (S2 as two
+ * m64n(MB/2) halves in their own groups; RING 7 fits) or w2 through the
+ * ring. EPILOGUE 2's 8-CTA clusters (214 KB each) probably do not all fit
+ * at once (cudaOccupancyMaxActiveClusters not checked); 4-CTA clusters
  * (8-byte stores) are the untried middle.
- * Ping-pong, measured and not kept (bench/NOTES-linear.md, 5th session;
- * the code is in 3f9f474): the consumers taking FA3-style turns at S2(j)
- * moved monarch_bm RING 6 from 35.55 / 35.54 to 35.34 / 35.49 us and
- * monarch EPILOGUE 3 from 39.60 / 39.50 to 39.50 / 39.39 (noise); holding
- * the turn through S1(j+1)'s chunk waits cost ~10 us. So the per-j G
- * bubble is not what binds, and the chunks' arrival is on the critical
- * path. Splitting the copies over three producer threads (x, w1r, w2) was
- * slower too (34.6 -> 36.9 us), though one thread's copies go out one
- * after another (tools/ingest_probe.cu). ncu on monarch_bm RING 6: the
- * tensor pipe is active 71% of the SMs' active cycles (stalls per issue:
- * wait 1.66, gmma 1.14, long scoreboard 0.77): S1's m64n64k16 with both
- * operands in shared memory (4 KiB per step) runs far below peak, and the
- * shape (rank/blocks 64) has no larger N for it.
- * Where EPILOGUE 3's extra time goes (bench/NOTES-linear.md, 8th
- * session; ncu source counters, llama7b N1024, BLOCK_M 128, RING 6, warm
- * L2: 36.3 us against monarch_bm's 30.1): the interleave's y2 loads
- * (long scoreboard, one round of 16 loads a thread) ~3.2 us, the barrier
- * while thread 0 waits for the tile ~1.5 us, the fence and arrival ~0.5.
- * Tried and slower (the shipped form beside it in the same call):
- * waiting for the 8 CTAs of a block group only, each CTA then writing
- * half of every 32-byte sector of its rows (39.7 -> 44.5 us); staging
- * the CTA's share of y (one contiguous run) in shared memory for one bulk
- * copy (39.7 -> 40.4); CTAs fetching their share of x and the weights into
- * L2 after j = 0's copies, or before them (39.1 -> 40.4, 41.4).
- * NEEDSWORK: EPILOGUE 3 takes only grids of at most one wave (a
- * persistent walk over the token tiles would lift that).
+ * NEEDSWORK: EPILOGUE 3 takes only grids of at most one wave (a persistent
+ * walk over the token tiles would lift that).
  */
 #include "common.cuh"
 

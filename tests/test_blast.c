@@ -1718,9 +1718,9 @@ static void test_defaults(void)
 	}
 }
 
-/* KERNELS.md's table: FLOPs 2Nr(n+m+b^2), bytes 2(Nn + r(n+m+b^2) + Nm);
- * the low-rank layer's plus the mixing; the floor of llama7b q/k/v/o at
- * N=1024 on the H200 is KERNELS.md's 22.4 us. */
+/* docs/kernels.md's table: FLOPs 2Nr(n+m+b^2), bytes 2(Nn + r(n+m+b^2) +
+ * Nm); the low-rank layer's plus the mixing; the floor of llama7b q/k/v/o
+ * at N=1024 on the H200 is the compute floor of docs/kernels.md. */
 static void test_models(void)
 {
 	const struct kt_family *lr = kt_family_find("lowrank");

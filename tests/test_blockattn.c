@@ -668,7 +668,7 @@ static void test_rpf_fused(void)
 	c.p[5] = 6;
 	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
-	/* RPF 3-5 measured slower and were removed: refused with a reason */
+	/* RPF 3-5 are not in the space (they spill): refused with a reason */
 	for (r = 3; r <= 5; r++) {
 		c.p[5] = r;
 		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
@@ -1518,7 +1518,7 @@ static void test_models(void)
 				    &s1), 0);
 	bf = fams[0]->min_bytes(&s0);
 	bb = fams[1]->min_bytes(&s0);
-	/* the byte floors of KERNELS.md: 8d and 14d per token-head */
+	/* the byte floors of docs/kernels.md: 8d and 14d per token-head */
 	CU_ASSERT(fabs(bf - 8.0 * 128 * 4 * T) < 8.0 * 1153);
 	CU_ASSERT(fabs(bb - 14.0 * 128 * 4 * T) < 8.0 * 1153);
 	/* rope adds the bf16 table, read once: 2d bytes per token */

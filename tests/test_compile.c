@@ -641,7 +641,7 @@ static void test_suite_filter_run(void)
 
 /* The check every compile suite makes on each program's NVRTC log. The
  * C7514 line is NVRTC 13.0's, from a blast_s1tc.cu form with a runtime trip
- * count and wait_group 1 (bench/NOTES-linear.md, 16th session). */
+ * count and wait_group 1 (the form blast_s1tc.cu's step() says to avoid). */
 static void test_wgmma_serialized(void)
 {
 	static const char clean[] =

@@ -503,7 +503,7 @@ static void test_defaults(void)
 		}
 	}
 	/* dense at 16 tokens: the list's decode tile, on sm_90 with an 8-deep
-	 * ring (12th session's A/B), elsewhere the list's 5 stages */
+	 * ring (bench/results/dense_decode.json), elsewhere the list's 5 stages */
 	{
 		struct kt_shape s = ft_shape(dense, "tokens=16,in=4096,out=4096");
 		struct kt_config c;
@@ -549,7 +549,7 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_BLOCK_M"), want[i].zbm);
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_SPLIT_K"), want[i].zsplit);
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "PDL"), 1);
-			/* 32-wide tiles on an 8-deep ring (12th session's A/B) */
+			/* 32-wide tiles on an 8-deep ring (bench/results/lowrank_decode.json) */
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "BLOCK_N"), 32);
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_BLOCK_N"), 32);
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "STAGES"), 8);
@@ -558,7 +558,7 @@ static void test_defaults(void)
 }
 
 /* What the service hands out when nothing is tuned is a default: at every
- * reference layer of KERNELS.md (bench/shapes.sh's list), at the token
+ * reference layer of docs/kernels.md (bench/shapes.sh's list), at the token
  * counts the issue names and a few between, and on every target, each
  * visible linear family's default must be a config of its space (what
  * `ktune sweep --config` accepts) that its own check() takes. */

@@ -66,7 +66,7 @@
 static const struct kt_family *mon;	/* the family under test */
 static int blockmajor;			/* 1: monarch_bm (y block-major) */
 
-/* the shapes KERNELS.md names (llama7b q/k/v/o, gate/up; gpt2s c_fc) */
+/* reference shapes of docs/kernels.md (llama7b q/k/v/o, gate/up; gpt2s c_fc) */
 static const char *const ref_shapes[] = {
 	"tokens=1024,in=4096,out=4096,blocks=16,rank=1024",
 	"tokens=1024,in=4096,out=11008,blocks=16,rank=1536",
@@ -1425,13 +1425,13 @@ static void test_defaults(void)
 	}
 	{
 		/* sm_90a where fused_ws refuses: relayout_ws, the winner of its
-		 * whole space at these four N1024 shapes on the H200 (BLOCK_N the
+		 * whole space on the H200 at these four N1024 shapes (BLOCK_N the
 		 * largest not past out/blocks, Z_BLOCK_N the largest dividing
 		 * rank); BLOCK_M 64 with one consumer for 33-64 tokens of large
 		 * layers (small ones take the decode tile, below); naive off
 		 * sm_90 */
 		/* GSTORE (stage 1 stores g itself) where rank/blocks >= 32: at 16
-		 * (llama1b) its 32-byte runs were slower than the copy */
+		 * (llama1b) its 32-byte runs gain nothing over the copy */
 		static const struct {
 			const char *shape;
 			long bm, bn, zbn, gstore;
@@ -1535,9 +1535,9 @@ static void test_defaults(void)
 /* monarch's relayout variants interleave y with 16-byte loads and stores
  * (monarch_perm_x8 for blocks % 8 == 0, monarch_perm_rows where a row fits
  * shared memory); naive keeps the element-wise monarch_perm_out (the
- * textbook baseline), as does a relayout whose row does not fit. On the H200
- * the element-wise pass cost 13-14 us of relayout_ws's 42.5 at llama1b q/o
- * N1024 and 74 of 228 at llama7b gate/up. */
+ * textbook baseline), as does a relayout whose row does not fit. The
+ * element-wise pass cost a third of relayout_ws's time at llama1b q/o and
+ * llama7b gate/up (docs/families/monarch.md). */
 static void test_output_perm(void)
 {
 	static const char *const ws = "BLOCK_M=128,BLOCK_N=128,Z_BLOCK_N=64,STAGES=4,GROUP_M=8,"
@@ -1587,7 +1587,7 @@ static void test_output_perm(void)
 	}
 }
 
-/* Same FLOPs and minimum bytes as a rank-r low-rank layer (KERNELS.md's
+/* Same FLOPs and minimum bytes as a rank-r low-rank layer (docs/kernels.md's
  * table); intermediates are not in min_bytes. */
 static void test_models(void)
 {

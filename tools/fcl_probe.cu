@@ -13,16 +13,9 @@
  *
  * clusters: 0 (default) = every token tile (streaming) or 7 (resident, what
  * the H200 holds of 16-CTA clusters). Prints the median of reps launches
- * (events around each, warm L2).
- *
- * Measured on the H200 (2026-12-01), llama1b q/o (b16 r256), T 32,
- * resident, N 1024 (7 clusters, 4-5 tiles each), us: with 16-byte DSMEM
- * loads and two cluster barriers a tile 44.3; without stage 1's mma 40.0,
- * stage 3's 39.2, the mixing 38.4, the exchanges 28.9, exchanges and
- * barriers 23.4. With bulk-copy pushes 37.8 (no exchanges 26.6); with the
- * barrier split around stage 1 34.5 (28.5, 24.5). One tile on one cluster
- * (N 32): 14.1. So launch and weights are ~9 us and a tile ~5 us, of
- * which the exchange ~1.2 and the barrier ~0.8.
+ * (events around each, warm L2). What it showed (launch and weights
+ * against the cost of a tile, the exchange and the barrier): bench/
+ * NOTES-linear.md, blast llama1b.
  */
 #include "../templates/blast_fused.cu"
 

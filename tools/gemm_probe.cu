@@ -18,10 +18,10 @@
  *        -o build-dev/gemm_probe tools/gemm_probe.cu -lcublas
  *   build-dev/gemm_probe [reps]        prints one line per (shape, config)
  *
- * Built on the build machine, run on the H200 with the run tool (carry
- * build-dev, LD_LIBRARY_PATH=/usr/local/cuda/lib64); ~40 s for the lists in
+ * Built on the build machine and run on the GPU machine (with
+ * LD_LIBRARY_PATH=/usr/local/cuda/lib64); on the H200 the lists in
  * gemm_probe_cfgs.h / gemm_probe_wcfgs.h / gemm_probe_fcfgs.h and the
- * split-K list below (2026-11-29). `gemm_probe 1 small` runs only the edge
+ * split-K list below take well under a minute. `gemm_probe 1 small` runs only the edge
  * shape and the batched checks (for compute-sanitizer); `gemm_probe 30
  * persist` only the persistent ws kernel (-DPERSISTENT=1) against the
  * one-tile one (pcfgs: edge shapes with 1, 5 and SM-count CTAs, then

@@ -19,18 +19,9 @@
  * Then the same with tensor-map copies (cp.async.bulk.tensor, 128-byte
  * rows, the 128-byte swizzle, boxes of 64 .. 256 rows: what the ws kernels
  * issue), all SMs, from the L2-resident window. A checksum of
- * the last slot keeps the copies from being optimized away.
- *
- * Measured on the H200 (2026-12-01, all 132 SMs, 2 MiB per CTA from the
- * L2-resident window): one issuing thread's copies go out one after
- * another whatever the ring depth -- 1-D bulk 8 / 16 / 32 / 64 KiB: 19 /
- * 36 / 65 / 95-112 GB/s per SM; tensor boxes of 64 / 128 / 256 rows (8 /
- * 16 / 32 KiB): 39 / 71 / 80-119 -- while 2 or 4 issuing threads (one a
- * warp) reach 105-120 GB/s per SM (15.8 TB/s from L2 in all) with 16 KiB
- * copies. DRAM: ~34 GB/s per SM, 4.5 TB/s, from 16 KiB copies up. The
- * fused Monarch kernel ingests ~62 GB/s per SM from one producer thread,
- * but splitting its copies over three threads (x, w1r, w2) made it
- * slower (monarch_bm 34.6 -> 36.9 us: bench/NOTES-linear.md).
+ * the last slot keeps the copies from being optimized away. Its figures on
+ * the H200 (one thread's copies go out one after another; the rates per SM
+ * from L2 and DRAM): bench/NOTES-linear.md, "Copy rates".
  */
 #include <cuda.h>
 #include <cuda_runtime.h>

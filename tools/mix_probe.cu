@@ -13,13 +13,9 @@
  *        -o build-dev/mix_probe tools/mix_probe.cu
  *   build-dev/mix_probe [reps] [tc]     (tc: blast_mix_tcp only)
  *
- * Measured on the H200 (2026-12-01), warm / cold L2, us: llama7b (N 1024,
- * r 1024) mix_tcp 19.7 / 24.6, memcpy 16.9 / 20.2; llama1b (r 256) 7.8 /
- * 9.9 vs memcpy 6.1; N 16384 324 vs 256. Earlier forms of blast_mix_tcp
- * (blast.cu lists them) 21.7 and 23.2 at N 1024; the first tensor-core
- * mixer (blast_mix_tc of 7093546: one 16-token tile per CTA, 2-byte
- * transposes) 27.1 / 31.4, 10.5, 425. Build with -DTP_MINB=4 to try
- * four CTAs per SM (kernels/blast.c plans TP_CTAS_PER_SM).
+ * Build with -DTP_MINB=4 to try four CTAs per SM (kernels/blast.c plans
+ * TP_CTAS_PER_SM). What it measured (the mixer against cudaMemcpy of its
+ * bytes): bench/NOTES-linear.md and docs/families/blast.md.
  */
 #define MIX_B 16
 #define MIX_TC 1

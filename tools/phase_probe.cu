@@ -15,17 +15,10 @@
  * the median of 50. The rows take phases and barriers away, so that the
  * launch, each phase and the barriers can be told apart, and one row times
  * three separate kernels (one launch a phase) for comparison. Stage 1 and
- * stage 3 are ~1.07 GFLOP each: at ~600 TFLOPS another ~3.6 us of math
- * would have to hide under these copies.
- *
- * Measured on the H200 (2026-12-03, the probe of b2d65fb, two runs): empty
- * kernel 3.0 / 3.1 us; stage 1's bytes alone 7.5 / 7.6, the mixer's 9.4 /
- * 9.5, stage 3's 8.1 / 8.2 (each from DRAM: the flush); two grid barriers
- * and nothing else 5.0 / 5.1 (~1 us a barrier); the three phases with their
- * barriers 15.4 / 15.5; three kernels 18.4 / 19.0. Without the barriers
- * (26.0 / 26.2) the phases race each other for the same lines: that row is
- * no bound. So before any math this design is above the llama1b bar
- * (~12 us) and near cuBLAS dense (~16.5): bench/NOTES-linear.md.
+ * stage 3 are ~1.07 GFLOP each, math that would have to hide under these
+ * copies. The row without barriers lets the phases race each other for the
+ * same lines: it bounds nothing. The rows' figures on the H200:
+ * bench/NOTES-linear.md, blast llama1b.
  *
  * Loads are 16-byte vectors, each phase's all issued before any is used
  * (16 to 24 a thread: 64 to 96 KiB in flight a CTA; .nc for x, V, U, .cg

@@ -27,6 +27,10 @@ const struct suite_workload suite_dev[] = {
 	  "seqs=1152,lmax=1024,heads=4,head_dim=128,block=64,rope=0", "fa2_varlen" },
 	{ "blockattn_bwd:ads_d128_L1024", "blockattn_bwd",
 	  "seqs=1152,lmax=1024,heads=4,head_dim=128,block=64,rope=0", "fa2_varlen" },
+	{ "blockattn_fwd:ads_d128_L256_b128", "blockattn_fwd",
+	  "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=0", "fa2_varlen" },
+	{ "blockattn_bwd:ads_d128_L256_b128", "blockattn_bwd",
+	  "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=0", "fa2_varlen" },
 	{ NULL, NULL, NULL, NULL },
 };
 

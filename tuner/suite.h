@@ -1,5 +1,5 @@
 /*
- * suite.h -- the named workloads of the development suite (BENCH.md):
+ * suite.h -- the named workloads of the development suite (docs/benchmarks.md):
  * "dense:4096x4096:N1024" -> family dense, shape tokens=1024,in=4096,out=4096.
  * The main job sweeps these; the bench script reports against them.
  */
@@ -10,7 +10,7 @@ struct suite_workload {
 	const char *id;		/* "lowrank:llama7b_qkvo:N1024" */
 	const char *family;
 	const char *shape;	/* canonical shape text */
-	const char *peers;	/* comma-separated peer names (BENCH.md) */
+	const char *peers;	/* comma-separated peer names (docs/benchmarks.md) */
 };
 
 /* Terminated by id == NULL. Workloads of families ktune does not have yet
