@@ -19,8 +19,8 @@
 #      on the CPU.
 # PHASE "fresh" (about 4 minutes of GPU time): what phase "sweeps" left in
 #   the work folder ($KTUNE_SEARCH_WORK, default BUILD_DIR/search: kept on a
-#   warm machine; else unpack OUT_DIR/search-work.tar.gz from the first call
-#   there first):
+#   warm machine; on a fresh one KTUNE_SEARCH_RESTORE=FILE names the first
+#   call's OUT_DIR/search-work.tar.gz, put in the checkout, to unpack there):
 #   5. per problem one `ktune sweep --config ...` on a fresh database: the
 #      exhaustive sweeps' top 20 and winners and every replayed winner, all in
 #      one tournament of 4 rotated rounds, each run afresh;
@@ -104,6 +104,9 @@ if [ "$PHASE" = sweeps ] || [ "$PHASE" = all ]; then
 fi
 
 if [ "$PHASE" = fresh ] || [ "$PHASE" = all ]; then
+	if [ ! -f "$W/replay.json" ] && [ -n "${KTUNE_SEARCH_RESTORE:-}" ]; then
+		tar xzf "$KTUNE_SEARCH_RESTORE" -C "$W" || exit 2
+	fi
 	if [ ! -f "$W/replay.json" ]; then
 		echo "search.sh: no $W/replay.json: run PHASE sweeps first (or unpack its" \
 			"search-work.tar.gz into $W)" >&2
