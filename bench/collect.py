@@ -50,7 +50,11 @@ def main():
             print(f"collect: {path}: no verified winner, no ktune row", file=sys.stderr)
             continue
         row = {"workload": s["workload"], "impl": "ktune", "us": round(s["us"], 3),
-               "retime_us": round(s["retime_us"], 3), "floor_us": round(s["floor_us"], 3),
+               "retime_us": round(s["retime_us"], 3),
+               # "tournament": us is the final tournament's median (sweeps since
+               # schema 2); "trial": the sweep's own median (older summaries)
+               "retime_method": s.get("retime_method", "trial"),
+               "floor_us": round(s["floor_us"], 3),
                "verified": True, "template": s.get("template", ""),
                "config": s["params"], "rel_err": s["rel_err"],
                "sweep": {"space": s["counts"]["space"], "planned": s["counts"]["planned"],

@@ -19,6 +19,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_families(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_trials(int argc, char **argv);
+int cmd_replay(int argc, char **argv);	/* cli/cmd_replay.c */
 int cmd_best(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_export(int argc, char **argv);

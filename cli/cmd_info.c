@@ -249,21 +249,95 @@ int cmd_families(int argc, char **argv)
 
 static void trials_help(void)
 {
-	printf("usage: ktune trials [SWEEP_ID] [--limit N] [--db PATH] [--json]\n\n"
+	printf("usage: ktune trials [SWEEP_ID] [--measurements] [--limit N] [--db PATH] [--json]\n\n"
 	       "Without SWEEP_ID: the sweeps in the database, newest first, with progress.\n"
 	       "With it: that sweep's trials, fastest verified first, then the failures with\n"
-	       "their status and message.\n");
+	       "their status and message. Each timed trial shows the SM clock before and after\n"
+	       "its timed repetitions, power and temperature (NVML; blank where not read),\n"
+	       "THROTTLED when timed under the sweep's clock threshold, its median on the\n"
+	       "drift sentinel's footing (norm) and its final-tournament median (tourn).\n"
+	       "--measurements lists the sweep's sentinel, tournament and re-time runs instead.\n");
+}
+
+static json_t *int_or_null(int v)
+{
+	return v > 0 ? json_integer(v) : json_null();
+}
+
+static json_t *real_or_null(double v)
+{
+	return v > 0 ? json_real(v) : json_null();
+}
+
+static json_t *conditions_json(const struct store_conditions *c)
+{
+	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "sm_mhz_before",
+			 int_or_null(c->sm_mhz_before), "sm_mhz_after", int_or_null(c->sm_mhz_after),
+			 "mem_mhz_before", int_or_null(c->mem_mhz_before), "mem_mhz_after",
+			 int_or_null(c->mem_mhz_after), "power_w_before",
+			 real_or_null(c->power_w_before), "power_w_after",
+			 real_or_null(c->power_w_after), "temp_c_before",
+			 int_or_null(c->temp_c_before), "temp_c_after", int_or_null(c->temp_c_after));
+}
+
+/* "SM 1980->1755 MHz 512 W 61 C" or "" when nothing was read. */
+static void conditions_text(const struct store_conditions *c, char *buf, size_t len)
+{
+	buf[0] = 0;
+	if (c->sm_mhz_before <= 0 && c->sm_mhz_after <= 0)
+		return;
+	snprintf(buf, len, "SM %d->%d MHz %.0f W %d C", c->sm_mhz_before, c->sm_mhz_after,
+		 c->power_w_after, c->temp_c_after);
+}
+
+/* --measurements: a sweep's sentinel, tournament and re-time rows. */
+static int measurements_list(struct store *st, long id, int json, json_t *arr, struct kt_err *err)
+{
+	struct store_measure_row *m = NULL;
+	int n = 0, i;
+
+	if (store_measures_list(st, id, NULL, &m, &n, err) != 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		const char *what = m[i].baseline[0] ? m[i].baseline : m[i].config_key;
+		char cond[96];
+
+		json_array_append_new(arr, json_pack("{s:s,s:f,s:i,s:i,s:s,s:s,s:o,s:o,s:o,s:s}",
+						     "kind", m[i].kind, "run", m[i].run, "round",
+						     m[i].round, "position", m[i].position,
+						     "config", what, "status", m[i].status,
+						     "median_us", real_or_null(m[i].median_us),
+						     "reps", m[i].reps ? json_integer(m[i].reps) :
+						     json_null(),
+						     "conditions", conditions_json(&m[i].cond),
+						     "message", m[i].message ? m[i].message : ""));
+		if (!json) {
+			conditions_text(&m[i].cond, cond, sizeof(cond));
+			if (!strcmp(m[i].status, "ok"))
+				printf("%-10s %3d.%-3d %9.2f us  %-28s %s\n", m[i].kind, m[i].round,
+				       m[i].position, m[i].median_us, cond, what);
+			else
+				printf("%-10s %3d.%-3d %-12s %-28s %s  %s\n", m[i].kind, m[i].round,
+				       m[i].position, m[i].status, cond, what,
+				       m[i].message ? m[i].message : "");
+		}
+		store_measure_row_release(&m[i]);
+	}
+	free(m);
+	if (!json && n == 0)
+		printf("no measurements in sweep %ld\n", id);
+	return 0;
 }
 
 int cmd_trials(int argc, char **argv)
 {
 	const char *db = NULL, *limit_s = NULL;
-	int json = 0, npos, rc, n = 0, i;
+	int json = 0, npos, rc, n = 0, i, measures = 0;
 	long limit = 0;
 	char *pos[1];
 	const struct cli_opt opts[] = {
 		{ "db", 1, &db, NULL }, { "limit", 1, &limit_s, NULL }, { "json", 0, NULL, &json },
-		{ NULL, 0, NULL, NULL },
+		{ "measurements", 0, NULL, &measures }, { NULL, 0, NULL, NULL },
 	};
 	struct kt_err err = { 0 };
 	struct store *st = NULL;
@@ -321,33 +395,58 @@ int cmd_trials(int argc, char **argv)
 		if (store_sweep_get(st, id, &sw, &err) != 0)
 			goto fail;
 		store_sweep_release(&sw);
+		if (measures) {
+			if (measurements_list(st, id, json, arr, &err) != 0)
+				goto fail;
+			goto done;
+		}
 		if (store_trials_list(st, id, (int)limit, &rows, &n, &err) != 0)
 			goto fail;
 		for (i = 0; i < n; i++) {
 			json_t *params = json_loads(rows[i].params_json ? rows[i].params_json : "{}", 0, NULL);
+			json_t *errs = rows[i].errors_json ? json_loads(rows[i].errors_json, 0, NULL) : NULL;
+			json_t *t = json_pack("{s:s,s:s,s:o,s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:s}",
+					      "config", rows[i].config_key,
+					      "status", rows[i].status,
+					      "params", params ? params : json_object(),
+					      "median_us", rows[i].median_us,
+					      "min_us", rows[i].min_us, "p90_us", rows[i].p90_us,
+					      "spread", rows[i].spread, "reps", rows[i].reps,
+					      "rel_err", rows[i].rel_err,
+					      "retime_us", rows[i].retime_us,
+					      "message", rows[i].message ? rows[i].message : "");
+			char cond[96];
 
-			json_array_append_new(arr, json_pack("{s:s,s:s,s:o,s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:s}",
-							     "config", rows[i].config_key,
-							     "status", rows[i].status,
-							     "params", params ? params : json_object(),
-							     "median_us", rows[i].median_us,
-							     "min_us", rows[i].min_us, "p90_us", rows[i].p90_us,
-							     "spread", rows[i].spread, "reps", rows[i].reps,
-							     "rel_err", rows[i].rel_err,
-							     "retime_us", rows[i].retime_us,
-							     "message", rows[i].message ? rows[i].message : ""));
+			if (t) {
+				json_object_set_new(t, "tournament_us", real_or_null(rows[i].tournament_us));
+				json_object_set_new(t, "norm_us", real_or_null(rows[i].norm_us));
+				json_object_set_new(t, "throttled", json_boolean(rows[i].throttled));
+				json_object_set_new(t, "conditions", conditions_json(&rows[i].cond));
+				json_object_set_new(t, "errors", errs ? errs : json_null());
+				errs = NULL;
+				json_array_append_new(arr, t);
+			}
+			json_decref(errs);
 			if (!json) {
-				if (!strcmp(rows[i].status, "ok"))
-					printf("%-13s %9.2f us  %s\n", rows[i].status, rows[i].median_us,
-					       rows[i].config_key);
-				else
+				conditions_text(&rows[i].cond, cond, sizeof(cond));
+				if (!strcmp(rows[i].status, "ok")) {
+					printf("%-13s %9.2f us", rows[i].status, rows[i].median_us);
+					if (rows[i].norm_us > 0)
+						printf("  norm %9.2f", rows[i].norm_us);
+					if (rows[i].tournament_us > 0)
+						printf("  tourn %9.2f", rows[i].tournament_us);
+					printf("  %s%s%s%s\n", cond, rows[i].throttled ? " THROTTLED" : "",
+					       cond[0] || rows[i].throttled ? "  " : "", rows[i].config_key);
+				} else {
 					printf("%-13s %12s  %s  %s\n", rows[i].status, "", rows[i].config_key,
 					       rows[i].message ? rows[i].message : "");
+				}
 			}
 			store_trial_row_release(&rows[i]);
 		}
 		free(rows);
 	}
+done:
 	store_close(st);
 	if (json)
 		return cli_print_json(arr);

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "../kernels/family.h"
 #include "../tuner/fleet.h"
+#include "../tuner/strategy.h"
 #include "../tuner/suite.h"
 #include "../tuner/sweep.h"
 
@@ -77,32 +78,92 @@ static void on_progress(const struct sweep_progress *p, void *arg)
 	fflush(stderr);
 }
 
+static json_t *contenders_json(const struct sweep_summary *s)
+{
+	json_t *a = json_array();
+	int i, k;
+
+	for (i = 0; a && i < s->tournament_n; i++) {
+		const struct sweep_contender *c = &s->contenders[i];
+		json_t *rounds = json_array();
+
+		for (k = 0; k < s->tournament_rounds; k++)
+			json_array_append_new(rounds, c->round_us[k] > 0 ? json_real(c->round_us[k]) :
+							       json_null());
+		json_array_append_new(a, json_pack("{s:s,s:o,s:f,s:i,s:o}", "config", c->config,
+						   "median_us", c->median_us > 0 ?
+						   json_real(c->median_us) : json_null(),
+						   "trial_us", c->trial_us, "ok_rounds", c->ok_rounds,
+						   "rounds_us", rounds));
+	}
+	return a;
+}
+
+static json_t *num_or_null(double v)
+{
+	return v > 0 ? json_real(v) : json_null();
+}
+
 json_t *cli_sweep_summary_json(const char *family, const char *shape, const struct sweep_summary *s)
 {
 	json_t *params = json_loads(s->best_params[0] ? s->best_params : "{}", 0, NULL);
+	json_t *j;
 
-	return json_pack("{s:s,s:s,s:I,s:b,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I},"
-			 "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:o,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s,s:f}",
-			 "family", family, "shape", shape, "sweep_id", (json_int_t)s->sweep_id,
-			 "resumed", s->resumed, "interrupted", s->interrupted,
-			 "time_limited", s->time_limited,
-			 "device", s->device, "arch", s->arch,
-			 "counts", "space", (json_int_t)s->space, "pruned", (json_int_t)s->pruned,
-			 "planned", (json_int_t)s->planned, "skipped", (json_int_t)s->skipped,
-			 "evaluated", (json_int_t)s->evaluated,
-			 "statuses", "ok", (json_int_t)s->n_ok, "wrong", (json_int_t)s->n_wrong,
-			 "compile_error", (json_int_t)s->n_compile_error,
-			 "launch_error", (json_int_t)s->n_launch_error, "fault", (json_int_t)s->n_fault,
-			 "timeout", (json_int_t)s->n_timeout,
-			 "worker_restarts", s->restarts,
-			 "verified", json_boolean(s->best_us > 0),
-			 "config", s->best_config,
-			 "params", params ? params : json_object(),
-			 "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
-			 "retime_us", s->retime_us, "rel_err", s->best_rel_err,
-			 "cublas_us", s->cublas_us, "floor_us", s->floor_us,
-			 "templates_hash", s->template_hash, "template", s->best_templates,
-			 "wall_s", s->wall_s);
+	j = json_pack("{s:s,s:s,s:I,s:b,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I},"
+		      "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:b,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s,s:f}",
+		      "family", family, "shape", shape, "sweep_id", (json_int_t)s->sweep_id,
+		      "resumed", s->resumed, "interrupted", s->interrupted,
+		      "time_limited", s->time_limited,
+		      "device", s->device, "arch", s->arch,
+		      "counts", "space", (json_int_t)s->space, "pruned", (json_int_t)s->pruned,
+		      "planned", (json_int_t)s->planned, "skipped", (json_int_t)s->skipped,
+		      "evaluated", (json_int_t)s->evaluated,
+		      "skipped_faulty", (json_int_t)s->skipped_faulty,
+		      "statuses", "ok", (json_int_t)s->n_ok, "wrong", (json_int_t)s->n_wrong,
+		      "compile_error", (json_int_t)s->n_compile_error,
+		      "launch_error", (json_int_t)s->n_launch_error, "fault", (json_int_t)s->n_fault,
+		      "timeout", (json_int_t)s->n_timeout,
+		      "worker_restarts", s->restarts,
+		      "verified", s->verified && s->best_us > 0,
+		      "config", s->best_config,
+		      "params", params ? params : json_object(),
+		      "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
+		      "retime_us", s->retime_us, "rel_err", s->best_rel_err,
+		      "cublas_us", s->cublas_us, "floor_us", s->floor_us,
+		      "templates_hash", s->template_hash, "template", s->best_templates,
+		      "wall_s", s->wall_s);
+	if (!j)
+		return NULL;
+	json_object_set_new(j, "strategy", json_string(s->strategy));
+	json_object_set_new(j, "stop", json_string(s->stop));
+	json_object_set_new(j, "trial_us", json_real(s->best_trial_us));
+	json_object_set_new(j, "retime_method", json_string(s->tournament_n > 0 ? "tournament" :
+							    "trial"));
+	json_object_set_new(j, "tournament",
+			    json_pack("{s:i,s:i,s:o}", "contenders", s->tournament_n, "rounds",
+				      s->tournament_rounds, "table", contenders_json(s)));
+	json_object_set_new(j, "drift",
+			    json_pack("{s:b,s:o,s:o,s:o,s:I,s:o,s:o,s:s,s:i,s:o,s:o,s:o,s:o,s:o}",
+				      "nvml", s->nvml,
+				      "clock_min_mhz", s->clock_min_mhz > 0 ?
+				      json_integer(s->clock_min_mhz) : json_null(),
+				      "clock_max_mhz", s->clock_max_mhz > 0 ?
+				      json_integer(s->clock_max_mhz) : json_null(),
+				      "clock_threshold_mhz", s->clock_threshold_mhz > 0 ?
+				      json_integer(s->clock_threshold_mhz) : json_null(),
+				      "throttled_trials", (json_int_t)s->n_throttled,
+				      "power_max_w", num_or_null(s->power_max_w),
+				      "temp_max_c", s->temp_max_c > 0 ? json_integer(s->temp_max_c) :
+				      json_null(),
+				      "sentinel", s->sentinel, "sentinel_n", s->sentinel_n,
+				      "sentinel_first_us", num_or_null(s->sentinel_first_us),
+				      "sentinel_min_us", num_or_null(s->sentinel_min_us),
+				      "sentinel_max_us", num_or_null(s->sentinel_max_us),
+				      "sentinel_last_us", num_or_null(s->sentinel_last_us),
+				      "sentinel_drift", s->sentinel_min_us > 0 ?
+				      json_real(s->sentinel_max_us / s->sentinel_min_us - 1) :
+				      json_null()));
+	return j;
 }
 
 void cli_sweep_summary_print(const char *family, const char *shape, const struct sweep_summary *s)
@@ -110,18 +171,48 @@ void cli_sweep_summary_print(const char *family, const char *shape, const struct
 	printf("sweep %lld: %s %s on %s (%s)%s%s%s\n", (long long)s->sweep_id, family, shape,
 	       s->device, s->arch, s->resumed ? ", resumed" : "", s->interrupted ? ", INTERRUPTED" : "",
 	       s->time_limited ? ", STOPPED AT ITS TIME LIMIT (the same command resumes it)" : "");
-	printf("  space %ld valid (%ld pruned), planned %ld, already recorded %ld, evaluated now %ld\n",
-	       s->space, s->pruned, s->planned, s->skipped, s->evaluated);
-	printf("  statuses this run: ok %ld, wrong %ld, compile_error %ld, launch_error %ld, "
+	printf("  space %ld valid (%ld pruned); %s proposed %ld%s%s%s: already recorded %ld, "
+	       "evaluated now %ld", s->space, s->pruned, s->strategy, s->planned,
+	       s->stop[0] ? " (stopped: " : "", s->stop, s->stop[0] ? ")" : "", s->skipped,
+	       s->evaluated);
+	if (s->skipped_faulty)
+		printf(", skipped %ld that faulted or hung before (--retry-faulty runs them)",
+		       s->skipped_faulty);
+	printf("\n  statuses this run: ok %ld, wrong %ld, compile_error %ld, launch_error %ld, "
 	       "fault %ld, timeout %ld (worker restarts %d)\n",
 	       s->n_ok, s->n_wrong, s->n_compile_error, s->n_launch_error, s->n_fault, s->n_timeout,
 	       s->restarts);
+	if (s->nvml)
+		printf("  clocks: SM %d..%d MHz (under %d MHz: %ld trials marked throttled), power "
+		       "up to %.0f W, %d C\n", s->clock_min_mhz, s->clock_max_mhz,
+		       s->clock_threshold_mhz, s->n_throttled, s->power_max_w, s->temp_max_c);
+	else
+		printf("  clocks: not read (no NVML)\n");
+	if (s->sentinel_n > 0)
+		printf("  drift sentinel %s: %d times, %.2f..%.2f us (%+.1f%%), last %.2f us\n",
+		       s->sentinel, s->sentinel_n, s->sentinel_min_us, s->sentinel_max_us,
+		       (s->sentinel_max_us / s->sentinel_min_us - 1) * 100, s->sentinel_last_us);
+	if (s->tournament_n > 0) {
+		int i;
+
+		printf("  tournament: %d contenders x %d rounds, each round rotated, every run "
+		       "fresh:\n", s->tournament_n, s->tournament_rounds);
+		for (i = 0; i < s->tournament_n && i < 5; i++)
+			printf("    %9.2f us (sweep %9.2f)  %s\n", s->contenders[i].median_us,
+			       s->contenders[i].trial_us, s->contenders[i].config);
+		if (s->tournament_n > 5)
+			printf("    ... %d more (ktune trials %lld)\n", s->tournament_n - 5,
+			       (long long)s->sweep_id);
+	}
 	if (s->best_us > 0) {
-		printf("  best   %.2f us (min %.2f, p90 %.2f), rel err %.2e: %s\n", s->best_us,
+		printf("  best   %.2f us%s (min %.2f, p90 %.2f in the sweep), rel err %.2e: %s\n",
+		       s->best_us, s->tournament_n > 0 ? " (tournament median)" : "",
 		       s->best_min_us, s->best_p90_us, s->best_rel_err, s->best_config);
 		if (s->retime_us > 0)
-			printf("  retime %.2f us (%+.1f%%)\n", s->retime_us,
+			printf("  retime %.2f us (%+.1f%%, a fresh worker process)\n", s->retime_us,
 			       (s->retime_us / s->best_us - 1) * 100);
+		printf("  verified in this run: %s\n", s->verified ? "yes" :
+		       "NO (the winner comes from an earlier run)");
 		if (s->cublas_us > 0)
 			printf("  cuBLAS %.2f us: ktune is %.2fx its time\n", s->cublas_us,
 			       s->best_us / s->cublas_us);
@@ -255,8 +346,13 @@ static void help(void)
 	       "  --devices LIST     all, or ordinals like 0,1: one isolated worker per GPU,\n"
 	       "                     problems shared between them; a GPU that fails is\n"
 	       "                     taken out and its problem redone on another\n"
-	       "  --strategy NAME    exhaustive (default) or random\n"
-	       "  --budget N         random: configs to evaluate (default: all)\n"
+	       "  --strategy NAME    exhaustive (default), random, halving (successive halving\n"
+	       "                     over tile-shape arms) or guided (a model fitted as trials\n"
+	       "                     land, and on the database's trials of the family at other\n"
+	       "                     shapes; stops when no config is expected to gain more than\n"
+	       "                     the noise). docs/search.md compares them\n"
+	       "  --budget N         configs to evaluate at most (default: all for exhaustive and\n"
+	       "                     random, 30%% of the space for halving, 20%% for guided)\n"
 	       "  --variants LIST    only these variants, e.g. tcmix_ws,naive_ws (default:\n"
 	       "                     all; ktune families lists them)\n"
 	       "  --config KEY       only this config (repeatable), in `ktune best`'s form,\n"
@@ -268,9 +364,19 @@ static void help(void)
 	       "  --timeout S        per-candidate ceiling in seconds (default 10; scaled\n"
 	       "                     down from the best time once one config verified)\n"
 	       "  --plant            add the family's planted faulting and hanging kernels\n"
-	       "  --time-limit S     start no candidate after S seconds; the best so far is\n"
-	       "                     retimed and reported, the rest left for a resume\n"
-	       "  --no-retime        do not time the winner again at the end\n"
+	       "  --time-limit S     start no candidate after S seconds; the best so far meet\n"
+	       "                     in the tournament, the rest is left for a resume\n"
+	       "  --tournament K     the K best (default 8; 0: none) and any within --ties %%\n"
+	       "                     of the best (default 3; at most 24, or K) meet at the end in\n"
+	       "                     --rounds R (default 5) interleaved, rotated rounds, each\n"
+	       "                     run afresh; the best median wins (docs/measuring.md)\n"
+	       "  --sentinel-every N time the drift sentinel (cuBLAS, or the family's default\n"
+	       "                     config) again every N candidates (default 16; 0: never)\n"
+	       "  --clock-threshold MHZ  mark trials timed under this SM clock (default: 96%% of\n"
+	       "                     the device's highest)\n"
+	       "  --retry-faulty     run configs that faulted or hung in an earlier sweep of this\n"
+	       "                     device and shape (skipped by default)\n"
+	       "  --no-retime        do not time the winner again in a fresh worker process\n"
 	       "  --no-baseline      do not time cuBLAS beside it\n"
 	       "  --db PATH          database (default $KTUNE_DB, else ./ktune.db)\n"
 	       "  --json             print the summary as JSON\n"
@@ -287,8 +393,10 @@ int cmd_sweep(int argc, char **argv)
 	int nitems = 0, i, k;
 	const char *budget = NULL, *seed = NULL, *device = NULL, *threads = NULL, *timeout = NULL;
 	const char *time_limit = NULL, *variants = NULL;
+	const char *tournament = NULL, *rounds = NULL, *ties = NULL, *sentinel = NULL;
+	const char *clock = NULL;
 	const char *db = NULL, *backend = NULL;
-	int json = 0, plant = 0, no_retime = 0, no_baseline = 0, npos, rc;
+	int json = 0, plant = 0, no_retime = 0, no_baseline = 0, retry_faulty = 0, npos, rc;
 	char *pos[1];
 	const struct cli_opt opts[] = {
 		{ "family", 1, &family, NULL },
@@ -301,6 +409,10 @@ int cmd_sweep(int argc, char **argv)
 		{ "timeout", 1, &timeout, NULL }, { "db", 1, &db, NULL },
 		{ "time-limit", 1, &time_limit, NULL }, { "variants", 1, &variants, NULL },
 		{ "worker-backend", 1, &backend, NULL },	/* test-only: cpu */
+		{ "tournament", 1, &tournament, NULL }, { "rounds", 1, &rounds, NULL },
+		{ "ties", 1, &ties, NULL }, { "sentinel-every", 1, &sentinel, NULL },
+		{ "clock-threshold", 1, &clock, NULL },
+		{ "retry-faulty", 0, NULL, &retry_faulty },
 		{ "plant", 0, NULL, &plant }, { "no-retime", 0, NULL, &no_retime },
 		{ "no-baseline", 0, NULL, &no_baseline }, { "json", 0, NULL, &json },
 		{ NULL, 0, NULL, NULL },
@@ -361,8 +473,11 @@ int cmd_sweep(int argc, char **argv)
 	o.db_path = db ? db : cli_default_db();
 	o.family = family;
 	o.shape = shape;
-	if (strategy)
+	if (strategy) {
+		if (strategy_check(strategy, &err) != 0)
+			return cli_usage_error("sweep", "%s", err.msg);
 		o.strategy = strategy;
+	}
 #define NUM(flag, var, dst)                                                        \
 	if (var) {                                                                 \
 		long v_ = cli_parse_long(var);                                     \
@@ -377,7 +492,19 @@ int cmd_sweep(int argc, char **argv)
 	NUM("threads", threads, o.threads);
 	NUM("timeout", timeout, o.timeout_s);
 	NUM("time-limit", time_limit, o.time_limit_s);
+	NUM("tournament", tournament, o.tournament_k);
+	NUM("rounds", rounds, o.rounds);
+	NUM("ties", ties, o.tie_pct);
+	NUM("sentinel-every", sentinel, o.sentinel_every);
+	NUM("clock-threshold", clock, o.clock_threshold_mhz);
 #undef NUM
+	if (rounds && (o.rounds < 1 || o.rounds > SWEEP_MAX_ROUNDS))
+		return cli_usage_error("sweep", "--rounds is 1 to %d", SWEEP_MAX_ROUNDS);
+	if (tournament && o.tournament_k > SWEEP_MAX_CONTENDERS)
+		return cli_usage_error("sweep", "--tournament is 0 to %d", SWEEP_MAX_CONTENDERS);
+	/* --tournament K asks for K contenders even past the default cap. */
+	if (tournament && o.tournament_k > o.tournament_max)
+		o.tournament_max = o.tournament_k;
 	if (time_limit && o.time_limit_s < 1)
 		return cli_usage_error("sweep", "--time-limit must be at least 1 second");
 	if (timeout && o.timeout_s < 1)
@@ -392,6 +519,7 @@ int cmd_sweep(int argc, char **argv)
 	o.configs = configs;
 	o.nconfigs = nconfigs;
 	o.plant = plant;
+	o.retry_faulty = retry_faulty;
 	o.retime = !no_retime;
 	o.baseline = !no_baseline;
 	o.worker.exe = cli_self_exe();

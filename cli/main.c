@@ -21,6 +21,7 @@ static const struct subcommand commands[] = {
 	{ "families", cmd_families, "list kernel families, their shape keys and parameter spaces" },
 	{ "sweep", cmd_sweep, "tune one family at one shape on one GPU (resumable)" },
 	{ "trials", cmd_trials, "list sweeps, or the trials of one sweep" },
+	{ "replay", cmd_replay, "run search strategies against recorded sweeps (no GPU)" },
 	{ "best", cmd_best, "the best known config for a family, shape and device" },
 	{ "serve", cmd_serve, "the HTTP service over the database" },
 	{ "export", cmd_export, "write tuned tables as a C header, JSON or .cu sources" },

@@ -1,8 +1,11 @@
--- schema.sql -- the ktune store, schema version 1 (PRAGMA user_version = 1).
+-- schema.sql -- the ktune store, schema version 2 (PRAGMA user_version = 2).
 --
 -- Embedded in the binary (build/schema_sql.h, kt_schema_sql) and applied by
 -- store_open() to an empty file inside one transaction. A later version adds
 -- a migration step in db/store.c; this file always describes a new database.
+-- Version 2 added the trials' measuring conditions, tournament and drift
+-- columns (at the end of the table, where ALTER TABLE puts them), the
+-- measurements table and the tournament-first ranking of the winners view.
 --
 -- Times are unix seconds as REAL (sub-second, so two sweeps started in the
 -- same second stay distinct: `started` is part of a sweep's identity when
@@ -92,10 +95,53 @@ CREATE TABLE trials (
 	log TEXT,			-- NVRTC log for compile errors
 	retime_us REAL,			-- the sweep winner timed again at the end of the run; NULL if never
 	created REAL NOT NULL,		-- when the trial was recorded
+	-- since version 2:
+	tournament_us REAL,		-- median over the rounds of the sweep's last final tournament; NULL if not in one
+	sm_mhz_before INTEGER,		-- SM clock (NVML) just before the timed repetitions; NULL when not read
+	sm_mhz_after INTEGER,		-- SM clock just after them
+	mem_mhz_before INTEGER,		-- memory clock before the timed repetitions
+	mem_mhz_after INTEGER,		-- memory clock after them
+	power_w_before REAL,		-- board power draw before them, watts
+	power_w_after REAL,		-- board power draw after them, watts
+	temp_c_before INTEGER,		-- GPU temperature before them, degrees C
+	temp_c_after INTEGER,		-- GPU temperature after them, degrees C
+	throttled INTEGER NOT NULL DEFAULT 0,	-- 1: timed at an SM clock under the sweep's threshold (the time reads slow)
+	norm_us REAL,			-- median_us on the drift sentinel's footing (median x first sentinel / nearest sentinel); NULL without one
+	errors_json TEXT,		-- verification per output buffer: {"y": {"rel_l2", "max_err", "over", "tol", "local_tol"}}
 	UNIQUE (sweep_id, config_id)
 );
 CREATE INDEX trials_ok_by_time ON trials (status, median_us);
 CREATE INDEX trials_by_config ON trials (config_id);
+
+-- Re-timings that are not a config's first evaluation in its sweep: the
+-- drift sentinel (a fixed reference re-timed at intervals), the rounds of the
+-- final tournament, and the winner's re-time in a fresh worker process. One
+-- invocation of a sweep (`run`) groups them: a resumed sweep holds a new
+-- tournament, and the latest complete one is the sweep's.
+CREATE TABLE measurements (
+	id INTEGER PRIMARY KEY,		-- local row id (insertion order)
+	sweep_id INTEGER NOT NULL REFERENCES sweeps(id),	-- the sweep it belongs to
+	run REAL NOT NULL,		-- start time of the invocation that took it
+	kind TEXT NOT NULL CHECK (kind IN ('sentinel', 'tournament', 'retime')),	-- what it is
+	config_id INTEGER REFERENCES configs(id),	-- what was timed; NULL for a vendor baseline
+	baseline TEXT,			-- the vendor baseline timed ("cublas_dense"), else NULL
+	round INTEGER NOT NULL DEFAULT 0,	-- tournament round; sentinel: its sequence number
+	position INTEGER NOT NULL DEFAULT 0,	-- place in the round's order; sentinel: trials recorded before it
+	status TEXT NOT NULL CHECK (status IN ('ok', 'wrong', 'compile_error',
+		'launch_error', 'fault', 'timeout')),	-- outcome, as for trials
+	median_us REAL,			-- median time; NULL unless 'ok'
+	min_us REAL,			-- fastest repetition; NULL unless 'ok'
+	p90_us REAL,			-- 90th percentile; NULL unless 'ok'
+	reps INTEGER NOT NULL DEFAULT 0,	-- timed repetitions
+	sm_mhz_before INTEGER,		-- conditions, as for trials; NULL when not read
+	sm_mhz_after INTEGER,
+	power_w_after REAL,
+	temp_c_after INTEGER,
+	message TEXT,			-- why, when not 'ok'
+	created REAL NOT NULL,		-- when it was recorded
+	CHECK ((config_id IS NULL) <> (baseline IS NULL))	-- a config or a baseline, never both
+);
+CREATE INDEX measurements_by_sweep ON measurements (sweep_id, kind, run);
 
 -- Compiled-binary cache: one CUBIN per content hash of (template text,
 -- compile options, NVRTC version), so a changed input never hits.
@@ -122,15 +168,21 @@ CREATE TABLE baselines (
 );
 CREATE INDEX baselines_lookup ON baselines (device_id, problem_id, name, created);
 
--- The fastest ok trial per (device, problem) over every sweep, with the
--- newest cuBLAS and naive baselines beside it. Ties go to the lower min, then
--- to the earlier trial. A 'wrong' trial is never a winner however fast.
+-- The best ok trial per (device, problem) over every sweep, with the newest
+-- cuBLAS and naive baselines beside it. A trial that met others in a final
+-- tournament ranks first, by its tournament median (a median of interleaved,
+-- rotated rounds, so drift during a sweep cannot favour it); then the rest by
+-- their sweep median. Ties go to the lower min, then to the earlier trial.
+-- median_us is the figure it ranked by. A 'wrong' trial is never a winner.
 CREATE VIEW winners AS
 WITH ranked AS (
-	SELECT t.id AS trial_id, t.sweep_id, t.config_id, t.median_us, t.min_us,
+	SELECT t.id AS trial_id, t.sweep_id, t.config_id,
+	       coalesce(t.tournament_us, t.median_us) AS median_us, t.min_us,
 	       t.p90_us, t.retime_us, s.device_id, s.problem_id,
 	       row_number() OVER (PARTITION BY s.device_id, s.problem_id
-				  ORDER BY t.median_us, t.min_us, t.id) AS rank
+				  ORDER BY t.tournament_us IS NULL,
+					   coalesce(t.tournament_us, t.median_us),
+					   t.min_us, t.id) AS rank
 	FROM trials t JOIN sweeps s ON s.id = t.sweep_id
 	WHERE t.status = 'ok' AND t.median_us IS NOT NULL
 )

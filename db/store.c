@@ -85,15 +85,20 @@ static const char *const sql_text[SQL__COUNT] = {
 		" ORDER BY s.started DESC, s.id DESC LIMIT ?1",
 	[SQL_TRIAL_ADD] =
 		"INSERT INTO trials (sweep_id, config_id, status, median_us, min_us, p90_us,"
-		" spread, reps, rel_err, compile_ms, binary_key, message, log, created)"
-		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+		" spread, reps, rel_err, compile_ms, binary_key, message, log, created,"
+		" sm_mhz_before, sm_mhz_after, mem_mhz_before, mem_mhz_after, power_w_before,"
+		" power_w_after, temp_c_before, temp_c_after, throttled, norm_us, errors_json)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+		" ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
 	[SQL_TRIALS_DONE] =
 		"SELECT c.config_key FROM trials t JOIN configs c ON c.id = t.config_id"
 		" WHERE t.sweep_id = ?1 ORDER BY t.id",
 	[SQL_TRIALS_LIST] =
 		"SELECT t.sweep_id, t.status, c.config_key, c.params_json, t.median_us,"
 		" t.min_us, t.p90_us, t.spread, t.rel_err, t.compile_ms, t.retime_us,"
-		" t.reps, t.message, t.log"
+		" t.reps, t.message, t.log, t.tournament_us, t.sm_mhz_before, t.sm_mhz_after,"
+		" t.mem_mhz_before, t.mem_mhz_after, t.power_w_before, t.power_w_after,"
+		" t.temp_c_before, t.temp_c_after, t.throttled, t.norm_us, t.errors_json, t.id"
 		" FROM trials t JOIN configs c ON c.id = t.config_id WHERE t.sweep_id = ?1"
 		" ORDER BY t.status <> 'ok', t.median_us, t.id LIMIT ?2",
 	/* Config keys are unique per family only: the sweep's problem names it. */
@@ -121,7 +126,8 @@ static const char *const sql_text[SQL__COUNT] = {
 	 * trial of the database in time order. */
 	[SQL_WINNER_GET] =
 		"SELECT s.device_id, s.problem_id, t.sweep_id, d.name, d.uuid, d.arch,"
-		" p.family, p.shape_key, p.shape_json, c.config_key, c.params_json, t.median_us,"
+		" p.family, p.shape_key, p.shape_json, c.config_key, c.params_json,"
+		" coalesce(t.tournament_us, t.median_us),"
 		" t.min_us, t.p90_us, t.retime_us,"
 		" (SELECT b.median_us FROM baselines b WHERE b.device_id = s.device_id"
 		"  AND b.problem_id = s.problem_id AND b.name = 'cublas_dense'"
@@ -135,7 +141,8 @@ static const char *const sql_text[SQL__COUNT] = {
 		" JOIN configs c ON c.id = t.config_id"
 		" WHERE s.device_id = ?1 AND s.problem_id = ?2 AND +t.status = 'ok'"
 		" AND +t.median_us IS NOT NULL"
-		" ORDER BY t.median_us, t.min_us, t.id LIMIT 1",
+		" ORDER BY t.tournament_us IS NULL, coalesce(t.tournament_us, t.median_us),"
+		" t.min_us, t.id LIMIT 1",
 	[SQL_MARKS_MAX] =
 		"SELECT (SELECT coalesce(max(id), 0) FROM trials),"
 		" (SELECT coalesce(max(id), 0) FROM baselines)",
@@ -151,12 +158,68 @@ static const char *const sql_text[SQL__COUNT] = {
 	[SQL_BINARY_PUT] =
 		"INSERT INTO binaries (key, arch, nvrtc_version, cubin, log, compile_ms, created)"
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (key) DO NOTHING",
+	[SQL_TOURNAMENT_SET] =
+		"UPDATE trials SET tournament_us = ?3 WHERE sweep_id = ?1 AND config_id ="
+		" (SELECT c.id FROM configs c JOIN problems p ON p.family = c.family"
+		"  JOIN sweeps s ON s.problem_id = p.id WHERE s.id = ?1 AND c.config_key = ?2)",
+	[SQL_MEASURE_ADD] =
+		"INSERT INTO measurements (sweep_id, run, kind, config_id, baseline, round,"
+		" position, status, median_us, min_us, p90_us, reps, sm_mhz_before,"
+		" sm_mhz_after, power_w_after, temp_c_after, message, created)"
+		" VALUES (?1, ?2, ?3, (SELECT c.id FROM configs c JOIN problems p"
+		"  ON p.family = c.family JOIN sweeps s ON s.problem_id = p.id"
+		"  WHERE s.id = ?1 AND c.config_key = ?4), ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+		" ?13, ?14, ?15, ?16, ?17, ?18)",
+	[SQL_MEASURES_LIST] =
+		"SELECT m.kind, m.status, coalesce(c.config_key, ''), coalesce(m.baseline, ''),"
+		" m.run, m.median_us, m.min_us, m.p90_us, m.round, m.position, m.reps,"
+		" m.sm_mhz_before, m.sm_mhz_after, m.power_w_after, m.temp_c_after, m.message"
+		" FROM measurements m LEFT JOIN configs c ON c.id = m.config_id"
+		" WHERE m.sweep_id = ?1 AND (?2 IS NULL OR m.kind = ?2) ORDER BY m.id",
+	[SQL_FAULTY_CONFIGS] =
+		"SELECT c.config_key, min(t.status) FROM trials t JOIN sweeps s ON s.id = t.sweep_id"
+		" JOIN configs c ON c.id = t.config_id WHERE s.device_id = ?1 AND s.problem_id = ?2"
+		" AND t.sweep_id <> ?3 AND t.status IN ('fault', 'timeout') GROUP BY c.config_key",
+	[SQL_FAMILY_TRIALS] =
+		"SELECT p.shape_json, d.uuid, c.config_key, coalesce(t.tournament_us, t.median_us)"
+		" FROM trials t JOIN sweeps s ON s.id = t.sweep_id JOIN problems p ON p.id = s.problem_id"
+		" JOIN devices d ON d.id = s.device_id JOIN configs c ON c.id = t.config_id"
+		" WHERE p.family = ?1 AND t.status = 'ok' AND t.median_us IS NOT NULL"
+		" AND NOT (s.device_id = ?2 AND s.problem_id = ?3) ORDER BY t.id DESC LIMIT ?4",
 };
 
-/* Schema steps: entry i takes user_version from i to i + 1. Version 2 is one
- * more entry (an ALTER TABLE script), never an edit of schema.sql's history. */
+/* Schema steps: an empty file gets schema.sql (the current version) whole;
+ * an older file gets migrations[i] for each version i + 1 it lacks (entry 0,
+ * to version 1, is never run: version 1 was schema.sql's first form), and
+ * then the winners view again from schema.sql's text (the view comes last
+ * there), so a migrated file and a new one never rank differently. */
 static const char *const migrations[] = {
-	kt_schema_sql,
+	NULL,
+	/* 1 -> 2: measuring conditions, tournament and drift columns of trials,
+	 * the measurements table, the tournament-first winners view */
+	"ALTER TABLE trials ADD COLUMN tournament_us REAL;"
+	"ALTER TABLE trials ADD COLUMN sm_mhz_before INTEGER;"
+	"ALTER TABLE trials ADD COLUMN sm_mhz_after INTEGER;"
+	"ALTER TABLE trials ADD COLUMN mem_mhz_before INTEGER;"
+	"ALTER TABLE trials ADD COLUMN mem_mhz_after INTEGER;"
+	"ALTER TABLE trials ADD COLUMN power_w_before REAL;"
+	"ALTER TABLE trials ADD COLUMN power_w_after REAL;"
+	"ALTER TABLE trials ADD COLUMN temp_c_before INTEGER;"
+	"ALTER TABLE trials ADD COLUMN temp_c_after INTEGER;"
+	"ALTER TABLE trials ADD COLUMN throttled INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE trials ADD COLUMN norm_us REAL;"
+	"ALTER TABLE trials ADD COLUMN errors_json TEXT;"
+	"CREATE TABLE measurements (id INTEGER PRIMARY KEY,"
+	" sweep_id INTEGER NOT NULL REFERENCES sweeps(id), run REAL NOT NULL,"
+	" kind TEXT NOT NULL CHECK (kind IN ('sentinel', 'tournament', 'retime')),"
+	" config_id INTEGER REFERENCES configs(id), baseline TEXT,"
+	" round INTEGER NOT NULL DEFAULT 0, position INTEGER NOT NULL DEFAULT 0,"
+	" status TEXT NOT NULL CHECK (status IN ('ok', 'wrong', 'compile_error',"
+	" 'launch_error', 'fault', 'timeout')), median_us REAL, min_us REAL, p90_us REAL,"
+	" reps INTEGER NOT NULL DEFAULT 0, sm_mhz_before INTEGER, sm_mhz_after INTEGER,"
+	" power_w_after REAL, temp_c_after INTEGER, message TEXT, created REAL NOT NULL,"
+	" CHECK ((config_id IS NULL) <> (baseline IS NULL)));"
+	"CREATE INDEX measurements_by_sweep ON measurements (sweep_id, kind, run);",
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STORE_SCHEMA_VERSION,
 	       "one migration step per schema version");
@@ -677,9 +740,22 @@ static int store_migrate(struct store *st, struct kt_err *err)
 			   v, STORE_SCHEMA_VERSION, st->path);
 		goto out;
 	}
-	for (i = v; i < STORE_SCHEMA_VERSION; i++)
+	if (v == 0 && store_exec(st, kt_schema_sql, err) < 0)
+		goto out;
+	for (i = v; v > 0 && i < STORE_SCHEMA_VERSION; i++)
 		if (store_exec(st, migrations[i], err) < 0)
 			goto out;
+	if (v > 0) {
+		const char *view = strstr(kt_schema_sql, "CREATE VIEW winners");
+
+		if (!view) {
+			kt_err_set(err, KT_EINTERNAL, "schema.sql has no winners view");
+			goto out;
+		}
+		if (store_exec(st, "DROP VIEW IF EXISTS winners", err) < 0 ||
+		    store_exec(st, view, err) < 0)
+			goto out;
+	}
 	snprintf(sql, sizeof(sql), "PRAGMA application_id = %d; PRAGMA user_version = %d",
 		 STORE_APP_ID, STORE_SCHEMA_VERSION);
 	if (store_exec(st, sql, err) < 0 || store_tx_commit(st, err) < 0)
@@ -1311,6 +1387,37 @@ int store_sweeps_list(struct store *st, int limit, struct store_sweep **out, int
 
 /* ---- trials ---- */
 
+static int bind_pos_int(sqlite3_stmt *s, int i, int v)
+{
+	return v > 0 ? sqlite3_bind_int(s, i, v) : sqlite3_bind_null(s, i);
+}
+
+static int bind_pos_double(sqlite3_stmt *s, int i, double v)
+{
+	return v > 0 ? sqlite3_bind_double(s, i, v) : sqlite3_bind_null(s, i);
+}
+
+/* Binds c from parameter i on: all eight fields (sm, mem, power, temp;
+ * before then after) when full, else sm before, sm after, power after,
+ * temp after. Fields <= 0 go in as NULL. */
+static int bind_conditions(sqlite3_stmt *s, int i, const struct store_conditions *c, int full)
+{
+	int b = SQLITE_OK;
+
+	b |= bind_pos_int(s, i++, c->sm_mhz_before);
+	b |= bind_pos_int(s, i++, c->sm_mhz_after);
+	if (full) {
+		b |= bind_pos_int(s, i++, c->mem_mhz_before);
+		b |= bind_pos_int(s, i++, c->mem_mhz_after);
+		b |= bind_pos_double(s, i++, c->power_w_before);
+	}
+	b |= bind_pos_double(s, i++, c->power_w_after);
+	if (full)
+		b |= bind_pos_int(s, i++, c->temp_c_before);
+	b |= bind_pos_int(s, i, c->temp_c_after);
+	return b;
+}
+
 int store_trial_add(struct store *st, const struct store_trial *t, struct kt_err *err)
 {
 	int b = SQLITE_OK;
@@ -1341,6 +1448,11 @@ int store_trial_add(struct store *st, const struct store_trial *t, struct kt_err
 	b |= bind_text(s, 12, t->message);
 	b |= bind_text(s, 13, t->log);
 	b |= sqlite3_bind_double(s, 14, store_now());
+	b |= bind_conditions(s, 15, &t->cond, 1);
+	b |= sqlite3_bind_int(s, 23, t->throttled ? 1 : 0);
+	if (ok && t->norm_us > 0)
+		b |= sqlite3_bind_double(s, 24, t->norm_us);
+	b |= bind_text(s, 25, t->errors_json);
 	if (b != SQLITE_OK) {
 		bind_error(st, b, err);
 		goto out;
@@ -1398,6 +1510,7 @@ void store_trial_row_release(struct store_trial_row *r)
 	free(r->params_json);
 	free(r->message);
 	free(r->log);
+	free(r->errors_json);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1415,9 +1528,21 @@ static int trial_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
 	r->compile_ms = col_double(s, 9, 0);
 	r->retime_us = col_double(s, 10, 0);
 	r->reps = sqlite3_column_int(s, 11);
+	r->tournament_us = col_double(s, 14, 0);
+	r->cond.sm_mhz_before = sqlite3_column_int(s, 15);
+	r->cond.sm_mhz_after = sqlite3_column_int(s, 16);
+	r->cond.mem_mhz_before = sqlite3_column_int(s, 17);
+	r->cond.mem_mhz_after = sqlite3_column_int(s, 18);
+	r->cond.power_w_before = col_double(s, 19, 0);
+	r->cond.power_w_after = col_double(s, 20, 0);
+	r->cond.temp_c_before = sqlite3_column_int(s, 21);
+	r->cond.temp_c_after = sqlite3_column_int(s, 22);
+	r->throttled = sqlite3_column_int(s, 23);
+	r->norm_us = col_double(s, 24, 0);
+	r->id = sqlite3_column_int64(s, 26);
 	if (col_dup_nn(s, 2, &r->config_key, err) < 0 ||
 	    col_dup_nn(s, 3, &r->params_json, err) < 0 || col_dup(s, 12, &r->message, err) < 0 ||
-	    col_dup(s, 13, &r->log, err) < 0)
+	    col_dup(s, 13, &r->log, err) < 0 || col_dup(s, 25, &r->errors_json, err) < 0)
 		return -1;
 	return 0;
 }
@@ -1471,6 +1596,208 @@ int store_retime_set(struct store *st, int64_t sweep_id, const char *config_key,
 	if (sqlite3_changes(st->db) == 0) {
 		kt_err_set(err, KT_ENOTFOUND, "sweep %lld has no trial of config %s",
 			   (long long)sweep_id, config_key);
+		goto out;
+	}
+	rc = 0;
+out:
+	store_stmt_done(s);
+	return rc;
+}
+
+int store_tournament_set(struct store *st, int64_t sweep_id, const char *config_key,
+			 double tournament_us, struct kt_err *err)
+{
+	int b = SQLITE_OK;
+	sqlite3_stmt *s;
+	int rc = -1;
+
+	if (!config_key || !(tournament_us > 0))
+		return kt_err_set(err, KT_EINVAL, "a tournament time needs a config and a time > 0");
+	if (!(s = store_stmt(st, SQL_TOURNAMENT_SET, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, sweep_id);
+	b |= bind_text(s, 2, config_key);
+	b |= sqlite3_bind_double(s, 3, tournament_us);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		goto out;
+	}
+	if (step_done(st, s, err, "recording a tournament time") < 0)
+		goto out;
+	if (sqlite3_changes(st->db) == 0) {
+		kt_err_set(err, KT_ENOTFOUND, "sweep %lld has no trial of config %s",
+			   (long long)sweep_id, config_key);
+		goto out;
+	}
+	rc = 0;
+out:
+	store_stmt_done(s);
+	return rc;
+}
+
+/* ---- measurements ---- */
+
+int store_measure_add(struct store *st, const struct store_measure *m, struct kt_err *err)
+{
+	int b = SQLITE_OK;
+	sqlite3_stmt *s;
+	int ok, rc = -1;
+
+	if (!m->kind || !m->status)
+		return kt_err_set(err, KT_EINVAL, "a measurement needs a kind and a status");
+	if (!m->config_key == !m->baseline)
+		return kt_err_set(err, KT_EINVAL, "a measurement names a config or a baseline");
+	ok = strcmp(m->status, "ok") == 0;
+	if (!(s = store_stmt(st, SQL_MEASURE_ADD, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, m->sweep_id);
+	b |= sqlite3_bind_double(s, 2, m->run);
+	b |= bind_text(s, 3, m->kind);
+	b |= bind_text(s, 4, m->config_key);
+	b |= bind_text(s, 5, m->baseline);
+	b |= sqlite3_bind_int(s, 6, m->round);
+	b |= sqlite3_bind_int(s, 7, m->position);
+	b |= bind_text(s, 8, m->status);
+	if (ok) {
+		b |= sqlite3_bind_double(s, 9, m->median_us);
+		b |= sqlite3_bind_double(s, 10, m->min_us);
+		b |= sqlite3_bind_double(s, 11, m->p90_us);
+	}
+	b |= sqlite3_bind_int(s, 12, m->reps);
+	b |= bind_conditions(s, 13, &m->cond, 0);
+	b |= bind_text(s, 17, m->message);
+	b |= sqlite3_bind_double(s, 18, store_now());
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		goto out;
+	}
+	if (sqlite3_step(s) != SQLITE_DONE) {
+		store_db_error(st, err, "recording a measurement");
+		goto out;
+	}
+	rc = 0;
+out:
+	store_stmt_done(s);
+	return rc;
+}
+
+void store_measure_row_release(struct store_measure_row *r)
+{
+	if (!r)
+		return;
+	free(r->config_key);
+	free(r->baseline);
+	free(r->message);
+	memset(r, 0, sizeof(*r));
+}
+
+static int measure_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
+{
+	struct store_measure_row *r = row;
+
+	col_copy(s, 0, r->kind, sizeof(r->kind));
+	col_copy(s, 1, r->status, sizeof(r->status));
+	r->run = col_double(s, 4, 0);
+	r->median_us = col_double(s, 5, 0);
+	r->min_us = col_double(s, 6, 0);
+	r->p90_us = col_double(s, 7, 0);
+	r->round = sqlite3_column_int(s, 8);
+	r->position = sqlite3_column_int(s, 9);
+	r->reps = sqlite3_column_int(s, 10);
+	r->cond.sm_mhz_before = sqlite3_column_int(s, 11);
+	r->cond.sm_mhz_after = sqlite3_column_int(s, 12);
+	r->cond.power_w_after = col_double(s, 13, 0);
+	r->cond.temp_c_after = sqlite3_column_int(s, 14);
+	if (col_dup_nn(s, 2, &r->config_key, err) < 0 || col_dup_nn(s, 3, &r->baseline, err) < 0 ||
+	    col_dup(s, 15, &r->message, err) < 0)
+		return -1;
+	return 0;
+}
+
+static void measure_release_row(void *row)
+{
+	store_measure_row_release(row);
+}
+
+int store_measures_list(struct store *st, int64_t sweep_id, const char *kind,
+			struct store_measure_row **out, int *n, struct kt_err *err)
+{
+	int b = SQLITE_OK;
+	sqlite3_stmt *s;
+
+	*out = NULL;
+	*n = 0;
+	if (!(s = store_stmt(st, SQL_MEASURES_LIST, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, sweep_id);
+	b |= bind_text(s, 2, kind);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		store_stmt_done(s);
+		return -1;
+	}
+	return rows_collect(st, s, sizeof(**out), measure_fill, measure_release_row,
+			    "listing measurements", (void **)out, n, err);
+}
+
+int store_faulty_configs(struct store *st, int64_t device_id, int64_t problem_id,
+			 int64_t except_sweep,
+			 void (*fn)(const char *config_key, const char *status, void *arg),
+			 void *arg, struct kt_err *err)
+{
+	int b = SQLITE_OK;
+	sqlite3_stmt *s;
+	int src, rc = -1;
+
+	if (!(s = store_stmt(st, SQL_FAULTY_CONFIGS, err)))
+		return -1;
+	b |= sqlite3_bind_int64(s, 1, device_id);
+	b |= sqlite3_bind_int64(s, 2, problem_id);
+	b |= sqlite3_bind_int64(s, 3, except_sweep);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		goto out;
+	}
+	while ((src = sqlite3_step(s)) == SQLITE_ROW)
+		fn((const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
+		   arg);
+	if (src != SQLITE_DONE) {
+		store_db_error(st, err, "listing faulty configs");
+		goto out;
+	}
+	rc = 0;
+out:
+	store_stmt_done(s);
+	return rc;
+}
+
+int store_family_trials(struct store *st, const char *family, int64_t except_device,
+			int64_t except_problem, int limit,
+			void (*fn)(const char *shape_json, const char *device_uuid,
+				   const char *config_key, double median_us, void *arg),
+			void *arg, struct kt_err *err)
+{
+	int b = SQLITE_OK;
+	sqlite3_stmt *s;
+	int src, rc = -1;
+
+	if (!family)
+		return kt_err_set(err, KT_EINVAL, "no family");
+	if (!(s = store_stmt(st, SQL_FAMILY_TRIALS, err)))
+		return -1;
+	b |= bind_text(s, 1, family);
+	b |= sqlite3_bind_int64(s, 2, except_device);
+	b |= sqlite3_bind_int64(s, 3, except_problem);
+	b |= sqlite3_bind_int(s, 4, limit > 0 ? limit : -1);
+	if (b != SQLITE_OK) {
+		bind_error(st, b, err);
+		goto out;
+	}
+	while ((src = sqlite3_step(s)) == SQLITE_ROW)
+		fn((const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
+		   (const char *)sqlite3_column_text(s, 2), sqlite3_column_double(s, 3), arg);
+	if (src != SQLITE_DONE) {
+		store_db_error(st, err, "listing the family's trials");
 		goto out;
 	}
 	rc = 0;

@@ -28,7 +28,7 @@
 
 #include "../util/err.h"
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 struct store;
 
@@ -155,6 +155,16 @@ int store_sweeps_list(struct store *st, int limit, struct store_sweep **out, int
 const char *store_sweep_status_name(enum store_sweep_status s);
 
 /* ---- trials ---- */
+/* What a GPU was doing around a candidate's timed repetitions (NVML); a
+ * field <= 0 was not read (no NVML, the CPU test device) and is stored as
+ * NULL, so a zeroed struct means "unknown". */
+struct store_conditions {
+	int sm_mhz_before, sm_mhz_after;
+	int mem_mhz_before, mem_mhz_after;
+	double power_w_before, power_w_after;
+	int temp_c_before, temp_c_after;
+};
+
 struct store_trial {
 	int64_t sweep_id, config_id;
 	const char *status;	/* ok wrong compile_error launch_error fault timeout */
@@ -165,6 +175,11 @@ struct store_trial {
 	const char *binary_key;	/* cache key of the compiled program(s), or NULL */
 	const char *message;	/* short error text or NULL */
 	const char *log;	/* NVRTC log or NULL */
+	/* since schema 2; zero: not known */
+	struct store_conditions cond;
+	int throttled;		/* 1: timed at an SM clock under the threshold */
+	double norm_us;		/* drift-normalized median; <= 0: none */
+	const char *errors_json;/* per-output verification, or NULL */
 };
 /* Commits one trial (its own transaction). Adding the same (sweep, config)
  * twice is an error: resume must not evaluate anything twice. */
@@ -184,6 +199,12 @@ struct store_trial_row {
 	int reps;
 	char *message;
 	char *log;
+	double tournament_us;	/* 0 when not in a tournament */
+	struct store_conditions cond;
+	int throttled;
+	double norm_us;		/* 0 when none */
+	char *errors_json;	/* NULL when none */
+	int64_t id;		/* trials.id: the order trials were recorded in */
 };
 void store_trial_row_release(struct store_trial_row *r);
 /* Trials of a sweep ordered by median (ok first), limit <= 0 all. */
@@ -193,6 +214,60 @@ int store_trials_list(struct store *st, int64_t sweep_id, int limit,
 /* The winner of a sweep timed again at the end of the run. */
 int store_retime_set(struct store *st, int64_t sweep_id, const char *config_key,
 		     double retime_us, struct kt_err *err);
+/* A config's median over the rounds of its sweep's final tournament
+ * (trials.tournament_us; the winners view ranks by it first). */
+int store_tournament_set(struct store *st, int64_t sweep_id, const char *config_key,
+			 double tournament_us, struct kt_err *err);
+
+/* ---- measurements: sentinel, tournament rounds, fresh re-time ---- */
+struct store_measure {
+	int64_t sweep_id;
+	double run;		/* start time of the invocation (groups a tournament) */
+	const char *kind;	/* "sentinel", "tournament", "retime" */
+	const char *config_key;	/* NULL for a vendor baseline */
+	const char *baseline;	/* "cublas_dense" or NULL */
+	int round, position;
+	const char *status;
+	double median_us, min_us, p90_us;	/* ok only */
+	int reps;
+	struct store_conditions cond;
+	const char *message;
+};
+/* Appends one row (its own transaction); config_key must name a config
+ * already interned for the sweep's family (a trial's). */
+int store_measure_add(struct store *st, const struct store_measure *m, struct kt_err *err);
+struct store_measure_row {
+	char kind[16];
+	char status[16];
+	char *config_key;	/* "" for a baseline */
+	char *baseline;		/* "" unless a baseline */
+	double run, median_us, min_us, p90_us;
+	int round, position, reps;
+	struct store_conditions cond;	/* as stored: mem and power/temp before are 0 */
+	char *message;
+};
+void store_measure_row_release(struct store_measure_row *r);
+/* A sweep's measurements in the order they were taken; kind NULL: all. */
+int store_measures_list(struct store *st, int64_t sweep_id, const char *kind,
+			struct store_measure_row **out, int *n, struct kt_err *err);
+
+/* Calls fn(config_key, status, arg) once per config that faulted or timed
+ * out in another sweep (not except_sweep) of the same device and problem:
+ * what a later sweep skips unless asked to try again. */
+int store_faulty_configs(struct store *st, int64_t device_id, int64_t problem_id,
+			 int64_t except_sweep,
+			 void (*fn)(const char *config_key, const char *status, void *arg),
+			 void *arg, struct kt_err *err);
+
+/* The ok trials of family on every (device, problem) but the one given,
+ * for a guided search's transfer: fn gets the problem's shape JSON, the
+ * device uuid, the config key and the trial's median (its tournament
+ * median when it has one). At most limit rows (<= 0: all), newest first. */
+int store_family_trials(struct store *st, const char *family, int64_t except_device,
+			int64_t except_problem, int limit,
+			void (*fn)(const char *shape_json, const char *device_uuid,
+				   const char *config_key, double median_us, void *arg),
+			void *arg, struct kt_err *err);
 
 /* ---- baselines (cuBLAS, naive reference) per device and problem ---- */
 int store_baseline_add(struct store *st, int64_t device_id, int64_t problem_id,

@@ -5,8 +5,13 @@
  * worker's CPU test device alike. Its variants are a correct kernel (`ok`),
  * a wrong one (`wrong`: y = 2x + 1), a kernel that writes through a wild
  * pointer (`fault`), one that spins forever (`hang`) and a launch the driver
- * refuses (`launch_error`: more threads per block than any GPU allows).
- * `fault` and `hang` are planted, so a sweep visits them only when asked.
+ * refuses (`launch_error`: more threads per block than any GPU allows);
+ * planted too: `sparse_wrong` (right but for 88 zeroed elements, spread
+ * evenly: at n = 2^20 its relative L2 error is 0.0094, under a pooled 1e-2
+ * bound, so only the local check catches it), `oob_write` (right, and 256
+ * elements written past the end of y), `compile_error` (its program does
+ * not compile) and `smem_excess` (asks for more shared memory than the
+ * target allows). Planted variants are visited only when a sweep asks.
  * The templates are in templates/selftest.cu; the CPU test device in
  * tuner/worker_child.c gives the variants the same meaning on the host.
  */
@@ -27,6 +32,10 @@ enum {
 	V_FAULT,
 	V_HANG,
 	V_LAUNCH_ERROR,
+	V_SPARSE_WRONG,
+	V_OOB_WRITE,
+	V_COMPILE_ERROR,
+	V_SMEM_EXCESS,
 	V_COUNT
 };
 
@@ -35,7 +44,8 @@ static const struct kt_dim selftest_dims[] = {
 };
 
 static const char *const selftest_variants[V_COUNT] = {
-	"ok", "wrong", "fault", "hang", "launch_error",
+	"ok", "wrong", "fault", "hang", "launch_error", "sparse_wrong", "oob_write",
+	"compile_error", "smem_excess",
 };
 
 static const struct kt_param selftest_params[] = {
@@ -54,7 +64,7 @@ static int selftest_check(const struct kt_shape *s, const struct kt_config *c,
 		snprintf(why, whylen, "UNROLL must be 1 or 2");
 		return 1;
 	}
-	if (c->p[0] == 2 && tgt && tgt->smem_optin > 0 &&
+	if (c->p[0] == 2 && c->variant != V_SMEM_EXCESS && tgt && tgt->smem_optin > 0 &&
 	    (unsigned)tgt->smem_optin < SELFTEST_SMEM) {
 		snprintf(why, whylen, "needs %u bytes of shared memory, target allows %d",
 			 SELFTEST_SMEM, tgt->smem_optin);
@@ -110,12 +120,14 @@ static void selftest_launch(struct kt_launch *l, const char *kernel, long n, lon
 	l->args[2].i = n;
 }
 
-static void selftest_program(struct kt_program *p, long unroll)
+static void selftest_program(struct kt_program *p, long unroll, int broken)
 {
 	memset(p, 0, sizeof(*p));
 	p->tpl = "selftest";
 	p->ndefines = 1;
 	snprintf(p->defines[0], sizeof(p->defines[0]), "UNROLL=%ld", unroll);
+	if (broken)
+		snprintf(p->defines[p->ndefines++], sizeof(p->defines[0]), "SELFTEST_BROKEN=1");
 }
 
 static int selftest_plan(const struct kt_shape *s, const struct kt_config *c,
@@ -123,7 +135,7 @@ static int selftest_plan(const struct kt_shape *s, const struct kt_config *c,
 {
 	static const char *const kernels[V_COUNT] = {
 		"selftest_ok", "selftest_wrong", "selftest_fault", "selftest_hang",
-		"selftest_ok",
+		"selftest_ok", "selftest_sparse", "selftest_oob", "selftest_ok", "selftest_ok",
 	};
 	char why[128];
 
@@ -131,12 +143,16 @@ static int selftest_plan(const struct kt_shape *s, const struct kt_config *c,
 		return kt_err_set(err, KT_EINVAL, "selftest: %s", why);
 	memset(out, 0, sizeof(*out));
 	out->nprograms = 1;
-	selftest_program(&out->programs[0], c->p[0]);
+	selftest_program(&out->programs[0], c->p[0], c->variant == V_COMPILE_ERROR);
 	out->nlaunch = 1;
 	selftest_launch(&out->launch[0], kernels[c->variant], s->v[0], c->p[0],
 			c->variant == V_LAUNCH_ERROR ? SELFTEST_BAD_THREADS : SELFTEST_THREADS);
 	if (c->p[0] == 2)
 		out->launch[0].smem = SELFTEST_SMEM;
+	/* More than the target's opt-in limit: the driver refuses the launch. */
+	if (c->variant == V_SMEM_EXCESS)
+		out->launch[0].smem = (tgt && tgt->smem_optin > 0 ? (unsigned)tgt->smem_optin :
+				       SELFTEST_SMEM) + 1024u;
 	return 0;
 }
 
@@ -145,7 +161,7 @@ static int selftest_ref_plan(const struct kt_shape *s, const struct kt_target *t
 {
 	memset(out, 0, sizeof(*out));
 	out->nprograms = 1;
-	selftest_program(&out->programs[0], 1);
+	selftest_program(&out->programs[0], 1, 0);
 	out->nlaunch = 1;
 	selftest_launch(&out->launch[0], "selftest_ref", s->v[0], 1, SELFTEST_THREADS);
 	return 0;
@@ -189,7 +205,8 @@ const struct kt_family selftest_family = {
 	.dims = selftest_dims,
 	.nvariants = V_COUNT,
 	.variants = selftest_variants,
-	.planted = (1u << V_FAULT) | (1u << V_HANG),
+	.planted = (1u << V_FAULT) | (1u << V_HANG) | (1u << V_SPARSE_WRONG) | (1u << V_OOB_WRITE) |
+		   (1u << V_COMPILE_ERROR) | (1u << V_SMEM_EXCESS),
 	.nparams = 1,
 	.params = selftest_params,
 	/* 2x is exact in bf16; wrong adds 1, far above this. */

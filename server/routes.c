@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../kernels/family.h"
+#include "../tuner/strategy.h"
 #include "export.h"
 #include "import.h"
 #include "query.h"
@@ -719,9 +720,8 @@ static int r_sweeps(struct request *rq, struct reply *out, struct kt_err *err)
 		if ((v = json_object_get(body, "strategy"))) {
 			const char *st = json_string_value(v);
 
-			if (!st || (strcmp(st, "exhaustive") != 0 && strcmp(st, "random") != 0 &&
-				    strcmp(st, "halving") != 0)) {
-				kt_err_set(err, KT_EINVAL, "strategy must be exhaustive, random or halving");
+			if (!st || strategy_check(st, err) != 0) {
+				kt_err_set(err, KT_EINVAL, "strategy must be a string");
 				goto post_out;
 			}
 			snprintf(spec.strategy, sizeof(spec.strategy), "%s", st);

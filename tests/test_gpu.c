@@ -101,6 +101,44 @@ static void test_selftest_compiles(void)
 
 static void tma_plan(const struct tma_case *tc, struct kt_plan *p);
 
+/* The planted kernels compile, and compile_error's program does not, with
+ * its planted message in the log. */
+static void test_planted_compile(void)
+{
+	const struct kt_family *f = kt_family_find("selftest");
+	static const char *const ok[] = { "sparse_wrong", "oob_write", "smem_excess" };
+	struct kt_shape s = { { 1000 } };
+	struct kt_target tgt;
+	struct kt_err err = { 0 };
+	struct kt_config c;
+	struct kt_plan p;
+	struct jit_result jr;
+	char arch[16];
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &tgt), 0);
+	kt_target_arch(&tgt, arch, sizeof(arch));
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct ft_built b;
+
+		c = cfg(ok[i], 1);
+		memset(&b, 0, sizeof(b));
+		CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &tgt, &b.plan, &err), 0);
+		CU_ASSERT_EQUAL(ft_build(&b, arch), 0);
+		ft_built_release(&b);
+	}
+	c = cfg("smem_excess", 1);
+	CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &tgt, &p, &err), 0);
+	CU_ASSERT_TRUE(p.launch[0].smem > (unsigned)tgt.smem_optin);
+	c = cfg("compile_error", 1);
+	CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &tgt, &p, &err), 0);
+	memset(&jr, 0, sizeof(jr));
+	CU_ASSERT_EQUAL(jit_compile(&p.programs[0], arch, &jr, &err), 0);
+	CU_ASSERT_FALSE(jr.ok);
+	CU_ASSERT_PTR_NOT_NULL(jr.log && strstr(jr.log, "planted compile error"));
+	jit_result_release(&jr);
+}
+
 /* The worker's compare kernel (templates/compare.cu) compiles for the
  * architectures it is built for at run time. */
 static void test_compare_compiles(void)
@@ -283,6 +321,36 @@ static void test_selftest_on_gpu(void)
 	eval_variant("launch_error", 1, 0, &r);
 	CU_ASSERT_EQUAL(r.status, WORKER_LAUNCH_ERROR);
 	CU_ASSERT_EQUAL(worker_restarts(gw), restarts0);
+
+	/* Planted, near the tolerance: 88 zeroed elements of 2^20 pass a
+	 * pooled relative L2 of 1e-2 and fail the local check. */
+	eval_variant("sparse_wrong", 1, 0, &r);
+	CU_ASSERT_EQUAL(r.status, WORKER_WRONG);
+	CU_ASSERT_TRUE(r.rel_err > 0 && r.rel_err < f->tol);
+	CU_ASSERT_TRUE(r.nout == 1 && r.out[0].over > 0);
+	if (r.status != WORKER_WRONG)
+		printf("\nFAILED: the planted near-tolerance kernel passed verification");
+	/* Planted: 256 elements written past y land in its guard region. */
+	eval_variant("oob_write", 1, 0, &r);
+	CU_ASSERT_EQUAL(r.status, WORKER_WRONG);
+	CU_ASSERT_EQUAL(r.guard_changed, 512);
+	/* Planted: more shared memory than the device allows. */
+	eval_variant("smem_excess", 1, 0, &r);
+	CU_ASSERT_EQUAL(r.status, WORKER_LAUNCH_ERROR);
+	CU_ASSERT_EQUAL(worker_restarts(gw), restarts0);
+	/* The guards were set again: a good kernel still passes. */
+	eval_variant("ok", 1, 0, &r);
+	CU_ASSERT_EQUAL(r.status, WORKER_OK);
+	CU_ASSERT_EQUAL(r.guard_changed, 0);
+	printf("\n    conditions: SM %d -> %d MHz, memory %d MHz, %.0f -> %.0f W, %d -> %d C",
+	       r.cond.sm_mhz_before, r.cond.sm_mhz_after, r.cond.mem_mhz_after,
+	       r.cond.power_w_before, r.cond.power_w_after, r.cond.temp_c_before,
+	       r.cond.temp_c_after);
+	/* Where a driver is, NVML is: the H200 run requires the readings. */
+	if (kt_test_gpu_required()) {
+		CU_ASSERT_TRUE(r.cond.sm_mhz_before > 0 && r.cond.sm_mhz_after > 0);
+		CU_ASSERT_TRUE(r.cond.power_w_after > 0 && r.cond.temp_c_after > 0);
+	}
 
 	eval_variant("fault", 1, 0, &r);
 	CU_ASSERT_EQUAL(r.status, WORKER_FAULT);
@@ -777,6 +845,7 @@ int main(void)
 	CU_add_test(s, "selftest plans compile", test_selftest_compiles);
 	CU_add_test(s, "selftest TMA program compiles", test_tma_compiles);
 	CU_add_test(s, "compare kernel compiles (sm_80, sm_90)", test_compare_compiles);
+	CU_add_test(s, "planted kernels compile, compile_error does not", test_planted_compile);
 
 	gpu = gpu_init();
 	s = CU_add_suite("gpu: worker on a real device", NULL, gpu_cleanup);

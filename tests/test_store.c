@@ -213,7 +213,7 @@ static void test_open_empty_file_migrates(void)
 
 	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(path, "", 0), 0);
 	st = open_rw(path);
-	CU_ASSERT_EQUAL(store_version(st), 1);
+	CU_ASSERT_EQUAL(store_version(st), STORE_SCHEMA_VERSION);
 	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM devices"), 0);
 	store_close(st);
 }
@@ -275,7 +275,7 @@ static void test_newer_schema_refused(void)
 
 	CU_ASSERT_EQUAL_FATAL(raw_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99;"), 0);
 	expect_refused(path, KT_ESCHEMA,
-		       "database schema version 99 is newer than this ktune (1); upgrade ktune");
+		       "database schema version 99 is newer than this ktune (2); upgrade ktune");
 }
 
 static void test_text_file_refused(void)
@@ -1420,7 +1420,7 @@ static void test_merge_cli(void)
 	argv[3] = (char *)newer;
 	rc = kt_test_exec(argv, NULL, &text, 60);
 	CU_ASSERT_EQUAL(rc, 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(text, "database schema version 42 is newer than this ktune (1); upgrade ktune"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "database schema version 42 is newer than this ktune (2); upgrade ktune"));
 	CU_ASSERT_TRUE(file_is(out, before, len));
 	free(text);
 	free(before);

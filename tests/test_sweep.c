@@ -264,6 +264,7 @@ static void test_config_filter(void)
 static void test_random_covers_variants(void)
 {
 	const struct kt_family *f = kt_family_find("selftest");
+	struct kt_shape shape = { { 4096 } };
 	struct kt_config cfg[12];
 	struct space sp;
 	struct kt_err e = { 0 };
@@ -278,15 +279,20 @@ static void test_random_covers_variants(void)
 	sp.cfg = cfg;
 	sp.n = 12;
 	for (seed = 1; seed <= 20; seed++) {
-		long *order = NULL, n = 0;
+		struct strategy_spec spec = { STRATEGY_RANDOM, 3, seed, 0, NULL };
+		struct strategy *st = NULL;
+		long order[12], n = 0, k;
 		int seen[KT_MAX_VARIANTS] = { 0 };
 
-		CU_ASSERT_EQUAL_FATAL(strategy_plan(STRATEGY_RANDOM, f, &sp, 3, seed, &order, &n, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(strategy_new(&spec, f, &shape, &sp, &st, &e), 0);
+		while ((k = strategy_next(st, order + n, 12 - n)) > 0)
+			n += k;
 		CU_ASSERT_EQUAL(n, 3);
+		CU_ASSERT_STRING_EQUAL(strategy_stop_reason(st), "budget");
 		for (i = 0; i < n; i++)
 			seen[cfg[order[i]].variant]++;
 		CU_ASSERT(seen[0] == 1 && seen[1] == 1 && seen[4] == 1);
-		free(order);
+		strategy_free(st);
 	}
 }
 

@@ -149,7 +149,7 @@ static void test_selftest_family(void)
 	CU_ASSERT_TRUE(f->planted & (1u << kt_variant_index(f, "fault")));
 	CU_ASSERT_TRUE(f->planted & (1u << kt_variant_index(f, "hang")));
 	CU_ASSERT_FALSE(f->planted & (1u << kt_variant_index(f, "ok")));
-	CU_ASSERT_EQUAL(kt_space_size(f, 1), 10);
+	CU_ASSERT_EQUAL(kt_space_size(f, 1), 18);	/* 9 variants x UNROLL 1, 2 */
 	CU_ASSERT_EQUAL(kt_space_size(f, 0), 6);
 	CU_ASSERT_EQUAL(f->buffers(&s, NULL, bufs), 2);
 	CU_ASSERT_EQUAL(bufs[0].role, KT_BUF_INPUT);

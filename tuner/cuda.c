@@ -17,7 +17,16 @@
  * every output, wk_compare) is used when KTUNE_HOST_COMPARE=1, or when the
  * compare kernel cannot be built or the reference copies do not fit (one
  * line on stderr says so); KTUNE_HOST_COMPARE=0 makes the GPU path required
- * (a problem fails instead of falling back). Both judge through wk_judge.
+ * (a problem fails instead of falling back). Both judge through wk_judge,
+ * every output buffer on its own (worker_tolerance).
+ *
+ * Every output buffer is allocated with a guard region of WK_GUARD_BYTES on
+ * either side, filled with WK_GUARD_BYTE; a candidate that changed a guard
+ * (checked after its verification run and after its timed runs, by
+ * compare.cu's kt_guard or on the host) wrote past its output: wrong.
+ *
+ * NVML (tuner/nvml.c, by the device's UUID) is read just before the first
+ * timed repetition and just after the last, for the trial's conditions.
  *
  * A launch flagged pdl goes out with programmatic dependent launch
  * (cuLaunchKernelEx), unless it is the first of what one repetition runs
@@ -28,6 +37,7 @@
  */
 #include "../runtime/cu_api.h"
 #include "jit.h"
+#include "nvml.h"
 #include "worker_int.h"
 
 #include <cublas_api.h>
@@ -81,6 +91,9 @@ struct cu_dev {
 	int nprob;
 	struct kt_buf bufs[KT_MAX_BUFS];
 	CUdeviceptr dptr[KT_MAX_BUFS];
+	CUdeviceptr dbase[KT_MAX_BUFS];	/* allocations: outputs start WK_GUARD_BYTES in */
+	double ref_rms[KT_MAX_BUFS];	/* root mean square of each expected output */
+	struct worker_tol tol[KT_MAX_BUFS];
 	void *host_in[KT_MAX_BUFS];	/* inputs, kept to restore them after a bad candidate */
 	float *ref[KT_MAX_BUFS];	/* expected outputs (host compare only) */
 	CUdeviceptr dref[KT_MAX_BUFS];	/* expected outputs on the device (GPU compare) */
@@ -92,9 +105,11 @@ struct cu_dev {
 	char cmp_why[200];	/* why the host path, when cmp_state == -1 */
 	CUmodule cmp_mod;
 	CUfunction cmp_fn;
-	CUdeviceptr cmp_part;	/* 3 doubles per block */
+	CUfunction guard_fn;
+	CUdeviceptr cmp_part;	/* CMP_PART doubles per block */
 	double *cmp_host;
 	unsigned cmp_blocks;
+	struct nvml *nv;	/* NULL without NVML */
 };
 
 /* Formats a failed call into err (KT_ECUDA); sets *fatal when sticky. */
@@ -226,6 +241,15 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 	d->sm = info->sm;
 	d->sms = info->sms;
 	{
+		char why[200];
+
+		/* Without NVML a trial records no conditions; the sweep says so. */
+		if (nvml_open(info->uuid, &d->nv, why, sizeof(why)) != 0) {
+			d->nv = NULL;
+			fprintf(stderr, "ktune worker: no clock readings: %s\n", why);
+		}
+	}
+	{
 		const char *env = getenv("KTUNE_PDL");
 
 		d->pdl = !(env && strcmp(env, "0") == 0);
@@ -264,13 +288,14 @@ static void problem_release(struct cu_dev *d)
 	int i;
 
 	for (i = 0; i < KT_MAX_BUFS; i++) {
-		if (d->dptr[i])
-			d->api.MemFree(d->dptr[i]);
+		if (d->dbase[i])
+			d->api.MemFree(d->dbase[i]);
 		if (d->dref[i])
 			d->api.MemFree(d->dref[i]);
 		free(d->host_in[i]);
 		free(d->ref[i]);
 		d->dptr[i] = 0;
+		d->dbase[i] = 0;
 		d->dref[i] = 0;
 		d->host_in[i] = NULL;
 		d->ref[i] = NULL;
@@ -292,6 +317,7 @@ static void blas_release(struct cu_blas *b)
 /* ---- verification on the GPU (templates/compare.cu) ---- */
 
 #define CMP_THREADS 256		/* as CMP_THREADS in templates/compare.cu */
+#define CMP_PART 5		/* as CMP_PART there: doubles per block */
 #define CMP_MAX_BLOCKS 1024
 
 static void cmp_release(struct cu_dev *d)
@@ -303,6 +329,7 @@ static void cmp_release(struct cu_dev *d)
 	free(d->cmp_host);
 	d->cmp_mod = NULL;
 	d->cmp_fn = NULL;
+	d->guard_fn = NULL;
 	d->cmp_part = 0;
 	d->cmp_host = NULL;
 }
@@ -337,13 +364,16 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 		} else if ((r = d->api.ModuleLoadData(&d->cmp_mod, jr.cubin)) != CUDA_SUCCESS ||
 			   (r = d->api.ModuleGetFunction(&d->cmp_fn, d->cmp_mod, "kt_compare")) !=
 			   CUDA_SUCCESS ||
-			   (r = d->api.MemAlloc(&d->cmp_part, (size_t)d->cmp_blocks * 3 *
+			   (r = d->api.ModuleGetFunction(&d->guard_fn, d->cmp_mod, "kt_guard")) !=
+			   CUDA_SUCCESS ||
+			   (r = d->api.MemAlloc(&d->cmp_part, (size_t)d->cmp_blocks * CMP_PART *
 						sizeof(double))) != CUDA_SUCCESS) {
 			cu_api_describe(&d->api, r, desc, sizeof(desc));
 			snprintf(d->cmp_why, sizeof(d->cmp_why), "loading the compare kernel: %s",
 				 desc);
 			d->cmp_part = 0;
-		} else if (!(d->cmp_host = malloc((size_t)d->cmp_blocks * 3 * sizeof(double)))) {
+		} else if (!(d->cmp_host = malloc((size_t)d->cmp_blocks * CMP_PART *
+						  sizeof(double)))) {
 			snprintf(d->cmp_why, sizeof(d->cmp_why), "out of memory");
 		} else {
 			d->cmp_state = 1;
@@ -364,14 +394,13 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 }
 
 /* Compares output buffer b at got with its reference at ref on the GPU and
- * adds to the sums, in block order. */
+ * adds to c, in block order (atol, rtol: the local bound). */
 static CUresult cmp_run(struct cu_dev *d, CUdeviceptr got, CUdeviceptr ref, const struct kt_buf *b,
-			double *sq_diff, double *sq_ref, int *nonfinite)
+			double atol, double rtol, struct wk_cmp *c)
 {
 	unsigned long long n = b->elems;
 	int dtype = (int)b->dtype;
-	void *params[] = { &got, &ref, &n, &dtype, &d->cmp_part, NULL };
-	double bad = 0;
+	void *params[] = { &got, &ref, &n, &dtype, &atol, &rtol, &d->cmp_part, NULL };
 	CUresult r;
 	unsigned i;
 
@@ -379,16 +408,85 @@ static CUresult cmp_run(struct cu_dev *d, CUdeviceptr got, CUdeviceptr ref, cons
 				     d->stream, params, NULL)) != CUDA_SUCCESS ||
 	    (r = d->api.StreamSynchronize(d->stream)) != CUDA_SUCCESS ||
 	    (r = d->api.MemcpyDtoH(d->cmp_host, d->cmp_part,
-				   (size_t)d->cmp_blocks * 3 * sizeof(double))) != CUDA_SUCCESS)
+				   (size_t)d->cmp_blocks * CMP_PART * sizeof(double))) != CUDA_SUCCESS)
 		return r;
 	for (i = 0; i < d->cmp_blocks; i++) {
-		*sq_diff += d->cmp_host[3 * i];
-		*sq_ref += d->cmp_host[3 * i + 1];
-		bad += d->cmp_host[3 * i + 2];
+		const double *v = d->cmp_host + (size_t)CMP_PART * i;
+
+		c->sq_diff += v[0];
+		c->sq_ref += v[1];
+		c->nonfinite += (long)v[2];
+		c->over += (long)v[3];
+		if (v[4] > c->max_abs)
+			c->max_abs = v[4];
 	}
-	bad += *nonfinite;
-	*nonfinite = bad > INT_MAX ? INT_MAX : (int)bad;
 	return CUDA_SUCCESS;
+}
+
+/* Fills both guard regions of output i with the pattern. */
+static CUresult guard_fill(struct cu_dev *d, int i)
+{
+	CUresult r;
+
+	if (!d->dbase[i])
+		return CUDA_SUCCESS;
+	if ((r = d->api.MemsetD8Async(d->dbase[i], WK_GUARD_BYTE, WK_GUARD_BYTES, d->stream)) !=
+	    CUDA_SUCCESS)
+		return r;
+	return d->api.MemsetD8Async(d->dptr[i] + buf_bytes(&d->bufs[i]), WK_GUARD_BYTE,
+				    WK_GUARD_BYTES, d->stream);
+}
+
+/* Bytes changed in the guard regions of every output into *changed; the
+ * regions are filled again when any changed. */
+static CUresult guard_check(struct cu_dev *d, long *changed)
+{
+	CUresult r = CUDA_SUCCESS;
+	unsigned char *host = NULL;
+	int i, side;
+
+	*changed = 0;
+	for (i = 0; i < d->nprob; i++) {
+		long here = 0;
+
+		if (!d->dbase[i])
+			continue;
+		for (side = 0; side < 2; side++) {
+			CUdeviceptr g = side ? d->dptr[i] + buf_bytes(&d->bufs[i]) : d->dbase[i];
+
+			if (d->cmp_state == 1) {
+				unsigned long long nbytes = WK_GUARD_BYTES;
+				unsigned guard = WK_GUARD_BYTE;
+				void *params[] = { &g, &nbytes, &guard, &d->cmp_part, NULL };
+				unsigned b;
+
+				if ((r = d->api.LaunchKernel(d->guard_fn, d->cmp_blocks, 1, 1,
+							     CMP_THREADS, 1, 1, 0, d->stream, params,
+							     NULL)) != CUDA_SUCCESS ||
+				    (r = d->api.StreamSynchronize(d->stream)) != CUDA_SUCCESS ||
+				    (r = d->api.MemcpyDtoH(d->cmp_host, d->cmp_part,
+							   (size_t)d->cmp_blocks * CMP_PART *
+							   sizeof(double))) != CUDA_SUCCESS)
+					goto out;
+				for (b = 0; b < d->cmp_blocks; b++)
+					here += (long)d->cmp_host[(size_t)CMP_PART * b];
+				continue;
+			}
+			if (!host && !(host = malloc(WK_GUARD_BYTES))) {
+				r = CUDA_ERROR_OUT_OF_MEMORY;
+				goto out;
+			}
+			if ((r = d->api.MemcpyDtoH(host, g, WK_GUARD_BYTES)) != CUDA_SUCCESS)
+				goto out;
+			here += wk_guard_count(host, WK_GUARD_BYTES);
+		}
+		if (here && (r = guard_fill(d, i)) != CUDA_SUCCESS)
+			goto out;
+		*changed += here;
+	}
+out:
+	free(host);
+	return r;
 }
 
 void cu_dev_close(struct cu_dev *d)
@@ -409,6 +507,7 @@ void cu_dev_close(struct cu_dev *d)
 			d->api.StreamDestroy(d->stream);
 		d->api.DevicePrimaryCtxRelease(d->dev);
 	}
+	nvml_close(d->nv);
 	/* NEEDSWORK: libcuda.so.1 is never dlclose'd: unloading the driver
 	 * while its threads run is unsafe, and the child exits next. */
 	free(d);
@@ -871,8 +970,8 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 	struct cu_work w;
 	char what[128];
 	CUresult r = CUDA_SUCCESS;
-	int i, nb, rc = -1, nonfinite = 0, cmp;
-	double sq_diff = 0, sq_ref = 0;
+	int i, nb, rc = -1, cmp;
+	long nonfinite = 0;
 
 	memset(&mods, 0, sizeof(mods));
 	memset(&res, 0, sizeof(res));
@@ -899,10 +998,18 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 				   b->name, b->elems);
 			goto out;
 		}
-		if ((r = d->api.MemAlloc(&d->dptr[i], bytes)) != CUDA_SUCCESS) {
-			d->dptr[i] = 0;
+		/* Outputs between two guard regions (16-byte alignment and more
+		 * kept: the guards are whole MiBs). */
+		if ((r = d->api.MemAlloc(&d->dbase[i], b->role == KT_BUF_OUTPUT ?
+					 bytes + 2 * (size_t)WK_GUARD_BYTES : bytes)) != CUDA_SUCCESS) {
+			d->dbase[i] = 0;
 			snprintf(what, sizeof(what), "allocating %s (%zu bytes)", b->name, bytes);
 			cu_fail(d, r, what, fatal, err);
+			goto out;
+		}
+		d->dptr[i] = d->dbase[i] + (b->role == KT_BUF_OUTPUT ? WK_GUARD_BYTES : 0);
+		if (b->role == KT_BUF_OUTPUT && (r = guard_fill(d, i)) != CUDA_SUCCESS) {
+			cu_fail(d, r, "filling the guard regions", fatal, err);
 			goto out;
 		}
 		if (b->role == KT_BUF_INPUT) {
@@ -967,16 +1074,23 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 			goto out;
 		}
 	}
-	/* Sanity: the reference itself must be finite (compared with itself). */
+	/* Sanity: the reference itself must be finite (compared with itself),
+	 * and its root mean square scales each output's local bound. */
 	for (i = 0; i < nb; i++) {
+		struct wk_cmp self;
+
 		if (d->bufs[i].role != KT_BUF_OUTPUT)
 			continue;
+		memset(&self, 0, sizeof(self));
+		worker_tolerance(f, s, &d->bufs[i], &d->tol[i]);
 		if (cmp) {
-			if ((r = cmp_run(d, d->dref[i], d->dref[i], &d->bufs[i], &sq_diff, &sq_ref,
-					 &nonfinite)) != CUDA_SUCCESS) {
+			if ((r = cmp_run(d, d->dref[i], d->dref[i], &d->bufs[i], 0, 0, &self)) !=
+			    CUDA_SUCCESS) {
 				cu_fail(d, r, "checking the reference on the GPU", fatal, err);
 				goto out;
 			}
+			nonfinite += self.nonfinite;
+			d->ref_rms[i] = sqrt(self.sq_ref / (double)d->bufs[i].elems);
 			continue;
 		}
 		if (d->dref[i]) {
@@ -991,11 +1105,13 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 			cu_fail(d, r, "downloading the reference", fatal, err);
 			goto out;
 		}
-		wk_compare(d->ref[i], d->ref[i], d->bufs[i].elems, &sq_diff, &sq_ref, &nonfinite);
+		wk_compare(d->ref[i], d->ref[i], d->bufs[i].elems, 0, 0, &self);
+		nonfinite += self.nonfinite;
+		d->ref_rms[i] = sqrt(self.sq_ref / (double)d->bufs[i].elems);
 	}
 	d->dev_cmp = cmp;
 	if (nonfinite) {
-		kt_err_set(err, KT_EINTERNAL, "%s: the GPU reference left %d non-finite outputs",
+		kt_err_set(err, KT_EINTERNAL, "%s: the GPU reference left %ld non-finite outputs",
 			   f->name, nonfinite);
 		goto out;
 	}
@@ -1019,12 +1135,14 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 	struct cu_work w;
 	char what[160];
 	CUresult r;
-	double sq_diff = 0, sq_ref = 0, est_us = 0;
+	struct wk_cmp cmp[KT_MAX_BUFS];
+	double est_us = 0;
 	float *got = NULL;
 	int i, nb, rc = -1;
 
 	memset(&mods, 0, sizeof(mods));
 	memset(ptrs, 0, sizeof(ptrs));
+	memset(cmp, 0, sizeof(cmp));
 	res->rel_err = -1;
 	if (!d->f)
 		return kt_err_set(err, KT_EINVAL, "no problem set");
@@ -1103,8 +1221,9 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 		if (d->bufs[i].role != KT_BUF_OUTPUT)
 			continue;
 		if (d->dev_cmp) {
-			if ((r = cmp_run(d, d->dptr[i], d->dref[i], &d->bufs[i], &sq_diff, &sq_ref,
-					 &res->nonfinite)) != CUDA_SUCCESS) {
+			if ((r = cmp_run(d, d->dptr[i], d->dref[i], &d->bufs[i],
+					 wk_atol(&d->tol[i], d->ref_rms[i]), d->tol[i].rtol,
+					 &cmp[i])) != CUDA_SUCCESS) {
 				cand_fail(d, r, "verifying on the GPU (compare kernel)", fatal, res);
 				rc = 0;
 				goto out;
@@ -1121,9 +1240,15 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			rc = 0;
 			goto out;
 		}
-		wk_compare(got, d->ref[i], d->bufs[i].elems, &sq_diff, &sq_ref, &res->nonfinite);
+		wk_compare(got, d->ref[i], d->bufs[i].elems, wk_atol(&d->tol[i], d->ref_rms[i]),
+			   d->tol[i].rtol, &cmp[i]);
 	}
-	if (wk_judge(res, sq_diff, sq_ref, d->f->tol)) {
+	if ((r = guard_check(d, &res->guard_changed)) != CUDA_SUCCESS) {
+		cand_fail(d, r, "checking the guard regions", fatal, res);
+		rc = 0;
+		goto out;
+	}
+	if (wk_judge(res, d->bufs, d->nprob, cmp, d->tol)) {
 		rc = 0;
 		goto out;
 	}
@@ -1134,10 +1259,24 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			goto out;
 		}
 	w.flush = t->flush_l2;
-	if (wk_time(t, est_us, gpu_batch, &w, fatal, res, err) != 0) {
+	if (wk_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0) {
 		/* A candidate failing while timed is a result; anything else
 		 * (out of memory on the host) is ours. */
 		rc = err->code == KT_OK ? 0 : -1;
+		goto out;
+	}
+	/* A write past the outputs during the timed runs is as wrong. */
+	if ((r = guard_check(d, &res->guard_changed)) != CUDA_SUCCESS) {
+		cand_fail(d, r, "checking the guard regions after timing", fatal, res);
+		rc = 0;
+		goto out;
+	}
+	if (res->guard_changed) {
+		res->status = WORKER_WRONG;
+		snprintf(res->message, sizeof(res->message),
+			 "wrote past its outputs while timed: %ld bytes of the guard regions changed",
+			 res->guard_changed);
+		rc = 0;
 		goto out;
 	}
 	res->status = WORKER_OK;
@@ -1315,7 +1454,7 @@ int cu_dev_baseline(struct cu_dev *d, const char *name, const struct wk_timing *
 			goto out;
 		}
 	w.flush = t->flush_l2;
-	if (wk_time(t, est_us, gpu_batch, &w, fatal, res, err) != 0)
+	if (wk_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0)
 		goto out;
 	res->status = WORKER_OK;
 	snprintf(res->message, sizeof(res->message), "cublasGemmEx bf16, compute 32F, %s, %s",

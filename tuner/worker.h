@@ -77,13 +77,55 @@ enum worker_status {
 };
 const char *worker_status_name(enum worker_status s);	/* "ok", "wrong", ... */
 
+/* What the GPU was doing just before the first timed repetition and just
+ * after the last (NVML, tuner/nvml.h); a field is 0 when not read (no NVML,
+ * the CPU test device without a fake NVML). */
+struct worker_conditions {
+	int sm_mhz_before, sm_mhz_after;
+	int mem_mhz_before, mem_mhz_after;
+	double power_w_before, power_w_after;
+	int temp_c_before, temp_c_after;
+};
+
+/* How close one output buffer must come to the reference
+ * (worker_tolerance; docs/measuring.md derives the numbers):
+ *  - globally, ||got - ref|| / ||ref|| <= l2;
+ *  - locally, every element |got - ref| <= local * rms(ref) + rtol * |ref|,
+ *    so that a few wrong elements cannot hide in a pooled norm. */
+struct worker_tol {
+	double l2, local, rtol;
+	long k;			/* the reduction length the bound allows for */
+};
+/* The tolerance of output buffer b of family f at shape s: l2 is the
+ * family's tol; local allows 2 * sqrt(2 ln n) * l2 (twice the largest of n
+ * Gaussian errors at the global bound) plus K * 2^-23 (fp32 accumulation
+ * over the reduction length K: the shape's in/rank, head_dim/block); rtol
+ * is two units in the last place of b's dtype. */
+void worker_tolerance(const struct kt_family *f, const struct kt_shape *s,
+		      const struct kt_buf *b, struct worker_tol *t);
+
+/* The verdict on one output buffer. */
+struct worker_outerr {
+	char name[24];
+	double rel_l2;		/* ||got - ref|| / ||ref|| over its finite elements */
+	double max_err;		/* largest |got - ref|, in units of rms(ref) */
+	double l2_tol, local_tol;	/* the bounds it was held to */
+	long over;		/* elements over the local bound */
+	long nonfinite;		/* NaN/Inf elements (poison left) */
+};
+
 struct worker_result {
 	enum worker_status status;
-	double rel_err;		/* relative L2 error vs the reference; -1 unknown */
-	int nonfinite;		/* elements that were NaN/Inf (poison left) */
+	double rel_err;		/* largest relative L2 error over the outputs; -1 unknown */
+	int nonfinite;		/* elements that were NaN/Inf (poison left), all outputs */
 	double median_us, min_us, p90_us, spread;	/* spread = (p90-min)/median */
 	int reps;
 	char message[256];	/* why, when not ok */
+	/* verification, per output buffer (nout of them; 0 when not checked) */
+	int nout;
+	struct worker_outerr out[KT_MAX_BUFS];
+	long guard_changed;	/* bytes changed in the guard regions around outputs */
+	struct worker_conditions cond;	/* around the timed repetitions */
 };
 
 struct worker;
@@ -109,8 +151,11 @@ int worker_problem(struct worker *w, const struct kt_family *f, const struct kt_
 
 /* Evaluates one candidate on the current problem: loads its cubins (one per
  * plan program), allocates its scratch buffers, runs the prep launches,
- * poisons the outputs, runs the timed launches once and verifies (relative
- * L2 <= family->tol, no non-finite value), and only then times it. Returns 0
+ * poisons the outputs, runs the timed launches once and verifies every
+ * output buffer against worker_tolerance() (no non-finite value, nothing
+ * written into the guard regions around the outputs), and only then times
+ * it, reading the GPU's conditions before and after (res->cond). A write
+ * into a guard region during the timed runs makes it wrong too. Returns 0
  * with res->status set for every candidate outcome (fault and timeout
  * included); -1 only when the worker itself cannot go on (err set). */
 int worker_eval(struct worker *w, const struct kt_config *c, const struct kt_plan *p,

@@ -14,9 +14,11 @@
  */
 #include "worker.h"
 #include "worker_int.h"
+#include "nvml.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,34 +262,139 @@ void wk_to_float(enum kt_dtype t, const void *src, float *dst, size_t n)
 	}
 }
 
-void wk_compare(const float *got, const float *ref, size_t n, double *sq_diff,
-		double *sq_ref, int *nonfinite)
+/* The longest reduction of the problem that the shape names: K of a GEMM
+ * (in, rank), of attention (head_dim, and block for P V). Over-estimating
+ * it only loosens the local bound a little. */
+static long reduction_len(const struct kt_family *f, const struct kt_shape *s)
+{
+	static const char *const names[] = { "in", "rank", "head_dim", "block" };
+	long k = 1, v;
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if ((v = kt_shape_get(f, s, names[i])) > k)
+			k = v;
+	return k;
+}
+
+void worker_tolerance(const struct kt_family *f, const struct kt_shape *s,
+		      const struct kt_buf *b, struct worker_tol *t)
+{
+	double n = b->elems > 2 ? (double)b->elems : 2.0;
+
+	t->k = reduction_len(f, s);
+	t->l2 = f->tol;
+	t->local = 2.0 * sqrt(2.0 * log(n)) * t->l2 + (double)t->k * ldexp(1.0, -23);
+	switch (b->dtype) {
+	case KT_BF16:
+		t->rtol = ldexp(1.0, -6);	/* 2 ulps: 8 significant bits */
+		break;
+	case KT_F32:
+		t->rtol = ldexp(1.0, -22);
+		break;
+	case KT_I32:
+		t->rtol = 0;
+		break;
+	}
+}
+
+double wk_atol(const struct worker_tol *t, double ref_rms)
+{
+	return t->local * ref_rms;
+}
+
+void wk_compare(const float *got, const float *ref, size_t n, double atol, double rtol,
+		struct wk_cmp *c)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		double d;
+		double d, r = (double)ref[i];
 
 		if (!isfinite(got[i])) {
-			(*nonfinite)++;
+			c->nonfinite++;
 			continue;
 		}
-		d = (double)got[i] - (double)ref[i];
-		*sq_diff += d * d;
-		*sq_ref += (double)ref[i] * (double)ref[i];
+		d = fabs((double)got[i] - r);
+		c->sq_diff += d * d;
+		c->sq_ref += r * r;
+		if (d > c->max_abs)
+			c->max_abs = d;
+		if (d > atol + rtol * fabs(r))
+			c->over++;
 	}
 }
 
-int wk_judge(struct worker_result *res, double sq_diff, double sq_ref, double tol)
+int wk_judge(struct worker_result *res, const struct kt_buf *bufs, int nb,
+	     const struct wk_cmp *cmp, const struct worker_tol *tol)
 {
-	res->rel_err = sq_ref > 0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
-	if (!res->nonfinite && res->rel_err <= tol)
+	char why[200] = "";
+	int i, wrong = 0;
+	long nonfinite = 0;
+
+	res->nout = 0;
+	res->rel_err = 0;
+	for (i = 0; i < nb && i < KT_MAX_BUFS; i++) {
+		struct worker_outerr *o;
+		double n, rms;
+
+		if (bufs[i].role != KT_BUF_OUTPUT)
+			continue;
+		o = &res->out[res->nout++];
+		memset(o, 0, sizeof(*o));
+		snprintf(o->name, sizeof(o->name), "%s", bufs[i].name);
+		n = (double)(bufs[i].elems - (size_t)cmp[i].nonfinite);
+		rms = n > 0 ? sqrt(cmp[i].sq_ref / n) : 0;
+		o->rel_l2 = cmp[i].sq_ref > 0 ? sqrt(cmp[i].sq_diff / cmp[i].sq_ref) :
+			    sqrt(cmp[i].sq_diff);
+		o->max_err = rms > 0 ? cmp[i].max_abs / rms : cmp[i].max_abs;
+		o->l2_tol = tol[i].l2;
+		o->local_tol = tol[i].local;
+		o->over = cmp[i].over;
+		o->nonfinite = cmp[i].nonfinite;
+		nonfinite += cmp[i].nonfinite;
+		if (o->rel_l2 > res->rel_err)
+			res->rel_err = o->rel_l2;
+		if (wrong)
+			continue;
+		if (o->nonfinite) {
+			snprintf(why, sizeof(why), "%s: %ld non-finite", o->name, o->nonfinite);
+		} else if (o->over) {
+			snprintf(why, sizeof(why),
+				 "%s: %ld elements over the local bound (largest error %.3g x rms, "
+				 "bound %.3g x rms + %.2g x |ref|); relative L2 %.3g (tolerance %.3g)",
+				 o->name, o->over, o->max_err, o->local_tol, tol[i].rtol, o->rel_l2,
+				 o->l2_tol);
+		} else if (o->rel_l2 > o->l2_tol) {
+			snprintf(why, sizeof(why), "%s: relative L2 error %.3g (tolerance %.3g)",
+				 o->name, o->rel_l2, o->l2_tol);
+		} else {
+			continue;
+		}
+		wrong = 1;
+	}
+	res->nonfinite = nonfinite > INT_MAX ? INT_MAX : (int)nonfinite;
+	if (!wrong && res->guard_changed) {
+		snprintf(why, sizeof(why), "wrote past its outputs: %ld bytes of the guard regions "
+			 "changed", res->guard_changed);
+		wrong = 1;
+	}
+	if (!wrong)
 		return 0;
 	res->status = WORKER_WRONG;
-	snprintf(res->message, sizeof(res->message),
-		 "relative L2 error %.3g (tolerance %.3g), %d non-finite", res->rel_err, tol,
-		 res->nonfinite);
+	snprintf(res->message, sizeof(res->message), "%s", why);
 	return 1;
+}
+
+long wk_guard_count(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	long bad = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		bad += b[i] != WK_GUARD_BYTE;
+	return bad;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -361,24 +468,44 @@ struct cpu_dev {
 	const struct kt_family *f;
 	struct kt_shape s;
 	size_t n;
-	uint16_t *x, *y;	/* host "device" buffers, bf16 */
+	uint16_t *x;		/* host "device" input, bf16 */
+	unsigned char *ybuf;	/* y with a guard region on either side */
+	uint16_t *y;		/* ybuf + WK_GUARD_BYTES */
 	float *ref;		/* expected y */
+	double ref_rms;
+	struct worker_tol tol;
+	struct nvml *nv;	/* a fake NVML in tests; NULL without */
+	int smem_optin;		/* what it "allows": 48 KiB */
 };
 
 static void cpu_problem_release(struct cpu_dev *d)
 {
 	free(d->x);
-	free(d->y);
+	free(d->ybuf);
 	free(d->ref);
 	d->x = d->y = NULL;
+	d->ybuf = NULL;
 	d->ref = NULL;
 	d->f = NULL;
+}
+
+static void cpu_guard_fill(struct cpu_dev *d)
+{
+	memset(d->ybuf, WK_GUARD_BYTE, WK_GUARD_BYTES);
+	memset(d->y + d->n, WK_GUARD_BYTE, WK_GUARD_BYTES);
+}
+
+static long cpu_guard_changed(const struct cpu_dev *d)
+{
+	return wk_guard_count(d->ybuf, WK_GUARD_BYTES) +
+	       wk_guard_count(d->y + d->n, WK_GUARD_BYTES);
 }
 
 static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struct kt_shape *s,
 		       uint64_t seed, struct kt_err *err)
 {
 	struct kt_buf bufs[KT_MAX_BUFS];
+	struct wk_cmp self;
 	const void *in[1];
 	float *out[1];
 	int nb;
@@ -392,11 +519,13 @@ static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struc
 	    bufs[0].elems != bufs[1].elems)
 		return kt_err_set(err, KT_EINTERNAL, "selftest: unexpected buffers");
 	d->n = bufs[0].elems;
-	if (!(d->x = malloc(d->n * 2)) || !(d->y = malloc(d->n * 2)) ||
+	if (!(d->x = malloc(d->n * 2)) || !(d->ybuf = malloc(d->n * 2 + 2 * WK_GUARD_BYTES)) ||
 	    !(d->ref = malloc(d->n * sizeof(float)))) {
 		cpu_problem_release(d);
 		return kt_err_set(err, KT_EINTERNAL, "cpu device: out of memory for n=%zu", d->n);
 	}
+	d->y = (uint16_t *)(d->ybuf + WK_GUARD_BYTES);
+	cpu_guard_fill(d);
 	if (wk_fill_input(f, s, 0, &bufs[0], d->x, seed, err) != 0) {
 		cpu_problem_release(d);
 		return -1;
@@ -407,6 +536,10 @@ static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struc
 		cpu_problem_release(d);
 		return -1;
 	}
+	memset(&self, 0, sizeof(self));
+	wk_compare(d->ref, d->ref, d->n, 0, 0, &self);
+	d->ref_rms = sqrt(self.sq_ref / (double)(d->n ? d->n : 1));
+	worker_tolerance(f, s, &bufs[1], &d->tol);
 	d->f = f;
 	d->s = *s;
 	return 0;
@@ -438,22 +571,35 @@ static void cpu_hang(void)
 		;
 }
 
+enum cpu_kind { CPU_OK, CPU_WRONG, CPU_SPARSE, CPU_OOB };
+
 struct cpu_run {
 	struct cpu_dev *d;
-	int variant;		/* 0 ok, 1 wrong */
+	enum cpu_kind kind;
 	int unroll;
 };
 
-/* The "kernel": y = 2x (+ 1 for wrong), UNROLL elements per step. */
+/* The "kernels": y = 2x (+ 1 for wrong; 88 elements zeroed for sparse;
+ * 256 elements past the end written for oob), UNROLL elements per step,
+ * as templates/selftest.cu does them on a GPU. */
 static void cpu_kernel(const struct cpu_run *r)
 {
 	const struct cpu_dev *d = r->d;
-	float add = r->variant == 1 ? 1.0f : 0.0f;
-	size_t i, u;
+	float add = r->kind == CPU_WRONG ? 1.0f : 0.0f;
+	size_t stride = d->n / 88 > 0 ? d->n / 88 : 1, i, u;
 
 	for (i = 0; i < d->n; i += (size_t)r->unroll)
-		for (u = 0; u < (size_t)r->unroll && i + u < d->n; u++)
-			d->y[i + u] = kt_f32_to_bf16(2.0f * kt_bf16_to_f32(d->x[i + u]) + add);
+		for (u = 0; u < (size_t)r->unroll && i + u < d->n; u++) {
+			size_t k = i + u;
+			float v = 2.0f * kt_bf16_to_f32(d->x[k]) + add;
+
+			if (r->kind == CPU_SPARSE && k % stride == stride / 2)
+				v = 0.0f;
+			d->y[k] = kt_f32_to_bf16(v);
+		}
+	if (r->kind == CPU_OOB)
+		for (i = 0; i < 256; i++)
+			d->y[d->n + i] = 0x1234;
 }
 
 static int cpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker_result *res,
@@ -472,8 +618,9 @@ static int cpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker
 }
 
 /* The CPU device runs variants by name, not plans; it still checks a plan
- * as the CUDA device would, and refuses TMA tensor maps (nothing on the
- * host could build or read one). 1 when refused (res filled). */
+ * as the CUDA device would, refuses TMA tensor maps (nothing on the host
+ * could build or read one) and more dynamic shared memory than its 48 KiB.
+ * 1 when refused (res filled). */
 static int cpu_plan_refused(struct cpu_dev *d, const struct kt_config *c, const struct kt_plan *p,
 			    struct worker_result *res)
 {
@@ -495,6 +642,13 @@ static int cpu_plan_refused(struct cpu_dev *d, const struct kt_config *c, const 
 	for (i = 0; i < p->nprep + p->nlaunch; i++) {
 		const struct kt_launch *l = i < p->nprep ? &p->prep[i] : &p->launch[i - p->nprep];
 
+		if (l->smem > (unsigned)d->smem_optin) {
+			res->status = WORKER_LAUNCH_ERROR;
+			snprintf(res->message, sizeof(res->message),
+				 "launch %d (%s): %u bytes of dynamic shared memory (the cpu test "
+				 "device allows %d)", i, l->kernel, l->smem, d->smem_optin);
+			return 1;
+		}
 		for (j = 0; j < l->nargs; j++)
 			if (l->args[j].kind == KT_ARG_TMAP) {
 				res->status = WORKER_LAUNCH_ERROR;
@@ -508,12 +662,52 @@ static int cpu_plan_refused(struct cpu_dev *d, const struct kt_config *c, const 
 	return 0;
 }
 
+/* NVML readings around the timed runs, into res->cond. */
+static void cond_before(struct nvml *nv, struct worker_result *res)
+{
+	struct nvml_sample s;
+
+	if (nv && nvml_read(nv, &s) == 0) {
+		res->cond.sm_mhz_before = s.sm_mhz;
+		res->cond.mem_mhz_before = s.mem_mhz;
+		res->cond.power_w_before = s.power_w;
+		res->cond.temp_c_before = s.temp_c;
+	}
+}
+
+static void cond_after(struct nvml *nv, struct worker_result *res)
+{
+	struct nvml_sample s;
+
+	if (nv && nvml_read(nv, &s) == 0) {
+		res->cond.sm_mhz_after = s.sm_mhz;
+		res->cond.mem_mhz_after = s.mem_mhz;
+		res->cond.power_w_after = s.power_w;
+		res->cond.temp_c_after = s.temp_c;
+	}
+}
+
+int wk_time_read(struct nvml *nv, const struct wk_timing *t, double est_us, wk_batch_fn fn,
+		 void *arg, int *fatal, struct worker_result *res, struct kt_err *err)
+{
+	int rc;
+
+	cond_before(nv, res);
+	rc = wk_time(t, est_us, fn, arg, fatal, res, err);
+	if (rc == 0)
+		cond_after(nv, res);
+	return rc;
+}
+
 static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct kt_plan *p,
 		    const struct wk_timing *t, struct worker_result *res, int *fatal,
 		    struct kt_err *err)
 {
-	struct cpu_run run = { d, 0, 1 };
-	double sq_diff = 0, sq_ref = 0, t0, est;
+	struct cpu_run run = { d, CPU_OK, 1 };
+	struct kt_buf bufs[2];
+	struct wk_cmp cmp[2];
+	struct worker_tol tol[2];
+	double t0, est;
 	const char *v;
 	float *got = NULL;
 	long unroll;
@@ -539,13 +733,21 @@ static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct k
 			 "launch refused: too many threads per block (cpu test device)");
 		return 0;
 	}
-	if (strcmp(v, "ok") != 0 && strcmp(v, "wrong") != 0) {
+	if (strcmp(v, "ok") == 0 || strcmp(v, "compile_error") == 0 ||
+	    strcmp(v, "smem_excess") == 0)
+		run.kind = CPU_OK;	/* the last two never get here: refused earlier */
+	else if (strcmp(v, "wrong") == 0)
+		run.kind = CPU_WRONG;
+	else if (strcmp(v, "sparse_wrong") == 0)
+		run.kind = CPU_SPARSE;
+	else if (strcmp(v, "oob_write") == 0)
+		run.kind = CPU_OOB;
+	else {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "cpu test device: no variant %s", v);
 		return 0;
 	}
-	run.variant = strcmp(v, "wrong") == 0;
-	/* Poison, run once, verify. */
+	/* Poison, run once, verify (guard regions included). */
 	for (size_t k = 0; k < d->n; k++)
 		d->y[k] = 0xffff;
 	t0 = kt_clock_s();
@@ -555,19 +757,26 @@ static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct k
 		kt_err_set(err, KT_EINTERNAL, "cpu device: out of memory");
 		goto out;
 	}
+	d->f->buffers(&d->s, NULL, bufs);
+	memset(cmp, 0, sizeof(cmp));
+	memset(tol, 0, sizeof(tol));
+	tol[1] = d->tol;
 	wk_to_float(KT_BF16, d->y, got, d->n);
-	wk_compare(got, d->ref, d->n, &sq_diff, &sq_ref, &res->nonfinite);
-	if (wk_judge(res, sq_diff, sq_ref, d->f->tol)) {
+	wk_compare(got, d->ref, d->n, wk_atol(&d->tol, d->ref_rms), d->tol.rtol, &cmp[1]);
+	res->guard_changed = cpu_guard_changed(d);
+	if (wk_judge(res, bufs, 2, cmp, tol)) {
 		rc = 0;
 		goto out;
 	}
 	for (i = 0; i < t->warmup; i++)
 		cpu_kernel(&run);
-	if (wk_time(t, est, cpu_batch, &run, fatal, res, err) != 0)
+	if (wk_time_read(d->nv, t, est, cpu_batch, &run, fatal, res, err) != 0)
 		goto out;
 	res->status = WORKER_OK;
 	rc = 0;
 out:
+	if (res->status != WORKER_OK && res->guard_changed)
+		cpu_guard_fill(d);
 	free(got);
 	return rc;
 }
@@ -710,6 +919,21 @@ static void on_baseline(struct child *ch, const void *payload, size_t len, struc
 	rep->fatal = fatal;
 }
 
+/* The dynamic shared memory a CPU test device allows: $KTUNE_CPU_SMEM
+ * bytes (a test that wants the selftest family's UNROLL=2 configs, which
+ * ask for 64 KiB, sets it higher), else 48 KiB. */
+static int cpu_smem_optin(void)
+{
+	const char *v = getenv("KTUNE_CPU_SMEM");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return 48 * 1024;
+	n = strtol(v, &end, 10);
+	return *end || n < 1024 || n > (1L << 24) ? 48 * 1024 : (int)n;
+}
+
 /* How many CPU test devices there are: $KTUNE_CPU_DEVICES, else 2. */
 static int cpu_device_count(void)
 {
@@ -783,10 +1007,17 @@ int worker_child_main(int argc, char **argv)
 		snprintf(hello.msg, sizeof(hello.msg), "no CPU test device %d (%d found; "
 			 "KTUNE_CPU_DEVICES sets how many)", device, cpu_device_count());
 	} else if (ch.backend == WORKER_BACKEND_CPU) {
+		char why[200];
+
 		snprintf(hello.info.name, sizeof(hello.info.name), "ktune CPU test device");
 		snprintf(hello.info.uuid, sizeof(hello.info.uuid), "CPU-%d", device);
 		hello.info.sms = 1;
 		hello.info.max_threads = 1024;
+		ch.cpu.smem_optin = cpu_smem_optin();
+		hello.info.smem_optin = ch.cpu.smem_optin;
+		/* No NVML knows a CPU; a test's fake one does (KTUNE_NVML_LIB). */
+		if (nvml_open(hello.info.uuid, &ch.cpu.nv, why, sizeof(why)) != 0)
+			ch.cpu.nv = NULL;
 	} else if (cu_dev_open(device, &ch.cu, &hello.info, &err) != 0) {
 		hello.rc = -1;
 		hello.code = err.code;
@@ -842,6 +1073,7 @@ int worker_child_main(int argc, char **argv)
 	}
 out:
 	cpu_problem_release(&ch.cpu);
+	nvml_close(ch.cpu.nv);
 	/* A poisoned context is torn down by the exit itself. */
 	if (rc != 3)
 		cu_dev_close(ch.cu);

@@ -117,14 +117,39 @@ int wk_fill_input(const struct kt_family *f, const struct kt_shape *s, int i,
 		  const struct kt_buf *b, void *host, uint64_t seed, struct kt_err *err);
 /* Host bytes of an output buffer (dtype t) to float. */
 void wk_to_float(enum kt_dtype t, const void *src, float *dst, size_t n);
-/* Compares got with ref: counts non-finite values and accumulates the
- * squared difference and squared reference (double sums). */
-void wk_compare(const float *got, const float *ref, size_t n, double *sq_diff,
-		double *sq_ref, int *nonfinite);
-/* The verdict on a compared candidate: sets res->rel_err and, when it is
- * out of tolerance or left non-finite values, WORKER_WRONG with a message.
+
+/* One output buffer compared with its reference: the sums of the squared
+ * difference and squared reference over the finite elements of got, the
+ * largest |got - ref|, how many elements were over the local bound
+ * |got - ref| > atol + rtol * |ref|, and how many were not finite. */
+struct wk_cmp {
+	double sq_diff, sq_ref, max_abs;
+	long over, nonfinite;
+};
+/* Adds got[0..n) against ref to c (c zeroed by the caller first). */
+void wk_compare(const float *got, const float *ref, size_t n, double atol, double rtol,
+		struct wk_cmp *c);
+/* The absolute part of the local bound of output b: t->local * rms, rms the
+ * reference's root mean square (from comparing the reference with itself). */
+double wk_atol(const struct worker_tol *t, double ref_rms);
+/* The verdict on a compared candidate, from one wk_cmp per output buffer
+ * (bufs[i] and cmp[i] for the nb buffers; only KT_BUF_OUTPUT ones count)
+ * with their tolerances: fills res->out, rel_err, nonfinite and, when any
+ * output is over a bound, left non-finite values or guard bytes changed
+ * (res->guard_changed), WORKER_WRONG with a message naming the output.
  * Returns 1 when wrong. Both backends judge through it. */
-int wk_judge(struct worker_result *res, double sq_diff, double sq_ref, double tol);
+int wk_judge(struct worker_result *res, const struct kt_buf *bufs, int nb,
+	     const struct wk_cmp *cmp, const struct worker_tol *tol);
+
+/* Guard regions: every output buffer sits between two regions of
+ * WK_GUARD_BYTES filled with the byte WK_GUARD_BYTE; a candidate that
+ * changes one wrote past (or before) its output. 1 MiB covers an overshoot
+ * of a few tiles; a write farther out lands in another allocation or
+ * faults. */
+#define WK_GUARD_BYTES (1u << 20)
+#define WK_GUARD_BYTE 0xa5u
+/* Bytes of the n-byte region at p that differ from the guard byte. */
+long wk_guard_count(const void *p, size_t n);
 
 /* One timed batch: runs n repetitions and writes each one's time in
  * microseconds to out_us. 0 ok, -1 with res/err filled by the callee
@@ -137,6 +162,12 @@ typedef int (*wk_batch_fn)(void *arg, int n, double *out_us, int *fatal,
  * Fills median/min/p90/spread/reps. 0, or -1 as the batch returned. */
 int wk_time(const struct wk_timing *t, double est_us, wk_batch_fn fn, void *arg,
 	    int *fatal, struct worker_result *res, struct kt_err *err);
+
+/* wk_time between two NVML readings (nv may be NULL: none), which land in
+ * res->cond: the conditions a candidate was timed under. */
+struct nvml;
+int wk_time_read(struct nvml *nv, const struct wk_timing *t, double est_us, wk_batch_fn fn,
+		 void *arg, int *fatal, struct worker_result *res, struct kt_err *err);
 
 /* ---- the CUDA backend (tuner/cuda.c) ---- */
 struct cu_dev;
