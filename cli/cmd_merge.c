@@ -18,7 +18,8 @@
 static const char merge_usage[] =
 	"usage: ktune merge [-o OUT.db] [--json] A.db [B.db ...]\n"
 	"\n"
-	"Folds the devices, sweeps, trials, baselines and compiled binaries of\n"
+	"Folds the devices, sweeps, trials (with their measuring conditions),\n"
+	"re-timings, baselines and compiled binaries of\n"
 	"each database into OUT.db (created when missing), in the order given.\n"
 	"Devices are matched by UUID, problems and configs by their keys, sweeps\n"
 	"by device, problem, strategy, options and start time (an imported sweep:\n"
@@ -61,10 +62,11 @@ static json_t *conflicts_json(const struct store_merge_report *r)
 
 static json_t *counts_json(const struct store_merge_counts *c)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			 "devices", (json_int_t)c->devices, "problems", (json_int_t)c->problems,
 			 "configs", (json_int_t)c->configs, "sweeps", (json_int_t)c->sweeps,
-			 "trials", (json_int_t)c->trials, "baselines", (json_int_t)c->baselines,
+			 "trials", (json_int_t)c->trials, "measurements", (json_int_t)c->measurements,
+			 "baselines", (json_int_t)c->baselines,
 			 "binaries", (json_int_t)c->binaries);
 }
 
@@ -75,6 +77,7 @@ static void counts_add(struct store_merge_counts *sum, const struct store_merge_
 	sum->configs += c->configs;
 	sum->sweeps += c->sweeps;
 	sum->trials += c->trials;
+	sum->measurements += c->measurements;
 	sum->baselines += c->baselines;
 	sum->binaries += c->binaries;
 }
@@ -190,9 +193,11 @@ int cmd_merge(int argc, char **argv)
 			}
 		} else {
 			printf("%s: +%ld devices, +%ld sweeps, +%ld trials"
-			       " (+%ld problems, +%ld configs, +%ld baselines, +%ld binaries)",
+			       " (+%ld problems, +%ld configs, +%ld measurements, +%ld baselines,"
+			       " +%ld binaries)",
 			       inputs[i], added.devices, added.sweeps, added.trials,
-			       added.problems, added.configs, added.baselines, added.binaries);
+			       added.problems, added.configs, added.measurements, added.baselines,
+			       added.binaries);
 			printf(rep.conflicts ? "; %ld conflicts:\n" : "\n", rep.conflicts);
 			for (k = 0; k < rep.nitems; k++)
 				printf("  conflict in %s: %s\n    kept    %s\n    dropped %s\n",

@@ -62,6 +62,16 @@ struct merge_step {
 
 /* What a trial says, and whether the source's wins: recorded last, then
  * the faster (no time, as for a failed trial, counts as slowest). */
+/* The trial columns of schema version 2 (conditions, tournament, drift),
+ * copied as they are: a source has this database's version (store_open). */
+#define TRIAL_V2_COLS \
+	" tournament_us, sm_mhz_before, sm_mhz_after, mem_mhz_before, mem_mhz_after," \
+	" power_w_before, power_w_after, temp_c_before, temp_c_after, throttled, norm_us," \
+	" errors_json"
+#define TRIAL_V2_SRC \
+	" t.tournament_us, t.sm_mhz_before, t.sm_mhz_after, t.mem_mhz_before, t.mem_mhz_after," \
+	" t.power_w_before, t.power_w_after, t.temp_c_before, t.temp_c_after, t.throttled," \
+	" t.norm_us, t.errors_json"
 #define TRIAL_FIELDS(t) \
 	"(" t ".status, " t ".median_us, " t ".min_us, " t ".p90_us, " t ".reps, " t ".rel_err)"
 #define TRIAL_SRC_WINS \
@@ -182,18 +192,21 @@ static const struct merge_step merge_steps[] = {
 	  TRIAL_JOIN TRIAL_DIFF " AND " TRIAL_SRC_WINS, NO_COUNT, 0 },
 	{ "DELETE FROM main.trials WHERE id IN (SELECT dst_id FROM temp.merge_replace)", NO_COUNT, 0 },
 	{ "INSERT INTO main.trials (id, sweep_id, config_id, status, median_us, min_us, p90_us,"
-	  " spread, reps, rel_err, compile_ms, binary_key, message, log, retime_us, created)"
+	  " spread, reps, rel_err, compile_ms, binary_key, message, log, retime_us, created,"
+	  TRIAL_V2_COLS ")"
 	  " SELECT (SELECT max(b) FROM (SELECT max(id) AS b FROM main.trials"
 	  "  UNION ALL SELECT max(dst_id) FROM temp.merge_replace)) + row_number() OVER (ORDER BY r.dst_id),"
 	  " r.sweep_id, r.config_id, t.status, t.median_us, t.min_us, t.p90_us, t.spread, t.reps,"
-	  " t.rel_err, t.compile_ms, t.binary_key, t.message, t.log, t.retime_us, t.created"
+	  " t.rel_err, t.compile_ms, t.binary_key, t.message, t.log, t.retime_us, t.created,"
+	  TRIAL_V2_SRC
 	  " FROM temp.merge_replace r JOIN merge_src.trials t ON t.id = r.src_id", NO_COUNT, 0 },
 
 	{ "INSERT INTO main.trials (sweep_id, config_id, status, median_us, min_us, p90_us,"
-	  " spread, reps, rel_err, compile_ms, binary_key, message, log, retime_us, created)"
+	  " spread, reps, rel_err, compile_ms, binary_key, message, log, retime_us, created,"
+	  TRIAL_V2_COLS ")"
 	  " SELECT sm.dst_id, cm.dst_id, t.status, t.median_us, t.min_us, t.p90_us,"
 	  " t.spread, t.reps, t.rel_err, t.compile_ms, t.binary_key, t.message, t.log,"
-	  " t.retime_us, t.created"
+	  " t.retime_us, t.created," TRIAL_V2_SRC
 	  " FROM merge_src.trials t"
 	  " JOIN temp.merge_sweep_map sm ON sm.src_id = t.sweep_id"
 	  " JOIN temp.merge_config_map cm ON cm.src_id = t.config_id"
@@ -206,6 +219,23 @@ static const struct merge_step merge_steps[] = {
 	  " JOIN temp.merge_config_map cm ON cm.src_id = t.config_id"
 	  " WHERE m.sweep_id = sm.dst_id AND m.config_id = cm.dst_id"
 	  " AND m.retime_us IS NULL AND t.retime_us IS NOT NULL", NO_COUNT, 0 },
+
+	/* Sentinel, tournament and re-time rows: one per (sweep, invocation,
+	 * kind, round, position), so merging a file again adds none. */
+	{ "INSERT INTO main.measurements (sweep_id, run, kind, config_id, baseline, round,"
+	  " position, status, median_us, min_us, p90_us, reps, sm_mhz_before, sm_mhz_after,"
+	  " power_w_after, temp_c_after, message, created)"
+	  " SELECT sm.dst_id, x.run, x.kind, cm.dst_id, x.baseline, x.round, x.position, x.status,"
+	  " x.median_us, x.min_us, x.p90_us, x.reps, x.sm_mhz_before, x.sm_mhz_after,"
+	  " x.power_w_after, x.temp_c_after, x.message, x.created"
+	  " FROM merge_src.measurements x"
+	  " JOIN temp.merge_sweep_map sm ON sm.src_id = x.sweep_id"
+	  " LEFT JOIN temp.merge_config_map cm ON cm.src_id = x.config_id"
+	  " WHERE (x.config_id IS NULL) = (cm.dst_id IS NULL)"
+	  " AND NOT EXISTS (SELECT 1 FROM main.measurements m WHERE m.sweep_id = sm.dst_id"
+	  "  AND m.run = x.run AND m.kind = x.kind AND m.round = x.round"
+	  "  AND m.position = x.position) ORDER BY x.id",
+	  COUNT(measurements), 0 },
 
 	{ "INSERT INTO main.baselines (device_id, problem_id, sweep_id, name, median_us, created)"
 	  " SELECT dm.dst_id, pm.dst_id, sm.dst_id, b.name, b.median_us, b.created"

@@ -352,7 +352,7 @@ int store_binary_put(struct store *st, const char *key, const char *arch,
 int store_merge_from(struct store *st, const char *src_path, struct kt_err *err);
 /* Rows a merge added, by table (rows already present are not counted). */
 struct store_merge_counts {
-	long devices, problems, configs, sweeps, trials, baselines, binaries;
+	long devices, problems, configs, sweeps, trials, measurements, baselines, binaries;
 };
 /* store_merge_from() that also reports what it added (added may be NULL).
  * The whole source is one transaction: on failure nothing of it is added. */

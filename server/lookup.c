@@ -488,7 +488,7 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 	struct chain_table ct = { t->ndevices, t->chain_devices, t->nentries, t->chain_entries };
 	struct chain_query cq;
 	struct chain_answer ca;
-	int dev;
+	int dev, rc;
 
 	memset(a, 0, sizeof(*a));
 	if (resolve_device(t, q, &dev, err) < 0)
@@ -502,14 +502,18 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 	a->device = dev >= 0 ? &t->devices[dev] : NULL;
 	a->floor_us = lookup_floor_us(q->fam, &q->shape);
 	a->max_distance = cq.max_distance;
-	if (chain_best(&ct, &cq, &ca, err) < 0)
+	memset(&ca, 0, sizeof(ca));
+	rc = chain_best(&ct, &cq, &ca, err);
+	/* the target asked about, also on failure: the server explains a
+	 * refused shape against it */
+	snprintf(a->arch, sizeof(a->arch), "%s", ca.arch);
+	a->target = ca.target;
+	if (rc < 0)
 		return -1;
 	a->match = (enum lookup_match)ca.match;
 	a->distance = ca.distance;
 	a->cfg = ca.cfg;
 	a->src = ca.entry >= 0 ? &t->entries[ca.entry] : NULL;
-	snprintf(a->arch, sizeof(a->arch), "%s", ca.arch);
-	a->target = ca.target;
 	a->skipped = ca.skipped >= 0 ? &t->entries[ca.skipped] : NULL;
 	a->skipped_distance = ca.skipped_distance;
 	return 0;

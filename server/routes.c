@@ -993,7 +993,7 @@ static int r_export(struct request *rq, struct reply *out, struct kt_err *err)
 	if (!fmt_name)
 		fmt_name = "json";
 	if (export_format_parse(fmt_name, &fmt) < 0)
-		return kt_err_set(err, KT_EINVAL, "format must be json, c or cuda");
+		return kt_err_set(err, KT_EINVAL, "format must be json, c, lib or cuda (the same as lib)");
 	if (f.family && !family_named(f.family, err))
 		return -1;
 	if (f.device && (!*f.device || strlen(f.device) >= sizeof(s->exports[0].device)))

@@ -952,7 +952,7 @@ static void test_kill_resume_20(void)
 		char *now;
 
 		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-		delay = 0.3 + 3.2 * (double)(rng >> 11) * 0x1.0p-53;
+		delay = 0.1 + 1.6 * (double)(rng >> 11) * 0x1.0p-53;
 		pid = fork();
 		CU_ASSERT_FATAL(pid >= 0);
 		if (pid == 0) {

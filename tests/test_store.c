@@ -1156,7 +1156,7 @@ struct fixture {
 };
 
 struct totals {
-	long sweeps, trials, baselines, binaries;
+	long sweeps, trials, measurements, baselines, binaries;
 };
 
 static void build_db(const char *path, const struct fixture *f, struct totals *t)
@@ -1181,6 +1181,29 @@ static void build_db(const char *path, const struct fixture *f, struct totals *t
 				CU_ASSERT_EQUAL(add_trial(st, sw, add_config(st, "dense", key),
 							  "ok", 10.0 + i + di, &e), 0);
 				t->trials++;
+			}
+			/* schema 2: a tournament median with its round, and a
+			 * sentinel timing (both must survive a merge) */
+			{
+				struct store_measure m = { 0 };
+
+				snprintf(key, sizeof(key), "%s0", f->config_prefix);
+				CU_ASSERT_EQUAL(store_tournament_set(st, sw, key, 10.0 + di, &e), 0);
+				m.sweep_id = sw;
+				m.run = 1000.0;
+				m.kind = "tournament";
+				m.config_key = key;
+				m.status = "ok";
+				m.median_us = m.min_us = m.p90_us = 10.0 + di;
+				m.reps = 10;
+				m.cond.sm_mhz_before = m.cond.sm_mhz_after = 1980;
+				CU_ASSERT_EQUAL(store_measure_add(st, &m, &e), 0);
+				m.kind = "sentinel";
+				m.config_key = NULL;
+				m.baseline = "cublas_dense";
+				m.cond.sm_mhz_after = 1410;
+				CU_ASSERT_EQUAL(store_measure_add(st, &m, &e), 0);
+				t->measurements += 2;
 			}
 			CU_ASSERT_EQUAL(store_baseline_add(st, dev, prob, sw, "cublas_dense",
 							   20.0 + di, &e), 0);
@@ -1229,6 +1252,7 @@ static void test_merge(void)
 	CU_ASSERT_EQUAL(ca.configs, fa.trials);
 	CU_ASSERT_EQUAL(ca.sweeps, ta.sweeps);
 	CU_ASSERT_EQUAL(ca.trials, ta.trials);
+	CU_ASSERT_EQUAL(ca.measurements, ta.measurements);
 	CU_ASSERT_EQUAL(ca.baselines, ta.baselines);
 	CU_ASSERT_EQUAL(ca.binaries, ta.binaries);
 
@@ -1239,6 +1263,7 @@ static void test_merge(void)
 	/* GPU-2 x tokens=128 ran on both hosts: two sweeps (different starts). */
 	CU_ASSERT_EQUAL(cb.sweeps, tb.sweeps);
 	CU_ASSERT_EQUAL(cb.trials, tb.trials);
+	CU_ASSERT_EQUAL(cb.measurements, tb.measurements);
 	CU_ASSERT_EQUAL(cb.baselines, tb.baselines);
 	/* build_db names a binary by device, shape and prefix: B's binary for
 	 * GPU-2 x tokens=128 has A's key, so it is already there. */
@@ -1248,12 +1273,20 @@ static void test_merge(void)
 	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM sweeps"), ta.sweeps + tb.sweeps);
 	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM trials"), ta.trials + tb.trials);
 	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM sweeps WHERE merged_from IS NULL"), 0);
+	/* the trials' schema-2 columns and the measurements come along */
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM trials WHERE tournament_us IS NOT NULL"),
+			ta.sweeps + tb.sweeps);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM measurements"),
+			ta.measurements + tb.measurements);
+	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM measurements WHERE kind = 'sentinel'"
+				      " AND baseline = 'cublas_dense' AND sm_mhz_after = 1410"),
+			ta.sweeps + tb.sweeps);
 	CU_ASSERT_EQUAL(raw_count(st, "PRAGMA foreign_key_check"), -1);	/* no rows */
 
 	/* Merging again adds nothing. */
 	CU_ASSERT_EQUAL(store_merge_counted(st, a, &again, &e), 0);
 	CU_ASSERT_EQUAL(again.devices + again.problems + again.configs + again.sweeps +
-			again.trials + again.baselines + again.binaries, 0);
+			again.trials + again.measurements + again.baselines + again.binaries, 0);
 	CU_ASSERT_EQUAL(store_merge_from(st, b, &e), 0);
 	CU_ASSERT_EQUAL(raw_count(st, "SELECT count(*) FROM trials"), ta.trials + tb.trials);
 
