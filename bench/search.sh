@@ -83,11 +83,11 @@ dump() { # name seed file: the sweep recorded as a replay file
 
 if [ "$PHASE" = sweeps ] || [ "$PHASE" = all ]; then
 	rm -f "$W"/search.db*
-	while IFS='|' read -r name fam shape var dev rep; do
+	while IFS='|' read -r name fam shape var _ rep; do
 		sweep "$name" "$fam" "$shape" "$var" 1
 		dump "$name" 1 "$W/replay/h200_$name.txt"
 	done <<<"$PROBLEMS"
-	while IFS='|' read -r name fam shape var dev rep; do
+	while IFS='|' read -r name fam shape var _ rep; do
 		[ "$rep" = 1 ] || continue
 		sweep "$name" "$fam" "$shape" "$var" 2
 		dump "$name" 2 "$W/repeat/h200_$name.txt"
@@ -113,7 +113,7 @@ if [ "$PHASE" = fresh ] || [ "$PHASE" = all ]; then
 		exit 2
 	fi
 	rm -f "$W"/fresh.db* "$W"/h200.db*
-	while IFS='|' read -r name fam shape var dev rep; do
+	while IFS='|' read -r name fam shape var _ rep; do
 		mapfile -t cfgs < <(python3 bench/search.py configs "$W" "$name")
 		[ "${#cfgs[@]}" -gt 0 ] || { echo "no configs for $name" >&2; status=1; continue; }
 		args=()
