@@ -20,6 +20,7 @@
 #include "../kernels/family.h"
 #include "../tuner/jit.h"
 #include "../tuner/worker.h"
+#include "../tuner/measure.h"	/* worker_buffer_seed */
 #include "famtest.h"
 #include "testutil.h"
 

@@ -194,16 +194,6 @@ const char *worker_status_name(enum worker_status s)
 	return "unknown";
 }
 
-uint64_t worker_buffer_seed(uint64_t seed, int buf)
-{
-	/* splitmix64 of (seed, buf): neighbouring buffers get unrelated values. */
-	uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(buf + 1);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static const char *signal_name(int sig, char *buf, size_t len)
 {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))

@@ -88,7 +88,8 @@ struct worker_conditions {
 };
 
 /* How close one output buffer must come to the reference
- * (worker_tolerance; docs/measuring.md derives the numbers):
+ * (worker_tolerance, tuner/measure.h; docs/measuring.md derives the
+ * numbers):
  *  - globally, ||got - ref|| / ||ref|| <= l2;
  *  - locally, every element |got - ref| <= local * rms(ref) + rtol * |ref|,
  *    so that a few wrong elements cannot hide in a pooled norm. */
@@ -96,13 +97,6 @@ struct worker_tol {
 	double l2, local, rtol;
 	long k;			/* the reduction length the bound allows for */
 };
-/* The tolerance of output buffer b of family f at shape s: l2 is the
- * family's tol; local allows 2 * sqrt(2 ln n) * l2 (twice the largest of n
- * Gaussian errors at the global bound) plus K * 2^-23 (fp32 accumulation
- * over the reduction length K: the shape's in/rank, head_dim/block); rtol
- * is two units in the last place of b's dtype. */
-void worker_tolerance(const struct kt_family *f, const struct kt_shape *s,
-		      const struct kt_buf *b, struct worker_tol *t);
 
 /* The verdict on one output buffer. */
 struct worker_outerr {
@@ -168,11 +162,6 @@ int worker_eval(struct worker *w, const struct kt_config *c, const struct kt_pla
  * cuBLAS missing (message in res), -1 worker failure. */
 int worker_baseline(struct worker *w, const char *name, struct worker_result *res,
 		    struct kt_err *err);
-
-/* The seed input buffer `buf` of a problem is filled from (passed to
- * family->fill, or to kt_fill_bf16), derived from worker_problem()'s seed,
- * so that a test can rebuild the same inputs on the host. */
-uint64_t worker_buffer_seed(uint64_t seed, int buf);
 
 /* The child's entry point: `ktune __worker ARGS` calls this from main(). */
 int worker_child_main(int argc, char **argv);
