@@ -113,6 +113,25 @@ int rt_table_new(struct ktune_table **out)
 	return KTUNE_OK;
 }
 
+void rt_table_free(struct ktune_table *t)
+{
+	int i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->nbins; i++) {
+		free(t->bins[i].program);
+		free(t->bins[i].owned);
+	}
+	free(t->bins);
+	free(t->devices);
+	free(t->uuids);
+	free(t->entries);
+	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->build);
+	free(t);
+}
+
 void rt_program_id(const struct kt_program *p, const char *arch, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "%s %s", p->tpl, arch);
@@ -226,8 +245,6 @@ out:
 	return rc;
 }
 
-void ktune_close(ktune_table *t);
-
 int ktune_open_json_text(const char *text, int64_t len, ktune_table **out)
 {
 	struct ktune_table *t;
@@ -241,7 +258,7 @@ int ktune_open_json_text(const char *text, int64_t len, ktune_table **out)
 	if ((rc = rt_table_new(&t)) != KTUNE_OK)
 		return rc;
 	if ((rc = load_json(t, text, (size_t)len, "table")) != KTUNE_OK) {
-		ktune_close(t);
+		rt_table_free(t);
 		return rc;
 	}
 	*out = t;
@@ -287,7 +304,7 @@ int ktune_open_json(const char *path, ktune_table **out)
 	rt_ok();
 out:
 	if (t)
-		ktune_close(t);
+		rt_table_free(t);
 	free(text);
 	fclose(fp);
 	return rc;
@@ -323,7 +340,7 @@ int ktune_open_builtin(const struct ktune_builtin *b, ktune_table **out)
 	    (b->ndevices > 0 && !(t->uuids = calloc((size_t)b->ndevices, sizeof(*t->uuids)))) ||
 	    (b->nentries > 0 && !(t->entries = calloc((size_t)b->nentries, sizeof(*t->entries)))) ||
 	    (b->nbinaries > 0 && !(t->bins = calloc((size_t)b->nbinaries, sizeof(*t->bins))))) {
-		ktune_close(t);
+		rt_table_free(t);
 		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 	}
 	for (i = 0; i < b->ndevices; i++) {
@@ -343,7 +360,7 @@ int ktune_open_builtin(const struct ktune_builtin *b, ktune_table **out)
 		if (!y || !y->program || !y->data || y->len <= 0)
 			continue;
 		if (!(x->program = strdup(y->program))) {
-			ktune_close(t);
+			rt_table_free(t);
 			return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 		}
 		snprintf(x->prefix, sizeof(x->prefix), "%s", y->prefix ? y->prefix : "");
