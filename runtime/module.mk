@@ -11,7 +11,7 @@ LIB_SRCS += runtime/cu_api.c runtime/jit_one.c runtime/chain.c runtime/api.c run
 # the ktune_* symbols only.
 RT_SRCS = runtime/api.c runtime/table.c runtime/plan.c runtime/launch.c runtime/json_min.c \
 	runtime/cu_api.c runtime/jit_one.c runtime/chain.c \
-	kernels/family.c kernels/gemm_plan.c kernels/dense.c kernels/lowrank.c \
+	kernels/family.c kernels/registry.c kernels/gemm_plan.c kernels/dense.c kernels/lowrank.c \
 	kernels/monarch.c kernels/blast.c kernels/blockattn.c kernels/selftest.c \
 	templates/templates.c util/err.c util/hash.c util/clock.c
 RT_OBJS = $(patsubst %.c,$(BUILD)/pic/%.o,$(RT_SRCS)) $(BUILD)/pic/templates_gen.o
