@@ -14,8 +14,11 @@
 #    (every strongly connected group of files is printed, with its arrows);
 #  - an arrow against the folders' order, highest first:
 #        cli -> server -> tuner -> {db, kernels, runtime} -> {templates, util}
-#    plus: runtime/ (libktune) uses no db/, kernels/ and db/ use each other
-#    at most one way (no circle between folders either).
+#    plus: runtime/ (libktune) uses no db/ -- but runtime/table_db.c, which
+#    is libktune_db (include/ktune_db.h): the one file that reads a table
+#    from the store, built into its own archive so that libktune itself
+#    needs no SQLite -- and folders of one rank use each other at most one
+#    way (no circle between folders either).
 # Prints every finding and exits 1; 0 when clean; 2 when the build is missing.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -133,6 +136,7 @@ for comp in sccs:
 rank = {"cli": 0, "server": 1, "tuner": 2, "db": 3, "kernels": 3, "runtime": 3,
         "templates": 4, "util": 4}
 forbidden = {("runtime", "db"): "libktune (runtime/) does not use the store (db/)"}
+bridges = {"runtime/table_db.c"}	# libktune_db: see the header
 fedges = defaultdict(lambda: defaultdict(list))
 for a in sorted(edges):
     for b in sorted(edges[a]):
@@ -148,7 +152,7 @@ for a in sorted(edges):
         why = None
         if rank[fb] < rank[fa]:
             why = "%s/ is above %s/" % (fb, fa)
-        elif (fa, fb) in forbidden:
+        elif (fa, fb) in forbidden and a not in bridges:
             why = forbidden[(fa, fb)]
         if why:
             bad += 1
