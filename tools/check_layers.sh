@@ -21,7 +21,7 @@
 #    way (no circle between folders either).
 # Prints every finding and exits 1; 0 when clean; 2 when the build is missing.
 set -euo pipefail
-cd "$(git rev-parse --show-toplevel)"
+cd "$(dirname "$0")/.."
 build=${1:-build}
 if [ ! -d "$build/obj" ]; then
 	echo "check_layers: no $build/obj: build first (make all)" >&2
