@@ -13,6 +13,7 @@
 
 #include "../include/ktune_builtin.h"
 #include "json_min.h"
+#include "../util/knobs.h"
 
 static _Thread_local char last_error[1024];
 
@@ -80,7 +81,7 @@ static void default_cache_dir(char *buf, size_t len)
 	const char *v;
 
 	buf[0] = 0;
-	if ((v = getenv("KTUNE_CACHE_DIR")))
+	if ((v = kt_knob_get(KT_KNOB_CACHE_DIR)))
 		snprintf(buf, len, "%s", v);
 	else if ((v = getenv("XDG_CACHE_HOME")) && *v)
 		snprintf(buf, len, "%s/ktune", v);
@@ -91,7 +92,6 @@ static void default_cache_dir(char *buf, size_t len)
 int rt_table_new(struct ktune_table **out)
 {
 	struct ktune_table *t = calloc(1, sizeof(*t));
-	const char *pdl = getenv("KTUNE_PDL");
 
 	*out = NULL;
 	if (!t)
@@ -107,7 +107,7 @@ int rt_table_new(struct ktune_table **out)
 	}
 	default_cache_dir(t->cache_dir, sizeof(t->cache_dir));
 	t->nvrtc = 1;
-	t->pdl = !(pdl && strcmp(pdl, "0") == 0);
+	t->pdl = kt_knob_flag(KT_KNOB_PDL);
 	t->max_distance = CHAIN_MAX_DISTANCE;
 	*out = t;
 	return KTUNE_OK;
@@ -277,7 +277,7 @@ int ktune_open_json(const char *path, ktune_table **out)
 	if (!out)
 		return rt_fail(KTUNE_ERROR_INVALID, "ktune_open_json: out is NULL");
 	*out = NULL;
-	if (!path && !(path = getenv("KTUNE_TABLE")))
+	if (!path && !(path = kt_knob_get(KT_KNOB_TABLE)))
 		return rt_fail(KTUNE_ERROR_NOT_FOUND,
 			       "no table: give a path or set KTUNE_TABLE to a `ktune export --format "
 			       "json` file");

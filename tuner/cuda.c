@@ -14,9 +14,9 @@
  * copied on the device, and a candidate's outputs are compared with those
  * copies by templates/compare.cu (compiled with NVRTC once per child), which
  * leaves a few partial sums per output to download. The host path (download
- * every output, wk_compare) is used when KTUNE_HOST_COMPARE=1, or when the
- * compare kernel cannot be built or the reference copies do not fit (one
- * line on stderr says so); KTUNE_HOST_COMPARE=0 makes the GPU path required
+ * every output, wk_compare) is used when worker_opts.compare says host, or
+ * when the compare kernel cannot be built or the reference copies do not
+ * fit (one line on stderr says so); compare gpu makes the GPU path required
  * (a problem fails instead of falling back). Both judge through wk_judge,
  * every output buffer on its own (worker_tolerance).
  *
@@ -31,7 +31,7 @@
  * A launch flagged pdl goes out with programmatic dependent launch
  * (cuLaunchKernelEx), unless it is the first of what one repetition runs
  * (it follows the L2 flush and the start event: overlapping them would
- * start the clock late), the driver lacks it or KTUNE_PDL=0 (A/B
+ * start the clock late), the driver lacks it or worker_opts.pdl is 0 (A/B
  * timings): its kernel waits for the previous one before touching memory
  * either way, so results do not depend on it.
  */
@@ -39,6 +39,7 @@
 #include "jit.h"
 #include "nvml.h"
 #include "worker_int.h"
+#include "../util/knobs.h"
 
 #include <cublas_api.h>
 #include <dlfcn.h>
@@ -84,7 +85,8 @@ struct cu_dev {
 	int smem_optin;
 	int sm;			/* 90 */
 	int sms;
-	int pdl;		/* 0: KTUNE_PDL=0, launch plans' pdl launches plainly */
+	int pdl;		/* 0: launch plans' pdl launches plainly (worker_opts) */
+	enum worker_compare compare;	/* where outputs are compared (worker_opts) */
 	/* the current problem */
 	const struct kt_family *f;
 	struct kt_shape s;
@@ -101,7 +103,7 @@ struct cu_dev {
 	struct cu_blas blas;
 	/* the compare kernel (templates/compare.cu), set up once per child */
 	int cmp_state;		/* 0 not tried, 1 ready, -1 host path */
-	int cmp_required;	/* KTUNE_HOST_COMPARE=0 */
+	int cmp_required;	/* compare is WORKER_COMPARE_GPU */
 	char cmp_why[200];	/* why the host path, when cmp_state == -1 */
 	CUmodule cmp_mod;
 	CUfunction cmp_fn;
@@ -145,8 +147,8 @@ static size_t buf_bytes(const struct kt_buf *b)
 	return b->elems * kt_dtype_size(b->dtype);
 }
 
-int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *info,
-		struct kt_err *err)
+int cu_dev_open(int ordinal, int pdl, enum worker_compare compare, struct cu_dev **out,
+		struct worker_device_info *info, struct kt_err *err)
 {
 	static const struct {
 		CUdevice_attribute a;
@@ -179,7 +181,7 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 		goto out;
 	/* Test hook: behave as a driver without the tensor map entry point
 	 * (tests/test_gpu.c proves the launch error it must give). */
-	if (getenv("KTUNE_TEST_NO_TMAP_ENCODE"))
+	if (kt_knob_test_hook(KT_KNOB_TEST_NO_TMAP_ENCODE))
 		d->api.TensorMapEncodeTiled = NULL;
 	r = d->api.Init(0);
 	if (r == CUDA_ERROR_STUB_LIBRARY) {
@@ -249,11 +251,8 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 			fprintf(stderr, "ktune worker: no clock readings: %s\n", why);
 		}
 	}
-	{
-		const char *env = getenv("KTUNE_PDL");
-
-		d->pdl = !(env && strcmp(env, "0") == 0);
-	}
+	d->pdl = pdl;
+	d->compare = compare;
 	/* The primary context: the same one cuBLAS's runtime will pick up. */
 	if ((r = d->api.DevicePrimaryCtxRetain(&d->ctx, d->dev)) != CUDA_SUCCESS) {
 		cu_fail(d, r, "cuDevicePrimaryCtxRetain", NULL, err);
@@ -336,10 +335,9 @@ static void cmp_release(struct cu_dev *d)
 
 /* Sets the compare kernel up, once per child. 1: verify on the GPU; 0: on
  * the host (said once on stderr); -1 with err when the GPU path is required
- * (KTUNE_HOST_COMPARE=0) and unavailable. */
+ * (WORKER_COMPARE_GPU) and unavailable. */
 static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 {
-	const char *env = getenv("KTUNE_HOST_COMPARE");
 	struct kt_program prog;
 	struct jit_result jr;
 	struct kt_err jerr = { 0 };
@@ -347,7 +345,7 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 	CUresult r;
 
 	if (d->cmp_state == 0) {
-		d->cmp_required = env && strcmp(env, "0") == 0;
+		d->cmp_required = d->compare == WORKER_COMPARE_GPU;
 		memset(&prog, 0, sizeof(prog));
 		memset(&jr, 0, sizeof(jr));
 		prog.tpl = "compare";
@@ -355,8 +353,9 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 		d->cmp_blocks = (unsigned)(d->sms > 0 ? 4 * d->sms : 128);
 		if (d->cmp_blocks > CMP_MAX_BLOCKS)
 			d->cmp_blocks = CMP_MAX_BLOCKS;
-		if (env && strcmp(env, "1") == 0) {
-			snprintf(d->cmp_why, sizeof(d->cmp_why), "KTUNE_HOST_COMPARE=1");
+		if (d->compare == WORKER_COMPARE_HOST) {
+			snprintf(d->cmp_why, sizeof(d->cmp_why),
+				 "asked for (--compare host, KTUNE_HOST_COMPARE=1)");
 		} else if (jit_compile(&prog, arch, &jr, &jerr) != 0 || !jr.ok) {
 			snprintf(d->cmp_why, sizeof(d->cmp_why),
 				 "templates/compare.cu did not compile for %s: %.120s", arch,
@@ -388,8 +387,8 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 	if (d->cmp_state == 1)
 		return 1;
 	if (d->cmp_required)
-		return kt_err_set(err, KT_ECUDA, "verification on the GPU is required "
-				  "(KTUNE_HOST_COMPARE=0) but unavailable: %s", d->cmp_why);
+		return kt_err_set(err, KT_ECUDA, "verification on the GPU is required (--compare gpu, "
+				  "KTUNE_HOST_COMPARE=0) but unavailable: %s", d->cmp_why);
 	return 0;
 }
 
@@ -680,7 +679,7 @@ static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CU
  * not the first launch of what is run (it follows the timer's L2 flush
  * and start event, which it must not overlap: a plan may flag it for
  * production, where the layer before it is the primary), and the driver
- * has cuLaunchKernelEx, and KTUNE_PDL is not 0. */
+ * has cuLaunchKernelEx, and worker_opts.pdl is 1. */
 static int uses_pdl(const struct cu_dev *d, const struct kt_launch *l, int first)
 {
 	return l->pdl && !first && d->api.LaunchKernelEx && d->pdl;
@@ -735,7 +734,7 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 	 * before it still runs; it waits for that one's completion in
 	 * kt_pdl_wait before touching memory (the plan guarantees it was
 	 * compiled so), so a driver without cuLaunchKernelEx, or
-	 * KTUNE_PDL=0 (for A/B timings), launches it plainly with the same
+	 * pdl 0 (for A/B timings), launches it plainly with the same
 	 * results. */
 	if (uses_pdl(d, l, first)) {
 		CUlaunchAttribute at;

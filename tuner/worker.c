@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "../util/clock.h"
+#include "../util/knobs.h"
 
 #define WK_START_TIMEOUT_S 120.0	/* cuInit on a cold multi-GPU host is slow */
 #define WK_SETUP_TIMEOUT_S 300.0	/* problem: host fill + the GPU reference */
@@ -171,6 +172,8 @@ int wk_recv(int fd, uint32_t *type, void **payload, size_t *len, size_t max, dou
 
 void worker_opts_default(struct worker_opts *o)
 {
+	const char *hc;
+
 	memset(o, 0, sizeof(*o));
 	o->backend = WORKER_BACKEND_CUDA;
 	o->timeout_s = 30;
@@ -180,6 +183,34 @@ void worker_opts_default(struct worker_opts *o)
 	o->budget_ms = 400;
 	o->stable_pct = 0.5;
 	o->flush_l2 = 1;
+	o->pdl = kt_knob_flag(KT_KNOB_PDL);
+	hc = kt_knob_get(KT_KNOB_HOST_COMPARE);
+	o->compare = hc && strcmp(hc, "1") == 0 ? WORKER_COMPARE_HOST :
+		     hc && strcmp(hc, "0") == 0 ? WORKER_COMPARE_GPU : WORKER_COMPARE_AUTO;
+}
+
+const char *worker_compare_name(enum worker_compare c)
+{
+	switch (c) {
+	case WORKER_COMPARE_AUTO: return "auto";
+	case WORKER_COMPARE_GPU: return "gpu";
+	case WORKER_COMPARE_HOST: return "host";
+	}
+	return "unknown";
+}
+
+int worker_compare_parse(const char *text, enum worker_compare *out)
+{
+	static const enum worker_compare all[] = { WORKER_COMPARE_AUTO, WORKER_COMPARE_GPU,
+						   WORKER_COMPARE_HOST };
+	size_t i;
+
+	for (i = 0; text && i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(text, worker_compare_name(all[i])) == 0) {
+			*out = all[i];
+			return 0;
+		}
+	return -1;
 }
 
 const char *worker_status_name(enum worker_status s)
@@ -343,7 +374,9 @@ static int child_spawn(struct worker *w, struct kt_err *err)
 	int cmd[2] = { -1, -1 }, rep[2] = { -1, -1 }, ee[2] = { -1, -1 };
 	char dev[16], why[160];
 	char *argv[] = { w->exe, "__worker", "--backend",
-			 w->o.backend == WORKER_BACKEND_CPU ? "cpu" : "cuda", "--device", dev, NULL };
+			 w->o.backend == WORKER_BACKEND_CPU ? "cpu" : "cuda", "--device", dev,
+			 "--pdl", w->o.pdl ? "1" : "0",
+			 "--compare", (char *)worker_compare_name(w->o.compare), NULL };
 	struct wk_hello *hello = NULL;
 	void *payload = NULL;
 	size_t len = 0;

@@ -39,6 +39,16 @@ enum worker_backend {
 	WORKER_BACKEND_CPU = 1,		/* selftest family only, for tests */
 };
 
+/* Where the child compares a candidate's outputs with the reference. */
+enum worker_compare {
+	WORKER_COMPARE_AUTO = 0,	/* on the GPU (templates/compare.cu), else on the host */
+	WORKER_COMPARE_GPU,		/* on the GPU; a problem fails when it cannot */
+	WORKER_COMPARE_HOST,		/* every output downloaded and compared on the host */
+};
+const char *worker_compare_name(enum worker_compare c);	/* "auto", "gpu", "host" */
+/* "auto", "gpu" or "host"; 0, or -1 for another word. */
+int worker_compare_parse(const char *text, enum worker_compare *out);
+
 struct worker_opts {
 	const char *exe;	/* path of the ktune binary to exec as the child */
 	enum worker_backend backend;
@@ -51,6 +61,12 @@ struct worker_opts {
 	double stable_pct;	/* stop when the median moved less than this
 				 * between checks; 0: 0.5 */
 	int flush_l2;		/* 1 (default via worker_opts_default) */
+	/* experiment switches, defaults from the environment (util/knobs.h) */
+	int pdl;		/* 0: plans' pdl launches go out plainly, without
+				 * programmatic dependent launch (A/B timings);
+				 * default $KTUNE_PDL, else 1 */
+	enum worker_compare compare;	/* default $KTUNE_HOST_COMPARE: 1 host,
+					 * 0 gpu, else auto */
 };
 void worker_opts_default(struct worker_opts *o);
 

@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <unistd.h>
 #include "../util/clock.h"
+#include "../util/knobs.h"
 
 /* ---- the CPU test device ---- */
 
@@ -445,48 +446,44 @@ static void on_baseline(struct child *ch, const void *payload, size_t len, struc
 	rep->fatal = fatal;
 }
 
-/* The dynamic shared memory a CPU test device allows: $KTUNE_CPU_SMEM
- * bytes (a test that wants the selftest family's UNROLL=2 configs, which
- * ask for 64 KiB, sets it higher), else 48 KiB. */
+/* The CPU test device's limits, test hooks (util/knobs.h): the dynamic
+ * shared memory it allows ($KTUNE_CPU_SMEM bytes, else 48 KiB: a test that
+ * wants the selftest family's UNROLL=2 configs, which ask for 64 KiB, sets
+ * it higher) and how many there are ($KTUNE_CPU_DEVICES, else 2). */
 static int cpu_smem_optin(void)
 {
-	const char *v = getenv("KTUNE_CPU_SMEM");
-	char *end;
-	long n;
-
-	if (!v || !*v)
-		return 48 * 1024;
-	n = strtol(v, &end, 10);
-	return *end || n < 1024 || n > (1L << 24) ? 48 * 1024 : (int)n;
+	return (int)kt_knob_test_long(KT_KNOB_CPU_SMEM, 1024, 1L << 24);
 }
 
-/* How many CPU test devices there are: $KTUNE_CPU_DEVICES, else 2. */
 static int cpu_device_count(void)
 {
-	const char *v = getenv("KTUNE_CPU_DEVICES");
-	char *end;
-	long n;
-
-	if (!v || !*v)
-		return 2;
-	n = strtol(v, &end, 10);
-	return *end || n < 0 || n > 64 ? 2 : (int)n;
+	return (int)kt_knob_test_long(KT_KNOB_CPU_DEVICES, 0, 64);
 }
 
-static int parse_args(int argc, char **argv, enum worker_backend *backend, int *device)
+/* What the parent passes on the command line (tuner/worker.c child_spawn). */
+struct child_args {
+	enum worker_backend backend;
+	int device;
+	int pdl;
+	enum worker_compare compare;
+};
+
+static int parse_args(int argc, char **argv, struct child_args *a)
 {
 	int i;
 
-	*backend = WORKER_BACKEND_CUDA;
-	*device = 0;
+	a->backend = WORKER_BACKEND_CUDA;
+	a->device = 0;
+	a->pdl = 1;
+	a->compare = WORKER_COMPARE_AUTO;
 	/* argv[0] is "__worker" (or the program name): options follow. */
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
 			i++;
 			if (strcmp(argv[i], "cpu") == 0)
-				*backend = WORKER_BACKEND_CPU;
+				a->backend = WORKER_BACKEND_CPU;
 			else if (strcmp(argv[i], "cuda") == 0)
-				*backend = WORKER_BACKEND_CUDA;
+				a->backend = WORKER_BACKEND_CUDA;
 			else
 				return -1;
 		} else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
@@ -495,7 +492,15 @@ static int parse_args(int argc, char **argv, enum worker_backend *backend, int *
 
 			if (*end || v < 0 || v > 1024)
 				return -1;
-			*device = (int)v;
+			a->device = (int)v;
+		} else if (strcmp(argv[i], "--pdl") == 0 && i + 1 < argc) {
+			i++;
+			if (strcmp(argv[i], "0") != 0 && strcmp(argv[i], "1") != 0)
+				return -1;
+			a->pdl = argv[i][0] == '1';
+		} else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) {
+			if (worker_compare_parse(argv[++i], &a->compare) != 0)
+				return -1;
 		} else if (strcmp(argv[i], "__worker") != 0) {
 			return -1;
 		}
@@ -508,15 +513,19 @@ int worker_child_main(int argc, char **argv)
 	struct child ch;
 	struct wk_hello hello;
 	struct kt_err err = { 0 };
+	struct child_args a;
 	struct iovec iov;
 	int rc = 1, device;
 
 	memset(&ch, 0, sizeof(ch));
 	memset(&hello, 0, sizeof(hello));
-	if (parse_args(argc, argv, &ch.backend, &device) != 0) {
-		fprintf(stderr, "usage: ktune __worker --backend cuda|cpu --device N\n");
+	if (parse_args(argc, argv, &a) != 0) {
+		fprintf(stderr, "usage: ktune __worker --backend cuda|cpu --device N [--pdl 0|1] "
+				"[--compare auto|gpu|host]\n");
 		return 2;
 	}
+	ch.backend = a.backend;
+	device = a.device;
 	if (fcntl(WK_FD_CMD, F_GETFD) < 0 || fcntl(WK_FD_REPLY, F_GETFD) < 0) {
 		fprintf(stderr, "ktune __worker: internal command, started by a sweep "
 				"(needs its pipes on fds %d and %d)\n", WK_FD_CMD, WK_FD_REPLY);
@@ -544,7 +553,7 @@ int worker_child_main(int argc, char **argv)
 		/* No NVML knows a CPU; a test's fake one does (KTUNE_NVML_LIB). */
 		if (nvml_open(hello.info.uuid, &ch.cpu.nv, why, sizeof(why)) != 0)
 			ch.cpu.nv = NULL;
-	} else if (cu_dev_open(device, &ch.cu, &hello.info, &err) != 0) {
+	} else if (cu_dev_open(device, a.pdl, a.compare, &ch.cu, &hello.info, &err) != 0) {
 		hello.rc = -1;
 		hello.code = err.code;
 		snprintf(hello.msg, sizeof(hello.msg), "%s", err.msg);

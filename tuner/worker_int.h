@@ -91,9 +91,10 @@ int wk_recv(int fd, uint32_t *type, void **payload, size_t *len, size_t max,
 /* ---- the CUDA backend (tuner/cuda.c) ---- */
 struct cu_dev;
 /* Opens device ordinal: driver by dlopen, primary context, stream, events,
- * L2 flush buffer. KT_ENOGPU when there is no driver or no such device. */
-int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *info,
-		struct kt_err *err);
+ * L2 flush buffer. KT_ENOGPU when there is no driver or no such device.
+ * pdl and compare: struct worker_opts's. */
+int cu_dev_open(int ordinal, int pdl, enum worker_compare compare, struct cu_dev **out,
+		struct worker_device_info *info, struct kt_err *err);
 void cu_dev_close(struct cu_dev *d);
 /* These return 0 (with res filled for eval/baseline) or -1 with err; *fatal
  * is set when the context is poisoned and the child must exit. baseline
