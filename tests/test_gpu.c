@@ -20,7 +20,7 @@
 #include "../kernels/family.h"
 #include "../tuner/jit.h"
 #include "../tuner/worker.h"
-#include "../tuner/measure.h"	/* worker_buffer_seed */
+#include "../tuner/measure.h"	/* measure_buffer_seed */
 #include "famtest.h"
 #include "testutil.h"
 
@@ -230,7 +230,7 @@ static double host_wrong_rel_err(long n)
 		free(ref);
 		return -1;
 	}
-	kt_fill_bf16(x, (size_t)n, worker_buffer_seed(SEED, 0), 1.0);
+	kt_fill_bf16(x, (size_t)n, measure_buffer_seed(SEED, 0), 1.0);
 	in[0] = x;
 	out[0] = ref;
 	if (f->cpu_ref(&s, in, out, &err) != 0) {

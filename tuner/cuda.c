@@ -14,14 +14,14 @@
  * copied on the device, and a candidate's outputs are compared with those
  * copies by templates/compare.cu (compiled with NVRTC once per child), which
  * leaves a few partial sums per output to download. The host path (download
- * every output, wk_compare) is used when worker_opts.compare says host, or
+ * every output, measure_compare) is used when worker_opts.compare says host, or
  * when the compare kernel cannot be built or the reference copies do not
  * fit (one line on stderr says so); compare gpu makes the GPU path required
- * (a problem fails instead of falling back). Both judge through wk_judge,
- * every output buffer on its own (worker_tolerance).
+ * (a problem fails instead of falling back). Both judge through measure_judge,
+ * every output buffer on its own (measure_tolerance).
  *
- * Every output buffer is allocated with a guard region of WK_GUARD_BYTES on
- * either side, filled with WK_GUARD_BYTE; a candidate that changed a guard
+ * Every output buffer is allocated with a guard region of MEASURE_GUARD_BYTES on
+ * either side, filled with MEASURE_GUARD_BYTE; a candidate that changed a guard
  * (checked after its verification run and after its timed runs, by
  * compare.cu's kt_guard or on the host) wrote past its output: wrong.
  *
@@ -93,7 +93,7 @@ struct cu_dev {
 	int nprob;
 	struct kt_buf bufs[KT_MAX_BUFS];
 	CUdeviceptr dptr[KT_MAX_BUFS];
-	CUdeviceptr dbase[KT_MAX_BUFS];	/* allocations: outputs start WK_GUARD_BYTES in */
+	CUdeviceptr dbase[KT_MAX_BUFS];	/* allocations: outputs start MEASURE_GUARD_BYTES in */
 	double ref_rms[KT_MAX_BUFS];	/* root mean square of each expected output */
 	struct worker_tol tol[KT_MAX_BUFS];
 	void *host_in[KT_MAX_BUFS];	/* inputs, kept to restore them after a bad candidate */
@@ -395,7 +395,7 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 /* Compares output buffer b at got with its reference at ref on the GPU and
  * adds to c, in block order (atol, rtol: the local bound). */
 static CUresult cmp_run(struct cu_dev *d, CUdeviceptr got, CUdeviceptr ref, const struct kt_buf *b,
-			double atol, double rtol, struct wk_cmp *c)
+			double atol, double rtol, struct measure_cmp *c)
 {
 	unsigned long long n = b->elems;
 	int dtype = (int)b->dtype;
@@ -429,11 +429,11 @@ static CUresult guard_fill(struct cu_dev *d, int i)
 
 	if (!d->dbase[i])
 		return CUDA_SUCCESS;
-	if ((r = d->api.MemsetD8Async(d->dbase[i], WK_GUARD_BYTE, WK_GUARD_BYTES, d->stream)) !=
-	    CUDA_SUCCESS)
+	if ((r = d->api.MemsetD8Async(d->dbase[i], MEASURE_GUARD_BYTE, MEASURE_GUARD_BYTES,
+				      d->stream)) != CUDA_SUCCESS)
 		return r;
-	return d->api.MemsetD8Async(d->dptr[i] + buf_bytes(&d->bufs[i]), WK_GUARD_BYTE,
-				    WK_GUARD_BYTES, d->stream);
+	return d->api.MemsetD8Async(d->dptr[i] + buf_bytes(&d->bufs[i]), MEASURE_GUARD_BYTE,
+				    MEASURE_GUARD_BYTES, d->stream);
 }
 
 /* Bytes changed in the guard regions of every output into *changed; the
@@ -454,8 +454,8 @@ static CUresult guard_check(struct cu_dev *d, long *changed)
 			CUdeviceptr g = side ? d->dptr[i] + buf_bytes(&d->bufs[i]) : d->dbase[i];
 
 			if (d->cmp_state == 1) {
-				unsigned long long nbytes = WK_GUARD_BYTES;
-				unsigned guard = WK_GUARD_BYTE;
+				unsigned long long nbytes = MEASURE_GUARD_BYTES;
+				unsigned guard = MEASURE_GUARD_BYTE;
 				void *params[] = { &g, &nbytes, &guard, &d->cmp_part, NULL };
 				unsigned b;
 
@@ -471,13 +471,13 @@ static CUresult guard_check(struct cu_dev *d, long *changed)
 					here += (long)d->cmp_host[(size_t)CMP_PART * b];
 				continue;
 			}
-			if (!host && !(host = malloc(WK_GUARD_BYTES))) {
+			if (!host && !(host = malloc(MEASURE_GUARD_BYTES))) {
 				r = CUDA_ERROR_OUT_OF_MEMORY;
 				goto out;
 			}
-			if ((r = d->api.MemcpyDtoH(host, g, WK_GUARD_BYTES)) != CUDA_SUCCESS)
+			if ((r = d->api.MemcpyDtoH(host, g, MEASURE_GUARD_BYTES)) != CUDA_SUCCESS)
 				goto out;
-			here += wk_guard_count(host, WK_GUARD_BYTES);
+			here += measure_guard_count(host, MEASURE_GUARD_BYTES);
 		}
 		if (here && (r = guard_fill(d, i)) != CUDA_SUCCESS)
 			goto out;
@@ -601,7 +601,7 @@ static CUresult mods_load(struct cu_dev *d, const struct kt_plan *p, const void 
 }
 
 /* Builds every KT_ARG_TMAP of plan p over its buffer (ptrs, bufs as the
- * launches will see them). The plan was checked with wk_plan_check_bufs. On
+ * launches will see them). The plan was checked with measure_plan_check_bufs. On
  * failure returns the driver's code and says what failed. */
 static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CUdeviceptr *ptrs,
 			     const struct kt_buf *bufs, struct cu_mods *m, char *what, size_t wlen)
@@ -662,7 +662,7 @@ static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CU
 							CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
 							CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 			if (r != CUDA_SUCCESS) {
-				wk_tmap_describe(t, b, desc, sizeof(desc));
+				measure_tmap_describe(t, b, desc, sizeof(desc));
 				/* Cut short when long: the map's description is the tail. */
 				if (snprintf(what, wlen, "cuTensorMapEncodeTiled (%s arg %d: %s)",
 					     l->kernel, j, desc) >= (int)wlen && wlen > 1)
@@ -833,7 +833,7 @@ static void work_fail(struct cu_work *w, int *fatal, struct worker_result *res,
 	}
 }
 
-/* One batch for wk_time: n x [flush, event, work, event], one sync. */
+/* One batch for measure_time: n x [flush, event, work, event], one sync. */
 static int gpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker_result *res,
 		     struct kt_err *err)
 {
@@ -843,7 +843,7 @@ static int gpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker
 	int i;
 
 	if (n > CU_MAX_BATCH)
-		n = CU_MAX_BATCH;	/* wk_time never asks for more */
+		n = CU_MAX_BATCH;	/* measure_time never asks for more */
 	for (i = 0; i < n; i++) {
 		if (w->flush &&
 		    (r = d->api.MemsetD8Async(d->flush, (unsigned char)i, d->flush_bytes,
@@ -955,7 +955,7 @@ static CUresult download_output(struct cu_dev *d, int i, float *dst)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r = d->api.MemcpyDtoH(tmp, d->dptr[i], bytes);
 	if (r == CUDA_SUCCESS)
-		wk_to_float(d->bufs[i].dtype, tmp, dst, d->bufs[i].elems);
+		measure_to_float(d->bufs[i].dtype, tmp, dst, d->bufs[i].elems);
 	free(tmp);
 	return r;
 }
@@ -982,7 +982,8 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 		kt_err_set(err, KT_EINTERNAL, "%s: %d problem buffers", f->name, nb);
 		goto out;
 	}
-	if (wk_plan_check_bufs(ref, nb, d->bufs, what, sizeof(what)) != 0 || ref->nlaunch < 1) {
+	if (measure_plan_check_bufs(ref, nb, d->bufs, what, sizeof(what)) != 0 ||
+	    ref->nlaunch < 1) {
 		kt_err_set(err, KT_EINTERNAL, "%s: bad reference plan: %s", f->name,
 			   ref->nlaunch < 1 ? "no launches" : what);
 		goto out;
@@ -1000,13 +1001,14 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 		/* Outputs between two guard regions (16-byte alignment and more
 		 * kept: the guards are whole MiBs). */
 		if ((r = d->api.MemAlloc(&d->dbase[i], b->role == KT_BUF_OUTPUT ?
-					 bytes + 2 * (size_t)WK_GUARD_BYTES : bytes)) != CUDA_SUCCESS) {
+					 bytes + 2 * (size_t)MEASURE_GUARD_BYTES : bytes)) !=
+		    CUDA_SUCCESS) {
 			d->dbase[i] = 0;
 			snprintf(what, sizeof(what), "allocating %s (%zu bytes)", b->name, bytes);
 			cu_fail(d, r, what, fatal, err);
 			goto out;
 		}
-		d->dptr[i] = d->dbase[i] + (b->role == KT_BUF_OUTPUT ? WK_GUARD_BYTES : 0);
+		d->dptr[i] = d->dbase[i] + (b->role == KT_BUF_OUTPUT ? MEASURE_GUARD_BYTES : 0);
 		if (b->role == KT_BUF_OUTPUT && (r = guard_fill(d, i)) != CUDA_SUCCESS) {
 			cu_fail(d, r, "filling the guard regions", fatal, err);
 			goto out;
@@ -1016,7 +1018,7 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 				kt_err_set(err, KT_EINTERNAL, "out of memory for %s", b->name);
 				goto out;
 			}
-			if (wk_fill_input(f, s, i, b, d->host_in[i], seed, err) != 0)
+			if (measure_fill_input(f, s, i, b, d->host_in[i], seed, err) != 0)
 				goto out;
 		}
 	}
@@ -1076,12 +1078,12 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 	/* Sanity: the reference itself must be finite (compared with itself),
 	 * and its root mean square scales each output's local bound. */
 	for (i = 0; i < nb; i++) {
-		struct wk_cmp self;
+		struct measure_cmp self;
 
 		if (d->bufs[i].role != KT_BUF_OUTPUT)
 			continue;
 		memset(&self, 0, sizeof(self));
-		worker_tolerance(f, s, &d->bufs[i], &d->tol[i]);
+		measure_tolerance(f, s, &d->bufs[i], &d->tol[i]);
 		if (cmp) {
 			if ((r = cmp_run(d, d->dref[i], d->dref[i], &d->bufs[i], 0, 0, &self)) !=
 			    CUDA_SUCCESS) {
@@ -1104,7 +1106,7 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 			cu_fail(d, r, "downloading the reference", fatal, err);
 			goto out;
 		}
-		wk_compare(d->ref[i], d->ref[i], d->bufs[i].elems, 0, 0, &self);
+		measure_compare(d->ref[i], d->ref[i], d->bufs[i].elems, 0, 0, &self);
 		nonfinite += self.nonfinite;
 		d->ref_rms[i] = sqrt(self.sq_ref / (double)d->bufs[i].elems);
 	}
@@ -1125,7 +1127,7 @@ out:
 }
 
 int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_plan *p,
-		const void *const *cubins, const size_t *lens, const struct wk_timing *t,
+		const void *const *cubins, const size_t *lens, const struct measure_timing *t,
 		struct worker_result *res, int *fatal, struct kt_err *err)
 {
 	struct kt_buf bufs[KT_MAX_BUFS];
@@ -1134,7 +1136,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 	struct cu_work w;
 	char what[160];
 	CUresult r;
-	struct wk_cmp cmp[KT_MAX_BUFS];
+	struct measure_cmp cmp[KT_MAX_BUFS];
 	double est_us = 0;
 	float *got = NULL;
 	int i, nb, rc = -1;
@@ -1159,7 +1161,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 				 "buffer %d differs from the problem's", i);
 			return 0;
 		}
-	if (wk_plan_check_bufs(p, nb, bufs, what, sizeof(what)) != 0 || p->nlaunch < 1) {
+	if (measure_plan_check_bufs(p, nb, bufs, what, sizeof(what)) != 0 || p->nlaunch < 1) {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "invalid plan: %s",
 			 p->nlaunch < 1 ? "no launches" : what);
@@ -1221,7 +1223,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			continue;
 		if (d->dev_cmp) {
 			if ((r = cmp_run(d, d->dptr[i], d->dref[i], &d->bufs[i],
-					 wk_atol(&d->tol[i], d->ref_rms[i]), d->tol[i].rtol,
+					 measure_atol(&d->tol[i], d->ref_rms[i]), d->tol[i].rtol,
 					 &cmp[i])) != CUDA_SUCCESS) {
 				cand_fail(d, r, "verifying on the GPU (compare kernel)", fatal, res);
 				rc = 0;
@@ -1239,15 +1241,15 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			rc = 0;
 			goto out;
 		}
-		wk_compare(got, d->ref[i], d->bufs[i].elems, wk_atol(&d->tol[i], d->ref_rms[i]),
-			   d->tol[i].rtol, &cmp[i]);
+		measure_compare(got, d->ref[i], d->bufs[i].elems,
+				measure_atol(&d->tol[i], d->ref_rms[i]), d->tol[i].rtol, &cmp[i]);
 	}
 	if ((r = guard_check(d, &res->guard_changed)) != CUDA_SUCCESS) {
 		cand_fail(d, r, "checking the guard regions", fatal, res);
 		rc = 0;
 		goto out;
 	}
-	if (wk_judge(res, d->bufs, d->nprob, cmp, d->tol)) {
+	if (measure_judge(res, d->bufs, d->nprob, cmp, d->tol)) {
 		rc = 0;
 		goto out;
 	}
@@ -1258,7 +1260,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			goto out;
 		}
 	w.flush = t->flush_l2;
-	if (wk_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0) {
+	if (measure_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0) {
 		/* A candidate failing while timed is a result; anything else
 		 * (out of memory on the host) is ours. */
 		rc = err->code == KT_OK ? 0 : -1;
@@ -1380,7 +1382,7 @@ static CUresult temp_tensor(struct cu_dev *d, size_t elems, uint64_t seed, CUdev
 	return r;
 }
 
-int cu_dev_baseline(struct cu_dev *d, const char *name, const struct wk_timing *t,
+int cu_dev_baseline(struct cu_dev *d, const char *name, const struct measure_timing *t,
 		    struct worker_result *res, int *fatal, struct kt_err *err)
 {
 	static const char *const x_names[] = { "x", "X", NULL };
@@ -1453,7 +1455,7 @@ int cu_dev_baseline(struct cu_dev *d, const char *name, const struct wk_timing *
 			goto out;
 		}
 	w.flush = t->flush_l2;
-	if (wk_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0)
+	if (measure_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0)
 		goto out;
 	res->status = WORKER_OK;
 	snprintf(res->message, sizeof(res->message), "cublasGemmEx bf16, compute 32F, %s, %s",

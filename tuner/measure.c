@@ -21,7 +21,7 @@ static int tmap_swizzle_ok(int swizzle)
 	return swizzle == 0 || swizzle == 32 || swizzle == 64 || swizzle == 128;
 }
 
-int wk_tmap_check(const struct kt_tmap *t, const struct kt_buf *b, char *why, size_t whylen)
+int measure_tmap_check(const struct kt_tmap *t, const struct kt_buf *b, char *why, size_t whylen)
 {
 	unsigned long long es, last = 0, term;
 	int i;
@@ -96,7 +96,7 @@ int wk_tmap_check(const struct kt_tmap *t, const struct kt_buf *b, char *why, si
 	return 0;
 }
 
-void wk_tmap_describe(const struct kt_tmap *t, const struct kt_buf *b, char *buf, size_t len)
+void measure_tmap_describe(const struct kt_tmap *t, const struct kt_buf *b, char *buf, size_t len)
 {
 	static const char *const types[] = { "bf16", "f32", "i32" };
 	char dims[96] = "", strides[96] = "", box[48] = "";
@@ -117,9 +117,9 @@ void wk_tmap_describe(const struct kt_tmap *t, const struct kt_buf *b, char *buf
 		 t->rank, dims, strides, box, t->swizzle);
 }
 
-int wk_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen)
+int measure_plan_check(const struct kt_plan *p, int nbufs, char *why, size_t whylen)
 {
-	return wk_plan_check_bufs(p, nbufs, NULL, why, whylen);
+	return measure_plan_check_bufs(p, nbufs, NULL, why, whylen);
 }
 
 static int program_has_define(const struct kt_program *pr, const char *def)
@@ -132,8 +132,8 @@ static int program_has_define(const struct kt_program *pr, const char *def)
 	return 0;
 }
 
-int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *bufs, char *why,
-		       size_t whylen)
+int measure_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *bufs,
+			    char *why, size_t whylen)
 {
 	const struct kt_launch *l;
 	char tw[160];
@@ -193,7 +193,8 @@ int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *
 				return -1;
 			}
 			if (a->kind == KT_ARG_TMAP &&
-			    wk_tmap_check(&a->tmap, bufs ? &bufs[a->buf] : NULL, tw, sizeof(tw)) != 0) {
+			    measure_tmap_check(&a->tmap, bufs ? &bufs[a->buf] : NULL, tw,
+					       sizeof(tw)) != 0) {
 				snprintf(why, whylen, "launch %d (%s) arg %d: tensor map: %s", i,
 					 l->kernel, j, tw);
 				return -1;
@@ -205,10 +206,10 @@ int wk_plan_check_bufs(const struct kt_plan *p, int nbufs, const struct kt_buf *
 
 /* ---- inputs and verification ---- */
 
-int wk_fill_input(const struct kt_family *f, const struct kt_shape *s, int i,
-		  const struct kt_buf *b, void *host, uint64_t seed, struct kt_err *err)
+int measure_fill_input(const struct kt_family *f, const struct kt_shape *s, int i,
+		       const struct kt_buf *b, void *host, uint64_t seed, struct kt_err *err)
 {
-	uint64_t bs = worker_buffer_seed(seed, i);
+	uint64_t bs = measure_buffer_seed(seed, i);
 	size_t k;
 
 	if (f->fill)
@@ -229,7 +230,7 @@ int wk_fill_input(const struct kt_family *f, const struct kt_shape *s, int i,
 			  f->name, b->name);
 }
 
-void wk_to_float(enum kt_dtype t, const void *src, float *dst, size_t n)
+void measure_to_float(enum kt_dtype t, const void *src, float *dst, size_t n)
 {
 	size_t i;
 
@@ -263,8 +264,8 @@ static long reduction_len(const struct kt_family *f, const struct kt_shape *s)
 	return k;
 }
 
-void worker_tolerance(const struct kt_family *f, const struct kt_shape *s,
-		      const struct kt_buf *b, struct worker_tol *t)
+void measure_tolerance(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_buf *b, struct worker_tol *t)
 {
 	double n = b->elems > 2 ? (double)b->elems : 2.0;
 
@@ -284,13 +285,13 @@ void worker_tolerance(const struct kt_family *f, const struct kt_shape *s,
 	}
 }
 
-double wk_atol(const struct worker_tol *t, double ref_rms)
+double measure_atol(const struct worker_tol *t, double ref_rms)
 {
 	return t->local * ref_rms;
 }
 
-void wk_compare(const float *got, const float *ref, size_t n, double atol, double rtol,
-		struct wk_cmp *c)
+void measure_compare(const float *got, const float *ref, size_t n, double atol, double rtol,
+		     struct measure_cmp *c)
 {
 	size_t i;
 
@@ -311,8 +312,8 @@ void wk_compare(const float *got, const float *ref, size_t n, double atol, doubl
 	}
 }
 
-int wk_judge(struct worker_result *res, const struct kt_buf *bufs, int nb,
-	     const struct wk_cmp *cmp, const struct worker_tol *tol)
+int measure_judge(struct worker_result *res, const struct kt_buf *bufs, int nb,
+		  const struct measure_cmp *cmp, const struct worker_tol *tol)
 {
 	char why[200] = "";
 	int i, wrong = 0;
@@ -372,14 +373,14 @@ int wk_judge(struct worker_result *res, const struct kt_buf *bufs, int nb,
 	return 1;
 }
 
-long wk_guard_count(const void *p, size_t n)
+long measure_guard_count(const void *p, size_t n)
 {
 	const unsigned char *b = p;
 	long bad = 0;
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		bad += b[i] != WK_GUARD_BYTE;
+		bad += b[i] != MEASURE_GUARD_BYTE;
 	return bad;
 }
 
@@ -407,10 +408,10 @@ static void stats(const double *v, int n, double *scratch, struct worker_result 
 	res->reps = n;
 }
 
-int wk_time(const struct wk_timing *t, double est_us, wk_batch_fn fn, void *arg,
-	    int *fatal, struct worker_result *res, struct kt_err *err)
+int measure_time(const struct measure_timing *t, double est_us, measure_batch_fn fn, void *arg,
+		 int *fatal, struct worker_result *res, struct kt_err *err)
 {
-	int max_reps = t->max_reps > 0 && t->max_reps <= WK_MAX_REPS ? t->max_reps : 200;
+	int max_reps = t->max_reps > 0 && t->max_reps <= MEASURE_MAX_REPS ? t->max_reps : 200;
 	int min_reps = t->min_reps > 0 ? t->min_reps : 10;
 	double budget_us = (t->budget_ms > 0 ? t->budget_ms : 400) * 1000.0;
 	double stable = t->stable_pct > 0 ? t->stable_pct : 0.5;
@@ -475,13 +476,14 @@ static void cond_after(struct nvml *nv, struct worker_result *res)
 	}
 }
 
-int wk_time_read(struct nvml *nv, const struct wk_timing *t, double est_us, wk_batch_fn fn,
-		 void *arg, int *fatal, struct worker_result *res, struct kt_err *err)
+int measure_time_read(struct nvml *nv, const struct measure_timing *t, double est_us,
+		      measure_batch_fn fn, void *arg, int *fatal, struct worker_result *res,
+		      struct kt_err *err)
 {
 	int rc;
 
 	cond_before(nv, res);
-	rc = wk_time(t, est_us, fn, arg, fatal, res, err);
+	rc = measure_time(t, est_us, fn, arg, fatal, res, err);
 	if (rc == 0)
 		cond_after(nv, res);
 	return rc;
@@ -489,7 +491,7 @@ int wk_time_read(struct nvml *nv, const struct wk_timing *t, double est_us, wk_b
 
 /* ---- seeds ---- */
 
-uint64_t worker_buffer_seed(uint64_t seed, int buf)
+uint64_t measure_buffer_seed(uint64_t seed, int buf)
 {
 	/* splitmix64 of (seed, buf): neighbouring buffers get unrelated values. */
 	uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(buf + 1);

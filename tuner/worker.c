@@ -626,8 +626,8 @@ int worker_start(const struct worker_opts *o, struct worker **out, struct kt_err
 		w->o.min_reps = 10;
 	if (w->o.max_reps <= 0)
 		w->o.max_reps = 200;
-	if (w->o.max_reps > WK_MAX_REPS)
-		w->o.max_reps = WK_MAX_REPS;
+	if (w->o.max_reps > MEASURE_MAX_REPS)
+		w->o.max_reps = MEASURE_MAX_REPS;
 	if (w->o.min_reps > w->o.max_reps)
 		w->o.min_reps = w->o.max_reps;
 	if (w->o.budget_ms <= 0)
@@ -676,7 +676,7 @@ int worker_pid(struct worker *w)
 	return w ? (int)w->pid : 0;
 }
 
-static void timing_of(const struct worker *w, struct wk_timing *t)
+static void timing_of(const struct worker *w, struct measure_timing *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->warmup = w->o.warmup;

@@ -104,7 +104,7 @@ struct worker_conditions {
 };
 
 /* How close one output buffer must come to the reference
- * (worker_tolerance, tuner/measure.h; docs/measuring.md derives the
+ * (measure_tolerance, tuner/measure.h; docs/measuring.md derives the
  * numbers):
  *  - globally, ||got - ref|| / ||ref|| <= l2;
  *  - locally, every element |got - ref| <= local * rms(ref) + rtol * |ref|,
@@ -162,7 +162,7 @@ int worker_problem(struct worker *w, const struct kt_family *f, const struct kt_
 /* Evaluates one candidate on the current problem: loads its cubins (one per
  * plan program), allocates its scratch buffers, runs the prep launches,
  * poisons the outputs, runs the timed launches once and verifies every
- * output buffer against worker_tolerance() (no non-finite value, nothing
+ * output buffer against measure_tolerance() (no non-finite value, nothing
  * written into the guard regions around the outputs), and only then times
  * it, reading the GPU's conditions before and after (res->cond). A write
  * into a guard region during the timed runs makes it wrong too. Returns 0

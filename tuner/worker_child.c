@@ -34,7 +34,7 @@ struct cpu_dev {
 	size_t n;
 	uint16_t *x;		/* host "device" input, bf16 */
 	unsigned char *ybuf;	/* y with a guard region on either side */
-	uint16_t *y;		/* ybuf + WK_GUARD_BYTES */
+	uint16_t *y;		/* ybuf + MEASURE_GUARD_BYTES */
 	float *ref;		/* expected y */
 	double ref_rms;
 	struct worker_tol tol;
@@ -55,21 +55,21 @@ static void cpu_problem_release(struct cpu_dev *d)
 
 static void cpu_guard_fill(struct cpu_dev *d)
 {
-	memset(d->ybuf, WK_GUARD_BYTE, WK_GUARD_BYTES);
-	memset(d->y + d->n, WK_GUARD_BYTE, WK_GUARD_BYTES);
+	memset(d->ybuf, MEASURE_GUARD_BYTE, MEASURE_GUARD_BYTES);
+	memset(d->y + d->n, MEASURE_GUARD_BYTE, MEASURE_GUARD_BYTES);
 }
 
 static long cpu_guard_changed(const struct cpu_dev *d)
 {
-	return wk_guard_count(d->ybuf, WK_GUARD_BYTES) +
-	       wk_guard_count(d->y + d->n, WK_GUARD_BYTES);
+	return measure_guard_count(d->ybuf, MEASURE_GUARD_BYTES) +
+	       measure_guard_count(d->y + d->n, MEASURE_GUARD_BYTES);
 }
 
 static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struct kt_shape *s,
 		       uint64_t seed, struct kt_err *err)
 {
 	struct kt_buf bufs[KT_MAX_BUFS];
-	struct wk_cmp self;
+	struct measure_cmp self;
 	const void *in[1];
 	float *out[1];
 	int nb;
@@ -83,14 +83,14 @@ static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struc
 	    bufs[0].elems != bufs[1].elems)
 		return kt_err_set(err, KT_EINTERNAL, "selftest: unexpected buffers");
 	d->n = bufs[0].elems;
-	if (!(d->x = malloc(d->n * 2)) || !(d->ybuf = malloc(d->n * 2 + 2 * WK_GUARD_BYTES)) ||
+	if (!(d->x = malloc(d->n * 2)) || !(d->ybuf = malloc(d->n * 2 + 2 * MEASURE_GUARD_BYTES)) ||
 	    !(d->ref = malloc(d->n * sizeof(float)))) {
 		cpu_problem_release(d);
 		return kt_err_set(err, KT_EINTERNAL, "cpu device: out of memory for n=%zu", d->n);
 	}
-	d->y = (uint16_t *)(d->ybuf + WK_GUARD_BYTES);
+	d->y = (uint16_t *)(d->ybuf + MEASURE_GUARD_BYTES);
 	cpu_guard_fill(d);
-	if (wk_fill_input(f, s, 0, &bufs[0], d->x, seed, err) != 0) {
+	if (measure_fill_input(f, s, 0, &bufs[0], d->x, seed, err) != 0) {
 		cpu_problem_release(d);
 		return -1;
 	}
@@ -101,9 +101,9 @@ static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struc
 		return -1;
 	}
 	memset(&self, 0, sizeof(self));
-	wk_compare(d->ref, d->ref, d->n, 0, 0, &self);
+	measure_compare(d->ref, d->ref, d->n, 0, 0, &self);
 	d->ref_rms = sqrt(self.sq_ref / (double)(d->n ? d->n : 1));
-	worker_tolerance(f, s, &bufs[1], &d->tol);
+	measure_tolerance(f, s, &bufs[1], &d->tol);
 	d->f = f;
 	d->s = *s;
 	return 0;
@@ -198,7 +198,7 @@ static int cpu_plan_refused(struct cpu_dev *d, const struct kt_config *c, const 
 		snprintf(res->message, sizeof(res->message), "family gives %d buffers", nb);
 		return 1;
 	}
-	if (wk_plan_check_bufs(p, nb, bufs, why, sizeof(why)) != 0) {
+	if (measure_plan_check_bufs(p, nb, bufs, why, sizeof(why)) != 0) {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "invalid plan: %s", why);
 		return 1;
@@ -227,12 +227,12 @@ static int cpu_plan_refused(struct cpu_dev *d, const struct kt_config *c, const 
 }
 
 static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct kt_plan *p,
-		    const struct wk_timing *t, struct worker_result *res, int *fatal,
+		    const struct measure_timing *t, struct worker_result *res, int *fatal,
 		    struct kt_err *err)
 {
 	struct cpu_run run = { d, CPU_OK, 1 };
 	struct kt_buf bufs[2];
-	struct wk_cmp cmp[2];
+	struct measure_cmp cmp[2];
 	struct worker_tol tol[2];
 	double t0, est;
 	const char *v;
@@ -288,16 +288,16 @@ static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct k
 	memset(cmp, 0, sizeof(cmp));
 	memset(tol, 0, sizeof(tol));
 	tol[1] = d->tol;
-	wk_to_float(KT_BF16, d->y, got, d->n);
-	wk_compare(got, d->ref, d->n, wk_atol(&d->tol, d->ref_rms), d->tol.rtol, &cmp[1]);
+	measure_to_float(KT_BF16, d->y, got, d->n);
+	measure_compare(got, d->ref, d->n, measure_atol(&d->tol, d->ref_rms), d->tol.rtol, &cmp[1]);
 	res->guard_changed = cpu_guard_changed(d);
-	if (wk_judge(res, bufs, 2, cmp, tol)) {
+	if (measure_judge(res, bufs, 2, cmp, tol)) {
 		rc = 0;
 		goto out;
 	}
 	for (i = 0; i < t->warmup; i++)
 		cpu_kernel(&run);
-	if (wk_time_read(d->nv, t, est, cpu_batch, &run, fatal, res, err) != 0)
+	if (measure_time_read(d->nv, t, est, cpu_batch, &run, fatal, res, err) != 0)
 		goto out;
 	res->status = WORKER_OK;
 	rc = 0;
@@ -369,7 +369,7 @@ static void on_problem(struct child *ch, const void *payload, size_t len, struct
 					     f->dims[i].name, pb.shape.v[i]);
 			return;
 		}
-	if (wk_plan_check(&pb.plan, KT_MAX_BUFS, why, sizeof(why)) != 0 ||
+	if (measure_plan_check(&pb.plan, KT_MAX_BUFS, why, sizeof(why)) != 0 ||
 	    split_cubins(payload, len, sizeof(pb), pb.lens, pb.plan.nprograms, cubins, lens) != 0) {
 		rep->rc = kt_err_set(err, KT_EINTERNAL, "bad reference plan for %s: %s", f->name,
 				     why[0] ? why : "cubin lengths do not add up");

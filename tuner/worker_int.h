@@ -61,13 +61,13 @@ struct wk_problem {
 struct wk_eval {
 	struct kt_config cfg;
 	struct kt_plan plan;
-	struct wk_timing timing;
+	struct measure_timing timing;
 	uint64_t lens[KT_MAX_PROGRAMS];
 };
 
 struct wk_baseline {
 	char name[KT_NAME_MAX];
-	struct wk_timing timing;
+	struct measure_timing timing;
 };
 
 struct wk_reply {
@@ -103,9 +103,9 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 		   uint64_t seed, const struct kt_plan *ref, const void *const *cubins,
 		   const size_t *lens, int *fatal, struct kt_err *err);
 int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_plan *p,
-		const void *const *cubins, const size_t *lens, const struct wk_timing *t,
+		const void *const *cubins, const size_t *lens, const struct measure_timing *t,
 		struct worker_result *res, int *fatal, struct kt_err *err);
-int cu_dev_baseline(struct cu_dev *d, const char *name, const struct wk_timing *t,
+int cu_dev_baseline(struct cu_dev *d, const char *name, const struct measure_timing *t,
 		    struct worker_result *res, int *fatal, struct kt_err *err);
 
 #endif
