@@ -7,9 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../util/knobs.h"
+
 const char *cli_default_db(void)
 {
-	const char *p = getenv("KTUNE_DB");
+	const char *p = kt_knob_get(KT_KNOB_DB);
 
 	return p && *p ? p : "./ktune.db";
 }

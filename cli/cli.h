@@ -25,6 +25,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_import(int argc, char **argv);	/* server/import.h: load a JSON export */
+int cmd_env(int argc, char **argv);	/* cli/cmd_env.c: util/knobs.h's table */
 
 /* $KTUNE_DB, else "./ktune.db". */
 const char *cli_default_db(void);

@@ -378,6 +378,11 @@ static void help(void)
 	       "                     device and shape (skipped by default)\n"
 	       "  --no-retime        do not time the winner again in a fresh worker process\n"
 	       "  --no-baseline      do not time cuBLAS beside it\n"
+	       "  --pdl 0|1          0: kernels that may overlap their predecessor launch\n"
+	       "                     plainly, for A/B timings (default $KTUNE_PDL, else 1)\n"
+	       "  --compare WHERE    where outputs are verified: auto (the GPU, else the\n"
+	       "                     host), gpu (required) or host (default: from\n"
+	       "                     $KTUNE_HOST_COMPARE, 1 host, 0 gpu, else auto)\n"
 	       "  --db PATH          database (default $KTUNE_DB, else ./ktune.db)\n"
 	       "  --json             print the summary as JSON\n"
 	       "  --help             this text\n");
@@ -394,7 +399,7 @@ int cmd_sweep(int argc, char **argv)
 	const char *budget = NULL, *seed = NULL, *device = NULL, *threads = NULL, *timeout = NULL;
 	const char *time_limit = NULL, *variants = NULL;
 	const char *tournament = NULL, *rounds = NULL, *ties = NULL, *sentinel = NULL;
-	const char *clock = NULL;
+	const char *clock = NULL, *pdl = NULL, *compare = NULL;
 	const char *db = NULL, *backend = NULL;
 	int json = 0, plant = 0, no_retime = 0, no_baseline = 0, retry_faulty = 0, npos, rc;
 	char *pos[1];
@@ -412,6 +417,7 @@ int cmd_sweep(int argc, char **argv)
 		{ "tournament", 1, &tournament, NULL }, { "rounds", 1, &rounds, NULL },
 		{ "ties", 1, &ties, NULL }, { "sentinel-every", 1, &sentinel, NULL },
 		{ "clock-threshold", 1, &clock, NULL },
+		{ "pdl", 1, &pdl, NULL }, { "compare", 1, &compare, NULL },
 		{ "retry-faulty", 0, NULL, &retry_faulty },
 		{ "plant", 0, NULL, &plant }, { "no-retime", 0, NULL, &no_retime },
 		{ "no-baseline", 0, NULL, &no_baseline }, { "json", 0, NULL, &json },
@@ -515,6 +521,13 @@ int cmd_sweep(int argc, char **argv)
 		else if (strcmp(backend, "cuda") != 0)
 			return cli_usage_error("sweep", "--worker-backend is cuda or cpu");
 	}
+	if (pdl) {
+		if (strcmp(pdl, "0") != 0 && strcmp(pdl, "1") != 0)
+			return cli_usage_error("sweep", "--pdl is 0 or 1, not '%s'", pdl);
+		o.worker.pdl = pdl[0] == '1';
+	}
+	if (compare && worker_compare_parse(compare, &o.worker.compare) != 0)
+		return cli_usage_error("sweep", "--compare is auto, gpu or host, not '%s'", compare);
 	o.variants = variants;
 	o.configs = configs;
 	o.nconfigs = nconfigs;

@@ -27,6 +27,7 @@ static const struct subcommand commands[] = {
 	{ "export", cmd_export, "write tuned tables as a C header, JSON or .cu sources" },
 	{ "merge", cmd_merge, "fold databases from several hosts into one" },
 	{ "import", cmd_import, "load a JSON export (e.g. data/h200-results.json) into the database" },
+	{ "env", cmd_env, "the environment variables ktune and its tests read, and their values" },
 	{ NULL, NULL, NULL },
 };
 
@@ -40,7 +41,8 @@ static void usage(FILE *f)
 		   "commands:\n");
 	for (c = commands; c->name; c++)
 		fprintf(f, "  %-9s %s\n", c->name, c->summary);
-	fprintf(f, "\nevery command takes --db PATH (default $KTUNE_DB, else ./ktune.db), --json and --help.\n");
+	fprintf(f, "\nevery command takes --json and --help; those that read a database take --db PATH\n"
+		   "(default $KTUNE_DB, else ./ktune.db). ktune env lists the environment variables.\n");
 }
 
 int main(int argc, char **argv)

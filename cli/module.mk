@@ -1,5 +1,6 @@
 # cli/: the ktune binary's subcommands
-CLI_SRCS += cli/main.c cli/cli.c cli/cmd_info.c cli/cmd_sweep.c cli/cmd_replay.c cli/cmd_run.c
+CLI_SRCS += cli/main.c cli/cli.c cli/cmd_info.c cli/cmd_sweep.c cli/cmd_replay.c cli/cmd_run.c \
+	cli/cmd_env.c
 TESTS += test_cli
 
 # The project's own measured H200 results, compiled in: what `ktune run`

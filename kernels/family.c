@@ -1,6 +1,6 @@
 /*
- * family.c -- the family registry and the family-independent parts of
- * family.h: shape and config text, space enumeration, targets, inputs.
+ * family.c -- the family-independent parts of family.h: shape and config
+ * text, space enumeration, targets, inputs (the registry is registry.c).
  */
 #include "family.h"
 
@@ -10,49 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern const struct kt_family dense_family;
-extern const struct kt_family lowrank_family;
-extern const struct kt_family monarch_family;	/* kernels/monarch.c */
-extern const struct kt_family monarch_bm_family;
-extern const struct kt_family blast_family;	/* kernels/blast.c */
-extern const struct kt_family blockattn_fwd_family;	/* kernels/blockattn.c */
-extern const struct kt_family blockattn_bwd_family;
-extern const struct kt_family selftest_family;	/* kernels/selftest.c */
-
-/* Listing order is presentation order; hidden families go last. */
-static const struct kt_family *const registry[] = {
-	&dense_family,
-	&lowrank_family,
-	&monarch_family,
-	&monarch_bm_family,
-	&blast_family,
-	&blockattn_fwd_family,
-	&blockattn_bwd_family,
-	&selftest_family,
-};
-
-#define NREGISTRY ((int)(sizeof(registry) / sizeof(registry[0])))
-
-const struct kt_family *kt_family_find(const char *name)
-{
-	int i;
-
-	for (i = 0; name && i < NREGISTRY; i++)
-		if (strcmp(registry[i]->name, name) == 0)
-			return registry[i];
-	return NULL;
-}
-
-int kt_family_count(void)
-{
-	return NREGISTRY;
-}
-
-const struct kt_family *kt_family_at(int i)
-{
-	return i >= 0 && i < NREGISTRY ? registry[i] : NULL;
-}
 
 /* ---- text ---- */
 

@@ -23,6 +23,7 @@
 #include "../templates/templates.h"
 #include "../util/hash.h"
 #include "../util/clock.h"
+#include "../util/knobs.h"
 
 #ifndef KT_CUDA_HOME
 #define KT_CUDA_HOME "/usr/local/cuda"
@@ -98,7 +99,7 @@ static void nvrtc_load(const char *home)
 
 static void jit_setup(void)
 {
-	const char *home = getenv("KTUNE_CUDA_HOME");
+	const char *home = kt_knob_get(KT_KNOB_CUDA_HOME);
 	const struct kt_template *t;
 	struct kt_hash h;
 	int major = 0, minor = 0;

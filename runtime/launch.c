@@ -888,15 +888,5 @@ void ktune_close(ktune_table *t)
 		if (t->api.DeviceGet(&dev, 0) == CUDA_SUCCESS)
 			t->api.DevicePrimaryCtxRelease(dev);
 	}
-	for (i = 0; i < t->nbins; i++) {
-		free(t->bins[i].program);
-		free(t->bins[i].owned);
-	}
-	free(t->bins);
-	free(t->devices);
-	free(t->uuids);
-	free(t->entries);
-	pthread_mutex_destroy(&t->lock);
-	pthread_mutex_destroy(&t->build);
-	free(t);
+	rt_table_free(t);
 }

@@ -11,9 +11,9 @@ LIB_SRCS += runtime/cu_api.c runtime/jit_one.c runtime/chain.c runtime/api.c run
 # the ktune_* symbols only.
 RT_SRCS = runtime/api.c runtime/table.c runtime/plan.c runtime/launch.c runtime/json_min.c \
 	runtime/cu_api.c runtime/jit_one.c runtime/chain.c \
-	kernels/family.c kernels/gemm_plan.c kernels/dense.c kernels/lowrank.c \
+	kernels/family.c kernels/registry.c kernels/gemm_plan.c kernels/dense.c kernels/lowrank.c \
 	kernels/monarch.c kernels/blast.c kernels/blockattn.c kernels/selftest.c \
-	templates/templates.c util/err.c util/hash.c util/clock.c
+	templates/templates.c util/err.c util/hash.c util/clock.c util/knobs.c
 RT_OBJS = $(patsubst %.c,$(BUILD)/pic/%.o,$(RT_SRCS)) $(BUILD)/pic/templates_gen.o
 RT_LIBS = -ldl -lm -pthread
 
@@ -57,7 +57,7 @@ $(BUILD)/libktune_db.a: $(RT_DB_OBJS)
 # Makefile (runtime/bundle.mk) and check (runtime/bundle_check.c).
 RT_HDRS = include/ktune.h include/ktune_builtin.h runtime/rt.h runtime/chain.h runtime/cu_api.h \
 	runtime/jit_one.h runtime/json_min.h runtime/sources.h kernels/family.h kernels/gemm_plan.h \
-	kernels/blockattn.h util/err.h util/hash.h util/clock.h templates/templates.h
+	kernels/blockattn.h util/err.h util/hash.h util/clock.h util/knobs.h templates/templates.h
 RT_PACK = $(RT_SRCS) $(RT_HDRS) runtime/libktune.map runtime/bundle.mk runtime/bundle_check.c \
 	runtime/bundle_gpu.c tools/embed.c
 EXTRA_LIB_OBJS += $(BUILD)/obj/runtime_src_gen.o

@@ -122,6 +122,10 @@ struct ktune_table {
 };
 
 int rt_table_new(struct ktune_table **out);
+/* Frees what rt_table_new and the loaders built (entries, devices,
+ * binaries); a table that never launched needs nothing else. ktune_close
+ * (launch.c) releases the contexts and modules first, then calls it. */
+void rt_table_free(struct ktune_table *t);
 /* Appends a device / an entry (libktune_db); an entry of an unknown family
  * or key is counted in skipped, not an error. */
 int rt_table_add_device(struct ktune_table *t, const char *name, const char *uuid,

@@ -13,6 +13,7 @@
 
 #include "../include/ktune_builtin.h"
 #include "json_min.h"
+#include "../util/knobs.h"
 
 static _Thread_local char last_error[1024];
 
@@ -80,7 +81,7 @@ static void default_cache_dir(char *buf, size_t len)
 	const char *v;
 
 	buf[0] = 0;
-	if ((v = getenv("KTUNE_CACHE_DIR")))
+	if ((v = kt_knob_get(KT_KNOB_CACHE_DIR)))
 		snprintf(buf, len, "%s", v);
 	else if ((v = getenv("XDG_CACHE_HOME")) && *v)
 		snprintf(buf, len, "%s/ktune", v);
@@ -91,7 +92,6 @@ static void default_cache_dir(char *buf, size_t len)
 int rt_table_new(struct ktune_table **out)
 {
 	struct ktune_table *t = calloc(1, sizeof(*t));
-	const char *pdl = getenv("KTUNE_PDL");
 
 	*out = NULL;
 	if (!t)
@@ -107,10 +107,29 @@ int rt_table_new(struct ktune_table **out)
 	}
 	default_cache_dir(t->cache_dir, sizeof(t->cache_dir));
 	t->nvrtc = 1;
-	t->pdl = !(pdl && strcmp(pdl, "0") == 0);
+	t->pdl = kt_knob_flag(KT_KNOB_PDL);
 	t->max_distance = CHAIN_MAX_DISTANCE;
 	*out = t;
 	return KTUNE_OK;
+}
+
+void rt_table_free(struct ktune_table *t)
+{
+	int i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->nbins; i++) {
+		free(t->bins[i].program);
+		free(t->bins[i].owned);
+	}
+	free(t->bins);
+	free(t->devices);
+	free(t->uuids);
+	free(t->entries);
+	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->build);
+	free(t);
 }
 
 void rt_program_id(const struct kt_program *p, const char *arch, char *buf, size_t len)
@@ -226,8 +245,6 @@ out:
 	return rc;
 }
 
-void ktune_close(ktune_table *t);
-
 int ktune_open_json_text(const char *text, int64_t len, ktune_table **out)
 {
 	struct ktune_table *t;
@@ -241,7 +258,7 @@ int ktune_open_json_text(const char *text, int64_t len, ktune_table **out)
 	if ((rc = rt_table_new(&t)) != KTUNE_OK)
 		return rc;
 	if ((rc = load_json(t, text, (size_t)len, "table")) != KTUNE_OK) {
-		ktune_close(t);
+		rt_table_free(t);
 		return rc;
 	}
 	*out = t;
@@ -260,7 +277,7 @@ int ktune_open_json(const char *path, ktune_table **out)
 	if (!out)
 		return rt_fail(KTUNE_ERROR_INVALID, "ktune_open_json: out is NULL");
 	*out = NULL;
-	if (!path && !(path = getenv("KTUNE_TABLE")))
+	if (!path && !(path = kt_knob_get(KT_KNOB_TABLE)))
 		return rt_fail(KTUNE_ERROR_NOT_FOUND,
 			       "no table: give a path or set KTUNE_TABLE to a `ktune export --format "
 			       "json` file");
@@ -287,7 +304,7 @@ int ktune_open_json(const char *path, ktune_table **out)
 	rt_ok();
 out:
 	if (t)
-		ktune_close(t);
+		rt_table_free(t);
 	free(text);
 	fclose(fp);
 	return rc;
@@ -323,7 +340,7 @@ int ktune_open_builtin(const struct ktune_builtin *b, ktune_table **out)
 	    (b->ndevices > 0 && !(t->uuids = calloc((size_t)b->ndevices, sizeof(*t->uuids)))) ||
 	    (b->nentries > 0 && !(t->entries = calloc((size_t)b->nentries, sizeof(*t->entries)))) ||
 	    (b->nbinaries > 0 && !(t->bins = calloc((size_t)b->nbinaries, sizeof(*t->bins))))) {
-		ktune_close(t);
+		rt_table_free(t);
 		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 	}
 	for (i = 0; i < b->ndevices; i++) {
@@ -343,7 +360,7 @@ int ktune_open_builtin(const struct ktune_builtin *b, ktune_table **out)
 		if (!y || !y->program || !y->data || y->len <= 0)
 			continue;
 		if (!(x->program = strdup(y->program))) {
-			ktune_close(t);
+			rt_table_free(t);
 			return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 		}
 		snprintf(x->prefix, sizeof(x->prefix), "%s", y->prefix ? y->prefix : "");

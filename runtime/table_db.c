@@ -51,7 +51,7 @@ int ktune_open_db(const char *path, ktune_table **out)
 	rt_ok();
 out:
 	if (t)
-		ktune_close(t);
+		rt_table_free(t);
 	for (i = 0; i < n; i++)
 		store_winner_release(&w[i]);
 	free(w);

@@ -1,6 +1,8 @@
 /*
  * http.c -- the daemon: libmicrohttpd with an internal thread pool, request
  * bodies in capped buffers, JSON replies, the token, per-thread stores.
+ * It serves the route table it is started with (srv_http_start) and knows
+ * no handler by name.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -143,6 +145,17 @@ int srv_authorized(struct request *rq)
 }
 
 /* ---- per-thread stores ---- */
+
+void srv_cache_clear(struct srv_tls *t)
+{
+	int i;
+
+	for (i = 0; i < SRV_CACHE_SLOTS; i++) {
+		free(t->cache[i].key);
+		free(t->cache[i].body);
+	}
+	memset(t->cache, 0, sizeof(t->cache));
+}
 
 struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err)
 {
@@ -323,12 +336,12 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- requests ---- */
 
-static int route_find(const char *url, const char **tail)
+static int route_find(const struct server *s, const char *url, const char **tail)
 {
 	int i;
 
-	for (i = 0; i < srv_nroutes; i++) {
-		const char *p = srv_routes[i].path;
+	for (i = 0; i < s->nroutes; i++) {
+		const char *p = s->routes[i].path;
 		size_t n = strlen(p);
 
 		if (p[n - 1] == '/' && n > 1) {
@@ -475,7 +488,7 @@ static int admit(struct request *rq, struct reply *out, struct kt_err *err)
 	if (rq->route < 0)
 		return kt_err_set(err, KT_ENOTFOUND, "no route %s %s (see /v1/openapi.json)",
 				  rq->method, rq->url);
-	rt = &srv_routes[rq->route];
+	rt = &rq->srv->routes[rq->route];
 	if (!(m & rt->methods)) {
 		out->allow = rt->allow;
 		kt_err_set(err, KT_EINVAL, "method %s not allowed on %s (allowed: %s)",
@@ -603,7 +616,7 @@ static int query_check(struct request *rq, struct kt_err *err)
 				  rq->nargs_over, SRV_MAX_ARGS);
 	memset(&c, 0, sizeof(c));
 	c.err = err;
-	c.allowed = rq->route >= 0 ? srv_routes[rq->route].args : NULL;
+	c.allowed = rq->route >= 0 ? rq->srv->routes[rq->route].args : NULL;
 	MHD_get_connection_values_n(rq->conn, MHD_GET_ARGUMENT_KIND, check_arg, &c);
 	return err->code != KT_OK ? -1 : 0;
 }
@@ -642,7 +655,7 @@ static void *slow_main(void *arg)
 	struct server *s = rq->srv;
 
 	rq->async_out.status = 200;
-	rq->async_rc = srv_routes[rq->route].fn(rq, &rq->async_out, &rq->async_err);
+	rq->async_rc = s->routes[rq->route].fn(rq, &rq->async_out, &rq->async_err);
 	rq->done = 1;
 	/* MHD calls on_request again, which sends the answer; nothing here
 	 * touches rq after this */
@@ -707,9 +720,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		rq->conn = conn;
 		rq->method = method;
 		rq->url = url;
-		rq->route = route_find(url, &rq->tail);
-		rq->limit = rq->route >= 0 && srv_routes[rq->route].body_cap ?
-			    srv_routes[rq->route].body_cap : s->body_cap;
+		rq->route = route_find(s, url, &rq->tail);
+		rq->limit = rq->route >= 0 && s->routes[rq->route].body_cap ?
+			    s->routes[rq->route].body_cap : s->body_cap;
 		*con_cls = rq;
 		atomic_fetch_add(&s->in_flight, 1);
 		/* Every request is answered on a later call, once MHD has read
@@ -734,7 +747,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		 * of its body is read: without it the answer goes out now (and
 		 * MHD closes the connection) instead of after buffering up to
 		 * the cap -- 64 MiB per connection for an import. */
-		if (rq->route >= 0 && (method_bit(method) & srv_routes[rq->route].auth)) {
+		if (rq->route >= 0 && (method_bit(method) & s->routes[rq->route].auth)) {
 			if (s->readonly || !srv_authorized(rq))
 				goto process;
 			/* a trusted writer may upload slowly */
@@ -783,11 +796,11 @@ process:
 	conn_mark(s, conn, 1);
 	out.status = 200;
 	rc = err.code != KT_OK ? -1 : admit(rq, &out, &err);
-	if (rc == 0 && srv_routes[rq->route].slow) {
+	if (rc == 0 && s->routes[rq->route].slow) {
 		if ((rc = slow_start(rq, &err)) == 0)
 			return MHD_YES;	/* answered after the resume */
 	} else if (rc == 0) {
-		rc = srv_routes[rq->route].fn(rq, &out, &err);
+		rc = s->routes[rq->route].fn(rq, &out, &err);
 	}
 	return answer(rq, &out, &err, rc);
 }
@@ -940,7 +953,8 @@ static void conn_limits(struct server *s, const struct serve_opts *o)
 	s->request_s = o->request_s > 0 ? o->request_s : SRV_REQUEST_S;
 }
 
-int server_start(const struct serve_opts *o, struct server **out, struct kt_err *err)
+int srv_http_start(const struct serve_opts *o, const struct route *routes, int nroutes,
+		   struct server **out, struct kt_err *err)
 {
 	struct server *s;
 	struct sockaddr_in sa;
@@ -949,12 +963,17 @@ int server_start(const struct serve_opts *o, struct server **out, struct kt_err 
 	int lfd = -1;
 
 	*out = NULL;
+	if (nroutes < 1 || nroutes >= SRV_MAX_ROUTES)
+		return kt_err_set(err, KT_EINTERNAL, "%d routes (1 to %d)", nroutes,
+				  SRV_MAX_ROUTES - 1);
 	if (!o->db_path || !*o->db_path)
 		return kt_err_set(err, KT_EINVAL, "no database path");
 	if (parse_listen(o->listen, &sa, err) < 0)
 		return -1;
 	if (!(s = calloc(1, sizeof(*s))))
 		return kt_err_set(err, KT_EINTERNAL, "out of memory");
+	s->routes = routes;
+	s->nroutes = nroutes;
 	snprintf(s->db_path, sizeof(s->db_path), "%s", o->db_path);
 	if (o->token_path)
 		snprintf(s->token_path, sizeof(s->token_path), "%s", o->token_path);
@@ -1137,7 +1156,8 @@ static void on_signal(int sig)
 	got_signal = 1;
 }
 
-int serve_main(const struct serve_opts *o, struct kt_err *err)
+int srv_http_main(const struct serve_opts *o, const struct route *routes, int nroutes,
+		  struct kt_err *err)
 {
 	volatile sig_atomic_t *stop = o->stop ? o->stop : &got_signal;
 	struct sigaction sa, old_int, old_term;
@@ -1161,7 +1181,7 @@ int serve_main(const struct serve_opts *o, struct kt_err *err)
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
-	if (server_start(o, &s, err) < 0) {
+	if (srv_http_start(o, routes, nroutes, &s, err) < 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		return -1;

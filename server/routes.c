@@ -1,6 +1,8 @@
 /*
- * routes.c -- the handlers of the HTTP API. Each fills a struct reply or
- * returns -1 with err set (http.c turns it into the JSON error body).
+ * routes.c -- the handlers of the HTTP API and their table, which
+ * server_start() hands to the HTTP layer (http.c). Each handler fills a
+ * struct reply or returns -1 with err set (http.c turns it into the JSON
+ * error body).
  */
 #include <errno.h>
 #include <math.h>
@@ -349,17 +351,6 @@ static int best_one(struct srv_tls *t, struct lookup_query *q, json_t **out, str
 	json_object_set_new(*out, "reason", a.match == LOOKUP_DEFAULT ?
 			    default_reason(&t->table, q, &a) : json_null());
 	return 0;
-}
-
-void srv_cache_clear(struct srv_tls *t)
-{
-	int i;
-
-	for (i = 0; i < SRV_CACHE_SLOTS; i++) {
-		free(t->cache[i].key);
-		free(t->cache[i].body);
-	}
-	memset(t->cache, 0, sizeof(t->cache));
 }
 
 static uint64_t fnv1a(const char *s)
@@ -1076,14 +1067,14 @@ static int r_metrics(struct request *rq, struct reply *out, struct kt_err *err)
 		kt_unix_s() - s->started);
 	fprintf(fp, "# HELP ktune_http_requests_total Requests answered, by route and status.\n"
 		    "# TYPE ktune_http_requests_total counter\n");
-	for (i = 0; i <= srv_nroutes; i++)
+	for (i = 0; i <= s->nroutes; i++)
 		for (k = 0; k < SRV_NCODES; k++) {
 			long n = atomic_load(&s->requests[i][k]);
 
 			if (!n)
 				continue;
 			fprintf(fp, "ktune_http_requests_total{route=\"%s\",code=\"",
-				i == 0 ? "unknown" : srv_routes[i - 1].path);
+				i == 0 ? "unknown" : s->routes[i - 1].path);
 			if (srv_codes[k] > 0)
 				fprintf(fp, "%d\"} %ld\n", srv_codes[k], n);
 			else
@@ -1183,3 +1174,13 @@ const struct route srv_routes[] = {
 	{ "/v1/import", P, P, SRV_IMPORT_CAP, "POST", r_import, 1, "" },
 };
 const int srv_nroutes = (int)(sizeof(srv_routes) / sizeof(srv_routes[0]));
+
+int server_start(const struct serve_opts *o, struct server **out, struct kt_err *err)
+{
+	return srv_http_start(o, srv_routes, srv_nroutes, out, err);
+}
+
+int serve_main(const struct serve_opts *o, struct kt_err *err)
+{
+	return srv_http_main(o, srv_routes, srv_nroutes, err);
+}

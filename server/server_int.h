@@ -1,6 +1,8 @@
 /*
  * server_int.h -- what http.c (the daemon, requests, replies) and routes.c
- * (the handlers) share. Private to server/.
+ * (the handlers and their table) share. Private to server/. The arrow runs
+ * one way: routes.c calls http.c, which reaches the handlers only through
+ * the table it was started with.
  */
 #ifndef KT_SERVER_INT_H
 #define KT_SERVER_INT_H
@@ -59,6 +61,8 @@ struct srv_tls {
 	struct srv_cached cache[SRV_CACHE_SLOTS];
 	struct srv_tls *next;
 };
+/* Drops every cached answer of the thread (http.c, when its connection is
+ * replaced; routes.c, when the winners table reloaded). */
 void srv_cache_clear(struct srv_tls *t);
 
 /* Bytes shared by the export cache and the replies that send them: the
@@ -106,7 +110,7 @@ struct request {
 	int nargs_over;		/* arguments counted when over SRV_MAX_ARGS */
 	struct MHD_Connection *conn;
 	const char *method, *url;
-	int route;		/* index in srv_routes; -1 unknown */
+	int route;		/* index in srv->routes; -1 unknown */
 	const char *tail;	/* what a prefix route matched after its prefix */
 	char *body;
 	size_t len, cap, limit;
@@ -140,8 +144,10 @@ struct route {
 /* Slow handlers running at once; more answer 409. */
 #define SRV_SLOW_MAX 4
 
+/* The API's routes (routes.c), and how many; fewer than SRV_MAX_ROUTES. */
 extern const struct route srv_routes[];
 extern const int srv_nroutes;
+#define SRV_MAX_ROUTES 64	/* server.requests' rows, less the unknown route's */
 
 /* Buckets of /metrics' request counter. */
 #define SRV_NCODES 12
@@ -167,7 +173,9 @@ struct server {
 	struct srv_tls *tls_list;
 	pthread_mutex_t write_mu;	/* one writer: imports */
 	struct store *writer;
-	atomic_long requests[64][SRV_NCODES];	/* [route + 1][code bucket] */
+	const struct route *routes;	/* the table it serves, nroutes of them */
+	int nroutes;
+	atomic_long requests[SRV_MAX_ROUTES][SRV_NCODES];	/* [route + 1][code bucket] */
 	atomic_long in_flight;
 	atomic_long reaped;		/* connections that missed the deadline */
 	int max_conns, per_ip;
@@ -189,6 +197,13 @@ struct server {
 	pthread_cond_t slow_cv;
 	int nslow;			/* slow handlers running */
 };
+
+/* server_start and serve_main (server.h) for the table routes[0..nroutes):
+ * http.c's entry points; routes.c passes srv_routes. */
+int srv_http_start(const struct serve_opts *o, const struct route *routes, int nroutes,
+		   struct server **out, struct kt_err *err);
+int srv_http_main(const struct serve_opts *o, const struct route *routes, int nroutes,
+		  struct kt_err *err);
 
 /* This thread's read-only store and winners table, current with the db. */
 struct srv_tls *srv_tls_get(struct server *s, struct kt_err *err);

@@ -11,7 +11,7 @@
  * rtol * |ref|, and the largest |got - ref|. The host sums the blocks in
  * block order (and takes the largest maximum), so with a fixed grid the
  * result is the same on every run. Elements are converted to float first,
- * exactly as the host path (wk_to_float, wk_compare) does: bf16 by its
+ * exactly as the host path (measure_to_float, measure_compare) does: bf16 by its
  * bits, f32 as is, i32 by rounding to the nearest float. The element type
  * is an argument (0 bf16, 1 f32, 2 i32, as enum kt_dtype), so one kernel
  * serves every output.

@@ -12,7 +12,7 @@
 
 #include "kernels/gemm_plan.h"
 #include "testutil.h"
-#include "tuner/worker_int.h"	/* wk_tmap_check: the map the worker encodes */
+#include "tuner/worker_int.h"	/* measure_tmap_check: the map the worker encodes */
 
 float emu_ld(struct emu *m, int buf, long long i)
 {
@@ -168,7 +168,7 @@ static void ws_map_ok(struct emu *m, const struct kt_arg *a, long long zm, long 
 	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
 	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
 	CU_ASSERT(zm == 0 || zm == 1 || zm == 2);
-	CU_ASSERT_EQUAL(wk_tmap_check(t, &m->bufs[a->buf], why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(t, &m->bufs[a->buf], why, sizeof(why)), 0);
 	if (why[0])
 		fprintf(stderr, "\n  tensor map: %s\n", why);
 	CU_ASSERT_EQUAL(t->rank, 3);
@@ -355,7 +355,7 @@ void emu_map_ok(struct emu *m, const struct kt_arg *a, int b0, int b1, int b2, i
 
 	CU_ASSERT_EQUAL_FATAL(a->kind, KT_ARG_TMAP);
 	CU_ASSERT_FATAL(a->buf >= 0 && a->buf < m->nb);
-	CU_ASSERT_EQUAL(wk_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&a->tmap, &m->bufs[a->buf], why, sizeof(why)), 0);
 	if (why[0])
 		fprintf(stderr, "\n  tensor map: %s\n", why);
 	CU_ASSERT_EQUAL(a->tmap.rank, 3);

@@ -45,7 +45,7 @@
 #include "testutil.h"
 #include "tuner/jit.h"
 #include "tuner/worker.h"
-#include "tuner/worker_int.h"	/* wk_plan_check: what the worker accepts */
+#include "tuner/worker_int.h"	/* measure_plan_check: what the worker accepts */
 
 static const struct kt_family *fam;
 
@@ -926,7 +926,7 @@ static void test_gpu_ref_on_host(void)
 		CU_ASSERT_EQUAL(plan.nprep, 0);
 		CU_ASSERT_EQUAL(plan.nprograms, 1);
 		CU_ASSERT_EQUAL(plan.programs[0].ndefines, 0);	/* one program for all shapes */
-		CU_ASSERT_EQUAL(wk_plan_check(&plan, p.nb, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(measure_plan_check(&plan, p.nb, why, sizeof(why)), 0);
 		for (round = 0; round < 2; round++) {
 			char what[96];
 
@@ -1559,7 +1559,7 @@ static int space_one(const struct kt_config *c, void *arg)
 	}
 	for (i = 0; i < p.nprograms; i++)
 		bad |= !p.programs[i].tpl;
-	bad |= wk_plan_check(&p, nb, why, sizeof(why)) != 0;
+	bad |= measure_plan_check(&p, nb, why, sizeof(why)) != 0;
 	if (bad) {
 		x->bad_plans++;
 		fprintf(stderr, "\n  bad plan for %s\n", key);

@@ -16,6 +16,8 @@
 #include <jansson.h>
 
 #include "testutil.h"
+#include "../tuner/worker.h"
+#include "../util/knobs.h"
 
 /* Runs ktune with the NULL-terminated arguments; output into *out. */
 static int runv(char **out, ...)
@@ -37,7 +39,7 @@ static int runv(char **out, ...)
 static void test_help_everywhere(void)
 {
 	const char *cmds[] = { "run", "devices", "families", "sweep", "trials", "best", "serve",
-			       "export", "merge", "import" };
+			       "export", "merge", "import", "env" };
 	size_t i;
 	char *out = NULL;
 
@@ -412,6 +414,141 @@ static void test_export_unknown_filters(void)
 	free(out);
 }
 
+/* `ktune env`: the whole table, this environment's values, filters, and
+ * refusals. */
+static void test_env(void)
+{
+	char *saved_pdl = kt_test_env_save("KTUNE_PDL"), *saved_nvml = kt_test_env_save("KTUNE_NVML");
+	char *out = NULL;
+	json_t *j, *arr, *k;
+	size_t i;
+	int seen_pdl = 0;
+
+	setenv("KTUNE_PDL", "0", 1);
+	unsetenv("KTUNE_NVML");
+	CU_ASSERT_EQUAL(RUN(&out, "env", "--json"), 0);
+	kt_test_env_put("KTUNE_PDL", saved_pdl);
+	kt_test_env_put("KTUNE_NVML", saved_nvml);
+	free(saved_pdl);
+	free(saved_nvml);
+	j = out ? json_loads(out, 0, NULL) : NULL;
+	arr = json_object_get(j, "knobs");
+	CU_ASSERT_EQUAL_FATAL(json_array_size(arr), (size_t)kt_knob_count());
+	json_array_foreach(arr, i, k) {
+		const char *name = json_string_value(json_object_get(k, "name"));
+		const struct kt_knob_info *info = kt_knob_find(name);
+
+		CU_ASSERT_PTR_NOT_NULL(info);
+		CU_ASSERT_PTR_NOT_NULL(json_string_value(json_object_get(k, "doc")));
+		if (name && strcmp(name, "KTUNE_PDL") == 0) {
+			seen_pdl = 1;
+			CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(k, "value")), "0");
+		}
+		if (name && strcmp(name, "KTUNE_NVML") == 0)
+			CU_ASSERT(json_is_null(json_object_get(k, "value")));
+	}
+	CU_ASSERT(seen_pdl);
+	json_decref(j);
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "env", "--scope", "bench"), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "KTUNE_STEPS (unset)"));
+	CU_ASSERT_PTR_NULL(out ? strstr(out, "KTUNE_DB") : "");
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "env", "KTUNE_CPU_SMEM"), 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "tests, int, default 49152"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "env", "NOT_A_KNOB"), 1);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "NOT_A_KNOB is not a variable"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "env", "--scope", "everything"), 2);
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "selftest", "--shape", "n=1024", "--pdl",
+			    "yes"), 2);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--pdl is 0 or 1"));
+	free(out);
+	out = NULL;
+	CU_ASSERT_EQUAL(RUN(&out, "sweep", "--family", "selftest", "--shape", "n=1024",
+			    "--compare", "cpu"), 2);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--compare is auto, gpu or host"));
+	free(out);
+}
+
+/* The table and its accessors (util/knobs.h). */
+static void test_knobs_table(void)
+{
+	char *saved[3] = { kt_test_env_save("KTUNE_PDL"), kt_test_env_save("KTUNE_CPU_SMEM"),
+			   kt_test_env_save("KTUNE_HOST_COMPARE") };
+	struct worker_opts o;
+	int i, j;
+
+	/* every entry whole, no name twice, the C-read ones in enum order
+	 * with a number as the default the typed accessors use */
+	CU_ASSERT(kt_knob_count() > KT_KNOB_NREAD);
+	for (i = 0; i < kt_knob_count(); i++) {
+		const struct kt_knob_info *k = kt_knob_at(i);
+
+		CU_ASSERT_FATAL(k && k->name && k->def && k->readers && k->doc && k->doc[0]);
+		CU_ASSERT(strncmp(k->name, "KTUNE_", 6) == 0);
+		for (j = 0; j < i; j++)
+			CU_ASSERT(strcmp(kt_knob_at(j)->name, k->name) != 0);
+		if (i < KT_KNOB_NREAD && (k->type == KT_KNOB_TYPE_INT ||
+					  (k->type == KT_KNOB_TYPE_FLAG && k->def[0]))) {
+			char *end;
+
+			strtol(k->def, &end, 10);
+			CU_ASSERT(k->def[0] && !*end);
+		}
+	}
+	CU_ASSERT_PTR_NULL(kt_knob_at(kt_knob_count()));
+	CU_ASSERT_PTR_NULL(kt_knob_find("NOT_A_KNOB"));
+	CU_ASSERT_STRING_EQUAL(kt_knob_at(KT_KNOB_PDL)->name, "KTUNE_PDL");
+	CU_ASSERT_EQUAL(kt_knob_at(KT_KNOB_CPU_SMEM)->scope, KT_KNOB_SCOPE_TESTS);
+
+	/* a product flag: "0", "1", else the default */
+	unsetenv("KTUNE_PDL");
+	CU_ASSERT_EQUAL(kt_knob_flag(KT_KNOB_PDL), 1);
+	setenv("KTUNE_PDL", "0", 1);
+	CU_ASSERT_EQUAL(kt_knob_flag(KT_KNOB_PDL), 0);
+	CU_ASSERT_STRING_EQUAL(kt_knob_get(KT_KNOB_PDL), "0");
+	setenv("KTUNE_PDL", "off", 1);
+	CU_ASSERT_EQUAL(kt_knob_flag(KT_KNOB_PDL), 1);
+	/* a test hook: not through the product accessor, and the reverse */
+	setenv("KTUNE_CPU_SMEM", "65536", 1);
+	CU_ASSERT_PTR_NULL(kt_knob_get(KT_KNOB_CPU_SMEM));
+	CU_ASSERT_PTR_NULL(kt_knob_test_hook(KT_KNOB_PDL));
+	CU_ASSERT_EQUAL(kt_knob_test_long(KT_KNOB_CPU_SMEM, 1024, 1L << 24), 65536);
+	setenv("KTUNE_CPU_SMEM", "512", 1);	/* out of range: the default */
+	CU_ASSERT_EQUAL(kt_knob_test_long(KT_KNOB_CPU_SMEM, 1024, 1L << 24), 49152);
+	setenv("KTUNE_CPU_SMEM", "64k", 1);
+	CU_ASSERT_EQUAL(kt_knob_test_long(KT_KNOB_CPU_SMEM, 1024, 1L << 24), 49152);
+
+	/* the experiment switches become worker_opts' defaults */
+	setenv("KTUNE_PDL", "0", 1);
+	setenv("KTUNE_HOST_COMPARE", "1", 1);
+	worker_opts_default(&o);
+	CU_ASSERT_EQUAL(o.pdl, 0);
+	CU_ASSERT_EQUAL(o.compare, WORKER_COMPARE_HOST);
+	setenv("KTUNE_HOST_COMPARE", "0", 1);
+	worker_opts_default(&o);
+	CU_ASSERT_EQUAL(o.compare, WORKER_COMPARE_GPU);
+	unsetenv("KTUNE_PDL");
+	unsetenv("KTUNE_HOST_COMPARE");
+	worker_opts_default(&o);
+	CU_ASSERT_EQUAL(o.pdl, 1);
+	CU_ASSERT_EQUAL(o.compare, WORKER_COMPARE_AUTO);
+
+	kt_test_env_put("KTUNE_PDL", saved[0]);
+	kt_test_env_put("KTUNE_CPU_SMEM", saved[1]);
+	kt_test_env_put("KTUNE_HOST_COMPARE", saved[2]);
+	for (i = 0; i < 3; i++)
+		free(saved[i]);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -430,5 +567,9 @@ int main(void)
 		    test_export_unknown_filters);
 	CU_add_test(s, "failed commands leave nothing; a busy port names --listen",
 		    test_failures_leave_nothing);
+	CU_add_test(s, "env lists every knob with its value; bad names and flags refused",
+		    test_env);
+	s = CU_add_suite("knobs", NULL, NULL);
+	CU_add_test(s, "the table, its accessors, the worker's defaults", test_knobs_table);
 	return kt_test_main();
 }

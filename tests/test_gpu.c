@@ -20,6 +20,7 @@
 #include "../kernels/family.h"
 #include "../tuner/jit.h"
 #include "../tuner/worker.h"
+#include "../tuner/measure.h"	/* measure_buffer_seed */
 #include "famtest.h"
 #include "testutil.h"
 
@@ -229,7 +230,7 @@ static double host_wrong_rel_err(long n)
 		free(ref);
 		return -1;
 	}
-	kt_fill_bf16(x, (size_t)n, worker_buffer_seed(SEED, 0), 1.0);
+	kt_fill_bf16(x, (size_t)n, measure_buffer_seed(SEED, 0), 1.0);
 	in[0] = x;
 	out[0] = ref;
 	if (f->cpu_ref(&s, in, out, &err) != 0) {
@@ -455,7 +456,8 @@ static void tma_plan(const struct tma_case *tc, struct kt_plan *p)
 	}
 }
 
-static struct worker *start_env_worker(const char *name, const char *value);
+static struct worker *start_gpu_worker(enum worker_compare compare, const char *name,
+					const char *value);
 static int set_problem(struct worker *w, const struct kt_family *f, const struct kt_shape *s,
 		       const struct kt_plan *ref_override, struct kt_err *err);
 
@@ -556,7 +558,8 @@ static void test_tma_tmap(void)
 		const struct kt_family *f = kt_family_find("selftest");
 		struct kt_shape s = { { SELFTEST_N } };
 		struct kt_err err = { 0 };
-		struct worker *w = start_env_worker("KTUNE_TEST_NO_TMAP_ENCODE", "1");
+		struct worker *w = start_gpu_worker(WORKER_COMPARE_AUTO, "KTUNE_TEST_NO_TMAP_ENCODE",
+						    "1");
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(w);
 		if (set_problem(w, f, &s, NULL, &err) != 0) {
@@ -577,34 +580,33 @@ static void test_tma_tmap(void)
 
 /* ---- verification on the GPU vs on the host ---- */
 
-/* A CUDA worker whose child sees name=value in its environment. */
-static struct worker *start_env_worker(const char *name, const char *value)
+/* A CUDA worker comparing where compare says; hook=value, when hook is not
+ * NULL, is a test hook (util/knobs.h) its child sees in its environment. */
+static struct worker *start_gpu_worker(enum worker_compare compare, const char *hook,
+				       const char *value)
 {
 	struct worker_opts o;
 	struct worker *w = NULL;
 	struct kt_err err = { 0 };
-	char *saved = kt_test_env_save(name);
+	char *saved = hook ? kt_test_env_save(hook) : NULL;
 
 	worker_opts_default(&o);
 	o.exe = worker_exe();
 	o.backend = WORKER_BACKEND_CUDA;
 	o.timeout_s = 60;
 	o.max_reps = 10;	/* verification is what these tests are about */
-	setenv(name, value, 1);
+	o.compare = compare;
+	if (hook)
+		setenv(hook, value, 1);
 	if (worker_start(&o, &w, &err) != 0) {
-		fprintf(stderr, "worker_start (%s=%s): %s\n", name, value, err.msg);
+		fprintf(stderr, "worker_start (compare %s, %s=%s): %s\n", worker_compare_name(compare),
+			hook ? hook : "no hook", hook ? value : "", err.msg);
 		w = NULL;
 	}
-	kt_test_env_put(name, saved);
+	if (hook)
+		kt_test_env_put(hook, saved);
 	free(saved);
 	return w;
-}
-
-/* KTUNE_HOST_COMPARE=host_compare: "0" the GPU compare kernel, required;
- * "1" download and compare on the host. */
-static struct worker *start_compare_worker(const char *host_compare)
-{
-	return start_env_worker("KTUNE_HOST_COMPARE", host_compare);
 }
 
 /* Sets (f, shape) on w with the family's reference, or with ref_override. */
@@ -690,8 +692,8 @@ static void test_compare_paths(void)
 	int k;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
-	w[0] = start_compare_worker("0");
-	w[1] = start_compare_worker("1");
+	w[0] = start_gpu_worker(WORKER_COMPARE_GPU, NULL, NULL);	/* required */
+	w[1] = start_gpu_worker(WORKER_COMPARE_HOST, NULL, NULL);
 	if (!w[0] || !w[1]) {
 		CU_FAIL("FAILED: a compare worker did not start");
 		goto out;

@@ -436,7 +436,7 @@ static void judge_one(const float *got, const float *ref, size_t n, const char *
 	const struct kt_family *f = kt_family_find("selftest");
 	struct kt_shape s = { { (long)n } };
 	struct kt_buf bufs[2];
-	struct wk_cmp cmp[2], self;
+	struct measure_cmp cmp[2], self;
 	struct worker_tol tol[2];
 	double rms;
 
@@ -446,12 +446,12 @@ static void judge_one(const float *got, const float *ref, size_t n, const char *
 	memset(&self, 0, sizeof(self));
 	kt_buf_set(&bufs[0], "x", KT_BUF_INPUT, KT_BF16, n, 1.0);
 	kt_buf_set(&bufs[1], name, KT_BUF_OUTPUT, KT_BF16, n, 0);
-	worker_tolerance(f, &s, &bufs[1], &tol[1]);
-	wk_compare(ref, ref, n, 0, 0, &self);
+	measure_tolerance(f, &s, &bufs[1], &tol[1]);
+	measure_compare(ref, ref, n, 0, 0, &self);
 	rms = sqrt(self.sq_ref / (double)n);
-	wk_compare(got, ref, n, wk_atol(&tol[1], rms), tol[1].rtol, &cmp[1]);
+	measure_compare(got, ref, n, measure_atol(&tol[1], rms), tol[1].rtol, &cmp[1]);
 	memset(res, 0, sizeof(*res));
-	wk_judge(res, bufs, 2, cmp, tol);
+	measure_judge(res, bufs, 2, cmp, tol);
 }
 
 /* 88 zeroed elements of 2^20 (the selftest family's planted sparse_wrong,
@@ -514,7 +514,7 @@ static void test_outputs_judged_separately(void)
 	const struct kt_family *f = kt_family_find("blockattn_bwd");
 	size_t n = 4096, i;
 	struct kt_buf bufs[3];
-	struct wk_cmp cmp[3];
+	struct measure_cmp cmp[3];
 	struct worker_tol tol[3];
 	struct worker_result res;
 	float *ref = malloc(n * sizeof(float)), *dq = malloc(n * sizeof(float));
@@ -539,14 +539,14 @@ static void test_outputs_judged_separately(void)
 	kt_buf_set(&bufs[1], "dk", KT_BUF_OUTPUT, KT_F32, n, 0);
 	kt_buf_set(&bufs[2], "dv", KT_BUF_OUTPUT, KT_F32, n, 0);
 	for (b = 0; b < 3; b++) {
-		struct wk_cmp self;
+		struct measure_cmp self;
 
 		memset(&self, 0, sizeof(self));
-		worker_tolerance(f, &s, &bufs[b], &tol[b]);
-		wk_compare(b ? big : ref, b ? big : ref, n, 0, 0, &self);
+		measure_tolerance(f, &s, &bufs[b], &tol[b]);
+		measure_compare(b ? big : ref, b ? big : ref, n, 0, 0, &self);
 		rms = sqrt(self.sq_ref / (double)n);
-		wk_compare(b == 0 ? dq : big, b ? big : ref, n, wk_atol(&tol[b], rms), tol[b].rtol,
-			   &cmp[b]);
+		measure_compare(b == 0 ? dq : big, b ? big : ref, n, measure_atol(&tol[b], rms),
+				tol[b].rtol, &cmp[b]);
 		pooled_diff += cmp[b].sq_diff;
 		pooled_ref += cmp[b].sq_ref;
 	}
@@ -555,7 +555,7 @@ static void test_outputs_judged_separately(void)
 	CU_ASSERT_DOUBLE_EQUAL(tol[0].l2, f->tol, 1e-12);
 	CU_ASSERT_TRUE(sqrt(pooled_diff / pooled_ref) < f->tol);
 	memset(&res, 0, sizeof(res));
-	CU_ASSERT_EQUAL(wk_judge(&res, bufs, 3, cmp, tol), 1);
+	CU_ASSERT_EQUAL(measure_judge(&res, bufs, 3, cmp, tol), 1);
 	CU_ASSERT_EQUAL(res.nout, 3);
 	CU_ASSERT_STRING_EQUAL(res.out[0].name, "dq");
 	CU_ASSERT_TRUE(res.out[0].rel_l2 > 0.04);
@@ -581,8 +581,8 @@ static void test_tolerance_from_problem(void)
 	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(dense, "tokens=1024,in=4096,out=4096", &s1, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(dense, "tokens=1024,in=65536,out=4096", &s2, &e), 0);
 	kt_buf_set(&b, "y", KT_BUF_OUTPUT, KT_BF16, 1024 * 4096, 0);
-	worker_tolerance(dense, &s1, &b, &t1);
-	worker_tolerance(dense, &s2, &b, &t2);
+	measure_tolerance(dense, &s1, &b, &t1);
+	measure_tolerance(dense, &s2, &b, &t2);
 	CU_ASSERT_EQUAL(t1.k, 4096);
 	CU_ASSERT_EQUAL(t2.k, 65536);
 	CU_ASSERT_TRUE(t2.local > t1.local);	/* a longer reduction: a looser bound */
@@ -590,7 +590,7 @@ static void test_tolerance_from_problem(void)
 	CU_ASSERT_DOUBLE_EQUAL(t1.local, 2 * sqrt(2 * log(1024.0 * 4096)) * 1e-2 + 4096 * ldexp(1, -23),
 			       1e-12);
 	kt_buf_set(&b, "y", KT_BUF_OUTPUT, KT_F32, 1000, 0);
-	worker_tolerance(sel, &st, &b, &t3);
+	measure_tolerance(sel, &st, &b, &t3);
 	CU_ASSERT_EQUAL(t3.k, 1);
 	CU_ASSERT_TRUE(t3.rtol < 1e-6);
 	CU_ASSERT_TRUE(t3.local < t1.local);	/* fewer elements: a thinner tail */
@@ -602,11 +602,11 @@ static void test_guard_count(void)
 	size_t i;
 
 	for (i = 0; i < sizeof(buf); i++)
-		buf[i] = WK_GUARD_BYTE;
-	CU_ASSERT_EQUAL(wk_guard_count(buf, sizeof(buf)), 0);
+		buf[i] = MEASURE_GUARD_BYTE;
+	CU_ASSERT_EQUAL(measure_guard_count(buf, sizeof(buf)), 0);
 	buf[5] = 0;
 	buf[63] ^= 1;
-	CU_ASSERT_EQUAL(wk_guard_count(buf, sizeof(buf)), 2);
+	CU_ASSERT_EQUAL(measure_guard_count(buf, sizeof(buf)), 2);
 }
 
 /* ---- on the CPU test device ---- */

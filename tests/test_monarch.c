@@ -61,7 +61,7 @@
 #include "testutil.h"
 #include "tuner/jit.h"
 #include "tuner/worker.h"
-#include "tuner/worker_int.h"	/* wk_plan_check: what the worker accepts */
+#include "tuner/worker_int.h"	/* measure_plan_check: what the worker accepts */
 
 static const struct kt_family *mon;	/* the family under test */
 static int blockmajor;			/* 1: monarch_bm (y block-major) */
@@ -679,7 +679,7 @@ static void test_gpu_ref_on_host(void)
 		{
 			char why[200];
 
-			CU_ASSERT_EQUAL(wk_plan_check(&plan, p.nb, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL(measure_plan_check(&plan, p.nb, why, sizeof(why)), 0);
 		}
 		for (round = 0; round < 2; round++) {
 			char what[96];
@@ -1011,7 +1011,7 @@ static void test_fused_epilogue3_on_host(void)
 			CU_ASSERT_EQUAL(bufs[9].role, KT_BUF_SCRATCH);
 			CU_ASSERT_EQUAL(bufs[9].dtype, KT_I32);
 			CU_ASSERT_EQUAL((long)bufs[9].elems, (T + bms[k] - 1) / bms[k]);
-			CU_ASSERT_EQUAL(wk_plan_check_bufs(&plan, nb, bufs, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL(measure_plan_check_bufs(&plan, nb, bufs, why, sizeof(why)), 0);
 			for (round = 0; round < 2; round++) {
 				y = plan_run(&p, &c, &plan, round, &oob);
 				snprintf(what, sizeof(what), "fused_ws EPILOGUE=3 BLOCK_M=%ld %s", bms[k],
@@ -1293,7 +1293,7 @@ static int space_one(const struct kt_config *c, void *arg)
 	}
 	for (i = 0; i < p.nprograms; i++)
 		bad |= !p.programs[i].tpl;
-	bad |= wk_plan_check(&p, nb, why, sizeof(why)) != 0;
+	bad |= measure_plan_check(&p, nb, why, sizeof(why)) != 0;
 	if (bad) {
 		x->bad_plans++;
 		fprintf(stderr, "\n  bad plan for %s\n", key);

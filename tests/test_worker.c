@@ -17,7 +17,7 @@
 
 #include "../kernels/family.h"
 #include "../tuner/worker.h"
-#include "../tuner/worker_int.h"	/* wk_plan_check_bufs, wk_tmap_check */
+#include "../tuner/worker_int.h"	/* measure_plan_check_bufs, measure_tmap_check */
 #include "testutil.h"
 
 static const char *worker_exe(void)
@@ -172,9 +172,9 @@ static void test_selftest_family(void)
 
 static void test_buffer_seed(void)
 {
-	CU_ASSERT_EQUAL(worker_buffer_seed(7, 0), worker_buffer_seed(7, 0));
-	CU_ASSERT_NOT_EQUAL(worker_buffer_seed(7, 0), worker_buffer_seed(7, 1));
-	CU_ASSERT_NOT_EQUAL(worker_buffer_seed(7, 0), worker_buffer_seed(8, 0));
+	CU_ASSERT_EQUAL(measure_buffer_seed(7, 0), measure_buffer_seed(7, 0));
+	CU_ASSERT_NOT_EQUAL(measure_buffer_seed(7, 0), measure_buffer_seed(7, 1));
+	CU_ASSERT_NOT_EQUAL(measure_buffer_seed(7, 0), measure_buffer_seed(8, 0));
 }
 
 /* The whole story: ok, wrong, fault, hang, launch_error, ok. */
@@ -456,11 +456,11 @@ static struct kt_tmap tmap2(long long width, long long rows, int box_w, int box_
 	return t;
 }
 
-/* wk_tmap_check on t over b must fail with a message containing want. */
+/* measure_tmap_check on t over b must fail with a message containing want. */
 static void expect_tmap_bad(const struct kt_tmap *t, const struct kt_buf *b, const char *want)
 {
 	char why[200] = "";
-	int rc = wk_tmap_check(t, b, why, sizeof(why));
+	int rc = measure_tmap_check(t, b, why, sizeof(why));
 
 	CU_ASSERT_EQUAL(rc, -1);
 	if (rc != -1 || !strstr(why, want)) {
@@ -485,23 +485,23 @@ static void test_tmap_checks(void)
 
 	/* Valid: every swizzle whose span holds box[0]. */
 	t = tmap2(256, 1024, 64, 32, 128);
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &b, why, sizeof(why)), 0);
 	t = tmap2(256, 1024, 32, 8, 64);
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &b, why, sizeof(why)), 0);
 	t = tmap2(256, 1024, 16, 8, 32);
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &b, why, sizeof(why)), 0);
 	t = tmap2(256, 1024, 256, 256, 0);
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &b, why, sizeof(why)), 0);
 	/* rank 3 covering the buffer exactly; a padded row stride. */
 	t = tmap2(256, 32, 64, 8, 128);
 	t.rank = 3;
 	t.dims[2] = 32;
 	t.strides[2] = 256 * 32;
 	t.box[2] = 1;
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &b, why, sizeof(why)), 0);
 	t = tmap2(200, 1000, 64, 32, 128);
 	t.strides[1] = 256;
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &b, why, sizeof(why)), 0);
 
 	t = tmap2(256, 1024, 64, 32, 128);
 	t.rank = 1;
@@ -522,7 +522,7 @@ static void test_tmap_checks(void)
 	/* 100 bf16 = 200 bytes: not a multiple of 16; as f32, 400 bytes is. */
 	t = tmap2(100, 1000, 32, 32, 0);
 	expect_tmap_bad(&t, &b, "not a multiple of 16");
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &f32, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &f32, why, sizeof(why)), 0);
 	/* box[0]: 4 bf16 = 8 bytes; 128 bf16 = 256 bytes over a 128-byte span;
 	 * 64 bf16 = 128 bytes over a 64-byte span. */
 	t = tmap2(256, 1024, 4, 32, 0);
@@ -532,7 +532,7 @@ static void test_tmap_checks(void)
 	t = tmap2(256, 1024, 64, 32, 64);
 	expect_tmap_bad(&t, &b, "64-byte swizzle span");
 	t = tmap2(256, 1024, 32, 32, 128);
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, &f32, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, &f32, why, sizeof(why)), 0);
 	t = tmap2(256, 1024, 64, 32, 128);
 	expect_tmap_bad(&t, &f32, "256 bytes, over the 128-byte");
 	/* Past the end of the buffer, by one row or by an overflowing stride. */
@@ -545,7 +545,7 @@ static void test_tmap_checks(void)
 	expect_tmap_bad(&t, &b, "strides[1]");
 	/* Without a buffer only the shape is checked. */
 	t = tmap2(100, 1000000, 4, 32, 0);
-	CU_ASSERT_EQUAL(wk_tmap_check(&t, NULL, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_tmap_check(&t, NULL, why, sizeof(why)), 0);
 
 	/* Through the plan check: the buffer index, and the message names the
 	 * launch. */
@@ -559,41 +559,41 @@ static void test_tmap_checks(void)
 	p.launch[0].args[0].tmap = tmap2(256, 1024, 64, 32, 128);
 	p.launch[0].args[1].kind = KT_ARG_BUF;
 	p.launch[0].args[1].buf = 0;
-	CU_ASSERT_EQUAL(wk_plan_check_bufs(&p, 1, &b, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_plan_check_bufs(&p, 1, &b, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), 0);
 	p.launch[0].args[0].buf = 1;
-	CU_ASSERT_EQUAL(wk_plan_check_bufs(&p, 1, &b, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check_bufs(&p, 1, &b, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "arg 0: buffer 1 of 1"));
 	p.launch[0].args[0].buf = -1;
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), -1);
 	p.launch[0].args[0].buf = 0;
 	p.launch[0].args[0].tmap.box[0] = 128;
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);	/* needs the dtype */
-	CU_ASSERT_EQUAL(wk_plan_check_bufs(&p, 1, &b, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), 0);	/* needs the dtype */
+	CU_ASSERT_EQUAL(measure_plan_check_bufs(&p, 1, &b, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0 (k_tma) arg 0: tensor map: box[0] = 128"));
 	p.launch[0].args[0].kind = (enum kt_arg_kind)(KT_ARG_TMAP + 1);
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "bad kind"));
 	/* the cooperative flag is a flag: 0 or 1 */
 	p.launch[0].args[0].kind = KT_ARG_BUF;
 	p.launch[0].cooperative = 1;
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), 0);
 	p.launch[0].cooperative = 2;
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0: cooperative is 2"));
 	/* pdl too, and only for a program that waits (KT_PDL=1) */
 	p.launch[0].cooperative = 0;
 	p.launch[0].pdl = 1;
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0 (k_tma) is flagged pdl but its program"));
 	p.programs[0].ndefines = 2;
 	snprintf(p.programs[0].defines[0], sizeof(p.programs[0].defines[0]), "KT_PDL=0");
 	snprintf(p.programs[0].defines[1], sizeof(p.programs[0].defines[1]), "KT_PDL=10");
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), -1);
 	snprintf(p.programs[0].defines[1], sizeof(p.programs[0].defines[1]), "KT_PDL=1");
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), 0);
 	p.launch[0].pdl = 2;
-	CU_ASSERT_EQUAL(wk_plan_check(&p, 1, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(measure_plan_check(&p, 1, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "launch 0: pdl is 2"));
 }
 

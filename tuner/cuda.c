@@ -14,14 +14,14 @@
  * copied on the device, and a candidate's outputs are compared with those
  * copies by templates/compare.cu (compiled with NVRTC once per child), which
  * leaves a few partial sums per output to download. The host path (download
- * every output, wk_compare) is used when KTUNE_HOST_COMPARE=1, or when the
- * compare kernel cannot be built or the reference copies do not fit (one
- * line on stderr says so); KTUNE_HOST_COMPARE=0 makes the GPU path required
- * (a problem fails instead of falling back). Both judge through wk_judge,
- * every output buffer on its own (worker_tolerance).
+ * every output, measure_compare) is used when worker_opts.compare says host, or
+ * when the compare kernel cannot be built or the reference copies do not
+ * fit (one line on stderr says so); compare gpu makes the GPU path required
+ * (a problem fails instead of falling back). Both judge through measure_judge,
+ * every output buffer on its own (measure_tolerance).
  *
- * Every output buffer is allocated with a guard region of WK_GUARD_BYTES on
- * either side, filled with WK_GUARD_BYTE; a candidate that changed a guard
+ * Every output buffer is allocated with a guard region of MEASURE_GUARD_BYTES on
+ * either side, filled with MEASURE_GUARD_BYTE; a candidate that changed a guard
  * (checked after its verification run and after its timed runs, by
  * compare.cu's kt_guard or on the host) wrote past its output: wrong.
  *
@@ -31,7 +31,7 @@
  * A launch flagged pdl goes out with programmatic dependent launch
  * (cuLaunchKernelEx), unless it is the first of what one repetition runs
  * (it follows the L2 flush and the start event: overlapping them would
- * start the clock late), the driver lacks it or KTUNE_PDL=0 (A/B
+ * start the clock late), the driver lacks it or worker_opts.pdl is 0 (A/B
  * timings): its kernel waits for the previous one before touching memory
  * either way, so results do not depend on it.
  */
@@ -39,6 +39,7 @@
 #include "jit.h"
 #include "nvml.h"
 #include "worker_int.h"
+#include "../util/knobs.h"
 
 #include <cublas_api.h>
 #include <dlfcn.h>
@@ -84,14 +85,15 @@ struct cu_dev {
 	int smem_optin;
 	int sm;			/* 90 */
 	int sms;
-	int pdl;		/* 0: KTUNE_PDL=0, launch plans' pdl launches plainly */
+	int pdl;		/* 0: launch plans' pdl launches plainly (worker_opts) */
+	enum worker_compare compare;	/* where outputs are compared (worker_opts) */
 	/* the current problem */
 	const struct kt_family *f;
 	struct kt_shape s;
 	int nprob;
 	struct kt_buf bufs[KT_MAX_BUFS];
 	CUdeviceptr dptr[KT_MAX_BUFS];
-	CUdeviceptr dbase[KT_MAX_BUFS];	/* allocations: outputs start WK_GUARD_BYTES in */
+	CUdeviceptr dbase[KT_MAX_BUFS];	/* allocations: outputs start MEASURE_GUARD_BYTES in */
 	double ref_rms[KT_MAX_BUFS];	/* root mean square of each expected output */
 	struct worker_tol tol[KT_MAX_BUFS];
 	void *host_in[KT_MAX_BUFS];	/* inputs, kept to restore them after a bad candidate */
@@ -101,7 +103,7 @@ struct cu_dev {
 	struct cu_blas blas;
 	/* the compare kernel (templates/compare.cu), set up once per child */
 	int cmp_state;		/* 0 not tried, 1 ready, -1 host path */
-	int cmp_required;	/* KTUNE_HOST_COMPARE=0 */
+	int cmp_required;	/* compare is WORKER_COMPARE_GPU */
 	char cmp_why[200];	/* why the host path, when cmp_state == -1 */
 	CUmodule cmp_mod;
 	CUfunction cmp_fn;
@@ -145,8 +147,8 @@ static size_t buf_bytes(const struct kt_buf *b)
 	return b->elems * kt_dtype_size(b->dtype);
 }
 
-int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *info,
-		struct kt_err *err)
+int cu_dev_open(int ordinal, int pdl, enum worker_compare compare, struct cu_dev **out,
+		struct worker_device_info *info, struct kt_err *err)
 {
 	static const struct {
 		CUdevice_attribute a;
@@ -179,7 +181,7 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 		goto out;
 	/* Test hook: behave as a driver without the tensor map entry point
 	 * (tests/test_gpu.c proves the launch error it must give). */
-	if (getenv("KTUNE_TEST_NO_TMAP_ENCODE"))
+	if (kt_knob_test_hook(KT_KNOB_TEST_NO_TMAP_ENCODE))
 		d->api.TensorMapEncodeTiled = NULL;
 	r = d->api.Init(0);
 	if (r == CUDA_ERROR_STUB_LIBRARY) {
@@ -249,11 +251,8 @@ int cu_dev_open(int ordinal, struct cu_dev **out, struct worker_device_info *inf
 			fprintf(stderr, "ktune worker: no clock readings: %s\n", why);
 		}
 	}
-	{
-		const char *env = getenv("KTUNE_PDL");
-
-		d->pdl = !(env && strcmp(env, "0") == 0);
-	}
+	d->pdl = pdl;
+	d->compare = compare;
 	/* The primary context: the same one cuBLAS's runtime will pick up. */
 	if ((r = d->api.DevicePrimaryCtxRetain(&d->ctx, d->dev)) != CUDA_SUCCESS) {
 		cu_fail(d, r, "cuDevicePrimaryCtxRetain", NULL, err);
@@ -336,10 +335,9 @@ static void cmp_release(struct cu_dev *d)
 
 /* Sets the compare kernel up, once per child. 1: verify on the GPU; 0: on
  * the host (said once on stderr); -1 with err when the GPU path is required
- * (KTUNE_HOST_COMPARE=0) and unavailable. */
+ * (WORKER_COMPARE_GPU) and unavailable. */
 static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 {
-	const char *env = getenv("KTUNE_HOST_COMPARE");
 	struct kt_program prog;
 	struct jit_result jr;
 	struct kt_err jerr = { 0 };
@@ -347,7 +345,7 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 	CUresult r;
 
 	if (d->cmp_state == 0) {
-		d->cmp_required = env && strcmp(env, "0") == 0;
+		d->cmp_required = d->compare == WORKER_COMPARE_GPU;
 		memset(&prog, 0, sizeof(prog));
 		memset(&jr, 0, sizeof(jr));
 		prog.tpl = "compare";
@@ -355,8 +353,9 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 		d->cmp_blocks = (unsigned)(d->sms > 0 ? 4 * d->sms : 128);
 		if (d->cmp_blocks > CMP_MAX_BLOCKS)
 			d->cmp_blocks = CMP_MAX_BLOCKS;
-		if (env && strcmp(env, "1") == 0) {
-			snprintf(d->cmp_why, sizeof(d->cmp_why), "KTUNE_HOST_COMPARE=1");
+		if (d->compare == WORKER_COMPARE_HOST) {
+			snprintf(d->cmp_why, sizeof(d->cmp_why),
+				 "asked for (--compare host, KTUNE_HOST_COMPARE=1)");
 		} else if (jit_compile(&prog, arch, &jr, &jerr) != 0 || !jr.ok) {
 			snprintf(d->cmp_why, sizeof(d->cmp_why),
 				 "templates/compare.cu did not compile for %s: %.120s", arch,
@@ -388,15 +387,15 @@ static int cmp_setup(struct cu_dev *d, struct kt_err *err)
 	if (d->cmp_state == 1)
 		return 1;
 	if (d->cmp_required)
-		return kt_err_set(err, KT_ECUDA, "verification on the GPU is required "
-				  "(KTUNE_HOST_COMPARE=0) but unavailable: %s", d->cmp_why);
+		return kt_err_set(err, KT_ECUDA, "verification on the GPU is required (--compare gpu, "
+				  "KTUNE_HOST_COMPARE=0) but unavailable: %s", d->cmp_why);
 	return 0;
 }
 
 /* Compares output buffer b at got with its reference at ref on the GPU and
  * adds to c, in block order (atol, rtol: the local bound). */
 static CUresult cmp_run(struct cu_dev *d, CUdeviceptr got, CUdeviceptr ref, const struct kt_buf *b,
-			double atol, double rtol, struct wk_cmp *c)
+			double atol, double rtol, struct measure_cmp *c)
 {
 	unsigned long long n = b->elems;
 	int dtype = (int)b->dtype;
@@ -430,11 +429,11 @@ static CUresult guard_fill(struct cu_dev *d, int i)
 
 	if (!d->dbase[i])
 		return CUDA_SUCCESS;
-	if ((r = d->api.MemsetD8Async(d->dbase[i], WK_GUARD_BYTE, WK_GUARD_BYTES, d->stream)) !=
-	    CUDA_SUCCESS)
+	if ((r = d->api.MemsetD8Async(d->dbase[i], MEASURE_GUARD_BYTE, MEASURE_GUARD_BYTES,
+				      d->stream)) != CUDA_SUCCESS)
 		return r;
-	return d->api.MemsetD8Async(d->dptr[i] + buf_bytes(&d->bufs[i]), WK_GUARD_BYTE,
-				    WK_GUARD_BYTES, d->stream);
+	return d->api.MemsetD8Async(d->dptr[i] + buf_bytes(&d->bufs[i]), MEASURE_GUARD_BYTE,
+				    MEASURE_GUARD_BYTES, d->stream);
 }
 
 /* Bytes changed in the guard regions of every output into *changed; the
@@ -455,8 +454,8 @@ static CUresult guard_check(struct cu_dev *d, long *changed)
 			CUdeviceptr g = side ? d->dptr[i] + buf_bytes(&d->bufs[i]) : d->dbase[i];
 
 			if (d->cmp_state == 1) {
-				unsigned long long nbytes = WK_GUARD_BYTES;
-				unsigned guard = WK_GUARD_BYTE;
+				unsigned long long nbytes = MEASURE_GUARD_BYTES;
+				unsigned guard = MEASURE_GUARD_BYTE;
 				void *params[] = { &g, &nbytes, &guard, &d->cmp_part, NULL };
 				unsigned b;
 
@@ -472,13 +471,13 @@ static CUresult guard_check(struct cu_dev *d, long *changed)
 					here += (long)d->cmp_host[(size_t)CMP_PART * b];
 				continue;
 			}
-			if (!host && !(host = malloc(WK_GUARD_BYTES))) {
+			if (!host && !(host = malloc(MEASURE_GUARD_BYTES))) {
 				r = CUDA_ERROR_OUT_OF_MEMORY;
 				goto out;
 			}
-			if ((r = d->api.MemcpyDtoH(host, g, WK_GUARD_BYTES)) != CUDA_SUCCESS)
+			if ((r = d->api.MemcpyDtoH(host, g, MEASURE_GUARD_BYTES)) != CUDA_SUCCESS)
 				goto out;
-			here += wk_guard_count(host, WK_GUARD_BYTES);
+			here += measure_guard_count(host, MEASURE_GUARD_BYTES);
 		}
 		if (here && (r = guard_fill(d, i)) != CUDA_SUCCESS)
 			goto out;
@@ -602,7 +601,7 @@ static CUresult mods_load(struct cu_dev *d, const struct kt_plan *p, const void 
 }
 
 /* Builds every KT_ARG_TMAP of plan p over its buffer (ptrs, bufs as the
- * launches will see them). The plan was checked with wk_plan_check_bufs. On
+ * launches will see them). The plan was checked with measure_plan_check_bufs. On
  * failure returns the driver's code and says what failed. */
 static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CUdeviceptr *ptrs,
 			     const struct kt_buf *bufs, struct cu_mods *m, char *what, size_t wlen)
@@ -663,7 +662,7 @@ static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CU
 							CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
 							CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 			if (r != CUDA_SUCCESS) {
-				wk_tmap_describe(t, b, desc, sizeof(desc));
+				measure_tmap_describe(t, b, desc, sizeof(desc));
 				/* Cut short when long: the map's description is the tail. */
 				if (snprintf(what, wlen, "cuTensorMapEncodeTiled (%s arg %d: %s)",
 					     l->kernel, j, desc) >= (int)wlen && wlen > 1)
@@ -680,7 +679,7 @@ static CUresult tmaps_encode(struct cu_dev *d, const struct kt_plan *p, const CU
  * not the first launch of what is run (it follows the timer's L2 flush
  * and start event, which it must not overlap: a plan may flag it for
  * production, where the layer before it is the primary), and the driver
- * has cuLaunchKernelEx, and KTUNE_PDL is not 0. */
+ * has cuLaunchKernelEx, and worker_opts.pdl is 1. */
 static int uses_pdl(const struct cu_dev *d, const struct kt_launch *l, int first)
 {
 	return l->pdl && !first && d->api.LaunchKernelEx && d->pdl;
@@ -735,7 +734,7 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 	 * before it still runs; it waits for that one's completion in
 	 * kt_pdl_wait before touching memory (the plan guarantees it was
 	 * compiled so), so a driver without cuLaunchKernelEx, or
-	 * KTUNE_PDL=0 (for A/B timings), launches it plainly with the same
+	 * pdl 0 (for A/B timings), launches it plainly with the same
 	 * results. */
 	if (uses_pdl(d, l, first)) {
 		CUlaunchAttribute at;
@@ -834,7 +833,7 @@ static void work_fail(struct cu_work *w, int *fatal, struct worker_result *res,
 	}
 }
 
-/* One batch for wk_time: n x [flush, event, work, event], one sync. */
+/* One batch for measure_time: n x [flush, event, work, event], one sync. */
 static int gpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker_result *res,
 		     struct kt_err *err)
 {
@@ -844,7 +843,7 @@ static int gpu_batch(void *arg, int n, double *out_us, int *fatal, struct worker
 	int i;
 
 	if (n > CU_MAX_BATCH)
-		n = CU_MAX_BATCH;	/* wk_time never asks for more */
+		n = CU_MAX_BATCH;	/* measure_time never asks for more */
 	for (i = 0; i < n; i++) {
 		if (w->flush &&
 		    (r = d->api.MemsetD8Async(d->flush, (unsigned char)i, d->flush_bytes,
@@ -956,7 +955,7 @@ static CUresult download_output(struct cu_dev *d, int i, float *dst)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r = d->api.MemcpyDtoH(tmp, d->dptr[i], bytes);
 	if (r == CUDA_SUCCESS)
-		wk_to_float(d->bufs[i].dtype, tmp, dst, d->bufs[i].elems);
+		measure_to_float(d->bufs[i].dtype, tmp, dst, d->bufs[i].elems);
 	free(tmp);
 	return r;
 }
@@ -983,7 +982,8 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 		kt_err_set(err, KT_EINTERNAL, "%s: %d problem buffers", f->name, nb);
 		goto out;
 	}
-	if (wk_plan_check_bufs(ref, nb, d->bufs, what, sizeof(what)) != 0 || ref->nlaunch < 1) {
+	if (measure_plan_check_bufs(ref, nb, d->bufs, what, sizeof(what)) != 0 ||
+	    ref->nlaunch < 1) {
 		kt_err_set(err, KT_EINTERNAL, "%s: bad reference plan: %s", f->name,
 			   ref->nlaunch < 1 ? "no launches" : what);
 		goto out;
@@ -1001,13 +1001,14 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 		/* Outputs between two guard regions (16-byte alignment and more
 		 * kept: the guards are whole MiBs). */
 		if ((r = d->api.MemAlloc(&d->dbase[i], b->role == KT_BUF_OUTPUT ?
-					 bytes + 2 * (size_t)WK_GUARD_BYTES : bytes)) != CUDA_SUCCESS) {
+					 bytes + 2 * (size_t)MEASURE_GUARD_BYTES : bytes)) !=
+		    CUDA_SUCCESS) {
 			d->dbase[i] = 0;
 			snprintf(what, sizeof(what), "allocating %s (%zu bytes)", b->name, bytes);
 			cu_fail(d, r, what, fatal, err);
 			goto out;
 		}
-		d->dptr[i] = d->dbase[i] + (b->role == KT_BUF_OUTPUT ? WK_GUARD_BYTES : 0);
+		d->dptr[i] = d->dbase[i] + (b->role == KT_BUF_OUTPUT ? MEASURE_GUARD_BYTES : 0);
 		if (b->role == KT_BUF_OUTPUT && (r = guard_fill(d, i)) != CUDA_SUCCESS) {
 			cu_fail(d, r, "filling the guard regions", fatal, err);
 			goto out;
@@ -1017,7 +1018,7 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 				kt_err_set(err, KT_EINTERNAL, "out of memory for %s", b->name);
 				goto out;
 			}
-			if (wk_fill_input(f, s, i, b, d->host_in[i], seed, err) != 0)
+			if (measure_fill_input(f, s, i, b, d->host_in[i], seed, err) != 0)
 				goto out;
 		}
 	}
@@ -1077,12 +1078,12 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 	/* Sanity: the reference itself must be finite (compared with itself),
 	 * and its root mean square scales each output's local bound. */
 	for (i = 0; i < nb; i++) {
-		struct wk_cmp self;
+		struct measure_cmp self;
 
 		if (d->bufs[i].role != KT_BUF_OUTPUT)
 			continue;
 		memset(&self, 0, sizeof(self));
-		worker_tolerance(f, s, &d->bufs[i], &d->tol[i]);
+		measure_tolerance(f, s, &d->bufs[i], &d->tol[i]);
 		if (cmp) {
 			if ((r = cmp_run(d, d->dref[i], d->dref[i], &d->bufs[i], 0, 0, &self)) !=
 			    CUDA_SUCCESS) {
@@ -1105,7 +1106,7 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 			cu_fail(d, r, "downloading the reference", fatal, err);
 			goto out;
 		}
-		wk_compare(d->ref[i], d->ref[i], d->bufs[i].elems, 0, 0, &self);
+		measure_compare(d->ref[i], d->ref[i], d->bufs[i].elems, 0, 0, &self);
 		nonfinite += self.nonfinite;
 		d->ref_rms[i] = sqrt(self.sq_ref / (double)d->bufs[i].elems);
 	}
@@ -1126,7 +1127,7 @@ out:
 }
 
 int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_plan *p,
-		const void *const *cubins, const size_t *lens, const struct wk_timing *t,
+		const void *const *cubins, const size_t *lens, const struct measure_timing *t,
 		struct worker_result *res, int *fatal, struct kt_err *err)
 {
 	struct kt_buf bufs[KT_MAX_BUFS];
@@ -1135,7 +1136,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 	struct cu_work w;
 	char what[160];
 	CUresult r;
-	struct wk_cmp cmp[KT_MAX_BUFS];
+	struct measure_cmp cmp[KT_MAX_BUFS];
 	double est_us = 0;
 	float *got = NULL;
 	int i, nb, rc = -1;
@@ -1160,7 +1161,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 				 "buffer %d differs from the problem's", i);
 			return 0;
 		}
-	if (wk_plan_check_bufs(p, nb, bufs, what, sizeof(what)) != 0 || p->nlaunch < 1) {
+	if (measure_plan_check_bufs(p, nb, bufs, what, sizeof(what)) != 0 || p->nlaunch < 1) {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "invalid plan: %s",
 			 p->nlaunch < 1 ? "no launches" : what);
@@ -1222,7 +1223,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			continue;
 		if (d->dev_cmp) {
 			if ((r = cmp_run(d, d->dptr[i], d->dref[i], &d->bufs[i],
-					 wk_atol(&d->tol[i], d->ref_rms[i]), d->tol[i].rtol,
+					 measure_atol(&d->tol[i], d->ref_rms[i]), d->tol[i].rtol,
 					 &cmp[i])) != CUDA_SUCCESS) {
 				cand_fail(d, r, "verifying on the GPU (compare kernel)", fatal, res);
 				rc = 0;
@@ -1240,15 +1241,15 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			rc = 0;
 			goto out;
 		}
-		wk_compare(got, d->ref[i], d->bufs[i].elems, wk_atol(&d->tol[i], d->ref_rms[i]),
-			   d->tol[i].rtol, &cmp[i]);
+		measure_compare(got, d->ref[i], d->bufs[i].elems,
+				measure_atol(&d->tol[i], d->ref_rms[i]), d->tol[i].rtol, &cmp[i]);
 	}
 	if ((r = guard_check(d, &res->guard_changed)) != CUDA_SUCCESS) {
 		cand_fail(d, r, "checking the guard regions", fatal, res);
 		rc = 0;
 		goto out;
 	}
-	if (wk_judge(res, d->bufs, d->nprob, cmp, d->tol)) {
+	if (measure_judge(res, d->bufs, d->nprob, cmp, d->tol)) {
 		rc = 0;
 		goto out;
 	}
@@ -1259,7 +1260,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 			goto out;
 		}
 	w.flush = t->flush_l2;
-	if (wk_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0) {
+	if (measure_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0) {
 		/* A candidate failing while timed is a result; anything else
 		 * (out of memory on the host) is ours. */
 		rc = err->code == KT_OK ? 0 : -1;
@@ -1381,7 +1382,7 @@ static CUresult temp_tensor(struct cu_dev *d, size_t elems, uint64_t seed, CUdev
 	return r;
 }
 
-int cu_dev_baseline(struct cu_dev *d, const char *name, const struct wk_timing *t,
+int cu_dev_baseline(struct cu_dev *d, const char *name, const struct measure_timing *t,
 		    struct worker_result *res, int *fatal, struct kt_err *err)
 {
 	static const char *const x_names[] = { "x", "X", NULL };
@@ -1454,7 +1455,7 @@ int cu_dev_baseline(struct cu_dev *d, const char *name, const struct wk_timing *
 			goto out;
 		}
 	w.flush = t->flush_l2;
-	if (wk_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0)
+	if (measure_time_read(d->nv, t, est_us, gpu_batch, &w, fatal, res, err) != 0)
 		goto out;
 	res->status = WORKER_OK;
 	snprintf(res->message, sizeof(res->message), "cublasGemmEx bf16, compute 32F, %s, %s",

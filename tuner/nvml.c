@@ -4,6 +4,7 @@
  * not needed to build.
  */
 #include "nvml.h"
+#include "../util/knobs.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@ static void *sym(void *lib, const char *name)
 
 int nvml_open(const char *uuid, struct nvml **out, char *why, size_t whylen)
 {
-	const char *path = getenv("KTUNE_NVML_LIB"), *off = getenv("KTUNE_NVML");
+	const char *path = kt_knob_test_hook(KT_KNOB_NVML_LIB);
 	nvml_ret (*init)(void) = NULL;
 	nvml_ret (*by_uuid)(const char *, nvml_dev *) = NULL;
 	struct nvml *n = NULL;
@@ -40,7 +41,7 @@ int nvml_open(const char *uuid, struct nvml **out, char *why, size_t whylen)
 	nvml_ret r;
 
 	*out = NULL;
-	if (off && strcmp(off, "0") == 0) {
+	if (!kt_knob_flag(KT_KNOB_NVML)) {
 		snprintf(why, whylen, "NVML turned off (KTUNE_NVML=0)");
 		return -1;
 	}

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "../util/clock.h"
+#include "../util/knobs.h"
 
 #define WK_START_TIMEOUT_S 120.0	/* cuInit on a cold multi-GPU host is slow */
 #define WK_SETUP_TIMEOUT_S 300.0	/* problem: host fill + the GPU reference */
@@ -171,6 +172,8 @@ int wk_recv(int fd, uint32_t *type, void **payload, size_t *len, size_t max, dou
 
 void worker_opts_default(struct worker_opts *o)
 {
+	const char *hc;
+
 	memset(o, 0, sizeof(*o));
 	o->backend = WORKER_BACKEND_CUDA;
 	o->timeout_s = 30;
@@ -180,6 +183,34 @@ void worker_opts_default(struct worker_opts *o)
 	o->budget_ms = 400;
 	o->stable_pct = 0.5;
 	o->flush_l2 = 1;
+	o->pdl = kt_knob_flag(KT_KNOB_PDL);
+	hc = kt_knob_get(KT_KNOB_HOST_COMPARE);
+	o->compare = hc && strcmp(hc, "1") == 0 ? WORKER_COMPARE_HOST :
+		     hc && strcmp(hc, "0") == 0 ? WORKER_COMPARE_GPU : WORKER_COMPARE_AUTO;
+}
+
+const char *worker_compare_name(enum worker_compare c)
+{
+	switch (c) {
+	case WORKER_COMPARE_AUTO: return "auto";
+	case WORKER_COMPARE_GPU: return "gpu";
+	case WORKER_COMPARE_HOST: return "host";
+	}
+	return "unknown";
+}
+
+int worker_compare_parse(const char *text, enum worker_compare *out)
+{
+	static const enum worker_compare all[] = { WORKER_COMPARE_AUTO, WORKER_COMPARE_GPU,
+						   WORKER_COMPARE_HOST };
+	size_t i;
+
+	for (i = 0; text && i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(text, worker_compare_name(all[i])) == 0) {
+			*out = all[i];
+			return 0;
+		}
+	return -1;
 }
 
 const char *worker_status_name(enum worker_status s)
@@ -192,16 +223,6 @@ const char *worker_status_name(enum worker_status s)
 	case WORKER_TIMEOUT: return "timeout";
 	}
 	return "unknown";
-}
-
-uint64_t worker_buffer_seed(uint64_t seed, int buf)
-{
-	/* splitmix64 of (seed, buf): neighbouring buffers get unrelated values. */
-	uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(buf + 1);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 static const char *signal_name(int sig, char *buf, size_t len)
@@ -353,7 +374,9 @@ static int child_spawn(struct worker *w, struct kt_err *err)
 	int cmd[2] = { -1, -1 }, rep[2] = { -1, -1 }, ee[2] = { -1, -1 };
 	char dev[16], why[160];
 	char *argv[] = { w->exe, "__worker", "--backend",
-			 w->o.backend == WORKER_BACKEND_CPU ? "cpu" : "cuda", "--device", dev, NULL };
+			 w->o.backend == WORKER_BACKEND_CPU ? "cpu" : "cuda", "--device", dev,
+			 "--pdl", w->o.pdl ? "1" : "0",
+			 "--compare", (char *)worker_compare_name(w->o.compare), NULL };
 	struct wk_hello *hello = NULL;
 	void *payload = NULL;
 	size_t len = 0;
@@ -603,8 +626,8 @@ int worker_start(const struct worker_opts *o, struct worker **out, struct kt_err
 		w->o.min_reps = 10;
 	if (w->o.max_reps <= 0)
 		w->o.max_reps = 200;
-	if (w->o.max_reps > WK_MAX_REPS)
-		w->o.max_reps = WK_MAX_REPS;
+	if (w->o.max_reps > MEASURE_MAX_REPS)
+		w->o.max_reps = MEASURE_MAX_REPS;
 	if (w->o.min_reps > w->o.max_reps)
 		w->o.min_reps = w->o.max_reps;
 	if (w->o.budget_ms <= 0)
@@ -653,7 +676,7 @@ int worker_pid(struct worker *w)
 	return w ? (int)w->pid : 0;
 }
 
-static void timing_of(const struct worker *w, struct wk_timing *t)
+static void timing_of(const struct worker *w, struct measure_timing *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->warmup = w->o.warmup;

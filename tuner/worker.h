@@ -39,6 +39,16 @@ enum worker_backend {
 	WORKER_BACKEND_CPU = 1,		/* selftest family only, for tests */
 };
 
+/* Where the child compares a candidate's outputs with the reference. */
+enum worker_compare {
+	WORKER_COMPARE_AUTO = 0,	/* on the GPU (templates/compare.cu), else on the host */
+	WORKER_COMPARE_GPU,		/* on the GPU; a problem fails when it cannot */
+	WORKER_COMPARE_HOST,		/* every output downloaded and compared on the host */
+};
+const char *worker_compare_name(enum worker_compare c);	/* "auto", "gpu", "host" */
+/* "auto", "gpu" or "host"; 0, or -1 for another word. */
+int worker_compare_parse(const char *text, enum worker_compare *out);
+
 struct worker_opts {
 	const char *exe;	/* path of the ktune binary to exec as the child */
 	enum worker_backend backend;
@@ -51,6 +61,12 @@ struct worker_opts {
 	double stable_pct;	/* stop when the median moved less than this
 				 * between checks; 0: 0.5 */
 	int flush_l2;		/* 1 (default via worker_opts_default) */
+	/* experiment switches, defaults from the environment (util/knobs.h) */
+	int pdl;		/* 0: plans' pdl launches go out plainly, without
+				 * programmatic dependent launch (A/B timings);
+				 * default $KTUNE_PDL, else 1 */
+	enum worker_compare compare;	/* default $KTUNE_HOST_COMPARE: 1 host,
+					 * 0 gpu, else auto */
 };
 void worker_opts_default(struct worker_opts *o);
 
@@ -88,7 +104,8 @@ struct worker_conditions {
 };
 
 /* How close one output buffer must come to the reference
- * (worker_tolerance; docs/measuring.md derives the numbers):
+ * (measure_tolerance, tuner/measure.h; docs/measuring.md derives the
+ * numbers):
  *  - globally, ||got - ref|| / ||ref|| <= l2;
  *  - locally, every element |got - ref| <= local * rms(ref) + rtol * |ref|,
  *    so that a few wrong elements cannot hide in a pooled norm. */
@@ -96,13 +113,6 @@ struct worker_tol {
 	double l2, local, rtol;
 	long k;			/* the reduction length the bound allows for */
 };
-/* The tolerance of output buffer b of family f at shape s: l2 is the
- * family's tol; local allows 2 * sqrt(2 ln n) * l2 (twice the largest of n
- * Gaussian errors at the global bound) plus K * 2^-23 (fp32 accumulation
- * over the reduction length K: the shape's in/rank, head_dim/block); rtol
- * is two units in the last place of b's dtype. */
-void worker_tolerance(const struct kt_family *f, const struct kt_shape *s,
-		      const struct kt_buf *b, struct worker_tol *t);
 
 /* The verdict on one output buffer. */
 struct worker_outerr {
@@ -152,7 +162,7 @@ int worker_problem(struct worker *w, const struct kt_family *f, const struct kt_
 /* Evaluates one candidate on the current problem: loads its cubins (one per
  * plan program), allocates its scratch buffers, runs the prep launches,
  * poisons the outputs, runs the timed launches once and verifies every
- * output buffer against worker_tolerance() (no non-finite value, nothing
+ * output buffer against measure_tolerance() (no non-finite value, nothing
  * written into the guard regions around the outputs), and only then times
  * it, reading the GPU's conditions before and after (res->cond). A write
  * into a guard region during the timed runs makes it wrong too. Returns 0
@@ -168,11 +178,6 @@ int worker_eval(struct worker *w, const struct kt_config *c, const struct kt_pla
  * cuBLAS missing (message in res), -1 worker failure. */
 int worker_baseline(struct worker *w, const char *name, struct worker_result *res,
 		    struct kt_err *err);
-
-/* The seed input buffer `buf` of a problem is filled from (passed to
- * family->fill, or to kt_fill_bf16), derived from worker_problem()'s seed,
- * so that a test can rebuild the same inputs on the host. */
-uint64_t worker_buffer_seed(uint64_t seed, int buf);
 
 /* The child's entry point: `ktune __worker ARGS` calls this from main(). */
 int worker_child_main(int argc, char **argv);

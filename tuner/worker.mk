@@ -1,5 +1,5 @@
 # tuner/ worker: the isolated GPU child process, the driver by dlopen, measuring
-LIB_SRCS += tuner/worker.c tuner/worker_child.c tuner/cuda.c tuner/nvml.c kernels/selftest.c
+LIB_SRCS += tuner/worker.c tuner/worker_child.c tuner/measure.c tuner/cuda.c tuner/nvml.c kernels/selftest.c
 TEMPLATES += templates/selftest.cu templates/compare.cu
 TESTS += test_worker test_gpu
 

@@ -1,1 +1,1 @@
-LIB_SRCS += util/err.c util/hash.c util/clock.c
+LIB_SRCS += util/err.c util/hash.c util/clock.c util/knobs.c
