@@ -377,8 +377,9 @@ static int s1tc_check(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int blast_check(const struct kt_shape *s, const struct kt_config *c,
-		       const struct kt_target *tgt, char *why, size_t whylen)
+static int blast_check(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_config *c, const struct kt_target *tgt, char *why,
+		       size_t whylen)
 {
 	struct kt_gemm_tile s1, s3;
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
@@ -421,8 +422,8 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	return kt_gemm_check_space(&s3, T, m / b, r, 0, tgt, why, whylen);
 }
 
-static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-			 struct kt_buf out[KT_MAX_BUFS])
+static int blast_buffers(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	size_t T = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
 	size_t b = (size_t)s->v[D_BLOCKS], r = (size_t)s->v[D_RANK];
@@ -579,9 +580,9 @@ static void st_prep(struct kt_plan *out, int pm, long r)
  * others), both from blast.cu with MIX_B (and MIX_TC, which adds St's
  * kernel), the program fused_cl preps with. In its own slots: St at
  * B_ST, S32 at the next. */
-static int blast_prepare_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			      struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
-			      struct kt_err *err)
+static int blast_prepare_plan(const struct kt_family *f, const struct kt_shape *s,
+			      const struct kt_target *tgt, struct kt_plan *out,
+			      struct kt_buf bufs[KT_MAX_BUFS], int *nbufs, struct kt_err *err)
 {
 	long b = s->v[D_BLOCKS], r = s->v[D_RANK];
 	struct kt_launch *l;
@@ -591,7 +592,7 @@ static int blast_prepare_plan(const struct kt_shape *s, const struct kt_target *
 	memset(out, 0, sizeof(*out));
 	if (b < 1 || r < 1)
 		return kt_err_set(err, KT_EINVAL, "blast: blocks and rank must be positive");
-	blast_buffers(s, NULL, bufs);
+	blast_buffers(f, s, NULL, bufs);
 	for (i = NPROBLEM_BUFS; i < B_ST; i++)
 		kt_buf_set(&bufs[i], "", KT_BUF_SCRATCH, KT_BF16, 0, 0);
 	kt_buf_set(&bufs[B_ST], tc ? "St" : "", KT_BUF_SCRATCH, KT_BF16, tc ? (size_t)r * 256 : 0, 0);
@@ -740,8 +741,9 @@ static int s1tc_plan(const struct kt_shape *s, const struct kt_config *c,
  *           fused  [blast FUSED MIX_B + s1's tile] [gemm s3]
  * Prep: S32 = float(S). Launches: stage 1 (+ mixing), stage 3.
  */
-static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
-		      const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int blast_plan(const struct kt_family *f, const struct kt_shape *s,
+		      const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
+		      struct kt_err *err)
 {
 	struct kt_gemm_tile s1, s3;
 	struct kt_launch *l;
@@ -751,7 +753,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	int fused = is_fused(c->variant), pg3, pm, rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (blast_check(s, c, tgt, why, sizeof(why)))
+	if (blast_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "blast: config cannot run: %s", why);
 	if (c->variant == V_FUSED_CL)
 		return fcl_plan(s, c, tgt, out, err);
@@ -829,8 +831,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 /* Three plain kernels, one thread per output, fp32 accumulation in a fixed
  * order, fp32 intermediates: z32 = x_j V_j^T, w32 = sum_j S_ij . z32[j],
  * y = w32[i] U_i^T. */
-static int blast_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			  struct kt_plan *out, struct kt_err *err)
+static int blast_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			  const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	struct kt_launch *l;
 	char why[200];
@@ -875,8 +877,8 @@ static int blast_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
  * . U_i^T, i.e. z for all blocks (b*r values), then every output as
  * sum_j sum_c U[i][o'][c] S[i][j][c] z[j][c]. Needs only b | in, out (not
  * the GEMM alignment), so tests can use tiny odd shapes. */
-static int blast_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-			 struct kt_err *err)
+static int blast_cpu_ref(const struct kt_family *f, const struct kt_shape *s, const void *const *in,
+			 float *const *out, struct kt_err *err)
 {
 	const uint16_t *x = in[B_X], *U = in[B_U], *V = in[B_V], *S = in[B_S];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
@@ -922,14 +924,14 @@ out:
 	return rc;
 }
 
-static double blast_flops(const struct kt_shape *s)
+static double blast_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	double b = s->v[D_BLOCKS];
 
 	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (s->v[D_IN] + s->v[D_OUT] + b * b);
 }
 
-static double blast_min_bytes(const struct kt_shape *s)
+static double blast_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	double T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], r = s->v[D_RANK];
 	double b = s->v[D_BLOCKS];
@@ -953,8 +955,8 @@ static const struct {
 	{0, 0, 256, 64, 128, 4, 0},	/* llama1b q/o N1024 */
 };
 
-static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tgt,
-			    struct kt_config *out)
+static int blast_default_ws(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_target *tgt, struct kt_config *out)
 {
 	long T = s->v[D_TOKENS], b = s->v[D_BLOCKS], mb = s->v[D_OUT] / b, r = s->v[D_RANK];
 	long sms = tgt->sms > 0 ? tgt->sms : 100;
@@ -979,7 +981,8 @@ static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tg
 		out->p[P_GROUP] = 8;
 		out->p[P_CONSUMERS] = 2;
 		out->p[P_PERSIST] = tcmix_ws_defaults[i].persist;
-		if (2 * s1 >= sms && 2 * s3 >= sms && blast_check(s, out, tgt, why, sizeof(why)) == 0)
+		if (2 * s1 >= sms && 2 * s3 >= sms && blast_check(f, s, out, tgt, why,
+								  sizeof(why)) == 0)
 			return 0;
 	}
 	return -1;
@@ -990,8 +993,8 @@ static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tg
  * still fits, on mma.sync (runs on every sm_80+ target): tcmix where
  * blocks <= 16 (its tensor-core mixer is several times faster than
  * blast_mix's CUDA cores at the same GEMM stages), else naive. */
-static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
-			 struct kt_config *out)
+static int blast_default(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_target *tgt, struct kt_config *out)
 {
 	static const int idx[8] = {P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBN};
 	char why[200];
@@ -1009,10 +1012,10 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 		if (kt_config_parse(&blast_family,
 				    "variant=tcmix,BLOCK_M=16,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=64,WARPS_M=1,"
 				    "WARPS_N=2,STAGES=6,GROUP_M=8,PDL=1", out, &e) == 0 &&
-		    blast_check(s, out, tgt, why, sizeof(why)) == 0)
+		    blast_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
-	if (tgt->arch_a && blast_default_ws(s, tgt, out) == 0)
+	if (tgt->arch_a && blast_default_ws(f, s, tgt, out) == 0)
 		return 0;
 	return kt_gemm_default_staged(&blast_family, s, tgt, s->v[D_TOKENS],
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK],

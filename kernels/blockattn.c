@@ -465,14 +465,14 @@ static int buffers_of(int bwd, const struct kt_shape *s, const struct kt_config 
 	return L.nproblem + 1;
 }
 
-static int fwd_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-		       struct kt_buf out[KT_MAX_BUFS])
+static int fwd_buffers(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	return buffers_of(0, s, cfg, out);
 }
 
-static int bwd_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-		       struct kt_buf out[KT_MAX_BUFS])
+static int bwd_buffers(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	return buffers_of(1, s, cfg, out);
 }
@@ -507,12 +507,14 @@ out:
 	return rc;
 }
 
-static int fwd_fill(const struct kt_shape *s, int buf, void *host, uint64_t seed)
+static int fwd_fill(const struct kt_family *f, const struct kt_shape *s, int buf, void *host,
+		    uint64_t seed)
 {
 	return fill_of(0, s, buf, host, seed);
 }
 
-static int bwd_fill(const struct kt_shape *s, int buf, void *host, uint64_t seed)
+static int bwd_fill(const struct kt_family *f, const struct kt_shape *s, int buf, void *host,
+		    uint64_t seed)
 {
 	return fill_of(1, s, buf, host, seed);
 }
@@ -727,13 +729,13 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 	return 0;
 }
 
-static int fwd_check(const struct kt_shape *s, const struct kt_config *c,
+static int fwd_check(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
 		     const struct kt_target *tgt, char *why, size_t whylen)
 {
 	return check_of(0, s, c, tgt, why, whylen);
 }
 
-static int bwd_check(const struct kt_shape *s, const struct kt_config *c,
+static int bwd_check(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
 		     const struct kt_target *tgt, char *why, size_t whylen)
 {
 	return check_of(1, s, c, tgt, why, whylen);
@@ -848,13 +850,13 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int fwd_plan(const struct kt_shape *s, const struct kt_config *c,
+static int fwd_plan(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
 		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	return plan_of(0, s, c, tgt, 0, out, err);
 }
 
-static int bwd_plan(const struct kt_shape *s, const struct kt_config *c,
+static int bwd_plan(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
 		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	return plan_of(1, s, c, tgt, 0, out, err);
@@ -942,15 +944,15 @@ static int ref_plan_of(int bwd, const struct kt_shape *s, struct kt_plan *out, s
 	return 0;
 }
 
-static int fwd_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			struct kt_plan *out, struct kt_err *err)
+static int fwd_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	(void)tgt;
 	return ref_plan_of(0, s, out, err);
 }
 
-static int bwd_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			struct kt_plan *out, struct kt_err *err)
+static int bwd_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	(void)tgt;
 	return ref_plan_of(1, s, out, err);
@@ -1015,14 +1017,14 @@ out:
 	return rc;
 }
 
-static int fwd_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-		       struct kt_err *err)
+static int fwd_cpu_ref(const struct kt_family *f, const struct kt_shape *s, const void *const *in,
+		       float *const *out, struct kt_err *err)
 {
 	return cpu_ref_of(0, s, in, out, err);
 }
 
-static int bwd_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-		       struct kt_err *err)
+static int bwd_cpu_ref(const struct kt_family *f, const struct kt_shape *s, const void *const *in,
+		       float *const *out, struct kt_err *err)
 {
 	return cpu_ref_of(1, s, in, out, err);
 }
@@ -1044,12 +1046,12 @@ static double pairs(const struct kt_shape *s)
 }
 
 /* fwd: QK^T and PV, 2 n^2 d each; bwd: S again, dV, dP, dQ, dK. */
-static double fwd_flops(const struct kt_shape *s)
+static double fwd_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 4.0 * pairs(s) * (double)s->v[BA_D_HDIM];
 }
 
-static double bwd_flops(const struct kt_shape *s)
+static double bwd_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 10.0 * pairs(s) * (double)s->v[BA_D_HDIM];
 }
@@ -1066,12 +1068,12 @@ static double bytes_of(int bwd, const struct kt_shape *s)
 	       (s->v[BA_D_ROPE] ? 2.0 * d * T : 0);
 }
 
-static double fwd_min_bytes(const struct kt_shape *s)
+static double fwd_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	return bytes_of(0, s);
 }
 
-static double bwd_min_bytes(const struct kt_shape *s)
+static double bwd_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	return bytes_of(1, s);
 }
@@ -1110,14 +1112,14 @@ static int default_of(int bwd, const struct kt_shape *s, const struct kt_target 
 	return check_of(bwd, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
 }
 
-static int fwd_default(const struct kt_shape *s, const struct kt_target *tgt,
-		       struct kt_config *out)
+static int fwd_default(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_target *tgt, struct kt_config *out)
 {
 	return default_of(0, s, tgt, out);
 }
 
-static int bwd_default(const struct kt_shape *s, const struct kt_target *tgt,
-		       struct kt_config *out)
+static int bwd_default(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_target *tgt, struct kt_config *out)
 {
 	return default_of(1, s, tgt, out);
 }

@@ -643,7 +643,7 @@ int kt_gemm_default_staged(const struct kt_family *f, const struct kt_shape *s,
 				out->p[idx[k]] = (f->params[idx[k]].variants >> variant) & 1u
 							 ? kt_param_clamp(f, idx[k], out->p[idx[k]])
 							 : 0;
-			if (f->check(s, out, tgt, why, sizeof(why)) == 0)
+			if (f->check(f, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
 	}

@@ -343,20 +343,22 @@ static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *
 	return kt_gemm_check_space(&y2, T, m / b, r, 0, tgt, why, whylen);
 }
 
-static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
-			 const struct kt_target *tgt, char *why, size_t whylen)
+static int monarch_check(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *c, const struct kt_target *tgt, char *why,
+			 size_t whylen)
 {
 	return check_impl(0, s, c, tgt, why, whylen);
 }
 
-static int monarch_bm_check(const struct kt_shape *s, const struct kt_config *c,
-			    const struct kt_target *tgt, char *why, size_t whylen)
+static int monarch_bm_check(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_config *c, const struct kt_target *tgt, char *why,
+			    size_t whylen)
 {
 	return check_impl(1, s, c, tgt, why, whylen);
 }
 
-static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-			   struct kt_buf out[KT_MAX_BUFS])
+static int monarch_buffers(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	size_t T = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
 	size_t b = (size_t)s->v[D_BLOCKS], r = (size_t)s->v[D_RANK];
@@ -487,9 +489,9 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
 /* Every prepared buffer of the space: w1r, which the relayout variants and
  * fused_ws read (the same re-layout for all), filled by monarch.cu's
  * relayout kernel (a program without defines). */
-static int monarch_prepare_plan(const struct kt_shape *s, const struct kt_target *tgt,
-				struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
-				struct kt_err *err)
+static int monarch_prepare_plan(const struct kt_family *f, const struct kt_shape *s,
+				const struct kt_target *tgt, struct kt_plan *out,
+				struct kt_buf bufs[KT_MAX_BUFS], int *nbufs, struct kt_err *err)
 {
 	char why[160];
 	int i;
@@ -498,7 +500,7 @@ static int monarch_prepare_plan(const struct kt_shape *s, const struct kt_target
 	memset(out, 0, sizeof(*out));
 	if (shape_check(s, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "monarch: %s", why);
-	monarch_buffers(s, NULL, bufs);
+	monarch_buffers(f, s, NULL, bufs);
 	for (i = B_Z32 + 1; i < B_W1R; i++)
 		kt_buf_set(&bufs[i], "", KT_BUF_SCRATCH, KT_BF16, 0, 0);
 	kt_buf_set(&bufs[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16,
@@ -768,48 +770,50 @@ out:
 	return rc;
 }
 
-static int monarch_plan(const struct kt_shape *s, const struct kt_config *c,
-			const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int monarch_plan(const struct kt_family *f, const struct kt_shape *s,
+			const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
+			struct kt_err *err)
 {
 	return plan_impl(0, s, c, tgt, out, err);
 }
 
-static int monarch_bm_plan(const struct kt_shape *s, const struct kt_config *c,
-			   const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int monarch_bm_plan(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_config *c, const struct kt_target *tgt,
+			   struct kt_plan *out, struct kt_err *err)
 {
 	return plan_impl(1, s, c, tgt, out, err);
 }
 
-static int monarch_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			    struct kt_plan *out, struct kt_err *err)
+static int monarch_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	return ref_plan_impl(0, s, tgt, out, err);
 }
 
-static int monarch_bm_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			       struct kt_plan *out, struct kt_err *err)
+static int monarch_bm_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			       const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	return ref_plan_impl(1, s, tgt, out, err);
 }
 
-static int monarch_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-			   struct kt_err *err)
+static int monarch_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
+			   const void *const *in, float *const *out, struct kt_err *err)
 {
 	return cpu_ref_impl(0, s, in, out, err);
 }
 
-static int monarch_bm_cpu_ref(const struct kt_shape *s, const void *const *in,
-			      float *const *out, struct kt_err *err)
+static int monarch_bm_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
+			      const void *const *in, float *const *out, struct kt_err *err)
 {
 	return cpu_ref_impl(1, s, in, out, err);
 }
 
-static double monarch_flops(const struct kt_shape *s)
+static double monarch_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (double)(s->v[D_IN] + s->v[D_OUT]);
 }
 
-static double monarch_min_bytes(const struct kt_shape *s)
+static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	double T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], r = s->v[D_RANK];
 
@@ -915,14 +919,14 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK], V_NAIVE, idx, out);
 }
 
-static int monarch_default(const struct kt_shape *s, const struct kt_target *tgt,
-			   struct kt_config *out)
+static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_target *tgt, struct kt_config *out)
 {
 	return default_impl(0, s, tgt, out);
 }
 
-static int monarch_bm_default(const struct kt_shape *s, const struct kt_target *tgt,
-			      struct kt_config *out)
+static int monarch_bm_default(const struct kt_family *f, const struct kt_shape *s,
+			      const struct kt_target *tgt, struct kt_config *out)
 {
 	return default_impl(1, s, tgt, out);
 }

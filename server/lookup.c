@@ -393,8 +393,8 @@ int lookup_device_target(const char *arch, const struct store_device *d,
 
 double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s)
 {
-	double c = f->flops ? f->flops(s) / PEAK_FLOPS : 0;
-	double m = f->min_bytes ? f->min_bytes(s) / PEAK_BYTES : 0;
+	double c = f->flops ? f->flops(f, s) / PEAK_FLOPS : 0;
+	double m = f->min_bytes ? f->min_bytes(f, s) / PEAK_BYTES : 0;
 
 	return (c > m ? c : m) * 1e6;
 }

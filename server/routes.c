@@ -239,7 +239,7 @@ static int why_visit(const struct kt_config *c, void *arg)
 	int i;
 
 	w->n++;
-	if (w->f->check(w->s, c, w->t, why, sizeof(why)) == 0) {
+	if (w->f->check(w->f, w->s, c, w->t, why, sizeof(why)) == 0) {
 		w->ok++;
 		return 0;
 	}
@@ -326,7 +326,7 @@ static json_t *default_reason(const struct lookup_table *tab, const struct looku
 		snprintf(buf, sizeof(buf), "the nearest tuned shape, %s, is %.3g from this one, past "
 			 "max_distance %.3g", near->w.shape_key, nd, a->max_distance);
 	else {
-		q->fam->check(&q->shape, &near->cfg, &a->target, why, sizeof(why));
+		q->fam->check(q->fam, &q->shape, &near->cfg, &a->target, why, sizeof(why));
 		snprintf(buf, sizeof(buf), "the tuned shapes within max_distance %.3g have configs that "
 			 "cannot run this shape; the nearest, %s (%.3g away), says: %s", a->max_distance,
 			 near->w.shape_key, nd, why[0] ? why : "invalid here");

@@ -406,7 +406,7 @@ float *emu_run(const struct kt_family *f, const struct kt_shape *s, const struct
 	m.round = round;
 	m.tpl = tpl;
 	m.family = family;
-	m.nb = f->buffers(s, c, m.bufs);
+	m.nb = f->buffers(f, s, c, m.bufs);
 	CU_ASSERT_FATAL(m.nb >= nin && m.nb <= KT_MAX_BUFS && y >= 0 && y < m.nb);
 	for (i = 0; i < m.nb; i++) {
 		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
@@ -726,7 +726,7 @@ void job_add_plan(struct job_list *j, const struct kt_family *f, const struct kt
 	char arch[16], key[200], label[200];
 	int i;
 
-	CU_ASSERT_EQUAL_FATAL(f->plan(s, c, t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(f->plan(f, s, c, t, &p, &e), 0);
 	kt_target_arch(t, arch, sizeof(arch));
 	kt_config_key(f, c, key, sizeof(key));
 	snprintf(label, sizeof(label), "%.160s [%.20s]", key, why);
@@ -754,7 +754,8 @@ static int pick_one(const struct kt_config *c, void *arg)
 	long v[6];
 	int k;
 
-	if (c->variant != x->variant || x->js->f->check(&x->s, c, &x->t, why, sizeof(why)))
+	if (c->variant != x->variant || x->js->f->check(x->js->f, &x->s, c, &x->t, why,
+							sizeof(why)))
 		return 0;
 	if (x->n == x->cap) {
 		void *a;
@@ -832,7 +833,7 @@ void job_add_shape(struct job_list *j, const struct job_sample *js, const struct
 		}
 		free(x.valid);
 	}
-	CU_ASSERT_EQUAL_FATAL(f->ref_plan(s, t, &rp, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(f->ref_plan(f, s, t, &rp, &e), 0);
 	for (k = 0; k < rp.nprograms; k++)
 		job_add(j, &rp.programs[k], arch, "reference");
 }

@@ -149,7 +149,7 @@ static void problem_ref(struct problem *p)
 	p->ref = malloc(p->bufs[Y].elems * sizeof(float));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p->ref);
 	outs[0] = p->ref;
-	CU_ASSERT_EQUAL_FATAL(fam->cpu_ref(&p->s, (const void *const *)p->in, outs, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fam->cpu_ref(fam, &p->s, (const void *const *)p->in, outs, &e), 0);
 }
 
 static void problem_init(struct problem *p, const char *text, uint64_t seed)
@@ -158,7 +158,7 @@ static void problem_init(struct problem *p, const char *text, uint64_t seed)
 
 	memset(p, 0, sizeof(*p));
 	p->s = ft_shape(fam, text);
-	p->nb = fam->buffers(&p->s, NULL, p->bufs);
+	p->nb = fam->buffers(fam, &p->s, NULL, p->bufs);
 	CU_ASSERT_EQUAL_FATAL(p->nb, NPROBLEM);
 	CU_ASSERT_STRING_EQUAL(p->bufs[X].name, "x");
 	CU_ASSERT_STRING_EQUAL(p->bufs[U].name, "U");
@@ -310,7 +310,7 @@ static void test_b1_is_lowrank(void)
 		problem_ref(&p);
 		snprintf(text, sizeof(text), "tokens=%ld,in=%ld,out=%ld,rank=%ld", T, n, m, r);
 		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(lr, text, &ls, &e), 0);
-		nlb = lr->buffers(&ls, NULL, lb);
+		nlb = lr->buffers(lr, &ls, NULL, lb);
 		CU_ASSERT_FATAL(nlb >= 4);
 		/* lowrank's buffers by name: x, V (r, n), U (m, r) */
 		for (round = 0; round < 2; round++) {
@@ -345,7 +345,8 @@ static void test_b1_is_lowrank(void)
 			ly = malloc(sizeof(float) * (size_t)(T * m));
 			CU_ASSERT_PTR_NOT_NULL_FATAL(ly);
 			outs[0] = ly;
-			CU_ASSERT_EQUAL_FATAL(lr->cpu_ref(&ls, (const void *const *)lin, outs, &e), 0);
+			CU_ASSERT_EQUAL_FATAL(lr->cpu_ref(lr, &ls, (const void *const *)lin, outs,
+							  &e), 0);
 			if (round == 0) {
 				CU_ASSERT(emu_rel_l2(p.ref, ly, (size_t)(T * m)) < 1e-6);
 			} else {
@@ -922,7 +923,7 @@ static void test_gpu_ref_on_host(void)
 		int round;
 
 		problem_init(&p, small_shapes[i], 11 + i);
-		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(&p.s, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(fam, &p.s, &t, &plan, &e), 0);
 		CU_ASSERT_EQUAL(plan.nprep, 0);
 		CU_ASSERT_EQUAL(plan.nprograms, 1);
 		CU_ASSERT_EQUAL(plan.programs[0].ndefines, 0);	/* one program for all shapes */
@@ -986,7 +987,8 @@ static void test_variants_on_host(void)
 				float *y;
 				int round, pr, wg = 0;
 
-				CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, cs[k], &t, &plan, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &p.s, cs[k], &t, &plan, &e),
+						      0);
 				kt_config_key(fam, cs[k], key, sizeof(key));
 				/* fused: stage 1 + mixing, stage 3; fused_cl: one */
 				CU_ASSERT_EQUAL(plan.nlaunch,
@@ -1007,7 +1009,7 @@ static void test_variants_on_host(void)
 				/* z only where it goes through memory */
 				{
 					struct kt_buf bb[KT_MAX_BUFS];
-					int nbb = fam->buffers(&p.s, cs[k], bb), q, hasz = 0;
+					int nbb = fam->buffers(fam, &p.s, cs[k], bb), q, hasz = 0;
 
 					for (q = 0; q < nbb; q++)
 						hasz += strcmp(bb[q].name, "z") == 0;
@@ -1084,10 +1086,10 @@ static void test_l2(void)
 
 		snprintf(key, sizeof(key), "variant=tcmix_ws,%s,L2=%ld", cases[i].tile, cases[i].l2);
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, key, &c, &e), 0);
-		CU_ASSERT_EQUAL(fam->check(&p.s, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fam->check(fam, &p.s, &c, &t, why, sizeof(why)), 0);
 		if (why[0])
 			fprintf(stderr, "\n  %s: %s\n", key, why);
-		CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &c, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &p.s, &c, &t, &plan, &e), 0);
 		CU_ASSERT_EQUAL_FATAL(plan.nlaunch, 3);
 		CU_ASSERT_STRING_EQUAL(plan.launch[1].kernel, "blast_mix_tcp");
 		CU_ASSERT_EQUAL(emu_define(&plan.programs[plan.launch[0].program], "L2_HINT"),
@@ -1135,7 +1137,7 @@ static void first_plan(const char *variant, const struct kt_target *t, uint64_t 
 	CU_ASSERT_FATAL(x->variant >= 0);
 	kt_space_foreach(fam, 0, ft_collect_one, x);
 	CU_ASSERT_FATAL(x->n > 0);
-	CU_ASSERT_EQUAL_FATAL(fam->plan(&p->s, &x->first, t, plan, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &p->s, &x->first, t, plan, &e), 0);
 }
 
 /* A plan whose mixer grid misses the last rank vector leaves NaN (the
@@ -1192,8 +1194,8 @@ static void test_fcl_grid(void)
 		char why[200];
 
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, g[i].config, &c, &e), 0);
-		CU_ASSERT_EQUAL_FATAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
-		CU_ASSERT_EQUAL_FATAL(fam->plan(&s, &c, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->check(fam, &s, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &s, &c, &t, &plan, &e), 0);
 		CU_ASSERT_EQUAL(plan.nlaunch, 1);
 		CU_ASSERT_EQUAL(plan.launch[0].grid[0], g[i].grid);
 		if (i >= 3) {	/* the walk covers every tile once: y vs cpu_ref */
@@ -1218,13 +1220,13 @@ static void test_fcl_grid(void)
 
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, "variant=fused_cl,BLOCK_M=32,STAGES=3,"
 							    "PERSISTENT=1,CTA_BLOCKS=1", &c, &e), 0);
-		CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fam->check(fam, &s, &c, &t, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "STAGES"));
 		c.p[6] = 2;	/* STAGES */
-		CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fam->check(fam, &s, &c, &t, why, sizeof(why)), 0);
 		t.sm = 86;
 		t.arch_a = 0;
-		CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fam->check(fam, &s, &c, &t, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90"));
 	}
 }
@@ -1274,7 +1276,7 @@ static void test_mix_tcp_walk(void)
 	{
 		struct kt_err e = {0};
 
-		CU_ASSERT_EQUAL_FATAL(fam->plan(&p.s, &x.first, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &p.s, &x.first, &t, &plan, &e), 0);
 	}
 	CU_ASSERT_EQUAL(plan.launch[1].grid[0], 3);	/* the 3 places, 12 units */
 	for (g = 0; g < sizeof(grids) / sizeof(grids[0]); g++) {
@@ -1329,13 +1331,13 @@ static void expect_reject(const char *text, const struct kt_config *c, const cha
 	struct kt_err e = {0};
 	char why[200] = "";
 
-	CU_ASSERT_EQUAL(fam->check(&s, c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, c, &t, why, sizeof(why)), 1);
 	if (!strstr(why, want))
 		fprintf(stderr, "\n  '%s': why '%s' lacks '%s'\n", text, why, want);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, want));
-	CU_ASSERT_EQUAL(fam->plan(&s, c, &t, &plan, &e), -1);
+	CU_ASSERT_EQUAL(fam->plan(fam, &s, c, &t, &plan, &e), -1);
 	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
-	CU_ASSERT_EQUAL(fam->ref_plan(&s, &t, &plan, &e) == 0, ref_ok);
+	CU_ASSERT_EQUAL(fam->ref_plan(fam, &s, &t, &plan, &e) == 0, ref_ok);
 }
 
 static void expect_config_reject(const char *shape_text, const char *cfg, const char *tname,
@@ -1349,11 +1351,11 @@ static void expect_config_reject(const char *shape_text, const char *cfg, const 
 	char why[200] = "";
 
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, cfg, &c, &e), 0);
-	CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, &c, &t, why, sizeof(why)), 1);
 	if (!strstr(why, want))
 		fprintf(stderr, "\n  '%s' on %s: why '%s' lacks '%s'\n", cfg, tname, why, want);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, want));
-	CU_ASSERT_EQUAL(fam->plan(&s, &c, &t, &plan, &e), -1);
+	CU_ASSERT_EQUAL(fam->plan(fam, &s, &c, &t, &plan, &e), -1);
 }
 
 static void expect_config_ok(const char *shape_text, const char *cfg, const char *tname)
@@ -1366,10 +1368,10 @@ static void expect_config_ok(const char *shape_text, const char *cfg, const char
 	char why[200] = "";
 
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, cfg, &c, &e), 0);
-	CU_ASSERT_EQUAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, &c, &t, why, sizeof(why)), 0);
 	if (why[0])
 		fprintf(stderr, "\n  '%s' on %s: %s\n", cfg, tname, why);
-	CU_ASSERT_EQUAL(fam->plan(&s, &c, &t, &plan, &e), 0);
+	CU_ASSERT_EQUAL(fam->plan(fam, &s, &c, &t, &plan, &e), 0);
 }
 
 static void test_check(void)
@@ -1385,7 +1387,7 @@ static void test_check(void)
 	expect_reject("tokens=64,in=258,out=256,blocks=4,rank=64", &naive, "must divide", 0);
 	expect_reject("tokens=64,in=256,out=250,blocks=4,rank=64", &naive, "must divide", 0);
 	s = ft_shape(fam, "tokens=64,in=384,out=384,blocks=3,rank=64");
-	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, &naive, &t, why, sizeof(why)), 0);
 	/* the GEMMs' 16-byte alignment: in/blocks, out/blocks, rank */
 	expect_reject("tokens=64,in=256,out=256,blocks=64,rank=64", &naive, "multiples of 8", 0);
 	expect_reject("tokens=64,in=256,out=96,blocks=8,rank=64", &naive, "multiples of 8", 0);
@@ -1394,14 +1396,14 @@ static void test_check(void)
 	s = ft_shape(fam, "tokens=64,in=256,out=256,blocks=4,rank=64");
 	naive.p[0] = 16;	/* BLOCK_M */
 	naive.p[4] = 2;		/* WARPS_M */
-	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, &naive, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "warp tile"));
 	/* wgmma needs sm_90a */
-	CU_ASSERT_EQUAL(fam->check(&s, &wg, &ta, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(fam->check(&s, &wg, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, &wg, &ta, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, &wg, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
 	naive.variant = fam->nvariants;
-	CU_ASSERT_EQUAL(fam->check(&s, &naive, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fam->check(fam, &s, &naive, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "variant"));
 	/* mix_fused: b z tiles in shared memory, b * RV z values per thread */
 	expect_config_reject(suite_shapes[0],
@@ -1448,7 +1450,7 @@ static void test_check(void)
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, "variant=tcmix_ws,BLOCK_M=128,BLOCK_N=256,"
 						      "Z_BLOCK_N=256,STAGES=3,GROUP_M=8,"
 						      "CONSUMERS=2,PERSISTENT=1", &c7, &e7), 0);
-		CU_ASSERT_EQUAL_FATAL(fam->plan(&s7, &c7, &t7, &p7, &e7), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &s7, &c7, &t7, &p7, &e7), 0);
 		CU_ASSERT_EQUAL(p7.launch[0].grid[0], 132);
 		CU_ASSERT_EQUAL(p7.launch[0].grid[2], 1);
 		CU_ASSERT_EQUAL(p7.launch[2].grid[0] * p7.launch[2].grid[2], 8 * 16);
@@ -1510,20 +1512,20 @@ static int space_one(const struct kt_config *c, void *arg)
 	if (kt_config_parse(fam, key, &c2, &e) != 0 || memcmp(c2.p, c->p, sizeof(c->p)) ||
 	    c2.variant != c->variant)
 		x->roundtrip_bad++;
-	if (fam->check(&x->s, c, &x->t, why, sizeof(why))) {
+	if (fam->check(fam, &x->s, c, &x->t, why, sizeof(why))) {
 		CU_ASSERT(why[0] != 0);
 		/* exactly pruned: plan refuses what check refuses */
-		bad |= fam->plan(&x->s, c, &x->t, &p, &e) == 0;
+		bad |= fam->plan(fam, &x->s, c, &x->t, &p, &e) == 0;
 		if (bad)
 			x->bad_plans++;
 		return 0;
 	}
 	x->valid[c->variant]++;
-	if (fam->plan(&x->s, c, &x->t, &p, &e) != 0) {
+	if (fam->plan(fam, &x->s, c, &x->t, &p, &e) != 0) {
 		x->bad_plans++;
 		return 0;
 	}
-	nb = fam->buffers(&x->s, c, bufs);
+	nb = fam->buffers(fam, &x->s, c, bufs);
 	bad |= nb < NPROBLEM || nb > KT_MAX_BUFS;
 	bad |= p.nprograms < 1 || p.nprograms > KT_MAX_PROGRAMS || p.nlaunch < 1;
 	for (i = 0; i < p.nprep + p.nlaunch; i++) {
@@ -1669,7 +1671,7 @@ static void test_defaults(void)
 			struct kt_err e = {0};
 			char why[200] = "";
 
-			CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &tg, &c), 0);
+			CU_ASSERT_EQUAL_FATAL(fam->default_config(fam, &s, &tg, &c), 0);
 			/* the tensor-core mixer wherever blocks <= 16; on sm_90a
 			 * tcmix_ws's measured winners at the suite's shapes */
 			if (tg.arch_a && i < nsuite) {
@@ -1681,10 +1683,10 @@ static void test_defaults(void)
 				CU_ASSERT_STRING_EQUAL(fam->variants[c.variant],
 						       SV(s, "blocks") <= 16 ? "tcmix" : "naive");
 			}
-			CU_ASSERT_EQUAL(fam->check(&s, &c, &tg, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL(fam->check(fam, &s, &c, &tg, why, sizeof(why)), 0);
 			if (why[0])
 				fprintf(stderr, "\n  default for %s on %s: %s\n", text, targets[t], why);
-			CU_ASSERT_EQUAL(fam->plan(&s, &c, &tg, &p, &e), 0);
+			CU_ASSERT_EQUAL(fam->plan(fam, &s, &c, &tg, &p, &e), 0);
 		}
 	{
 		/* sm_90 at decode: tcmix's measured tile, mixer and stage 3 as
@@ -1694,7 +1696,7 @@ static void test_defaults(void)
 		struct kt_config c;
 		char key[256];
 
-		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &tg, &c), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(fam, &s, &tg, &c), 0);
 		kt_config_key(fam, &c, key, sizeof(key));
 		CU_ASSERT_STRING_EQUAL(key, "variant=tcmix,BLOCK_M=16,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=64,"
 					    "WARPS_M=1,WARPS_N=2,STAGES=6,GROUP_M=8,PDL=1");
@@ -1705,7 +1707,7 @@ static void test_defaults(void)
 		struct kt_target tg = ft_target("sm_90");
 		struct kt_config c;
 
-		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &tg, &c), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(fam, &s, &tg, &c), 0);
 		CU_ASSERT_STRING_EQUAL(fam->variants[c.variant], "naive");
 	}
 	{
@@ -1714,7 +1716,7 @@ static void test_defaults(void)
 		struct kt_target tg = ft_target("sm_90");
 		struct kt_config c;
 
-		CU_ASSERT_EQUAL(fam->default_config(&s, &tg, &c), -1);
+		CU_ASSERT_EQUAL(fam->default_config(fam, &s, &tg, &c), -1);
 	}
 }
 
@@ -1739,20 +1741,22 @@ static void test_models(void)
 		snprintf(text, sizeof(text), "tokens=%ld,in=%ld,out=%ld,rank=%ld", SV(s, "tokens"),
 			 SV(s, "in"), SV(s, "out"), SV(s, "rank"));
 		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(lr, text, &ls, &e), 0);
-		CU_ASSERT_DOUBLE_EQUAL(fam->flops(&s), lr->flops(&ls) + 2 * T * r * b * b, 1e-3);
+		CU_ASSERT_DOUBLE_EQUAL(fam->flops(fam, &s), lr->flops(lr, &ls) + 2 * T * r * b * b,
+				       1e-3);
 		/* params counted from the buffers: U, V, S */
-		nb = fam->buffers(&s, NULL, bufs);
+		nb = fam->buffers(fam, &s, NULL, bufs);
 		for (k = 0; k < nb; k++)
 			if (bufs[k].role == KT_BUF_INPUT && strcmp(bufs[k].name, "x") != 0)
 				params += (double)bufs[k].elems;
 		CU_ASSERT_DOUBLE_EQUAL(params, r * (n + m + b * b), 1e-3);
-		CU_ASSERT_DOUBLE_EQUAL(fam->min_bytes(&s), 2 * (T * n + params + T * m), 1e-3);
+		CU_ASSERT_DOUBLE_EQUAL(fam->min_bytes(fam, &s), 2 * (T * n + params + T * m), 1e-3);
 		/* fewer FLOPs than the dense layer it replaces */
-		CU_ASSERT(fam->flops(&s) < 2 * T * n * m);
+		CU_ASSERT(fam->flops(fam, &s) < 2 * T * n * m);
 	}
 	{
 		struct kt_shape s = ft_shape(fam, suite_shapes[0]);
-		double floor_us = fmax(fam->flops(&s) / 790e12, fam->min_bytes(&s) / 4.3e12) * 1e6;
+		double floor_us =
+			fmax(fam->flops(fam, &s) / 790e12, fam->min_bytes(fam, &s) / 4.3e12) * 1e6;
 
 		CU_ASSERT(floor_us > 22.0 && floor_us < 23.0);
 	}
@@ -1847,14 +1851,14 @@ static void add_plans(struct job_list *j, const char *tname, const char *const *
 
 		int k;
 
-		CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &c), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->default_config(fam, &s, &t, &c), 0);
 		c.variant = kt_variant_index(fam, variant);
 		/* the plain mixer on every target (sm_90's decode default
 		 * takes PDL 1; the sample and tcmix_ws compile that one) */
 		for (k = 0; k < fam->nparams; k++)
 			if (strcmp(fam->params[k].name, "PDL") == 0)
 				c.p[k] = 0;
-		CU_ASSERT_EQUAL_FATAL(fam->check(&s, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->check(fam, &s, &c, &t, why, sizeof(why)), 0);
 		job_add_plan(j, fam, &s, &c, &t, what);
 	}
 }
@@ -1991,7 +1995,7 @@ static void test_gpu_variants(void)
 		struct ft_built ref;
 
 		memset(&ref, 0, sizeof(ref));
-		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(&s, &t, &ref.plan, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->ref_plan(fam, &s, &t, &ref.plan, &err), 0);
 		CU_ASSERT_EQUAL_FATAL(ft_build(&ref, arch), 0);
 		if (worker_problem(gw, fam, &s, 4321 + i, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
 			fprintf(stderr, "\n  worker_problem(%s): %s\n", shapes[i], err.msg);
@@ -2006,8 +2010,8 @@ static void test_gpu_variants(void)
 
 			memset(&b, 0, sizeof(b));
 			memset(&r, 0, sizeof(r));
-			CU_ASSERT_EQUAL_FATAL(fam->default_config(&s, &t, &dc), 0);
-			CU_ASSERT_EQUAL_FATAL(fam->plan(&s, &dc, &t, &b.plan, &err), 0);
+			CU_ASSERT_EQUAL_FATAL(fam->default_config(fam, &s, &t, &dc), 0);
+			CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &s, &dc, &t, &b.plan, &err), 0);
 			CU_ASSERT_EQUAL_FATAL(ft_build(&b, arch), 0);
 			if (worker_eval(gw, &dc, &b.plan, b.cubins, b.lens, 0, &r, &err) != 0)
 				CU_FAIL("worker_eval of the default config returned -1");
@@ -2043,7 +2047,8 @@ static void test_gpu_variants(void)
 
 				memset(&b, 0, sizeof(b));
 				kt_config_key(fam, cs[k], key, sizeof(key));
-				CU_ASSERT_EQUAL_FATAL(fam->plan(&s, cs[k], &t, &b.plan, &err), 0);
+				CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &s, cs[k], &t, &b.plan, &err),
+						      0);
 				CU_ASSERT_EQUAL_FATAL(ft_build(&b, arch), 0);
 				memset(&r, 0, sizeof(r));
 				if (worker_eval(gw, cs[k], &b.plan, b.cubins, b.lens, 0, &r, &err) != 0) {
@@ -2083,7 +2088,7 @@ static void test_tcmix_pdl(void)
 	for (k = 0; k < 2; k++) {
 		snprintf(buf, sizeof(buf), "%s%s", key, k ? ",PDL=1" : "");
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fam, buf, &c, &e), 0);
-		CU_ASSERT_EQUAL_FATAL(fam->plan(&s, &c, &t, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fam->plan(fam, &s, &c, &t, &p, &e), 0);
 		CU_ASSERT_EQUAL_FATAL(p.nlaunch, 3);
 		CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "blast_mix_tcp");
 		CU_ASSERT_EQUAL(p.launch[0].pdl, 0);
@@ -2092,7 +2097,7 @@ static void test_tcmix_pdl(void)
 		for (pr = 0; pr < p.nprograms; pr++)
 			CU_ASSERT_EQUAL(emu_define(&p.programs[pr], "KT_PDL"), k ? 1 : -1);
 		CU_ASSERT_EQUAL(emu_define(&p.programs[0], "PDL_PREFETCH"), k ? 1 : -1);
-		CU_ASSERT_EQUAL(fam->check(&s, &c, &t80, why, sizeof(why)), k);
+		CU_ASSERT_EQUAL(fam->check(fam, &s, &c, &t80, why, sizeof(why)), k);
 	}
 }
 

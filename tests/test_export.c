@@ -99,7 +99,7 @@ static void test_json_plans(void)
 				break;
 		CU_ASSERT_FATAL(dev < FX_NDEVS);
 		CU_ASSERT_EQUAL_FATAL(fx_dev_target(&fx_devs[dev], &t, &err), 0);
-		CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &t, &p, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &c, &t, &p, &err), 0);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "launches")), (size_t)p.nlaunch);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "prep")), (size_t)p.nprep);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "programs")), (size_t)p.nprograms);

@@ -276,7 +276,7 @@ static int count_one(const struct kt_config *c, void *arg)
 		x->first = *c;
 	if ((x->f->planted >> c->variant) & 1u)
 		x->planted++;
-	if (x->f->check(&x->s, c, &x->t, why, sizeof(why)) == 0)
+	if (x->f->check(x->f, &x->s, c, &x->t, why, sizeof(why)) == 0)
 		x->valid++;
 	else
 		CU_ASSERT(why[0] != 0);	/* every rejection says why */
@@ -374,39 +374,39 @@ static void test_check(void)
 
 	/* 3 x (128+256) x 64 x 2 = 147456 B: fits sm_90 and sm_80, not sm_86 */
 	CU_ASSERT_EQUAL_FATAL(dense_cfg(&c, 128, 256, 64, 2, 4, 3), 0);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t80, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t86, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t80, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t86, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
 	/* 5 stages of it exceed even sm_90's 232448 B */
 	dense_cfg(&c, 128, 256, 64, 2, 4, 5);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
 	/* 256 x 256 on 4 warps: 512 accumulators per thread */
 	dense_cfg(&c, 256, 256, 32, 2, 2, 2);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "accumulators"));
 	/* threads over the target's limit */
 	small = t90;
 	small.max_threads = 256;
 	dense_cfg(&c, 128, 128, 32, 4, 4, 2);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &small, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &small, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "threads"));
 	/* warp tile must be 16 x 16 multiples */
 	dense_cfg(&c, 16, 32, 32, 2, 1, 2);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "warp tile"));
 	/* alignment: out not a multiple of 8 */
 	s = ft_shape(dense, "tokens=1024,in=4096,out=4100");
 	dense_cfg(&c, 128, 128, 32, 2, 2, 3);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "multiples of 8"));
 	/* a 256-row tile for 16 tokens is pruned, a 16-row one is not */
 	s = ft_shape(dense, "tokens=16,in=4096,out=4096");
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 1);
 	dense_cfg(&c, 16, 64, 64, 1, 4, 4);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 0);
 	/* wgmma: sm_90a only, 64-row warpgroups, 3+ stages */
 	{
 		struct kt_err e = {0};
@@ -415,22 +415,22 @@ static void test_check(void)
 
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=wgmma,BLOCK_M=128,BLOCK_N=256,"
 					"STAGES=4,GROUP_M=8,SPLIT_K=1", &c, &e), 0);
-		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 0);
-		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(dense->check(dense, &big, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(dense->check(dense, &big, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
 		c.p[0] = 32;
-		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(dense->check(dense, &big, &c, &t90a, why, sizeof(why)), 1);
 		c.p[0] = 128;
 		c.p[5] = 5;	/* 5 x 384 x 128 B > 227 KiB */
-		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(dense->check(dense, &big, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
 		c.p[5] = 2;
-		CU_ASSERT_EQUAL(dense->check(&big, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(dense->check(dense, &big, &c, &t90a, why, sizeof(why)), 1);
 		c.p[5] = 4;
 		{
 			struct kt_plan p;
 
-			CU_ASSERT_EQUAL_FATAL(dense->plan(&big, &c, &t90a, &p, &e), 0);
+			CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &big, &c, &t90a, &p, &e), 0);
 			CU_ASSERT_EQUAL(p.launch[0].block[0], 256);	/* 2 warpgroups */
 			CU_ASSERT_EQUAL(p.launch[0].smem, 4 * (128 + 256) * 64 * 2 + 1024);
 			CU_ASSERT_STRING_EQUAL(p.programs[0].defines[p.programs[0].ndefines - 1],
@@ -439,7 +439,7 @@ static void test_check(void)
 	}
 	/* planted variants always "fit": they are meant to fail at run time */
 	c.variant = kt_variant_index(dense, "planted_fault");
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 0);
 }
 
 static void test_check_lowrank(void)
@@ -453,19 +453,19 @@ static void test_check_lowrank(void)
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank,
 		"variant=fused,BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=4,STAGES=3,N_SPLIT=8",
 		&c, &e), 0);
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "rank <= 256"));
 	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 0);
 	/* N_SPLIT beyond the out tiles */
 	s = ft_shape(lowrank, "tokens=1024,in=4096,out=512,rank=256");
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "N_SPLIT"));
 	/* z tile + ring over the sm_86 limit */
 	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
 	t = ft_target("sm_86");
 	c.p[0] = 128;	/* BLOCK_M: 64 KiB z + 3 x 384 x 64 B ring */
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 1);
 }
 
 static void test_defaults(void)
@@ -488,16 +488,16 @@ static void test_defaults(void)
 			struct kt_config c;
 			char why[200] = "";
 
-			CU_ASSERT_EQUAL(dense->default_config(&s, &t, &c), 0);
-			CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL(dense->default_config(dense, &s, &t, &c), 0);
+			CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t, why, sizeof(why)), 0);
 		}
 		for (i = 0; i < sizeof(lshapes) / sizeof(lshapes[0]); i++) {
 			struct kt_shape s = ft_shape(lowrank, lshapes[i]);
 			struct kt_config c;
 			char why[200] = "";
 
-			CU_ASSERT_EQUAL(lowrank->default_config(&s, &t, &c), 0);
-			CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL(lowrank->default_config(lowrank, &s, &t, &c), 0);
+			CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 0);
 			if (why[0])
 				fprintf(stderr, "\n  %s %s: %s\n", targets[j], lshapes[i], why);
 		}
@@ -511,7 +511,7 @@ static void test_defaults(void)
 		for (j = 0; j < sizeof(targets) / sizeof(targets[0]); j++) {
 			struct kt_target t = ft_target(targets[j]);
 
-			CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t, &c), 0);
+			CU_ASSERT_EQUAL_FATAL(dense->default_config(dense, &s, &t, &c), 0);
 			CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "mma_sync");
 			CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 16);
 			CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 32);
@@ -540,7 +540,7 @@ static void test_defaults(void)
 			struct kt_shape s = ft_shape(lowrank, want[i].shape);
 			struct kt_config c;
 
-			CU_ASSERT_EQUAL_FATAL(lowrank->default_config(&s, &t, &c), 0);
+			CU_ASSERT_EQUAL_FATAL(lowrank->default_config(lowrank, &s, &t, &c), 0);
 			CU_ASSERT_STRING_EQUAL(lowrank->variants[c.variant], want[i].variant);
 			CU_ASSERT(kt_config_in_space(lowrank, &c));
 			if (!want[i].bm)
@@ -615,11 +615,11 @@ static void test_defaults_reference(void)
 						continue;
 					s = ft_shape(f, text);
 					memset(&c, 0, sizeof(c));
-					CU_ASSERT_EQUAL_FATAL(f->default_config(&s, &t, &c), 0);
+					CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
 					seen++;
 					ok = kt_config_in_space(f, &c);
 					if (ok)
-						ok = f->check(&s, &c, &t, why, sizeof(why)) == 0;
+						ok = f->check(f, &s, &c, &t, why, sizeof(why)) == 0;
 					CU_ASSERT(ok);
 					if (!ok && bad++ < 20) {
 						kt_config_key(f, &c, key, sizeof(key));
@@ -672,10 +672,10 @@ static void test_ring_rule(void)
 
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=mma_sync,BLOCK_M=16,BLOCK_N=32,"
 			"BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=8,GROUP_M=1,SPLIT_K=1", &c, &e), 0);
-		CU_ASSERT_EQUAL(dense->check(&s16, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(dense->check(dense, &s16, &c, &t, why, sizeof(why)), 0);
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=mma_sync,BLOCK_M=64,BLOCK_N=64,"
 			"BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=8,GROUP_M=1,SPLIT_K=1", &c, &e), 0);
-		CU_ASSERT_EQUAL(dense->check(&s1k, &c, &t, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(dense->check(dense, &s1k, &c, &t, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "decode tiles"));
 	}
 }
@@ -701,7 +701,7 @@ static void test_lowrank_pdl(void)
 			"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,Z_SPLIT_K=4,PDL=1" :
 			"variant=unfused,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=4,"
 			"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,Z_SPLIT_K=1,PDL=1", &c, &e), 0);
-		CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
 		CU_ASSERT_EQUAL_FATAL(p.nlaunch, k ? 3 : 2);
 		CU_ASSERT_EQUAL(p.launch[0].pdl, 0);
 		CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "gemm_tn");
@@ -713,14 +713,14 @@ static void test_lowrank_pdl(void)
 			CU_ASSERT(has_define(&p.programs[pr], "KT_PDL=1"));
 			CU_ASSERT(has_define(&p.programs[pr], "PDL_PREFETCH=1"));
 		}
-		CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t80, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t80, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90+"));
 	}
 	/* keys from before PDL mean plain launches */
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank,
 		"variant=unfused,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=4,"
 		"GROUP_M=8,Z_BLOCK_M=16,Z_BLOCK_N=64,Z_SPLIT_K=4", &c, &e), 0);
-	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
 	for (pr = 0; pr < p.nlaunch; pr++)
 		CU_ASSERT_EQUAL(p.launch[pr].pdl, 0);
 	CU_ASSERT(!has_define(&p.programs[0], "PDL_PREFETCH=1"));
@@ -797,8 +797,8 @@ static void test_plans(void)
 	int nb, np, i;
 
 	CU_ASSERT_EQUAL_FATAL(dense_cfg(&c, 128, 256, 32, 2, 4, 4), 0);
-	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
-	nb = dense->buffers(&s, &c, bufs);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &s, &c, &t, &p, &e), 0);
+	nb = dense->buffers(dense, &s, &c, bufs);
 	check_args(&p, nb);
 	CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "gemm");
 	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "gemm_tn");
@@ -812,23 +812,23 @@ static void test_plans(void)
 	CU_ASSERT_EQUAL(bufs[2].elems, 1000 * 4104);
 	/* an invalid config is refused by plan() too */
 	dense_cfg(&c, 256, 256, 32, 2, 2, 2);
-	CU_ASSERT_EQUAL(dense->plan(&s, &c, &t, &p, &e), -1);
+	CU_ASSERT_EQUAL(dense->plan(dense, &s, &c, &t, &p, &e), -1);
 	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
 	/* planted */
 	kt_config_parse(dense, "variant=planted_fault", &c, &e);
-	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &s, &c, &t, &p, &e), 0);
 	CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "planted");
 	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "planted_fault");
-	CU_ASSERT_EQUAL_FATAL(dense->ref_plan(&s, &t, &p, &e), 0);
-	check_args(&p, dense->buffers(&s, NULL, bufs));
+	CU_ASSERT_EQUAL_FATAL(dense->ref_plan(dense, &s, &t, &p, &e), 0);
+	check_args(&p, dense->buffers(dense, &s, NULL, bufs));
 	CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "ref");
 
 	/* lowrank: problem buffers first and in the same order */
 	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=256");
-	np = lowrank->buffers(&s, NULL, pbufs);
+	np = lowrank->buffers(lowrank, &s, NULL, pbufs);
 	kt_config_parse(lowrank, "variant=unfused,BLOCK_M=128,BLOCK_N=256,BLOCK_K=32,WARPS_M=2,"
 				 "WARPS_N=4,STAGES=4,GROUP_M=8,Z_BLOCK_M=64,Z_BLOCK_N=128,Z_SPLIT_K=1", &c, &e);
-	nb = lowrank->buffers(&s, &c, bufs);
+	nb = lowrank->buffers(lowrank, &s, &c, bufs);
 	CU_ASSERT_EQUAL(nb, np + 1);
 	for (i = 0; i < np; i++) {
 		CU_ASSERT_STRING_EQUAL(bufs[i].name, pbufs[i].name);
@@ -838,20 +838,20 @@ static void test_plans(void)
 	CU_ASSERT_EQUAL(pbufs[np - 1].dtype, KT_F32);
 	CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
 	CU_ASSERT_EQUAL(bufs[nb - 1].dtype, KT_BF16);
-	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
 	check_args(&p, nb);
 	CU_ASSERT_EQUAL(p.nlaunch, 2);
 	CU_ASSERT_EQUAL(p.nprograms, 2);	/* two tiles, two programs */
 	CU_ASSERT_EQUAL(p.launch[0].args[2].buf, nb - 1);	/* z written ... */
 	CU_ASSERT_EQUAL(p.launch[1].args[0].buf, nb - 1);	/* ... then read */
 	CU_ASSERT(!p.launch[0].pdl && !p.launch[1].pdl);	/* PDL only on the ws path */
-	CU_ASSERT_EQUAL_FATAL(lowrank->ref_plan(&s, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(lowrank->ref_plan(lowrank, &s, &t, &p, &e), 0);
 	check_args(&p, np);
 	CU_ASSERT_EQUAL(p.nlaunch, 2);
 	kt_config_parse(lowrank, "variant=fused,BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,"
 				 "WARPS_N=4,STAGES=3,N_SPLIT=8", &c, &e);
-	CU_ASSERT_EQUAL(lowrank->buffers(&s, &c, bufs), np);
-	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL(lowrank->buffers(lowrank, &s, &c, bufs), np);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
 	check_args(&p, np);
 	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "lowrank_fused");
 	CU_ASSERT_EQUAL(p.launch[0].grid[1], 8);
@@ -861,13 +861,13 @@ static void test_plans(void)
 	s = ft_shape(dense, "tokens=16,in=4096,out=4096");
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense, "variant=mma_sync,BLOCK_M=16,BLOCK_N=64,BLOCK_K=64,"
 				"WARPS_M=1,WARPS_N=4,STAGES=4,GROUP_M=1,SPLIT_K=2", &c, &e), 0);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 0);
-	nb = dense->buffers(&s, &c, bufs);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t, why, sizeof(why)), 0);
+	nb = dense->buffers(dense, &s, &c, bufs);
 	CU_ASSERT_EQUAL_FATAL(nb, 4);
 	CU_ASSERT_EQUAL(bufs[3].role, KT_BUF_SCRATCH);
 	CU_ASSERT_EQUAL(bufs[3].dtype, KT_F32);
 	CU_ASSERT_EQUAL(bufs[3].elems, 2 * 16 * 4096);
-	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &s, &c, &t, &p, &e), 0);
 	check_args(&p, nb);
 	CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
 	CU_ASSERT_EQUAL(p.launch[0].grid[1], 2);
@@ -881,7 +881,7 @@ static void test_plans(void)
 	c.p[0] = 128;
 	c.p[1] = 256;
 	c.p[3] = 2;
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "SPLIT_K"));
 	/* lowrank's z GEMM split: z workspace after z, three launches */
 	s = ft_shape(lowrank, "tokens=1024,in=4096,out=4096,rank=1024");
@@ -891,11 +891,11 @@ static void test_plans(void)
 		struct kt_target t90a;
 
 		CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
-		CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t90a, why, sizeof(why)), 0);
-		nb = lowrank->buffers(&s, &c, bufs);
+		CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t90a, why, sizeof(why)), 0);
+		nb = lowrank->buffers(lowrank, &s, &c, bufs);
 		CU_ASSERT_EQUAL_FATAL(nb, 7);
 		CU_ASSERT_EQUAL(bufs[6].elems, 2 * 1024 * 1024);
-		CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t90a, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t90a, &p, &e), 0);
 		check_args(&p, nb);
 		CU_ASSERT_EQUAL(p.nlaunch, 3);
 		CU_ASSERT_EQUAL(p.nprograms, 2);
@@ -906,12 +906,12 @@ static void test_plans(void)
 
 	/* the roofline model */
 	s = ft_shape(lowrank, "tokens=1024,in=4096,out=2048,rank=256");
-	CU_ASSERT_DOUBLE_EQUAL(lowrank->flops(&s), 2.0 * 1024 * 256 * (4096 + 2048), 1);
-	CU_ASSERT_DOUBLE_EQUAL(lowrank->min_bytes(&s),
+	CU_ASSERT_DOUBLE_EQUAL(lowrank->flops(lowrank, &s), 2.0 * 1024 * 256 * (4096 + 2048), 1);
+	CU_ASSERT_DOUBLE_EQUAL(lowrank->min_bytes(lowrank, &s),
 			       2.0 * (1024.0 * 4096 + 256.0 * (4096 + 2048) + 1024.0 * 2048), 1);
 	s = ft_shape(dense, "tokens=1024,in=4096,out=2048");
-	CU_ASSERT_DOUBLE_EQUAL(dense->flops(&s), 2.0 * 1024 * 4096 * 2048, 1);
-	CU_ASSERT_DOUBLE_EQUAL(dense->min_bytes(&s),
+	CU_ASSERT_DOUBLE_EQUAL(dense->flops(dense, &s), 2.0 * 1024 * 4096 * 2048, 1);
+	CU_ASSERT_DOUBLE_EQUAL(dense->min_bytes(dense, &s),
 			       2.0 * (1024.0 * 4096 + 4096.0 * 2048 + 1024.0 * 2048), 1);
 }
 
@@ -946,57 +946,57 @@ static void test_ws_check(void)
 	char why[200];
 
 	CU_ASSERT_EQUAL_FATAL(ws_cfg(&c, 128, 256, 4, 2), 0);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
 	/* one consumer with 128 x 256: 256 accumulators per thread */
 	ws_cfg(&c, 128, 256, 3, 1);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "accumulators"));
 	/* two consumers need 64 rows each */
 	ws_cfg(&c, 64, 128, 4, 2);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "64-row"));
 	/* wgmma N of 32 is not instantiated */
 	ws_cfg(&c, 128, 32, 4, 2);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "BLOCK_N"));
 	/* 5 x (128 + 256) x 128 B of ring > 227 KiB */
 	ws_cfg(&c, 128, 256, 5, 2);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
 	/* TMA strides: in not a multiple of 8 elements (16 bytes) */
 	s = ft_shape(dense, "tokens=1024,in=4100,out=4096");
 	ws_cfg(&c, 128, 256, 4, 2);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "multiples of 8"));
 	/* decode: 64 rows (the smallest warpgroup tile) for 16 tokens is pruned */
 	s = ft_shape(dense, "tokens=16,in=4096,out=4096");
 	ws_cfg(&c, 64, 128, 4, 1);
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 1);
 	s = ft_shape(dense, "tokens=33,in=4096,out=4096");
-	CU_ASSERT_EQUAL(dense->check(&s, &c, &t90a, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &s, &c, &t90a, why, sizeof(why)), 0);
 	/* the sm_90a default at the reference shape is the ws tile */
 	s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
-	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(dense, &s, &t90a, &c), 0);
 	CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "wgmma_ws");
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "CONSUMERS"), 2);
 	/* one wave where 128x256 would need two (136 CTAs on 132 SMs) */
 	s = ft_shape(dense, "tokens=1000,in=4096,out=4104");
-	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(dense, &s, &t90a, &c), 0);
 	CU_ASSERT_STRING_EQUAL(dense->variants[c.variant], "wgmma_ws");
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 256);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 128);
 	/* many waves: 128x256's FLOPs cost less than 64x128's finer waves save */
 	s = ft_shape(dense, "tokens=16384,in=4096,out=4096");
-	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90a, &c), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(dense, &s, &t90a, &c), 0);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_M"), 128);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "BLOCK_N"), 256);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "CONSUMERS"), 2);
 	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "GROUP_M"), 1);
 	s = ft_shape(dense, "tokens=1024,in=4096,out=4096");
 	/* and on plain sm_90 it is not */
-	CU_ASSERT_EQUAL_FATAL(dense->default_config(&s, &t90, &c), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->default_config(dense, &s, &t90, &c), 0);
 	CU_ASSERT_STRING_NOT_EQUAL(dense->variants[c.variant], "wgmma_ws");
 }
 
@@ -1014,8 +1014,8 @@ static void test_ws_plan(void)
 	int nb, i;
 
 	CU_ASSERT_EQUAL_FATAL(ws_cfg(&c, 128, 256, 4, 2), 0);
-	CU_ASSERT_EQUAL_FATAL(dense->plan(&s, &c, &t, &p, &e), 0);
-	nb = dense->buffers(&s, &c, bufs);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &s, &c, &t, &p, &e), 0);
+	nb = dense->buffers(dense, &s, &c, bufs);
 	CU_ASSERT_EQUAL(nb, 3);	/* no workspace */
 	check_args(&p, nb);
 	check_args_bufs(&p, bufs, nb);
@@ -1473,13 +1473,13 @@ static void test_lowrank_ws(void)
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank, "variant=unfused_ws,BLOCK_M=128,BLOCK_N=256,"
 				"STAGES=4,GROUP_M=8,Z_BLOCK_M=128,Z_BLOCK_N=128,Z_SPLIT_K=2,"
 				"CONSUMERS=2", &c, &e), 0);
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
 	/* split in two: the slices reduce in their cluster, no workspace */
-	nb = lowrank->buffers(&s, &c, bufs);
+	nb = lowrank->buffers(lowrank, &s, &c, bufs);
 	CU_ASSERT_EQUAL_FATAL(nb, 6);
-	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
 	check_args(&p, nb);
 	check_args_bufs(&p, bufs, nb);
 	CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
@@ -1533,14 +1533,14 @@ static void test_lowrank_ws(void)
 	c.p[9] = 1;	/* Z_SPLIT_K */
 	c.p[7] = 128;	/* Z_BLOCK_M */
 	c.p[8] = 256;	/* Z_BLOCK_N */
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
-	CU_ASSERT_EQUAL(lowrank->buffers(&s, &c, bufs), 6);
-	CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(lowrank->buffers(lowrank, &s, &c, bufs), 6);
+	CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
 	CU_ASSERT_EQUAL(p.nprograms, 1);
 	CU_ASSERT_EQUAL(p.nlaunch, 2);
 	/* 16-row z tiles are no warpgroup tiles */
 	c.p[7] = 16;
-	CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "BLOCK_M=16"));
 }
 
@@ -1605,7 +1605,7 @@ static void test_lowrank_ws_emulated(void)
 	size_t i, ny;
 	int k;
 
-	CU_ASSERT_EQUAL_FATAL(lowrank->buffers(&s, NULL, pb), 5);
+	CU_ASSERT_EQUAL_FATAL(lowrank->buffers(lowrank, &s, NULL, pb), 5);
 	for (k = 0; k < 3; k++) {
 		in[k] = malloc(pb[k].elems * sizeof(uint16_t));
 		CU_ASSERT_PTR_NOT_NULL_FATAL(in[k]);
@@ -1615,7 +1615,7 @@ static void test_lowrank_ws_emulated(void)
 	ref = malloc(ny * sizeof(float));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
 	outs[0] = ref;
-	CU_ASSERT_EQUAL_FATAL(lowrank->cpu_ref(&s, (const void *const *)in, outs, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(lowrank->cpu_ref(lowrank, &s, (const void *const *)in, outs, &e), 0);
 	for (i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++) {
 		struct kt_config c;
 		struct kt_plan p;
@@ -1625,10 +1625,10 @@ static void test_lowrank_ws_emulated(void)
 		float *y;
 
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(lowrank, cfgs[i], &c, &e), 0);
-		CU_ASSERT_EQUAL(lowrank->check(&s, &c, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(lowrank->check(lowrank, &s, &c, &t, why, sizeof(why)), 0);
 		if (why[0])
 			fprintf(stderr, "\n  %s: %s\n", cfgs[i], why);
-		CU_ASSERT_EQUAL_FATAL(lowrank->plan(&s, &c, &t, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
 		/* split in four: + splitk_reduce; in two: the cluster reduce */
 		CU_ASSERT_EQUAL(p.nlaunch, c.p[9] == 4 ? 3 : 2);
 		y = lr_run(&s, &c, &p, in, &oob);
@@ -1685,7 +1685,7 @@ static int ws_space_one(const struct kt_config *c, void *arg)
 	z.split_cluster = z.split_k == 2;	/* as lowrank.c plans two slices */
 	ok = kt_gemm_check_space(&z, T, R, n, 0, &x->t, why, sizeof(why)) == 0 &&
 	     kt_gemm_check_space(&y, T, m, R, 0, &x->t, why, sizeof(why)) == 0;
-	if ((x->f->check(&x->s, c, &x->t, why, sizeof(why)) == 0) != ok) {
+	if ((x->f->check(x->f, &x->s, c, &x->t, why, sizeof(why)) == 0) != ok) {
 		x->bad++;
 		return 0;
 	}
@@ -1693,11 +1693,11 @@ static int ws_space_one(const struct kt_config *c, void *arg)
 		return 0;
 	x->valid++;
 	x->split += z.split_k > 1;
-	if (x->f->plan(&x->s, c, &x->t, &p, &e) != 0) {
+	if (x->f->plan(x->f, &x->s, c, &x->t, &p, &e) != 0) {
 		x->bad++;
 		return 0;
 	}
-	nb = x->f->buffers(&x->s, c, bufs);
+	nb = x->f->buffers(x->f, &x->s, c, bufs);
 	check_args(&p, nb);
 	check_args_bufs(&p, bufs, nb);
 	x->bad += strcmp(p.launch[0].kernel, "gemm_tn_ws") != 0 ||
@@ -1848,7 +1848,7 @@ static double rel_l2(const float *a, const float *b, size_t n)
 static void **make_inputs(const struct kt_family *f, const struct kt_shape *s, int *n)
 {
 	struct kt_buf bufs[KT_MAX_BUFS];
-	int nb = f->buffers(s, NULL, bufs), i;
+	int nb = f->buffers(f, s, NULL, bufs), i;
 	void **in = calloc(KT_MAX_BUFS, sizeof(*in));
 
 	*n = 0;
@@ -1884,7 +1884,7 @@ static void test_dense_ref(void)
 
 	in = make_inputs(dense, &s, &nin);
 	CU_ASSERT_EQUAL_FATAL(nin, 2);
-	CU_ASSERT_EQUAL_FATAL(dense->cpu_ref(&s, (const void *const *)in, &y, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->cpu_ref(dense, &s, (const void *const *)in, &y, &e), 0);
 	/* an independent naive version: float, k descending */
 	for (t = 0; t < T; t++)
 		for (o = 0; o < m; o++) {
@@ -1902,7 +1902,7 @@ static void test_dense_ref(void)
 	CU_ASSERT(sqrt(norm / (T * m)) > 0.1 && sqrt(norm / (T * m)) < 10);
 	/* and it is not trivially equal to something else: a changed input moves it */
 	((uint16_t *)in[0])[0] ^= 0x0040;
-	dense->cpu_ref(&s, (const void *const *)in, &naive, &e);
+	dense->cpu_ref(dense, &s, (const void *const *)in, &naive, &e);
 	CU_ASSERT(rel_l2(naive, y, (size_t)(T * m)) > 0);
 	free_inputs(in, nin);
 	free(y);
@@ -1924,7 +1924,7 @@ static void test_lowrank_ref(void)
 
 	in = make_inputs(lowrank, &ls, &nin);
 	CU_ASSERT_EQUAL_FATAL(nin, 3);
-	CU_ASSERT_EQUAL_FATAL(lowrank->cpu_ref(&ls, (const void *const *)in, &yl, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(lowrank->cpu_ref(lowrank, &ls, (const void *const *)in, &yl, &e), 0);
 	/* W = U . V materialized in double, then rounded to bf16 like any weight */
 	for (o = 0; o < m; o++)
 		for (k = 0; k < n; k++) {
@@ -1938,7 +1938,7 @@ static void test_lowrank_ref(void)
 		}
 	din[0] = in[0];
 	din[1] = W;
-	CU_ASSERT_EQUAL_FATAL(dense->cpu_ref(&ds, din, &yd, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->cpu_ref(dense, &ds, din, &yd, &e), 0);
 	err = rel_l2(yl, yd, (size_t)(T * m));
 	printf("\n  lowrank vs dense(U.V) rel L2 %.2e (tol %.0e)\n", err, lowrank->tol);
 	CU_ASSERT(err < lowrank->tol);

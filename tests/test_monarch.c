@@ -176,7 +176,7 @@ static void problem_init(struct problem *p, const char *text, uint64_t seed)
 
 	memset(p, 0, sizeof(*p));
 	p->s = ft_shape(mon, text);
-	p->nb = mon->buffers(&p->s, NULL, p->bufs);
+	p->nb = mon->buffers(mon, &p->s, NULL, p->bufs);
 	CU_ASSERT_EQUAL_FATAL(p->nb, 5);
 	for (i = 0; i < p->nb; i++) {
 		if (p->bufs[i].role != KT_BUF_INPUT)
@@ -190,7 +190,7 @@ static void problem_init(struct problem *p, const char *text, uint64_t seed)
 	p->ref = malloc(p->bufs[3].elems * sizeof(float));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p->ref);
 	outs[0] = p->ref;
-	CU_ASSERT_EQUAL_FATAL(mon->cpu_ref(&p->s, (const void *const *)p->in, outs, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(mon->cpu_ref(mon, &p->s, (const void *const *)p->in, outs, &e), 0);
 }
 
 static void problem_release(struct problem *p)
@@ -674,7 +674,7 @@ static void test_gpu_ref_on_host(void)
 		int round;
 
 		problem_init(&p, small_shapes[i], 11 + i);
-		CU_ASSERT_EQUAL_FATAL(mon->ref_plan(&p.s, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(mon->ref_plan(mon, &p.s, &t, &plan, &e), 0);
 		CU_ASSERT_EQUAL(plan.nprep, 0);
 		{
 			char why[200];
@@ -743,7 +743,8 @@ static void test_variants_on_host(void)
 				float *y;
 				int round, pr;
 
-				CU_ASSERT_EQUAL_FATAL(mon->plan(&p.s, cs[k], &t, &plan, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(mon->plan(mon, &p.s, cs[k], &t, &plan, &e),
+						      0);
 				kt_config_key(mon, cs[k], key, sizeof(key));
 				if (is_fused(v)) {
 					long epi = kt_config_get(mon, cs[k], "EPILOGUE");
@@ -921,11 +922,11 @@ static void test_fused_epilogue1_on_host(void)
 		c.p[param_index("EPILOGUE")] = 1;
 		c.p[param_index("CLUSTER_I")] = 1;
 		c.p[param_index("CLUSTER_T")] = 1;
-		if (!fused_supports(&p.s) || mon->check(&p.s, &c, &t, why, sizeof(why))) {
+		if (!fused_supports(&p.s) || mon->check(mon, &p.s, &c, &t, why, sizeof(why))) {
 			problem_release(&p);
 			continue;
 		}
-		CU_ASSERT_EQUAL_FATAL(mon->plan(&p.s, &c, &t, &plan, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(mon->plan(mon, &p.s, &c, &t, &plan, &e), 0);
 		CU_ASSERT_EQUAL_FATAL(plan.nlaunch, blockmajor ? 1 : 2);
 		if (!blockmajor) {
 			const char *k = plan.launch[1].kernel;
@@ -992,20 +993,20 @@ static void test_fused_epilogue3_on_host(void)
 			c.p[param_index("CLUSTER_I")] = 1;
 			c.p[param_index("CLUSTER_T")] = 1;
 			if (blockmajor) {
-				CU_ASSERT_EQUAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 1);
+				CU_ASSERT_EQUAL(mon->check(mon, &p.s, &c, &t, why, sizeof(why)), 1);
 				CU_ASSERT_PTR_NOT_NULL(strstr(why, "monarch only"));
 				problem_release(&p);
 				continue;
 			}
-			CU_ASSERT_EQUAL_FATAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 0);
-			CU_ASSERT_EQUAL_FATAL(mon->plan(&p.s, &c, &t, &plan, &e), 0);
+			CU_ASSERT_EQUAL_FATAL(mon->check(mon, &p.s, &c, &t, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL_FATAL(mon->plan(mon, &p.s, &c, &t, &plan, &e), 0);
 			grid = (T + bms[k] - 1) / bms[k] * SV(p.s, "blocks");
 			CU_ASSERT_EQUAL(plan.nprep, 1);
 			CU_ASSERT_EQUAL_FATAL(plan.nlaunch, 1);
 			CU_ASSERT_EQUAL(plan.launch[0].cooperative, 1);
 			CU_ASSERT_EQUAL(plan.prep[0].cooperative, 0);
 			CU_ASSERT_EQUAL((long)plan.launch[0].grid[0], grid);
-			nb = mon->buffers(&p.s, &c, bufs);
+			nb = mon->buffers(mon, &p.s, &c, bufs);
 			CU_ASSERT_EQUAL_FATAL(nb, 10);
 			CU_ASSERT_STRING_EQUAL(bufs[9].name, "arrived");
 			CU_ASSERT_EQUAL(bufs[9].role, KT_BUF_SCRATCH);
@@ -1032,9 +1033,9 @@ static void test_fused_epilogue3_on_host(void)
 			/* the whole grid resident, one CTA per SM: refused past the
 			 * SM count where it is known */
 			t.sms = (int)grid;
-			CU_ASSERT_EQUAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL(mon->check(mon, &p.s, &c, &t, why, sizeof(why)), 0);
 			t.sms = (int)grid - 1;
-			CU_ASSERT_EQUAL(mon->check(&p.s, &c, &t, why, sizeof(why)), 1);
+			CU_ASSERT_EQUAL(mon->check(mon, &p.s, &c, &t, why, sizeof(why)), 1);
 			CU_ASSERT_PTR_NOT_NULL(strstr(why, "resident at once"));
 			t.sms = 0;
 			ran++;
@@ -1080,13 +1081,14 @@ static void expect_reject(const char *text, const struct kt_config *c, const cha
 	struct kt_err e = {0};
 	char why[200] = "";
 
-	CU_ASSERT_EQUAL(mon->check(&s, c, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(mon->check(mon, &s, c, &t, why, sizeof(why)), 1);
 	if (!strstr(why, want))
 		fprintf(stderr, "\n  '%s': why '%s' lacks '%s'\n", text, why, want);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, want));
-	CU_ASSERT_EQUAL(mon->plan(&s, c, &t, &plan, &e), -1);
+	CU_ASSERT_EQUAL(mon->plan(mon, &s, c, &t, &plan, &e), -1);
 	CU_ASSERT_EQUAL(e.code, KT_EINVAL);
-	CU_ASSERT_EQUAL(mon->ref_plan(&s, &t, &plan, &e) == 0, strstr(want, "rank/blocks") != NULL);
+	CU_ASSERT_EQUAL(mon->ref_plan(mon, &s, &t, &plan, &e) == 0, strstr(want,
+									   "rank/blocks") != NULL);
 }
 
 static void test_check(void)
@@ -1109,7 +1111,7 @@ static void test_check(void)
 	/* relayout's chunks: rank/blocks % 8; naive runs there */
 	expect_reject("tokens=64,in=256,out=256,blocks=8,rank=32", &relayout, "rank/blocks");
 	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=8,rank=32");
-	CU_ASSERT_EQUAL(mon->check(&s, &naive, &t, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(mon->check(mon, &s, &naive, &t, why, sizeof(why)), 0);
 	/* PDL: stage 2 must follow stage 1 directly (GSTORE 1), and
 	 * griddepcontrol needs sm_90 */
 	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=4,rank=64");
@@ -1119,21 +1121,21 @@ static void test_check(void)
 
 		pc.p[param_index("GSTORE")] = 1;
 		pc.p[param_index("PDL")] = 1;
-		CU_ASSERT_EQUAL(mon->check(&s, &pc, &t, why, sizeof(why)), 0);
-		CU_ASSERT_EQUAL(mon->check(&s, &pc, &t80, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(mon->check(mon, &s, &pc, &t, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(mon->check(mon, &s, &pc, &t80, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90+"));
 		pc.p[param_index("GSTORE")] = 0;
-		CU_ASSERT_EQUAL(mon->check(&s, &pc, &t, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(mon->check(mon, &s, &pc, &t, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "PDL=1"));
 	}
 	/* a GEMM tile rule reaches through: warp tile 16 x 16 multiples */
 	s = ft_shape(mon, "tokens=64,in=256,out=256,blocks=4,rank=64");
 	naive.p[0] = 16;	/* BLOCK_M */
 	naive.p[4] = 2;		/* WARPS_M */
-	CU_ASSERT_EQUAL(mon->check(&s, &naive, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(mon->check(mon, &s, &naive, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "warp tile"));
 	naive.variant = 7;
-	CU_ASSERT_EQUAL(mon->check(&s, &naive, &t, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(mon->check(mon, &s, &naive, &t, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "variant"));
 }
 
@@ -1174,13 +1176,13 @@ static void fused_reject(const char *text, long bmt, long ring, long epi, long c
 	c.p[param_index("EPILOGUE")] = epi;
 	c.p[param_index("CLUSTER_I")] = cluster % 10;
 	c.p[param_index("CLUSTER_T")] = cluster / 10 ? cluster / 10 : 1;
-	CU_ASSERT_EQUAL(mon->check(&s, &c, &t, why, sizeof(why)), want != NULL);
+	CU_ASSERT_EQUAL(mon->check(mon, &s, &c, &t, why, sizeof(why)), want != NULL);
 	if (want && !strstr(why, want))
 		fprintf(stderr, "\n  fused_ws '%s': why '%s' lacks '%s'\n", text, why, want);
 	if (!want && why[0])
 		fprintf(stderr, "\n  fused_ws '%s' refused: %s\n", text, why);
 	CU_ASSERT(!want || strstr(why, want) != NULL);
-	CU_ASSERT_EQUAL(mon->plan(&s, &c, &t, &plan, &e), want ? -1 : 0);
+	CU_ASSERT_EQUAL(mon->plan(mon, &s, &c, &t, &plan, &e), want ? -1 : 0);
 }
 
 static void test_fused_check(void)
@@ -1269,16 +1271,16 @@ static int space_one(const struct kt_config *c, void *arg)
 	if (kt_config_parse(mon, key, &c2, &e) != 0 || memcmp(c2.p, c->p, sizeof(c->p)) ||
 	    c2.variant != c->variant)
 		x->roundtrip_bad++;
-	if (mon->check(&x->s, c, &x->t, why, sizeof(why))) {
+	if (mon->check(mon, &x->s, c, &x->t, why, sizeof(why))) {
 		CU_ASSERT(why[0] != 0);
 		return 0;
 	}
 	x->valid[c->variant]++;
-	if (mon->plan(&x->s, c, &x->t, &p, &e) != 0) {
+	if (mon->plan(mon, &x->s, c, &x->t, &p, &e) != 0) {
 		x->bad_plans++;
 		return 0;
 	}
-	nb = mon->buffers(&x->s, c, bufs);
+	nb = mon->buffers(mon, &x->s, c, bufs);
 	bad |= p.nprograms < 1 || p.nprograms > KT_MAX_PROGRAMS || p.nlaunch < 1;
 	for (i = 0; i < p.nprep + p.nlaunch; i++) {
 		const struct kt_launch *l = i < p.nprep ? &p.prep[i] : &p.launch[i - p.nprep];
@@ -1391,11 +1393,11 @@ static void test_defaults(void)
 			struct kt_err e = {0};
 			char why[200] = "";
 
-			CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &tg, &c), 0);
-			CU_ASSERT_EQUAL(mon->check(&s, &c, &tg, why, sizeof(why)), 0);
+			CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &tg, &c), 0);
+			CU_ASSERT_EQUAL(mon->check(mon, &s, &c, &tg, why, sizeof(why)), 0);
 			if (why[0])
 				fprintf(stderr, "\n  default for %s on %s: %s\n", text, targets[t], why);
-			CU_ASSERT_EQUAL(mon->plan(&s, &c, &tg, &p, &e), 0);
+			CU_ASSERT_EQUAL(mon->plan(mon, &s, &c, &tg, &p, &e), 0);
 			if (!kt_config_in_space(mon, &c)) {
 				char key[256];
 
@@ -1413,14 +1415,14 @@ static void test_defaults(void)
 		struct kt_shape few = ft_shape(mon, "tokens=60,in=4096,out=4096,blocks=16,rank=1024");
 		struct kt_config c;
 
-		CU_ASSERT_EQUAL_FATAL(mon->default_config(&ll, &t90a, &c), 0);
+		CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &ll, &t90a, &c), 0);
 		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "fused_ws");
 		CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), 128);
 		CU_ASSERT_EQUAL(kt_config_get(mon, &c, "EPILOGUE"), 1);
-		CU_ASSERT_EQUAL_FATAL(mon->default_config(&few, &t90a, &c), 0);
+		CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &few, &t90a, &c), 0);
 		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "fused_ws");
 		CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), 64);
-		CU_ASSERT_EQUAL_FATAL(mon->default_config(&ll, &t90, &c), 0);
+		CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &ll, &t90, &c), 0);
 		CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
 	}
 	{
@@ -1450,7 +1452,7 @@ static void test_defaults(void)
 		for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 			struct kt_shape s = ft_shape(mon, want[i].shape);
 
-			CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90a, &c), 0);
+			CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t90a, &c), 0);
 			if (!want[i].bm) {
 				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
 				continue;
@@ -1462,7 +1464,7 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "Z_BLOCK_N"), want[i].zbn);
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "STAGES"), 4);
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "GSTORE"), want[i].gstore);
-			CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t86, &c), 0);
+			CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t86, &c), 0);
 			CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
 		}
 		/* decode on sm_90: relayout (naive where rank/blocks % 8) with
@@ -1487,7 +1489,7 @@ static void test_defaults(void)
 				struct kt_shape s = ft_shape(mon, dec[i]);
 				const char *v = i == 3 ? "naive" : "relayout";
 
-				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90a, &c), 0);
+				CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t90a, &c), 0);
 				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], v);
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), 16);
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "Z_BLOCK_N"), 32);
@@ -1497,9 +1499,9 @@ static void test_defaults(void)
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "YSTORE"), i != 3 && !blockmajor);
 				/* stage 2 a programmatic dependent of stage 1 */
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "PDL"), i != 3);
-				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t90, &c), 0);
+				CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t90, &c), 0);
 				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], v);
-				CU_ASSERT_EQUAL_FATAL(mon->default_config(&s, &t86, &c), 0);
+				CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t86, &c), 0);
 				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "Z_BLOCK_N") == 32 &&
 						kt_config_get(mon, &c, "BLOCK_K") == 64 &&
 						kt_config_get(mon, &c, "STAGES") == 4, 0);
@@ -1512,11 +1514,11 @@ static void test_defaults(void)
 
 			CU_ASSERT_PTR_NOT_NULL_FATAL(mbm);
 			s = ft_shape(mbm, want[0].shape);
-			CU_ASSERT_EQUAL_FATAL(mbm->default_config(&s, &t90a, &c), 0);
+			CU_ASSERT_EQUAL_FATAL(mbm->default_config(mbm, &s, &t90a, &c), 0);
 			CU_ASSERT_STRING_EQUAL(mbm->variants[c.variant], "relayout_ws");
 			/* at decode, GSTORE but not YSTORE (refused: block-major y) */
 			s = ft_shape(mbm, "tokens=16,in=2048,out=2048,blocks=16,rank=256");
-			CU_ASSERT_EQUAL_FATAL(mbm->default_config(&s, &t90a, &c), 0);
+			CU_ASSERT_EQUAL_FATAL(mbm->default_config(mbm, &s, &t90a, &c), 0);
 			CU_ASSERT_STRING_EQUAL(mbm->variants[c.variant], "relayout");
 			CU_ASSERT_EQUAL(kt_config_get(mbm, &c, "GSTORE"), 1);
 			CU_ASSERT_EQUAL(kt_config_get(mbm, &c, "YSTORE"), 0);
@@ -1528,7 +1530,7 @@ static void test_defaults(void)
 		struct kt_target tg = ft_target("sm_90");
 		struct kt_config c;
 
-		CU_ASSERT_EQUAL(mon->default_config(&s, &tg, &c), -1);
+		CU_ASSERT_EQUAL(mon->default_config(mon, &s, &tg, &c), -1);
 	}
 }
 
@@ -1569,7 +1571,7 @@ static void test_output_perm(void)
 
 		snprintf(key, sizeof(key), "variant=%s,%s", cases[i].variant, cases[i].is_ws ? ws : mma);
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(mon, key, &c, &e), 0);
-		if (mon->plan(&s, &c, &t, &p, &e) != 0) {
+		if (mon->plan(mon, &s, &c, &t, &p, &e) != 0) {
 			fprintf(stderr, "\n  %s on %s, %s: %s\n", cases[i].shape, cases[i].target, key, e.msg);
 			CU_FAIL("plan");
 			continue;
@@ -1604,11 +1606,11 @@ static void test_models(void)
 		snprintf(text, sizeof(text), "tokens=%ld,in=%ld,out=%ld,rank=%ld", SV(s, "tokens"),
 			 SV(s, "in"), SV(s, "out"), SV(s, "rank"));
 		CU_ASSERT_EQUAL_FATAL(kt_shape_parse(lr, text, &ls, &e), 0);
-		CU_ASSERT_DOUBLE_EQUAL(mon->flops(&s), lr->flops(&ls), 1e-3);
-		CU_ASSERT_DOUBLE_EQUAL(mon->min_bytes(&s), lr->min_bytes(&ls), 1e-3);
+		CU_ASSERT_DOUBLE_EQUAL(mon->flops(mon, &s), lr->flops(lr, &ls), 1e-3);
+		CU_ASSERT_DOUBLE_EQUAL(mon->min_bytes(mon, &s), lr->min_bytes(lr, &ls), 1e-3);
 		/* fewer FLOPs than the dense layer it replaces */
-		CU_ASSERT(mon->flops(&s) < 2 * T * n * m);
-		CU_ASSERT(mon->min_bytes(&s) > 2 * T * (n + m));
+		CU_ASSERT(mon->flops(mon, &s) < 2 * T * n * m);
+		CU_ASSERT(mon->min_bytes(mon, &s) > 2 * T * (n + m));
 		(void)r;
 	}
 }
@@ -1685,7 +1687,7 @@ static int add_fused(const struct kt_config *c, void *arg)
 	struct fused_jobs *x = arg;
 	char why[200];
 
-	if (c->variant != x->variant || mon->check(&x->s, c, &x->t, why, sizeof(why)))
+	if (c->variant != x->variant || mon->check(mon, &x->s, c, &x->t, why, sizeof(why)))
 		return 0;
 	job_add_plan(x->j, mon, &x->s, c, &x->t, "fused_ws");
 	x->n++;
@@ -1802,7 +1804,7 @@ static void test_bm_is_permuted(void)
 		yi = malloc(sizeof(float) * (size_t)(T * m));
 		CU_ASSERT_PTR_NOT_NULL_FATAL(yi);
 		outs[0] = yi;
-		CU_ASSERT_EQUAL_FATAL(f->cpu_ref(&p.s, (const void *const *)p.in, outs, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(f->cpu_ref(f, &p.s, (const void *const *)p.in, outs, &e), 0);
 		for (t = 0; t < T; t++)
 			for (i = 0; i < b; i++)
 				for (sx = 0; sx < mb; sx++) {
@@ -1842,7 +1844,7 @@ static int gpu_problem(const struct kt_shape *s, const struct kt_target *t, cons
 	int rc = -1;
 
 	memset(&ref, 0, sizeof(ref));
-	if (mon->ref_plan(s, t, &ref.plan, &err) != 0 || ft_build(&ref, arch) != 0)
+	if (mon->ref_plan(mon, s, t, &ref.plan, &err) != 0 || ft_build(&ref, arch) != 0)
 		goto out;
 	if (worker_problem(gw, mon, s, 1, &ref.plan, ref.cubins, ref.lens, &err) != 0) {
 		fprintf(stderr, "\n  worker_problem: %s\n", err.msg);
@@ -1869,7 +1871,7 @@ static void gpu_eval(const struct kt_shape *s, const struct kt_config *c,
 	r->status = (enum worker_status)-1;
 	memset(&b, 0, sizeof(b));
 	kt_config_key(mon, c, key, sizeof(key));
-	CU_ASSERT_EQUAL_FATAL(mon->plan(s, c, t, &b.plan, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(mon->plan(mon, s, c, t, &b.plan, &err), 0);
 	if (ft_build(&b, arch) == 0 &&
 	    worker_eval(gw, c, &b.plan, b.cubins, b.lens, GPU_TIMEOUT_S, r, &err) != 0)
 		fprintf(stderr, "\n  worker_eval(%s): %s\n", key, err.msg);
@@ -1898,7 +1900,7 @@ static int fused_eval_one(const struct kt_config *c, void *arg)
 	struct worker_result r;
 	char why[200];
 
-	if (c->variant != x->variant || mon->check(&x->s, c, &x->t, why, sizeof(why)))
+	if (c->variant != x->variant || mon->check(mon, &x->s, c, &x->t, why, sizeof(why)))
 		return 0;
 	if (x->only_epi >= 0 && kt_config_get(mon, c, "EPILOGUE") != x->only_epi)
 		return 0;

@@ -280,7 +280,7 @@ static void cand_plan(struct run *r, struct cand *c, const struct kt_config *cfg
 	c->cfg = *cfg;
 	c->idx = idx;
 	kt_config_key(r->f, &c->cfg, c->key, sizeof(c->key));
-	if (r->f->plan(&r->shape, &c->cfg, &r->tgt, &c->plan, &pe) != 0) {
+	if (r->f->plan(r->f, &r->shape, &c->cfg, &r->tgt, &c->plan, &pe) != 0) {
 		c->plan_failed = 1;
 		snprintf(c->message, sizeof(c->message), "plan: %s", pe.msg);
 	}
@@ -538,7 +538,8 @@ static int sentinel_setup(struct run *r, int have_baseline, struct kt_err *err)
 	if (have_baseline) {
 		r->sent_kind = 1;
 		snprintf(r->sum->sentinel, sizeof(r->sum->sentinel), "cublas_dense");
-	} else if (r->f->default_config && r->f->default_config(&r->shape, &r->tgt, &dc) == 0) {
+	} else if (r->f->default_config && r->f->default_config(r->f, &r->shape, &r->tgt,
+								&dc) == 0) {
 		cand_plan(r, &r->sent, &dc, -1);
 		if (r->sent.plan_failed)
 			return 0;
@@ -1351,7 +1352,8 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 		goto end;
 
 	/* The reference output, computed once per problem on the GPU. */
-	if (r.f->ref_plan(&r.shape, &r.tgt, &r.ref.plan, err) != 0 || single_plan(&r, &r.ref, err) != 0)
+	if (r.f->ref_plan(r.f, &r.shape, &r.tgt, &r.ref.plan, err) != 0 ||
+	    single_plan(&r, &r.ref, err) != 0)
 		goto end;
 	{
 		const void *ptrs[KT_MAX_PROGRAMS];
@@ -1376,7 +1378,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 				goto end;
 		}
 	}
-	sum->floor_us = sweep_floor_us(r.f->flops(&r.shape), r.f->min_bytes(&r.shape));
+	sum->floor_us = sweep_floor_us(r.f->flops(r.f, &r.shape), r.f->min_bytes(r.f, &r.shape));
 	if (sentinel_setup(&r, have_baseline, err) != 0)
 		goto end;
 

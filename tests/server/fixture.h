@@ -96,7 +96,7 @@ static int fx_pick_fn(const struct kt_config *c, void *arg)
 	struct fx_pick *p = arg;
 	char why[160];
 
-	if (p->f->check(p->s, c, p->t, why, sizeof(why)) != 0)
+	if (p->f->check(p->f, p->s, c, p->t, why, sizeof(why)) != 0)
 		return 0;
 	if (p->n == 0 && p->want_block_m && kt_config_get(p->f, c, "BLOCK_M") != p->want_block_m)
 		return 0;
@@ -362,7 +362,7 @@ static int fx_sib_pick_fn(const struct kt_config *c, void *arg)
 	int i;
 
 	for (i = 0; i < p->ns; i++)
-		if (p->f->check(&p->s[i], c, p->t, why, sizeof(why)) != 0)
+		if (p->f->check(p->f, &p->s[i], c, p->t, why, sizeof(why)) != 0)
 			return 0;
 	if (p->skip-- > 0)
 		return 0;
