@@ -118,6 +118,16 @@ static const struct kt_param params[] = {
 	 1, 0},
 };
 
+/* The two families' priv: 1 where y is left block-major (monarch_bm). */
+static const int layouts[2] = {0, 1};
+
+extern const struct kt_family monarch_family;
+
+static int block_major(const struct kt_family *f)
+{
+	return *(const int *)f->priv;
+}
+
 /* y2 is stage 2's tile, z1 stage 1's. */
 static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct kt_gemm_tile *y2)
 {
@@ -149,7 +159,7 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct 
 		y2->row_batches = 1;
 	}
 	/* PDL 1: both programs carry gemm.cu's PDL prologue (w1 / w2, the
-	 * B operands, are nobody's output); plan_impl flags stage 2 only */
+	 * B operands, are nobody's output); monarch_plan flags stage 2 only */
 	y2->pdl = c->variant == V_RELAYOUT && c->p[P_PDL] == 1;
 	*z1 = *y2;
 	z1->bn = c->p[P_ZBN];
@@ -162,7 +172,7 @@ static int is_relayout(int variant)
 
 /* (2) and the output permutation folded into the GEMM stores: a relayout
  * variant's stage 1 writes g itself (GSTORE 1), stage 2 the interleaved y
- * (YSTORE 1; check_impl refuses it for monarch_bm) */
+ * (YSTORE 1; monarch_check refuses it for monarch_bm) */
 static int stores_g(const struct kt_config *c)
 {
 	return is_relayout(c->variant) && c->p[P_GSTORE] == 1;
@@ -313,9 +323,11 @@ static int shape_check(const struct kt_shape *s, char *why, size_t whylen)
 	return 0;
 }
 
-static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *c,
-		      const struct kt_target *tgt, char *why, size_t whylen)
+static int monarch_check(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *c, const struct kt_target *tgt, char *why,
+			 size_t whylen)
 {
+	const int bm = block_major(f);
 	struct kt_gemm_tile z1, y2;
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
 	long r = s->v[D_RANK];
@@ -341,20 +353,6 @@ static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *
 	if (kt_gemm_check_space(&z1, T, r, n / b, 0, tgt, why, whylen))
 		return 1;
 	return kt_gemm_check_space(&y2, T, m / b, r, 0, tgt, why, whylen);
-}
-
-static int monarch_check(const struct kt_family *f, const struct kt_shape *s,
-			 const struct kt_config *c, const struct kt_target *tgt, char *why,
-			 size_t whylen)
-{
-	return check_impl(0, s, c, tgt, why, whylen);
-}
-
-static int monarch_bm_check(const struct kt_family *f, const struct kt_shape *s,
-			    const struct kt_config *c, const struct kt_target *tgt, char *why,
-			    size_t whylen)
-{
-	return check_impl(1, s, c, tgt, why, whylen);
 }
 
 static int monarch_buffers(const struct kt_family *f, const struct kt_shape *s,
@@ -589,9 +587,11 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 }
 
 /* bm: the monarch_bm family, y block-major: stage 2 writes y itself. */
-static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c,
-		     const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int monarch_plan(const struct kt_family *f, const struct kt_shape *s,
+			const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
+			struct kt_err *err)
 {
+	const int bm = block_major(f);
 	struct kt_gemm_tile z1, y2;
 	struct kt_launch *l;
 	char why[200];
@@ -601,7 +601,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	int g_direct = stores_g(c), y_direct = stores_y(c);
 
 	memset(out, 0, sizeof(*out));
-	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
+	if (monarch_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "monarch: config cannot run: %s", why);
 	if (c->variant == V_FUSED_WS)
 		return plan_fused(bm, s, c, tgt, out, err);
@@ -685,9 +685,10 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	return 0;
 }
 
-static int ref_plan_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
-			 struct kt_plan *out, struct kt_err *err)
+static int monarch_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
+	const int bm = block_major(f);
 	struct kt_launch *l;
 	char why[200];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
@@ -723,9 +724,10 @@ static int ref_plan_impl(int bm, const struct kt_shape *s, const struct kt_targe
 /* Double accumulation, one token at a time: z for all blocks (b*r values),
  * then every output through both permutations. Needs only b | in, out,
  * rank (not the GEMM alignment), so tests can use tiny odd shapes. */
-static int cpu_ref_impl(int bm, const struct kt_shape *s, const void *const *in,
-			float *const *out, struct kt_err *err)
+static int monarch_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
+			   const void *const *in, float *const *out, struct kt_err *err)
 {
+	const int bm = block_major(f);
 	const uint16_t *x = in[B_X], *w1 = in[B_W1], *w2 = in[B_W2];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
 	long r = s->v[D_RANK], nb, mb, rp, t, j, c, k, o, q;
@@ -770,44 +772,6 @@ out:
 	return rc;
 }
 
-static int monarch_plan(const struct kt_family *f, const struct kt_shape *s,
-			const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
-			struct kt_err *err)
-{
-	return plan_impl(0, s, c, tgt, out, err);
-}
-
-static int monarch_bm_plan(const struct kt_family *f, const struct kt_shape *s,
-			   const struct kt_config *c, const struct kt_target *tgt,
-			   struct kt_plan *out, struct kt_err *err)
-{
-	return plan_impl(1, s, c, tgt, out, err);
-}
-
-static int monarch_ref_plan(const struct kt_family *f, const struct kt_shape *s,
-			    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
-{
-	return ref_plan_impl(0, s, tgt, out, err);
-}
-
-static int monarch_bm_ref_plan(const struct kt_family *f, const struct kt_shape *s,
-			       const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
-{
-	return ref_plan_impl(1, s, tgt, out, err);
-}
-
-static int monarch_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
-			   const void *const *in, float *const *out, struct kt_err *err)
-{
-	return cpu_ref_impl(0, s, in, out, err);
-}
-
-static int monarch_bm_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
-			      const void *const *in, float *const *out, struct kt_err *err)
-{
-	return cpu_ref_impl(1, s, in, out, err);
-}
-
 static double monarch_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (double)(s->v[D_IN] + s->v[D_OUT]);
@@ -819,8 +783,6 @@ static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape
 
 	return 2.0 * (T * n + r * (n + m) + T * m);
 }
-
-extern const struct kt_family monarch_family;
 
 /* On sm_90a, where the shape takes it, the winner of the whole fused_ws
  * space at llama7b q/k/v/o N1024: BLOCK_M 128 (64 for few tokens), RING 6,
@@ -838,11 +800,12 @@ extern const struct kt_family monarch_family;
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
-static int default_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
-			struct kt_config *out)
+static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_target *tgt, struct kt_config *out)
 {
 	static const int idx[8] = {P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBN};
 	static const long fused_bm[] = {128, 64};
+	const int bm = block_major(f);
 	char why[200];
 	size_t k;
 	int e3;
@@ -868,7 +831,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 			out->p[P_EPI] = e3 ? 3 : 1;
 			out->p[P_CLI] = 1;
 			out->p[P_CLT] = 1;
-			if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
+			if (monarch_check(&monarch_family, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
 	for (k = 0; tgt->sm == 90 && tgt->arch_a && !decode && k < 2; k++) {
@@ -888,7 +851,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		out->p[P_STAGES] = 4;
 		out->p[P_GROUP] = 8;
 		out->p[P_GSTORE] = s->v[D_RANK] / s->v[D_BLOCKS] >= 32;
-		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
+		if (monarch_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	/* decode: relayout (naive where rank/blocks % 8) with the tile that won
@@ -912,48 +875,42 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		out->p[P_WN] = 2;
 		out->p[P_STAGES] = 4;
 		out->p[P_GROUP] = 8;
-		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
+		if (monarch_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	return kt_gemm_default_staged(&monarch_family, s, tgt, s->v[D_TOKENS],
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK], V_NAIVE, idx, out);
 }
 
-static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
-			   const struct kt_target *tgt, struct kt_config *out)
-{
-	return default_impl(0, s, tgt, out);
+/* Both families run the same code; priv says where y lands. */
+#define MONARCH_FAMILY(NAME, SUMMARY, LAYOUT) {				\
+	.name = NAME,							\
+	.summary = SUMMARY,						\
+	.hidden = 0,							\
+	.ndims = 5,							\
+	.dims = dims,							\
+	.nvariants = V_COUNT,						\
+	.variants = variants,						\
+	.planted = 0,							\
+	.nparams = (int)(sizeof(params) / sizeof(params[0])),		\
+	.params = params,						\
+	.tol = 1e-2,							\
+	.priv = LAYOUT,							\
+	.check = monarch_check,						\
+	.buffers = monarch_buffers,					\
+	.plan = monarch_plan,						\
+	.ref_plan = monarch_ref_plan,					\
+	.cpu_ref = monarch_cpu_ref,					\
+	.fill = NULL,							\
+	.flops = monarch_flops,						\
+	.min_bytes = monarch_min_bytes,					\
+	.default_config = monarch_default,				\
+	.prepare_plan = monarch_prepare_plan,				\
 }
 
-static int monarch_bm_default(const struct kt_family *f, const struct kt_shape *s,
-			      const struct kt_target *tgt, struct kt_config *out)
-{
-	return default_impl(1, s, tgt, out);
-}
-
-const struct kt_family monarch_family = {
-	.name = "monarch",
-	.summary = "y = x W^T with W a Monarch matrix (w1 (b, r, in/b), w2 (b, out/b, r)), bf16",
-	.hidden = 0,
-	.ndims = 5,
-	.dims = dims,
-	.nvariants = V_COUNT,
-	.variants = variants,
-	.planted = 0,
-	.nparams = (int)(sizeof(params) / sizeof(params[0])),
-	.params = params,
-	.tol = 1e-2,
-	.check = monarch_check,
-	.buffers = monarch_buffers,
-	.plan = monarch_plan,
-	.ref_plan = monarch_ref_plan,
-	.cpu_ref = monarch_cpu_ref,
-	.fill = NULL,
-	.flops = monarch_flops,
-	.min_bytes = monarch_min_bytes,
-	.default_config = monarch_default,
-	.prepare_plan = monarch_prepare_plan,
-};
+const struct kt_family monarch_family = MONARCH_FAMILY(
+	"monarch", "y = x W^T with W a Monarch matrix (w1 (b, r, in/b), w2 (b, out/b, r)), bf16",
+	&layouts[0]);
 
 /* (3): the same layer with y left block-major, y[t][i*mb + s] = y2[i][t][s]
  * (the interleaving permutation dropped); the next layer's weights must be
@@ -961,27 +918,8 @@ const struct kt_family monarch_family = {
  * canonical column s*b + i). A separate family because the output layout
  * is part of the problem: one reference per problem, every config checked
  * against it. */
-const struct kt_family monarch_bm_family = {
-	.name = "monarch_bm",
-	.summary = "monarch with y left block-major (column i*out/blocks + s, not s*blocks + i): "
-		   "the next layer's weights pre-permuted offline, no output permutation",
-	.hidden = 0,
-	.ndims = 5,
-	.dims = dims,
-	.nvariants = V_COUNT,
-	.variants = variants,
-	.planted = 0,
-	.nparams = (int)(sizeof(params) / sizeof(params[0])),
-	.params = params,
-	.tol = 1e-2,
-	.check = monarch_bm_check,
-	.buffers = monarch_buffers,
-	.plan = monarch_bm_plan,
-	.ref_plan = monarch_bm_ref_plan,
-	.cpu_ref = monarch_bm_cpu_ref,
-	.fill = NULL,
-	.flops = monarch_flops,
-	.min_bytes = monarch_min_bytes,
-	.default_config = monarch_bm_default,
-	.prepare_plan = monarch_prepare_plan,
-};
+const struct kt_family monarch_bm_family = MONARCH_FAMILY(
+	"monarch_bm",
+	"monarch with y left block-major (column i*out/blocks + s, not s*blocks + i): "
+	"the next layer's weights pre-permuted offline, no output permutation",
+	&layouts[1]);
