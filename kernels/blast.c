@@ -53,8 +53,6 @@ enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PE
        P_CTA_BLOCKS, P_FUSED_M, P_RING, P_PDL, P_L2 };
 
 #define NPROBLEM_BUFS 7
-#define ELEM_THREADS 256
-#define ELEM_MAX_GRID (1L << 20)	/* the reference kernels loop over the rest */
 #define MIX_WARPS 8			/* warps per mixer CTA (rank vectors) */
 #define TC_R 64		/* tcmix: ranks per CTA of blast_mix_tcp, 4 warps, and */
 #define TP_T 8		/* tokens per tile (templates/blast.cu says the same) */
@@ -389,9 +387,9 @@ static int blast_check(const struct kt_family *f, const struct kt_shape *s,
 		return WHY("unknown variant %d", c->variant);
 	if (shape_check(s, why, whylen))
 		return 1;
-	if (ELEM_THREADS > tgt->max_threads || MIX_WARPS * 32 > tgt->max_threads)
+	if (KT_ELEM_THREADS > tgt->max_threads || MIX_WARPS * 32 > tgt->max_threads)
 		return WHY("the mixing kernels need %d threads per block, target has %d",
-			   ELEM_THREADS, tgt->max_threads);
+			   KT_ELEM_THREADS, tgt->max_threads);
 	if (c->variant == V_FUSED_CL)
 		return fcl_check(s, c, tgt, why, whylen);
 	if (is_tc(c->variant) && b > 16)
@@ -455,23 +453,6 @@ static int blast_buffers(const struct kt_family *f, const struct kt_shape *s,
 		return 9;	/* z stays on chip */
 	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
 	return 10;
-}
-
-/* A launch of one of blast.cu's element-wise kernels over `total` work
- * items (grid-stride loops: a capped grid is still complete). */
-static struct kt_launch *elem_launch(struct kt_launch *l, int program, const char *kernel,
-				     long long total)
-{
-	long long grid = (total + ELEM_THREADS - 1) / ELEM_THREADS;
-
-	memset(l, 0, sizeof(*l));
-	l->program = program;
-	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
-	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
-	l->grid[1] = l->grid[2] = 1;
-	l->block[0] = ELEM_THREADS;
-	l->block[1] = l->block[2] = 1;
-	return l;
 }
 
 /* The fused stage 1 + mixing kernel of mix_fused (program pm, which
@@ -569,7 +550,7 @@ static void st_prep(struct kt_plan *out, int pm, long r)
 		 "St[c][i][j] = S[i][j][c] for i, j < blocks, 0 up to 16: the mixing "
 		 "weights rank-major, each S_c one 16 x 16 bf16 tile (St: rank x 256)");
 	out->nprep = 1;
-	l = elem_launch(&out->prep[0], pm, "blast_s_to_t16", (long long)r * 256);
+	l = kt_launch_elem(&out->prep[0], pm, "blast_s_to_t16", (long long)r * 256);
 	kt_launch_arg_buf(l, B_S);
 	kt_launch_arg_buf(l, B_ST);
 	kt_launch_arg_i32(l, r);
@@ -609,7 +590,7 @@ static int blast_prepare_plan(const struct kt_family *f, const struct kt_shape *
 		return kt_err_set(err, KT_EINTERNAL, "blast: too many defines");
 	if (tc)
 		st_prep(out, 0, r);
-	l = elem_launch(&out->prep[out->nprep++], 0, "blast_s_to_f32", (long long)b * b * r);
+	l = kt_launch_elem(&out->prep[out->nprep++], 0, "blast_s_to_f32", (long long)b * b * r);
 	kt_launch_arg_buf(l, B_S);
 	kt_launch_arg_buf(l, B_ST + 1);
 	kt_launch_arg_i64(l, (long long)b * b * r);
@@ -799,7 +780,7 @@ static int blast_plan(const struct kt_family *f, const struct kt_shape *s,
 	} else {
 		snprintf(out->transform, sizeof(out->transform),
 			 "S32[i][j][c] = (float)S[i][j][c]: the mixing weights as fp32, same layout");
-		l = elem_launch(&out->prep[0], pm, "blast_s_to_f32", (long long)b * b * r);
+		l = kt_launch_elem(&out->prep[0], pm, "blast_s_to_f32", (long long)b * b * r);
 		kt_launch_arg_buf(l, B_S);
 		kt_launch_arg_buf(l, B_S32);
 		kt_launch_arg_i64(l, (long long)b * b * r);
@@ -845,7 +826,7 @@ static int blast_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	out->nprograms = 1;
 	out->programs[0].tpl = "blast";
 	out->nlaunch = 3;
-	l = elem_launch(&out->launch[0], 0, "blast_ref_z", (long long)b * T * r);
+	l = kt_launch_elem(&out->launch[0], 0, "blast_ref_z", (long long)b * T * r);
 	kt_launch_arg_buf(l, B_X);
 	kt_launch_arg_buf(l, B_V);
 	kt_launch_arg_buf(l, B_Z32);
@@ -853,14 +834,14 @@ static int blast_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	kt_launch_arg_i32(l, n);
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, r);
-	l = elem_launch(&out->launch[1], 0, "blast_ref_w", (long long)b * T * r);
+	l = kt_launch_elem(&out->launch[1], 0, "blast_ref_w", (long long)b * T * r);
 	kt_launch_arg_buf(l, B_Z32);
 	kt_launch_arg_buf(l, B_S);
 	kt_launch_arg_buf(l, B_W32);
 	kt_launch_arg_i32(l, T);
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, r);
-	l = elem_launch(&out->launch[2], 0, "blast_ref_y", (long long)T * m);
+	l = kt_launch_elem(&out->launch[2], 0, "blast_ref_y", (long long)T * m);
 	kt_launch_arg_buf(l, B_W32);
 	kt_launch_arg_buf(l, B_U);
 	kt_launch_arg_buf(l, B_Y);

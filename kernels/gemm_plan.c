@@ -373,6 +373,21 @@ void kt_launch_arg_i64(struct kt_launch *l, long long v)
 	add_arg(l, KT_ARG_I64, 0, v);
 }
 
+struct kt_launch *kt_launch_elem(struct kt_launch *l, int program, const char *kernel,
+				 long long total)
+{
+	long long grid = (total + KT_ELEM_THREADS - 1) / KT_ELEM_THREADS;
+
+	memset(l, 0, sizeof(*l));
+	l->program = program;
+	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
+	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > KT_ELEM_MAX_GRID ? KT_ELEM_MAX_GRID : grid);
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = KT_ELEM_THREADS;
+	l->block[1] = l->block[2] = 1;
+	return l;
+}
+
 void kt_launch_arg_tmap3(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,
 			 long long s1, long long s2, int b0, int b1, int b2)
 {

@@ -151,6 +151,15 @@ int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, 
 void kt_launch_arg_buf(struct kt_launch *l, int buf);
 void kt_launch_arg_i32(struct kt_launch *l, long long v);
 void kt_launch_arg_i64(struct kt_launch *l, long long v);
+/* An element-wise kernel's launch (blast.cu's, monarch.cu's): program
+ * `program`, kernel `kernel`, KT_ELEM_THREADS threads per CTA and one
+ * thread per work item of `total`, the grid capped at KT_ELEM_MAX_GRID
+ * (at least 1), so the kernels' grid-stride loops take the rest. *l is
+ * reset first; returns l for the arguments. */
+#define KT_ELEM_THREADS 256
+#define KT_ELEM_MAX_GRID (1L << 20)
+struct kt_launch *kt_launch_elem(struct kt_launch *l, int program, const char *kernel,
+				 long long total);
 /* A rank-3 tensor map argument over buf: dims and strides in elements
  * (dimension 0 contiguous, stride 1), box, 128-byte swizzle. */
 void kt_launch_arg_tmap3(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,

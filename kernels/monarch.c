@@ -50,8 +50,6 @@ enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
        P_CLI, P_CLT, P_GSTORE, P_YSTORE, P_PDL };
 
-#define ELEM_THREADS 256
-#define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
 #define PERM_X8_THREADS 128	/* monarch_perm_x8's block (monarch.cu says why) */
 
 static const struct kt_dim dims[] = {
@@ -346,9 +344,9 @@ static int monarch_check(const struct kt_family *f, const struct kt_shape *s,
 	if (c->variant == V_RELAYOUT && c->p[P_PDL] == 1 && !stores_g(c))
 		return WHY("PDL=1 makes stage 2 the dependent of stage 1: with GSTORE=0 the copy "
 			   "launch sits between them");
-	if (ELEM_THREADS > tgt->max_threads)
+	if (KT_ELEM_THREADS > tgt->max_threads)
 		return WHY("the permutation kernels need %d threads per block, target has %d",
-			   ELEM_THREADS, tgt->max_threads);
+			   KT_ELEM_THREADS, tgt->max_threads);
 	tiles_of(c, &z1, &y2);
 	if (kt_gemm_check_space(&z1, T, r, n / b, 0, tgt, why, whylen))
 		return 1;
@@ -402,23 +400,6 @@ static int monarch_buffers(const struct kt_family *f, const struct kt_shape *s,
 	return 10;
 }
 
-/* A launch of one of monarch.cu's element-wise kernels over `total` work
- * items (grid-stride loops: a capped grid is still complete). */
-static struct kt_launch *elem_launch(struct kt_launch *l, int program, const char *kernel,
-				     long long total)
-{
-	long long grid = (total + ELEM_THREADS - 1) / ELEM_THREADS;
-
-	memset(l, 0, sizeof(*l));
-	l->program = program;
-	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
-	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
-	l->grid[1] = l->grid[2] = 1;
-	l->block[0] = ELEM_THREADS;
-	l->block[1] = l->block[2] = 1;
-	return l;
-}
-
 /* The arguments of the kernels that interleave block-major y2 into y
  * (monarch_perm_out, monarch_perm_rows): (y2, y, N, m, b). */
 static void y2_to_y_args(struct kt_launch *l, long T, long m, long b)
@@ -452,15 +433,15 @@ static void perm_launch(const struct kt_shape *s, const struct kt_target *tgt, i
 				 PERM_X8_THREADS;
 
 		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_x8");
-		l->grid[0] = (unsigned)(grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
+		l->grid[0] = (unsigned)(grid > KT_ELEM_MAX_GRID ? KT_ELEM_MAX_GRID : grid);
 		l->block[0] = PERM_X8_THREADS;
 	} else if (perm_rows_smem(s) <= (unsigned long)tgt->smem_optin) {
 		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_rows");
 		l->grid[0] = (unsigned)T;
-		l->block[0] = ELEM_THREADS;
+		l->block[0] = KT_ELEM_THREADS;
 		l->smem = (unsigned)perm_rows_smem(s);
 	} else {
-		elem_launch(l, program, "monarch_perm_out", (long long)T * m);
+		kt_launch_elem(l, program, "monarch_perm_out", (long long)T * m);
 	}
 	y2_to_y_args(l, T, m, b);
 }
@@ -476,7 +457,7 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
 		 "w1r[j][i*rp+q][:] = w1[j][q*b+i][:] (rp = rank/blocks): the rows of each "
 		 "w1 block grouped by row mod blocks");
 	out->nprep = 1;
-	l = elem_launch(&out->prep[0], program, "monarch_relayout_w1", (long long)r * n);
+	l = kt_launch_elem(&out->prep[0], program, "monarch_relayout_w1", (long long)r * n);
 	kt_launch_arg_buf(l, B_W1);
 	kt_launch_arg_buf(l, B_W1R);
 	kt_launch_arg_i32(l, b);
@@ -655,7 +636,7 @@ static int monarch_plan(const struct kt_family *f, const struct kt_shape *s,
 			       B_Z, relayout ? b * r : r, relayout ? r : T * r, b,
 			       &out->launch[out->nlaunch++]);
 	if (!g_direct) {
-		l = elem_launch(&out->launch[out->nlaunch++], pm,
+		l = kt_launch_elem(&out->launch[out->nlaunch++], pm,
 				relayout ? "monarch_gather_chunks" : "monarch_perm_mid",
 				relayout ? (long long)b * T * r / 8 : (long long)b * T * r);
 		kt_launch_arg_buf(l, B_Z);
@@ -679,7 +660,7 @@ static int monarch_plan(const struct kt_family *f, const struct kt_shape *s,
 	if (relayout) {
 		perm_launch(s, tgt, pm, l);
 	} else {
-		elem_launch(l, pm, "monarch_perm_out", (long long)T * m);
+		kt_launch_elem(l, pm, "monarch_perm_out", (long long)T * m);
 		y2_to_y_args(l, T, m, b);
 	}
 	return 0;
@@ -700,7 +681,7 @@ static int monarch_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	out->nprograms = 1;
 	out->programs[0].tpl = "monarch";
 	out->nlaunch = 2;
-	l = elem_launch(&out->launch[0], 0, "monarch_ref_z", (long long)b * T * r);
+	l = kt_launch_elem(&out->launch[0], 0, "monarch_ref_z", (long long)b * T * r);
 	kt_launch_arg_buf(l, B_X);
 	kt_launch_arg_buf(l, B_W1);
 	kt_launch_arg_buf(l, B_Z32);
@@ -708,7 +689,7 @@ static int monarch_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	kt_launch_arg_i32(l, n);
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, r);
-	l = elem_launch(&out->launch[1], 0, "monarch_ref_y", (long long)T * m);
+	l = kt_launch_elem(&out->launch[1], 0, "monarch_ref_y", (long long)T * m);
 	kt_launch_arg_buf(l, B_Z32);
 	kt_launch_arg_buf(l, B_W2);
 	kt_launch_arg_buf(l, B_Y);
