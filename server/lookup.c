@@ -521,31 +521,6 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 
 /* ---- JSON ---- */
 
-json_t *lookup_shape_json(const struct kt_family *f, const struct kt_shape *s)
-{
-	json_t *o = json_object();
-	int i;
-
-	for (i = 0; o && i < f->ndims; i++)
-		json_object_set_new(o, f->dims[i].name, json_integer(s->v[i]));
-	return o;
-}
-
-json_t *lookup_config_json(const struct kt_family *f, const struct kt_config *c)
-{
-	json_t *o = json_object();
-	int i;
-
-	if (!o)
-		return NULL;
-	if (c->variant >= 0 && c->variant < f->nvariants)
-		json_object_set_new(o, "variant", json_string(f->variants[c->variant]));
-	for (i = 0; i < f->nparams; i++)
-		if (f->params[i].variants & (1u << c->variant))
-			json_object_set_new(o, f->params[i].name, json_integer(c->p[i]));
-	return o;
-}
-
 json_t *lookup_device_json(const struct store_device *d)
 {
 	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:I,s:i,s:i,s:i,s:s,s:s,s:s}",
@@ -575,7 +550,7 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 	kt_config_key(f, &a->cfg, ck, sizeof(ck));
 	json_object_set_new(o, "family", json_string(f->name));
 	json_object_set_new(o, "shape_key", json_string(key));
-	json_object_set_new(o, "shape", lookup_shape_json(f, &q->shape));
+	json_object_set_new(o, "shape", famjson_shape(f, &q->shape));
 	json_object_set_new(o, "device", a->device ? lookup_device_json(a->device) : json_null());
 	json_object_set_new(o, "arch", json_string(a->arch));
 	json_object_set_new(o, "match", json_string(lookup_match_name(a->match)));
@@ -588,7 +563,7 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 			  "device", a->skipped->w.device_name, "device_uuid", a->skipped->w.device_uuid,
 			  "distance", a->skipped_distance) : json_null());
 	json_object_set_new(o, "config_key", json_string(ck));
-	json_object_set_new(o, "config", lookup_config_json(f, &a->cfg));
+	json_object_set_new(o, "config", famjson_config(f, &a->cfg));
 	json_object_set_new(o, "floor_us", json_real(a->floor_us));
 	/* How to run the answer at the asked shape (grids, buffers and
 	 * arguments are the shape's; a nearest answer's tuned shape has

@@ -618,7 +618,7 @@ static int r_winners(struct request *rq, struct reply *out, struct kt_err *err)
 		o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:I,s:f,s:f}",
 			"device", w->device_name, "device_uuid", w->device_uuid, "arch", w->arch,
 			"family", w->family, "shape_key", w->shape_key,
-			"config", lookup_config_json(e->fam, &e->cfg), "config_key", w->config_key,
+			"config", famjson_config(e->fam, &e->cfg), "config_key", w->config_key,
 			"sweep_id", (json_int_t)w->sweep_id, "median_us", w->median_us,
 			"floor_us", lookup_floor_us(e->fam, &e->shape));
 		json_object_set_new(o, "cublas_us", w->cublas_us > 0 ? json_real(w->cublas_us) : json_null());

@@ -554,7 +554,7 @@ static void test_lookup_incremental(void)
 	inc_step(&inc, r, "sweep resumed", 0);
 	/* a problem tuned for the first time: a new entry in its place */
 	CU_ASSERT_FATAL(kt_shape_parse(dense, "tokens=2000,in=4096,out=4096", &s, &err) == 0);
-	js = fx_dump(lookup_shape_json(dense, &s));
+	js = fx_dump(famjson_shape(dense, &s));
 	CU_ASSERT_FATAL(store_problem_intern(w, "dense", "tokens=2000,in=4096,out=4096", js, &prob2,
 					     &err) == 0);
 	free(js);
@@ -577,7 +577,7 @@ static void test_lookup_incremental(void)
 
 		snprintf(key, sizeof(key), "tokens=%d,in=4096,out=4096", 3000 + i);
 		CU_ASSERT_FATAL(kt_shape_parse(dense, key, &s, &err) == 0);
-		js = fx_dump(lookup_shape_json(dense, &s));
+		js = fx_dump(famjson_shape(dense, &s));
 		CU_ASSERT_FATAL(store_problem_intern(w, "dense", key, js, &pi, &err) == 0);
 		free(js);
 		CU_ASSERT_FATAL((si = inc_sweep(w, dev, pi, "inc")) > 0);

@@ -26,6 +26,7 @@
 
 #include "../db/store.h"
 #include "../kernels/family.h"
+#include "famjson.h"
 #include "jit.h"
 #include "space.h"
 #include "strategy.h"
@@ -324,23 +325,6 @@ static void count_status(struct sweep_summary *s, const char *status)
 		s->n_timeout++;
 }
 
-static char *params_json(const struct kt_family *f, const struct kt_config *c)
-{
-	json_t *j = json_object();
-	char *s;
-	int i;
-
-	if (!j)
-		return NULL;
-	json_object_set_new(j, "variant", json_string(f->variants[c->variant]));
-	for (i = 0; i < f->nparams; i++)
-		if (f->params[i].variants & (1u << c->variant))
-			json_object_set_new(j, f->params[i].name, json_integer(c->p[i]));
-	s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(j);
-	return s;
-}
-
 /* {"y": {"rel_l2", "max_err", "over", "tol", "local_tol"}, ...}, or NULL. */
 static char *errors_json(const struct worker_result *wr)
 {
@@ -551,7 +535,7 @@ static int sentinel_setup(struct run *r, int have_baseline, struct kt_err *err)
 		snprintf(r->sum->sentinel, sizeof(r->sum->sentinel), "%s", r->sent.key);
 		/* its config must be interned for its measurement rows */
 		{
-			char *pj = params_json(r->f, &dc);
+			char *pj = famjson_config_text(r->f, &dc);
 			int64_t id;
 			int rc = pj ? store_config_intern(r->st, r->f->name, r->sent.key, pj, &id, err) :
 				 kt_err_set(err, KT_EINTERNAL, "out of memory");
@@ -593,7 +577,7 @@ static int record(struct run *r, struct cand *c, const char *status,
 		  const struct worker_result *wr, const char *message, struct kt_err *err)
 {
 	struct store_trial t;
-	char *pj = params_json(r->f, &c->cfg), *ej = NULL;
+	char *pj = famjson_config_text(r->f, &c->cfg), *ej = NULL;
 	int64_t cfg_id;
 	char *log = NULL;
 	size_t loglen = 0;
@@ -1177,7 +1161,6 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	int strat, nb = 0, rc = -1, ended = 0, v, nv = 0, have_baseline = 0;
 	unsigned vmask = 0;
 	char vkey[256] = "";
-	json_t *sj = NULL;
 
 	memset(&r, 0, sizeof(r));
 	memset(&sp, 0, sizeof(sp));
@@ -1254,11 +1237,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	snprintf(sum->arch, sizeof(sum->arch), "%s", r.arch);
 	snprintf(sum->template_hash, sizeof(sum->template_hash), "%s", jit_templates_hash());
 
-	if (!(sj = json_object()))
-		goto oom;
-	for (i = 0; i < r.f->ndims; i++)
-		json_object_set_new(sj, r.f->dims[i].name, json_integer(r.shape.v[i]));
-	if (!(shape_json = json_dumps(sj, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+	if (!(shape_json = famjson_shape_text(r.f, &r.shape)))
 		goto oom;
 	if (store_problem_intern(r.st, r.f->name, shape_key, shape_json, &r.problem_id, err) != 0)
 		goto out;
@@ -1468,7 +1447,6 @@ out:
 	free(pb.rows);
 	free(pb.groups);
 	space_release(&sp);
-	json_decref(sj);
 	free(shape_json);
 	free(prov);
 	sum->wall_s = kt_clock_s() - r.t0;

@@ -122,7 +122,7 @@ static FX_UNUSED int fx_config_intern(struct store *st, const struct kt_family *
 	int r;
 
 	kt_config_key(f, c, key, keylen);
-	js = fx_dump(lookup_config_json(f, c));
+	js = fx_dump(famjson_config(f, c));
 	r = store_config_intern(st, f->name, key, js, cfg, err);
 	free(js);
 	return r < 0 ? -1 : 0;
@@ -202,7 +202,7 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 			fprintf(stderr, "fixture: only %d valid configs for %s %s\n", pk.n, p->family, p->shape);
 			goto out;
 		}
-		shape_json = fx_dump(lookup_shape_json(f, &s));
+		shape_json = fx_dump(famjson_shape(f, &s));
 		if (store_problem_intern(st, f->name, p->shape, shape_json, &prob, &err) < 0) {
 			free(shape_json);
 			goto out;
@@ -316,7 +316,7 @@ static FX_UNUSED int fx_sib_entry_add(struct store *st, int64_t dev_id, const st
 
 	if (kt_shape_parse(f, shape, &s, err) < 0)
 		return -1;
-	js = fx_dump(lookup_shape_json(f, &s));
+	js = fx_dump(famjson_shape(f, &s));
 	r = store_problem_intern(st, f->name, shape, js, &prob, err);
 	free(js);
 	if (r < 0 || fx_config_intern(st, f, c, key, keylen, &cfg, err) < 0)
