@@ -270,6 +270,20 @@ int kt_target_named(const char *name, struct kt_target *out);
 /* "sm_90a" etc. for NVRTC's --gpu-architecture. */
 void kt_target_arch(const struct kt_target *t, char *buf, size_t len);
 
+/* ---- roofline ---- */
+/* A device's ceilings: dense bf16 tensor-core FLOP/s and DRAM bytes/s. */
+struct kt_peaks {
+	double flops;
+	double bytes;
+};
+/* The ceilings measured on the device the driver names `device` ("NVIDIA
+ * H200"): 1. For a device not measured (or NULL): the H200's, the figures
+ * every floor has been reported against, and 0. */
+int kt_peaks_of(const char *device, struct kt_peaks *out);
+/* The roofline floor of f at s on `device` (kt_peaks_of), microseconds:
+ * max(flops / peak FLOP/s, min_bytes / peak bytes/s). */
+double kt_floor_us(const struct kt_family *f, const struct kt_shape *s, const char *device);
+
 /* ---- inputs ---- */
 /* Deterministic counter-based value in (-scale, scale) for element i of a
  * tensor seeded with seed: the same on every host, never exactly zero

@@ -302,7 +302,7 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 			"params", params ? params : famjson_config(fam, &cfg),
 			"median_us", w[i].median_us, "min_us", w[i].min_us, "p90_us", w[i].p90_us,
 			"retime_us", opt_real(w[i].retime_us),
-			"floor_us", lookup_floor_us(fam, &shape),
+			"floor_us", kt_floor_us(fam, &shape, d->name),
 			"baselines", "cublas_dense", opt_real(w[i].cublas_us),
 			"naive", opt_real(w[i].naive_us),
 			"launch", plan);

@@ -10,10 +10,6 @@
 #include "launch.h"
 #include "query.h"
 
-/* H200 ceilings (docs/kernels.md): the floor every result is reported against. */
-#define PEAK_FLOPS 790e12
-#define PEAK_BYTES 4.3e12
-
 void lookup_table_init(struct lookup_table *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -391,14 +387,6 @@ int lookup_device_target(const char *arch, const struct store_device *d,
 	return chain_target(arch, d ? &c : NULL, out, err);
 }
 
-double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s)
-{
-	double c = f->flops ? f->flops(f, s) / PEAK_FLOPS : 0;
-	double m = f->min_bytes ? f->min_bytes(f, s) / PEAK_BYTES : 0;
-
-	return (c > m ? c : m) * 1e6;
-}
-
 static int device_matches(const struct store_device *d, const char *name)
 {
 	char id[32];
@@ -500,7 +488,7 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 	cq.arch = q->arch;
 	cq.max_distance = q->max_distance_set ? q->max_distance : LOOKUP_MAX_DISTANCE;
 	a->device = dev >= 0 ? &t->devices[dev] : NULL;
-	a->floor_us = lookup_floor_us(q->fam, &q->shape);
+	a->floor_us = kt_floor_us(q->fam, &q->shape, a->device ? a->device->name : NULL);
 	a->max_distance = cq.max_distance;
 	memset(&ca, 0, sizeof(ca));
 	rc = chain_best(&ct, &cq, &ca, err);

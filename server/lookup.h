@@ -150,8 +150,6 @@ double lookup_distance(const struct kt_family *f, const struct kt_shape *a,
  * kernels/ does not know. */
 int lookup_device_target(const char *arch, const struct store_device *d,
 			 struct kt_target *out, struct kt_err *err);
-/* max(flops / 790e12, bytes / 4.3e12) in microseconds (H200 ceilings). */
-double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s);
 
 /* ---- JSON shared by the CLI, the routes and the export (shapes and configs:
  * famjson.h) ---- */

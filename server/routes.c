@@ -620,7 +620,7 @@ static int r_winners(struct request *rq, struct reply *out, struct kt_err *err)
 			"family", w->family, "shape_key", w->shape_key,
 			"config", famjson_config(e->fam, &e->cfg), "config_key", w->config_key,
 			"sweep_id", (json_int_t)w->sweep_id, "median_us", w->median_us,
-			"floor_us", lookup_floor_us(e->fam, &e->shape));
+			"floor_us", kt_floor_us(e->fam, &e->shape, w->device_name));
 		json_object_set_new(o, "cublas_us", w->cublas_us > 0 ? json_real(w->cublas_us) : json_null());
 		json_object_set_new(o, "naive_us", w->naive_us > 0 ? json_real(w->naive_us) : json_null());
 		json_object_set_new(o, "speedup_vs_cublas", w->cublas_us > 0 ?

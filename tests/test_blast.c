@@ -1755,8 +1755,7 @@ static void test_models(void)
 	}
 	{
 		struct kt_shape s = ft_shape(fam, suite_shapes[0]);
-		double floor_us =
-			fmax(fam->flops(fam, &s) / 790e12, fam->min_bytes(fam, &s) / 4.3e12) * 1e6;
+		double floor_us = kt_floor_us(fam, &s, "NVIDIA H200");
 
 		CU_ASSERT(floor_us > 22.0 && floor_us < 23.0);
 	}

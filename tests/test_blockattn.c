@@ -2463,13 +2463,6 @@ static void test_gpu_small(void)
 	}
 }
 
-static double floor_us(const struct kt_family *f, const struct kt_shape *s)
-{
-	double a = f->flops(f, s) / 790e12, b = f->min_bytes(f, s) / 4.3e12;
-
-	return (a > b ? a : b) * 1e6;
-}
-
 static int write_file(const char *dir, const char *name, const void *p, size_t n)
 {
 	char path[1024];
@@ -2521,7 +2514,7 @@ static void bench_row(const struct dprob *dp, const char *workload, const struct
 		"%s{\"workload\": \"%s\", \"impl\": \"%s\", \"us\": %.2f, \"floor_us\": %.1f, "
 		"\"verified\": %s, \"rel_err\": %.3e, \"template\": \"%s.cu\", \"shape\": \"%s\", "
 		"\"config\": %s}",
-		G.nrows++ ? ",\n" : "", workload, impl, k->us, floor_us(dp->f, &dp->s),
+		G.nrows++ ? ",\n" : "", workload, impl, k->us, kt_floor_us(dp->f, &dp->s, G.name),
 		k->ok ? "true" : "false", k->rel, dp->f->name, dp->key, cfg);
 }
 
@@ -2613,7 +2606,7 @@ static void test_gpu_bench_shape(void)
 				struct cand *k = &cs.v[best];
 
 				printf("\n  BEST %s: %s %.1f us (floor %.1f us, %.0f GB/s), rel %.2e", wl,
-				       k->key, k->us, floor_us(dp.f, &dp.s),
+				       k->key, k->us, kt_floor_us(dp.f, &dp.s, G.name),
 				       dp.f->min_bytes(dp.f, &dp.s) / (k->us * 1e3), k->rel);
 				bench_row(&dp, wl, k, "ktune");
 			}

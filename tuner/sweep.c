@@ -51,13 +51,6 @@ void sweep_opts_default(struct sweep_opts *o)
 	worker_opts_default(&o->worker);
 }
 
-double sweep_floor_us(double flops, double bytes)
-{
-	double c = flops / 790e12, m = bytes / 4.3e12;
-
-	return (c > m ? c : m) * 1e6;
-}
-
 /* ---- a set of config keys with what is known of each ---- */
 
 struct kentry {
@@ -1357,7 +1350,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 				goto end;
 		}
 	}
-	sum->floor_us = sweep_floor_us(r.f->flops(r.f, &r.shape), r.f->min_bytes(r.f, &r.shape));
+	sum->floor_us = kt_floor_us(r.f, &r.shape, r.di.name);
 	if (sentinel_setup(&r, have_baseline, err) != 0)
 		goto end;
 

@@ -220,7 +220,7 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 		spec.planned = 3;
 		if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
 			goto out;
-		floor_us = lookup_floor_us(f, &s);
+		floor_us = kt_floor_us(f, &s, fx_devs[p->dev].name);
 		base = floor_us * 1.5 + i;
 		for (k = 0; k < 3; k++) {
 			struct store_trial tr;
