@@ -826,14 +826,7 @@ static int blast_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	out->nprograms = 1;
 	out->programs[0].tpl = "blast";
 	out->nlaunch = 3;
-	l = kt_launch_elem(&out->launch[0], 0, "blast_ref_z", (long long)b * T * r);
-	kt_launch_arg_buf(l, B_X);
-	kt_launch_arg_buf(l, B_V);
-	kt_launch_arg_buf(l, B_Z32);
-	kt_launch_arg_i32(l, T);
-	kt_launch_arg_i32(l, n);
-	kt_launch_arg_i32(l, b);
-	kt_launch_arg_i32(l, r);
+	kt_ref_block_gemm_launch(&out->launch[0], 0, "blast_ref_z", T, n, b, r, B_X, B_V, B_Z32);
 	l = kt_launch_elem(&out->launch[1], 0, "blast_ref_w", (long long)b * T * r);
 	kt_launch_arg_buf(l, B_Z32);
 	kt_launch_arg_buf(l, B_S);
@@ -863,7 +856,7 @@ static int blast_cpu_ref(const struct kt_family *f, const struct kt_shape *s, co
 {
 	const uint16_t *x = in[B_X], *U = in[B_U], *V = in[B_V], *S = in[B_S];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
-	long r = s->v[D_RANK], nb, mb, t, j, c, k, o;
+	long r = s->v[D_RANK], mb, t, j, c, o;
 	double *z = NULL;
 	int rc = -1;
 
@@ -871,22 +864,13 @@ static int blast_cpu_ref(const struct kt_family *f, const struct kt_shape *s, co
 		kt_err_set(err, KT_EINVAL, "blast: blocks=%ld must divide in and out", b);
 		goto out;
 	}
-	nb = n / b;
 	mb = m / b;
 	if (!(z = malloc(sizeof(double) * (size_t)(b * r)))) {
 		kt_err_set(err, KT_EINTERNAL, "blast: out of memory for the reference");
 		goto out;
 	}
 	for (t = 0; t < T; t++) {
-		for (j = 0; j < b; j++)
-			for (c = 0; c < r; c++) {
-				double acc = 0;
-
-				for (k = 0; k < nb; k++)
-					acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
-					       (double)kt_bf16_to_f32(V[(j * r + c) * nb + k]);
-				z[j * r + c] = acc;
-			}
+		kt_cpu_block_gemm_row(x, V, t, n, b, r, z);
 		for (o = 0; o < m; o++) {
 			long i = o / mb, op = o % mb;
 			double acc = 0;

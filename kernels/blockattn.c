@@ -718,6 +718,30 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 
 /* ---- plans ---- */
 
+/* The arguments every kernel of a direction starts with: q, k, v (and do),
+ * `where` (the block list, or the reference's offsets), the rope table (a
+ * null pointer without rope), then the outputs. */
+static void io_args(struct kt_launch *l, const struct layout *L, int where)
+{
+	kt_launch_arg_buf(l, L->q);
+	kt_launch_arg_buf(l, L->k);
+	kt_launch_arg_buf(l, L->v);
+	if (L->dout >= 0)
+		kt_launch_arg_buf(l, L->dout);
+	kt_launch_arg_buf(l, where);
+	if (L->tab >= 0)
+		kt_launch_arg_buf(l, L->tab);
+	else
+		kt_launch_arg_i64(l, 0);	/* a null table pointer */
+	if (L->o >= 0) {
+		kt_launch_arg_buf(l, L->o);
+	} else {
+		kt_launch_arg_buf(l, L->dq);
+		kt_launch_arg_buf(l, L->dk);
+		kt_launch_arg_buf(l, L->dv);
+	}
+}
+
 /* bound 0: the plan of s's generated lengths (the tuner's); else a bound
  * on the blocks (ba_plan_bound), the kernels compiled with BOUND. */
 static int plan_of(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
@@ -801,23 +825,7 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 	l->block[0] = (unsigned)g.threads;
 	l->block[1] = l->block[2] = 1;
 	l->smem = g.smem;
-	kt_launch_arg_buf(l, L.q);
-	kt_launch_arg_buf(l, L.k);
-	kt_launch_arg_buf(l, L.v);
-	if (bwd)
-		kt_launch_arg_buf(l, L.dout);
-	kt_launch_arg_buf(l, L.blocks);
-	if (L.tab >= 0)
-		kt_launch_arg_buf(l, L.tab);
-	else
-		kt_launch_arg_i64(l, 0);	/* a null table pointer */
-	if (bwd) {
-		kt_launch_arg_buf(l, L.dq);
-		kt_launch_arg_buf(l, L.dk);
-		kt_launch_arg_buf(l, L.dv);
-	} else {
-		kt_launch_arg_buf(l, L.o);
-	}
+	io_args(l, &L, L.blocks);
 	kt_launch_arg_i32(l, nitems);
 	kt_launch_arg_i32(l, g.heads);
 	kt_launch_arg_i32(l, cta_step);
@@ -892,23 +900,7 @@ static int ba_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	l->grid[2] = 1;
 	l->block[0] = (unsigned)s->v[BA_D_BLOCK];
 	l->block[1] = l->block[2] = 1;
-	kt_launch_arg_buf(l, L.q);
-	kt_launch_arg_buf(l, L.k);
-	kt_launch_arg_buf(l, L.v);
-	if (bwd)
-		kt_launch_arg_buf(l, L.dout);
-	kt_launch_arg_buf(l, L.off);
-	if (L.tab >= 0)
-		kt_launch_arg_buf(l, L.tab);
-	else
-		kt_launch_arg_i64(l, 0);
-	if (bwd) {
-		kt_launch_arg_buf(l, L.dq);
-		kt_launch_arg_buf(l, L.dk);
-		kt_launch_arg_buf(l, L.dv);
-	} else {
-		kt_launch_arg_buf(l, L.o);
-	}
+	io_args(l, &L, L.off);
 	kt_launch_arg_i32(l, s->v[BA_D_SEQS]);
 	kt_launch_arg_i32(l, s->v[BA_D_HEADS]);
 	kt_launch_arg_i32(l, s->v[BA_D_HDIM]);

@@ -575,6 +575,35 @@ void kt_ref_gemm_launch(int program, long M, long N, long K, int bufA, int a_f32
 	kt_launch_arg_i32(l, K);
 }
 
+void kt_ref_block_gemm_launch(struct kt_launch *l, int program, const char *kernel, long N,
+			      long n, long b, long r, int bufX, int bufW, int bufZ32)
+{
+	kt_launch_elem(l, program, kernel, (long long)b * N * r);
+	kt_launch_arg_buf(l, bufX);
+	kt_launch_arg_buf(l, bufW);
+	kt_launch_arg_buf(l, bufZ32);
+	kt_launch_arg_i32(l, N);
+	kt_launch_arg_i32(l, n);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+}
+
+void kt_cpu_block_gemm_row(const uint16_t *x, const uint16_t *w, long t, long n, long b, long r,
+			   double *z)
+{
+	long nb = n / b, j, c, k;
+
+	for (j = 0; j < b; j++)
+		for (c = 0; c < r; c++) {
+			double acc = 0;
+
+			for (k = 0; k < nb; k++)
+				acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
+				       (double)kt_bf16_to_f32(w[(j * r + c) * nb + k]);
+			z[j * r + c] = acc;
+		}
+}
+
 /* Robust configs, best first: the first that check() accepts wins. */
 static const long defaults[][7] = {
 	/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M */

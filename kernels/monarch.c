@@ -681,14 +681,7 @@ static int monarch_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	out->nprograms = 1;
 	out->programs[0].tpl = "monarch";
 	out->nlaunch = 2;
-	l = kt_launch_elem(&out->launch[0], 0, "monarch_ref_z", (long long)b * T * r);
-	kt_launch_arg_buf(l, B_X);
-	kt_launch_arg_buf(l, B_W1);
-	kt_launch_arg_buf(l, B_Z32);
-	kt_launch_arg_i32(l, T);
-	kt_launch_arg_i32(l, n);
-	kt_launch_arg_i32(l, b);
-	kt_launch_arg_i32(l, r);
+	kt_ref_block_gemm_launch(&out->launch[0], 0, "monarch_ref_z", T, n, b, r, B_X, B_W1, B_Z32);
 	l = kt_launch_elem(&out->launch[1], 0, "monarch_ref_y", (long long)T * m);
 	kt_launch_arg_buf(l, B_Z32);
 	kt_launch_arg_buf(l, B_W2);
@@ -711,7 +704,7 @@ static int monarch_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
 	const int bm = block_major(f);
 	const uint16_t *x = in[B_X], *w1 = in[B_W1], *w2 = in[B_W2];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
-	long r = s->v[D_RANK], nb, mb, rp, t, j, c, k, o, q;
+	long r = s->v[D_RANK], mb, rp, t, j, o, q;
 	double *z = NULL;
 	int rc = -1;
 
@@ -719,7 +712,6 @@ static int monarch_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
 		kt_err_set(err, KT_EINVAL, "monarch: blocks=%ld must divide in, out and rank", b);
 		goto out;
 	}
-	nb = n / b;
 	mb = m / b;
 	rp = r / b;
 	if (!(z = malloc(sizeof(double) * (size_t)(b * r)))) {
@@ -727,15 +719,7 @@ static int monarch_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
 		goto out;
 	}
 	for (t = 0; t < T; t++) {
-		for (j = 0; j < b; j++)
-			for (c = 0; c < r; c++) {
-				double acc = 0;
-
-				for (k = 0; k < nb; k++)
-					acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
-					       (double)kt_bf16_to_f32(w1[(j * r + c) * nb + k]);
-				z[j * r + c] = acc;
-			}
+		kt_cpu_block_gemm_row(x, w1, t, n, b, r, z);
 		for (o = 0; o < m; o++) {
 			long i = o % b, sidx = o / b;
 			double acc = 0;
