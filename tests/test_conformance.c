@@ -58,20 +58,22 @@ struct fcase {
 static const struct fcase cases[] = {
 	{"dense",
 	 {"tokens=1024,in=4096,out=4096", "tokens=16,in=4096,out=4096",
-	  "tokens=1000,in=4096,out=4104"},
+	  "tokens=1000,in=4096,out=4104", "tokens=16384,in=11008,out=4096", "tokens=1,in=16,out=16",
+	  "tokens=77,in=264,out=136"},
 	 /* masked M, N and K edges; 64-row tiles from 33 tokens */
 	 {"tokens=130,in=264,out=136", "tokens=33,in=72,out=48", "tokens=5,in=32,out=40"},
 	 "gemm", NULL, 1},
 	{"lowrank",
 	 {"tokens=1024,in=4096,out=4096,rank=1024", "tokens=16,in=4096,out=4096,rank=1024",
-	  "tokens=1024,in=2048,out=2048,rank=128"},
+	  "tokens=1024,in=2048,out=2048,rank=128", "tokens=1024,in=4096,out=4096,rank=256",
+	  "tokens=16,in=2048,out=2048,rank=8", "tokens=1,in=16,out=16,rank=8"},
 	 {"tokens=130,in=1032,out=200,rank=72", "tokens=40,in=64,out=96,rank=32",
 	  "tokens=5,in=48,out=64,rank=16"},
 	 "gemm", NULL, 1},
 	{"monarch",
 	 {"tokens=1024,in=4096,out=4096,blocks=16,rank=1024",
 	  "tokens=1024,in=768,out=3072,blocks=4,rank=192",
-	  "tokens=16,in=2048,out=2048,blocks=16,rank=256"},
+	  "tokens=16,in=2048,out=2048,blocks=16,rank=256", "tokens=1,in=64,out=64,blocks=8,rank=8"},
 	 /* b, rank/b, in/b and out/b all differ, so that a swapped index
 	  * shows; rank/blocks 4 (naive only); a partial 64-wide k-tile; the
 	  * last two are fused_ws's (rank/blocks 128, 256) */
@@ -83,7 +85,7 @@ static const struct fcase cases[] = {
 	{"monarch_bm",
 	 {"tokens=1024,in=4096,out=4096,blocks=16,rank=1024",
 	  "tokens=1024,in=768,out=3072,blocks=4,rank=192",
-	  "tokens=16,in=2048,out=2048,blocks=16,rank=256"},
+	  "tokens=16,in=2048,out=2048,blocks=16,rank=256", "tokens=1,in=64,out=64,blocks=8,rank=8"},
 	 {"tokens=33,in=256,out=512,blocks=8,rank=128", "tokens=7,in=128,out=64,blocks=2,rank=48",
 	  "tokens=130,in=384,out=256,blocks=4,rank=128",
 	  "tokens=40,in=640,out=256,blocks=2,rank=256"},
@@ -92,7 +94,8 @@ static const struct fcase cases[] = {
 	 {"tokens=1024,in=4096,out=4096,blocks=16,rank=1024",
 	  "tokens=1024,in=2048,out=2048,blocks=16,rank=256",
 	  "tokens=16,in=4096,out=4096,blocks=16,rank=1024",
-	  "tokens=1024,in=1152,out=3456,blocks=9,rank=384"},
+	  "tokens=1024,in=1152,out=3456,blocks=9,rank=384",
+	  "tokens=1,in=64,out=64,blocks=8,rank=8"},
 	 /* rank not a multiple of blocks; b = 20, 72 take the mixer's 4- and
 	  * 1-rank paths; fused_cl's 16-CTA cluster with a tail token tile;
 	  * tcmix_fused's rank slices of 32 */
