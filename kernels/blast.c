@@ -53,8 +53,6 @@ enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONSUMERS, P_PE
        P_CTA_BLOCKS, P_FUSED_M, P_RING, P_PDL, P_L2 };
 
 #define NPROBLEM_BUFS 7
-#define ELEM_THREADS 256
-#define ELEM_MAX_GRID (1L << 20)	/* the reference kernels loop over the rest */
 #define MIX_WARPS 8			/* warps per mixer CTA (rank vectors) */
 #define TC_R 64		/* tcmix: ranks per CTA of blast_mix_tcp, 4 warps, and */
 #define TP_T 8		/* tokens per tile (templates/blast.cu says the same) */
@@ -377,8 +375,9 @@ static int s1tc_check(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int blast_check(const struct kt_shape *s, const struct kt_config *c,
-		       const struct kt_target *tgt, char *why, size_t whylen)
+static int blast_check(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_config *c, const struct kt_target *tgt, char *why,
+		       size_t whylen)
 {
 	struct kt_gemm_tile s1, s3;
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
@@ -388,9 +387,9 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 		return WHY("unknown variant %d", c->variant);
 	if (shape_check(s, why, whylen))
 		return 1;
-	if (ELEM_THREADS > tgt->max_threads || MIX_WARPS * 32 > tgt->max_threads)
+	if (KT_ELEM_THREADS > tgt->max_threads || MIX_WARPS * 32 > tgt->max_threads)
 		return WHY("the mixing kernels need %d threads per block, target has %d",
-			   ELEM_THREADS, tgt->max_threads);
+			   KT_ELEM_THREADS, tgt->max_threads);
 	if (c->variant == V_FUSED_CL)
 		return fcl_check(s, c, tgt, why, whylen);
 	if (is_tc(c->variant) && b > 16)
@@ -421,8 +420,8 @@ static int blast_check(const struct kt_shape *s, const struct kt_config *c,
 	return kt_gemm_check_space(&s3, T, m / b, r, 0, tgt, why, whylen);
 }
 
-static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-			 struct kt_buf out[KT_MAX_BUFS])
+static int blast_buffers(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	size_t T = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
 	size_t b = (size_t)s->v[D_BLOCKS], r = (size_t)s->v[D_RANK];
@@ -454,23 +453,6 @@ static int blast_buffers(const struct kt_shape *s, const struct kt_config *cfg,
 		return 9;	/* z stays on chip */
 	kt_buf_set(&out[B_Z], "z", KT_BUF_SCRATCH, KT_BF16, b * T * r, 0);
 	return 10;
-}
-
-/* A launch of one of blast.cu's element-wise kernels over `total` work
- * items (grid-stride loops: a capped grid is still complete). */
-static struct kt_launch *elem_launch(struct kt_launch *l, int program, const char *kernel,
-				     long long total)
-{
-	long long grid = (total + ELEM_THREADS - 1) / ELEM_THREADS;
-
-	memset(l, 0, sizeof(*l));
-	l->program = program;
-	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
-	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
-	l->grid[1] = l->grid[2] = 1;
-	l->block[0] = ELEM_THREADS;
-	l->block[1] = l->block[2] = 1;
-	return l;
 }
 
 /* The fused stage 1 + mixing kernel of mix_fused (program pm, which
@@ -568,7 +550,7 @@ static void st_prep(struct kt_plan *out, int pm, long r)
 		 "St[c][i][j] = S[i][j][c] for i, j < blocks, 0 up to 16: the mixing "
 		 "weights rank-major, each S_c one 16 x 16 bf16 tile (St: rank x 256)");
 	out->nprep = 1;
-	l = elem_launch(&out->prep[0], pm, "blast_s_to_t16", (long long)r * 256);
+	l = kt_launch_elem(&out->prep[0], pm, "blast_s_to_t16", (long long)r * 256);
 	kt_launch_arg_buf(l, B_S);
 	kt_launch_arg_buf(l, B_ST);
 	kt_launch_arg_i32(l, r);
@@ -579,9 +561,9 @@ static void st_prep(struct kt_plan *out, int pm, long r)
  * others), both from blast.cu with MIX_B (and MIX_TC, which adds St's
  * kernel), the program fused_cl preps with. In its own slots: St at
  * B_ST, S32 at the next. */
-static int blast_prepare_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			      struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
-			      struct kt_err *err)
+static int blast_prepare_plan(const struct kt_family *f, const struct kt_shape *s,
+			      const struct kt_target *tgt, struct kt_plan *out,
+			      struct kt_buf bufs[KT_MAX_BUFS], int *nbufs, struct kt_err *err)
 {
 	long b = s->v[D_BLOCKS], r = s->v[D_RANK];
 	struct kt_launch *l;
@@ -591,7 +573,7 @@ static int blast_prepare_plan(const struct kt_shape *s, const struct kt_target *
 	memset(out, 0, sizeof(*out));
 	if (b < 1 || r < 1)
 		return kt_err_set(err, KT_EINVAL, "blast: blocks and rank must be positive");
-	blast_buffers(s, NULL, bufs);
+	blast_buffers(f, s, NULL, bufs);
 	for (i = NPROBLEM_BUFS; i < B_ST; i++)
 		kt_buf_set(&bufs[i], "", KT_BUF_SCRATCH, KT_BF16, 0, 0);
 	kt_buf_set(&bufs[B_ST], tc ? "St" : "", KT_BUF_SCRATCH, KT_BF16, tc ? (size_t)r * 256 : 0, 0);
@@ -608,7 +590,7 @@ static int blast_prepare_plan(const struct kt_shape *s, const struct kt_target *
 		return kt_err_set(err, KT_EINTERNAL, "blast: too many defines");
 	if (tc)
 		st_prep(out, 0, r);
-	l = elem_launch(&out->prep[out->nprep++], 0, "blast_s_to_f32", (long long)b * b * r);
+	l = kt_launch_elem(&out->prep[out->nprep++], 0, "blast_s_to_f32", (long long)b * b * r);
 	kt_launch_arg_buf(l, B_S);
 	kt_launch_arg_buf(l, B_ST + 1);
 	kt_launch_arg_i64(l, (long long)b * b * r);
@@ -740,8 +722,9 @@ static int s1tc_plan(const struct kt_shape *s, const struct kt_config *c,
  *           fused  [blast FUSED MIX_B + s1's tile] [gemm s3]
  * Prep: S32 = float(S). Launches: stage 1 (+ mixing), stage 3.
  */
-static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
-		      const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int blast_plan(const struct kt_family *f, const struct kt_shape *s,
+		      const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
+		      struct kt_err *err)
 {
 	struct kt_gemm_tile s1, s3;
 	struct kt_launch *l;
@@ -751,7 +734,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	int fused = is_fused(c->variant), pg3, pm, rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (blast_check(s, c, tgt, why, sizeof(why)))
+	if (blast_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "blast: config cannot run: %s", why);
 	if (c->variant == V_FUSED_CL)
 		return fcl_plan(s, c, tgt, out, err);
@@ -797,7 +780,7 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 	} else {
 		snprintf(out->transform, sizeof(out->transform),
 			 "S32[i][j][c] = (float)S[i][j][c]: the mixing weights as fp32, same layout");
-		l = elem_launch(&out->prep[0], pm, "blast_s_to_f32", (long long)b * b * r);
+		l = kt_launch_elem(&out->prep[0], pm, "blast_s_to_f32", (long long)b * b * r);
 		kt_launch_arg_buf(l, B_S);
 		kt_launch_arg_buf(l, B_S32);
 		kt_launch_arg_i64(l, (long long)b * b * r);
@@ -829,8 +812,8 @@ static int blast_plan(const struct kt_shape *s, const struct kt_config *c,
 /* Three plain kernels, one thread per output, fp32 accumulation in a fixed
  * order, fp32 intermediates: z32 = x_j V_j^T, w32 = sum_j S_ij . z32[j],
  * y = w32[i] U_i^T. */
-static int blast_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			  struct kt_plan *out, struct kt_err *err)
+static int blast_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			  const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	struct kt_launch *l;
 	char why[200];
@@ -843,22 +826,15 @@ static int blast_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
 	out->nprograms = 1;
 	out->programs[0].tpl = "blast";
 	out->nlaunch = 3;
-	l = elem_launch(&out->launch[0], 0, "blast_ref_z", (long long)b * T * r);
-	kt_launch_arg_buf(l, B_X);
-	kt_launch_arg_buf(l, B_V);
-	kt_launch_arg_buf(l, B_Z32);
-	kt_launch_arg_i32(l, T);
-	kt_launch_arg_i32(l, n);
-	kt_launch_arg_i32(l, b);
-	kt_launch_arg_i32(l, r);
-	l = elem_launch(&out->launch[1], 0, "blast_ref_w", (long long)b * T * r);
+	kt_ref_block_gemm_launch(&out->launch[0], 0, "blast_ref_z", T, n, b, r, B_X, B_V, B_Z32);
+	l = kt_launch_elem(&out->launch[1], 0, "blast_ref_w", (long long)b * T * r);
 	kt_launch_arg_buf(l, B_Z32);
 	kt_launch_arg_buf(l, B_S);
 	kt_launch_arg_buf(l, B_W32);
 	kt_launch_arg_i32(l, T);
 	kt_launch_arg_i32(l, b);
 	kt_launch_arg_i32(l, r);
-	l = elem_launch(&out->launch[2], 0, "blast_ref_y", (long long)T * m);
+	l = kt_launch_elem(&out->launch[2], 0, "blast_ref_y", (long long)T * m);
 	kt_launch_arg_buf(l, B_W32);
 	kt_launch_arg_buf(l, B_U);
 	kt_launch_arg_buf(l, B_Y);
@@ -875,12 +851,12 @@ static int blast_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
  * . U_i^T, i.e. z for all blocks (b*r values), then every output as
  * sum_j sum_c U[i][o'][c] S[i][j][c] z[j][c]. Needs only b | in, out (not
  * the GEMM alignment), so tests can use tiny odd shapes. */
-static int blast_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-			 struct kt_err *err)
+static int blast_cpu_ref(const struct kt_family *f, const struct kt_shape *s, const void *const *in,
+			 float *const *out, struct kt_err *err)
 {
 	const uint16_t *x = in[B_X], *U = in[B_U], *V = in[B_V], *S = in[B_S];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
-	long r = s->v[D_RANK], nb, mb, t, j, c, k, o;
+	long r = s->v[D_RANK], mb, t, j, c, o;
 	double *z = NULL;
 	int rc = -1;
 
@@ -888,22 +864,13 @@ static int blast_cpu_ref(const struct kt_shape *s, const void *const *in, float 
 		kt_err_set(err, KT_EINVAL, "blast: blocks=%ld must divide in and out", b);
 		goto out;
 	}
-	nb = n / b;
 	mb = m / b;
 	if (!(z = malloc(sizeof(double) * (size_t)(b * r)))) {
 		kt_err_set(err, KT_EINTERNAL, "blast: out of memory for the reference");
 		goto out;
 	}
 	for (t = 0; t < T; t++) {
-		for (j = 0; j < b; j++)
-			for (c = 0; c < r; c++) {
-				double acc = 0;
-
-				for (k = 0; k < nb; k++)
-					acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
-					       (double)kt_bf16_to_f32(V[(j * r + c) * nb + k]);
-				z[j * r + c] = acc;
-			}
+		kt_cpu_block_gemm_row(x, V, t, n, b, r, z);
 		for (o = 0; o < m; o++) {
 			long i = o / mb, op = o % mb;
 			double acc = 0;
@@ -922,14 +889,14 @@ out:
 	return rc;
 }
 
-static double blast_flops(const struct kt_shape *s)
+static double blast_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	double b = s->v[D_BLOCKS];
 
 	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (s->v[D_IN] + s->v[D_OUT] + b * b);
 }
 
-static double blast_min_bytes(const struct kt_shape *s)
+static double blast_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	double T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], r = s->v[D_RANK];
 	double b = s->v[D_BLOCKS];
@@ -953,8 +920,8 @@ static const struct {
 	{0, 0, 256, 64, 128, 4, 0},	/* llama1b q/o N1024 */
 };
 
-static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tgt,
-			    struct kt_config *out)
+static int blast_default_ws(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_target *tgt, struct kt_config *out)
 {
 	long T = s->v[D_TOKENS], b = s->v[D_BLOCKS], mb = s->v[D_OUT] / b, r = s->v[D_RANK];
 	long sms = tgt->sms > 0 ? tgt->sms : 100;
@@ -979,7 +946,8 @@ static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tg
 		out->p[P_GROUP] = 8;
 		out->p[P_CONSUMERS] = 2;
 		out->p[P_PERSIST] = tcmix_ws_defaults[i].persist;
-		if (2 * s1 >= sms && 2 * s3 >= sms && blast_check(s, out, tgt, why, sizeof(why)) == 0)
+		if (2 * s1 >= sms && 2 * s3 >= sms && blast_check(f, s, out, tgt, why,
+								  sizeof(why)) == 0)
 			return 0;
 	}
 	return -1;
@@ -990,8 +958,8 @@ static int blast_default_ws(const struct kt_shape *s, const struct kt_target *tg
  * still fits, on mma.sync (runs on every sm_80+ target): tcmix where
  * blocks <= 16 (its tensor-core mixer is several times faster than
  * blast_mix's CUDA cores at the same GEMM stages), else naive. */
-static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
-			 struct kt_config *out)
+static int blast_default(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_target *tgt, struct kt_config *out)
 {
 	static const int idx[8] = {P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBN};
 	char why[200];
@@ -1009,10 +977,10 @@ static int blast_default(const struct kt_shape *s, const struct kt_target *tgt,
 		if (kt_config_parse(&blast_family,
 				    "variant=tcmix,BLOCK_M=16,BLOCK_N=64,Z_BLOCK_N=32,BLOCK_K=64,WARPS_M=1,"
 				    "WARPS_N=2,STAGES=6,GROUP_M=8,PDL=1", out, &e) == 0 &&
-		    blast_check(s, out, tgt, why, sizeof(why)) == 0)
+		    blast_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
-	if (tgt->arch_a && blast_default_ws(s, tgt, out) == 0)
+	if (tgt->arch_a && blast_default_ws(f, s, tgt, out) == 0)
 		return 0;
 	return kt_gemm_default_staged(&blast_family, s, tgt, s->v[D_TOKENS],
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK],

@@ -120,6 +120,14 @@ static const struct kt_param bwd_params[] = {
 	{"RPROD", 4, {0, 1, 2, 3}, 1u << V_BWD_WS, RPROD3_HELP},
 };
 
+/* The two families' priv: 1 for the backward. */
+static const int directions[2] = {0, 1};
+
+static int is_bwd(const struct kt_family *f)
+{
+	return *(const int *)f->priv;
+}
+
 /* ---- the generator ---- */
 
 static uint64_t splitmix64_at(uint64_t i)
@@ -434,9 +442,10 @@ static void layout_of(int bwd, const struct kt_shape *s, struct layout *L)
  * far from both a uniform and a one-hot softmax. */
 #define QK_SCALE 2.0
 
-static int buffers_of(int bwd, const struct kt_shape *s, const struct kt_config *cfg,
-		      struct kt_buf out[KT_MAX_BUFS])
+static int ba_buffers(const struct kt_family *f, const struct kt_shape *s,
+		      const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
+	const int bwd = is_bwd(f);
 	struct layout L;
 	long T = ba_tokens(s->v[BA_D_SEQS], s->v[BA_D_LMAX]);
 	size_t x = (size_t)T * (size_t)s->v[BA_D_HEADS] * (size_t)s->v[BA_D_HDIM];
@@ -465,27 +474,16 @@ static int buffers_of(int bwd, const struct kt_shape *s, const struct kt_config 
 	return L.nproblem + 1;
 }
 
-static int fwd_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-		       struct kt_buf out[KT_MAX_BUFS])
-{
-	return buffers_of(0, s, cfg, out);
-}
-
-static int bwd_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-		       struct kt_buf out[KT_MAX_BUFS])
-{
-	return buffers_of(1, s, cfg, out);
-}
-
-static int fill_of(int bwd, const struct kt_shape *s, int buf, void *host, uint64_t seed)
+static int ba_fill(const struct kt_family *f, const struct kt_shape *s, int buf, void *host,
+		   uint64_t seed)
 {
 	struct kt_buf bufs[KT_MAX_BUFS];
 	struct layout L;
 	int32_t *off = NULL;
 	int rc = -1;
 
-	layout_of(bwd, s, &L);
-	buffers_of(bwd, s, NULL, bufs);
+	layout_of(is_bwd(f), s, &L);
+	ba_buffers(f, s, NULL, bufs);
 	if (buf < 0 || buf >= L.ninputs)
 		return -1;
 	if (buf == L.off) {
@@ -505,16 +503,6 @@ static int fill_of(int bwd, const struct kt_shape *s, int buf, void *host, uint6
 out:
 	free(off);
 	return rc;
-}
-
-static int fwd_fill(const struct kt_shape *s, int buf, void *host, uint64_t seed)
-{
-	return fill_of(0, s, buf, host, seed);
-}
-
-static int bwd_fill(const struct kt_shape *s, int buf, void *host, uint64_t seed)
-{
-	return fill_of(1, s, buf, host, seed);
 }
 
 /* ---- configs ---- */
@@ -648,9 +636,10 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	return 0;
 }
 
-static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
+static int ba_check(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
 		    const struct kt_target *tgt, char *why, size_t whylen)
 {
+	const int bwd = is_bwd(f);
 	struct cfg g;
 	long seqs = s->v[BA_D_SEQS], lmax = s->v[BA_D_LMAX];
 
@@ -727,27 +716,40 @@ static int check_of(int bwd, const struct kt_shape *s, const struct kt_config *c
 	return 0;
 }
 
-static int fwd_check(const struct kt_shape *s, const struct kt_config *c,
-		     const struct kt_target *tgt, char *why, size_t whylen)
-{
-	return check_of(0, s, c, tgt, why, whylen);
-}
-
-static int bwd_check(const struct kt_shape *s, const struct kt_config *c,
-		     const struct kt_target *tgt, char *why, size_t whylen)
-{
-	return check_of(1, s, c, tgt, why, whylen);
-}
-
 /* ---- plans ---- */
+
+/* The arguments every kernel of a direction starts with: q, k, v (and do),
+ * `where` (the block list, or the reference's offsets), the rope table (a
+ * null pointer without rope), then the outputs. */
+static void io_args(struct kt_launch *l, const struct layout *L, int where)
+{
+	kt_launch_arg_buf(l, L->q);
+	kt_launch_arg_buf(l, L->k);
+	kt_launch_arg_buf(l, L->v);
+	if (L->dout >= 0)
+		kt_launch_arg_buf(l, L->dout);
+	kt_launch_arg_buf(l, where);
+	if (L->tab >= 0)
+		kt_launch_arg_buf(l, L->tab);
+	else
+		kt_launch_arg_i64(l, 0);	/* a null table pointer */
+	if (L->o >= 0) {
+		kt_launch_arg_buf(l, L->o);
+	} else {
+		kt_launch_arg_buf(l, L->dq);
+		kt_launch_arg_buf(l, L->dk);
+		kt_launch_arg_buf(l, L->dv);
+	}
+}
 
 /* bound 0: the plan of s's generated lengths (the tuner's); else a bound
  * on the blocks (ba_plan_bound), the kernels compiled with BOUND. */
-static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
+static int plan_of(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
 		   const struct kt_target *tgt, long bound, struct kt_plan *out,
 		   struct kt_err *err)
 {
-	const char *fam = bwd ? "blockattn_bwd" : "blockattn_fwd";
+	const int bwd = is_bwd(f);
+	const char *fam = f->name;
 	struct layout L;
 	struct cfg g;
 	struct kt_program *pr = &out->programs[0];
@@ -756,7 +758,7 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	long nblocks, nitems, grid, cta_step, item_step, nper;
 
 	memset(out, 0, sizeof(*out));
-	if (check_of(bwd, s, c, tgt, why, sizeof(why)))
+	if (ba_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "%s: config cannot run: %s", fam, why);
 	cfg_of(bwd, s, c, &g);
 	layout_of(bwd, s, &L);
@@ -823,23 +825,7 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	l->block[0] = (unsigned)g.threads;
 	l->block[1] = l->block[2] = 1;
 	l->smem = g.smem;
-	kt_launch_arg_buf(l, L.q);
-	kt_launch_arg_buf(l, L.k);
-	kt_launch_arg_buf(l, L.v);
-	if (bwd)
-		kt_launch_arg_buf(l, L.dout);
-	kt_launch_arg_buf(l, L.blocks);
-	if (L.tab >= 0)
-		kt_launch_arg_buf(l, L.tab);
-	else
-		kt_launch_arg_i64(l, 0);	/* a null table pointer */
-	if (bwd) {
-		kt_launch_arg_buf(l, L.dq);
-		kt_launch_arg_buf(l, L.dk);
-		kt_launch_arg_buf(l, L.dv);
-	} else {
-		kt_launch_arg_buf(l, L.o);
-	}
+	io_args(l, &L, L.blocks);
 	kt_launch_arg_i32(l, nitems);
 	kt_launch_arg_i32(l, g.heads);
 	kt_launch_arg_i32(l, cta_step);
@@ -848,16 +834,10 @@ static int plan_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int fwd_plan(const struct kt_shape *s, const struct kt_config *c,
-		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int ba_plan(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
+		   const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
-	return plan_of(0, s, c, tgt, 0, out, err);
-}
-
-static int bwd_plan(const struct kt_shape *s, const struct kt_config *c,
-		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
-{
-	return plan_of(1, s, c, tgt, 0, out, err);
+	return plan_of(f, s, c, tgt, 0, out, err);
 }
 
 long ba_bound_blocks(long tokens, long seqs, long blk)
@@ -871,7 +851,8 @@ int ba_plan_bound(int bwd, const struct kt_shape *s, long tokens, const struct k
 		  const struct kt_target *tgt, struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS],
 		  int *nbufs, struct kt_err *err)
 {
-	const char *fam = bwd ? "blockattn_bwd" : "blockattn_fwd";
+	const struct kt_family *f = bwd ? &blockattn_bwd_family : &blockattn_fwd_family;
+	const char *fam = f->name;
 	long seqs = s->v[BA_D_SEQS], blk = s->v[BA_D_BLOCK], bound;
 	size_t x = (size_t)tokens * (size_t)s->v[BA_D_HEADS] * (size_t)s->v[BA_D_HDIM];
 	struct layout L;
@@ -883,12 +864,12 @@ int ba_plan_bound(int bwd, const struct kt_shape *s, long tokens, const struct k
 		return kt_err_set(err, KT_EINVAL, "%s: tokens x heads over 2^31: work items are int32",
 				  fam);
 	bound = ba_bound_blocks(tokens, seqs, blk);
-	if (plan_of(bwd, s, c, tgt, bound, out, err) < 0)
+	if (plan_of(f, s, c, tgt, bound, out, err) < 0)
 		return -1;
 	/* s's buffers with T tokens, and the block list of the bound plus
 	 * its count */
 	layout_of(bwd, s, &L);
-	buffers_of(bwd, s, c, bufs);
+	ba_buffers(f, s, c, bufs);
 	for (i = 0; i < L.nproblem; i++)
 		if (i != L.off)
 			bufs[i].elems = i == L.tab ? (size_t)tokens * (size_t)s->v[BA_D_HDIM] : x;
@@ -898,8 +879,10 @@ int ba_plan_bound(int bwd, const struct kt_shape *s, long tokens, const struct k
 }
 
 /* templates/blockattn_ref.cu: one CTA per (block, head), one thread per row. */
-static int ref_plan_of(int bwd, const struct kt_shape *s, struct kt_plan *out, struct kt_err *err)
+static int ba_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
+	const int bwd = is_bwd(f);
 	struct layout L;
 	struct kt_launch *l = &out->launch[0];
 	long nblocks = ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], s->v[BA_D_BLOCK]);
@@ -917,23 +900,7 @@ static int ref_plan_of(int bwd, const struct kt_shape *s, struct kt_plan *out, s
 	l->grid[2] = 1;
 	l->block[0] = (unsigned)s->v[BA_D_BLOCK];
 	l->block[1] = l->block[2] = 1;
-	kt_launch_arg_buf(l, L.q);
-	kt_launch_arg_buf(l, L.k);
-	kt_launch_arg_buf(l, L.v);
-	if (bwd)
-		kt_launch_arg_buf(l, L.dout);
-	kt_launch_arg_buf(l, L.off);
-	if (L.tab >= 0)
-		kt_launch_arg_buf(l, L.tab);
-	else
-		kt_launch_arg_i64(l, 0);
-	if (bwd) {
-		kt_launch_arg_buf(l, L.dq);
-		kt_launch_arg_buf(l, L.dk);
-		kt_launch_arg_buf(l, L.dv);
-	} else {
-		kt_launch_arg_buf(l, L.o);
-	}
+	io_args(l, &L, L.off);
 	kt_launch_arg_i32(l, s->v[BA_D_SEQS]);
 	kt_launch_arg_i32(l, s->v[BA_D_HEADS]);
 	kt_launch_arg_i32(l, s->v[BA_D_HDIM]);
@@ -942,26 +909,13 @@ static int ref_plan_of(int bwd, const struct kt_shape *s, struct kt_plan *out, s
 	return 0;
 }
 
-static int fwd_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			struct kt_plan *out, struct kt_err *err)
-{
-	(void)tgt;
-	return ref_plan_of(0, s, out, err);
-}
-
-static int bwd_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			struct kt_plan *out, struct kt_err *err)
-{
-	(void)tgt;
-	return ref_plan_of(1, s, out, err);
-}
-
 /* ---- the CPU reference through the family interface ---- */
 
-static int cpu_ref_of(int bwd, const struct kt_shape *s, const void *const *in,
+static int ba_cpu_ref(const struct kt_family *f, const struct kt_shape *s, const void *const *in,
 		      float *const *out, struct kt_err *err)
 {
-	const char *fam = bwd ? "blockattn_bwd" : "blockattn_fwd";
+	const int bwd = is_bwd(f);
+	const char *fam = f->name;
 	struct layout L;
 	struct ba_dims p;
 	double *x[4] = {NULL, NULL, NULL, NULL}, *tab = NULL, *y[3] = {NULL, NULL, NULL};
@@ -1015,18 +969,6 @@ out:
 	return rc;
 }
 
-static int fwd_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-		       struct kt_err *err)
-{
-	return cpu_ref_of(0, s, in, out, err);
-}
-
-static int bwd_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-		       struct kt_err *err)
-{
-	return cpu_ref_of(1, s, in, out, err);
-}
-
 /* ---- models ---- */
 
 /* Sum over blocks of n^2 (n = block length), times H: the pairs scored. */
@@ -1044,36 +986,22 @@ static double pairs(const struct kt_shape *s)
 }
 
 /* fwd: QK^T and PV, 2 n^2 d each; bwd: S again, dV, dP, dQ, dK. */
-static double fwd_flops(const struct kt_shape *s)
+static double ba_flops(const struct kt_family *f, const struct kt_shape *s)
 {
-	return 4.0 * pairs(s) * (double)s->v[BA_D_HDIM];
-}
-
-static double bwd_flops(const struct kt_shape *s)
-{
-	return 10.0 * pairs(s) * (double)s->v[BA_D_HDIM];
+	return (is_bwd(f) ? 10.0 : 4.0) * pairs(s) * (double)s->v[BA_D_HDIM];
 }
 
 /* fwd reads q, k, v and writes o (8d bytes per token-head); bwd reads q, k,
  * v, do and writes dq, dk, dv (14d); plus the offsets and, with rope, the
  * bf16 table once (2d bytes per token). */
-static double bytes_of(int bwd, const struct kt_shape *s)
+static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
+	const int bwd = is_bwd(f);
 	double T = (double)ba_tokens(s->v[BA_D_SEQS], s->v[BA_D_LMAX]);
 	double d = (double)s->v[BA_D_HDIM], H = (double)s->v[BA_D_HEADS];
 
 	return (bwd ? 14.0 : 8.0) * d * T * H + 4.0 * ((double)s->v[BA_D_SEQS] + 1) +
 	       (s->v[BA_D_ROPE] ? 2.0 * d * T : 0);
-}
-
-static double fwd_min_bytes(const struct kt_shape *s)
-{
-	return bytes_of(0, s);
-}
-
-static double bwd_min_bytes(const struct kt_shape *s)
-{
-	return bytes_of(1, s);
 }
 
 /* The best mma.sync configs at ads_d128_L256 on the H200
@@ -1086,9 +1014,10 @@ static double bwd_min_bytes(const struct kt_shape *s)
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
  * then head_dim is split. NEEDSWORK: on sm_90a `ws` beats this default's
  * backward at the bench shapes; the default does not take it yet. */
-static int default_of(int bwd, const struct kt_shape *s, const struct kt_target *tgt,
-		      struct kt_config *out)
+static int ba_default(const struct kt_family *f, const struct kt_shape *s,
+		      const struct kt_target *tgt, struct kt_config *out)
 {
+	const int bwd = is_bwd(f);
 	char why[160];
 	int rope = s->v[BA_D_ROPE] != 0;
 
@@ -1101,69 +1030,46 @@ static int default_of(int bwd, const struct kt_shape *s, const struct kt_target 
 	out->p[P_RPF] = rope ? (bwd ? 7 : 1) : 0;
 	out->p[P_MINB] = bwd ? 3 : 4;
 	out->p[P_EPI] = 0;
-	if (check_of(bwd, s, out, tgt, why, sizeof(why)) == 0)
+	if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 		return 0;
 	out->p[P_MINB] = 1;
-	if (check_of(bwd, s, out, tgt, why, sizeof(why)) == 0)
+	if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 		return 0;
 	out->p[P_DSPLIT] = 2;
-	return check_of(bwd, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
+	return ba_check(f, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
 }
 
-static int fwd_default(const struct kt_shape *s, const struct kt_target *tgt,
-		       struct kt_config *out)
-{
-	return default_of(0, s, tgt, out);
+/* Both directions run the same code; priv says which one. */
+#define BLOCKATTN_FAMILY(NAME, SUMMARY, VARIANTS, PARAMS, TOL, DIRECTION) {	\
+	.name = NAME,								\
+	.summary = SUMMARY,							\
+	.hidden = 0,								\
+	.ndims = BA_NDIMS,							\
+	.dims = dims,								\
+	.nvariants = (int)(sizeof(VARIANTS) / sizeof(VARIANTS[0])),		\
+	.variants = VARIANTS,							\
+	.planted = 0,								\
+	.nparams = (int)(sizeof(PARAMS) / sizeof(PARAMS[0])),			\
+	.params = PARAMS,							\
+	.tol = TOL,								\
+	.priv = DIRECTION,							\
+	.check = ba_check,							\
+	.buffers = ba_buffers,							\
+	.plan = ba_plan,							\
+	.ref_plan = ba_ref_plan,						\
+	.cpu_ref = ba_cpu_ref,							\
+	.fill = ba_fill,							\
+	.flops = ba_flops,							\
+	.min_bytes = ba_min_bytes,						\
+	.default_config = ba_default,						\
 }
 
-static int bwd_default(const struct kt_shape *s, const struct kt_target *tgt,
-		       struct kt_config *out)
-{
-	return default_of(1, s, tgt, out);
-}
+const struct kt_family blockattn_fwd_family = BLOCKATTN_FAMILY(
+	"blockattn_fwd",
+	"jagged block-diagonal attention forward (O only, no LSE), optional fused rotary",
+	fwd_variants, fwd_params, 1e-2, &directions[0]);
 
-const struct kt_family blockattn_fwd_family = {
-	.name = "blockattn_fwd",
-	.summary = "jagged block-diagonal attention forward (O only, no LSE), optional fused rotary",
-	.hidden = 0,
-	.ndims = BA_NDIMS,
-	.dims = dims,
-	.nvariants = (int)(sizeof(fwd_variants) / sizeof(fwd_variants[0])),
-	.variants = fwd_variants,
-	.planted = 0,
-	.nparams = (int)(sizeof(fwd_params) / sizeof(fwd_params[0])),
-	.params = fwd_params,
-	.tol = 1e-2,
-	.check = fwd_check,
-	.buffers = fwd_buffers,
-	.plan = fwd_plan,
-	.ref_plan = fwd_ref_plan,
-	.cpu_ref = fwd_cpu_ref,
-	.fill = fwd_fill,
-	.flops = fwd_flops,
-	.min_bytes = fwd_min_bytes,
-	.default_config = fwd_default,
-};
-
-const struct kt_family blockattn_bwd_family = {
-	.name = "blockattn_bwd",
-	.summary = "jagged block-diagonal attention backward (P recomputed, Di inline), optional fused rotary",
-	.hidden = 0,
-	.ndims = BA_NDIMS,
-	.dims = dims,
-	.nvariants = (int)(sizeof(bwd_variants) / sizeof(bwd_variants[0])),
-	.variants = bwd_variants,
-	.planted = 0,
-	.nparams = (int)(sizeof(bwd_params) / sizeof(bwd_params[0])),
-	.params = bwd_params,
-	.tol = 2e-2,
-	.check = bwd_check,
-	.buffers = bwd_buffers,
-	.plan = bwd_plan,
-	.ref_plan = bwd_ref_plan,
-	.cpu_ref = bwd_cpu_ref,
-	.fill = bwd_fill,
-	.flops = bwd_flops,
-	.min_bytes = bwd_min_bytes,
-	.default_config = bwd_default,
-};
+const struct kt_family blockattn_bwd_family = BLOCKATTN_FAMILY(
+	"blockattn_bwd",
+	"jagged block-diagonal attention backward (P recomputed, Di inline), optional fused rotary",
+	bwd_variants, bwd_params, 2e-2, &directions[1]);

@@ -68,8 +68,9 @@ static void tile_of(const struct kt_config *c, struct kt_gemm_tile *t)
 	kt_gemm_tile_from(&dense_family, c, t);
 }
 
-static int dense_check(const struct kt_shape *s, const struct kt_config *c,
-		       const struct kt_target *tgt, char *why, size_t whylen)
+static int dense_check(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_config *c, const struct kt_target *tgt, char *why,
+		       size_t whylen)
 {
 	struct kt_gemm_tile t;
 
@@ -81,8 +82,8 @@ static int dense_check(const struct kt_shape *s, const struct kt_config *c,
 	return kt_gemm_check_space(&t, s->v[D_TOKENS], s->v[D_OUT], s->v[D_IN], 0, tgt, why, whylen);
 }
 
-static int dense_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-			 struct kt_buf out[KT_MAX_BUFS])
+static int dense_buffers(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	size_t t = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
 
@@ -136,8 +137,9 @@ static int planted_plan(int variant, struct kt_plan *out)
 	return 0;
 }
 
-static int dense_plan(const struct kt_shape *s, const struct kt_config *c,
-		      const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int dense_plan(const struct kt_family *f, const struct kt_shape *s,
+		      const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
+		      struct kt_err *err)
 {
 	struct kt_gemm_tile t;
 	char why[160];
@@ -146,7 +148,7 @@ static int dense_plan(const struct kt_shape *s, const struct kt_config *c,
 	memset(out, 0, sizeof(*out));
 	if (c->variant == V_PLANTED_FAULT || c->variant == V_PLANTED_HANG)
 		return planted_plan(c->variant, out);
-	if (dense_check(s, c, tgt, why, sizeof(why)))
+	if (dense_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "dense: config cannot run: %s", why);
 	tile_of(c, &t);
 	out->nprograms = 1;
@@ -157,8 +159,8 @@ static int dense_plan(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int dense_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			  struct kt_plan *out, struct kt_err *err)
+static int dense_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			  const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	out->nprograms = 1;
@@ -171,8 +173,8 @@ static int dense_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
 	return 0;
 }
 
-static int dense_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-			 struct kt_err *err)
+static int dense_cpu_ref(const struct kt_family *f, const struct kt_shape *s, const void *const *in,
+			 float *const *out, struct kt_err *err)
 {
 	const uint16_t *x = in[B_X], *w = in[B_W];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], t, o, k;
@@ -190,12 +192,12 @@ static int dense_cpu_ref(const struct kt_shape *s, const void *const *in, float 
 	return 0;
 }
 
-static double dense_flops(const struct kt_shape *s)
+static double dense_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 2.0 * s->v[D_TOKENS] * s->v[D_IN] * s->v[D_OUT];
 }
 
-static double dense_min_bytes(const struct kt_shape *s)
+static double dense_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	double t = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT];
 
@@ -222,8 +224,8 @@ static const long wgmma_defaults[][3] = {
 	{128, 64, 4},
 };
 
-static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
-			 struct kt_config *out)
+static int dense_default(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_target *tgt, struct kt_config *out)
 {
 	long M = s->v[D_TOKENS], N = s->v[D_OUT];
 	int sms = tgt->sms > 0 ? tgt->sms : 132;
@@ -255,7 +257,8 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 			 * (bench/results/dense_large_n.json) */
 			out->p[6] = 1;
 			out->p[8] = ws_defaults[i][3];	/* CONSUMERS */
-			if (tiles >= sms / 2 && dense_check(s, out, tgt, why, sizeof(why)) == 0 &&
+			if (tiles >= sms / 2 && dense_check(f, s, out, tgt, why,
+							    sizeof(why)) == 0 &&
 			    (best_cost < 0 || cost < best_cost)) {
 				best = *out;
 				best_cost = cost;
@@ -277,7 +280,7 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 		out->p[6] = 8;
 		out->p[7] = 1;	/* SPLIT_K */
 		if (((M + bm - 1) / bm) * ((N + bn - 1) / bn) >= sms / 2 &&
-		    dense_check(s, out, tgt, why, sizeof(why)) == 0)
+		    dense_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	memset(out, 0, sizeof(*out));
@@ -295,7 +298,7 @@ static int dense_default(const struct kt_shape *s, const struct kt_target *tgt,
 		long stages = out->p[5];
 
 		out->p[5] = 8;
-		if (dense_check(s, out, tgt, why, sizeof(why)))
+		if (dense_check(f, s, out, tgt, why, sizeof(why)))
 			out->p[5] = stages;
 	}
 	return 0;

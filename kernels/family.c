@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- text ---- */
 
@@ -373,6 +374,41 @@ int kt_target_named(const char *name, struct kt_target *out)
 void kt_target_arch(const struct kt_target *t, char *buf, size_t len)
 {
 	snprintf(buf, len, "sm_%d%s", t->sm, t->arch_a ? "a" : "");
+}
+
+/* ---- roofline ---- */
+
+/* Ceilings measured per device (docs/kernels.md): the bf16 GEMM rate
+ * cuBLAS reaches at its best and the copy rate. */
+static const struct {
+	const char *device;
+	struct kt_peaks p;
+} measured_peaks[] = {
+	{"NVIDIA H200", {790e12, 4.3e12}},
+};
+
+int kt_peaks_of(const char *device, struct kt_peaks *out)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(measured_peaks) / sizeof(measured_peaks[0]); i++)
+		if (device && strcasecmp(device, measured_peaks[i].device) == 0) {
+			*out = measured_peaks[i].p;
+			return 1;
+		}
+	*out = measured_peaks[0].p;
+	return 0;
+}
+
+double kt_floor_us(const struct kt_family *f, const struct kt_shape *s, const char *device)
+{
+	struct kt_peaks p;
+	double c, m;
+
+	kt_peaks_of(device, &p);
+	c = f->flops ? f->flops(f, s) / p.flops : 0;
+	m = f->min_bytes ? f->min_bytes(f, s) / p.bytes : 0;
+	return (c > m ? c : m) * 1e6;
 }
 
 /* ---- inputs ---- */

@@ -171,35 +171,43 @@ struct kt_family {
 	const struct kt_param *params;
 	double tol;		/* relative L2 error allowed against the reference */
 
+	/* The family's own data, for hooks that serve several families (one
+	 * set of hooks for monarch and monarch_bm, for the attention forward
+	 * and backward): what tells them apart. NULL where unused. */
+	const void *priv;
+
+	/* Every hook receives the family it was called through as f. */
+
 	/* 0 if cfg can run shape on tgt; else 1 and a reason in why. Must
 	 * reject configs whose shared memory or threads exceed tgt. */
-	int (*check)(const struct kt_shape *s, const struct kt_config *c,
-		     const struct kt_target *tgt, char *why, size_t whylen);
+	int (*check)(const struct kt_family *f, const struct kt_shape *s,
+		     const struct kt_config *c, const struct kt_target *tgt, char *why,
+		     size_t whylen);
 	/* Problem buffers (cfg NULL) or problem + scratch buffers (cfg set);
 	 * problem buffers always come first and in the same order. Returns
 	 * the count. */
-	int (*buffers)(const struct kt_shape *s, const struct kt_config *cfg,
-		       struct kt_buf out[KT_MAX_BUFS]);
+	int (*buffers)(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS]);
 	/* The candidate's programs and launches. */
-	int (*plan)(const struct kt_shape *s, const struct kt_config *c,
-		    const struct kt_target *tgt, struct kt_plan *out,
-		    struct kt_err *err);
+	int (*plan)(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
+		    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err);
 	/* The GPU reference: simple, obviously correct, writes the same
 	 * output buffers. Uses problem buffers only. */
-	int (*ref_plan)(const struct kt_shape *s, const struct kt_target *tgt,
-			struct kt_plan *out, struct kt_err *err);
+	int (*ref_plan)(const struct kt_family *f, const struct kt_shape *s,
+			const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err);
 	/* CPU reference with double accumulation. in[] are host copies of the
 	 * input buffers in buffer order (bf16 as uint16_t, i32 as int32_t);
 	 * out[] receives each output buffer as float. */
-	int (*cpu_ref)(const struct kt_shape *s, const void *const *in,
+	int (*cpu_ref)(const struct kt_family *f, const struct kt_shape *s, const void *const *in,
 		       float *const *out, struct kt_err *err);
 	/* Optional: fill input buffer `buf` on the host (NULL: kt_fill_bf16). */
-	int (*fill)(const struct kt_shape *s, int buf, void *host, uint64_t seed);
-	double (*flops)(const struct kt_shape *s);
-	double (*min_bytes)(const struct kt_shape *s);
+	int (*fill)(const struct kt_family *f, const struct kt_shape *s, int buf, void *host,
+		    uint64_t seed);
+	double (*flops)(const struct kt_family *f, const struct kt_shape *s);
+	double (*min_bytes)(const struct kt_family *f, const struct kt_shape *s);
 	/* The config handed out when nothing is tuned for a device. */
-	int (*default_config)(const struct kt_shape *s, const struct kt_target *tgt,
-			      struct kt_config *out);
+	int (*default_config)(const struct kt_family *f, const struct kt_shape *s,
+			      const struct kt_target *tgt, struct kt_config *out);
 	/* Optional, for families with prepared buffers (kt_buf.prepared):
 	 * every prepared buffer any config of the space may read at shape s
 	 * (whatever its tokens) and a plan whose prep launches fill them all
@@ -208,9 +216,9 @@ struct kt_family {
 	 * marked prepared, other scratch slots are unused. A config's
 	 * prepared buffer has the name, dtype and size of the one of the same
 	 * name here, so that one preparation serves every token count. */
-	int (*prepare_plan)(const struct kt_shape *s, const struct kt_target *tgt,
-			    struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
-			    struct kt_err *err);
+	int (*prepare_plan)(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_target *tgt, struct kt_plan *out,
+			    struct kt_buf bufs[KT_MAX_BUFS], int *nbufs, struct kt_err *err);
 };
 
 /* ---- registry ---- */
@@ -261,6 +269,20 @@ long kt_param_clamp(const struct kt_family *f, int i, long v);
 int kt_target_named(const char *name, struct kt_target *out);
 /* "sm_90a" etc. for NVRTC's --gpu-architecture. */
 void kt_target_arch(const struct kt_target *t, char *buf, size_t len);
+
+/* ---- roofline ---- */
+/* A device's ceilings: dense bf16 tensor-core FLOP/s and DRAM bytes/s. */
+struct kt_peaks {
+	double flops;
+	double bytes;
+};
+/* The ceilings measured on the device the driver names `device` ("NVIDIA
+ * H200"): 1. For a device not measured (or NULL): the H200's, the figures
+ * every floor has been reported against, and 0. */
+int kt_peaks_of(const char *device, struct kt_peaks *out);
+/* The roofline floor of f at s on `device` (kt_peaks_of), microseconds:
+ * max(flops / peak FLOP/s, min_bytes / peak bytes/s). */
+double kt_floor_us(const struct kt_family *f, const struct kt_shape *s, const char *device);
 
 /* ---- inputs ---- */
 /* Deterministic counter-based value in (-scale, scale) for element i of a

@@ -373,6 +373,21 @@ void kt_launch_arg_i64(struct kt_launch *l, long long v)
 	add_arg(l, KT_ARG_I64, 0, v);
 }
 
+struct kt_launch *kt_launch_elem(struct kt_launch *l, int program, const char *kernel,
+				 long long total)
+{
+	long long grid = (total + KT_ELEM_THREADS - 1) / KT_ELEM_THREADS;
+
+	memset(l, 0, sizeof(*l));
+	l->program = program;
+	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
+	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > KT_ELEM_MAX_GRID ? KT_ELEM_MAX_GRID : grid);
+	l->grid[1] = l->grid[2] = 1;
+	l->block[0] = KT_ELEM_THREADS;
+	l->block[1] = l->block[2] = 1;
+	return l;
+}
+
 void kt_launch_arg_tmap3(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,
 			 long long s1, long long s2, int b0, int b1, int b2)
 {
@@ -560,6 +575,35 @@ void kt_ref_gemm_launch(int program, long M, long N, long K, int bufA, int a_f32
 	kt_launch_arg_i32(l, K);
 }
 
+void kt_ref_block_gemm_launch(struct kt_launch *l, int program, const char *kernel, long N,
+			      long n, long b, long r, int bufX, int bufW, int bufZ32)
+{
+	kt_launch_elem(l, program, kernel, (long long)b * N * r);
+	kt_launch_arg_buf(l, bufX);
+	kt_launch_arg_buf(l, bufW);
+	kt_launch_arg_buf(l, bufZ32);
+	kt_launch_arg_i32(l, N);
+	kt_launch_arg_i32(l, n);
+	kt_launch_arg_i32(l, b);
+	kt_launch_arg_i32(l, r);
+}
+
+void kt_cpu_block_gemm_row(const uint16_t *x, const uint16_t *w, long t, long n, long b, long r,
+			   double *z)
+{
+	long nb = n / b, j, c, k;
+
+	for (j = 0; j < b; j++)
+		for (c = 0; c < r; c++) {
+			double acc = 0;
+
+			for (k = 0; k < nb; k++)
+				acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
+				       (double)kt_bf16_to_f32(w[(j * r + c) * nb + k]);
+			z[j * r + c] = acc;
+		}
+}
+
 /* Robust configs, best first: the first that check() accepts wins. */
 static const long defaults[][7] = {
 	/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M */
@@ -643,7 +687,7 @@ int kt_gemm_default_staged(const struct kt_family *f, const struct kt_shape *s,
 				out->p[idx[k]] = (f->params[idx[k]].variants >> variant) & 1u
 							 ? kt_param_clamp(f, idx[k], out->p[idx[k]])
 							 : 0;
-			if (f->check(s, out, tgt, why, sizeof(why)) == 0)
+			if (f->check(f, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
 	}

@@ -12,6 +12,7 @@
 #define KT_GEMM_PLAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "family.h"
 
@@ -151,6 +152,15 @@ int kt_gemm_launches(const struct kt_gemm_tile *t, int program, long M, long N, 
 void kt_launch_arg_buf(struct kt_launch *l, int buf);
 void kt_launch_arg_i32(struct kt_launch *l, long long v);
 void kt_launch_arg_i64(struct kt_launch *l, long long v);
+/* An element-wise kernel's launch (blast.cu's, monarch.cu's): program
+ * `program`, kernel `kernel`, KT_ELEM_THREADS threads per CTA and one
+ * thread per work item of `total`, the grid capped at KT_ELEM_MAX_GRID
+ * (at least 1), so the kernels' grid-stride loops take the rest. *l is
+ * reset first; returns l for the arguments. */
+#define KT_ELEM_THREADS 256
+#define KT_ELEM_MAX_GRID (1L << 20)
+struct kt_launch *kt_launch_elem(struct kt_launch *l, int program, const char *kernel,
+				 long long total);
 /* A rank-3 tensor map argument over buf: dims and strides in elements
  * (dimension 0 contiguous, stride 1), box, 128-byte swizzle. */
 void kt_launch_arg_tmap3(struct kt_launch *l, int buf, long long d0, long long d1, long long d2,
@@ -160,6 +170,19 @@ void kt_launch_arg_tmap3(struct kt_launch *l, int buf, long long d0, long long d
  * C = A . B^T, fp32 accumulation; A and C bf16, or fp32 when a_f32 / c_f32. */
 void kt_ref_gemm_launch(int program, long M, long N, long K, int bufA, int a_f32, int bufB,
 			int bufC, int c_f32, struct kt_launch *l);
+
+/* The GPU reference of the same stage for all N rows: kernel `kernel` of
+ * program `program` (monarch.cu's monarch_ref_z, blast.cu's blast_ref_z:
+ * one thread per z32 element, (x, w, z32, N, n, b, r)), z32 (b, N, r) fp32. */
+void kt_ref_block_gemm_launch(struct kt_launch *l, int program, const char *kernel, long N,
+			      long n, long b, long r, int bufX, int bufW, int bufZ32);
+
+/* The CPU reference of a block-diagonal batched GEMM for row t of x (N x
+ * n, bf16): z[j*r + c] = sum_k x[t][j*nb + k] * w[j][c][k] over the b
+ * blocks (nb = n / b, w (b, r, nb) bf16), accumulated in double (monarch's
+ * and blast's stage 1). */
+void kt_cpu_block_gemm_row(const uint16_t *x, const uint16_t *w, long t, long n, long b, long r,
+			   double *z);
 
 /* A robust tile for an M x N x K GEMM on tgt, as the 7 values BLOCK_M,
  * BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M: the first of a short

@@ -178,8 +178,9 @@ static int fused_check(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int lowrank_check(const struct kt_shape *s, const struct kt_config *c,
-			 const struct kt_target *tgt, char *why, size_t whylen)
+static int lowrank_check(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *c, const struct kt_target *tgt, char *why,
+			 size_t whylen)
 {
 	struct kt_gemm_tile y, z;
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], R = s->v[D_RANK];
@@ -194,8 +195,8 @@ static int lowrank_check(const struct kt_shape *s, const struct kt_config *c,
 	return kt_gemm_check_space(&y, T, m, R, 0, tgt, why, whylen);
 }
 
-static int lowrank_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-			   struct kt_buf out[KT_MAX_BUFS])
+static int lowrank_buffers(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	size_t T = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
 	size_t R = (size_t)s->v[D_RANK];
@@ -222,15 +223,16 @@ static int lowrank_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	return 5;
 }
 
-static int lowrank_plan(const struct kt_shape *s, const struct kt_config *c,
-			const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int lowrank_plan(const struct kt_family *f, const struct kt_shape *s,
+			const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
+			struct kt_err *err)
 {
 	struct kt_gemm_tile y, z;
 	char why[160];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], R = s->v[D_RANK];
 
 	memset(out, 0, sizeof(*out));
-	if (lowrank_check(s, c, tgt, why, sizeof(why)))
+	if (lowrank_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "lowrank: config cannot run: %s", why);
 	tiles_of(c, &y, &z);
 	if (is_unfused(c->variant)) {
@@ -283,8 +285,8 @@ static int lowrank_plan(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int lowrank_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			    struct kt_plan *out, struct kt_err *err)
+static int lowrank_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], R = s->v[D_RANK];
 
@@ -299,8 +301,8 @@ static int lowrank_ref_plan(const struct kt_shape *s, const struct kt_target *tg
 	return 0;
 }
 
-static int lowrank_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-			   struct kt_err *err)
+static int lowrank_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
+			   const void *const *in, float *const *out, struct kt_err *err)
 {
 	const uint16_t *x = in[B_X], *V = in[B_V], *U = in[B_U];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], R = s->v[D_RANK];
@@ -330,12 +332,12 @@ static int lowrank_cpu_ref(const struct kt_shape *s, const void *const *in, floa
 	return 0;
 }
 
-static double lowrank_flops(const struct kt_shape *s)
+static double lowrank_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (double)(s->v[D_IN] + s->v[D_OUT]);
 }
 
-static double lowrank_min_bytes(const struct kt_shape *s)
+static double lowrank_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	double T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], R = s->v[D_RANK];
 
@@ -345,8 +347,8 @@ static double lowrank_min_bytes(const struct kt_shape *s)
 /* sm_90a: the unfused pair on warpgroup MMA, y on the largest tile that
  * fills half the machine, z (a small tokens x rank grid) split along K
  * (once verified; see NEEDSWORK below). */
-static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_target *tgt,
-				 struct kt_config *out)
+static int lowrank_default_wgmma(const struct kt_family *f, const struct kt_shape *s,
+				 const struct kt_target *tgt, struct kt_config *out)
 {
 	static const long ytiles[][2] = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 64}};
 	static const long ztiles[][2] = {{128, 128}, {128, 64}, {64, 64}};
@@ -377,7 +379,7 @@ static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_targe
 			 * yet; the default stays unsplit until it has been. */
 			out->p[P_ZSPLIT] = 1;
 			(void)zt;
-			if (lowrank_check(s, out, tgt, why, sizeof(why)) == 0)
+			if (lowrank_check(f, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
 	}
@@ -394,8 +396,8 @@ static int lowrank_default_wgmma(const struct kt_shape *s, const struct kt_targe
  * k-tiles a slice) in 2, then not. */
 extern const struct kt_family lowrank_family;
 
-static int lowrank_default_decode(const struct kt_shape *s, const struct kt_target *tgt,
-				  struct kt_config *out)
+static int lowrank_default_decode(const struct kt_family *f, const struct kt_shape *s,
+				  const struct kt_target *tgt, struct kt_config *out)
 {
 	static const char *const tile[2] = {
 		"variant=unfused,BLOCK_M=16,BLOCK_N=32,BLOCK_K=64,WARPS_M=1,WARPS_N=2,STAGES=8,"
@@ -410,7 +412,7 @@ static int lowrank_default_decode(const struct kt_shape *s, const struct kt_targ
 	for (split = 4; split >= 1; split /= 2) {
 		snprintf(key, sizeof(key), "%s,Z_SPLIT_K=%ld", tile[s->v[D_TOKENS] > 32], split);
 		if (kt_config_parse(&lowrank_family, key, out, &e) == 0 &&
-		    lowrank_check(s, out, tgt, why, sizeof(why)) == 0)
+		    lowrank_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	return -1;
@@ -420,8 +422,8 @@ static int lowrank_default_decode(const struct kt_shape *s, const struct kt_targ
  * is not one of lowrank's), each parameter kept to a value the space
  * lists when clamp is set (the largest not above it, else the smallest),
  * so that `ktune sweep --config` can verify the default. */
-static int lowrank_default_mma(const struct kt_shape *s, const struct kt_target *tgt, int clamp,
-			       struct kt_config *out)
+static int lowrank_default_mma(const struct kt_family *f, const struct kt_shape *s,
+			       const struct kt_target *tgt, int clamp, struct kt_config *out)
 {
 	/* BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES: small rank (the
 	 * y tile must also fit rank as the z tile's N) */
@@ -443,7 +445,7 @@ static int lowrank_default_mma(const struct kt_shape *s, const struct kt_target 
 	/* the defaults list shares warps only when the two tiles agree on them;
 	 * else fall back to the y tile for both stages */
 	if (zp[3] != out->p[P_WM] || zp[4] != out->p[P_WN] ||
-	    lowrank_check(s, out, tgt, why, sizeof(why))) {
+	    lowrank_check(f, s, out, tgt, why, sizeof(why))) {
 		out->p[P_ZBM] = out->p[P_BM];
 		out->p[P_ZBN] = out->p[P_BN];
 	}
@@ -460,27 +462,27 @@ static int lowrank_default_mma(const struct kt_shape *s, const struct kt_target 
 			out->p[k] = (params[k].variants >> out->variant) & 1u
 					    ? kt_param_clamp(&lowrank_family, k, out->p[k])
 					    : 0;
-		if (lowrank_check(s, out, tgt, why, sizeof(why)) == 0)
+		if (lowrank_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	return -1;
 }
 
-static int lowrank_default(const struct kt_shape *s, const struct kt_target *tgt,
-			   struct kt_config *out)
+static int lowrank_default(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_target *tgt, struct kt_config *out)
 {
 	long T = s->v[D_TOKENS];
 
-	if (tgt->sm == 90 && T <= 64 && lowrank_default_decode(s, tgt, out) == 0)
+	if (tgt->sm == 90 && T <= 64 && lowrank_default_decode(f, s, tgt, out) == 0)
 		return 0;
-	if (tgt->arch_a && lowrank_default_wgmma(s, tgt, out) == 0)
+	if (tgt->arch_a && lowrank_default_wgmma(f, s, tgt, out) == 0)
 		return 0;
 	/* a point of the space; only where none of those fits (rank 16 or
 	 * under: the space's smallest rank tile, 32, is over twice it) the
 	 * GEMM list's own tile */
-	if (lowrank_default_mma(s, tgt, 1, out) == 0)
+	if (lowrank_default_mma(f, s, tgt, 1, out) == 0)
 		return 0;
-	return lowrank_default_mma(s, tgt, 0, out);
+	return lowrank_default_mma(f, s, tgt, 0, out);
 }
 
 const struct kt_family lowrank_family = {

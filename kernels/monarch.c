@@ -50,8 +50,6 @@ enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
        P_CLI, P_CLT, P_GSTORE, P_YSTORE, P_PDL };
 
-#define ELEM_THREADS 256
-#define ELEM_MAX_GRID (1L << 20)	/* the kernels loop over the rest */
 #define PERM_X8_THREADS 128	/* monarch_perm_x8's block (monarch.cu says why) */
 
 static const struct kt_dim dims[] = {
@@ -118,6 +116,16 @@ static const struct kt_param params[] = {
 	 1, 0},
 };
 
+/* The two families' priv: 1 where y is left block-major (monarch_bm). */
+static const int layouts[2] = {0, 1};
+
+extern const struct kt_family monarch_family;
+
+static int block_major(const struct kt_family *f)
+{
+	return *(const int *)f->priv;
+}
+
 /* y2 is stage 2's tile, z1 stage 1's. */
 static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct kt_gemm_tile *y2)
 {
@@ -149,7 +157,7 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct 
 		y2->row_batches = 1;
 	}
 	/* PDL 1: both programs carry gemm.cu's PDL prologue (w1 / w2, the
-	 * B operands, are nobody's output); plan_impl flags stage 2 only */
+	 * B operands, are nobody's output); monarch_plan flags stage 2 only */
 	y2->pdl = c->variant == V_RELAYOUT && c->p[P_PDL] == 1;
 	*z1 = *y2;
 	z1->bn = c->p[P_ZBN];
@@ -162,7 +170,7 @@ static int is_relayout(int variant)
 
 /* (2) and the output permutation folded into the GEMM stores: a relayout
  * variant's stage 1 writes g itself (GSTORE 1), stage 2 the interleaved y
- * (YSTORE 1; check_impl refuses it for monarch_bm) */
+ * (YSTORE 1; monarch_check refuses it for monarch_bm) */
 static int stores_g(const struct kt_config *c)
 {
 	return is_relayout(c->variant) && c->p[P_GSTORE] == 1;
@@ -313,9 +321,11 @@ static int shape_check(const struct kt_shape *s, char *why, size_t whylen)
 	return 0;
 }
 
-static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *c,
-		      const struct kt_target *tgt, char *why, size_t whylen)
+static int monarch_check(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *c, const struct kt_target *tgt, char *why,
+			 size_t whylen)
 {
+	const int bm = block_major(f);
 	struct kt_gemm_tile z1, y2;
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
 	long r = s->v[D_RANK];
@@ -334,29 +344,17 @@ static int check_impl(int bm, const struct kt_shape *s, const struct kt_config *
 	if (c->variant == V_RELAYOUT && c->p[P_PDL] == 1 && !stores_g(c))
 		return WHY("PDL=1 makes stage 2 the dependent of stage 1: with GSTORE=0 the copy "
 			   "launch sits between them");
-	if (ELEM_THREADS > tgt->max_threads)
+	if (KT_ELEM_THREADS > tgt->max_threads)
 		return WHY("the permutation kernels need %d threads per block, target has %d",
-			   ELEM_THREADS, tgt->max_threads);
+			   KT_ELEM_THREADS, tgt->max_threads);
 	tiles_of(c, &z1, &y2);
 	if (kt_gemm_check_space(&z1, T, r, n / b, 0, tgt, why, whylen))
 		return 1;
 	return kt_gemm_check_space(&y2, T, m / b, r, 0, tgt, why, whylen);
 }
 
-static int monarch_check(const struct kt_shape *s, const struct kt_config *c,
-			 const struct kt_target *tgt, char *why, size_t whylen)
-{
-	return check_impl(0, s, c, tgt, why, whylen);
-}
-
-static int monarch_bm_check(const struct kt_shape *s, const struct kt_config *c,
-			    const struct kt_target *tgt, char *why, size_t whylen)
-{
-	return check_impl(1, s, c, tgt, why, whylen);
-}
-
-static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-			   struct kt_buf out[KT_MAX_BUFS])
+static int monarch_buffers(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	size_t T = (size_t)s->v[D_TOKENS], n = (size_t)s->v[D_IN], m = (size_t)s->v[D_OUT];
 	size_t b = (size_t)s->v[D_BLOCKS], r = (size_t)s->v[D_RANK];
@@ -402,23 +400,6 @@ static int monarch_buffers(const struct kt_shape *s, const struct kt_config *cfg
 	return 10;
 }
 
-/* A launch of one of monarch.cu's element-wise kernels over `total` work
- * items (grid-stride loops: a capped grid is still complete). */
-static struct kt_launch *elem_launch(struct kt_launch *l, int program, const char *kernel,
-				     long long total)
-{
-	long long grid = (total + ELEM_THREADS - 1) / ELEM_THREADS;
-
-	memset(l, 0, sizeof(*l));
-	l->program = program;
-	snprintf(l->kernel, sizeof(l->kernel), "%s", kernel);
-	l->grid[0] = (unsigned)(grid < 1 ? 1 : grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
-	l->grid[1] = l->grid[2] = 1;
-	l->block[0] = ELEM_THREADS;
-	l->block[1] = l->block[2] = 1;
-	return l;
-}
-
 /* The arguments of the kernels that interleave block-major y2 into y
  * (monarch_perm_out, monarch_perm_rows): (y2, y, N, m, b). */
 static void y2_to_y_args(struct kt_launch *l, long T, long m, long b)
@@ -452,15 +433,15 @@ static void perm_launch(const struct kt_shape *s, const struct kt_target *tgt, i
 				 PERM_X8_THREADS;
 
 		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_x8");
-		l->grid[0] = (unsigned)(grid > ELEM_MAX_GRID ? ELEM_MAX_GRID : grid);
+		l->grid[0] = (unsigned)(grid > KT_ELEM_MAX_GRID ? KT_ELEM_MAX_GRID : grid);
 		l->block[0] = PERM_X8_THREADS;
 	} else if (perm_rows_smem(s) <= (unsigned long)tgt->smem_optin) {
 		snprintf(l->kernel, sizeof(l->kernel), "monarch_perm_rows");
 		l->grid[0] = (unsigned)T;
-		l->block[0] = ELEM_THREADS;
+		l->block[0] = KT_ELEM_THREADS;
 		l->smem = (unsigned)perm_rows_smem(s);
 	} else {
-		elem_launch(l, program, "monarch_perm_out", (long long)T * m);
+		kt_launch_elem(l, program, "monarch_perm_out", (long long)T * m);
 	}
 	y2_to_y_args(l, T, m, b);
 }
@@ -476,7 +457,7 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
 		 "w1r[j][i*rp+q][:] = w1[j][q*b+i][:] (rp = rank/blocks): the rows of each "
 		 "w1 block grouped by row mod blocks");
 	out->nprep = 1;
-	l = elem_launch(&out->prep[0], program, "monarch_relayout_w1", (long long)r * n);
+	l = kt_launch_elem(&out->prep[0], program, "monarch_relayout_w1", (long long)r * n);
 	kt_launch_arg_buf(l, B_W1);
 	kt_launch_arg_buf(l, B_W1R);
 	kt_launch_arg_i32(l, b);
@@ -487,9 +468,9 @@ static void plan_relayout(const struct kt_shape *s, int program, struct kt_plan 
 /* Every prepared buffer of the space: w1r, which the relayout variants and
  * fused_ws read (the same re-layout for all), filled by monarch.cu's
  * relayout kernel (a program without defines). */
-static int monarch_prepare_plan(const struct kt_shape *s, const struct kt_target *tgt,
-				struct kt_plan *out, struct kt_buf bufs[KT_MAX_BUFS], int *nbufs,
-				struct kt_err *err)
+static int monarch_prepare_plan(const struct kt_family *f, const struct kt_shape *s,
+				const struct kt_target *tgt, struct kt_plan *out,
+				struct kt_buf bufs[KT_MAX_BUFS], int *nbufs, struct kt_err *err)
 {
 	char why[160];
 	int i;
@@ -498,7 +479,7 @@ static int monarch_prepare_plan(const struct kt_shape *s, const struct kt_target
 	memset(out, 0, sizeof(*out));
 	if (shape_check(s, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "monarch: %s", why);
-	monarch_buffers(s, NULL, bufs);
+	monarch_buffers(f, s, NULL, bufs);
 	for (i = B_Z32 + 1; i < B_W1R; i++)
 		kt_buf_set(&bufs[i], "", KT_BUF_SCRATCH, KT_BF16, 0, 0);
 	kt_buf_set(&bufs[B_W1R], "w1r", KT_BUF_SCRATCH, KT_BF16,
@@ -587,9 +568,11 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 }
 
 /* bm: the monarch_bm family, y block-major: stage 2 writes y itself. */
-static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c,
-		     const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int monarch_plan(const struct kt_family *f, const struct kt_shape *s,
+			const struct kt_config *c, const struct kt_target *tgt, struct kt_plan *out,
+			struct kt_err *err)
 {
+	const int bm = block_major(f);
 	struct kt_gemm_tile z1, y2;
 	struct kt_launch *l;
 	char why[200];
@@ -599,7 +582,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	int g_direct = stores_g(c), y_direct = stores_y(c);
 
 	memset(out, 0, sizeof(*out));
-	if (check_impl(bm, s, c, tgt, why, sizeof(why)))
+	if (monarch_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "monarch: config cannot run: %s", why);
 	if (c->variant == V_FUSED_WS)
 		return plan_fused(bm, s, c, tgt, out, err);
@@ -653,7 +636,7 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 			       B_Z, relayout ? b * r : r, relayout ? r : T * r, b,
 			       &out->launch[out->nlaunch++]);
 	if (!g_direct) {
-		l = elem_launch(&out->launch[out->nlaunch++], pm,
+		l = kt_launch_elem(&out->launch[out->nlaunch++], pm,
 				relayout ? "monarch_gather_chunks" : "monarch_perm_mid",
 				relayout ? (long long)b * T * r / 8 : (long long)b * T * r);
 		kt_launch_arg_buf(l, B_Z);
@@ -677,15 +660,16 @@ static int plan_impl(int bm, const struct kt_shape *s, const struct kt_config *c
 	if (relayout) {
 		perm_launch(s, tgt, pm, l);
 	} else {
-		elem_launch(l, pm, "monarch_perm_out", (long long)T * m);
+		kt_launch_elem(l, pm, "monarch_perm_out", (long long)T * m);
 		y2_to_y_args(l, T, m, b);
 	}
 	return 0;
 }
 
-static int ref_plan_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
-			 struct kt_plan *out, struct kt_err *err)
+static int monarch_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
+	const int bm = block_major(f);
 	struct kt_launch *l;
 	char why[200];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
@@ -697,15 +681,8 @@ static int ref_plan_impl(int bm, const struct kt_shape *s, const struct kt_targe
 	out->nprograms = 1;
 	out->programs[0].tpl = "monarch";
 	out->nlaunch = 2;
-	l = elem_launch(&out->launch[0], 0, "monarch_ref_z", (long long)b * T * r);
-	kt_launch_arg_buf(l, B_X);
-	kt_launch_arg_buf(l, B_W1);
-	kt_launch_arg_buf(l, B_Z32);
-	kt_launch_arg_i32(l, T);
-	kt_launch_arg_i32(l, n);
-	kt_launch_arg_i32(l, b);
-	kt_launch_arg_i32(l, r);
-	l = elem_launch(&out->launch[1], 0, "monarch_ref_y", (long long)T * m);
+	kt_ref_block_gemm_launch(&out->launch[0], 0, "monarch_ref_z", T, n, b, r, B_X, B_W1, B_Z32);
+	l = kt_launch_elem(&out->launch[1], 0, "monarch_ref_y", (long long)T * m);
 	kt_launch_arg_buf(l, B_Z32);
 	kt_launch_arg_buf(l, B_W2);
 	kt_launch_arg_buf(l, B_Y);
@@ -721,12 +698,13 @@ static int ref_plan_impl(int bm, const struct kt_shape *s, const struct kt_targe
 /* Double accumulation, one token at a time: z for all blocks (b*r values),
  * then every output through both permutations. Needs only b | in, out,
  * rank (not the GEMM alignment), so tests can use tiny odd shapes. */
-static int cpu_ref_impl(int bm, const struct kt_shape *s, const void *const *in,
-			float *const *out, struct kt_err *err)
+static int monarch_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
+			   const void *const *in, float *const *out, struct kt_err *err)
 {
+	const int bm = block_major(f);
 	const uint16_t *x = in[B_X], *w1 = in[B_W1], *w2 = in[B_W2];
 	long T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], b = s->v[D_BLOCKS];
-	long r = s->v[D_RANK], nb, mb, rp, t, j, c, k, o, q;
+	long r = s->v[D_RANK], mb, rp, t, j, o, q;
 	double *z = NULL;
 	int rc = -1;
 
@@ -734,7 +712,6 @@ static int cpu_ref_impl(int bm, const struct kt_shape *s, const void *const *in,
 		kt_err_set(err, KT_EINVAL, "monarch: blocks=%ld must divide in, out and rank", b);
 		goto out;
 	}
-	nb = n / b;
 	mb = m / b;
 	rp = r / b;
 	if (!(z = malloc(sizeof(double) * (size_t)(b * r)))) {
@@ -742,15 +719,7 @@ static int cpu_ref_impl(int bm, const struct kt_shape *s, const void *const *in,
 		goto out;
 	}
 	for (t = 0; t < T; t++) {
-		for (j = 0; j < b; j++)
-			for (c = 0; c < r; c++) {
-				double acc = 0;
-
-				for (k = 0; k < nb; k++)
-					acc += (double)kt_bf16_to_f32(x[t * n + j * nb + k]) *
-					       (double)kt_bf16_to_f32(w1[(j * r + c) * nb + k]);
-				z[j * r + c] = acc;
-			}
+		kt_cpu_block_gemm_row(x, w1, t, n, b, r, z);
 		for (o = 0; o < m; o++) {
 			long i = o % b, sidx = o / b;
 			double acc = 0;
@@ -768,55 +737,17 @@ out:
 	return rc;
 }
 
-static int monarch_plan(const struct kt_shape *s, const struct kt_config *c,
-			const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
-{
-	return plan_impl(0, s, c, tgt, out, err);
-}
-
-static int monarch_bm_plan(const struct kt_shape *s, const struct kt_config *c,
-			   const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
-{
-	return plan_impl(1, s, c, tgt, out, err);
-}
-
-static int monarch_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			    struct kt_plan *out, struct kt_err *err)
-{
-	return ref_plan_impl(0, s, tgt, out, err);
-}
-
-static int monarch_bm_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			       struct kt_plan *out, struct kt_err *err)
-{
-	return ref_plan_impl(1, s, tgt, out, err);
-}
-
-static int monarch_cpu_ref(const struct kt_shape *s, const void *const *in, float *const *out,
-			   struct kt_err *err)
-{
-	return cpu_ref_impl(0, s, in, out, err);
-}
-
-static int monarch_bm_cpu_ref(const struct kt_shape *s, const void *const *in,
-			      float *const *out, struct kt_err *err)
-{
-	return cpu_ref_impl(1, s, in, out, err);
-}
-
-static double monarch_flops(const struct kt_shape *s)
+static double monarch_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 2.0 * s->v[D_TOKENS] * s->v[D_RANK] * (double)(s->v[D_IN] + s->v[D_OUT]);
 }
 
-static double monarch_min_bytes(const struct kt_shape *s)
+static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	double T = s->v[D_TOKENS], n = s->v[D_IN], m = s->v[D_OUT], r = s->v[D_RANK];
 
 	return 2.0 * (T * n + r * (n + m) + T * m);
 }
-
-extern const struct kt_family monarch_family;
 
 /* On sm_90a, where the shape takes it, the winner of the whole fused_ws
  * space at llama7b q/k/v/o N1024: BLOCK_M 128 (64 for few tokens), RING 6,
@@ -834,11 +765,12 @@ extern const struct kt_family monarch_family;
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
-static int default_impl(int bm, const struct kt_shape *s, const struct kt_target *tgt,
-			struct kt_config *out)
+static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
+			   const struct kt_target *tgt, struct kt_config *out)
 {
 	static const int idx[8] = {P_BM, P_BN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_ZBN};
 	static const long fused_bm[] = {128, 64};
+	const int bm = block_major(f);
 	char why[200];
 	size_t k;
 	int e3;
@@ -864,7 +796,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 			out->p[P_EPI] = e3 ? 3 : 1;
 			out->p[P_CLI] = 1;
 			out->p[P_CLT] = 1;
-			if (check_impl(0, s, out, tgt, why, sizeof(why)) == 0)
+			if (monarch_check(&monarch_family, s, out, tgt, why, sizeof(why)) == 0)
 				return 0;
 		}
 	for (k = 0; tgt->sm == 90 && tgt->arch_a && !decode && k < 2; k++) {
@@ -884,7 +816,7 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		out->p[P_STAGES] = 4;
 		out->p[P_GROUP] = 8;
 		out->p[P_GSTORE] = s->v[D_RANK] / s->v[D_BLOCKS] >= 32;
-		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
+		if (monarch_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	/* decode: relayout (naive where rank/blocks % 8) with the tile that won
@@ -908,48 +840,42 @@ static int default_impl(int bm, const struct kt_shape *s, const struct kt_target
 		out->p[P_WN] = 2;
 		out->p[P_STAGES] = 4;
 		out->p[P_GROUP] = 8;
-		if (check_impl(bm, s, out, tgt, why, sizeof(why)) == 0)
+		if (monarch_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	return kt_gemm_default_staged(&monarch_family, s, tgt, s->v[D_TOKENS],
 				      s->v[D_OUT] / s->v[D_BLOCKS], s->v[D_RANK], V_NAIVE, idx, out);
 }
 
-static int monarch_default(const struct kt_shape *s, const struct kt_target *tgt,
-			   struct kt_config *out)
-{
-	return default_impl(0, s, tgt, out);
+/* Both families run the same code; priv says where y lands. */
+#define MONARCH_FAMILY(NAME, SUMMARY, LAYOUT) {				\
+	.name = NAME,							\
+	.summary = SUMMARY,						\
+	.hidden = 0,							\
+	.ndims = 5,							\
+	.dims = dims,							\
+	.nvariants = V_COUNT,						\
+	.variants = variants,						\
+	.planted = 0,							\
+	.nparams = (int)(sizeof(params) / sizeof(params[0])),		\
+	.params = params,						\
+	.tol = 1e-2,							\
+	.priv = LAYOUT,							\
+	.check = monarch_check,						\
+	.buffers = monarch_buffers,					\
+	.plan = monarch_plan,						\
+	.ref_plan = monarch_ref_plan,					\
+	.cpu_ref = monarch_cpu_ref,					\
+	.fill = NULL,							\
+	.flops = monarch_flops,						\
+	.min_bytes = monarch_min_bytes,					\
+	.default_config = monarch_default,				\
+	.prepare_plan = monarch_prepare_plan,				\
 }
 
-static int monarch_bm_default(const struct kt_shape *s, const struct kt_target *tgt,
-			      struct kt_config *out)
-{
-	return default_impl(1, s, tgt, out);
-}
-
-const struct kt_family monarch_family = {
-	.name = "monarch",
-	.summary = "y = x W^T with W a Monarch matrix (w1 (b, r, in/b), w2 (b, out/b, r)), bf16",
-	.hidden = 0,
-	.ndims = 5,
-	.dims = dims,
-	.nvariants = V_COUNT,
-	.variants = variants,
-	.planted = 0,
-	.nparams = (int)(sizeof(params) / sizeof(params[0])),
-	.params = params,
-	.tol = 1e-2,
-	.check = monarch_check,
-	.buffers = monarch_buffers,
-	.plan = monarch_plan,
-	.ref_plan = monarch_ref_plan,
-	.cpu_ref = monarch_cpu_ref,
-	.fill = NULL,
-	.flops = monarch_flops,
-	.min_bytes = monarch_min_bytes,
-	.default_config = monarch_default,
-	.prepare_plan = monarch_prepare_plan,
-};
+const struct kt_family monarch_family = MONARCH_FAMILY(
+	"monarch", "y = x W^T with W a Monarch matrix (w1 (b, r, in/b), w2 (b, out/b, r)), bf16",
+	&layouts[0]);
 
 /* (3): the same layer with y left block-major, y[t][i*mb + s] = y2[i][t][s]
  * (the interleaving permutation dropped); the next layer's weights must be
@@ -957,27 +883,8 @@ const struct kt_family monarch_family = {
  * canonical column s*b + i). A separate family because the output layout
  * is part of the problem: one reference per problem, every config checked
  * against it. */
-const struct kt_family monarch_bm_family = {
-	.name = "monarch_bm",
-	.summary = "monarch with y left block-major (column i*out/blocks + s, not s*blocks + i): "
-		   "the next layer's weights pre-permuted offline, no output permutation",
-	.hidden = 0,
-	.ndims = 5,
-	.dims = dims,
-	.nvariants = V_COUNT,
-	.variants = variants,
-	.planted = 0,
-	.nparams = (int)(sizeof(params) / sizeof(params[0])),
-	.params = params,
-	.tol = 1e-2,
-	.check = monarch_bm_check,
-	.buffers = monarch_buffers,
-	.plan = monarch_bm_plan,
-	.ref_plan = monarch_bm_ref_plan,
-	.cpu_ref = monarch_bm_cpu_ref,
-	.fill = NULL,
-	.flops = monarch_flops,
-	.min_bytes = monarch_min_bytes,
-	.default_config = monarch_bm_default,
-	.prepare_plan = monarch_prepare_plan,
-};
+const struct kt_family monarch_bm_family = MONARCH_FAMILY(
+	"monarch_bm",
+	"monarch with y left block-major (column i*out/blocks + s, not s*blocks + i): "
+	"the next layer's weights pre-permuted offline, no output permutation",
+	&layouts[1]);

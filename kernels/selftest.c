@@ -53,8 +53,9 @@ static const struct kt_param selftest_params[] = {
 	  "elements per thread (so every variant has more than one config)" },
 };
 
-static int selftest_check(const struct kt_shape *s, const struct kt_config *c,
-			  const struct kt_target *tgt, char *why, size_t whylen)
+static int selftest_check(const struct kt_family *f, const struct kt_shape *s,
+			  const struct kt_config *c, const struct kt_target *tgt, char *why,
+			  size_t whylen)
 {
 	if (c->variant < 0 || c->variant >= V_COUNT) {
 		snprintf(why, whylen, "no variant %d", c->variant);
@@ -80,8 +81,8 @@ static int selftest_check(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int selftest_buffers(const struct kt_shape *s, const struct kt_config *cfg,
-			    struct kt_buf out[KT_MAX_BUFS])
+static int selftest_buffers(const struct kt_family *f, const struct kt_shape *s,
+			    const struct kt_config *cfg, struct kt_buf out[KT_MAX_BUFS])
 {
 	memset(out, 0, 2 * sizeof(out[0]));
 	snprintf(out[0].name, sizeof(out[0].name), "x");
@@ -130,8 +131,9 @@ static void selftest_program(struct kt_program *p, long unroll, int broken)
 		snprintf(p->defines[p->ndefines++], sizeof(p->defines[0]), "SELFTEST_BROKEN=1");
 }
 
-static int selftest_plan(const struct kt_shape *s, const struct kt_config *c,
-			 const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
+static int selftest_plan(const struct kt_family *f, const struct kt_shape *s,
+			 const struct kt_config *c, const struct kt_target *tgt,
+			 struct kt_plan *out, struct kt_err *err)
 {
 	static const char *const kernels[V_COUNT] = {
 		"selftest_ok", "selftest_wrong", "selftest_fault", "selftest_hang",
@@ -139,7 +141,7 @@ static int selftest_plan(const struct kt_shape *s, const struct kt_config *c,
 	};
 	char why[128];
 
-	if (selftest_check(s, c, tgt, why, sizeof(why)))
+	if (selftest_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "selftest: %s", why);
 	memset(out, 0, sizeof(*out));
 	out->nprograms = 1;
@@ -156,8 +158,8 @@ static int selftest_plan(const struct kt_shape *s, const struct kt_config *c,
 	return 0;
 }
 
-static int selftest_ref_plan(const struct kt_shape *s, const struct kt_target *tgt,
-			     struct kt_plan *out, struct kt_err *err)
+static int selftest_ref_plan(const struct kt_family *f, const struct kt_shape *s,
+			     const struct kt_target *tgt, struct kt_plan *out, struct kt_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	out->nprograms = 1;
@@ -167,8 +169,8 @@ static int selftest_ref_plan(const struct kt_shape *s, const struct kt_target *t
 	return 0;
 }
 
-static int selftest_cpu_ref(const struct kt_shape *s, const void *const *in,
-			    float *const *out, struct kt_err *err)
+static int selftest_cpu_ref(const struct kt_family *f, const struct kt_shape *s,
+			    const void *const *in, float *const *out, struct kt_err *err)
 {
 	const uint16_t *x = in[0];
 	long i;
@@ -178,18 +180,18 @@ static int selftest_cpu_ref(const struct kt_shape *s, const void *const *in,
 	return 0;
 }
 
-static double selftest_flops(const struct kt_shape *s)
+static double selftest_flops(const struct kt_family *f, const struct kt_shape *s)
 {
 	return (double)s->v[0];
 }
 
-static double selftest_min_bytes(const struct kt_shape *s)
+static double selftest_min_bytes(const struct kt_family *f, const struct kt_shape *s)
 {
 	return 4.0 * (double)s->v[0];
 }
 
-static int selftest_default_config(const struct kt_shape *s, const struct kt_target *tgt,
-				   struct kt_config *out)
+static int selftest_default_config(const struct kt_family *f, const struct kt_shape *s,
+				   const struct kt_target *tgt, struct kt_config *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->variant = V_OK;

@@ -155,7 +155,7 @@ static int search_nearest(const struct chain_table *t, const struct chain_query 
 		if (within ? best >= 0 && d >= bd
 			   : best >= 0 || *skipped >= 0 || (far >= 0 && d >= fd))
 			continue;
-		if (e->fam->check(&q->shape, &e->cfg, tgt, why, sizeof(why)) != 0)
+		if (e->fam->check(e->fam, &q->shape, &e->cfg, tgt, why, sizeof(why)) != 0)
 			continue;
 		if (within) {
 			best = i;
@@ -225,7 +225,7 @@ int chain_best(const struct chain_table *t, const struct chain_query *q,
 		goto found;
 	}
 	if (!q->fam->default_config ||
-	    q->fam->default_config(&q->shape, &a->target, &a->cfg) != 0)
+	    q->fam->default_config(q->fam, &q->shape, &a->target, &a->cfg) != 0)
 		return kt_err_set(err, KT_ENOTFOUND,
 				  "nothing tuned for %s on %s and the family has no default for this shape",
 				  q->fam->name, a->arch);

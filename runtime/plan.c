@@ -171,7 +171,7 @@ int rt_prepared_layout(const struct kt_family *f, const struct kt_shape *s,
 	*total = 0;
 	if (!f->prepare_plan)
 		return KTUNE_OK;
-	if (f->prepare_plan(s, tgt, &p, b, &n, &err) < 0)
+	if (f->prepare_plan(f, s, tgt, &p, b, &n, &err) < 0)
 		return rt_fail_err(&err);
 	for (i = 0; i < n; i++) {
 		if (offs)
@@ -316,9 +316,9 @@ static int plan_for(const struct rt_shape *s, const struct kt_config *cfg,
 	if (s->tokens)
 		return ba_plan_bound(s->attn_bwd, &s->shape, s->tokens, cfg, tgt, plan, bufs, nbufs,
 				     err);
-	if (s->fam->plan(&s->shape, cfg, tgt, plan, err) < 0)
+	if (s->fam->plan(s->fam, &s->shape, cfg, tgt, plan, err) < 0)
 		return -1;
-	*nbufs = s->fam->buffers(&s->shape, cfg, bufs);
+	*nbufs = s->fam->buffers(s->fam, &s->shape, cfg, bufs);
 	return 0;
 }
 
@@ -340,7 +340,7 @@ int rt_entry_plans(const struct kt_family *f, const struct kt_shape *s,
 	memset(prep, 0, sizeof(*prep));
 	if (plan_for(&rs, c, tgt, plan, bufs, &n, err) < 0)
 		return -1;
-	if (f->prepare_plan && f->prepare_plan(s, tgt, prep, bufs, &n, err) < 0)
+	if (f->prepare_plan && f->prepare_plan(f, s, tgt, prep, bufs, &n, err) < 0)
 		return -1;
 	return 0;
 }

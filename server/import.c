@@ -94,14 +94,6 @@ static int validate(json_t *doc, struct kt_err *err)
 }
 
 /* json_dumps of j, then drops j. */
-static char *json_dumps_steal(json_t *j)
-{
-	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-
-	json_decref(j);
-	return s;
-}
-
 struct find_cfg {
 	const char *key;
 	int found;
@@ -154,10 +146,10 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 	kt_config_key(f, &c, config_key, sizeof(config_key));
 	/* The keys were validated; the JSON forms are rebuilt from them so a
 	 * document without "shape" or "params" still imports. */
-	shape_json = json_dumps_steal(lookup_shape_json(f, &s));
+	shape_json = famjson_shape_text(f, &s);
 	params_json = json_is_object(json_object_get(e, "params")) ?
 		      json_dumps(json_object_get(e, "params"), JSON_COMPACT) :
-		      json_dumps_steal(lookup_config_json(f, &c));
+		      famjson_config_text(f, &c);
 	if (!shape_json || !params_json) {
 		kt_err_set(err, KT_EINTERNAL, "out of memory");
 		goto out;

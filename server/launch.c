@@ -82,9 +82,9 @@ json_t *launch_plan_json(const struct kt_family *f, const struct kt_shape *s,
 	char arch[24];
 	int nb, i, k;
 
-	if (f->plan(s, c, tgt, &p, err) < 0)
+	if (f->plan(f, s, c, tgt, &p, err) < 0)
 		return NULL;
-	nb = f->buffers ? f->buffers(s, c, bufs) : 0;
+	nb = f->buffers ? f->buffers(f, s, c, bufs) : 0;
 	kt_target_arch(tgt, arch, sizeof(arch));
 	progs = json_array();
 	for (i = 0; i < p.nprograms; i++) {

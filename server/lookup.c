@@ -10,10 +10,6 @@
 #include "launch.h"
 #include "query.h"
 
-/* H200 ceilings (docs/kernels.md): the floor every result is reported against. */
-#define PEAK_FLOPS 790e12
-#define PEAK_BYTES 4.3e12
-
 void lookup_table_init(struct lookup_table *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -391,14 +387,6 @@ int lookup_device_target(const char *arch, const struct store_device *d,
 	return chain_target(arch, d ? &c : NULL, out, err);
 }
 
-double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s)
-{
-	double c = f->flops ? f->flops(s) / PEAK_FLOPS : 0;
-	double m = f->min_bytes ? f->min_bytes(s) / PEAK_BYTES : 0;
-
-	return (c > m ? c : m) * 1e6;
-}
-
 static int device_matches(const struct store_device *d, const char *name)
 {
 	char id[32];
@@ -500,7 +488,7 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 	cq.arch = q->arch;
 	cq.max_distance = q->max_distance_set ? q->max_distance : LOOKUP_MAX_DISTANCE;
 	a->device = dev >= 0 ? &t->devices[dev] : NULL;
-	a->floor_us = lookup_floor_us(q->fam, &q->shape);
+	a->floor_us = kt_floor_us(q->fam, &q->shape, a->device ? a->device->name : NULL);
 	a->max_distance = cq.max_distance;
 	memset(&ca, 0, sizeof(ca));
 	rc = chain_best(&ct, &cq, &ca, err);
@@ -520,31 +508,6 @@ int lookup_best(const struct lookup_table *t, const struct lookup_query *q,
 }
 
 /* ---- JSON ---- */
-
-json_t *lookup_shape_json(const struct kt_family *f, const struct kt_shape *s)
-{
-	json_t *o = json_object();
-	int i;
-
-	for (i = 0; o && i < f->ndims; i++)
-		json_object_set_new(o, f->dims[i].name, json_integer(s->v[i]));
-	return o;
-}
-
-json_t *lookup_config_json(const struct kt_family *f, const struct kt_config *c)
-{
-	json_t *o = json_object();
-	int i;
-
-	if (!o)
-		return NULL;
-	if (c->variant >= 0 && c->variant < f->nvariants)
-		json_object_set_new(o, "variant", json_string(f->variants[c->variant]));
-	for (i = 0; i < f->nparams; i++)
-		if (f->params[i].variants & (1u << c->variant))
-			json_object_set_new(o, f->params[i].name, json_integer(c->p[i]));
-	return o;
-}
 
 json_t *lookup_device_json(const struct store_device *d)
 {
@@ -575,7 +538,7 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 	kt_config_key(f, &a->cfg, ck, sizeof(ck));
 	json_object_set_new(o, "family", json_string(f->name));
 	json_object_set_new(o, "shape_key", json_string(key));
-	json_object_set_new(o, "shape", lookup_shape_json(f, &q->shape));
+	json_object_set_new(o, "shape", famjson_shape(f, &q->shape));
 	json_object_set_new(o, "device", a->device ? lookup_device_json(a->device) : json_null());
 	json_object_set_new(o, "arch", json_string(a->arch));
 	json_object_set_new(o, "match", json_string(lookup_match_name(a->match)));
@@ -588,7 +551,7 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 			  "device", a->skipped->w.device_name, "device_uuid", a->skipped->w.device_uuid,
 			  "distance", a->skipped_distance) : json_null());
 	json_object_set_new(o, "config_key", json_string(ck));
-	json_object_set_new(o, "config", lookup_config_json(f, &a->cfg));
+	json_object_set_new(o, "config", famjson_config(f, &a->cfg));
 	json_object_set_new(o, "floor_us", json_real(a->floor_us));
 	/* How to run the answer at the asked shape (grids, buffers and
 	 * arguments are the shape's; a nearest answer's tuned shape has

@@ -53,6 +53,7 @@
 #include "../db/store.h"
 #include "../runtime/chain.h"
 #include "../kernels/family.h"
+#include "../tuner/famjson.h"
 #include "../util/err.h"
 
 struct lookup_entry {
@@ -149,12 +150,9 @@ double lookup_distance(const struct kt_family *f, const struct kt_shape *a,
  * kernels/ does not know. */
 int lookup_device_target(const char *arch, const struct store_device *d,
 			 struct kt_target *out, struct kt_err *err);
-/* max(flops / 790e12, bytes / 4.3e12) in microseconds (H200 ceilings). */
-double lookup_floor_us(const struct kt_family *f, const struct kt_shape *s);
 
-/* ---- JSON shared by the CLI, the routes and the export ---- */
-json_t *lookup_shape_json(const struct kt_family *f, const struct kt_shape *s);
-json_t *lookup_config_json(const struct kt_family *f, const struct kt_config *c);
+/* ---- JSON shared by the CLI, the routes and the export (shapes and configs:
+ * famjson.h) ---- */
 json_t *lookup_device_json(const struct store_device *d);
 /* The answer: match, distance, config, measured times, floor, baselines,
  * speedups and the sweep's provenance. */

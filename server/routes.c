@@ -241,7 +241,7 @@ static int why_visit(const struct kt_config *c, void *arg)
 	int i;
 
 	w->n++;
-	if (w->f->check(w->s, c, w->t, why, sizeof(why)) == 0) {
+	if (w->f->check(w->f, w->s, c, w->t, why, sizeof(why)) == 0) {
 		w->ok++;
 		return 0;
 	}
@@ -328,7 +328,7 @@ static json_t *default_reason(const struct lookup_table *tab, const struct looku
 		snprintf(buf, sizeof(buf), "the nearest tuned shape, %s, is %.3g from this one, past "
 			 "max_distance %.3g", near->w.shape_key, nd, a->max_distance);
 	else {
-		q->fam->check(&q->shape, &near->cfg, &a->target, why, sizeof(why));
+		q->fam->check(q->fam, &q->shape, &near->cfg, &a->target, why, sizeof(why));
 		snprintf(buf, sizeof(buf), "the tuned shapes within max_distance %.3g have configs that "
 			 "cannot run this shape; the nearest, %s (%.3g away), says: %s", a->max_distance,
 			 near->w.shape_key, nd, why[0] ? why : "invalid here");
@@ -609,9 +609,9 @@ static int r_winners(struct request *rq, struct reply *out, struct kt_err *err)
 		o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:I,s:f,s:f}",
 			"device", w->device_name, "device_uuid", w->device_uuid, "arch", w->arch,
 			"family", w->family, "shape_key", w->shape_key,
-			"config", lookup_config_json(e->fam, &e->cfg), "config_key", w->config_key,
+			"config", famjson_config(e->fam, &e->cfg), "config_key", w->config_key,
 			"sweep_id", (json_int_t)w->sweep_id, "median_us", w->median_us,
-			"floor_us", lookup_floor_us(e->fam, &e->shape));
+			"floor_us", kt_floor_us(e->fam, &e->shape, w->device_name));
 		json_object_set_new(o, "cublas_us", w->cublas_us > 0 ? json_real(w->cublas_us) : json_null());
 		json_object_set_new(o, "naive_us", w->naive_us > 0 ? json_real(w->naive_us) : json_null());
 		json_object_set_new(o, "speedup_vs_cublas", w->cublas_us > 0 ?

@@ -47,7 +47,7 @@ int ft_collect_one(const struct kt_config *c, void *arg)
 	struct ft_collect *x = arg;
 	char why[200];
 
-	if (c->variant != x->variant || x->f->check(&x->s, c, &x->t, why, sizeof(why)))
+	if (c->variant != x->variant || x->f->check(x->f, &x->s, c, &x->t, why, sizeof(why)))
 		return 0;
 	if (x->n == 0)
 		x->first = *c;

@@ -99,7 +99,9 @@ static void emu_col_ok(const struct kt_program *p)
 }
 
 /* gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC): C = A B^T per
- * batch blockIdx.z, no split-K. */
+ * batch blockIdx.z; with -DSPLIT_K > 1 (batch 1) slice blockIdx.y of K,
+ * whole BLOCK_K tiles of ceil(K / (BLOCK_K SPLIT_K)) each, into slice
+ * blockIdx.y of the fp32 workspace C (M x ldc each). */
 static void emu_gemm(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
@@ -108,15 +110,20 @@ static void emu_gemm(struct emu *m, const struct kt_launch *l)
 	long long ldb = emu_ai(l, 7), ldc = emu_ai(l, 8), sA = emu_ai(l, 9), sB = emu_ai(l, 10);
 	long long sC = emu_ai(l, 11);
 	long bm = emu_define(p, "BLOCK_M"), bn = emu_define(p, "BLOCK_N");
-	long long z, t, c, k;
+	long bk = emu_define(p, "BLOCK_K"), sk = emu_define(p, "SPLIT_K");
+	long long z, t, c, k, sl, kc;
 
 	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
 	CU_ASSERT_EQUAL(l->nargs, 12);
-	/* the launch matches its program's tile */
-	CU_ASSERT(bm > 0 && bn > 0);
+	/* the launch matches its program's tile and split */
+	CU_ASSERT(bm > 0 && bn > 0 && bk > 0);
 	if (bm > 0 && bn > 0)
 		CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
-	CU_ASSERT_EQUAL(l->grid[1], 1);	/* no split-K here */
+	if (sk < 1)
+		sk = 1;
+	CU_ASSERT_EQUAL((long long)l->grid[1], sk);
+	CU_ASSERT(sk == 1 || (l->grid[2] == 1 && m->bufs[C].dtype == KT_F32));
+	kc = (K + bk * sk - 1) / (bk * sk) * bk;
 	/* gemm.cu's 16-byte rules (C's 4-byte pairs: none with a column
 	 * step, whose stores are 2-byte) */
 	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && lda % 8 == 0 && ldb % 8 == 0);
@@ -126,15 +133,19 @@ static void emu_gemm(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT(l->smem > 0);
 	emu_col_ok(p);
 	for (z = 0; z < (long long)l->grid[2]; z++)
-		for (t = 0; t < M; t++)
-			for (c = 0; c < N; c++) {
-				double acc = 0;
+		for (sl = 0; sl < sk; sl++)
+			for (t = 0; t < M; t++)
+				for (c = 0; c < N; c++) {
+					double acc = 0;
 
-				for (k = 0; k < K; k++)
-					acc += (double)emu_ld(m, A, z * sA + t * lda + k) *
-					       (double)emu_ld(m, B, z * sB + c * ldb + k);
-				emu_st(m, C, z * sC + t * ldc + emu_col(p, c), acc);
-			}
+					for (k = sl * kc; k < K && k < (sl + 1) * kc; k++)
+						acc += (double)emu_ld(m, A, z * sA + t * lda + k) *
+						       (double)emu_ld(m, B, z * sB + c * ldb + k);
+					if (sk > 1)
+						emu_st(m, C, sl * M * ldc + t * ldc + c, acc);
+					else
+						emu_st(m, C, z * sC + t * ldc + emu_col(p, c), acc);
+				}
 }
 
 double emu_tma_ld(struct emu *m, const struct kt_arg *a, long long c0, long long c1,
@@ -349,6 +360,75 @@ static void emu_splitk_reduce(struct emu *m, const struct kt_launch *l)
 		}
 }
 
+/* lowrank_fused(X, V, U, Y, M, K, N), -DRANK: CTA (x, y) computes the
+ * BLOCK_M x RANK tile z = X V^T of its tokens (bf16 in shared memory), then
+ * y = z U^T for its share of the BLOCK_N output tiles (ceil(tiles /
+ * gridDim.y) each, in order). */
+static void emu_lowrank_fused(struct emu *m, const struct kt_launch *l)
+{
+	const struct kt_program *p = &m->plan->programs[l->program];
+	int X = emu_ab(l, 0), V = emu_ab(l, 1), U = emu_ab(l, 2), Y = emu_ab(l, 3);
+	long long M = emu_ai(l, 4), K = emu_ai(l, 5), N = emu_ai(l, 6);
+	long long R = emu_define(p, "RANK"), bm = emu_define(p, "BLOCK_M"), bn = emu_define(p, "BLOCK_N");
+	long long tn, per, bx, by, t, c, r, k, nt;
+	double *z;
+
+	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
+	CU_ASSERT_EQUAL(l->nargs, 7);
+	CU_ASSERT_FATAL(R > 0 && bm > 0 && bn > 0);
+	CU_ASSERT(K % 8 == 0 && N % 8 == 0 && R % 16 == 0);
+	tn = (N + bn - 1) / bn;
+	per = (tn + l->grid[1] - 1) / l->grid[1];
+	z = malloc((size_t)(bm * R) * sizeof(double));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+	for (bx = 0; bx < (long long)l->grid[0]; bx++)
+		for (by = 0; by < (long long)l->grid[1]; by++) {
+			for (t = 0; t < bm; t++)
+				for (r = 0; r < R; r++) {
+					double acc = 0;
+
+					for (k = 0; bx * bm + t < M && k < K; k++)
+						acc += (double)emu_ld(m, X, (bx * bm + t) * K + k) *
+						       (double)emu_ld(m, V, r * K + k);
+					z[t * R + r] = m->round ? kt_bf16_to_f32(kt_f32_to_bf16((float)acc))
+								: acc;
+				}
+			for (nt = by * per; nt < tn && nt < (by + 1) * per; nt++)
+				for (t = 0; t < bm && bx * bm + t < M; t++)
+					for (c = nt * bn; c < N && c < (nt + 1) * bn; c++) {
+						double acc = 0;
+
+						for (r = 0; r < R; r++)
+							acc += z[t * R + r] * (double)emu_ld(m, U, c * R + r);
+						emu_st(m, Y, (bx * bm + t) * N + c, acc);
+					}
+		}
+	free(z);
+}
+
+/* ref.cu's ref_gemm_tn(A, a_f32, B, C, c_f32, M, N, K): C = A B^T, one
+ * thread per element of C. */
+static void emu_ref_gemm(struct emu *m, const struct kt_launch *l)
+{
+	int A = emu_ab(l, 0), B = emu_ab(l, 2), C = emu_ab(l, 3);
+	long long M = emu_ai(l, 5), N = emu_ai(l, 6), K = emu_ai(l, 7), t, c, k;
+
+	CU_ASSERT_EQUAL(l->nargs, 8);
+	CU_ASSERT_FATAL(A >= 0 && A < m->nb && C >= 0 && C < m->nb);
+	CU_ASSERT_EQUAL(emu_ai(l, 1), m->bufs[A].dtype == KT_F32);
+	CU_ASSERT_EQUAL(emu_ai(l, 4), m->bufs[C].dtype == KT_F32);
+	CU_ASSERT((long long)l->grid[0] * l->block[0] >= N);
+	CU_ASSERT((long long)l->grid[1] * l->block[1] >= M);
+	for (t = 0; t < M; t++)
+		for (c = 0; c < N; c++) {
+			double acc = 0;
+
+			for (k = 0; k < K; k++)
+				acc += (double)emu_ld(m, A, t * K + k) * (double)emu_ld(m, B, c * K + k);
+			emu_st(m, C, t * N + c, acc);
+		}
+}
+
 void emu_map_ok(struct emu *m, const struct kt_arg *a, int b0, int b1, int b2, int swz)
 {
 	char why[200] = "";
@@ -374,6 +454,8 @@ void emu_launch(struct emu *m, const struct kt_launch *l)
 		{"gemm_tn", emu_gemm},
 		{"gemm_tn_ws", emu_gemm_ws},
 		{"splitk_reduce", emu_splitk_reduce},
+		{"lowrank_fused", emu_lowrank_fused},
+		{"ref_gemm_tn", emu_ref_gemm},
 	};
 	size_t i, n = m->tpl ? strlen(m->tpl) : 0;
 
@@ -406,7 +488,7 @@ float *emu_run(const struct kt_family *f, const struct kt_shape *s, const struct
 	m.round = round;
 	m.tpl = tpl;
 	m.family = family;
-	m.nb = f->buffers(s, c, m.bufs);
+	m.nb = f->buffers(f, s, c, m.bufs);
 	CU_ASSERT_FATAL(m.nb >= nin && m.nb <= KT_MAX_BUFS && y >= 0 && y < m.nb);
 	for (i = 0; i < m.nb; i++) {
 		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
@@ -726,7 +808,7 @@ void job_add_plan(struct job_list *j, const struct kt_family *f, const struct kt
 	char arch[16], key[200], label[200];
 	int i;
 
-	CU_ASSERT_EQUAL_FATAL(f->plan(s, c, t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(f->plan(f, s, c, t, &p, &e), 0);
 	kt_target_arch(t, arch, sizeof(arch));
 	kt_config_key(f, c, key, sizeof(key));
 	snprintf(label, sizeof(label), "%.160s [%.20s]", key, why);
@@ -754,7 +836,8 @@ static int pick_one(const struct kt_config *c, void *arg)
 	long v[6];
 	int k;
 
-	if (c->variant != x->variant || x->js->f->check(&x->s, c, &x->t, why, sizeof(why)))
+	if (c->variant != x->variant || x->js->f->check(x->js->f, &x->s, c, &x->t, why,
+							sizeof(why)))
 		return 0;
 	if (x->n == x->cap) {
 		void *a;
@@ -832,7 +915,7 @@ void job_add_shape(struct job_list *j, const struct job_sample *js, const struct
 		}
 		free(x.valid);
 	}
-	CU_ASSERT_EQUAL_FATAL(f->ref_plan(s, t, &rp, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(f->ref_plan(f, s, t, &rp, &e), 0);
 	for (k = 0; k < rp.nprograms; k++)
 		job_add(j, &rp.programs[k], arch, "reference");
 }

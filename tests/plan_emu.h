@@ -6,10 +6,12 @@
  *    template's kernels -- gemm_tn, gemm_tn_ws (operands read through the
  *    TMAP args' geometry with the copy engine's zero fill, k-tiles of 64,
  *    split-K slices into the fp32 workspace, the PERSISTENT walk of work
- *    items tile by tile, each once) and splitk_reduce -- each
- *    mirrored from templates/gemm.cu with its alignment rules, grid, block
- *    and boxes and the worker's tensor-map check asserted. A family's own
- *    kernels plug in through a dispatch callback. Every access is
+ *    items tile by tile, each once), splitk_reduce and lowrank_fused --
+ *    each mirrored from templates/gemm.cu with its alignment rules, grid,
+ *    block and boxes and the worker's tensor-map check asserted, and
+ *    ref.cu's ref_gemm_tn. A family's own kernels plug in through a
+ *    dispatch callback: attention's, monarch's and blast's are here
+ *    (emu_blockattn, emu_monarch, emu_blast). Every access is
  *    bounds-checked (oob counts the misses); every buffer that is not an
  *    input starts as NaN (device memory is not cleared either); bf16
  *    stores round like the GPU's when asked.
@@ -105,6 +107,21 @@ void emu_run_all(const struct kt_plan *plan, const struct kt_buf *bufs, int nb,
  * double, the walk of items per CTA as the templates have it, BOUND's
  * count included. */
 int emu_blockattn(struct emu *m, const struct kt_launch *l);
+
+/* monarch.cu's and monarch_fused.cu's kernels (plan_emu_monarch.c), its
+ * gemm_tn_ws maps' strides asserted increasing. */
+int emu_monarch(struct emu *m, const struct kt_launch *l);
+/* Controls planted in them, which a test that can fail must catch (0:
+ * none): 1 in emu_monarch_x8_swap makes monarch_perm_x8's transpose take
+ * each chunk's element u ^ 1 (the halves of __byte_perm swapped); in
+ * emu_monarch_e3_swap the same in fused_ws's EPILOGUE 3 interleave; in
+ * emu_monarch_e3_nowait each CTA of EPILOGUE 3 interleaves right after its
+ * own y2 store, without waiting for the other CTAs of its token tile. */
+extern int emu_monarch_x8_swap, emu_monarch_e3_swap, emu_monarch_e3_nowait;
+
+/* blast.cu's, blast_fused.cu's and blast_s1tc.cu's kernels
+ * (plan_emu_blast.c), its gemm_tn_ws maps' extents asserted. */
+int emu_blast(struct emu *m, const struct kt_launch *l);
 
 /* sqrt(|a - b|^2 / |b|^2) in double (1e30 for b = 0 unless a = b too;
  * NaN where a holds one). */

@@ -561,23 +561,23 @@ static void test_check_rejects(void)
 		/* head_dim 96 parses (in range) but no kernel takes it */
 		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=96,block=64,rope=0",
 					    &s), 0);
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "head_dim"));
 		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=64,block=100,rope=0",
 					    &s), 0);
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
 		/* offsets are int32 */
 		CU_ASSERT_EQUAL_FATAL(parse(fams[f],
 			"seqs=1048576,lmax=65536,heads=2,head_dim=64,block=64,rope=0", &s), 0);
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=64,block=64,rope=0",
 					    &s), 0);
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 0);
 		c.p[0] = 48;	/* ROWS_W */
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
 		c.p[0] = 16;
 		c.p[2] = 2;	/* STAGES 2 with ITEMS 1: an empty stage */
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
 	}
 }
 
@@ -615,43 +615,43 @@ static void test_rpf_fused(void)
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
 		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=1,MINB=3,EPI=0", &c, &e), 0);
-	CU_ASSERT_EQUAL_FATAL(fams[1]->plan(&s, &c, &t90, &p0, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[1]->plan(fams[1], &s, &c, &t90, &p0, &e), 0);
 	for (r = 6; r <= 8; r++) {
 		c.p[5] = r;	/* RPF */
 		c.p[2] = 1;	/* STAGES */
 		c.p[3] = 1;	/* ITEMS */
 		c.p[6] = 3;	/* MINB */
 		c.p[7] = 0;	/* EPI */
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 0);
 		kt_err_clear(&e);
-		CU_ASSERT_EQUAL_FATAL(fams[1]->plan(&s, &c, &t90, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fams[1]->plan(fams[1], &s, &c, &t90, &p, &e), 0);
 		snprintf(def, sizeof(def), "RPF=%ld", r);
 		CU_ASSERT(has_define(&p, def));
 		/* the table never enters shared memory */
 		CU_ASSERT_EQUAL(p.launch[0].smem, p0.launch[0].smem);
 		CU_ASSERT_EQUAL(p.launch[0].grid[0], p0.launch[0].grid[0]);
 		/* rope only */
-		CU_ASSERT_EQUAL(fams[1]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s0, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope"));
 		/* the staged epilogue spills under the 3-CTA register cap, not without it */
 		c.p[7] = 1;
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
 		c.p[6] = 1;
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t80, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t80, why, sizeof(why)), 0);
 		/* the table of the item being copied: one stage */
 		c.p[2] = 2;
 		c.p[3] = 2;
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "STAGES"));
 		c.p[2] = 1;
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 0);
 		/* persistent too */
 		c.variant = 1;
 		c.p[3] = 0;
 		c.p[4] = 2;	/* CTAS_SM */
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 0);
 		c.variant = 0;
 		c.p[4] = 0;
 	}
@@ -662,16 +662,16 @@ static void test_rpf_fused(void)
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
 		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=7,MINB=1,EPI=0", &c, &e), 0);
-	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 0);
 	c.p[5] = 8;
-	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 0);
 	c.p[5] = 6;
-	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
 	/* RPF 3-5 are not in the space (they spill): refused with a reason */
 	for (r = 3; r <= 5; r++) {
 		c.p[5] = r;
-		CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPF"));
 	}
 	/* the forward has no RPF 6-8 */
@@ -680,7 +680,7 @@ static void test_rpf_fused(void)
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
 		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=7,MINB=1", &c, &e), 0);
-	CU_ASSERT_EQUAL(fams[0]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPF"));
 }
 
@@ -709,28 +709,28 @@ static void test_rtab_prefetch(void)
 		CU_ASSERT_EQUAL_FATAL(parse(fams[f], shapes[1], &s0), 0);
 		kt_err_clear(&e);
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[f], base_cfg[f], &c, &e), 0);
-		CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &c, &t90, &p0, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fams[f]->plan(fams[f], &s, &c, &t90, &p0, &e), 0);
 		base = p0.launch[0].smem;
 		/* q k v (do) tiles of 64 x 128 bf16, plus dS in the backward */
 		CU_ASSERT_EQUAL(base, f ? 4u * 16384 + 8192 : 3u * 16384);
 		c.p[5] = 2;	/* RPF */
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t80, why, sizeof(why)), 0);
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t80, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 0);
 		kt_err_clear(&e);
-		CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &c, &t90, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fams[f]->plan(fams[f], &s, &c, &t90, &p, &e), 0);
 		/* plus the table tile: 64 rows of 128 bf16, padded by 16 bytes */
 		CU_ASSERT_EQUAL(p.launch[0].smem, base + 64u * (256 + 16));
 		CU_ASSERT(has_define(&p, "RPF=2"));
 		/* no rope: nothing to tile */
-		CU_ASSERT_EQUAL(fams[f]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s0, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope"));
 		/* one table tile: STAGES 1 only */
 		c.p[2] = 2;	/* STAGES */
 		c.p[3] = 2;	/* ITEMS */
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "STAGES"));
 		c.p[5] = 1;	/* RPF 1 keeps the ring */
-		CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 0);
 	}
 	/* BLK = d = 128 backward with the tile: 224 KiB + 2 KiB, sm_90 only */
 	CU_ASSERT_EQUAL_FATAL(parse(fams[1], "seqs=64,lmax=256,heads=4,head_dim=128,block=128,rope=1",
@@ -738,17 +738,17 @@ static void test_rtab_prefetch(void)
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
 		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=2,MINB=1,EPI=0", &c, &e), 0);
-	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t80, why, sizeof(why)), 1);
-	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t80, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 0);
 
 	/* the forward's prefetch variant: ITEMS >= 2, one stage, -DPF=1 */
 	CU_ASSERT_EQUAL_FATAL(parse(fams[0], shapes[0], &s), 0);
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
 		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=2,MINB=1,EPI=0", &c, &e), 0);
-	CU_ASSERT_EQUAL(fams[0]->check(&s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
 	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(&s, &c, &t90, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
 	CU_ASSERT(has_define(&p, "PF=1"));
 	CU_ASSERT(has_define(&p, "EPI=0"));
 	CU_ASSERT(has_define(&p, "STAGES=1"));
@@ -757,7 +757,7 @@ static void test_rtab_prefetch(void)
 	CU_ASSERT_EQUAL(p.launch[0].grid[0],
 			(unsigned)((ba_blocks(1152, 256, 64) * 4 + 1) / 2));
 	c.p[3] = 1;
-	CU_ASSERT_EQUAL(fams[0]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "ITEMS"));
 	/* STAGES is not one of its parameters; the grid's programs get no PF */
 	kt_err_clear(&e);
@@ -765,7 +765,7 @@ static void test_rtab_prefetch(void)
 		"variant=prefetch,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=2,RPF=0,MINB=1,EPI=1", &c, &e), -1);
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], base_cfg[0], &c, &e), 0);
-	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(&s, &c, &t90, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
 	CU_ASSERT(!has_define(&p, "PF=1"));
 	CU_ASSERT(!has_define(&p, "EPI=1") && !has_define(&p, "EPI=0"));
 	/* nor is EPI one of the grid's (the forward's grid stages O) */
@@ -777,20 +777,20 @@ static void test_rtab_prefetch(void)
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
 		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=0,MINB=4,EPI=1", &c, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(parse(fams[0], shapes[1], &s0), 0);
-	CU_ASSERT_EQUAL(fams[0]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s0, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spills"));
 	CU_ASSERT_EQUAL_FATAL(parse(fams[0], "seqs=1152,lmax=256,heads=4,head_dim=64,block=64,rope=0",
 				    &s0), 0);
-	CU_ASSERT_EQUAL(fams[0]->check(&s0, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s0, &c, &t90, why, sizeof(why)), 0);
 	/* the backward's staged epilogue with two m16 tiles per warp spills */
 	CU_ASSERT_EQUAL_FATAL(parse(fams[1], shapes[1], &s0), 0);
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1],
 		"variant=grid,ROWS_W=32,DSPLIT=2,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=1", &c, &e), 0);
-	CU_ASSERT_EQUAL(fams[1]->check(&s0, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s0, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
 	c.p[7] = 0;	/* EPI 0 holds */
-	CU_ASSERT_EQUAL(fams[1]->check(&s0, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s0, &c, &t90, why, sizeof(why)), 0);
 	/* the backward has no prefetch variant */
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL(kt_config_parse(fams[1],
@@ -803,7 +803,7 @@ static void test_rtab_prefetch(void)
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], base_cfg[1], &c, &e), 0);
 	c.variant = fams[1]->nvariants;
-	CU_ASSERT_EQUAL(fams[1]->check(&s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "unknown variant"));
 	test_rpf_fused();
 }
@@ -938,9 +938,9 @@ static void test_ws_plans(void)
 					 "MINB=1%s", rope, f ? ",EPI=0" : "");
 				kt_err_clear(&e);
 				CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, text, &pc, &e), 0);
-				CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &pc, &t90a, &pp, &e), 0);
-				CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &pc, &few, &ppf, &e), 0);
-				CU_ASSERT_EQUAL_FATAL(fa->plan(&small, &pc, &t90a, &ps, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s, &pc, &t90a, &pp, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s, &pc, &few, &ppf, &e), 0);
+				CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &small, &pc, &t90a, &ps, &e), 0);
 				for (a = 0; a < fa->params[ic].nvalues; a++)
 					for (b = 0; b < fa->params[ir].nvalues; b++) {
 						long cons = fa->params[ic].values[a], ring = fa->params[ir].values[b];
@@ -959,9 +959,11 @@ static void test_ws_plans(void)
 						CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, text, &c, &e), 0);
 						kt_config_key(fa, &c, key, sizeof(key));
 						CU_ASSERT_STRING_EQUAL(key, text);
-						CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+						CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why,
+									  sizeof(why)), 0);
 						kt_err_clear(&e);
-						CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &c, &t90a, &p, &e), 0);
+						CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s, &c, &t90a,
+									       &p, &e), 0);
 						CU_ASSERT_EQUAL(p.nprograms, 1);
 						CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "blockattn_ws");
 						snprintf(want[0], 48, "BWD=%d", f);
@@ -1003,19 +1005,22 @@ static void test_ws_plans(void)
 						/* the same buffers (the block list) as every variant */
 						{
 							struct kt_buf b1[KT_MAX_BUFS], b2[KT_MAX_BUFS];
-							int n1 = fa->buffers(&s, &c, b1), n2 = fa->buffers(&s, &pc, b2);
+							int n1 = fa->buffers(fa, &s, &c, b1);
+							int n2 = fa->buffers(fa, &s, &pc, b2);
 
 							CU_ASSERT_EQUAL(n1, n2);
 							CU_ASSERT_EQUAL(b1[n1 - 1].elems, b2[n2 - 1].elems);
 						}
 						/* a device of 7 SMs: 7 CTAs */
 						kt_err_clear(&e);
-						CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &c, &few, &p, &e), 0);
+						CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s, &c, &few, &p,
+									       &e), 0);
 						CU_ASSERT_EQUAL(l->grid[0], 7);
 						CU_ASSERT(same_args(l, &ppf.launch[0]));
 						/* fewer items than SMs: one CTA per item, one item each */
 						kt_err_clear(&e);
-						CU_ASSERT_EQUAL_FATAL(fa->plan(&small, &c, &t90a, &p, &e), 0);
+						CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &small, &c,
+									       &t90a, &p, &e), 0);
 						CU_ASSERT_EQUAL(l->grid[0], (unsigned)(ba_blocks(3, 70, 64) * 2));
 						CU_ASSERT_EQUAL(l->args[l->nargs - 1].i, 1);
 						CU_ASSERT(same_args(l, &ps.launch[0]));
@@ -1053,67 +1058,67 @@ static void test_ws_refusals(void)
 		kt_err_clear(&e);
 		snprintf(key, sizeof(key), "variant=ws,CONS=2,RING=2%s", ws_tail(2));
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, key, &c, &e), 0);
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 0);
 		/* RPROD changes only the rotation: refused without rope */
-		CU_ASSERT_EQUAL(fa->check(&s0, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s0, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "without rope"));
 		c.p[param_index(fa, "RPROD")] = 0;
-		CU_ASSERT_EQUAL(fa->check(&s0, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fa->check(fa, &s0, &c, &t90a, why, sizeof(why)), 0);
 		/* 3 (the producer rotates dq, dk) is the backward's only */
 		c.p[param_index(fa, "RPROD")] = 3;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), f ? 0 : 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), f ? 0 : 1);
 		if (!f)
 			CU_ASSERT_PTR_NOT_NULL(strstr(why, "0, 1 or 2"));
 		c.p[param_index(fa, "RPROD")] = 4;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPROD 4"));
 		c.p[param_index(fa, "RPROD")] = 1;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 0);
 		/* wgmma: sm_90a only */
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "target sm_90"));
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t80, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t80, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_80"));
 		kt_err_clear(&e);
-		CU_ASSERT_EQUAL(fa->plan(&s, &c, &t90, &p, &e), -1);
+		CU_ASSERT_EQUAL(fa->plan(fa, &s, &c, &t90, &p, &e), -1);
 		CU_ASSERT_EQUAL(e.code, KT_EINVAL);
 		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "sm_90a"));
 		/* BLK 64 only */
-		CU_ASSERT_EQUAL(fa->check(&s128, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "BLK 64"));
 		/* the ring: 2 or more stages, at most ring_max */
 		for (i = 0; i < 2; i++) {
 			c.p[ir] = i;
-			CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 1);
 			CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING"));
 		}
 		c.p[ir] = ring_max + 1;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "at most"));
 		c.p[ir] = 2;
 		/* one or two consumer warpgroups */
 		c.p[ic] = 3;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "CONS"));
 		c.p[ic] = 0;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "CONS"));
 		c.p[ic] = 1;
 		/* the deepest ring at d = 128 fits the H200 (bwd: 192 KiB + 1 KiB),
 		 * not one byte less */
 		c.p[ir] = ring_max;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 0);
 		kt_err_clear(&e);
-		CU_ASSERT_EQUAL_FATAL(fa->plan(&s, &c, &t90a, &p, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s, &c, &t90a, &p, &e), 0);
 		CU_ASSERT_EQUAL(p.launch[0].smem, smem);
 		CU_ASSERT(smem <= (unsigned)t90a.smem_optin);
 		tight = t90a;
 		tight.smem_optin = (int)smem;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &tight, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &tight, why, sizeof(why)), 0);
 		tight.smem_optin = (int)smem - 1;
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &tight, why, sizeof(why)), 1);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &tight, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
 		c.p[ir] = 2;
 		/* none of the mma.sync variants' parameters: refused in a key and
@@ -1130,15 +1135,15 @@ static void test_ws_refusals(void)
 			CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, sync_params[i]));
 			c.p[k] = fa->params[k].values[fa->params[k].nvalues - 1];
 			CU_ASSERT(c.p[k] != 0);
-			CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 1);
 			CU_ASSERT_PTR_NOT_NULL(strstr(why, "ws has no parameter"));
 			CU_ASSERT_PTR_NOT_NULL(strstr(why, sync_params[i]));
 			kt_err_clear(&e);
-			CU_ASSERT_EQUAL(fa->plan(&s, &c, &t90a, &p, &e), -1);
+			CU_ASSERT_EQUAL(fa->plan(fa, &s, &c, &t90a, &p, &e), -1);
 			CU_ASSERT_EQUAL(e.code, KT_EINVAL);
 			c.p[k] = 0;
 		}
-		CU_ASSERT_EQUAL(fa->check(&s, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 0);
 		/* and ws's parameters are no other variant's */
 		kt_err_clear(&e);
 		CU_ASSERT_EQUAL(kt_config_parse(fa, f ? "variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,"
@@ -1147,7 +1152,7 @@ static void test_ws_refusals(void)
 							"ITEMS=1,RPF=0,MINB=1,RING=2",
 						&dc, &e), -1);
 		/* the default stays the grid one, on sm_90a too */
-		CU_ASSERT_EQUAL(fa->default_config(&s, &t90a, &dc), 0);
+		CU_ASSERT_EQUAL(fa->default_config(fa, &s, &t90a, &dc), 0);
 		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "grid"));
 	}
 }
@@ -1180,12 +1185,12 @@ static int dump_config(const char *key, const struct kt_target *t, struct kt_con
 		snprintf(why, len, "bad config key \"%s\" for blockattn_bwd: %s", key, e.msg);
 		return -1;
 	}
-	if (fams[1]->check(&s, c, t, r, sizeof(r))) {
+	if (fams[1]->check(fams[1], &s, c, t, r, sizeof(r))) {
 		snprintf(why, len, "config \"%s\" cannot run %s: %s", key, DUMP_SHAPE, r);
 		return -1;
 	}
 	kt_err_clear(&e);
-	if (fams[1]->plan(&s, c, t, p, &e) != 0) {
+	if (fams[1]->plan(fams[1], &s, c, t, p, &e) != 0) {
 		snprintf(why, len, "config \"%s\": plan failed: %s", key, e.msg);
 		return -1;
 	}
@@ -1286,7 +1291,7 @@ static void test_buffers_and_fill(void)
 			snprintf(text, sizeof(text),
 				 "seqs=7,lmax=90,heads=3,head_dim=64,block=64,rope=%d", rope);
 			CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
-			n = fams[f]->buffers(&s, NULL, b);
+			n = fams[f]->buffers(fams[f], &s, NULL, b);
 			nin = (f ? 5 : 4) + (rope != 0);	/* one table for rope 1 and 2 */
 			nout = f ? 3 : 1;
 			CU_ASSERT_EQUAL(n, nin + nout);
@@ -1298,11 +1303,11 @@ static void test_buffers_and_fill(void)
 			for (i = 0; i < n; i++)
 				CU_ASSERT_EQUAL(b[i].role, i < nin ? KT_BUF_INPUT : KT_BUF_OUTPUT);
 			CU_ASSERT_EQUAL(b[0].elems, (size_t)ba_tokens(7, 90) * 3 * 64);
-			CU_ASSERT_EQUAL(fams[f]->fill(&s, noff, off, 1), 0);
+			CU_ASSERT_EQUAL(fams[f]->fill(fams[f], &s, noff, off, 1), 0);
 			ba_offsets(7, 90, ref);
 			CU_ASSERT_EQUAL(memcmp(off, ref, sizeof(off)), 0);
 			/* the offsets do not depend on the seed: FA2 must see the same */
-			CU_ASSERT_EQUAL(fams[f]->fill(&s, noff, off, 99), 0);
+			CU_ASSERT_EQUAL(fams[f]->fill(fams[f], &s, noff, off, 99), 0);
 			CU_ASSERT_EQUAL(memcmp(off, ref, sizeof(off)), 0);
 			if (ntab >= 0) {
 				CU_ASSERT_EQUAL(b[ntab].dtype, KT_BF16);
@@ -1310,7 +1315,7 @@ static void test_buffers_and_fill(void)
 				ref_tab = calloc(b[ntab].elems, sizeof(*ref_tab));
 				CU_ASSERT_PTR_NOT_NULL_FATAL(tab);
 				CU_ASSERT_PTR_NOT_NULL_FATAL(ref_tab);
-				CU_ASSERT_EQUAL(fams[f]->fill(&s, ntab, tab, 1), 0);
+				CU_ASSERT_EQUAL(fams[f]->fill(fams[f], &s, ntab, tab, 1), 0);
 				ba_rope_table(ref, 7, 64, ref_tab);
 				CU_ASSERT_EQUAL(memcmp(tab, ref_tab, b[ntab].elems * sizeof(*tab)), 0);
 				free(tab);
@@ -1320,7 +1325,7 @@ static void test_buffers_and_fill(void)
 			kt_err_clear(&e);
 			CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[f],
 				base_cfg[f], &c, &e), 0);
-			CU_ASSERT_EQUAL(fams[f]->buffers(&s, &c, b), n + 1);
+			CU_ASSERT_EQUAL(fams[f]->buffers(fams[f], &s, &c, b), n + 1);
 			CU_ASSERT_EQUAL(b[n].role, KT_BUF_SCRATCH);
 			CU_ASSERT_EQUAL(b[n].elems, 2 * (size_t)ba_blocks(7, 90, 64));
 		}
@@ -1347,20 +1352,21 @@ static void test_family_cpu_ref(void)
 
 		snprintf(text, sizeof(text), "seqs=3,lmax=80,heads=2,head_dim=64,block=64,rope=%d", rope);
 		CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
-		n = fams[f]->buffers(&s, NULL, b);
+		n = fams[f]->buffers(fams[f], &s, NULL, b);
 		nout = f ? 3 : 1;
 		nin = n - nout;
 		for (i = 0; i < nin; i++) {
 			in[i] = calloc(b[i].elems, kt_dtype_size(b[i].dtype));
 			CU_ASSERT_PTR_NOT_NULL_FATAL(in[i]);
-			CU_ASSERT_EQUAL(fams[f]->fill(&s, i, in[i], 5 + (uint64_t)i), 0);
+			CU_ASSERT_EQUAL(fams[f]->fill(fams[f], &s, i, in[i], 5 + (uint64_t)i), 0);
 		}
 		for (i = 0; i < nout; i++) {
 			out[i] = calloc(b[0].elems, sizeof(float));
 			CU_ASSERT_PTR_NOT_NULL_FATAL(out[i]);
 		}
 		kt_err_clear(&e);
-		CU_ASSERT_EQUAL_FATAL(fams[f]->cpu_ref(&s, (const void *const *)in, out, &e), 0);
+		CU_ASSERT_EQUAL_FATAL(fams[f]->cpu_ref(fams[f], &s, (const void *const *)in, out,
+						       &e), 0);
 		p.seqs = 3;
 		p.heads = 2;
 		p.d = 64;
@@ -1411,10 +1417,12 @@ struct space_walk {
 	const struct kt_family *f;
 	const struct kt_shape *s;
 	const struct kt_target *t;
-	int valid, invalid, bad;
+	int valid, bad;
 	int valid_v[KT_MAX_VARIANTS];	/* valid configs per variant */
 };
 
+/* A valid config plans the block list's prep and one launch of whole
+ * warps (what every plan must be: test_conformance). */
 static int walk_one(const struct kt_config *c, void *arg)
 {
 	struct space_walk *w = arg;
@@ -1422,21 +1430,13 @@ static int walk_one(const struct kt_config *c, void *arg)
 	struct kt_err e;
 	char why[160];
 
-	if (w->f->check(w->s, c, w->t, why, sizeof(why))) {
-		w->invalid++;
-		kt_err_clear(&e);
-		/* plan refuses what check refuses */
-		if (w->f->plan(w->s, c, w->t, &p, &e) != -1 || e.code != KT_EINVAL)
-			w->bad++;
+	if (w->f->check(w->f, w->s, c, w->t, why, sizeof(why)))
 		return 0;
-	}
 	w->valid++;
 	if (c->variant >= 0 && c->variant < KT_MAX_VARIANTS)
 		w->valid_v[c->variant]++;
 	kt_err_clear(&e);
-	if (w->f->plan(w->s, c, w->t, &p, &e) != 0 || p.nlaunch != 1 || p.nprep != 1 ||
-	    p.launch[0].smem > (unsigned)w->t->smem_optin ||
-	    p.launch[0].block[0] > (unsigned)w->t->max_threads || p.launch[0].grid[0] < 1 ||
+	if (w->f->plan(w->f, w->s, c, w->t, &p, &e) != 0 || p.nlaunch != 1 || p.nprep != 1 ||
 	    p.launch[0].block[0] % 32 != 0)
 		w->bad++;
 	return 0;
@@ -1460,11 +1460,11 @@ static void space_ws(int f, const struct kt_target *t, int blk, int rope,
 	}
 }
 
-/* Every config either is refused with a reason or plans within the
- * target's limits; every supported (head_dim, block, rope) has a valid
- * config and a valid default (the grid variant) on sm_80, sm_90 and
- * sm_90a. ws is valid on sm_90a at block 64 only, every config of its
- * space there; sm_90a changes nothing else. */
+/* Every supported (head_dim, block, rope) has a valid config on sm_80,
+ * sm_90 and sm_90a, and its default is the grid variant. ws is valid on
+ * sm_90a at block 64 only, every config of its space there; sm_90a
+ * changes nothing else. (Every config's plan, every default's validity:
+ * test_conformance.) */
 static void test_space(void)
 {
 	static const char *const tn[] = {"sm_80", "sm_90", "sm_90a"};
@@ -1495,12 +1495,8 @@ static void test_space(void)
 						kt_space_foreach(fams[f], 0, walk_one, &w);
 						CU_ASSERT(w.valid > 0);
 						CU_ASSERT_EQUAL(w.bad, 0);
-						CU_ASSERT_EQUAL(w.valid + w.invalid,
-								kt_space_size(fams[f], 0));
-						CU_ASSERT_EQUAL(fams[f]->default_config(&s, &t, &c), 0);
-						CU_ASSERT(kt_config_in_space(fams[f], &c));
-						CU_ASSERT_EQUAL(fams[f]->check(&s, &c, &t, text,
-									       sizeof(text)), 0);
+						CU_ASSERT_EQUAL(fams[f]->default_config(fams[f], &s,
+											&t, &c), 0);
 						CU_ASSERT_EQUAL(c.variant, kt_variant_index(fams[f], "grid"));
 						space_ws(f, &t, blk, rope, &w,
 							 on90[f][d / 64 - 1][blk / 64 - 1][rope]);
@@ -1516,16 +1512,16 @@ static void test_models(void)
 				    &s0), 0);
 	CU_ASSERT_EQUAL_FATAL(parse(fams[0], "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1",
 				    &s1), 0);
-	bf = fams[0]->min_bytes(&s0);
-	bb = fams[1]->min_bytes(&s0);
+	bf = fams[0]->min_bytes(fams[0], &s0);
+	bb = fams[1]->min_bytes(fams[1], &s0);
 	/* the byte floors of docs/kernels.md: 8d and 14d per token-head */
 	CU_ASSERT(fabs(bf - 8.0 * 128 * 4 * T) < 8.0 * 1153);
 	CU_ASSERT(fabs(bb - 14.0 * 128 * 4 * T) < 8.0 * 1153);
 	/* rope adds the bf16 table, read once: 2d bytes per token */
-	CU_ASSERT(fabs(fams[0]->min_bytes(&s1) - bf - 2.0 * 128 * T) < 1.0);
-	CU_ASSERT(fabs(fams[1]->min_bytes(&s1) - bb - 2.0 * 128 * T) < 1.0);
-	ff = fams[0]->flops(&s0);
-	fb = fams[1]->flops(&s0);
+	CU_ASSERT(fabs(fams[0]->min_bytes(fams[0], &s1) - bf - 2.0 * 128 * T) < 1.0);
+	CU_ASSERT(fabs(fams[1]->min_bytes(fams[1], &s1) - bb - 2.0 * 128 * T) < 1.0);
+	ff = fams[0]->flops(fams[0], &s0);
+	fb = fams[1]->flops(fams[1], &s0);
 	CU_ASSERT(fabs(fb / ff - 2.5) < 1e-9);
 	/* every block is at most BLK long: fewer FLOPs than all-full blocks */
 	CU_ASSERT(ff <= 4.0 * T * 64 * 128 * 4 && ff > 4.0 * T * 16 * 128 * 4);
@@ -1643,12 +1639,12 @@ static int collect_one(const struct kt_config *cfg, void *arg)
 	/* sm_90a: ws alone (the others' programs are sm_90's) */
 	if (c->t->arch_a && !is_ws(c->f, cfg->variant))
 		return 0;
-	if (c->f->check(c->s, cfg, c->t, why, sizeof(why)))
+	if (c->f->check(c->f, c->s, cfg, c->t, why, sizeof(why)))
 		return 0;
 	if (c->cover_only && !covers_new(c, cfg))
 		return 0;
 	kt_err_clear(&e);
-	if (c->f->plan(c->s, cfg, c->t, &p, &e) == 0) {
+	if (c->f->plan(c->f, c->s, cfg, c->t, &p, &e) == 0) {
 		int idx = add_program(c, &p, 0), i, j;
 
 		/* the first config with a variant or a parameter value not seen
@@ -1749,14 +1745,17 @@ static void compile_for(const char *arch)
 					if (t.arch_a)
 						continue;
 					kt_err_clear(&e);
-					CU_ASSERT_EQUAL_FATAL(fams[f]->default_config(&s, &t, &cfg), 0);
-					CU_ASSERT_EQUAL_FATAL(fams[f]->plan(&s, &cfg, &t, &p, &e), 0);
+					CU_ASSERT_EQUAL_FATAL(fams[f]->default_config(fams[f], &s,
+										      &t, &cfg), 0);
+					CU_ASSERT_EQUAL_FATAL(fams[f]->plan(fams[f], &s, &cfg, &t,
+									    &p, &e), 0);
 					add_program(&c, &p, 1);
 					kt_err_clear(&e);
 					{
 						struct kt_plan rp;
 
-						CU_ASSERT_EQUAL_FATAL(fams[f]->ref_plan(&s, &t, &rp, &e), 0);
+						CU_ASSERT_EQUAL_FATAL(
+							fams[f]->ref_plan(fams[f], &s, &t, &rp, &e), 0);
 						add_program(&c, &rp, 1);
 					}
 				}
@@ -2136,17 +2135,17 @@ static int dprob_open(struct dprob *dp, const struct kt_family *f, const char *t
 
 	memset(dp, 0, sizeof(*dp));
 	dp->f = f;
-	if (parse(f, text, &dp->s) != 0 || f->default_config(&dp->s, &G.tgt, &cfg) != 0)
+	if (parse(f, text, &dp->s) != 0 || f->default_config(f, &dp->s, &G.tgt, &cfg) != 0)
 		return -1;
 	kt_shape_key(f, &dp->s, dp->key, sizeof(dp->key));
-	dp->nb = f->buffers(&dp->s, &cfg, dp->b);
+	dp->nb = f->buffers(f, &dp->s, &cfg, dp->b);
 	dp->first_out = -1;
 	for (i = 0; i < dp->nb; i++) {
 		CK(G.api.MemAlloc(&dp->d[i], buf_bytes(&dp->b[i])));
 		if (dp->b[i].role == KT_BUF_INPUT) {
 			dp->nin++;
 			if (!(dp->host[i] = calloc(1, buf_bytes(&dp->b[i]))) ||
-			    f->fill(&dp->s, i, dp->host[i], seed + (uint64_t)i) != 0)
+			    f->fill(f, &dp->s, i, dp->host[i], seed + (uint64_t)i) != 0)
 				return -1;
 			CK(G.api.MemcpyHtoD(dp->d[i], dp->host[i], buf_bytes(&dp->b[i])));
 		} else if (dp->b[i].role == KT_BUF_OUTPUT) {
@@ -2162,7 +2161,7 @@ static int dprob_open(struct dprob *dp, const struct kt_family *f, const char *t
 		ptrs[dp->first_out + o] = dp->ref[o];
 	}
 	kt_err_clear(&e);
-	if (f->ref_plan(&dp->s, &G.tgt, &rp, &e) != 0 || gpu_load(&rp.programs[0], &mod) != 0)
+	if (f->ref_plan(f, &dp->s, &G.tgt, &rp, &e) != 0 || gpu_load(&rp.programs[0], &mod) != 0)
 		return -1;
 	if (gpu_run(&rp, &mod, ptrs, 0, rp.nprep + rp.nlaunch) != 0)
 		return -1;
@@ -2173,7 +2172,7 @@ static int dprob_open(struct dprob *dp, const struct kt_family *f, const char *t
 			if (!(dp->cpu[o] = calloc(dp->b[dp->first_out + o].elems, sizeof(float))))
 				return -1;
 		kt_err_clear(&e);
-		if (f->cpu_ref(&dp->s, (const void *const *)dp->host, dp->cpu, &e) != 0)
+		if (f->cpu_ref(f, &dp->s, (const void *const *)dp->host, dp->cpu, &e) != 0)
 			return -1;
 	}
 	return 0;
@@ -2322,7 +2321,7 @@ static int cands_add(const struct kt_config *c, void *arg)
 
 	if (G.variant && strcmp(cs->dp->f->variants[c->variant], G.variant) != 0)
 		return 0;
-	if (cs->dp->f->check(&cs->dp->s, c, &G.tgt, why, sizeof(why)))
+	if (cs->dp->f->check(cs->dp->f, &cs->dp->s, c, &G.tgt, why, sizeof(why)))
 		return 0;
 	if (cs->n == cs->cap) {
 		struct cand *nv = realloc(cs->v, (size_t)(cs->cap * 2 + 16) * sizeof(*nv));
@@ -2336,7 +2335,7 @@ static int cands_add(const struct kt_config *c, void *arg)
 	memset(k, 0, sizeof(*k));
 	k->c = *c;
 	kt_err_clear(&e);
-	if (cs->dp->f->plan(&cs->dp->s, c, &G.tgt, &k->p, &e) != 0)
+	if (cs->dp->f->plan(cs->dp->f, &cs->dp->s, c, &G.tgt, &k->p, &e) != 0)
 		return 0;
 	kt_config_key(cs->dp->f, c, k->key, sizeof(k->key));
 	cs->n++;
@@ -2452,13 +2451,6 @@ static void test_gpu_small(void)
 	}
 }
 
-static double floor_us(const struct kt_family *f, const struct kt_shape *s)
-{
-	double a = f->flops(s) / 790e12, b = f->min_bytes(s) / 4.3e12;
-
-	return (a > b ? a : b) * 1e6;
-}
-
 static int write_file(const char *dir, const char *name, const void *p, size_t n)
 {
 	char path[1024];
@@ -2510,7 +2502,7 @@ static void bench_row(const struct dprob *dp, const char *workload, const struct
 		"%s{\"workload\": \"%s\", \"impl\": \"%s\", \"us\": %.2f, \"floor_us\": %.1f, "
 		"\"verified\": %s, \"rel_err\": %.3e, \"template\": \"%s.cu\", \"shape\": \"%s\", "
 		"\"config\": %s}",
-		G.nrows++ ? ",\n" : "", workload, impl, k->us, floor_us(dp->f, &dp->s),
+		G.nrows++ ? ",\n" : "", workload, impl, k->us, kt_floor_us(dp->f, &dp->s, G.name),
 		k->ok ? "true" : "false", k->rel, dp->f->name, dp->key, cfg);
 }
 
@@ -2602,8 +2594,8 @@ static void test_gpu_bench_shape(void)
 				struct cand *k = &cs.v[best];
 
 				printf("\n  BEST %s: %s %.1f us (floor %.1f us, %.0f GB/s), rel %.2e", wl,
-				       k->key, k->us, floor_us(dp.f, &dp.s),
-				       dp.f->min_bytes(&dp.s) / (k->us * 1e3), k->rel);
+				       k->key, k->us, kt_floor_us(dp.f, &dp.s, G.name),
+				       dp.f->min_bytes(dp.f, &dp.s) / (k->us * 1e3), k->rel);
 				bench_row(&dp, wl, k, "ktune");
 			}
 			/* the inputs and the best plain backward's dq for peers_attn.py */
@@ -2757,7 +2749,7 @@ int main(void)
 	CU_add_test(s, "dump mode: the config key's parsing and refusal", test_dump_config);
 	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
 	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
-	CU_add_test(s, "space and plans", test_space);
+	CU_add_test(s, "valid configs per variant, grid defaults", test_space);
 	CU_add_test(s, "flops and bytes", test_models);
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);

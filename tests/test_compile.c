@@ -98,7 +98,7 @@ static void add_plan(const struct kt_family *f, const struct kt_shape *s,
 	int i;
 
 	kt_target_arch(t, arch, sizeof(arch));
-	CU_ASSERT_EQUAL_FATAL(f->plan(s, c, t, &plan, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(f->plan(f, s, c, t, &plan, &e), 0);
 	for (i = 0; i < plan.nlaunch; i++)
 		if (plan.launch[i].smem > smem)
 			smem = plan.launch[i].smem;
@@ -141,7 +141,7 @@ static int pick_one(const struct kt_config *c, void *arg)
 	char why[200];
 	long smem, acc, thr;
 
-	if (c->variant != x->variant || x->f->check(&x->s, c, &x->t, why, sizeof(why)))
+	if (c->variant != x->variant || x->f->check(x->f, &x->s, c, &x->t, why, sizeof(why)))
 		return 0;
 	if (x->nvalid == x->cap) {
 		struct kt_config *n;
@@ -240,7 +240,7 @@ static void add_refs(const struct kt_family *f, const char *shape_text, const ch
 	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, shape_text, &s, &e), 0);
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(target, &t), 0);
 	kt_target_arch(&t, arch, sizeof(arch));
-	CU_ASSERT_EQUAL_FATAL(f->ref_plan(&s, &t, &p, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(f->ref_plan(f, &s, &t, &p, &e), 0);
 	snprintf(label, sizeof(label), "%s reference", f->name);
 	for (i = 0; i < p.nprograms; i++)
 		add_program(label, &p.programs[i], arch, 0, 0);

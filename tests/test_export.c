@@ -99,7 +99,7 @@ static void test_json_plans(void)
 				break;
 		CU_ASSERT_FATAL(dev < FX_NDEVS);
 		CU_ASSERT_EQUAL_FATAL(fx_dev_target(&fx_devs[dev], &t, &err), 0);
-		CU_ASSERT_EQUAL_FATAL(f->plan(&s, &c, &t, &p, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &c, &t, &p, &err), 0);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "launches")), (size_t)p.nlaunch);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "prep")), (size_t)p.nprep);
 		CU_ASSERT_EQUAL(json_array_size(json_object_get(launch, "programs")), (size_t)p.nprograms);
@@ -834,7 +834,7 @@ static int one_winner_db(const char *path, const char *family, const char *shape
 	    kt_config_parse(f, config, &c, &err) < 0 ||
 	    store_open(path, STORE_RW, &st, &err) < 0 || store_device_upsert(st, &d, &err) < 0)
 		goto out;
-	js = fx_dump(lookup_shape_json(f, &s));
+	js = fx_dump(famjson_shape(f, &s));
 	rc = store_problem_intern(st, f->name, shape, js, &prob, &err);
 	free(js);
 	if (rc < 0)
@@ -849,7 +849,7 @@ static int one_winner_db(const char *path, const char *family, const char *shape
 	spec.planned = 1;
 	if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
 		goto out;
-	js = fx_dump(lookup_config_json(f, &c));
+	js = fx_dump(famjson_config(f, &c));
 	rc = store_config_intern(st, f->name, config, js, &cfg, &err);
 	free(js);
 	if (rc < 0)

@@ -432,7 +432,8 @@ static void emu_linear(const struct rt_call *c)
 		float *outs[KT_MAX_BUFS] = { NULL };
 
 		outs[0] = ref;
-		CU_ASSERT_EQUAL_FATAL(f->cpu_ref(&c->shape.shape, (const void *const *)bits, outs, &err), 0);
+		CU_ASSERT_EQUAL_FATAL(f->cpu_ref(f, &c->shape.shape, (const void *const *)bits,
+						 outs, &err), 0);
 	}
 	emu_run_all(&c->plan, c->bufs, c->nbufs, (const float *const *)in, c->nbufs, c->run, 1,
 		    NULL, NULL, out, &oob);
@@ -625,7 +626,7 @@ static void bindings(const struct rt_call *c)
 	struct kt_err err = { 0 };
 	int i, j, np = 0, nws = 0;
 
-	CU_ASSERT_EQUAL_FATAL(f->plan(&c->shape.shape, &c->ans.cfg, &c->target, &fp, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(f->plan(f, &c->shape.shape, &c->ans.cfg, &c->target, &fp, &err), 0);
 	CU_ASSERT_EQUAL(fp.nlaunch, c->plan.nlaunch);
 	CU_ASSERT_EQUAL(memcmp(fp.launch, c->plan.launch, sizeof(fp.launch[0]) * (size_t)fp.nlaunch), 0);
 	CU_ASSERT_EQUAL_FATAL(rt_prepared_layout(f, &c->shape.shape, &c->target, &pp, pb, &np, poffs,
@@ -851,7 +852,7 @@ static void gprob_make(struct gprob *p, const char *family, const char *shape)
 	p->f = kt_family_find(family);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p->f);
 	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(p->f, shape, &p->s, &err), 0);
-	p->nb = p->f->buffers(&p->s, NULL, p->b);
+	p->nb = p->f->buffers(p->f, &p->s, NULL, p->b);
 	for (i = 0; i < p->nb; i++) {
 		size_t n = bytes_of(&p->b[i]);
 		void *h;
@@ -867,7 +868,7 @@ static void gprob_make(struct gprob *p, const char *family, const char *shape)
 		h = malloc(n);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(h);
 		if (p->f->fill) {
-			CU_ASSERT_EQUAL_FATAL(p->f->fill(&p->s, i, h, 42 + (uint64_t)i), 0);
+			CU_ASSERT_EQUAL_FATAL(p->f->fill(p->f, &p->s, i, h, 42 + (uint64_t)i), 0);
 		} else {
 			kt_fill_bf16(h, p->b[i].elems, 42 + (uint64_t)i, p->b[i].scale);
 		}
@@ -887,7 +888,7 @@ static void gprob_reference(struct gprob *p)
 	int i;
 
 	kt_target_named("sm_90a", &tgt);
-	CU_ASSERT_EQUAL_FATAL(p->f->ref_plan(&p->s, &tgt, &plan, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(p->f->ref_plan(p->f, &p->s, &tgt, &plan, &err), 0);
 	for (i = 0; i < p->nb; i++)
 		ptrs[i] = p->b[i].role == KT_BUF_OUTPUT ? p->ref[i] : p->d[i];
 	CU_ASSERT_EQUAL_FATAL(rt_run_plan(G.t, p->f, &plan, p->b, p->nb, ptrs, G.st), KTUNE_OK);

@@ -201,7 +201,7 @@ static void check_nearest(struct lk *l, const char *family, const char *shape,
 	CU_ASSERT_EQUAL(a.match, LOOKUP_NEAREST);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(a.src);
 	CU_ASSERT_STRING_EQUAL(a.src->w.shape_key, want_tuned);
-	CU_ASSERT_EQUAL(q.fam->check(&q.shape, &a.cfg, &a.target, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(q.fam->check(q.fam, &q.shape, &a.cfg, &a.target, why, sizeof(why)), 0);
 	CU_ASSERT(a.distance > 0);
 	CU_ASSERT(lookup_within(a.distance, LOOKUP_MAX_DISTANCE));
 	CU_ASSERT_DOUBLE_EQUAL(a.distance, lookup_distance(q.fam, &a.src->shape, &q.shape), 1e-12);
@@ -214,7 +214,8 @@ static void check_nearest(struct lk *l, const char *family, const char *shape,
 		d = lookup_distance(q.fam, &e->shape, &q.shape);
 		if (d < 0 || d >= a.distance)
 			continue;
-		CU_ASSERT_NOT_EQUAL(q.fam->check(&q.shape, &e->cfg, &a.target, why, sizeof(why)), 0);
+		CU_ASSERT_NOT_EQUAL(q.fam->check(q.fam, &q.shape, &e->cfg, &a.target, why,
+						 sizeof(why)), 0);
 		skipped++;
 	}
 	CU_ASSERT_EQUAL(skipped, want_skip);
@@ -276,7 +277,7 @@ static void test_lookup_distance_limit(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(a.skipped);
 	CU_ASSERT_STRING_EQUAL(a.skipped->w.shape_key, "tokens=4096,in=4096,out=11008");
 	CU_ASSERT_DOUBLE_EQUAL(a.skipped_distance, far, 1e-12);
-	CU_ASSERT_EQUAL_FATAL(q.fam->default_config(&q.shape, &a.target, &def), 0);
+	CU_ASSERT_EQUAL_FATAL(q.fam->default_config(q.fam, &q.shape, &a.target, &def), 0);
 	kt_config_key(q.fam, &a.cfg, key, sizeof(key));
 	kt_config_key(q.fam, &def, dk, sizeof(dk));
 	CU_ASSERT_STRING_EQUAL(key, dk);
@@ -356,7 +357,7 @@ static void test_lookup_arch_default(void)
 	CU_ASSERT_EQUAL(a.match, LOOKUP_DEFAULT);
 	CU_ASSERT_PTR_NULL(a.src);
 	CU_ASSERT_STRING_EQUAL(a.arch, "sm_80");
-	CU_ASSERT_EQUAL_FATAL(q.fam->default_config(&q.shape, &a.target, &def), 0);
+	CU_ASSERT_EQUAL_FATAL(q.fam->default_config(q.fam, &q.shape, &a.target, &def), 0);
 	CU_ASSERT_EQUAL(memcmp(&def, &a.cfg, sizeof(def)), 0);
 	/* Unknown device: an error, unless an arch is given to fall back to. */
 	kt_err_clear(&err);
@@ -553,7 +554,7 @@ static void test_lookup_incremental(void)
 	inc_step(&inc, r, "sweep resumed", 0);
 	/* a problem tuned for the first time: a new entry in its place */
 	CU_ASSERT_FATAL(kt_shape_parse(dense, "tokens=2000,in=4096,out=4096", &s, &err) == 0);
-	js = fx_dump(lookup_shape_json(dense, &s));
+	js = fx_dump(famjson_shape(dense, &s));
 	CU_ASSERT_FATAL(store_problem_intern(w, "dense", "tokens=2000,in=4096,out=4096", js, &prob2,
 					     &err) == 0);
 	free(js);
@@ -576,7 +577,7 @@ static void test_lookup_incremental(void)
 
 		snprintf(key, sizeof(key), "tokens=%d,in=4096,out=4096", 3000 + i);
 		CU_ASSERT_FATAL(kt_shape_parse(dense, key, &s, &err) == 0);
-		js = fx_dump(lookup_shape_json(dense, &s));
+		js = fx_dump(famjson_shape(dense, &s));
 		CU_ASSERT_FATAL(store_problem_intern(w, "dense", key, js, &pi, &err) == 0);
 		free(js);
 		CU_ASSERT_FATAL((si = inc_sweep(w, dev, pi, "inc")) > 0);
@@ -793,7 +794,7 @@ static int plan_grid(const char *family, const char *shape, const char *config, 
 	struct kt_err err = { 0 };
 
 	if (!f || kt_shape_parse(f, shape, &s, &err) < 0 || kt_config_parse(f, config, &c, &err) < 0 ||
-	    fx_dev_target(&fx_devs[dev], &t, &err) < 0 || f->plan(&s, &c, &t, &p, &err) < 0 ||
+	    fx_dev_target(&fx_devs[dev], &t, &err) < 0 || f->plan(f, &s, &c, &t, &p, &err) < 0 ||
 	    p.nlaunch < 1)
 		return -1;
 	memcpy(grid, p.launch[0].grid, sizeof(unsigned) * 3);

@@ -151,12 +151,12 @@ static void test_selftest_family(void)
 	CU_ASSERT_FALSE(f->planted & (1u << kt_variant_index(f, "ok")));
 	CU_ASSERT_EQUAL(kt_space_size(f, 1), 18);	/* 9 variants x UNROLL 1, 2 */
 	CU_ASSERT_EQUAL(kt_space_size(f, 0), 6);
-	CU_ASSERT_EQUAL(f->buffers(&s, NULL, bufs), 2);
+	CU_ASSERT_EQUAL(f->buffers(f, &s, NULL, bufs), 2);
 	CU_ASSERT_EQUAL(bufs[0].role, KT_BUF_INPUT);
 	CU_ASSERT_EQUAL(bufs[1].role, KT_BUF_OUTPUT);
 	CU_ASSERT_EQUAL(bufs[1].elems, 1000);
 	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &tgt), 0);
-	CU_ASSERT_EQUAL_FATAL(f->plan(&s, &ok, &tgt, &p, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &ok, &tgt, &p, &err), 0);
 	CU_ASSERT_EQUAL(p.nlaunch, 1);
 	CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "selftest_ok");
 	CU_ASSERT_EQUAL(p.launch[0].smem, 0);
@@ -164,9 +164,9 @@ static void test_selftest_family(void)
 	CU_ASSERT_TRUE((long)p.launch[0].grid[0] * p.launch[0].block[0] >= 1000);
 	/* UNROLL=2 opts in to more than 48 KiB of dynamic shared memory. */
 	ok.p[0] = 2;
-	CU_ASSERT_EQUAL_FATAL(f->plan(&s, &ok, &tgt, &p, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &ok, &tgt, &p, &err), 0);
 	CU_ASSERT_TRUE(p.launch[0].smem > 48 * 1024);
-	CU_ASSERT_EQUAL_FATAL(f->plan(&s, &bad, &tgt, &p, &err), 0);
+	CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &bad, &tgt, &p, &err), 0);
 	CU_ASSERT_TRUE(p.launch[0].block[0] > 1024);
 }
 

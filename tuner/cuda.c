@@ -977,7 +977,7 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 	problem_release(d);
 	if ((cmp = cmp_setup(d, err)) < 0)
 		return -1;
-	nb = f->buffers(s, NULL, d->bufs);
+	nb = f->buffers(f, s, NULL, d->bufs);
 	if (nb < 1 || nb > KT_MAX_BUFS) {
 		kt_err_set(err, KT_EINTERNAL, "%s: %d problem buffers", f->name, nb);
 		goto out;
@@ -1147,7 +1147,7 @@ int cu_dev_eval(struct cu_dev *d, const struct kt_config *c, const struct kt_pla
 	res->rel_err = -1;
 	if (!d->f)
 		return kt_err_set(err, KT_EINVAL, "no problem set");
-	nb = d->f->buffers(&d->s, c, bufs);
+	nb = d->f->buffers(d->f, &d->s, c, bufs);
 	if (nb < d->nprob || nb > KT_MAX_BUFS) {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "family gives %d buffers for the config",

@@ -213,7 +213,7 @@ int measure_fill_input(const struct kt_family *f, const struct kt_shape *s, int 
 	size_t k;
 
 	if (f->fill)
-		return f->fill(s, i, host, bs) == 0 ? 0 :
+		return f->fill(f, s, i, host, bs) == 0 ? 0 :
 		       kt_err_set(err, KT_EINTERNAL, "%s: filling input %s failed", f->name, b->name);
 	switch (b->dtype) {
 	case KT_BF16:

@@ -19,7 +19,7 @@ static int space_visit(const struct kt_config *c, void *arg)
 	char why[256];
 
 	x->sp->visited++;
-	if (x->f->check(x->s, c, x->tgt, why, sizeof(why)) != 0) {
+	if (x->f->check(x->f, x->s, c, x->tgt, why, sizeof(why)) != 0) {
 		x->sp->pruned++;
 		return 0;
 	}
@@ -131,7 +131,7 @@ int space_keep_configs(const struct kt_family *f, const struct kt_shape *s,
 			keep[i] = 1;
 			continue;
 		}
-		if (f->check(s, &c, tgt, why, sizeof(why)) != 0)
+		if (f->check(f, s, &c, tgt, why, sizeof(why)) != 0)
 			kt_err_set(err, KT_EINVAL, "config %s does not run here: %s", want, why);
 		else
 			kt_err_set(err, KT_EINVAL,

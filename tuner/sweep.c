@@ -26,6 +26,7 @@
 
 #include "../db/store.h"
 #include "../kernels/family.h"
+#include "famjson.h"
 #include "jit.h"
 #include "space.h"
 #include "strategy.h"
@@ -48,13 +49,6 @@ void sweep_opts_default(struct sweep_opts *o)
 	o->tie_pct = 3;
 	o->sentinel_every = 16;
 	worker_opts_default(&o->worker);
-}
-
-double sweep_floor_us(double flops, double bytes)
-{
-	double c = flops / 790e12, m = bytes / 4.3e12;
-
-	return (c > m ? c : m) * 1e6;
 }
 
 /* ---- a set of config keys with what is known of each ---- */
@@ -280,7 +274,7 @@ static void cand_plan(struct run *r, struct cand *c, const struct kt_config *cfg
 	c->cfg = *cfg;
 	c->idx = idx;
 	kt_config_key(r->f, &c->cfg, c->key, sizeof(c->key));
-	if (r->f->plan(&r->shape, &c->cfg, &r->tgt, &c->plan, &pe) != 0) {
+	if (r->f->plan(r->f, &r->shape, &c->cfg, &r->tgt, &c->plan, &pe) != 0) {
 		c->plan_failed = 1;
 		snprintf(c->message, sizeof(c->message), "plan: %s", pe.msg);
 	}
@@ -322,23 +316,6 @@ static void count_status(struct sweep_summary *s, const char *status)
 		s->n_fault++;
 	else if (!strcmp(status, "timeout"))
 		s->n_timeout++;
-}
-
-static char *params_json(const struct kt_family *f, const struct kt_config *c)
-{
-	json_t *j = json_object();
-	char *s;
-	int i;
-
-	if (!j)
-		return NULL;
-	json_object_set_new(j, "variant", json_string(f->variants[c->variant]));
-	for (i = 0; i < f->nparams; i++)
-		if (f->params[i].variants & (1u << c->variant))
-			json_object_set_new(j, f->params[i].name, json_integer(c->p[i]));
-	s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(j);
-	return s;
 }
 
 /* {"y": {"rel_l2", "max_err", "over", "tol", "local_tol"}, ...}, or NULL. */
@@ -538,7 +515,8 @@ static int sentinel_setup(struct run *r, int have_baseline, struct kt_err *err)
 	if (have_baseline) {
 		r->sent_kind = 1;
 		snprintf(r->sum->sentinel, sizeof(r->sum->sentinel), "cublas_dense");
-	} else if (r->f->default_config && r->f->default_config(&r->shape, &r->tgt, &dc) == 0) {
+	} else if (r->f->default_config && r->f->default_config(r->f, &r->shape, &r->tgt,
+								&dc) == 0) {
 		cand_plan(r, &r->sent, &dc, -1);
 		if (r->sent.plan_failed)
 			return 0;
@@ -550,7 +528,7 @@ static int sentinel_setup(struct run *r, int have_baseline, struct kt_err *err)
 		snprintf(r->sum->sentinel, sizeof(r->sum->sentinel), "%s", r->sent.key);
 		/* its config must be interned for its measurement rows */
 		{
-			char *pj = params_json(r->f, &dc);
+			char *pj = famjson_config_text(r->f, &dc);
 			int64_t id;
 			int rc = pj ? store_config_intern(r->st, r->f->name, r->sent.key, pj, &id, err) :
 				 kt_err_set(err, KT_EINTERNAL, "out of memory");
@@ -592,7 +570,7 @@ static int record(struct run *r, struct cand *c, const char *status,
 		  const struct worker_result *wr, const char *message, struct kt_err *err)
 {
 	struct store_trial t;
-	char *pj = params_json(r->f, &c->cfg), *ej = NULL;
+	char *pj = famjson_config_text(r->f, &c->cfg), *ej = NULL;
 	int64_t cfg_id;
 	char *log = NULL;
 	size_t loglen = 0;
@@ -1176,7 +1154,6 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	int strat, nb = 0, rc = -1, ended = 0, v, nv = 0, have_baseline = 0;
 	unsigned vmask = 0;
 	char vkey[256] = "";
-	json_t *sj = NULL;
 
 	memset(&r, 0, sizeof(r));
 	memset(&sp, 0, sizeof(sp));
@@ -1253,11 +1230,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 	snprintf(sum->arch, sizeof(sum->arch), "%s", r.arch);
 	snprintf(sum->template_hash, sizeof(sum->template_hash), "%s", jit_templates_hash());
 
-	if (!(sj = json_object()))
-		goto oom;
-	for (i = 0; i < r.f->ndims; i++)
-		json_object_set_new(sj, r.f->dims[i].name, json_integer(r.shape.v[i]));
-	if (!(shape_json = json_dumps(sj, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+	if (!(shape_json = famjson_shape_text(r.f, &r.shape)))
 		goto oom;
 	if (store_problem_intern(r.st, r.f->name, shape_key, shape_json, &r.problem_id, err) != 0)
 		goto out;
@@ -1351,7 +1324,8 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 		goto end;
 
 	/* The reference output, computed once per problem on the GPU. */
-	if (r.f->ref_plan(&r.shape, &r.tgt, &r.ref.plan, err) != 0 || single_plan(&r, &r.ref, err) != 0)
+	if (r.f->ref_plan(r.f, &r.shape, &r.tgt, &r.ref.plan, err) != 0 ||
+	    single_plan(&r, &r.ref, err) != 0)
 		goto end;
 	{
 		const void *ptrs[KT_MAX_PROGRAMS];
@@ -1376,7 +1350,7 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 				goto end;
 		}
 	}
-	sum->floor_us = sweep_floor_us(r.f->flops(&r.shape), r.f->min_bytes(&r.shape));
+	sum->floor_us = kt_floor_us(r.f, &r.shape, r.di.name);
 	if (sentinel_setup(&r, have_baseline, err) != 0)
 		goto end;
 
@@ -1466,7 +1440,6 @@ out:
 	free(pb.rows);
 	free(pb.groups);
 	space_release(&sp);
-	json_decref(sj);
 	free(shape_json);
 	free(prov);
 	sum->wall_s = kt_clock_s() - r.t0;

@@ -127,7 +127,7 @@ struct sweep_summary {
 	char best_params[1024];	/* JSON object */
 	char best_templates[128];	/* template files of the winner: "gemm.cu" */
 	double cublas_us;	/* 0 when not timed */
-	double floor_us;	/* roofline floor of the shape on the H200 figures */
+	double floor_us;	/* roofline floor of the shape on the device (kt_floor_us) */
 	char device[128];
 	char arch[16];
 	char template_hash[33];
@@ -140,7 +140,5 @@ struct sweep_summary {
  * running. */
 int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_err *err);
 
-/* Roofline floor in microseconds: max(flops / 790e12, bytes / 4.3e12). */
-double sweep_floor_us(double flops, double bytes);
 
 #endif

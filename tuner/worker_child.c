@@ -78,7 +78,7 @@ static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struc
 	if (strcmp(f->name, "selftest") != 0)
 		return kt_err_set(err, KT_EINVAL,
 				  "the cpu test device runs only the selftest family, not %s", f->name);
-	nb = f->buffers(s, NULL, bufs);
+	nb = f->buffers(f, s, NULL, bufs);
 	if (nb != 2 || bufs[0].dtype != KT_BF16 || bufs[1].dtype != KT_BF16 ||
 	    bufs[0].elems != bufs[1].elems)
 		return kt_err_set(err, KT_EINTERNAL, "selftest: unexpected buffers");
@@ -96,7 +96,7 @@ static int cpu_problem(struct cpu_dev *d, const struct kt_family *f, const struc
 	}
 	in[0] = d->x;
 	out[0] = d->ref;
-	if (f->cpu_ref(s, in, out, err) != 0) {
+	if (f->cpu_ref(f, s, in, out, err) != 0) {
 		cpu_problem_release(d);
 		return -1;
 	}
@@ -192,7 +192,7 @@ static int cpu_plan_refused(struct cpu_dev *d, const struct kt_config *c, const 
 	char why[200];
 	int nb, i, j;
 
-	nb = d->f->buffers(&d->s, c, bufs);
+	nb = d->f->buffers(d->f, &d->s, c, bufs);
 	if (nb < 1 || nb > KT_MAX_BUFS) {
 		res->status = WORKER_LAUNCH_ERROR;
 		snprintf(res->message, sizeof(res->message), "family gives %d buffers", nb);
@@ -284,7 +284,7 @@ static int cpu_eval(struct cpu_dev *d, const struct kt_config *c, const struct k
 		kt_err_set(err, KT_EINTERNAL, "cpu device: out of memory");
 		goto out;
 	}
-	d->f->buffers(&d->s, NULL, bufs);
+	d->f->buffers(d->f, &d->s, NULL, bufs);
 	memset(cmp, 0, sizeof(cmp));
 	memset(tol, 0, sizeof(tol));
 	tol[1] = d->tol;

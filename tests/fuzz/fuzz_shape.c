@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (kt_shape_parse(f, key, &s2, &err) != 0 ||
 			    (kt_shape_key(f, &s2, again, sizeof(again)), strcmp(key, again) != 0))
 				abort();
-			json_decref(lookup_shape_json(f, &s));
+			json_decref(famjson_shape(f, &s));
 		}
 	} else if (mode == 1) {
 		struct kt_config c, c2;
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (kt_config_parse(f, key, &c2, &err) != 0 ||
 			    (kt_config_key(f, &c2, again, sizeof(again)), strcmp(key, again) != 0))
 				abort();
-			json_decref(lookup_config_json(f, &c));
+			json_decref(famjson_config(f, &c));
 		}
 	} else {
 		double d;

@@ -96,7 +96,7 @@ static int fx_pick_fn(const struct kt_config *c, void *arg)
 	struct fx_pick *p = arg;
 	char why[160];
 
-	if (p->f->check(p->s, c, p->t, why, sizeof(why)) != 0)
+	if (p->f->check(p->f, p->s, c, p->t, why, sizeof(why)) != 0)
 		return 0;
 	if (p->n == 0 && p->want_block_m && kt_config_get(p->f, c, "BLOCK_M") != p->want_block_m)
 		return 0;
@@ -122,7 +122,7 @@ static FX_UNUSED int fx_config_intern(struct store *st, const struct kt_family *
 	int r;
 
 	kt_config_key(f, c, key, keylen);
-	js = fx_dump(lookup_config_json(f, c));
+	js = fx_dump(famjson_config(f, c));
 	r = store_config_intern(st, f->name, key, js, cfg, err);
 	free(js);
 	return r < 0 ? -1 : 0;
@@ -202,7 +202,7 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 			fprintf(stderr, "fixture: only %d valid configs for %s %s\n", pk.n, p->family, p->shape);
 			goto out;
 		}
-		shape_json = fx_dump(lookup_shape_json(f, &s));
+		shape_json = fx_dump(famjson_shape(f, &s));
 		if (store_problem_intern(st, f->name, p->shape, shape_json, &prob, &err) < 0) {
 			free(shape_json);
 			goto out;
@@ -220,7 +220,7 @@ static FX_UNUSED int fx_build(const char *path, struct fx_result *res)
 		spec.planned = 3;
 		if (store_sweep_begin(st, &spec, &sweep, &resumed, &err) < 0)
 			goto out;
-		floor_us = lookup_floor_us(f, &s);
+		floor_us = kt_floor_us(f, &s, fx_devs[p->dev].name);
 		base = floor_us * 1.5 + i;
 		for (k = 0; k < 3; k++) {
 			struct store_trial tr;
@@ -316,7 +316,7 @@ static FX_UNUSED int fx_sib_entry_add(struct store *st, int64_t dev_id, const st
 
 	if (kt_shape_parse(f, shape, &s, err) < 0)
 		return -1;
-	js = fx_dump(lookup_shape_json(f, &s));
+	js = fx_dump(famjson_shape(f, &s));
 	r = store_problem_intern(st, f->name, shape, js, &prob, err);
 	free(js);
 	if (r < 0 || fx_config_intern(st, f, c, key, keylen, &cfg, err) < 0)
@@ -362,7 +362,7 @@ static int fx_sib_pick_fn(const struct kt_config *c, void *arg)
 	int i;
 
 	for (i = 0; i < p->ns; i++)
-		if (p->f->check(&p->s[i], c, p->t, why, sizeof(why)) != 0)
+		if (p->f->check(p->f, &p->s[i], c, p->t, why, sizeof(why)) != 0)
 			return 0;
 	if (p->skip-- > 0)
 		return 0;
