@@ -1,5 +1,6 @@
 #include "import.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,23 @@ static double jnum(json_t *o, const char *k)
 	json_t *v = json_object_get(o, k);
 
 	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* A device's count fields are stored as C integers: an absent one reads as
+ * 0, a present one must convert without overflow. */
+#define L2_BYTES_MAX 1099511627776.0 /* 1 TiB */
+
+static int count_ok(json_t *o, const char *k, double max)
+{
+	json_t *v = json_object_get(o, k);
+	double x;
+
+	if (!v)
+		return 1;
+	if (!json_is_number(v))
+		return 0;
+	x = json_number_value(v);
+	return isfinite(x) && x >= 0 && x <= max;
 }
 
 static json_t *device_of(json_t *doc, const char *uuid)
@@ -57,6 +75,17 @@ static int validate(json_t *doc, struct kt_err *err)
 		    strlen(jstr(d, "uuid")) >= 64 || strlen(jstr(d, "name")) >= 128 ||
 		    strlen(jstr(d, "arch")) >= 16)
 			return kt_err_set(err, KT_EINVAL, "device %zu: uuid, name and arch are required", i);
+	json_array_foreach(devs, i, d) {
+		static const char *const counts[] = { "sms", "smem_optin", "clock_mhz", "mem_clock_mhz" };
+
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+			if (!count_ok(d, counts[k], INT_MAX))
+				return kt_err_set(err, KT_EINVAL, "device %zu: %s must be a number in 0..%d",
+						  i, counts[k], INT_MAX);
+		if (!count_ok(d, "l2_bytes", L2_BYTES_MAX))
+			return kt_err_set(err, KT_EINVAL, "device %zu: l2_bytes must be a number in 0..%.0f",
+					  i, L2_BYTES_MAX);
+	}
 	json_array_foreach(entries, i, e) {
 		const struct kt_family *f = kt_family_find(jstr(e, "family"));
 		struct kt_shape s;

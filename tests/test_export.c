@@ -243,6 +243,30 @@ static void test_import_roundtrip(void)
 
 		CU_ASSERT_EQUAL(store_device_find(st, "GPU-new", &d, &e2), 0);
 	}
+	/* a device count a C integer cannot hold is refused, not converted
+	 * (the fuzzer's l2_bytes of 1e100 was undefined behaviour) */
+	{
+		static const char *const fields[] = { "\"l2_bytes\":1e100", "\"sms\":-1",
+						      "\"clock_mhz\":3e9", "\"smem_optin\":\"232448\"" };
+
+		for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+			char doc_text[512];
+
+			snprintf(doc_text, sizeof(doc_text),
+				 "{\"format\":\"ktune-export\",\"version\":1,\"devices\":[{\"uuid\":"
+				 "\"GPU-big\",\"name\":\"X\",\"arch\":\"sm_90\",%s}],\"entries\":[]}", fields[k]);
+			kt_err_clear(&err);
+			CU_ASSERT_EQUAL(import_json_text(st, doc_text, strlen(doc_text), &stats, &err), -1);
+			CU_ASSERT_EQUAL(err.code, KT_EINVAL);
+			CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "must be a number in 0.."));
+		}
+	}
+	{
+		struct store_device d;
+		struct kt_err e2 = { 0 };
+
+		CU_ASSERT_EQUAL(store_device_find(st, "GPU-big", &d, &e2), 0);
+	}
 	kt_err_clear(&err);
 	CU_ASSERT_EQUAL(import_json_text(st, "{\"format\":\"ktune-export\",\"version\":99,\"devices\":[],\"entries\":[]}",
 					 strlen("{\"format\":\"ktune-export\",\"version\":99,\"devices\":[],\"entries\":[]}"),

@@ -31,12 +31,12 @@ if [ "$(cat "$build/.flags" 2>/dev/null)" != "$stamp" ]; then
 	echo "$stamp" >"$build/.flags"
 fi
 make --no-print-directory BUILD=$build CC=clang SANITIZE=$san,fuzzer-no-link CFLAGS="${flags[*]}" \
-	-j2 $build/libktune.a
+	-j2 $build/libktune_core.a
 for t in "${targets[@]}"; do
 	echo "  FUZZ    $build/fuzz_$t"
 	clang -std=c11 -D_GNU_SOURCE -I. -I$build -I"$cuda/include" "${flags[@]}" \
 		-fsanitize=$san,fuzzer -pthread -o $build/fuzz_"$t" tests/fuzz/fuzz_"$t".c \
-		$build/libktune.a -L"$cuda/lib64" -Wl,-rpath,"$cuda/lib64" \
+		$build/libktune_core.a -L"$cuda/lib64" -Wl,-rpath,"$cuda/lib64" \
 		-lsqlite3 -ljansson -lmicrohttpd -lnvrtc -ldl -lm
 done
 
