@@ -7,6 +7,7 @@
 
 #include "../db/store.h"
 #include "../kernels/family.h"
+#include "../server/explain.h"
 #include "../server/lookup.h"
 #include "cli.h"
 
@@ -44,7 +45,8 @@ static const char best_usage[] =
 	"  --db PATH       database (default $KTUNE_DB, else ./ktune.db)\n"
 	"  --json          machine-readable answer (the same object as GET /v1/best)\n";
 
-static void print_human(const struct lookup_query *q, const struct lookup_answer *a)
+static void print_human(const struct lookup_query *q, const struct lookup_answer *a,
+			const char *reason)
 {
 	char key[512], ck[512];
 	const struct lookup_entry *e = a->src;
@@ -81,6 +83,8 @@ static void print_human(const struct lookup_query *q, const struct lookup_answer
 		printf("  skipped  %s on %s: distance %.3f, past the limit %.3f (--max-distance)\n",
 		       a->skipped->w.shape_key, a->skipped->w.device_name, a->skipped_distance,
 		       a->max_distance);
+	if (reason)
+		printf("  why      %s\n", reason);
 	printf("  floor    %.2f us\n", a->floor_us);
 }
 
@@ -92,6 +96,7 @@ int cmd_best(int argc, char **argv)
 	struct lookup_table t;
 	struct store *st = NULL;
 	struct kt_err err = { 0 };
+	char reason[640] = "";
 	int json = 0, rc;
 	const struct cli_opt opts[] = {
 		{ "family", 1, &family, NULL }, { "shape", 1, &shape, NULL },
@@ -120,12 +125,25 @@ int cmd_best(int argc, char **argv)
 		goto out;
 	if (store_open(db ? db : cli_default_db(), STORE_RO, &st, &err) < 0)
 		goto out;
-	if (lookup_table_reload(&t, st, &err) < 0 || lookup_best(&t, &q, &a, &err) < 0)
+	if (lookup_table_reload(&t, st, &err) < 0)
 		goto out;
-	if (json)
-		rc = cli_print_json(lookup_answer_json(&q, &a));
-	else {
-		print_human(&q, &a);
+	if (lookup_best(&t, &q, &a, &err) < 0) {
+		/* no default either: say which rule the shape broke */
+		if (err.code == KT_ENOTFOUND && a.target.sm)
+			explain_unsupported(q.fam, &q.shape, &a.target, a.arch,
+					    "ktune families lists the shape keys", &err);
+		goto out;
+	}
+	if (a.match == LOOKUP_DEFAULT)
+		explain_default(&t, &q, &a, reason, sizeof(reason));
+	if (json) {
+		json_t *j = lookup_answer_json(&q, &a);
+
+		if (j)
+			json_object_set_new(j, "reason", reason[0] ? json_string(reason) : json_null());
+		rc = cli_print_json(j);
+	} else {
+		print_human(&q, &a, reason[0] ? reason : NULL);
 		rc = 0;
 	}
 out:

@@ -1,5 +1,5 @@
 # server/: HTTP service, best-config lookup, export, import (and their subcommands)
-LIB_SRCS += server/lookup.c server/query.c server/launch.c server/export.c server/import.c \
+LIB_SRCS += server/lookup.c server/explain.c server/query.c server/launch.c server/export.c server/import.c \
 	server/jobs.c server/http.c server/routes.c
 CLI_SRCS += cli/cmd_best.c cli/cmd_serve.c cli/cmd_export.c cli/cmd_import.c
 TESTS += test_server test_export test_dashboard

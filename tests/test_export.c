@@ -1032,6 +1032,11 @@ static void test_cli(void)
 			      "--json", NULL };
 	char *argv_bad[] = { (char *)kt_test_ktune(), "best", "--db", db_path, "--family", "dense",
 			     "--shape", "tokens=oops", NULL };
+	char *argv_rule[] = { (char *)kt_test_ktune(), "best", "--db", db_path, "--family", "dense",
+			      "--device", "GPU-fx-h200", "--shape", "tokens=120,in=4095,out=4096", NULL };
+	char *argv_dflt[] = { (char *)kt_test_ktune(), "best", "--db", db_path, "--family", "dense",
+			      "--device", "GPU-fx-h200", "--shape", "tokens=120,in=4096,out=4096",
+			      "--max-distance", "0", NULL };
 	char *argv_exp[] = { (char *)kt_test_ktune(), "export", "--db", db_path, "--format", "c", NULL };
 	char *out = NULL;
 	json_t *j;
@@ -1056,6 +1061,20 @@ static void test_cli(void)
 	out = NULL;
 	rc = kt_test_exec(argv_bad, NULL, &out, 60);
 	CU_ASSERT_EQUAL(rc, 2);
+	free(out);
+	out = NULL;
+	/* a shape no config can run names the rule it broke; a default
+	 * answer says why the default answered */
+	rc = kt_test_exec(argv_rule, NULL, &out, 60);
+	CU_ASSERT_EQUAL(rc, 2); /* bad input, as a malformed shape */
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "must be multiples of 8"));
+	free(out);
+	out = NULL;
+	rc = kt_test_exec(argv_dflt, NULL, &out, 60);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, ": default\n"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "  why      the nearest tuned shape"));
+	CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "past max_distance 0"));
 	free(out);
 	out = NULL;
 	rc = kt_test_exec(argv_exp, NULL, &out, 60);
