@@ -410,6 +410,20 @@ static int step_done(struct store *st, sqlite3_stmt *s, struct kt_err *err, cons
 	return 0;
 }
 
+/* One step of a statement that reads at most one row: 1 a row is there to
+ * read, 0 none, -1 a database error (err says what was being done). */
+static int step_row(struct store *st, sqlite3_stmt *s, struct kt_err *err, const char *what)
+{
+	int src = sqlite3_step(s);
+
+	if (src == SQLITE_ROW)
+		return 1;
+	if (src == SQLITE_DONE)
+		return 0;
+	store_db_error(st, err, what);
+	return -1;
+}
+
 static void col_copy(sqlite3_stmt *s, int col, char *dst, size_t n)
 {
 	const unsigned char *t = sqlite3_column_text(s, col);
@@ -1009,7 +1023,7 @@ int store_device_find(struct store *st, const char *uuid_or_id,
 	int b = SQLITE_OK;
 	sqlite3_stmt *s;
 	int64_t id = parse_id(uuid_or_id);
-	int src, rc = -1;
+	int rc = -1;
 
 	if (!uuid_or_id)
 		return kt_err_set(err, KT_EINVAL, "no device given");
@@ -1022,15 +1036,8 @@ int store_device_find(struct store *st, const char *uuid_or_id,
 		bind_error(st, b, err);
 		goto out;
 	}
-	src = sqlite3_step(s);
-	if (src == SQLITE_ROW) {
+	if ((rc = step_row(st, s, err, "finding a device")) == 1)
 		device_from_row(s, out);
-		rc = 1;
-	} else if (src == SQLITE_DONE) {
-		rc = 0;
-	} else {
-		store_db_error(st, err, "finding a device");
-	}
 out:
 	store_stmt_done(s);
 	return rc;
@@ -1266,7 +1273,7 @@ int store_sweep_find(struct store *st, int64_t device_id, int64_t problem_id,
 {
 	int b = SQLITE_OK;
 	sqlite3_stmt *s;
-	int src, rc = -1;
+	int rc = -1;
 
 	*sweep_id = 0;
 	if (!strategy || !options_key)
@@ -1281,15 +1288,8 @@ int store_sweep_find(struct store *st, int64_t device_id, int64_t problem_id,
 		bind_error(st, b, err);
 		goto out;
 	}
-	src = sqlite3_step(s);
-	if (src == SQLITE_ROW) {
+	if ((rc = step_row(st, s, err, "looking for a sweep")) == 1)
 		*sweep_id = sqlite3_column_int64(s, 0);
-		rc = 1;
-	} else if (src == SQLITE_DONE) {
-		rc = 0;
-	} else {
-		store_db_error(st, err, "looking for a sweep");
-	}
 out:
 	store_stmt_done(s);
 	return rc;
@@ -1844,7 +1844,7 @@ int store_baseline_get(struct store *st, int64_t device_id, int64_t problem_id,
 {
 	int b = SQLITE_OK;
 	sqlite3_stmt *s;
-	int src, rc = -1;
+	int rc = -1;
 
 	if (!(s = store_stmt(st, SQL_BASELINE_GET, err)))
 		return -1;
@@ -1855,15 +1855,8 @@ int store_baseline_get(struct store *st, int64_t device_id, int64_t problem_id,
 		bind_error(st, b, err);
 		goto out;
 	}
-	src = sqlite3_step(s);
-	if (src == SQLITE_ROW) {
+	if ((rc = step_row(st, s, err, "reading a baseline")) == 1)
 		*median_us = sqlite3_column_double(s, 0);
-		rc = 1;
-	} else if (src == SQLITE_DONE) {
-		rc = 0;
-	} else {
-		store_db_error(st, err, "reading a baseline");
-	}
 out:
 	store_stmt_done(s);
 	return rc;
@@ -1943,7 +1936,7 @@ int store_winner_get(struct store *st, int64_t device_id, int64_t problem_id,
 		     struct store_winner *w, struct kt_err *err)
 {
 	sqlite3_stmt *s;
-	int b = SQLITE_OK, src, rc = -1;
+	int b = SQLITE_OK, rc = -1;
 
 	memset(w, 0, sizeof(*w));
 	if (!(s = store_stmt(st, SQL_WINNER_GET, err)))
@@ -1954,15 +1947,9 @@ int store_winner_get(struct store *st, int64_t device_id, int64_t problem_id,
 		bind_error(st, b, err);
 		goto out;
 	}
-	src = sqlite3_step(s);
-	if (src == SQLITE_DONE) {
-		rc = 0;
-	} else if (src != SQLITE_ROW) {
-		store_db_error(st, err, "reading a winner");
-	} else if (winner_fill(s, w, err) < 0) {
+	if ((rc = step_row(st, s, err, "reading a winner")) == 1 && winner_fill(s, w, err) < 0) {
 		store_winner_release(w);
-	} else {
-		rc = 1;
+		rc = -1;
 	}
 out:
 	store_stmt_done(s);
@@ -2060,7 +2047,7 @@ int store_binary_get(struct store *st, const char *key, void **cubin, size_t *le
 	void *copy = NULL;
 	char *logc = NULL;
 	size_t n;
-	int src, rc = -1;
+	int rc = -1;
 
 	*cubin = NULL;
 	*len = 0;
@@ -2075,15 +2062,9 @@ int store_binary_get(struct store *st, const char *key, void **cubin, size_t *le
 		bind_error(st, b, err);
 		goto out;
 	}
-	src = sqlite3_step(s);
-	if (src == SQLITE_DONE) {
-		rc = 0;
+	if ((rc = step_row(st, s, err, "reading a cached binary")) != 1)
 		goto out;
-	}
-	if (src != SQLITE_ROW) {
-		store_db_error(st, err, "reading a cached binary");
-		goto out;
-	}
+	rc = -1;
 	blob = sqlite3_column_blob(s, 0);
 	n = (size_t)sqlite3_column_bytes(s, 0);
 	if (!(copy = malloc(n ? n : 1))) {
