@@ -427,7 +427,7 @@ static CUresult guard_fill(struct cu_dev *d, int i)
 {
 	CUresult r;
 
-	if (!d->dbase[i])
+	if (!d->dbase[i] || d->bufs[i].role != KT_BUF_OUTPUT)
 		return CUDA_SUCCESS;
 	if ((r = d->api.MemsetD8Async(d->dbase[i], MEASURE_GUARD_BYTE, MEASURE_GUARD_BYTES,
 				      d->stream)) != CUDA_SUCCESS)
@@ -448,7 +448,9 @@ static CUresult guard_check(struct cu_dev *d, long *changed)
 	for (i = 0; i < d->nprob; i++) {
 		long here = 0;
 
-		if (!d->dbase[i])
+		/* only outputs sit between guards: an input's allocation ends
+		 * where its data does */
+		if (!d->dbase[i] || d->bufs[i].role != KT_BUF_OUTPUT)
 			continue;
 		for (side = 0; side < 2; side++) {
 			CUdeviceptr g = side ? d->dptr[i] + buf_bytes(&d->bufs[i]) : d->dbase[i];
