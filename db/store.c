@@ -1514,6 +1514,15 @@ void store_trial_row_release(struct store_trial_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
+void store_trial_rows_free(struct store_trial_row *rows, int n)
+{
+	int i;
+
+	for (i = 0; rows && i < n; i++)
+		store_trial_row_release(&rows[i]);
+	free(rows);
+}
+
 static int trial_fill(sqlite3_stmt *s, void *row, struct kt_err *err)
 {
 	struct store_trial_row *r = row;

@@ -207,6 +207,8 @@ struct store_trial_row {
 	int64_t id;		/* trials.id: the order trials were recorded in */
 };
 void store_trial_row_release(struct store_trial_row *r);
+/* Releases n rows and frees the array (store_trials_list's *out). */
+void store_trial_rows_free(struct store_trial_row *rows, int n);
 /* Trials of a sweep ordered by median (ok first), limit <= 0 all. */
 int store_trials_list(struct store *st, int64_t sweep_id, int limit,
 		      struct store_trial_row **out, int *n, struct kt_err *err);

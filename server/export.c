@@ -14,6 +14,7 @@
 #include "../runtime/rt.h"
 #include "../runtime/sources.h"
 #include "../templates/templates.h"
+#include "jget.h"
 #include "launch.h"
 #include "lookup.h"
 
@@ -196,9 +197,7 @@ static int entry_sweep(struct store *st, const struct store_winner *w, json_t *e
 			"compile_ms", 0.0));
 	rc = 0;
 out:
-	for (i = 0; i < n; i++)
-		store_trial_row_release(&rows[i]);
-	free(rows);
+	store_trial_rows_free(rows, n);
 	store_sweep_release(&sw);
 	return rc;
 }
@@ -333,27 +332,13 @@ out:
  * launches are the runtime's own code, which the bundle carries as sources
  * (runtime/sources.h), not a copy written here. */
 
-static const char *jstr(json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-
-	return s ? s : "";
-}
-
-static double jreal(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-
-	return json_is_number(v) ? json_number_value(v) : 0;
-}
-
 static int index_of(json_t *arr, const char *field, const char *value)
 {
 	size_t i;
 	json_t *v;
 
 	json_array_foreach(arr, i, v)
-		if (strcmp(jstr(v, field), value) == 0)
+		if (strcmp(jget_str(v, field), value) == 0)
 			return (int)i;
 	return -1;
 }
@@ -416,8 +401,8 @@ static int bundle_programs(json_t *doc, struct bprogs *ps, struct kt_err *err)
 	int k;
 
 	json_array_foreach(json_object_get(doc, "entries"), i, e) {
-		const struct kt_family *f = kt_family_find(jstr(e, "family"));
-		json_t *d = json_array_get(devs, (size_t)index_of(devs, "uuid", jstr(e, "device")));
+		const struct kt_family *f = kt_family_find(jget_str(e, "family"));
+		json_t *d = json_array_get(devs, (size_t)index_of(devs, "uuid", jget_str(e, "device")));
 		struct chain_device cd;
 		struct kt_shape shape;
 		struct kt_config cfg;
@@ -426,15 +411,15 @@ static int bundle_programs(json_t *doc, struct bprogs *ps, struct kt_err *err)
 		struct kt_err perr = { 0 };
 		char arch[16];
 
-		if (!f || !d || kt_shape_parse(f, jstr(e, "shape_key"), &shape, &perr) < 0 ||
-		    kt_config_parse(f, jstr(e, "config_key"), &cfg, &perr) < 0)
+		if (!f || !d || kt_shape_parse(f, jget_str(e, "shape_key"), &shape, &perr) < 0 ||
+		    kt_config_parse(f, jget_str(e, "config_key"), &cfg, &perr) < 0)
 			continue;
 		memset(&cd, 0, sizeof(cd));
-		snprintf(cd.name, sizeof(cd.name), "%s", jstr(d, "name"));
-		snprintf(cd.arch, sizeof(cd.arch), "%s", jstr(d, "arch"));
-		cd.sms = (int)jreal(d, "sms");
-		cd.l2_bytes = (long)jreal(d, "l2_bytes");
-		cd.smem_optin = (int)jreal(d, "smem_optin");
+		snprintf(cd.name, sizeof(cd.name), "%s", jget_str(d, "name"));
+		snprintf(cd.arch, sizeof(cd.arch), "%s", jget_str(d, "arch"));
+		cd.sms = (int)jget_num(d, "sms");
+		cd.l2_bytes = (long)jget_num(d, "l2_bytes");
+		cd.smem_optin = (int)jget_num(d, "smem_optin");
 		if (chain_target(cd.arch, &cd, &tgt, &perr) < 0 ||
 		    rt_entry_plans(f, &shape, &cfg, &tgt, &plan, &prep, &perr) < 0)
 			continue;
@@ -463,33 +448,33 @@ static void table_arrays(struct sbuf *b, json_t *doc, int *ndev, int *nent)
 		sb_printf(b, "static const struct ktune_builtin_device ktune_tuned_devices[] = {\n");
 		json_array_foreach(devs, i, v) {
 			sb_printf(b, "\t{ ");
-			sb_cstr(b, jstr(v, "name"));
+			sb_cstr(b, jget_str(v, "name"));
 			sb_printf(b, ", ");
-			sb_cstr(b, jstr(v, "uuid"));
+			sb_cstr(b, jget_str(v, "uuid"));
 			sb_printf(b, ", ");
-			sb_cstr(b, jstr(v, "arch"));
-			sb_printf(b, ", %d, %lldLL, %d },\n", (int)jreal(v, "sms"),
-				  (long long)jreal(v, "l2_bytes"), (int)jreal(v, "smem_optin"));
+			sb_cstr(b, jget_str(v, "arch"));
+			sb_printf(b, ", %d, %lldLL, %d },\n", (int)jget_num(v, "sms"),
+				  (long long)jget_num(v, "l2_bytes"), (int)jget_num(v, "smem_optin"));
 		}
 		sb_printf(b, "};\n\n");
 	}
 	json_array_foreach(entries, i, v)
-		*nent += index_of(devs, "uuid", jstr(v, "device")) >= 0;
+		*nent += index_of(devs, "uuid", jget_str(v, "device")) >= 0;
 	if (!*nent)
 		return;
 	sb_printf(b, "static const struct ktune_builtin_entry ktune_tuned_entries[] = {\n");
 	json_array_foreach(entries, i, v) {
-		int d = index_of(devs, "uuid", jstr(v, "device"));
+		int d = index_of(devs, "uuid", jget_str(v, "device"));
 
 		if (d < 0)
 			continue;
 		sb_printf(b, "\t{ %d, ", d);
-		sb_cstr(b, jstr(v, "family"));
+		sb_cstr(b, jget_str(v, "family"));
 		sb_printf(b, ",\n\t  ");
-		sb_cstr(b, jstr(v, "shape_key"));
+		sb_cstr(b, jget_str(v, "shape_key"));
 		sb_printf(b, ",\n\t  ");
-		sb_cstr(b, jstr(v, "config_key"));
-		sb_printf(b, ",\n\t  %.17g },\n", jreal(v, "median_us"));
+		sb_cstr(b, jget_str(v, "config_key"));
+		sb_printf(b, ",\n\t  %.17g },\n", jget_num(v, "median_us"));
 	}
 	sb_printf(b, "};\n\n");
 }
@@ -507,7 +492,7 @@ static int c_header(json_t *doc, struct sbuf *b)
 		     " * config's kernels with NVRTC on first use and caches them on disk\n"
 		     " * (`ktune export --format lib` ships them compiled). Include it in one\n"
 		     " * file of a program.\n */\n",
-		  jstr(doc, "ktune_version"), jstr(doc, "generated"));
+		  jget_str(doc, "ktune_version"), jget_str(doc, "generated"));
 	sb_printf(b, "#ifndef KTUNE_TUNED_H\n#define KTUNE_TUNED_H\n\n#include \"ktune.h\"\n"
 		     "#include \"ktune_builtin.h\"\n\n");
 	table_arrays(b, doc, &ndev, &nent);
@@ -720,7 +705,7 @@ static int lib_bundle(json_t *doc, struct export_bundle *out, struct kt_err *err
 	/* the table, with its binaries */
 	sb_printf(&b, "/* ktune_table.c -- tuned configs exported by ktune %s on %s, with the "
 		     "cubins of their programs */\n#include \"src/include/ktune_builtin.h\"\n\n",
-		  jstr(doc, "ktune_version"), jstr(doc, "generated"));
+		  jget_str(doc, "ktune_version"), jget_str(doc, "generated"));
 	for (i = 0; i < ps.n; i++)
 		sb_printf(&b, "extern const struct ktune_builtin_binary ktune_p%d_bin;\n", i);
 	if (ps.n) {
@@ -746,7 +731,7 @@ static int lib_bundle(json_t *doc, struct export_bundle *out, struct kt_err *err
 		     "static inline int ktune_open_tuned(ktune_table **t)\n{\n"
 		     "\treturn ktune_open_builtin(&ktune_tuned, t);\n}\n\n"
 		     "#ifdef __cplusplus\n}\n#endif\n\n#endif\n",
-		  jstr(doc, "ktune_version"), jstr(doc, "generated"));
+		  jget_str(doc, "ktune_version"), jget_str(doc, "generated"));
 	if (bundle_add(out, "ktune_tuned.h", &b, err) < 0)
 		goto out;
 	sb_printf(&b, "/* every program's kernels linked into one binary: nothing to run */\n"

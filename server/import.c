@@ -8,21 +8,8 @@
 
 #include "../kernels/family.h"
 #include "export.h"
+#include "jget.h"
 #include "lookup.h"
-
-static const char *jstr(json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-
-	return s ? s : "";
-}
-
-static double jnum(json_t *o, const char *k)
-{
-	json_t *v = json_object_get(o, k);
-
-	return json_is_number(v) ? json_number_value(v) : 0;
-}
 
 /* A device's count fields are stored as C integers: an absent one reads as
  * 0, a present one must convert without overflow. */
@@ -47,7 +34,7 @@ static json_t *device_of(json_t *doc, const char *uuid)
 	size_t i;
 
 	json_array_foreach(json_object_get(doc, "devices"), i, d)
-		if (strcmp(jstr(d, "uuid"), uuid) == 0)
+		if (strcmp(jget_str(d, "uuid"), uuid) == 0)
 			return d;
 	return NULL;
 }
@@ -59,7 +46,7 @@ static int validate(json_t *doc, struct kt_err *err)
 	json_t *d, *e;
 	size_t i;
 
-	if (!json_is_object(doc) || strcmp(jstr(doc, "format"), EXPORT_FORMAT_NAME) != 0)
+	if (!json_is_object(doc) || strcmp(jget_str(doc, "format"), EXPORT_FORMAT_NAME) != 0)
 		return kt_err_set(err, KT_EINVAL, "not a ktune export (format must be \"%s\")",
 				  EXPORT_FORMAT_NAME);
 	if (!json_is_integer(json_object_get(doc, "version")) ||
@@ -71,9 +58,9 @@ static int validate(json_t *doc, struct kt_err *err)
 	if (!json_is_array(devs) || !json_is_array(entries))
 		return kt_err_set(err, KT_EINVAL, "export without devices or entries arrays");
 	json_array_foreach(devs, i, d)
-		if (!*jstr(d, "uuid") || !*jstr(d, "name") || !*jstr(d, "arch") ||
-		    strlen(jstr(d, "uuid")) >= 64 || strlen(jstr(d, "name")) >= 128 ||
-		    strlen(jstr(d, "arch")) >= 16)
+		if (!*jget_str(d, "uuid") || !*jget_str(d, "name") || !*jget_str(d, "arch") ||
+		    strlen(jget_str(d, "uuid")) >= 64 || strlen(jget_str(d, "name")) >= 128 ||
+		    strlen(jget_str(d, "arch")) >= 16)
 			return kt_err_set(err, KT_EINVAL, "device %zu: uuid, name and arch are required", i);
 	json_array_foreach(devs, i, d) {
 		static const char *const counts[] = { "sms", "smem_optin", "clock_mhz", "mem_clock_mhz" };
@@ -87,7 +74,7 @@ static int validate(json_t *doc, struct kt_err *err)
 					  i, L2_BYTES_MAX);
 	}
 	json_array_foreach(entries, i, e) {
-		const struct kt_family *f = kt_family_find(jstr(e, "family"));
+		const struct kt_family *f = kt_family_find(jget_str(e, "family"));
 		struct kt_shape s;
 		struct kt_config c;
 		char key[512];
@@ -95,14 +82,14 @@ static int validate(json_t *doc, struct kt_err *err)
 
 		if (!json_is_object(e))
 			return kt_err_set(err, KT_EINVAL, "entry %zu is not an object", i);
-		if (!device_of(doc, jstr(e, "device")))
+		if (!device_of(doc, jget_str(e, "device")))
 			return kt_err_set(err, KT_EINVAL, "entry %zu: device '%s' not in devices", i,
-					  jstr(e, "device"));
+					  jget_str(e, "device"));
 		if (!f)
 			return kt_err_set(err, KT_EINVAL, "entry %zu: unknown family '%s'", i,
-					  jstr(e, "family"));
-		if (kt_shape_parse(f, jstr(e, "shape_key"), &s, err) < 0 ||
-		    kt_config_parse(f, jstr(e, "config_key"), &c, err) < 0) {
+					  jget_str(e, "family"));
+		if (kt_shape_parse(f, jget_str(e, "shape_key"), &s, err) < 0 ||
+		    kt_config_parse(f, jget_str(e, "config_key"), &c, err) < 0) {
 			char m[400];
 
 			/* Say which entry: the parser's message has no index. */
@@ -111,12 +98,12 @@ static int validate(json_t *doc, struct kt_err *err)
 			return -1;
 		}
 		kt_shape_key(f, &s, key, sizeof(key));
-		if (strcmp(key, jstr(e, "shape_key")) != 0)
+		if (strcmp(key, jget_str(e, "shape_key")) != 0)
 			return kt_err_set(err, KT_EINVAL, "entry %zu: shape key '%s' is not canonical ('%s')",
-					  i, jstr(e, "shape_key"), key);
-		if (!(jnum(e, "median_us") > 0) || !isfinite(jnum(e, "median_us")))
+					  i, jget_str(e, "shape_key"), key);
+		if (!(jget_num(e, "median_us") > 0) || !isfinite(jget_num(e, "median_us")))
 			return kt_err_set(err, KT_EINVAL, "entry %zu: median_us must be a positive time", i);
-		if (!json_is_object(sw) || !*jstr(sw, "strategy"))
+		if (!json_is_object(sw) || !*jget_str(sw, "strategy"))
 			return kt_err_set(err, KT_EINVAL, "entry %zu: sweep with a strategy is required", i);
 	}
 	return 0;
@@ -147,7 +134,7 @@ static int find_sweep(struct store *st, int64_t dev, int64_t prob, const char *s
 static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_stats *stats,
 			struct kt_err *err)
 {
-	const struct kt_family *f = kt_family_find(jstr(e, "family"));
+	const struct kt_family *f = kt_family_find(jget_str(e, "family"));
 	json_t *sw = json_object_get(e, "sweep"), *prov = NULL, *tr = json_object_get(e, "trial");
 	json_t *base = json_object_get(e, "baselines");
 	struct store_device dev;
@@ -158,19 +145,19 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 	struct kt_config c;
 	char shape_key[512], config_key[512];
 	char *shape_json = NULL, *params_json = NULL, *prov_json = NULL;
-	const char *options_key = *jstr(sw, "options_key") ? jstr(sw, "options_key") : "import";
+	const char *options_key = *jget_str(sw, "options_key") ? jget_str(sw, "options_key") : "import";
 	const char *names[2] = { "cublas_dense", "naive" };
 	int64_t prob, cfg, sweep_id;
 	int resumed, rc = -1, found, i;
 
 	memset(&dev, 0, sizeof(dev));
-	if ((found = store_device_find(st, jstr(e, "device"), &dev, err)) <= 0) {
+	if ((found = store_device_find(st, jget_str(e, "device"), &dev, err)) <= 0) {
 		if (found == 0)
-			kt_err_set(err, KT_EINTERNAL, "device %s vanished", jstr(e, "device"));
+			kt_err_set(err, KT_EINTERNAL, "device %s vanished", jget_str(e, "device"));
 		return -1;
 	}
-	kt_shape_parse(f, jstr(e, "shape_key"), &s, err);
-	kt_config_parse(f, jstr(e, "config_key"), &c, err);
+	kt_shape_parse(f, jget_str(e, "shape_key"), &s, err);
+	kt_config_parse(f, jget_str(e, "config_key"), &c, err);
 	kt_shape_key(f, &s, shape_key, sizeof(shape_key));
 	kt_config_key(f, &c, config_key, sizeof(config_key));
 	/* The keys were validated; the JSON forms are rebuilt from them so a
@@ -186,7 +173,7 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 	if (store_problem_intern(st, f->name, shape_key, shape_json, &prob, err) < 0 ||
 	    store_config_intern(st, f->name, config_key, params_json, &cfg, err) < 0)
 		goto out;
-	if (find_sweep(st, dev.id, prob, jstr(sw, "strategy"), options_key, &sweep_id, err) < 0)
+	if (find_sweep(st, dev.id, prob, jget_str(sw, "strategy"), options_key, &sweep_id, err) < 0)
 		goto out;
 	if (sweep_id) {
 		fc.key = config_key;
@@ -209,10 +196,10 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 	if (!json_object_get(prov, "imported_from"))
 		json_object_set_new(prov, "imported_from", json_pack("{s:I,s:f,s:o,s:s,s:s,s:s}",
 			"sweep_id", (json_int_t)json_integer_value(json_object_get(sw, "id")),
-			"started", jnum(sw, "started"),
-			"finished", jnum(sw, "finished") > 0 ? json_real(jnum(sw, "finished")) : json_null(),
-			"status", jstr(sw, "status"), "ktune_version", jstr(doc, "ktune_version"),
-			"generated", jstr(doc, "generated")));
+			"started", jget_num(sw, "started"),
+			"finished", jget_num(sw, "finished") > 0 ? json_real(jget_num(sw, "finished")) : json_null(),
+			"status", jget_str(sw, "status"), "ktune_version", jget_str(doc, "ktune_version"),
+			"generated", jget_str(doc, "generated")));
 	if (!(prov_json = json_dumps(prov, JSON_COMPACT))) {
 		kt_err_set(err, KT_EINTERNAL, "out of memory");
 		goto out;
@@ -220,34 +207,34 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 	memset(&spec, 0, sizeof(spec));
 	spec.device_id = dev.id;
 	spec.problem_id = prob;
-	spec.strategy = jstr(sw, "strategy");
+	spec.strategy = jget_str(sw, "strategy");
 	spec.options_key = options_key;
 	spec.provenance_json = prov_json;
 	spec.planned = (long)json_integer_value(json_object_get(sw, "planned"));
 	/* The original's start: the sweep's identity when databases that
 	 * imported the same file are merged. */
-	spec.started = jnum(sw, "started");
+	spec.started = jget_num(sw, "started");
 	if (store_sweep_begin(st, &spec, &sweep_id, &resumed, err) < 0)
 		goto out;
 	memset(&t, 0, sizeof(t));
 	t.sweep_id = sweep_id;
 	t.config_id = cfg;
 	t.status = "ok";
-	t.median_us = jnum(e, "median_us");
-	t.min_us = jnum(e, "min_us") > 0 ? jnum(e, "min_us") : t.median_us;
-	t.p90_us = jnum(e, "p90_us") > 0 ? jnum(e, "p90_us") : t.median_us;
-	t.spread = jnum(tr, "spread");
+	t.median_us = jget_num(e, "median_us");
+	t.min_us = jget_num(e, "min_us") > 0 ? jget_num(e, "min_us") : t.median_us;
+	t.p90_us = jget_num(e, "p90_us") > 0 ? jget_num(e, "p90_us") : t.median_us;
+	t.spread = jget_num(tr, "spread");
 	t.reps = (int)json_integer_value(json_object_get(tr, "reps"));
-	t.rel_err = json_is_number(json_object_get(tr, "rel_err")) ? jnum(tr, "rel_err") : -1;
-	t.compile_ms = jnum(tr, "compile_ms");
+	t.rel_err = json_is_number(json_object_get(tr, "rel_err")) ? jget_num(tr, "rel_err") : -1;
+	t.compile_ms = jget_num(tr, "compile_ms");
 	t.message = "imported";
 	if (store_trial_add(st, &t, err) < 0)
 		goto out;
-	if (jnum(e, "retime_us") > 0 &&
-	    store_retime_set(st, sweep_id, config_key, jnum(e, "retime_us"), err) < 0)
+	if (jget_num(e, "retime_us") > 0 &&
+	    store_retime_set(st, sweep_id, config_key, jget_num(e, "retime_us"), err) < 0)
 		goto out;
 	for (i = 0; i < 2; i++) {
-		double us = jnum(base, names[i]), have = 0;
+		double us = jget_num(base, names[i]), have = 0;
 		int got;
 
 		if (!(us > 0))
@@ -259,8 +246,8 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 		if (store_baseline_add(st, dev.id, prob, sweep_id, names[i], us, err) < 0)
 			goto out;
 	}
-	if (store_sweep_end(st, sweep_id, strcmp(jstr(sw, "status"), "done") == 0 ||
-			    !*jstr(sw, "status") ? STORE_SWEEP_DONE : STORE_SWEEP_INTERRUPTED,
+	if (store_sweep_end(st, sweep_id, strcmp(jget_str(sw, "status"), "done") == 0 ||
+			    !*jget_str(sw, "status") ? STORE_SWEEP_DONE : STORE_SWEEP_INTERRUPTED,
 			    err) < 0)
 		goto out;
 	stats->entries_added++;
@@ -294,17 +281,17 @@ int import_json(struct store *st, json_t *doc, struct import_stats *stats, struc
 		struct store_device dev;
 
 		memset(&dev, 0, sizeof(dev));
-		snprintf(dev.name, sizeof(dev.name), "%s", jstr(d, "name"));
-		snprintf(dev.uuid, sizeof(dev.uuid), "%s", jstr(d, "uuid"));
-		snprintf(dev.arch, sizeof(dev.arch), "%s", jstr(d, "arch"));
-		dev.sms = (int)jnum(d, "sms");
-		dev.l2_bytes = (long)jnum(d, "l2_bytes");
-		dev.smem_optin = (int)jnum(d, "smem_optin");
-		dev.clock_mhz = (int)jnum(d, "clock_mhz");
-		dev.mem_clock_mhz = (int)jnum(d, "mem_clock_mhz");
-		snprintf(dev.driver, sizeof(dev.driver), "%s", jstr(d, "driver"));
-		snprintf(dev.cuda, sizeof(dev.cuda), "%s", jstr(d, "cuda"));
-		snprintf(dev.nvrtc, sizeof(dev.nvrtc), "%s", jstr(d, "nvrtc"));
+		snprintf(dev.name, sizeof(dev.name), "%s", jget_str(d, "name"));
+		snprintf(dev.uuid, sizeof(dev.uuid), "%s", jget_str(d, "uuid"));
+		snprintf(dev.arch, sizeof(dev.arch), "%s", jget_str(d, "arch"));
+		dev.sms = (int)jget_num(d, "sms");
+		dev.l2_bytes = (long)jget_num(d, "l2_bytes");
+		dev.smem_optin = (int)jget_num(d, "smem_optin");
+		dev.clock_mhz = (int)jget_num(d, "clock_mhz");
+		dev.mem_clock_mhz = (int)jget_num(d, "mem_clock_mhz");
+		snprintf(dev.driver, sizeof(dev.driver), "%s", jget_str(d, "driver"));
+		snprintf(dev.cuda, sizeof(dev.cuda), "%s", jget_str(d, "cuda"));
+		snprintf(dev.nvrtc, sizeof(dev.nvrtc), "%s", jget_str(d, "nvrtc"));
 		if (store_device_upsert(st, &dev, err) < 0)
 			goto fail;
 		stats->devices++;

@@ -701,9 +701,7 @@ static int r_trials(struct request *rq, struct reply *out, int64_t id, struct kt
 	rc = reply_json(out, 200, json_pack("{s:I,s:s,s:s,s:o}", "sweep_id", (json_int_t)id,
 		"family", sw.family, "shape_key", sw.shape_key, "trials", a), err);
 out:
-	for (i = 0; i < n; i++)
-		store_trial_row_release(&rows[i]);
-	free(rows);
+	store_trial_rows_free(rows, n);
 	store_sweep_release(&sw);
 	return rc;
 }

@@ -285,9 +285,7 @@ int replay_load_db(const char *db, int64_t sweep_id, struct replay_rec *r, struc
 	}
 	rc = 0;
 out:
-	for (i = 0; i < n; i++)
-		store_trial_row_release(&rows[i]);
-	free(rows);
+	store_trial_rows_free(rows, n);
 	store_sweep_release(&sw);
 	store_close(st);
 	if (rc != 0)

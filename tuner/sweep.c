@@ -791,9 +791,7 @@ static int tournament_entrants(struct run *r, struct cand **out, struct kt_err *
 	if (plans_compile(r, c, take, err) != 0)
 		goto fail;
 done:
-	for (i = 0; i < n; i++)
-		store_trial_row_release(&rows[i]);
-	free(rows);
+	store_trial_rows_free(rows, n);
 	free(e);
 	*out = c;
 	return take;
@@ -994,9 +992,7 @@ static int finish_winner(struct run *r, struct kt_err *err)
 	rc = 0;
 out:
 	cand_release(&c);
-	for (i = 0; i < n; i++)
-		store_trial_row_release(&rows[i]);
-	free(rows);
+	store_trial_rows_free(rows, n);
 	return rc;
 }
 
