@@ -1582,25 +1582,25 @@ int store_trials_list(struct store *st, int64_t sweep_id, int limit,
 			    (void **)out, n, err);
 }
 
-int store_retime_set(struct store *st, int64_t sweep_id, const char *config_key,
-		     double retime_us, struct kt_err *err)
+/* Sets one time column of a sweep's trial of config_key (the statement
+ * id's third parameter); KT_ENOTFOUND when the sweep has no such trial. */
+static int trial_time_set(struct store *st, enum store_sql id, int64_t sweep_id,
+			  const char *config_key, double us, const char *what, struct kt_err *err)
 {
 	int b = SQLITE_OK;
 	sqlite3_stmt *s;
 	int rc = -1;
 
-	if (!config_key)
-		return kt_err_set(err, KT_EINVAL, "no config key");
-	if (!(s = store_stmt(st, SQL_RETIME_SET, err)))
+	if (!(s = store_stmt(st, id, err)))
 		return -1;
 	b |= sqlite3_bind_int64(s, 1, sweep_id);
 	b |= bind_text(s, 2, config_key);
-	b |= sqlite3_bind_double(s, 3, retime_us);
+	b |= sqlite3_bind_double(s, 3, us);
 	if (b != SQLITE_OK) {
 		bind_error(st, b, err);
 		goto out;
 	}
-	if (step_done(st, s, err, "recording a re-timing") < 0)
+	if (step_done(st, s, err, what) < 0)
 		goto out;
 	if (sqlite3_changes(st->db) == 0) {
 		kt_err_set(err, KT_ENOTFOUND, "sweep %lld has no trial of config %s",
@@ -1613,35 +1613,22 @@ out:
 	return rc;
 }
 
+int store_retime_set(struct store *st, int64_t sweep_id, const char *config_key,
+		     double retime_us, struct kt_err *err)
+{
+	if (!config_key)
+		return kt_err_set(err, KT_EINVAL, "no config key");
+	return trial_time_set(st, SQL_RETIME_SET, sweep_id, config_key, retime_us,
+			      "recording a re-timing", err);
+}
+
 int store_tournament_set(struct store *st, int64_t sweep_id, const char *config_key,
 			 double tournament_us, struct kt_err *err)
 {
-	int b = SQLITE_OK;
-	sqlite3_stmt *s;
-	int rc = -1;
-
 	if (!config_key || !(tournament_us > 0))
 		return kt_err_set(err, KT_EINVAL, "a tournament time needs a config and a time > 0");
-	if (!(s = store_stmt(st, SQL_TOURNAMENT_SET, err)))
-		return -1;
-	b |= sqlite3_bind_int64(s, 1, sweep_id);
-	b |= bind_text(s, 2, config_key);
-	b |= sqlite3_bind_double(s, 3, tournament_us);
-	if (b != SQLITE_OK) {
-		bind_error(st, b, err);
-		goto out;
-	}
-	if (step_done(st, s, err, "recording a tournament time") < 0)
-		goto out;
-	if (sqlite3_changes(st->db) == 0) {
-		kt_err_set(err, KT_ENOTFOUND, "sweep %lld has no trial of config %s",
-			   (long long)sweep_id, config_key);
-		goto out;
-	}
-	rc = 0;
-out:
-	store_stmt_done(s);
-	return rc;
+	return trial_time_set(st, SQL_TOURNAMENT_SET, sweep_id, config_key, tournament_us,
+			      "recording a tournament time", err);
 }
 
 /* ---- measurements ---- */
