@@ -6,7 +6,9 @@
  * with its local check (a planted near-tolerance corruption is caught where
  * the pooled relative L2 let it pass), the conditions a fake NVML reports,
  * and the sweep's tournament, sentinel and fault memory on the CPU test
- * device.
+ * device; and the worker's CUDA backend itself (tuner/cuda.c) on a CPU
+ * stand-in for the driver (tests/fake_cuda.c) that refuses any access
+ * outside a live allocation.
  */
 #include <math.h>
 #include <sqlite3.h>
@@ -1034,6 +1036,113 @@ static void test_kill_resume_20(void)
 	free(before);
 }
 
+/* ---- the CUDA backend on a stand-in driver (tests/fake_cuda.c) ---- */
+
+static const char *fake_cuda_dir(void)
+{
+	static char path[4200];
+	char lib[4096], *slash;
+
+	snprintf(lib, sizeof(lib), "%s", fake_nvml());
+	if ((slash = strrchr(lib, '/')))
+		*slash = 0;
+	if ((slash = strrchr(lib, '/')))
+		*slash = 0;
+	snprintf(path, sizeof(path), "%s/fake-cuda", lib);
+	return path;
+}
+
+/* tuner/cuda.c itself -- its allocations, guard regions, uploads and
+ * downloads, launches, events and failure paths -- on a CPU stand-in for
+ * libcuda.so.1 that refuses any copy or kernel access outside a live
+ * allocation: each planted config gets its status, the good one wins, and
+ * every trial records the (fake) NVML's clocks. The first GPU run of the
+ * guard regions failed every trial by reading past an input's end; this
+ * is the check that would have caught it. */
+static void test_cuda_backend_on_fake_driver(void)
+{
+	static const char *const names[] = { "LD_LIBRARY_PATH", "KTUNE_HOST_COMPARE",
+					      "KTUNE_NVML_LIB", "KTUNE_FAKE_NVML_SM" };
+	char *old[4];
+	char ld[8192];
+	const char *db = kt_test_path("fake-cuda.db");
+	struct sweep_opts o;
+	struct sweep_summary s;
+	struct store_trial_row *rows;
+	struct kt_err e = { 0 };
+	int n, i, k, ok = 0, seen = 0;
+
+	for (k = 0; k < 4; k++)
+		old[k] = kt_test_env_save(names[k]);
+	snprintf(ld, sizeof(ld), "%s%s%s", fake_cuda_dir(), old[0] ? ":" : "", old[0] ? old[0] : "");
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("LD_LIBRARY_PATH", ld), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_HOST_COMPARE", "1"), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_NVML_LIB", fake_nvml()), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_FAKE_NVML_SM", "1980"), 0);
+	cpu_opts(&o, db, "n=4096");
+	o.worker.backend = WORKER_BACKEND_CUDA;
+	o.plant = 1;
+	o.baseline = 0;
+	o.rounds = 2;
+	if (sweep_run(&o, &s, &e) != 0) {
+		fprintf(stderr, "\n    sweep on the fake driver: %s\n", e.msg);
+		CU_FAIL("sweep on the fake driver");
+		goto out;
+	}
+	CU_ASSERT_STRING_EQUAL(s.device, "Fake sm_90 (CPU)");
+	CU_ASSERT_TRUE(s.verified);
+	CU_ASSERT_PTR_NOT_NULL(strstr(s.best_config, "variant=ok,"));
+	CU_ASSERT_TRUE(s.nvml);
+	n = trial_rows(db, s.sweep_id, &rows);
+	CU_ASSERT_EQUAL(n, s.evaluated);
+	for (i = 0; i < n; i++) {
+		const char *c = rows[i].config_key, *st = rows[i].status,
+			   *m = rows[i].message ? rows[i].message : "";
+		const char *want = NULL, *says = NULL;
+		int bit = 0;
+
+		if (strstr(c, "variant=ok,")) {
+			want = "ok", bit = 1;
+			ok++;
+			CU_ASSERT_EQUAL(rows[i].rel_err, 0.0);
+			CU_ASSERT_EQUAL(rows[i].cond.sm_mhz_after, 1980);
+		} else if (strstr(c, "variant=wrong,")) {
+			want = "wrong", says = "local bound", bit = 2;
+		} else if (strstr(c, "sparse_wrong")) {
+			want = "wrong", says = "local bound", bit = 4;
+		} else if (strstr(c, "oob_write")) {
+			want = "wrong", says = "512 bytes of the guard regions", bit = 8;
+		} else if (strstr(c, "variant=fault,")) {
+			want = "fault", says = "ILLEGAL_ADDRESS", bit = 16;
+		} else if (strstr(c, "variant=hang,")) {
+			want = "timeout", bit = 32;
+		} else if (strstr(c, "compile_error")) {
+			want = "compile_error", bit = 64;
+		} else if (strstr(c, "smem_excess")) {
+			want = "launch_error", says = "shared memory", bit = 128;
+		} else if (strstr(c, "variant=launch_error,")) {
+			want = "launch_error", says = "cuLaunchKernel", bit = 256;
+		}
+		if (!want)
+			continue;
+		seen |= bit;
+		if (strcmp(st, want) != 0 || (says && !strstr(m, says)))
+			fprintf(stderr, "\n    %s: %s (%s), want %s%s%s\n", c, st, m, want,
+				says ? " saying " : "", says ? says : "");
+		CU_ASSERT_STRING_EQUAL(st, want);
+		if (says)
+			CU_ASSERT_PTR_NOT_NULL(strstr(m, says));
+	}
+	CU_ASSERT_EQUAL(seen, 511);
+	CU_ASSERT_EQUAL(ok, 2);
+	store_trial_rows_free(rows, n);
+out:
+	for (k = 0; k < 4; k++) {
+		kt_test_env_put(names[k], old[k]);
+		free(old[k]);
+	}
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -1057,5 +1166,8 @@ int main(void)
 	CU_add_test(s, "tournament, fresh re-time, sentinel, verified", test_tournament_and_sentinel);
 	CU_add_test(s, "faulty configs remembered, retried when asked", test_faulty_remembered);
 	CU_add_test(s, "20 kill -9 at random moments, then a resume completes", test_kill_resume_20);
+	s = CU_add_suite("the CUDA backend on a stand-in driver (CPU)", NULL, NULL);
+	CU_add_test(s, "planted configs each get their status, guards around outputs only",
+		    test_cuda_backend_on_fake_driver);
 	return kt_test_main();
 }

@@ -16,3 +16,11 @@ $(BUILD)/tests/fake-nvml/libnvidia-ml.so.1: tests/fake_nvml.c
 	@echo "  CC      $@"
 	$(Q)$(CC) -std=c11 -O1 -Wall -fPIC -shared -o $@ $<
 $(BUILD)/tests/test_measure: $(BUILD)/tests/fake-nvml/libnvidia-ml.so.1
+# A stand-in CUDA driver (tests/fake_cuda.c): with its folder on
+# LD_LIBRARY_PATH the worker's CUDA backend runs the selftest family on the
+# CPU. Built without the sanitizers, as the fake NVML.
+$(BUILD)/tests/fake-cuda/libcuda.so.1: tests/fake_cuda.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) -std=c11 -O1 -Wall -Wextra -fPIC -shared -I$(CUDA)/include -o $@ $<
+$(BUILD)/tests/test_measure: $(BUILD)/tests/fake-cuda/libcuda.so.1
