@@ -11,12 +11,14 @@
  * synchronizing call) fails as the driver would: CUDA_ERROR_INVALID_VALUE
  * for a copy, a sticky CUDA_ERROR_ILLEGAL_ADDRESS for a kernel.
  *
- * Kernels run by name: the selftest family's (templates/selftest.cu) as the
- * templates define them -- selftest_ref/ok/wrong/sparse/oob on bf16 bits,
- * selftest_fault an illegal address, selftest_hang a synchronize that never
- * returns. Any other kernel is refused (CUDA_ERROR_NOT_FOUND at
- * cuModuleGetFunction), so the worker must run with KTUNE_HOST_COMPARE=1.
- * Events read CLOCK_MONOTONIC.
+ * Kernels run by name, as their templates define them: the selftest
+ * family's (templates/selftest.cu) -- selftest_ref/ok/wrong/sparse/oob on
+ * bf16 bits, selftest_fault an illegal address, selftest_hang a synchronize
+ * that never returns -- and the worker's kt_compare and kt_guard
+ * (templates/compare.cu; the totals land in block 0's part, the other
+ * blocks' are zero, which sums the same). Any other kernel is refused
+ * (CUDA_ERROR_NOT_FOUND at cuModuleGetFunction). Events read
+ * CLOCK_MONOTONIC.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -368,7 +370,7 @@ static CUresult f_ModuleUnload(CUmodule m)
 
 static const char *const known_kernels[] = {
 	"selftest_ref", "selftest_ok", "selftest_wrong", "selftest_sparse",
-	"selftest_oob", "selftest_fault", "selftest_hang",
+	"selftest_oob", "selftest_fault", "selftest_hang", "kt_compare", "kt_guard",
 };
 
 static CUresult f_ModuleGetFunction(CUfunction *fn, CUmodule m, const char *name)
@@ -423,8 +425,83 @@ static void bf16_store(unsigned short *p, long i, float v)
 	p[i] = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-static CUresult run(struct fake_func *f, unsigned bx, unsigned by, unsigned bz, unsigned smem,
-		    void **params)
+#define CMP_PART 5	/* templates/compare.cu */
+
+static float cmp_load(uintptr_t p, unsigned long long i, int dtype)
+{
+	if (dtype == 0)
+		return bf16_load((const unsigned short *)p, (long)i);
+	if (dtype == 1)
+		return ((const float *)p)[i];
+	return (float)((const int *)p)[i];
+}
+
+/* kt_compare and kt_guard over [0, n), the totals in part[0 .. CMP_PART) */
+static CUresult run_compare(const char *k, unsigned gx, void **params)
+{
+	double *part, tot[CMP_PART] = { 0 };
+	unsigned long long n, i;
+	uintptr_t p, got, ref, pp;
+
+	if (strcmp(k, "kt_guard") == 0) {
+		unsigned guard;
+
+		memcpy(&p, params[0], sizeof(p));
+		memcpy(&n, params[1], sizeof(n));
+		memcpy(&guard, params[2], sizeof(guard));
+		memcpy(&pp, params[3], sizeof(pp));
+		if (!inside(p, n) || !inside(pp, (size_t)gx * CMP_PART * sizeof(double))) {
+			sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+			return CUDA_SUCCESS;
+		}
+		for (i = 0; i < n; i++)
+			tot[0] += ((const unsigned char *)p)[i] != (unsigned char)guard;
+	} else {
+		int dtype;
+		double atol, rtol;
+		size_t es;
+
+		memcpy(&got, params[0], sizeof(got));
+		memcpy(&ref, params[1], sizeof(ref));
+		memcpy(&n, params[2], sizeof(n));
+		memcpy(&dtype, params[3], sizeof(dtype));
+		memcpy(&atol, params[4], sizeof(atol));
+		memcpy(&rtol, params[5], sizeof(rtol));
+		memcpy(&pp, params[6], sizeof(pp));
+		es = dtype == 0 ? 2 : 4;
+		if (!inside(got, n * es) || !inside(ref, n * es) ||
+		    !inside(pp, (size_t)gx * CMP_PART * sizeof(double))) {
+			sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+			return CUDA_SUCCESS;
+		}
+		for (i = 0; i < n; i++) {
+			float g = cmp_load(got, i, dtype), r = cmp_load(ref, i, dtype);
+			uint32_t gb;
+			double d;
+
+			memcpy(&gb, &g, sizeof(gb));
+			if ((gb & 0x7f800000u) == 0x7f800000u) {
+				tot[2] += 1.0;
+				continue;
+			}
+			d = (double)g - (double)r;
+			d = d < 0 ? -d : d;
+			tot[0] += d * d;
+			tot[1] += (double)r * (double)r;
+			if (d > tot[4])
+				tot[4] = d;
+			if (d > atol + rtol * ((double)r < 0 ? -(double)r : (double)r))
+				tot[3] += 1.0;
+		}
+	}
+	part = (double *)pp;
+	memset(part, 0, (size_t)gx * CMP_PART * sizeof(double));
+	memcpy(part, tot, sizeof(tot));
+	return CUDA_SUCCESS;
+}
+
+static CUresult run(struct fake_func *f, unsigned gx, unsigned bx, unsigned by, unsigned bz,
+		    unsigned smem, void **params)
 {
 	const char *k = f->name;
 	uintptr_t x, y;
@@ -437,8 +514,10 @@ static CUresult run(struct fake_func *f, unsigned bx, unsigned by, unsigned bz, 
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((int)smem > f->smem_max)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!params)
+	if (!params || gx == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (strncmp(k, "kt_", 3) == 0)
+		return run_compare(k, gx, params);
 	memcpy(&x, params[0], sizeof(x));
 	memcpy(&y, params[1], sizeof(y));
 	memcpy(&nn, params[2], sizeof(nn));
@@ -477,23 +556,23 @@ static CUresult f_LaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned
 			       unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
 			       void **extra)
 {
-	(void)gx, (void)gy, (void)gz, (void)s, (void)extra;
-	return run((struct fake_func *)fn, bx, by, bz, smem, params);
+	(void)gy, (void)gz, (void)s, (void)extra;
+	return run((struct fake_func *)fn, gx, bx, by, bz, smem, params);
 }
 
 static CUresult f_LaunchCooperativeKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz,
 					  unsigned bx, unsigned by, unsigned bz, unsigned smem,
 					  CUstream s, void **params)
 {
-	(void)gx, (void)gy, (void)gz, (void)s;
-	return run((struct fake_func *)fn, bx, by, bz, smem, params);
+	(void)gy, (void)gz, (void)s;
+	return run((struct fake_func *)fn, gx, bx, by, bz, smem, params);
 }
 
 static CUresult f_LaunchKernelEx(const CUlaunchConfig *c, CUfunction fn, void **params,
 				 void **extra)
 {
 	(void)extra;
-	return run((struct fake_func *)fn, c->blockDimX, c->blockDimY, c->blockDimZ,
+	return run((struct fake_func *)fn, c->gridDimX, c->blockDimX, c->blockDimY, c->blockDimZ,
 		   c->sharedMemBytes, params);
 }
 

@@ -1052,42 +1052,28 @@ static const char *fake_cuda_dir(void)
 	return path;
 }
 
-/* tuner/cuda.c itself -- its allocations, guard regions, uploads and
- * downloads, launches, events and failure paths -- on a CPU stand-in for
- * libcuda.so.1 that refuses any copy or kernel access outside a live
- * allocation: each planted config gets its status, the good one wins, and
- * every trial records the (fake) NVML's clocks. The first GPU run of the
- * guard regions failed every trial by reading past an input's end; this
- * is the check that would have caught it. */
-static void test_cuda_backend_on_fake_driver(void)
+/* One sweep of the planted selftest configs through the CUDA backend on the
+ * stand-in driver, verifying on the host ("1") or with the compare kernels
+ * ("0", KTUNE_HOST_COMPARE). */
+static void fake_driver_sweep(const char *host_compare, const char *db)
 {
-	static const char *const names[] = { "LD_LIBRARY_PATH", "KTUNE_HOST_COMPARE",
-					      "KTUNE_NVML_LIB", "KTUNE_FAKE_NVML_SM" };
-	char *old[4];
-	char ld[8192];
-	const char *db = kt_test_path("fake-cuda.db");
 	struct sweep_opts o;
 	struct sweep_summary s;
 	struct store_trial_row *rows;
 	struct kt_err e = { 0 };
-	int n, i, k, ok = 0, seen = 0;
+	int n, i, ok = 0, seen = 0;
 
-	for (k = 0; k < 4; k++)
-		old[k] = kt_test_env_save(names[k]);
-	snprintf(ld, sizeof(ld), "%s%s%s", fake_cuda_dir(), old[0] ? ":" : "", old[0] ? old[0] : "");
-	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("LD_LIBRARY_PATH", ld), 0);
-	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_HOST_COMPARE", "1"), 0);
-	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_NVML_LIB", fake_nvml()), 0);
-	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_FAKE_NVML_SM", "1980"), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_HOST_COMPARE", host_compare), 0);
 	cpu_opts(&o, db, "n=4096");
 	o.worker.backend = WORKER_BACKEND_CUDA;
 	o.plant = 1;
 	o.baseline = 0;
 	o.rounds = 2;
 	if (sweep_run(&o, &s, &e) != 0) {
-		fprintf(stderr, "\n    sweep on the fake driver: %s\n", e.msg);
+		fprintf(stderr, "\n    sweep on the fake driver (KTUNE_HOST_COMPARE=%s): %s\n",
+			host_compare, e.msg);
 		CU_FAIL("sweep on the fake driver");
-		goto out;
+		return;
 	}
 	CU_ASSERT_STRING_EQUAL(s.device, "Fake sm_90 (CPU)");
 	CU_ASSERT_TRUE(s.verified);
@@ -1127,8 +1113,8 @@ static void test_cuda_backend_on_fake_driver(void)
 			continue;
 		seen |= bit;
 		if (strcmp(st, want) != 0 || (says && !strstr(m, says)))
-			fprintf(stderr, "\n    %s: %s (%s), want %s%s%s\n", c, st, m, want,
-				says ? " saying " : "", says ? says : "");
+			fprintf(stderr, "\n    KTUNE_HOST_COMPARE=%s %s: %s (%s), want %s%s%s\n",
+				host_compare, c, st, m, want, says ? " saying " : "", says ? says : "");
 		CU_ASSERT_STRING_EQUAL(st, want);
 		if (says)
 			CU_ASSERT_PTR_NOT_NULL(strstr(m, says));
@@ -1136,7 +1122,33 @@ static void test_cuda_backend_on_fake_driver(void)
 	CU_ASSERT_EQUAL(seen, 511);
 	CU_ASSERT_EQUAL(ok, 2);
 	store_trial_rows_free(rows, n);
-out:
+}
+
+/* tuner/cuda.c itself -- its allocations, guard regions, uploads and
+ * downloads, launches, events, compare kernels and failure paths -- on a
+ * CPU stand-in for libcuda.so.1 that refuses any copy or kernel access
+ * outside a live allocation: each planted config gets its status, the good
+ * one wins, and every trial records the (fake) NVML's clocks, verifying on
+ * the host and with the compare kernels. The first GPU run of the guard
+ * regions failed every trial by reading past an input's end; this is the
+ * check that would have caught it. */
+static void test_cuda_backend_on_fake_driver(void)
+{
+	static const char *const names[] = { "LD_LIBRARY_PATH", "KTUNE_HOST_COMPARE",
+					      "KTUNE_NVML_LIB", "KTUNE_FAKE_NVML_SM" };
+	char *old[4];
+	char ld[8400];
+	int k;
+
+	for (k = 0; k < 4; k++)
+		old[k] = kt_test_env_save(names[k]);
+	snprintf(ld, sizeof(ld), "%s%s%.4000s", fake_cuda_dir(), old[0] ? ":" : "",
+		 old[0] ? old[0] : "");
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("LD_LIBRARY_PATH", ld), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_NVML_LIB", fake_nvml()), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_env_put("KTUNE_FAKE_NVML_SM", "1980"), 0);
+	fake_driver_sweep("1", kt_test_path("fake-cuda-host.db"));
+	fake_driver_sweep("0", kt_test_path("fake-cuda-gpu.db"));
 	for (k = 0; k < 4; k++) {
 		kt_test_env_put(names[k], old[k]);
 		free(old[k]);
@@ -1167,7 +1179,7 @@ int main(void)
 	CU_add_test(s, "faulty configs remembered, retried when asked", test_faulty_remembered);
 	CU_add_test(s, "20 kill -9 at random moments, then a resume completes", test_kill_resume_20);
 	s = CU_add_suite("the CUDA backend on a stand-in driver (CPU)", NULL, NULL);
-	CU_add_test(s, "planted configs each get their status, guards around outputs only",
+	CU_add_test(s, "planted configs each get their status, host and GPU compare",
 		    test_cuda_backend_on_fake_driver);
 	return kt_test_main();
 }
