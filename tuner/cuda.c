@@ -514,6 +514,21 @@ void cu_dev_close(struct cu_dev *d)
 	free(d);
 }
 
+void cu_dev_abandon(struct cu_dev *d)
+{
+	int i;
+
+	if (!d)
+		return;
+	for (i = 0; i < KT_MAX_BUFS; i++) {
+		free(d->host_in[i]);
+		free(d->ref[i]);
+	}
+	free(d->cmp_host);
+	nvml_close(d->nv);
+	free(d);
+}
+
 /* ---- modules and launches ---- */
 
 #define CU_MAX_TMAPS 16	/* tensor maps per plan */

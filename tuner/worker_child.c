@@ -612,5 +612,7 @@ out:
 	/* A poisoned context is torn down by the exit itself. */
 	if (rc != 3)
 		cu_dev_close(ch.cu);
+	else
+		cu_dev_abandon(ch.cu);
 	return rc;
 }

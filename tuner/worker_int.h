@@ -96,6 +96,9 @@ struct cu_dev;
 int cu_dev_open(int ordinal, int pdl, enum worker_compare compare, struct cu_dev **out,
 		struct worker_device_info *info, struct kt_err *err);
 void cu_dev_close(struct cu_dev *d);
+/* After a fatal (sticky) error: frees what cu_dev holds in host memory and
+ * makes no driver call -- the poisoned context goes with the process. */
+void cu_dev_abandon(struct cu_dev *d);
 /* These return 0 (with res filled for eval/baseline) or -1 with err; *fatal
  * is set when the context is poisoned and the child must exit. baseline
  * returns 1 when timed, 0 when not applicable. */
