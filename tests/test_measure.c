@@ -614,9 +614,10 @@ static void test_guard_count(void)
 
 /* ---- on the CPU test device ---- */
 
-static const char *fake_nvml(void)
+/* rel, a path under the folder of this test program (where the build puts
+ * the stand-in libraries), into buf. */
+static const char *beside_exe(char *buf, size_t len, const char *rel)
 {
-	static char path[4096];
 	char exe[4000];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	char *slash;
@@ -626,8 +627,15 @@ static const char *fake_nvml(void)
 	exe[n] = 0;
 	if ((slash = strrchr(exe, '/')))
 		*slash = 0;
-	snprintf(path, sizeof(path), "%s/fake-nvml/libnvidia-ml.so.1", exe);
-	return path;
+	snprintf(buf, len, "%s/%s", exe, rel);
+	return buf;
+}
+
+static const char *fake_nvml(void)
+{
+	static char path[4096];
+
+	return beside_exe(path, sizeof(path), "fake-nvml/libnvidia-ml.so.1");
 }
 
 static void cpu_opts(struct sweep_opts *o, const char *db, const char *shape)
@@ -654,15 +662,6 @@ static int trial_rows(const char *db, int64_t sweep, struct store_trial_row **ro
 		n = -1;
 	store_close(st);
 	return n;
-}
-
-static void rows_free(struct store_trial_row *rows, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		store_trial_row_release(&rows[i]);
-	free(rows);
 }
 
 /* Planted at 2^20 elements: the near-tolerance wrong kernel, the write
@@ -717,7 +716,7 @@ static void test_planted_statuses(void)
 		}
 	}
 	CU_ASSERT_EQUAL(seen, 63);
-	rows_free(rows, n);
+	store_trial_rows_free(rows, n);
 }
 
 /* The fake NVML's clocks land in every timed trial; one under the
@@ -758,7 +757,7 @@ static void test_conditions_recorded(void)
 	}
 	CU_ASSERT_TRUE(ok >= 1);
 	CU_ASSERT_EQUAL(s.n_throttled, ok);
-	rows_free(rows, n);
+	store_trial_rows_free(rows, n);
 
 	/* Steady clocks: nothing marked. */
 	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_FAKE_NVML_SM", "1980"), 0);
@@ -843,7 +842,7 @@ static void test_tournament_and_sentinel(void)
 			k++;
 		}
 	CU_ASSERT_EQUAL(k, 2);
-	rows_free(rows, n2);
+	store_trial_rows_free(rows, n2);
 
 	/* No tournament, no re-time, nothing new: the winner was verified by
 	 * an earlier run, and the summary says so. */
@@ -1040,16 +1039,9 @@ static void test_kill_resume_20(void)
 
 static const char *fake_cuda_dir(void)
 {
-	static char path[4200];
-	char lib[4096], *slash;
+	static char path[4096];
 
-	snprintf(lib, sizeof(lib), "%s", fake_nvml());
-	if ((slash = strrchr(lib, '/')))
-		*slash = 0;
-	if ((slash = strrchr(lib, '/')))
-		*slash = 0;
-	snprintf(path, sizeof(path), "%s/fake-cuda", lib);
-	return path;
+	return beside_exe(path, sizeof(path), "fake-cuda");
 }
 
 /* One sweep of the planted selftest configs through the CUDA backend on the

@@ -147,6 +147,13 @@ static size_t buf_bytes(const struct kt_buf *b)
 	return b->elems * kt_dtype_size(b->dtype);
 }
 
+/* Outputs sit between two guard regions of MEASURE_GUARD_BYTES; inputs
+ * have none (their allocation ends where their data does). */
+static size_t guard_bytes(const struct kt_buf *b)
+{
+	return b->role == KT_BUF_OUTPUT ? MEASURE_GUARD_BYTES : 0;
+}
+
 int cu_dev_open(int ordinal, int pdl, enum worker_compare compare, struct cu_dev **out,
 		struct worker_device_info *info, struct kt_err *err)
 {
@@ -282,6 +289,19 @@ out:
 	return rc;
 }
 
+/* The problem's host copies (inputs, references): no driver call. */
+static void problem_release_host(struct cu_dev *d)
+{
+	int i;
+
+	for (i = 0; i < KT_MAX_BUFS; i++) {
+		free(d->host_in[i]);
+		free(d->ref[i]);
+		d->host_in[i] = NULL;
+		d->ref[i] = NULL;
+	}
+}
+
 static void problem_release(struct cu_dev *d)
 {
 	int i;
@@ -291,14 +311,11 @@ static void problem_release(struct cu_dev *d)
 			d->api.MemFree(d->dbase[i]);
 		if (d->dref[i])
 			d->api.MemFree(d->dref[i]);
-		free(d->host_in[i]);
-		free(d->ref[i]);
 		d->dptr[i] = 0;
 		d->dbase[i] = 0;
 		d->dref[i] = 0;
-		d->host_in[i] = NULL;
-		d->ref[i] = NULL;
 	}
+	problem_release_host(d);
 	d->nprob = 0;
 	d->dev_cmp = 0;
 	d->f = NULL;
@@ -427,7 +444,7 @@ static CUresult guard_fill(struct cu_dev *d, int i)
 {
 	CUresult r;
 
-	if (!d->dbase[i] || d->bufs[i].role != KT_BUF_OUTPUT)
+	if (!d->dbase[i] || !guard_bytes(&d->bufs[i]))
 		return CUDA_SUCCESS;
 	if ((r = d->api.MemsetD8Async(d->dbase[i], MEASURE_GUARD_BYTE, MEASURE_GUARD_BYTES,
 				      d->stream)) != CUDA_SUCCESS)
@@ -448,9 +465,7 @@ static CUresult guard_check(struct cu_dev *d, long *changed)
 	for (i = 0; i < d->nprob; i++) {
 		long here = 0;
 
-		/* only outputs sit between guards: an input's allocation ends
-		 * where its data does */
-		if (!d->dbase[i] || d->bufs[i].role != KT_BUF_OUTPUT)
+		if (!d->dbase[i] || !guard_bytes(&d->bufs[i]))
 			continue;
 		for (side = 0; side < 2; side++) {
 			CUdeviceptr g = side ? d->dptr[i] + buf_bytes(&d->bufs[i]) : d->dbase[i];
@@ -516,14 +531,9 @@ void cu_dev_close(struct cu_dev *d)
 
 void cu_dev_abandon(struct cu_dev *d)
 {
-	int i;
-
 	if (!d)
 		return;
-	for (i = 0; i < KT_MAX_BUFS; i++) {
-		free(d->host_in[i]);
-		free(d->ref[i]);
-	}
+	problem_release_host(d);
 	free(d->cmp_host);
 	nvml_close(d->nv);
 	free(d);
@@ -1017,16 +1027,14 @@ int cu_dev_problem(struct cu_dev *d, const struct kt_family *f, const struct kt_
 		}
 		/* Outputs between two guard regions (16-byte alignment and more
 		 * kept: the guards are whole MiBs). */
-		if ((r = d->api.MemAlloc(&d->dbase[i], b->role == KT_BUF_OUTPUT ?
-					 bytes + 2 * (size_t)MEASURE_GUARD_BYTES : bytes)) !=
-		    CUDA_SUCCESS) {
+		if ((r = d->api.MemAlloc(&d->dbase[i], bytes + 2 * guard_bytes(b))) != CUDA_SUCCESS) {
 			d->dbase[i] = 0;
 			snprintf(what, sizeof(what), "allocating %s (%zu bytes)", b->name, bytes);
 			cu_fail(d, r, what, fatal, err);
 			goto out;
 		}
-		d->dptr[i] = d->dbase[i] + (b->role == KT_BUF_OUTPUT ? MEASURE_GUARD_BYTES : 0);
-		if (b->role == KT_BUF_OUTPUT && (r = guard_fill(d, i)) != CUDA_SUCCESS) {
+		d->dptr[i] = d->dbase[i] + guard_bytes(b);
+		if ((r = guard_fill(d, i)) != CUDA_SUCCESS) {
 			cu_fail(d, r, "filling the guard regions", fatal, err);
 			goto out;
 		}
