@@ -19,7 +19,7 @@ import math
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import is_fake
+from torch._subclasses.fake_tensor import FakeTensor, is_fake
 
 from . import _check, _lib, _ops
 
@@ -39,6 +39,11 @@ def _traced(t):
 
 
 def _flat(x, n, weights):
+    """x as (tokens, n). A 2-D x goes to the op as it is (the op checks it
+    and the weights: one check per call, the hot path of a forward); other
+    shapes are checked here, before the view that needs it."""
+    if type(x) is torch.Tensor and x.dim() == 2 and x.shape[1] == n:
+        return x
     _check.linear_input(x, weights, n, flat=False)
     return x.view(-1, n)
 
@@ -58,8 +63,19 @@ class _Prepared(nn.Module):
         raise NotImplementedError
 
     def _stamp(self):
-        return tuple((id(w), w._version, w.device, 0 if _traced(w) else w.data_ptr())
-                     for w in self._weights())
+        """What prepared was made from: each weight's identity, version,
+        device and storage. A weight made under torch.inference_mode has no
+        version counter: changing one in place goes unseen (call prepare())."""
+        out = []
+        for w in self._weights():
+            try:
+                ver = w._version
+            except RuntimeError:
+                ver = -1
+            # meta and fake tensors (tracing) have no storage
+            ptr = 0 if w.device.type == "meta" or isinstance(w, FakeTensor) else w.data_ptr()
+            out.append((id(w), ver, w.device, ptr))
+        return tuple(out)
 
     def prepare(self):
         """Makes the prepared layout now (on the weights' device, on the
@@ -97,7 +113,6 @@ class Linear(nn.Module):
         self.weight = _param((out_features, in_features), 1 / math.sqrt(in_features), device)
 
     def forward(self, x):
-        _check.dense_weights(self.weight)
         y = _ops.dense_op(_flat(x, self.in_features, [("weight", self.weight)]), self.weight)
         return y.view(*x.shape[:-1], self.out_features)
 
@@ -118,7 +133,6 @@ class LowRankLinear(nn.Module):
         self.U = _param((out_features, rank), 1 / math.sqrt(rank), device)
 
     def forward(self, x):
-        _check.lowrank_weights(self.V, self.U)
         x2 = _flat(x, self.in_features, [("V", self.V), ("U", self.U)])
         return _ops.lowrank_op(x2, self.V, self.U).view(*x.shape[:-1], self.out_features)
 
@@ -151,7 +165,6 @@ class MonarchLinear(_Prepared):
         return _lib.runtime().monarch_prepare(w1, w2)
 
     def forward(self, x):
-        _check.monarch_weights(self.w1, self.w2)
         x2 = _flat(x, self.in_features, [("w1", self.w1), ("w2", self.w2)])
         y = _ops.monarch_op(x2, self.w1, self.w2, self._ready())
         return y.view(*x.shape[:-1], self.out_features)
@@ -188,7 +201,6 @@ class BlastLinear(_Prepared):
         return _lib.runtime().blast_prepare(U, V, S)
 
     def forward(self, x):
-        _check.blast_weights(self.U, self.V, self.S)
         x2 = _flat(x, self.in_features, [("U", self.U), ("V", self.V), ("S", self.S)])
         y = _ops.blast_op(x2, self.U, self.V, self.S, self._ready())
         return y.view(*x.shape[:-1], self.out_features)

@@ -136,6 +136,22 @@ def test_compiled_module_needs_prepare_once():
     assert torch.compile(layer, backend="aot_eager", fullgraph=True)(x).shape == (8, 256)
 
 
+
+@pytest.mark.parametrize("make", [
+    lambda: ktune.nn.MonarchLinear(256, 256, blocks=4, rank=64, device="meta"),
+    lambda: ktune.nn.BlastLinear(256, 512, blocks=4, rank=64, device="meta"),
+], ids=["monarch", "blast"])
+def test_module_made_under_inference_mode(make):
+    """Weights made under torch.inference_mode have no version counter: the
+    module still prepares and runs (a 2-D and a 3-D input)."""
+    with torch.inference_mode():
+        layer = make()
+        layer.prepare()
+        n, m = layer.in_features, layer.out_features
+        assert layer(torch.empty(8, n, dtype=BF16, device="meta")).shape == (8, m)
+        assert layer(torch.empty(2, 3, n, dtype=BF16, device="meta")).shape == (2, 3, m)
+
+
 # ---- argument checks ------------------------------------------------------
 
 def _attn(**kw):
