@@ -16,8 +16,8 @@
 #    family's GPU reference, timed as the tuner times (L2 flushed before
 #    each call, events, the median of 40);
 # 3. OUT_DIR/runtime.json: bench/results/runtime.json's rows with these
-#    merged in by (family, shape, via) -- rows of other vias (the torch
-#    ops') kept -- each with us / sweep_us and the 1.2 limit for untuned
+#    merged in by (family, shape, via, GPU name) -- rows of other vias (the
+#    torch ops') and other GPUs kept -- each with us / sweep_us and the 1.2 limit for untuned
 #    shapes. Logs in OUT_DIR/runtime_logs.tar.gz.
 # About 5 minutes on the H200 (the 18 sweeps and re-times ~4, the rest ~1).
 set -uo pipefail
@@ -93,9 +93,10 @@ KTUNE_REQUIRE_GPU=1 KTUNE_TEST_SUITE=GPU KTUNE_RUNTIME_BENCH="$OUT/rt_logs/c_row
 	{ echo "test_runtime (timing) FAILED" >&2; status=1; }
 tail -n 25 "$OUT/rt_logs/test_runtime_bench.log" >&2
 
-python3 - "$OUT" "$SHAPES" "$COMMIT" <<'EOF' || status=1
+DEVICE=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+python3 - "$OUT" "$SHAPES" "$COMMIT" "${DEVICE:-unknown}" <<'EOF' || status=1
 import datetime, json, os, sys
-out, shapes, commit = sys.argv[1], sys.argv[2], sys.argv[3]
+out, shapes, commit, device = sys.argv[1:5]
 logs = os.path.join(out, "rt_logs")
 date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 try:
@@ -115,7 +116,8 @@ for line in open(shapes):
         sweep[(fam, shape)] = (None, None)
 path = "bench/results/runtime.json"
 doc = json.load(open(path)) if os.path.exists(path) else {"rows": []}
-rows = {(r["family"], r["shape"], r["via"]): r for r in doc.get("rows", [])}
+# one row per (family, shape, via, GPU): a run on another card adds its own
+rows = {(r["family"], r["shape"], r["via"], r.get("device")): r for r in doc.get("rows", [])}
 bad = 0
 for r in c_rows:
     s_us, s_cfg = sweep.get((r["family"], r["shape"]), (None, None))
@@ -123,10 +125,12 @@ for r in c_rows:
     r["sweep_config"] = s_cfg
     r["ratio"] = r["us"] / s_us if s_us else None
     r["run"] = {"commit": commit, "date": date}
+    r["device"] = device
     if not r["verified"] or (not r["tuned"] and (not s_us or r["us"] > 1.2 * s_us)):
         bad += 1
-    rows[(r["family"], r["shape"], "c")] = r
-doc["rows"] = sorted(rows.values(), key=lambda r: (r["family"], r["via"], not r["tuned"], r["shape"]))
+    rows[(r["family"], r["shape"], "c", device)] = r
+doc["rows"] = sorted(rows.values(), key=lambda r: (r.get("device") or "", r["family"], r["via"],
+                                                   not r["tuned"], r["shape"]))
 json.dump(doc, open(os.path.join(out, "runtime.json"), "w"), indent=1)
 print("%-14s %-48s %5s %9s %9s %6s  %s" % ("family", "shape", "tuned", "us", "sweep_us", "ratio", "match"))
 for r in c_rows:

@@ -33,9 +33,11 @@ could not be verified, 3 when a row misses its bar (1.05 x ktune; 1.2 x
 the sweep for an untuned shape).
 
 merge (on the build machine): puts the rows into the results files, one row
-per (workload, impl) in h200.json and per (family, shape, via) in
+per (workload, impl) in h200.json and per (family, shape, via, GPU) in
 runtime.json, replacing only rows of this script's own kind; every other row
-(the "ktune" rows, the C side's "via": "c" rows) is left as it was.
+(the "ktune" rows, the C side's "via": "c" rows) is left as it was. Rows of
+another GPU than the results file's "device" are refused: --h200 names that
+GPU's own file (begun by the merge when it does not exist yet).
 """
 import argparse
 import datetime
@@ -234,6 +236,7 @@ def run(a):
     db = os.path.join("/tmp", f"ktune-torch-rows-{os.getpid()}.db")
     g = torch.Generator(device="cuda").manual_seed(0)
     run_tag = {"commit": commit, "date": date}
+    device = torch.cuda.get_device_name()
     rows, rrows, status, t0 = [], [], 0, time.time()
 
     for wl in a.workloads:
@@ -274,11 +277,14 @@ def run(a):
         shapes = list(c_rows)
         print(f"torch_rows: {len(shapes)} shapes and their sweep_us from {a.c_rows}", file=sys.stderr)
     for fam, shape in (shapes if not a.no_runtime else []):
-        row = {"family": fam, "shape": shape, "via": "torch", "run": run_tag}
+        row = {"family": fam, "shape": shape, "via": "torch", "run": run_tag, "device": device}
         try:
             p = Problem(fam, shape, g)
             ch = rt.choose(fam, p.choose_key)
-            row.update({"tuned": ch["match"] == "exact", "match": ch["match"], "config": ch["config"]})
+            # tuned: a shape of the table (on any GPU of the arch), as the C rows count it
+            row.update({"tuned": any(e["family"] == fam and e["shape_key"] == shape
+                                     for e in table["entries"]),
+                        "match": ch["match"], "config": ch["config"]})
             row.update(p.verify())
             row["us"] = p.time()
             del p
@@ -300,7 +306,7 @@ def run(a):
         log.write(json.dumps(row) + "\n")
         log.flush()
 
-    doc = {"commit": commit, "date": date, "device": torch.cuda.get_device_name(),
+    doc = {"commit": commit, "date": date, "device": device,
            "wall_s": round(time.time() - t0, 1), "rows": rows, "runtime_rows": rrows}
     with open(os.path.join(a.out, "torch_rows.json"), "w") as f:
         json.dump(doc, f, indent=1)
@@ -327,22 +333,30 @@ def run(a):
 def merge(a):
     with open(a.rows) as f:
         doc = json.load(f)
-    with open(a.h200) as f:
-        h = json.load(f)
+    if os.path.exists(a.h200):
+        with open(a.h200) as f:
+            h = json.load(f)
+    else:  # a results file of another GPU, begun by these rows
+        h = {"device": doc["device"], "date": doc["date"], "commit": doc["commit"], "rows": [],
+             "runs": []}
+    if h.get("device") and h["device"] != doc["device"]:
+        raise SystemExit(f"torch_rows: rows timed on {doc['device']} do not go into {a.h200} "
+                         f"({h['device']}): give --h200 a results file of that GPU")
     mine = {(r["workload"], r["impl"]) for r in doc["rows"]}
     h["rows"] = [r for r in h["rows"] if (r["workload"], r["impl"]) not in mine] + doc["rows"]
     if "runs" in h and mine:
         h["runs"] = [r for r in h["runs"] if not (r["commit"] == doc["commit"] and r["date"] == doc["date"])]
         h["runs"].insert(0, {"commit": doc["commit"], "date": doc["date"],
                              "workloads": sorted(w for w, _ in mine), "impls": ["ktune_torch"]})
-    with open(a.h200, "w") as f:
-        json.dump(h, f, indent=1)
+    if mine:
+        with open(a.h200, "w") as f:
+            json.dump(h, f, indent=1)
     if os.path.exists(a.runtime):
         with open(a.runtime) as f:
             rt = json.load(f)
     else:
         rt = {"rows": []}
-    key = lambda r: (r["family"], r["shape"], r["via"])  # noqa: E731
+    key = lambda r: (r["family"], r["shape"], r["via"], r.get("device"))  # noqa: E731
     new = {key(r) for r in doc["runtime_rows"]}
     rt["rows"] = [r for r in rt["rows"] if key(r) not in new] + doc["runtime_rows"]
     with open(a.runtime, "w") as f:
