@@ -344,9 +344,44 @@ static double lowrank_min_bytes(const struct kt_family *f, const struct kt_shape
 	return 2.0 * (T * n + R * (n + m) + T * m);
 }
 
-/* sm_90a: the unfused pair on warpgroup MMA, y on the largest tile that
- * fills half the machine, z (a small tokens x rank grid) split along K
- * (once verified; see NEEDSWORK below). */
+/* sm_90a where a warp-specialized y tile fills half the machine: the
+ * unfused pair on the ws GEMM (two consumer warpgroups), y on the first
+ * such tile of the list (fastest first where measured), z on 128 x 128
+ * unsplit; each ran well ahead of the wgmma default below at untuned token
+ * counts (docs/families/lowrank.md). */
+static int lowrank_default_ws(const struct kt_family *f, const struct kt_shape *s,
+			      const struct kt_target *tgt, struct kt_config *out)
+{
+	static const long ytiles[][2] = {{128, 256}, {256, 128}, {128, 128}};
+	long T = s->v[D_TOKENS], m = s->v[D_OUT];
+	long sms = tgt->sms > 0 ? tgt->sms : 132;
+	char why[160];
+	size_t i;
+
+	for (i = 0; i < sizeof(ytiles) / sizeof(ytiles[0]); i++) {
+		long yt = ((T + ytiles[i][0] - 1) / ytiles[i][0]) * ((m + ytiles[i][1] - 1) / ytiles[i][1]);
+
+		if (2 * yt < sms)
+			continue;
+		memset(out, 0, sizeof(*out));
+		out->variant = V_UNFUSED_WS;
+		out->p[P_BM] = ytiles[i][0];
+		out->p[P_BN] = ytiles[i][1];
+		out->p[P_STAGES] = 4;
+		out->p[P_GROUP] = 8;
+		out->p[P_ZBM] = 128;
+		out->p[P_ZBN] = 128;
+		out->p[P_ZSPLIT] = 1;
+		out->p[P_CONS] = 2;
+		if (lowrank_check(f, s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/* sm_90a otherwise: the unfused pair on warpgroup MMA, y on the largest
+ * tile that fills half the machine, z (a small tokens x rank grid) split
+ * along K (once verified; see NEEDSWORK below). */
 static int lowrank_default_wgmma(const struct kt_family *f, const struct kt_shape *s,
 				 const struct kt_target *tgt, struct kt_config *out)
 {
@@ -475,7 +510,8 @@ static int lowrank_default(const struct kt_family *f, const struct kt_shape *s,
 
 	if (tgt->sm == 90 && T <= 64 && lowrank_default_decode(f, s, tgt, out) == 0)
 		return 0;
-	if (tgt->arch_a && lowrank_default_wgmma(f, s, tgt, out) == 0)
+	if (tgt->arch_a && (lowrank_default_ws(f, s, tgt, out) == 0 ||
+			    lowrank_default_wgmma(f, s, tgt, out) == 0))
 		return 0;
 	/* a point of the space; only where none of those fits (rank 16 or
 	 * under: the space's smallest rank tile, 32, is over twice it) the

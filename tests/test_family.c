@@ -441,7 +441,8 @@ static void test_defaults(void)
 	/* lowrank at decode on sm_90: the mma.sync pair with the measured
 	 * tiles, z split in 4 (16 tokens; 64) or less where the split
 	 * is refused, y (and the reduce) as programmatic dependents; from 65
-	 * tokens the wgmma default */
+	 * tokens the wgmma default, and the ws pair once a ws y tile fills
+	 * half the SMs (132 on the test target) */
 	{
 		static const struct {
 			const char *shape;
@@ -452,6 +453,8 @@ static void test_defaults(void)
 			{"tokens=64,in=4096,out=4096,rank=1024", 32, 32, 4, "unfused"},
 			{"tokens=1,in=768,out=3072,rank=64", 16, 16, 2, "unfused"},
 			{"tokens=65,in=4096,out=4096,rank=1024", 0, 0, 0, "unfused_wgmma"},
+			{"tokens=512,in=4096,out=4096,rank=1024", 0, 0, 0, "unfused_ws"},
+			{"tokens=3000,in=4096,out=4096,rank=1024", 0, 0, 0, "unfused_ws"},
 		};
 		struct kt_target t = ft_target("sm_90a");
 
@@ -462,6 +465,16 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL_FATAL(lowrank->default_config(lowrank, &s, &t, &c), 0);
 			CU_ASSERT_STRING_EQUAL(lowrank->variants[c.variant], want[i].variant);
 			CU_ASSERT(kt_config_in_space(lowrank, &c));
+			if (!strcmp(want[i].variant, "unfused_ws")) {
+				/* 128 x 256 where it fills half the SMs (3000 tokens:
+				 * 24 x 16 tiles), else 128 x 128 (512: 4 x 32) */
+				long bn = s.v[0] >= 1024 ? 256 : 128;
+
+				CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "BLOCK_M"), 128);
+				CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "BLOCK_N"), bn);
+				CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "CONSUMERS"), 2);
+				CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "Z_SPLIT_K"), 1);
+			}
 			if (!want[i].bm)
 				continue;
 			CU_ASSERT_EQUAL(kt_config_get(lowrank, &c, "BLOCK_M"), want[i].bm);
