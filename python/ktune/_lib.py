@@ -210,10 +210,14 @@ class Runtime:
         return torch.empty(n, dtype=torch.uint8, device=dev), n
 
     def _launch(self, name, ws_name, dev, ws_args, call_args):
-        with _on(dev):
+        prev = _enter(dev)
+        try:
             stream = _stream(dev)
             ws, n = self._workspace(ws_name, dev, stream, ws_args)
             self._check(name, self._fn[name](self._h, *call_args, _ptr(ws), n, stream))
+        finally:
+            if prev is not None:
+                torch.cuda.set_device(prev)
         # ws goes back to the caching allocator before the kernels ran: a
         # freed block serves later allocations on the same stream only, which
         # are queued behind them
@@ -281,11 +285,30 @@ class Runtime:
                       dk.data_ptr(), dv.data_ptr(), cu.data_ptr(), _ptr(rope)) + a[1:])
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream(dev):
     """torch's current stream on dev, as libktune takes it (NULL: the legacy
     default stream). The ops pass CUDA tensors only; a CPU device (the
-    binding's tests against a recording stand-in library) gets NULL."""
-    return torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
+    binding's tests against a recording stand-in library) gets NULL. The raw
+    handle where torch has the call (no Stream object a launch)."""
+    if dev.type != "cuda":
+        return None
+    if _raw_stream is not None and dev.index is not None:
+        return _raw_stream(dev.index) or None
+    return torch.cuda.current_stream(dev).cuda_stream
+
+
+def _enter(dev):
+    """Makes dev torch's current CUDA device if it is not; returns the one
+    to restore, or None."""
+    if dev.type == "cuda" and dev.index is not None:
+        cur = torch.cuda.current_device()
+        if cur != dev.index:
+            torch.cuda.set_device(dev.index)
+            return cur
+    return None
 
 
 class _on:

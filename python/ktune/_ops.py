@@ -15,7 +15,9 @@ library. Both run the same argument checks (ktune._check).
 x is (tokens, in); `prepared` is the module's weight re-layout (libktune's
 prepare call, made once). block_attention's autograd is ktune's backward
 kernel; the linear ops have none (inference only): their backward raises.
-max_seqlen 0 means unknown.
+max_seqlen 0 means unknown. The modules (ktune.nn) call the linear ops
+through dense/lowrank/monarch/blast below, which skip the dispatcher where
+nothing would see the difference (_direct).
 """
 from typing import Optional, Tuple
 
@@ -88,14 +90,16 @@ def _out_like(x, m):
     return x.new_empty((x.shape[0], m))
 
 
-@torch.library.custom_op("ktune::dense", mutates_args=())
-def dense_op(x: Tensor, W: Tensor) -> Tensor:
+def _dense(x: Tensor, W: Tensor) -> Tensor:
     n, m = _check.dense_weights(W)
     _check.linear_input(x, [("W", W)], n)
     y = _out_like(x, m)
     if y.numel():
         _lib.runtime().dense(x, W, y)
     return y
+
+
+dense_op = torch.library.custom_op("ktune::dense", mutates_args=())(_dense)
 
 
 @dense_op.register_fake
@@ -105,14 +109,16 @@ def _(x, W):
     return _out_like(x, m)
 
 
-@torch.library.custom_op("ktune::lowrank", mutates_args=())
-def lowrank_op(x: Tensor, V: Tensor, U: Tensor) -> Tensor:
+def _lowrank(x: Tensor, V: Tensor, U: Tensor) -> Tensor:
     n, m, _ = _check.lowrank_weights(V, U)
     _check.linear_input(x, [("V", V), ("U", U)], n)
     y = _out_like(x, m)
     if y.numel():
         _lib.runtime().lowrank(x, V, U, y)
     return y
+
+
+lowrank_op = torch.library.custom_op("ktune::lowrank", mutates_args=())(_lowrank)
 
 
 @lowrank_op.register_fake
@@ -122,8 +128,7 @@ def _(x, V, U):
     return _out_like(x, m)
 
 
-@torch.library.custom_op("ktune::monarch", mutates_args=())
-def monarch_op(x: Tensor, w1: Tensor, w2: Tensor, prepared: Tensor) -> Tensor:
+def _monarch(x: Tensor, w1: Tensor, w2: Tensor, prepared: Tensor) -> Tensor:
     n, m, _, _ = _check.monarch_weights(w1, w2)
     _check.prepared(prepared)
     _check.linear_input(x, [("w1", w1), ("w2", w2), ("prepared", prepared)], n)
@@ -131,6 +136,9 @@ def monarch_op(x: Tensor, w1: Tensor, w2: Tensor, prepared: Tensor) -> Tensor:
     if y.numel():
         _lib.runtime().monarch(x, w1, w2, prepared, y)
     return y
+
+
+monarch_op = torch.library.custom_op("ktune::monarch", mutates_args=())(_monarch)
 
 
 @monarch_op.register_fake
@@ -141,8 +149,7 @@ def _(x, w1, w2, prepared):
     return _out_like(x, m)
 
 
-@torch.library.custom_op("ktune::blast", mutates_args=())
-def blast_op(x: Tensor, U: Tensor, V: Tensor, S: Tensor, prepared: Tensor) -> Tensor:
+def _blast(x: Tensor, U: Tensor, V: Tensor, S: Tensor, prepared: Tensor) -> Tensor:
     n, m, _, _ = _check.blast_weights(U, V, S)
     _check.prepared(prepared)
     _check.linear_input(x, [("U", U), ("V", V), ("S", S), ("prepared", prepared)], n)
@@ -150,6 +157,9 @@ def blast_op(x: Tensor, U: Tensor, V: Tensor, S: Tensor, prepared: Tensor) -> Te
     if y.numel():
         _lib.runtime().blast(x, U, V, S, prepared, y)
     return y
+
+
+blast_op = torch.library.custom_op("ktune::blast", mutates_args=())(_blast)
 
 
 @blast_op.register_fake
@@ -177,3 +187,36 @@ for _op, _name in ((dense_op, "dense"), (lowrank_op, "lowrank"), (monarch_op, "m
                    (blast_op, "blast")):
     _bw, _setup = _inference_only(_name)
     _op.register_autograd(_bw, setup_context=_setup)
+
+
+# ---- the modules' eager calls ----------------------------------------------
+
+def _direct(args):
+    """Whether a module's call may run the op's implementation without the
+    dispatcher: nothing traces, profiles or intercepts it (no compile, no
+    profiler, no torch function or dispatch mode, plain CUDA tensors) and no
+    autograd graph is wanted. What runs is the same checks and launch; the
+    dispatcher's own cost (tens of microseconds of CPU a call) is what a
+    small layer would otherwise wait on."""
+    if (torch.compiler.is_compiling() or torch._C._autograd._profiler_enabled() or
+            torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack()):
+        return False
+    grad = torch.is_grad_enabled()
+    for t in args:
+        if type(t) is not torch.Tensor or not t.is_cuda or (grad and t.requires_grad):
+            return False
+    return True
+
+
+def _eager(op, impl):
+    def call(*args):
+        return impl(*args) if _direct(args) else op(*args)
+    call.__name__ = impl.__name__.lstrip("_")
+    call.__doc__ = f"ktune::{call.__name__} as the modules call it (see _direct)."
+    return call
+
+
+dense = _eager(dense_op, _dense)
+lowrank = _eager(lowrank_op, _lowrank)
+monarch = _eager(monarch_op, _monarch)
+blast = _eager(blast_op, _blast)

@@ -113,8 +113,8 @@ class Linear(nn.Module):
         self.weight = _param((out_features, in_features), 1 / math.sqrt(in_features), device)
 
     def forward(self, x):
-        y = _ops.dense_op(_flat(x, self.in_features, [("weight", self.weight)]), self.weight)
-        return y.view(*x.shape[:-1], self.out_features)
+        y = _ops.dense(_flat(x, self.in_features, [("weight", self.weight)]), self.weight)
+        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}"
@@ -134,7 +134,8 @@ class LowRankLinear(nn.Module):
 
     def forward(self, x):
         x2 = _flat(x, self.in_features, [("V", self.V), ("U", self.U)])
-        return _ops.lowrank_op(x2, self.V, self.U).view(*x.shape[:-1], self.out_features)
+        y = _ops.lowrank(x2, self.V, self.U)
+        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}"
@@ -166,8 +167,8 @@ class MonarchLinear(_Prepared):
 
     def forward(self, x):
         x2 = _flat(x, self.in_features, [("w1", self.w1), ("w2", self.w2)])
-        y = _ops.monarch_op(x2, self.w1, self.w2, self._ready())
-        return y.view(*x.shape[:-1], self.out_features)
+        y = _ops.monarch(x2, self.w1, self.w2, self._ready())
+        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -202,8 +203,8 @@ class BlastLinear(_Prepared):
 
     def forward(self, x):
         x2 = _flat(x, self.in_features, [("U", self.U), ("V", self.V), ("S", self.S)])
-        y = _ops.blast_op(x2, self.U, self.V, self.S, self._ready())
-        return y.view(*x.shape[:-1], self.out_features)
+        y = _ops.blast(x2, self.U, self.V, self.S, self._ready())
+        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -152,6 +152,22 @@ def test_module_made_under_inference_mode(make):
         assert layer(torch.empty(2, 3, n, dtype=BF16, device="meta")).shape == (2, 3, m)
 
 
+
+def test_eager_calls_take_the_dispatcher_unless_plain_cuda():
+    """The modules skip the dispatcher only for plain CUDA tensors that want
+    no autograd, outside compile, profiler and modes: on meta, CPU and fake
+    tensors the registered op runs (its fake implementation here)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from ktune import _ops
+    assert not _ops._direct((torch.empty(4, 256, dtype=BF16, device="meta"),))
+    assert not _ops._direct((torch.empty(4, 256, dtype=BF16),))
+    with FakeTensorMode():
+        assert not _ops._direct((torch.empty(4, 256, dtype=BF16, device="cuda"),))
+    x = torch.empty(4, 256, dtype=BF16, device="meta")
+    y = _ops.dense(x, torch.empty(512, 256, dtype=BF16, device="meta"))
+    assert y.shape == (4, 512) and y.device.type == "meta"
+
+
 # ---- argument checks ------------------------------------------------------
 
 def _attn(**kw):

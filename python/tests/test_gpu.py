@@ -92,6 +92,28 @@ def test_linear_matches_reference(fam, s, label, g):
     assert err < TOL_FWD, f"{fam} {label}: rel err {err:.3e}"
 
 
+@pytest.mark.parametrize("fam", ["dense", "lowrank", "monarch", "blast"])
+def test_module_eager_call_is_the_op(fam, g):
+    """A module's eager call (the op's implementation without the
+    dispatcher) gives what the registered op gives, and the
+    dispatcher is taken where autograd or the profiler needs it."""
+    from ktune import _ops
+    s = dict(TUNED, tokens=256)
+    layer = make_layer(fam, s)
+    x = uniform(g, s["tokens"], s["n"])
+    with torch.inference_mode():
+        y = layer(x)
+        weights = [p for p in layer.parameters()]
+        extra = [layer.prepared] if hasattr(layer, "prepared") else []
+        assert _ops._direct((x, *weights, *extra))
+        want = getattr(torch.ops.ktune, fam)(x, *weights, *extra)
+    assert rel_err(y, want) < 1e-3
+    xg = x.clone().requires_grad_()
+    assert not _ops._direct((xg,))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert not _ops._direct((x,))
+
+
 @pytest.mark.parametrize("fam", ["monarch", "blast"])
 def test_prepared_layout_follows_weight_changes(fam, g):
     s = dict(TUNED, tokens=256)
