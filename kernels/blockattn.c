@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hash.h"
+
 /* Variant indices. The forward's are {grid, persistent, prefetch, ws}, the
  * backward's {grid, persistent, ws}: prefetch is the forward's only, so
  * V_PREFETCH means nothing in the backward and ws has an index per family
@@ -133,11 +135,7 @@ static int is_bwd(const struct kt_family *f)
 static uint64_t splitmix64_at(uint64_t i)
 {
 	/* output i of SplitMix64 seeded 0: the state after i + 1 steps, mixed */
-	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull;
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return kt_mix64((i + 1) * KT_MIX64_STEP);
 }
 
 long ba_len_min(long lmax)
