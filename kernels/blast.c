@@ -137,9 +137,7 @@ static void ws_tile(struct kt_gemm_tile *t, const struct kt_config *c)
 {
 	t->ws = 1;
 	t->consumers = c->p[P_CONSUMERS] > 0 ? c->p[P_CONSUMERS] : 1;
-	t->bk = 64;
-	t->wm = t->bm / 16;
-	t->wn = 1;
+	kt_gemm_tile_wg(t);
 }
 
 /* s1 is stage 1's tile (mix_fused: the fused kernel's), s3 stage 3's. They
@@ -148,22 +146,8 @@ static void ws_tile(struct kt_gemm_tile *t, const struct kt_config *c)
 static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 		     struct kt_gemm_tile *s1, struct kt_gemm_tile *s3)
 {
-	memset(s3, 0, sizeof(*s3));
-	s3->bm = c->p[P_BM];
-	s3->bn = c->p[P_BN];
-	s3->bk = c->p[P_BK];
-	s3->wm = c->p[P_WM];
-	s3->wn = c->p[P_WN];
-	s3->stages = c->p[P_STAGES];
-	s3->group_m = c->p[P_GROUP] > 0 ? c->p[P_GROUP] : 1;
-	s3->split_k = 1;
-	if (c->variant == V_NAIVE_WGMMA) {
-		/* warpgroup tiles: BLOCK_K 64, 64 rows per warpgroup */
-		s3->wgmma = 1;
-		s3->bk = 64;
-		s3->wm = s3->bm / 16;
-		s3->wn = 1;
-	}
+	kt_gemm_tile_set(s3, c->p[P_BM], c->p[P_BN], c->p[P_BK], c->p[P_WM], c->p[P_WN],
+			 c->p[P_STAGES], c->p[P_GROUP], c->variant == V_NAIVE_WGMMA);
 	if (c->variant == V_NAIVE_WS || c->variant == V_TCMIX_WS)
 		ws_tile(s3, c);
 	if (c->variant == V_TCMIX_FUSED) {

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hash.h"
+
 /* Variant indices. The forward's are {grid, persistent, prefetch, ws}, the
  * backward's {grid, persistent, ws}: prefetch is the forward's only, so
  * V_PREFETCH means nothing in the backward and ws has an index per family
@@ -133,11 +135,7 @@ static int is_bwd(const struct kt_family *f)
 static uint64_t splitmix64_at(uint64_t i)
 {
 	/* output i of SplitMix64 seeded 0: the state after i + 1 steps, mixed */
-	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull;
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return kt_mix64((i + 1) * KT_MIX64_STEP);
 }
 
 long ba_len_min(long lmax)
@@ -288,38 +286,47 @@ static int rotated(const struct ba_dims *p, const double *x, const double *table
 	return 0;
 }
 
-/* Rotated copies of q, k and, with rot_v, v (NULL where not rotated). */
-static int rotated_qkv(const struct ba_dims *p, const double *q, const double *k, const double *v,
-		       const double *table, int rot_v, double **rq, double **rk, double **rv)
+/* With a table: rotated copies of q, k and, with rot_v, v, owned by rot[]
+ * (NULL where not rotated; free them with rotated_free) and *q, *k, *v
+ * pointed at them. 0, or -1 (out of memory: rot[] all NULL). */
+static int rotated_qkv(const struct ba_dims *p, const double **q, const double **k,
+		       const double **v, const double *table, int rot_v, double *rot[3])
 {
-	*rk = *rv = NULL;
-	if (rotated(p, q, table, rq) != 0 || rotated(p, k, table, rk) != 0 ||
-	    rotated(p, v, rot_v ? table : NULL, rv) != 0) {
-		free(*rq);
-		free(*rk);
-		*rq = *rk = NULL;
+	rot[1] = rot[2] = NULL;
+	if (rotated(p, *q, table, &rot[0]) != 0 || rotated(p, *k, table, &rot[1]) != 0 ||
+	    rotated(p, *v, rot_v ? table : NULL, &rot[2]) != 0) {
+		free(rot[0]);
+		free(rot[1]);
+		rot[0] = rot[1] = NULL;
 		return -1;
 	}
+	if (rot[0]) {
+		*q = rot[0];
+		*k = rot[1];
+	}
+	if (rot[2])
+		*v = rot[2];
 	return 0;
+}
+
+static void rotated_free(double *rot[3])
+{
+	free(rot[0]);
+	free(rot[1]);
+	free(rot[2]);
 }
 
 int ba_cpu_fwd(const struct ba_dims *p, const double *q, const double *k, const double *v,
 	       const double *table, int rot_v, double *o)
 {
-	double *rq = NULL, *rk = NULL, *rv = NULL, *P = NULL;
+	double *rot[3] = { NULL, NULL, NULL }, *P = NULL;
 	long H = p->heads, d = p->d;
 	int rc = -1;
 
-	if (rotated_qkv(p, q, k, v, table, rot_v, &rq, &rk, &rv) != 0)
+	if (rotated_qkv(p, &q, &k, &v, table, rot_v, rot) != 0)
 		goto out;
 	if (!(P = malloc((size_t)(p->blk * p->blk) * sizeof(double))))
 		goto out;
-	if (rq) {
-		q = rq;
-		k = rk;
-	}
-	if (rv)
-		v = rv;
 	for (long sq = -1, b0 = 0, n = 0; block_next(p, &sq, &b0, &n);)
 		for (long h = 0; h < H; h++) {
 			block_probs(p, q, k, b0, n, h, P);
@@ -334,9 +341,7 @@ int ba_cpu_fwd(const struct ba_dims *p, const double *q, const double *k, const 
 		}
 	rc = 0;
 out:
-	free(rq);
-	free(rk);
-	free(rv);
+	rotated_free(rot);
 	free(P);
 	return rc;
 }
@@ -345,22 +350,16 @@ int ba_cpu_bwd(const struct ba_dims *p, const double *q, const double *k, const 
 	       const double *dout, const double *table, int rot_v, double *dq, double *dk,
 	       double *dv)
 {
-	double *rq = NULL, *rk = NULL, *rv = NULL, *P = NULL, *dS = NULL;
+	double *rot[3] = { NULL, NULL, NULL }, *P = NULL, *dS = NULL;
 	long H = p->heads, d = p->d;
 	double scale = 1.0 / sqrt((double)d);
 	int rc = -1;
 
-	if (rotated_qkv(p, q, k, v, table, rot_v, &rq, &rk, &rv) != 0)
+	if (rotated_qkv(p, &q, &k, &v, table, rot_v, rot) != 0)
 		goto out;
-	if (rv)
-		v = rv;
 	if (!(P = malloc((size_t)(p->blk * p->blk) * sizeof(double))) ||
 	    !(dS = malloc((size_t)(p->blk * p->blk) * sizeof(double))))
 		goto out;
-	if (rq) {
-		q = rq;
-		k = rk;
-	}
 	for (long sq = -1, b0 = 0, n = 0; block_next(p, &sq, &b0, &n);)
 		for (long h = 0; h < H; h++) {
 #define AT(x, t) ((x) + ((b0 + (t)) * H + h) * d)
@@ -403,9 +402,7 @@ int ba_cpu_bwd(const struct ba_dims *p, const double *q, const double *k, const 
 	}
 	rc = 0;
 out:
-	free(rq);
-	free(rk);
-	free(rv);
+	rotated_free(rot);
 	free(P);
 	free(dS);
 	return rc;

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../util/hash.h"
+
 /* ---- text ---- */
 
 /* One "key=value" item of a comma-separated list: [*p, end). */
@@ -413,17 +415,10 @@ double kt_floor_us(const struct kt_family *f, const struct kt_shape *s, const ch
 
 /* ---- inputs ---- */
 
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 float kt_fill_value(uint64_t seed, size_t i, double scale)
 {
-	uint64_t h = splitmix64(splitmix64(seed) ^ (uint64_t)i);
+	/* one SplitMix64 step from seed, then one from that ^ i */
+	uint64_t h = kt_mix64((kt_mix64(seed + KT_MIX64_STEP) ^ (uint64_t)i) + KT_MIX64_STEP);
 	/* 24 random bits, centred in their cell: (2k+1)/2^24 - 1 is never 0 */
 	double u = ((double)(h >> 40) + 0.5) / 16777216.0;
 

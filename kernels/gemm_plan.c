@@ -36,18 +36,37 @@ int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 		t->consumers = kt_config_get(f, c, "CONSUMERS");
 		if (t->consumers <= 0)
 			t->consumers = 1;
-		t->bk = 64;
-		t->wm = t->bm / 16;
-		t->wn = 1;
 	}
-	if (t->wgmma) {
-		t->bk = 64;
-		t->wm = t->bm / 16;
-		t->wn = 1;
-	}
+	if (t->ws || t->wgmma)
+		kt_gemm_tile_wg(t);
 	if (t->bm <= 0 || t->bn <= 0 || t->bk <= 0 || t->wm <= 0 || t->wn <= 0 || t->stages <= 0)
 		return -1;
 	return 0;
+}
+
+void kt_gemm_tile_set(struct kt_gemm_tile *t, long bm, long bn, long bk, long wm, long wn,
+		      long stages, long group_m, int wgmma)
+{
+	memset(t, 0, sizeof(*t));
+	t->bm = bm;
+	t->bn = bn;
+	t->bk = bk;
+	t->wm = wm;
+	t->wn = wn;
+	t->stages = stages;
+	t->group_m = group_m > 0 ? group_m : 1;
+	t->split_k = 1;
+	if (wgmma) {
+		t->wgmma = 1;
+		kt_gemm_tile_wg(t);
+	}
+}
+
+void kt_gemm_tile_wg(struct kt_gemm_tile *t)
+{
+	t->bk = 64;
+	t->wm = t->bm / 16;
+	t->wn = 1;
 }
 
 static long ws_consumers(const struct kt_gemm_tile *t)

@@ -92,6 +92,14 @@ struct kt_gemm_tile {
 int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 		      struct kt_gemm_tile *t);
 
+/* Fills t with a plain tile: the given sizes, GROUP_M group_m (<= 0: 1),
+ * split_k 1, the rest 0; with wgmma, the warpgroup tile (kt_gemm_tile_wg). */
+void kt_gemm_tile_set(struct kt_gemm_tile *t, long bm, long bn, long bk, long wm, long wn,
+		      long stages, long group_m, int wgmma);
+/* The warpgroup tile that wgmma and the warp-specialized path use: BLOCK_K
+ * 64 and 64 rows per warpgroup (warps derived from BLOCK_M). */
+void kt_gemm_tile_wg(struct kt_gemm_tile *t);
+
 /* Dynamic shared memory of the main loop, bytes. */
 unsigned kt_gemm_smem(const struct kt_gemm_tile *t);
 unsigned kt_gemm_threads(const struct kt_gemm_tile *t);

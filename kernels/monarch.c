@@ -129,30 +129,15 @@ static int block_major(const struct kt_family *f)
 /* y2 is stage 2's tile, z1 stage 1's. */
 static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct kt_gemm_tile *y2)
 {
-	memset(y2, 0, sizeof(*y2));
-	y2->bm = c->p[P_BM];
-	y2->bn = c->p[P_BN];
-	y2->bk = c->p[P_BK];
-	y2->wm = c->p[P_WM];
-	y2->wn = c->p[P_WN];
-	y2->stages = c->p[P_STAGES];
-	y2->group_m = c->p[P_GROUP] > 0 ? c->p[P_GROUP] : 1;
-	y2->split_k = 1;
-	if (c->variant == V_NAIVE_WGMMA || c->variant == V_RELAYOUT_WGMMA) {
-		/* warpgroup tiles: BLOCK_K 64, 64 rows per warpgroup */
-		y2->wgmma = 1;
-		y2->bk = 64;
-		y2->wm = y2->bm / 16;
-		y2->wn = 1;
-	}
+	kt_gemm_tile_set(y2, c->p[P_BM], c->p[P_BN], c->p[P_BK], c->p[P_WM], c->p[P_WN],
+			 c->p[P_STAGES], c->p[P_GROUP],
+			 c->variant == V_NAIVE_WGMMA || c->variant == V_RELAYOUT_WGMMA);
 	if (c->variant == V_NAIVE_WS || c->variant == V_RELAYOUT_WS) {
-		/* warp-specialized tiles: BLOCK_K 64, a producer warpgroup +
-		 * CONSUMERS wgmma warpgroups */
+		/* warp-specialized tiles: a producer warpgroup + CONSUMERS
+		 * wgmma warpgroups */
 		y2->ws = 1;
 		y2->consumers = c->p[P_CONS] > 0 ? c->p[P_CONS] : 1;
-		y2->bk = 64;
-		y2->wm = y2->bm / 16;
-		y2->wn = 1;
+		kt_gemm_tile_wg(y2);
 		/* stage 1's x blocks: the (k, batch, rows) map */
 		y2->row_batches = 1;
 	}

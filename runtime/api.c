@@ -27,11 +27,31 @@ static int has_prepared(const struct kt_family *f)
 	return f->prepare_plan != NULL;
 }
 
+/* rt_choose for shape s, its choice into *choice and its workspace size into
+ * *ws_bytes (either may be NULL): KTUNE_OK or rt_choose's error. */
+static int choose(ktune_table *t, const struct rt_shape *s, ktune_stream stream,
+		  ktune_choice *choice, int64_t *ws_bytes)
+{
+	struct rt_call *c;
+	int rc;
+
+	/* an rt_call is large: off the stack */
+	if (!(c = malloc(sizeof(*c))))
+		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
+	if ((rc = rt_choose(t, s, stream, c)) == KTUNE_OK) {
+		if (choice)
+			*choice = c->choice;
+		if (ws_bytes)
+			*ws_bytes = (int64_t)c->ws_bytes;
+	}
+	free(c);
+	return rc;
+}
+
 int ktune_choose(ktune_table *t, const char *family, const char *shape, ktune_stream stream,
 		 ktune_choice *out)
 {
 	struct rt_shape s;
-	struct rt_call *c;
 	int rc;
 
 	NEED_TABLE(t);
@@ -40,13 +60,7 @@ int ktune_choose(ktune_table *t, const char *family, const char *shape, ktune_st
 	memset(out, 0, sizeof(*out));
 	if ((rc = rt_shape_parse(family, shape, &s)) != KTUNE_OK)
 		return rc;
-	/* an rt_call is large: off the stack */
-	if (!(c = malloc(sizeof(*c))))
-		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
-	if ((rc = rt_choose(t, &s, stream, c)) == KTUNE_OK)
-		*out = c->choice;
-	free(c);
-	return rc;
+	return choose(t, &s, stream, out, NULL);
 }
 
 int ktune_workspace_size(ktune_table *t, const char *family, const char *shape,
@@ -87,7 +101,6 @@ static int ws_size(ktune_table *t, const char *family, const int64_t *dims, int 
 		   ktune_stream stream, int64_t *bytes)
 {
 	struct rt_shape s;
-	struct rt_call *c;
 	int rc;
 
 	NEED_TABLE(t);
@@ -96,12 +109,7 @@ static int ws_size(ktune_table *t, const char *family, const int64_t *dims, int 
 	*bytes = 0;
 	if ((rc = rt_shape_dims(family, dims, n, &s)) != KTUNE_OK)
 		return rc;
-	if (!(c = malloc(sizeof(*c))))
-		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
-	if ((rc = rt_choose(t, &s, stream, c)) == KTUNE_OK)
-		*bytes = (int64_t)c->ws_bytes;
-	free(c);
-	return rc;
+	return choose(t, &s, stream, NULL, bytes);
 }
 
 static int run_dims(ktune_table *t, const char *family, const int64_t *dims, int n,
@@ -300,7 +308,6 @@ int ktune_blockattn_workspace_size(ktune_table *t, int32_t backward, int64_t bat
 				   ktune_stream stream, int64_t *bytes)
 {
 	struct rt_shape s;
-	struct rt_call *c;
 	int rc;
 
 	NEED_TABLE(t);
@@ -310,12 +317,31 @@ int ktune_blockattn_workspace_size(ktune_table *t, int32_t backward, int64_t bat
 	if ((rc = rt_shape_attn(backward != 0, batch, tokens, heads, head_dim, block, rope,
 				max_seqlen, &s)) != KTUNE_OK)
 		return rc;
-	if (!(c = malloc(sizeof(*c))))
-		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
-	if ((rc = rt_choose(t, &s, stream, c)) == KTUNE_OK)
-		*bytes = (int64_t)c->ws_bytes;
-	free(c);
-	return rc;
+	return choose(t, &s, stream, NULL, bytes);
+}
+
+/* Runs blockattn with the buffer list u[0..n-1], whose slot rope_at holds
+ * the rope table: given exactly when rope is set, and dropped from the list
+ * without rope (the kernels then take no table). */
+static int attn_run(ktune_table *t, int backward, void **u, int n, int rope_at, int64_t batch,
+		    int64_t tokens, int64_t heads, int64_t head_dim, int64_t block, int32_t rope,
+		    int64_t max_seqlen, void *ws, int64_t ws_bytes, ktune_stream stream)
+{
+	struct rt_shape s;
+	int rc, i;
+
+	if ((rc = rt_shape_attn(backward, batch, tokens, heads, head_dim, block, rope, max_seqlen,
+				&s)) != KTUNE_OK)
+		return rc;
+	if (!rope != !u[rope_at])
+		return rt_fail(KTUNE_ERROR_INVALID, "blockattn_%s: rope %d %s a rope table",
+			       backward ? "bwd" : "fwd", (int)rope, rope ? "needs" : "takes no");
+	if (!rope) {
+		for (i = rope_at; i + 1 < n; i++)
+			u[i] = u[i + 1];
+		n--;
+	}
+	return rt_run(t, &s, u, n, NULL, 0, ws, ws_bytes, stream);
 }
 
 int ktune_blockattn_fwd(ktune_table *t, const void *q, const void *k, const void *v, void *o,
@@ -324,26 +350,11 @@ int ktune_blockattn_fwd(ktune_table *t, const void *q, const void *k, const void
 			int32_t rope, int64_t max_seqlen, void *workspace,
 			int64_t workspace_bytes, ktune_stream stream)
 {
-	struct rt_shape s;
-	void *u[6];
-	int n = 0, rc;
+	void *u[6] = { (void *)q, (void *)k, (void *)v, (void *)cu_seqlens, (void *)rope_table, o };
 
 	NEED_TABLE(t);
-	if ((rc = rt_shape_attn(0, batch, tokens, heads, head_dim, block, rope, max_seqlen, &s)) !=
-	    KTUNE_OK)
-		return rc;
-	if (!rope != !rope_table)
-		return rt_fail(KTUNE_ERROR_INVALID,
-			       "blockattn_fwd: rope %d %s a rope table", (int)rope,
-			       rope ? "needs" : "takes no");
-	u[n++] = (void *)q;
-	u[n++] = (void *)k;
-	u[n++] = (void *)v;
-	u[n++] = (void *)cu_seqlens;
-	if (rope)
-		u[n++] = (void *)rope_table;
-	u[n++] = o;
-	return rt_run(t, &s, u, n, NULL, 0, workspace, workspace_bytes, stream);
+	return attn_run(t, 0, u, 6, 4, batch, tokens, heads, head_dim, block, rope, max_seqlen,
+			workspace, workspace_bytes, stream);
 }
 
 int ktune_blockattn_bwd(ktune_table *t, const void *q, const void *k, const void *v,
@@ -353,27 +364,10 @@ int ktune_blockattn_bwd(ktune_table *t, const void *q, const void *k, const void
 			int32_t rope, int64_t max_seqlen, void *workspace,
 			int64_t workspace_bytes, ktune_stream stream)
 {
-	struct rt_shape s;
-	void *u[9];
-	int n = 0, rc;
+	void *u[9] = { (void *)q, (void *)k, (void *)v, (void *)dout, (void *)cu_seqlens,
+		       (void *)rope_table, dq, dk, dv };
 
 	NEED_TABLE(t);
-	if ((rc = rt_shape_attn(1, batch, tokens, heads, head_dim, block, rope, max_seqlen, &s)) !=
-	    KTUNE_OK)
-		return rc;
-	if (!rope != !rope_table)
-		return rt_fail(KTUNE_ERROR_INVALID,
-			       "blockattn_bwd: rope %d %s a rope table", (int)rope,
-			       rope ? "needs" : "takes no");
-	u[n++] = (void *)q;
-	u[n++] = (void *)k;
-	u[n++] = (void *)v;
-	u[n++] = (void *)dout;
-	u[n++] = (void *)cu_seqlens;
-	if (rope)
-		u[n++] = (void *)rope_table;
-	u[n++] = dq;
-	u[n++] = dk;
-	u[n++] = dv;
-	return rt_run(t, &s, u, n, NULL, 0, workspace, workspace_bytes, stream);
+	return attn_run(t, 1, u, 9, 5, batch, tokens, heads, head_dim, block, rope, max_seqlen,
+			workspace, workspace_bytes, stream);
 }

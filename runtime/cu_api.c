@@ -145,3 +145,33 @@ int cu_result_sticky(CUresult r)
 		return 0;
 	}
 }
+
+CUresult cu_api_launch(const struct cu_api *api, CUfunction fn, const unsigned grid[3],
+		       const unsigned block[3], unsigned smem, CUstream stream, void **params,
+		       int cooperative, int pdl)
+{
+	CUlaunchAttribute at;
+	CUlaunchConfig cfg;
+
+	if (cooperative)
+		return api->LaunchCooperativeKernel(fn, grid[0], grid[1], grid[2], block[0], block[1],
+						    block[2], smem, stream, params);
+	if (!pdl || !api->LaunchKernelEx)
+		return api->LaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+					 smem, stream, params, NULL);
+	memset(&at, 0, sizeof(at));
+	memset(&cfg, 0, sizeof(cfg));
+	at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	at.value.programmaticStreamSerializationAllowed = 1;
+	cfg.gridDimX = grid[0];
+	cfg.gridDimY = grid[1];
+	cfg.gridDimZ = grid[2];
+	cfg.blockDimX = block[0];
+	cfg.blockDimY = block[1];
+	cfg.blockDimZ = block[2];
+	cfg.sharedMemBytes = smem;
+	cfg.hStream = stream;
+	cfg.attrs = &at;
+	cfg.numAttrs = 1;
+	return api->LaunchKernelEx(&cfg, fn, params, NULL);
+}

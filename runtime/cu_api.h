@@ -65,6 +65,14 @@ struct cu_api {
 	PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncodeTiled;
 };
 
+/* One kernel argument's value, which the launch's params[] points at. */
+union cu_arg {
+	CUdeviceptr p;
+	int i32;
+	long long i64;
+	float f;
+};
+
 /* Loads the driver and resolves every entry point (does not call cuInit);
  * an optional one the driver lacks is left NULL.
  * KT_ENOGPU "no NVIDIA driver (libcuda.so.1 not found)" when it is absent. */
@@ -74,5 +82,14 @@ void cu_api_describe(const struct cu_api *api, CUresult r, char *buf, size_t len
 /* 1 when r leaves the context unusable (illegal address, launch failure,
  * unknown error, ...): only a new process gets a working one. */
 int cu_result_sticky(CUresult r);
+/* Launches fn (params: its arguments, as cuLaunchKernel takes them) on
+ * stream: cooperatively when cooperative (CTAs that wait for each other:
+ * the driver refuses a grid that cannot be resident all at once), else
+ * as a programmatic dependent launch when pdl and the driver has
+ * cuLaunchKernelEx (the kernel must wait for its predecessor before
+ * touching memory), else plainly. Returns the driver's result. */
+CUresult cu_api_launch(const struct cu_api *api, CUfunction fn, const unsigned grid[3],
+		       const unsigned block[3], unsigned smem, CUstream stream, void **params,
+		       int cooperative, int pdl);
 
 #endif

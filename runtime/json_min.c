@@ -274,6 +274,19 @@ bad:
 	return NULL;
 }
 
+/* The end of the run of digits that starts at q, or NULL (the parse failed:
+ * "bad number") when no digit starts there. */
+static const char *digits(struct jm_parser *p, const char *q)
+{
+	if (q >= p->end || *q < '0' || *q > '9') {
+		fail(p, "bad number");
+		return NULL;
+	}
+	while (q < p->end && *q >= '0' && *q <= '9')
+		q++;
+	return q;
+}
+
 static struct jm_node *parse_number(struct jm_parser *p)
 {
 	const char *q = p->s;
@@ -283,34 +296,19 @@ static struct jm_node *parse_number(struct jm_parser *p)
 
 	if (q < p->end && *q == '-')
 		q++;
-	if (q >= p->end || *q < '0' || *q > '9') {
-		fail(p, "bad number");
+	/* JSON: one 0, or digits without a leading zero */
+	if (q < p->end && *q == '0')
+		q++;
+	else if (!(q = digits(p, q)))
 		return NULL;
-	}
-	if (*q == '0')
-		q++;
-	else
-		while (q < p->end && *q >= '0' && *q <= '9')
-			q++;
-	if (q < p->end && *q == '.') {
-		q++;
-		if (q >= p->end || *q < '0' || *q > '9') {
-			fail(p, "bad number");
-			return NULL;
-		}
-		while (q < p->end && *q >= '0' && *q <= '9')
-			q++;
-	}
+	if (q < p->end && *q == '.' && !(q = digits(p, q + 1)))
+		return NULL;
 	if (q < p->end && (*q == 'e' || *q == 'E')) {
 		q++;
 		if (q < p->end && (*q == '+' || *q == '-'))
 			q++;
-		if (q >= p->end || *q < '0' || *q > '9') {
-			fail(p, "bad number");
+		if (!(q = digits(p, q)))
 			return NULL;
-		}
-		while (q < p->end && *q >= '0' && *q <= '9')
-			q++;
 	}
 	len = (size_t)(q - p->s);
 	if (len >= sizeof(buf)) {

@@ -531,12 +531,7 @@ static int launch_one(struct ktune_table *t, const struct rt_call *c, int li,
 {
 	const struct kt_launch *l = li < c->plan.nprep ? &c->plan.prep[li]
 						       : &c->plan.launch[li - c->plan.nprep];
-	union {
-		CUdeviceptr p;
-		int i32;
-		long long i64;
-		float f;
-	} vals[KT_MAX_ARGS];
+	union cu_arg vals[KT_MAX_ARGS];
 	CUtensorMap maps[KT_MAX_ARGS];
 	void *params[KT_MAX_ARGS + 1];
 	CUresult r;
@@ -569,35 +564,10 @@ static int launch_one(struct ktune_table *t, const struct rt_call *c, int li,
 		}
 	}
 	params[l->nargs] = NULL;
-	if (l->cooperative)
-		r = t->api.LaunchCooperativeKernel(c->fn[li], l->grid[0], l->grid[1], l->grid[2],
-						   l->block[0], l->block[1], l->block[2], l->smem,
-						   stream, params);
-	else if (l->pdl && t->pdl && t->api.LaunchKernelEx) {
-		/* the kernel waits for its predecessor before touching memory
-		 * (compiled with KT_PDL), whatever that predecessor is */
-		CUlaunchAttribute at;
-		CUlaunchConfig cfg;
-
-		memset(&at, 0, sizeof(at));
-		memset(&cfg, 0, sizeof(cfg));
-		at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-		at.value.programmaticStreamSerializationAllowed = 1;
-		cfg.gridDimX = l->grid[0];
-		cfg.gridDimY = l->grid[1];
-		cfg.gridDimZ = l->grid[2];
-		cfg.blockDimX = l->block[0];
-		cfg.blockDimY = l->block[1];
-		cfg.blockDimZ = l->block[2];
-		cfg.sharedMemBytes = l->smem;
-		cfg.hStream = stream;
-		cfg.attrs = &at;
-		cfg.numAttrs = 1;
-		r = t->api.LaunchKernelEx(&cfg, c->fn[li], params, NULL);
-	} else {
-		r = t->api.LaunchKernel(c->fn[li], l->grid[0], l->grid[1], l->grid[2], l->block[0],
-					l->block[1], l->block[2], l->smem, stream, params, NULL);
-	}
+	/* a PDL kernel waits for its predecessor before touching memory
+	 * (compiled with KT_PDL), whatever that predecessor is */
+	r = cu_api_launch(&t->api, c->fn[li], l->grid, l->block, l->smem, stream, params,
+			  l->cooperative, l->pdl && t->pdl);
 	if (r != CUDA_SUCCESS) {
 		char what[160];
 

@@ -62,13 +62,9 @@ RT_PACK = $(RT_SRCS) $(RT_HDRS) runtime/libktune.map runtime/bundle.mk runtime/b
 	runtime/bundle_gpu.c tools/embed.c
 EXTRA_LIB_OBJS += $(BUILD)/obj/runtime_src_gen.o
 
-$(BUILD)/pack: runtime/pack.c
-	@mkdir -p $(BUILD)
-	$(Q)$(CC) -std=c11 -O1 -Wall -o $@ $<
-
-$(BUILD)/runtime_src_gen.c: $(BUILD)/pack $(RT_PACK)
+$(BUILD)/runtime_src_gen.c: $(BUILD)/embed $(RT_PACK)
 	@echo "  PACK    libktune's sources"
-	$(Q)$(BUILD)/pack $@ $(RT_PACK)
+	$(Q)$(BUILD)/embed -r $@ $(RT_PACK)
 
 $(BUILD)/obj/runtime_src_gen.o: $(BUILD)/runtime_src_gen.c
 	@mkdir -p $(dir $@)

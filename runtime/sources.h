@@ -1,6 +1,6 @@
 /*
  * sources.h -- libktune's own sources, packed into ktune at build time
- * (runtime/pack.c, the files RT_PACK lists in runtime/module.mk), so that
+ * (tools/embed.c -r, the files RT_PACK lists in runtime/module.mk), so that
  * an export bundle builds the very runtime this ktune was built with.
  */
 #ifndef KT_SOURCES_H

@@ -357,15 +357,23 @@ static int route_find(const struct server *s, const char *url, const char **tail
 	return -1;
 }
 
+/* Drops what the reply owns (json, text, its blob reference) and leaves
+ * the three NULL. */
+static void reply_release(struct reply *r)
+{
+	json_decref(r->json);
+	r->json = NULL;
+	free(r->text);
+	r->text = NULL;
+	srv_blob_unref(r->blob);
+	r->blob = NULL;
+}
+
 static void reply_error(struct reply *out, const struct kt_err *err)
 {
 	int status = kt_errcode_http(err->code);
 
-	json_decref(out->json);
-	free(out->text);
-	srv_blob_unref(out->blob);
-	out->blob = NULL;
-	out->text = NULL;
+	reply_release(out);
 	out->status = status;
 	out->json = json_pack("{s:{s:s,s:s,s:i}}", "error", "code", kt_errcode_name(err->code),
 			      "message", err->msg, "status", status);
@@ -640,12 +648,7 @@ static enum MHD_Result answer(struct request *rq, struct reply *out, struct kt_e
 		}
 	}
 	ret = send_reply(rq, out);
-	json_decref(out->json);
-	free(out->text);
-	srv_blob_unref(out->blob);
-	out->json = NULL;
-	out->text = NULL;
-	out->blob = NULL;
+	reply_release(out);
 	return ret;
 }
 
@@ -815,9 +818,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	conn_mark(s, conn, 0);
 	if (!rq)
 		return;
-	json_decref(rq->async_out.json);
-	free(rq->async_out.text);
-	srv_blob_unref(rq->async_out.blob);
+	reply_release(&rq->async_out);
 	free(rq->body);
 	if (rq->started)
 		atomic_fetch_sub(&s->in_flight, 1);

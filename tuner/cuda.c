@@ -715,12 +715,7 @@ static int uses_pdl(const struct cu_dev *d, const struct kt_launch *l, int first
 static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfunction fn,
 			   const CUdeviceptr *ptrs, const struct cu_mods *m, int li, int first)
 {
-	union {
-		CUdeviceptr p;
-		int i32;
-		long long i64;
-		float f;
-	} vals[KT_MAX_ARGS];
+	union cu_arg vals[KT_MAX_ARGS];
 	void *params[KT_MAX_ARGS + 1];
 	int j;
 
@@ -749,42 +744,17 @@ static CUresult launch_one(struct cu_dev *d, const struct kt_launch *l, CUfuncti
 			    (void *)&m->tmap[m->tmap_of[li][j] - 1] : (void *)&vals[j];
 	}
 	params[l->nargs] = NULL;
-	/* A kernel whose CTAs wait for each other must be launched so: the
+	/* A kernel whose CTAs wait for each other goes out cooperatively: the
 	 * driver then refuses a grid that cannot be resident all at once
 	 * (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, the candidate's result)
-	 * where an ordinary launch would hang until the worker's timeout. */
-	if (l->cooperative)
-		return d->api.LaunchCooperativeKernel(fn, l->grid[0], l->grid[1], l->grid[2],
-						      l->block[0], l->block[1], l->block[2],
-						      l->smem, d->stream, params);
-	/* Programmatic dependent launch: the kernel may start while the one
-	 * before it still runs; it waits for that one's completion in
-	 * kt_pdl_wait before touching memory (the plan guarantees it was
-	 * compiled so), so a driver without cuLaunchKernelEx, or
-	 * pdl 0 (for A/B timings), launches it plainly with the same
-	 * results. */
-	if (uses_pdl(d, l, first)) {
-		CUlaunchAttribute at;
-		CUlaunchConfig cfg;
-
-		memset(&at, 0, sizeof(at));
-		memset(&cfg, 0, sizeof(cfg));
-		at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-		at.value.programmaticStreamSerializationAllowed = 1;
-		cfg.gridDimX = l->grid[0];
-		cfg.gridDimY = l->grid[1];
-		cfg.gridDimZ = l->grid[2];
-		cfg.blockDimX = l->block[0];
-		cfg.blockDimY = l->block[1];
-		cfg.blockDimZ = l->block[2];
-		cfg.sharedMemBytes = l->smem;
-		cfg.hStream = d->stream;
-		cfg.attrs = &at;
-		cfg.numAttrs = 1;
-		return d->api.LaunchKernelEx(&cfg, fn, params, NULL);
-	}
-	return d->api.LaunchKernel(fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
-				   l->block[1], l->block[2], l->smem, d->stream, params, NULL);
+	 * where an ordinary launch would hang until the worker's timeout. A
+	 * PDL kernel may start while the one before it still runs; it waits
+	 * for that one's completion in kt_pdl_wait before touching memory
+	 * (the plan guarantees it was compiled so), so a driver without
+	 * cuLaunchKernelEx, or pdl 0 (for A/B timings), launches it plainly
+	 * with the same results. */
+	return cu_api_launch(&d->api, fn, l->grid, l->block, l->smem, d->stream, params,
+			     l->cooperative, uses_pdl(d, l, first));
 }
 
 /* What one timed repetition runs: a plan's launches or a cuBLAS GEMM. */

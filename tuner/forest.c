@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hash.h"
+
 struct fnode {
 	int feat;		/* -1: a leaf */
 	double cut;		/* go left when x[feat] <= cut */
@@ -43,15 +45,6 @@ struct fit {
 	int *feats;
 	int failed;
 };
-
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 static int pair_cmp(const void *a, const void *b)
 {
@@ -102,7 +95,7 @@ static int grow(struct fit *f, long *rows, long m, int depth)
 	for (k = 0; k < f->nfeat; k++)
 		f->feats[k] = k;
 	for (k = 0; k < f->mtry; k++) {
-		int r = k + (int)(rnd(&f->rng) % (uint64_t)(f->nfeat - k)), t = f->feats[k];
+		int r = k + (int)(kt_splitmix64(&f->rng) % (uint64_t)(f->nfeat - k)), t = f->feats[k];
 
 		f->feats[k] = f->feats[r];
 		f->feats[r] = t;
@@ -206,7 +199,7 @@ struct forest *forest_fit(const double *x, const double *y, const double *w, lon
 		/* Bootstrap: n draws, by weight. */
 		memset(f.cnt, 0, (size_t)n * sizeof(double));
 		for (i = 0; i < n; i++) {
-			double u = (double)(rnd(&f.rng) >> 11) * 0x1.0p-53 * total;
+			double u = (double)(kt_splitmix64(&f.rng) >> 11) * 0x1.0p-53 * total;
 			long lo = 0, hi = n - 1;
 
 			while (lo < hi) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "forest.h"
+#include "../util/hash.h"
 
 #define GUIDED_BATCH 4
 #define GUIDED_FAIL_TARGET 1.3862943611198906	/* log 4 */
@@ -37,15 +38,6 @@ struct guided {
 	/* the initial design without a prior: variants dealt round-robin */
 	long ninit;
 };
-
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 static void features(const struct kt_family *f, const struct kt_config *c,
 		     const struct kt_shape *s, int same_device, double *x)
@@ -185,7 +177,7 @@ static long draw_random(struct guided *g, long turn)
 				left++;
 		if (!left)
 			continue;
-		pick = (long)(rnd(&g->rng) % (uint64_t)left);
+		pick = (long)(kt_splitmix64(&g->rng) % (uint64_t)left);
 		for (i = 0; i < g->ncand; i++)
 			if (!g->state[i] && g->sp->cfg[g->cand[i]].variant == var && pick-- == 0)
 				return i;
@@ -289,7 +281,7 @@ static double score(struct guided *g, double *ei, double *mu_out)
 		y[k] = g->us[c] > 0 && best_us > 0 ? log(g->us[c] / best_us) : GUIDED_FAIL_TARGET;
 		w[k] = 1.0;
 	}
-	fo.seed = rnd(&g->rng);
+	fo.seed = kt_splitmix64(&g->rng);
 	if (!(model = forest_fit(x, y, w, nrows, g->nfeat, &fo)))
 		goto out;
 	/* This problem's best is 0 on the log scale; with no verified config

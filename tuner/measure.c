@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../util/clock.h"
+#include "../util/hash.h"
 #include "nvml.h"
 
 /* ---- plans ---- */
@@ -494,9 +495,5 @@ int measure_time_read(struct nvml *nv, const struct measure_timing *t, double es
 uint64_t measure_buffer_seed(uint64_t seed, int buf)
 {
 	/* splitmix64 of (seed, buf): neighbouring buffers get unrelated values. */
-	uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(buf + 1);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return kt_mix64(seed + KT_MIX64_STEP * (uint64_t)(buf + 1));
 }

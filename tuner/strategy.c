@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "guided.h"
+#include "../util/hash.h"
 
 static const char *const names[] = {
 	[STRATEGY_EXHAUSTIVE] = "exhaustive",
@@ -73,21 +74,12 @@ struct strategy {
 	const char *reason;
 };
 
-static uint64_t splitmix(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static void shuffle(long *a, long n, uint64_t *st)
 {
 	long i, j, t;
 
 	for (i = n - 1; i > 0; i--) {
-		j = (long)(splitmix(st) % (uint64_t)(i + 1));
+		j = (long)(kt_splitmix64(st) % (uint64_t)(i + 1));
 		t = a[i];
 		a[i] = a[j];
 		a[j] = t;
