@@ -203,9 +203,13 @@ def _direct(args):
         return False
     grad = torch.is_grad_enabled()
     for t in args:
-        if type(t) is not torch.Tensor or not t.is_cuda or (grad and t.requires_grad):
+        if type(t) not in _PLAIN or not t.is_cuda or (grad and t.requires_grad):
             return False
     return True
+
+
+# a module's weights are Parameters: a Tensor that adds no torch function
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _eager(op, impl):

@@ -163,6 +163,8 @@ def test_eager_calls_take_the_dispatcher_unless_plain_cuda():
     assert not _ops._direct((torch.empty(4, 256, dtype=BF16),))
     with FakeTensorMode():
         assert not _ops._direct((torch.empty(4, 256, dtype=BF16, device="cuda"),))
+    w = ktune.nn.Linear(256, 512, device="meta").weight
+    assert not _ops._direct((w,))                  # a Parameter, but on meta
     x = torch.empty(4, 256, dtype=BF16, device="meta")
     y = _ops.dense(x, torch.empty(512, 256, dtype=BF16, device="meta"))
     assert y.shape == (4, 512) and y.device.type == "meta"
