@@ -270,11 +270,19 @@ def main():
     if "kill" in a.checks:
         done.append(kill_resume(k, a.out, a.backend, a.kills, rng))
     suffix = "" if a.backend == "cuda" else "_cpu"
+    gpu = None
+    if a.backend == "cuda":  # the card the rows were taken on
+        try:
+            rc, out, _ = run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], 30)
+        except (OSError, subprocess.SubprocessError):
+            rc, out = 1, ""
+        gpu = out.strip().splitlines()[0] if rc == 0 and out.strip() else None
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     arg = {"gpu_fault_injection": "faults", "gpu_kill_resume": "kill"}
     rows = [{"name": c.name + suffix, "cases": c.cases, "failures": c.failures,
              "command": f"bench/reliability_gpu.py build-dev/ktune OUT --backend {a.backend} "
                         f"--checks {arg[c.name]} --kills {a.kills} --seed {a.seed}",
-             "device": a.backend} for c in done]
+             "device": a.backend, "gpu": gpu, "commit": commit, "date": date} for c in done]
     with open(os.path.join(a.out, "reliability_gpu.log"), "w") as f:
         for c in done:
             f.write("\n".join(c.lines) + "\n")
