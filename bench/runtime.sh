@@ -43,26 +43,8 @@ d = json.load(open("data/h200-results.json"))
 tuned = {}
 for e in d["entries"]:
     tuned.setdefault((e["family"], e["shape_key"]), e["config_key"])
-rows = [
-    ("dense", "tokens=1024,in=4096,out=4096"),
-    ("dense", "tokens=777,in=4096,out=4096"),
-    ("dense", "tokens=2048,in=4096,out=11008"),
-    ("lowrank", "tokens=1024,in=4096,out=4096,rank=1024"),
-    ("lowrank", "tokens=777,in=4096,out=4096,rank=1024"),
-    ("lowrank", "tokens=3000,in=4096,out=4096,rank=1024"),
-    ("monarch", "tokens=1024,in=4096,out=4096,blocks=16,rank=1024"),
-    ("monarch", "tokens=777,in=4096,out=4096,blocks=16,rank=1024"),
-    ("monarch", "tokens=512,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blast", "tokens=1024,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blast", "tokens=777,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blast", "tokens=2048,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blockattn_fwd", "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_fwd", "seqs=1000,lmax=300,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_fwd", "seqs=2000,lmax=200,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_bwd", "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_bwd", "seqs=1000,lmax=300,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_bwd", "seqs=2000,lmax=200,heads=4,head_dim=128,block=64,rope=0"),
-]
+rows = [tuple(l.split("|")) for l in open("bench/runtime_shapes.txt").read().splitlines()
+        if l and not l.startswith("#")]
 with open(sys.argv[1], "w") as f:
     for fam, shape in rows:
         cfg = tuned.get((fam, shape), "")

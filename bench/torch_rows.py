@@ -59,29 +59,12 @@ WORKLOADS = {  # workload id -> (family, shape key of the tuned entry)
     "blast:llama7b_qkvo:N1024": ("blast", "tokens=1024,in=4096,out=4096,blocks=16,rank=1024"),
 }
 
-# (family, shape), the tuned one of each family first: bench/runtime.sh's
-# list (the C side's rows), so that both vias time the same shapes; with
-# --c-rows the shapes are taken from that file instead.
-RUNTIME_SHAPES = [
-    ("dense", "tokens=1024,in=4096,out=4096"),
-    ("dense", "tokens=777,in=4096,out=4096"),
-    ("dense", "tokens=2048,in=4096,out=11008"),
-    ("lowrank", "tokens=1024,in=4096,out=4096,rank=1024"),
-    ("lowrank", "tokens=777,in=4096,out=4096,rank=1024"),
-    ("lowrank", "tokens=3000,in=4096,out=4096,rank=1024"),
-    ("monarch", "tokens=1024,in=4096,out=4096,blocks=16,rank=1024"),
-    ("monarch", "tokens=777,in=4096,out=4096,blocks=16,rank=1024"),
-    ("monarch", "tokens=512,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blast", "tokens=1024,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blast", "tokens=777,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blast", "tokens=2048,in=4096,out=4096,blocks=16,rank=1024"),
-    ("blockattn_fwd", "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_fwd", "seqs=1000,lmax=300,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_fwd", "seqs=2000,lmax=200,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_bwd", "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_bwd", "seqs=1000,lmax=300,heads=4,head_dim=128,block=64,rope=0"),
-    ("blockattn_bwd", "seqs=2000,lmax=200,heads=4,head_dim=128,block=64,rope=0"),
-]
+# (family, shape): bench/runtime_shapes.txt, the C side's list too, so that
+# both vias time the same shapes; with --c-rows the shapes are taken from
+# that file instead.
+with open(os.path.join(HERE, "runtime_shapes.txt")) as _f:
+    RUNTIME_SHAPES = [tuple(line.split("|")) for line in _f.read().splitlines()
+                      if line and not line.startswith("#")]
 
 TOL = {"blockattn_bwd": 2e-2}  # others 1e-2, the families' tolerances (kernels/*.c)
 
