@@ -344,36 +344,38 @@ static double lowrank_min_bytes(const struct kt_family *f, const struct kt_shape
 	return 2.0 * (T * n + R * (n + m) + T * m);
 }
 
+extern const struct kt_family lowrank_family;
+
+/* Whether the y GEMM's grid on a bm x bn tile fills half the SMs: the sm_90a
+ * defaults' rule for a tile big enough without idling the machine. */
+static int y_fills_half(const struct kt_shape *s, const struct kt_target *tgt, const long tile[2])
+{
+	long T = s->v[D_TOKENS], m = s->v[D_OUT];
+	long sms = tgt->sms > 0 ? tgt->sms : 132;
+
+	return 2 * ((T + tile[0] - 1) / tile[0]) * ((m + tile[1] - 1) / tile[1]) >= sms;
+}
+
 /* sm_90a where a warp-specialized y tile fills half the machine: the
  * unfused pair on the ws GEMM (two consumer warpgroups), y on the first
- * such tile of the list (fastest first where measured), z on 128 x 128
- * unsplit; each ran well ahead of the wgmma default below at untuned token
- * counts (docs/families/lowrank.md). */
+ * such tile of the list (fastest first), z on 128 x 128 unsplit; it beat
+ * the wgmma default below where both were timed (docs/families/lowrank.md). */
 static int lowrank_default_ws(const struct kt_family *f, const struct kt_shape *s,
 			      const struct kt_target *tgt, struct kt_config *out)
 {
 	static const long ytiles[][2] = {{128, 256}, {256, 128}, {128, 128}};
-	long T = s->v[D_TOKENS], m = s->v[D_OUT];
-	long sms = tgt->sms > 0 ? tgt->sms : 132;
-	char why[160];
+	char why[160], key[200];
+	struct kt_err e = { 0 };
 	size_t i;
 
 	for (i = 0; i < sizeof(ytiles) / sizeof(ytiles[0]); i++) {
-		long yt = ((T + ytiles[i][0] - 1) / ytiles[i][0]) * ((m + ytiles[i][1] - 1) / ytiles[i][1]);
-
-		if (2 * yt < sms)
+		if (!y_fills_half(s, tgt, ytiles[i]))
 			continue;
-		memset(out, 0, sizeof(*out));
-		out->variant = V_UNFUSED_WS;
-		out->p[P_BM] = ytiles[i][0];
-		out->p[P_BN] = ytiles[i][1];
-		out->p[P_STAGES] = 4;
-		out->p[P_GROUP] = 8;
-		out->p[P_ZBM] = 128;
-		out->p[P_ZBN] = 128;
-		out->p[P_ZSPLIT] = 1;
-		out->p[P_CONS] = 2;
-		if (lowrank_check(f, s, out, tgt, why, sizeof(why)) == 0)
+		snprintf(key, sizeof(key),
+			 "variant=unfused_ws,BLOCK_M=%ld,BLOCK_N=%ld,STAGES=4,GROUP_M=8,Z_BLOCK_M=128,"
+			 "Z_BLOCK_N=128,Z_SPLIT_K=1,CONSUMERS=2", ytiles[i][0], ytiles[i][1]);
+		if (kt_config_parse(&lowrank_family, key, out, &e) == 0 &&
+		    lowrank_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 	}
 	return -1;
@@ -387,15 +389,12 @@ static int lowrank_default_wgmma(const struct kt_family *f, const struct kt_shap
 {
 	static const long ytiles[][2] = {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 64}};
 	static const long ztiles[][2] = {{128, 128}, {128, 64}, {64, 64}};
-	long T = s->v[D_TOKENS], m = s->v[D_OUT], R = s->v[D_RANK];
-	long sms = tgt->sms > 0 ? tgt->sms : 132;
+	long T = s->v[D_TOKENS], R = s->v[D_RANK];
 	char why[160];
 	size_t i, j;
 
 	for (i = 0; i < sizeof(ytiles) / sizeof(ytiles[0]); i++) {
-		long yt = ((T + ytiles[i][0] - 1) / ytiles[i][0]) * ((m + ytiles[i][1] - 1) / ytiles[i][1]);
-
-		if (2 * yt < sms && i + 1 < sizeof(ytiles) / sizeof(ytiles[0]))
+		if (!y_fills_half(s, tgt, ytiles[i]) && i + 1 < sizeof(ytiles) / sizeof(ytiles[0]))
 			continue;
 		for (j = 0; j < sizeof(ztiles) / sizeof(ztiles[0]); j++) {
 			long zt = ((T + ztiles[j][0] - 1) / ztiles[j][0]) *
@@ -429,8 +428,6 @@ static int lowrank_default_wgmma(const struct kt_family *f, const struct kt_shap
  * GEMM (tokens x rank, K = in) splits K in 4;
  * where that is refused (a grid that fills the GPU already, or too few
  * k-tiles a slice) in 2, then not. */
-extern const struct kt_family lowrank_family;
-
 static int lowrank_default_decode(const struct kt_family *f, const struct kt_shape *s,
 				  const struct kt_target *tgt, struct kt_config *out)
 {

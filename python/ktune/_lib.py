@@ -321,11 +321,8 @@ class _on:
         self.prev = None
 
     def __enter__(self):
-        if self.dev is not None and self.dev.type == "cuda" and self.dev.index is not None:
-            cur = torch.cuda.current_device()
-            if cur != self.dev.index:
-                self.prev = cur
-                torch.cuda.set_device(self.dev.index)
+        if self.dev is not None:
+            self.prev = _enter(self.dev)
         return self
 
     def __exit__(self, *exc):
