@@ -45,6 +45,18 @@ def problems(work):
     return out
 
 
+def gpu(work):
+    """(tag, card name) of the sweeps' GPU, as search.sh wrote them: the
+    recordings are TAG_NAME.txt."""
+    with open(os.path.join(work, "gpu.txt")) as f:
+        tag, name = f.read().strip().split("|", 1)
+    return tag, name
+
+
+def rec_file(work, sub, name):
+    return os.path.join(work, sub, f"{gpu(work)[0]}_{name}.txt")
+
+
 def recording(path):
     """(config keys in file order, {key: (status, us)}) of a replay file."""
     keys, rec, params = [], {}, []
@@ -76,7 +88,8 @@ def sweep_json(work, name, seed):
 
 def replay_runs(work, name):
     r = load(os.path.join(work, "replay.json"))
-    return [x for x in r["runs"] if os.path.basename(x["recording"]) == f"h200_{name}.txt"]
+    return [x for x in r["runs"] if os.path.basename(x["recording"]) ==
+            os.path.basename(rec_file(work, "replay", name))]
 
 
 def fresh_table(work, name):
@@ -102,7 +115,7 @@ def cmd_configs(work, name):
     for r in replay_runs(work, name):
         add(r["winner"])
     for sub in ("replay", "repeat"):
-        p = os.path.join(work, sub, f"h200_{name}.txt")
+        p = rec_file(work, sub, name)
         if os.path.exists(p):
             for k in top20(recording(p)[1]):
                 add(k)
@@ -174,7 +187,7 @@ def cmd_assemble(work, commit, out):
             s = sweep_json(work, name, seed)
             if not s:
                 continue
-            path = os.path.join(work, "repeat" if repeat else "replay", f"h200_{name}.txt")
+            path = rec_file(work, "repeat" if repeat else "replay", name)
             t20 = top20(recording(path)[1]) if os.path.exists(path) else []
             f20 = [fresh.get(k) for k in t20 if fresh.get(k)]
             row = dict(base, strategy="exhaustive", seed=seed, repeat=repeat,
@@ -234,7 +247,7 @@ def cmd_assemble(work, commit, out):
         assert tuple(r) == ROW_KEYS, r
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with open(out, "w") as f:
-        json.dump({"date": now, "commit": commit, "device": "NVIDIA H200",
+        json.dump({"date": now, "commit": commit, "device": gpu(work)[1],
                    "how": "bench/search.sh: exhaustive sweeps (each with its tournament), "
                           "replayed strategies, and one fresh tournament of 4 rotated rounds per "
                           "problem over every winner and each exhaustive sweep's top 20",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# search.sh -- winners you can trust, measured on the H200 (issue 29):
-# bench/results/search.json, the H200 replay files CI replays, and every
-# ktune row of bench/results/h200.json re-measured with the tournament.
+# search.sh -- winners you can trust, measured on the GPU (issue 29):
+# search.json (bench/results/search.json from an H200, search_h100.json from
+# an H100), the replay files CI replays, and on an H200 every ktune row of
+# bench/results/h200.json re-measured with the tournament.
 # Build on the build machine first (bench/device.sh's convention):
 #     make BUILD=build-dev STATIC_DEPS=1 -j2 all
 #
@@ -60,6 +61,13 @@ blast_llama1b_qo_N1024|blast|tokens=1024,in=2048,out=2048,blocks=16,rank=256|tcm
 [ -n "${KTUNE_SEARCH_PROBLEMS:-}" ] && PROBLEMS=$(cat "$KTUNE_SEARCH_PROBLEMS")
 read -r -a xargs_ <<<"${KTUNE_SEARCH_ARGS:-}"
 echo "$PROBLEMS" >"$W/problems.txt"
+# The card names the recordings (h200_NAME.txt, h100_NAME.txt; "cpu" without
+# one) and search.json's device; h200.json's rows are re-measured on an H200 only.
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+TAG=$(grep -o 'H[0-9][0-9]*' <<<"$GPU" | head -n 1 | tr 'H' 'h')
+TAG=${TAG:-cpu}
+echo "$TAG|${GPU:-no GPU}" >"$W/gpu.txt"
+[ "$TAG" = h200 ] || export KTUNE_SEARCH_H200=0
 
 sweep() { # name family shape variants seed -> $W/logs/sweep_NAME_sSEED.json
 	local name=$1 fam=$2 shape=$3 var=$4 seed=$5 args=()
@@ -85,22 +93,22 @@ if [ "$PHASE" = sweeps ] || [ "$PHASE" = all ]; then
 	rm -f "$W"/search.db*
 	while IFS='|' read -r name fam shape var _ rep; do
 		sweep "$name" "$fam" "$shape" "$var" 1
-		dump "$name" 1 "$W/replay/h200_$name.txt"
+		dump "$name" 1 "$W/replay/${TAG}_$name.txt"
 	done <<<"$PROBLEMS"
 	while IFS='|' read -r name fam shape var _ rep; do
 		[ "$rep" = 1 ] || continue
 		sweep "$name" "$fam" "$shape" "$var" 2
-		dump "$name" 2 "$W/repeat/h200_$name.txt"
+		dump "$name" 2 "$W/repeat/${TAG}_$name.txt"
 	done <<<"$PROBLEMS"
 	step "replay: guided, halving, random x 3 seeds on the recorded sweeps (CPU)"
-	"$K" replay "$W"/replay/h200_*.txt --strategy guided --strategy halving --strategy random \
+	"$K" replay "$W"/replay/"$TAG"_*.txt --strategy guided --strategy halving --strategy random \
 		--seeds 1,2,3 --transfer --json </dev/null >"$W/replay.json" 2>"$W/logs/replay.log" ||
 		status=1
-	"$K" replay "$W"/replay/h200_*.txt --strategy guided --strategy halving --strategy random \
+	"$K" replay "$W"/replay/"$TAG"_*.txt --strategy guided --strategy halving --strategy random \
 		--seeds 1,2,3 --transfer </dev/null 2>&1 | tail -n 4 >&2
 	mkdir -p "$OUT/replay"
-	cp "$W"/replay/h200_*.txt "$OUT/replay/"
-	tar czf "$OUT/search-work.tar.gz" -C "$W" problems.txt replay repeat replay.json logs
+	cp "$W"/replay/"$TAG"_*.txt "$OUT/replay/"
+	tar czf "$OUT/search-work.tar.gz" -C "$W" problems.txt gpu.txt replay repeat replay.json logs
 fi
 
 if [ "$PHASE" = fresh ] || [ "$PHASE" = all ]; then
@@ -140,6 +148,6 @@ if [ "$PHASE" = fresh ] || [ "$PHASE" = all ]; then
 			status=1; }
 	step "search.json"
 	python3 bench/search.py assemble "$W" "$COMMIT" "$OUT/search.json" || status=1
-	tar czf "$OUT/search-logs.tar.gz" -C "$W" logs replay.json problems.txt repeat 2>/dev/null
+	tar czf "$OUT/search-logs.tar.gz" -C "$W" logs replay.json problems.txt gpu.txt repeat 2>/dev/null
 fi
 exit $status
