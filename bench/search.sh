@@ -18,10 +18,16 @@
 #   4. guided, halving and random (3 seeds, random at guided's budget; guided
 #      with the other recordings of its family as its prior) replayed on them,
 #      on the CPU.
+# PHASE "sweeps=NAME,NAME..." runs steps 1 to 4 for those problems only and
+#   keeps the work folder's database and recordings, so the sweeps can be
+#   spread over several calls; a sweep cut off by the call's limit resumes
+#   when the same phase runs again on that machine. Step 4 replays every
+#   recording the folder holds.
 # PHASE "fresh" (about 4 minutes of GPU time): what phase "sweeps" left in
 #   the work folder ($KTUNE_SEARCH_WORK, default BUILD_DIR/search: kept on a
-#   warm machine; on a fresh one KTUNE_SEARCH_RESTORE=FILE names the first
-#   call's OUT_DIR/search-work.tar.gz, put in the checkout, to unpack there):
+#   warm machine; on a fresh one KTUNE_SEARCH_RESTORE=FILE names an earlier
+#   call's OUT_DIR/search-work.tar.gz, put in the checkout, unpacked there
+#   before any phase runs):
 #   5. per problem one `ktune sweep --config ...` on a fresh database: the
 #      exhaustive sweeps' top 20 and winners and every replayed winner, all in
 #      one tournament of 4 rotated rounds, each run afresh;
@@ -89,14 +95,28 @@ dump() { # name seed file: the sweep recorded as a replay file
 	sed -i "s|^source .*|source exhaustive sweep (seed $2) of bench/search.sh at $COMMIT, $(date -u +%Y-%m-%d)|" "$3"
 }
 
+only=
+case $PHASE in
+sweeps=*) only=,${PHASE#sweeps=}, PHASE=sweeps ;;
+sweeps | fresh | all) ;;
+*) echo "search.sh: PHASE is sweeps, sweeps=NAME,..., fresh or all, not '$PHASE'" >&2; exit 2 ;;
+esac
+chosen() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
+if [ -n "${KTUNE_SEARCH_RESTORE:-}" ] && [ ! -f "$W/replay.json" ]; then
+	tar xzf "$KTUNE_SEARCH_RESTORE" -C "$W" || exit 2
+	[ "$(cut -d'|' -f1 "$W/gpu.txt")" = "$TAG" ] ||
+		{ echo "search.sh: $KTUNE_SEARCH_RESTORE was recorded on another card ($(cat "$W/gpu.txt"))" >&2; exit 2; }
+fi
+
 if [ "$PHASE" = sweeps ] || [ "$PHASE" = all ]; then
-	rm -f "$W"/search.db*
+	[ -n "$only" ] || rm -f "$W"/search.db*
 	while IFS='|' read -r name fam shape var _ rep; do
+		chosen "$name" || continue
 		sweep "$name" "$fam" "$shape" "$var" 1
 		dump "$name" 1 "$W/replay/${TAG}_$name.txt"
 	done <<<"$PROBLEMS"
 	while IFS='|' read -r name fam shape var _ rep; do
-		[ "$rep" = 1 ] || continue
+		[ "$rep" = 1 ] && chosen "$name" || continue
 		sweep "$name" "$fam" "$shape" "$var" 2
 		dump "$name" 2 "$W/repeat/${TAG}_$name.txt"
 	done <<<"$PROBLEMS"
@@ -112,9 +132,6 @@ if [ "$PHASE" = sweeps ] || [ "$PHASE" = all ]; then
 fi
 
 if [ "$PHASE" = fresh ] || [ "$PHASE" = all ]; then
-	if [ ! -f "$W/replay.json" ] && [ -n "${KTUNE_SEARCH_RESTORE:-}" ]; then
-		tar xzf "$KTUNE_SEARCH_RESTORE" -C "$W" || exit 2
-	fi
 	if [ ! -f "$W/replay.json" ]; then
 		echo "search.sh: no $W/replay.json: run PHASE sweeps first (or unpack its" \
 			"search-work.tar.gz into $W)" >&2
