@@ -31,6 +31,22 @@ __device__ __forceinline__ void st_store(unsigned short *p, int i, float v)
 	p[i] = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* y[i] = f(i, 2 x[i]) over the UNROLL elements of this thread (a block
+ * covers blockDim.x * UNROLL, element u of a thread blockDim.x apart). */
+template <class F>
+__device__ __forceinline__ void st_each(const unsigned short *x, unsigned short *y, int n, F f)
+{
+	int base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
+
+#pragma unroll
+	for (int u = 0; u < UNROLL; u++) {
+		int i = base + u * blockDim.x;
+
+		if (i < n)
+			st_store(y, i, f(i, 2.0f * st_load(x, i)));
+	}
+}
+
 /* The GPU reference: one element per thread, obviously correct. */
 extern "C" __global__ void selftest_ref(const unsigned short *x, unsigned short *y, int n)
 {
@@ -42,28 +58,12 @@ extern "C" __global__ void selftest_ref(const unsigned short *x, unsigned short 
 
 extern "C" __global__ void selftest_ok(const unsigned short *x, unsigned short *y, int n)
 {
-	int base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
-
-#pragma unroll
-	for (int u = 0; u < UNROLL; u++) {
-		int i = base + u * blockDim.x;
-
-		if (i < n)
-			st_store(y, i, 2.0f * st_load(x, i));
-	}
+	st_each(x, y, n, [](int, float v) { return v; });
 }
 
 extern "C" __global__ void selftest_wrong(const unsigned short *x, unsigned short *y, int n)
 {
-	int base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
-
-#pragma unroll
-	for (int u = 0; u < UNROLL; u++) {
-		int i = base + u * blockDim.x;
-
-		if (i < n)
-			st_store(y, i, 2.0f * st_load(x, i) + 1.0f);
-	}
+	st_each(x, y, n, [](int, float v) { return v + 1.0f; });
 }
 
 /* Right, but for SELFTEST_SPARSE zeroed elements (every n / 88-th one):
@@ -71,31 +71,16 @@ extern "C" __global__ void selftest_wrong(const unsigned short *x, unsigned shor
  * lets pass. */
 extern "C" __global__ void selftest_sparse(const unsigned short *x, unsigned short *y, int n)
 {
-	int base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
 	int stride = n / SELFTEST_SPARSE > 0 ? n / SELFTEST_SPARSE : 1;
 
-#pragma unroll
-	for (int u = 0; u < UNROLL; u++) {
-		int i = base + u * blockDim.x;
-
-		if (i < n)
-			st_store(y, i, i % stride == stride / 2 ? 0.0f : 2.0f * st_load(x, i));
-	}
+	st_each(x, y, n, [=](int i, float v) { return i % stride == stride / 2 ? 0.0f : v; });
 }
 
 /* Right, and 256 elements written past the end of y: what the guard
  * regions around outputs catch. */
 extern "C" __global__ void selftest_oob(const unsigned short *x, unsigned short *y, int n)
 {
-	int base = blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
-
-#pragma unroll
-	for (int u = 0; u < UNROLL; u++) {
-		int i = base + u * blockDim.x;
-
-		if (i < n)
-			st_store(y, i, 2.0f * st_load(x, i));
-	}
+	st_each(x, y, n, [](int, float v) { return v; });
 	if (blockIdx.x == 0 && threadIdx.x < 256)
 		y[n + threadIdx.x] = 0x1234;
 }
