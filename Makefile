@@ -84,7 +84,7 @@ CLI_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
 TEST_SUPPORT_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SUPPORT_SRCS))
 TEST_BINS = $(patsubst %,$(BUILD)/tests/%,$(TESTS))
 
-all: check-sources $(BUILD)/ktune $(TEST_BINS) runtime
+all: check-sources $(BUILD)/ktune $(TEST_BINS) $(BUILD)/kdigest runtime
 
 check-sources:
 	@if [ -n "$(strip $(MISSING_SRCS))" ]; then echo "missing sources: $(MISSING_SRCS)"; exit 1; fi
@@ -108,6 +108,13 @@ $(BUILD)/obj/templates_gen.o: $(BUILD)/templates_gen.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+# A digest of every kernel binary a fixed set of configs compiles to: two
+# commits' lists compared (tools/same_kernels.sh) prove a restructuring
+# changed no kernel, without a GPU.
+$(BUILD)/kdigest: $(BUILD)/obj/tools/kdigest.o $(BUILD)/libktune_core.a
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libktune_core.a $(LDLIBS)
 
 # Templates are embedded in the binary so that ktune is self-contained.
 $(BUILD)/embed: tools/embed.c
