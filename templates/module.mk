@@ -2,4 +2,5 @@
 # Every file here is also handed to NVRTC as an includable header by its
 # file name (e.g. #include "common.cuh").
 LIB_SRCS += templates/templates.c
-TEMPLATES += templates/common.cuh templates/gemm.cu templates/ref.cu templates/planted.cu
+TEMPLATES += templates/common.cuh templates/gemm.cu templates/gemm_epi.cuh templates/gemm_mma.cuh \
+	templates/gemm_wgmma.cuh templates/gemm_ws.cuh templates/ref.cu templates/planted.cu
