@@ -72,27 +72,33 @@ KT_DEV void store_acc_f32(const float (&acc)[MI][NI][4], float *W, long long ldw
 		}
 }
 
-/* CTA tile coordinates in GROUP_M-swizzled order: GROUP_M tile rows are
- * walked column by column, so CTAs running together share A rows and B
- * columns in L2. */
+/* Tile pid of an M x N output in GROUP_M order: GM tile rows walked
+ * column by column (CTAs running together share A rows and B columns in
+ * L2), then the next GM. */
 template <int BM, int BN, int GM>
-KT_DEV void tile_coords(int M, int N, int &m0, int &n0)
+KT_DEV void tile_at(int pid, int M, int N, int &m0, int &n0)
 {
-	int pid = blockIdx.x;
 	int tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN;
 
 	if (GM <= 1) {
 		m0 = (pid / tn) * BM;
 		n0 = (pid % tn) * BN;
-		return;
-	}
-	int in_group = GM * tn;
-	int first = (pid / in_group) * GM;
-	int gsize = min(tm - first, GM);
-	int local = pid % in_group;
+	} else {
+		int in_group = GM * tn;
+		int first = (pid / in_group) * GM;
+		int gsize = min(tm - first, GM);
+		int local = pid % in_group;
 
-	m0 = (first + local % gsize) * BM;
-	n0 = (local / gsize) * BN;
+		m0 = (first + local % gsize) * BM;
+		n0 = (local / gsize) * BN;
+	}
+}
+
+/* The cp.async kernels' CTA tile: blockIdx.x in tile_at's order. */
+template <int BM, int BN, int GM>
+KT_DEV void tile_coords(int M, int N, int &m0, int &n0)
+{
+	tile_at<BM, BN, GM>(blockIdx.x, M, N, m0, n0);
 }
 
 /* C (bf16, row stride ldc) = sum of the `splits` fp32 slices of W

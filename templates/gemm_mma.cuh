@@ -140,13 +140,7 @@ struct mainloop {
 		unsigned af[2][MI][4], bfr[2][NI][2];
 		int rs = 0, ws = STAGES_ - 1;
 
-#pragma unroll
-		for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-			for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-				for (int j = 0; j < 4; j++)
-					acc[mi][ni][j] = 0.f;
+		kt_zero_frags(acc);
 
 		la.init(A, lda, m0, M, tid);
 		lb.init(B, ldb, n0, N, tid);
@@ -310,13 +304,7 @@ KT_DEV void lowrank_fused_body(const __nv_bfloat16 *X, const __nv_bfloat16 *V,
 		}
 		kt_cp_async_commit();
 	}
-#pragma unroll
-	for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-		for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-			for (int j = 0; j < 4; j++)
-				acc[mi][ni][j] = 0.f;
+	kt_zero_frags(acc);
 	kt_cp_async_wait<ST - 2>();
 	__syncthreads();
 	load_a_frags<MI, ZCH>(af[0], zs, wrow, 0, lane);
@@ -350,13 +338,7 @@ KT_DEV void lowrank_fused_body(const __nv_bfloat16 *X, const __nv_bfloat16 *V,
 		}
 		if (++kt == KT2) {
 			store_acc<MI, NI>(acc, Y, N, m0 + wrow, nt * BN + wcol, M, N, lane);
-#pragma unroll
-			for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-				for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-					for (int j = 0; j < 4; j++)
-						acc[mi][ni][j] = 0.f;
+			kt_zero_frags(acc);
 			kt = 0;
 			nt++;
 		}

@@ -48,11 +48,7 @@ KT_DEV void gemm_tn_wgmma_body(const __nv_bfloat16 *A, const __nv_bfloat16 *B, v
 	tile_coords<BM, BN, GM>(M, N, m0, n0);
 	A += blockIdx.z * sA;
 	B += blockIdx.z * sB;
-#pragma unroll
-	for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-		for (int q = 0; q < 4; q++)
-			acc[0][j][q] = 0.f;
+	kt_zero_frags(acc);
 	la.init(A, lda, m0, M, tid);
 	lb.init(B, ldb, n0, N, tid);
 #pragma unroll

@@ -70,32 +70,11 @@ namespace ktg {
  * tokens) or few k-chunks; see the persistent form below. Few tiles
  * (N = 256) would want split-K or stream-K instead.
  */
-/* Tile pid of an M x N output in GROUP_M order: GM tile rows walked
- * together (L2 reuse of B), then the next GM. */
-template <int BM, int BN, int GM>
-KT_DEV void ws_tile_at(int pid, int M, int N, int &m0, int &n0)
-{
-	int tm = (M + BM - 1) / BM, tn = (N + BN - 1) / BN;
-
-	if (GM <= 1) {
-		m0 = (pid / tn) * BM;
-		n0 = (pid % tn) * BN;
-	} else {
-		int in_group = GM * tn;
-		int first = (pid / in_group) * GM;
-		int gsize = min(tm - first, GM);
-		int local = pid % in_group;
-
-		m0 = (first + local % gsize) * BM;
-		n0 = (local / gsize) * BN;
-	}
-}
-
 template <int BM, int BN, int GM, int CM>
 KT_DEV void ws_tile_coords(int M, int N, int &m0, int &n0)
 {
 	/* CM vertically adjacent tiles form one (CM*BM) x BN super-tile */
-	ws_tile_at<CM * BM, BN, GM>(blockIdx.x / CM, M, N, m0, n0);
+	tile_at<CM * BM, BN, GM>(blockIdx.x / CM, M, N, m0, n0);
 	if (CM > 1)
 		m0 += (int)kt_cluster_ctarank() * BM;
 }
@@ -252,11 +231,7 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 
 #pragma unroll
 		for (int mw = 0; mw < MW; mw++)
-#pragma unroll
-			for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-				for (int q = 0; q < 4; q++)
-					acc[mw][0][j][q] = 0.f;
+			kt_zero_frags(acc[mw]);
 		for (int kt = 0; kt < KT; kt++) {
 			ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, kt, c);
 			/* k-tile kt-1 has retired: its stage may be refilled */
@@ -475,7 +450,7 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 				const int b1 = zB == 2 ? z : 0, b2 = zB == 2 ? 0 : z * zB;
 				int m0, n0;
 
-				ws_tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
+				tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
 				for (int kt = 0; kt < KT; kt++, it++) {
 					const int s = it % ST, kk = kt * BK;
 					const unsigned fb = full0 + s * 8;
@@ -511,14 +486,10 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 			__nv_bfloat16 *C = (__nv_bfloat16 *)Cv + (long long)z * sC;
 			int m0, n0;
 
-			ws_tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
+			tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
 #pragma unroll
 			for (int mw = 0; mw < MW; mw++)
-#pragma unroll
-				for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-					for (int q = 0; q < 4; q++)
-						acc[mw][0][j][q] = 0.f;
+				kt_zero_frags(acc[mw]);
 			for (int kt = 0; kt < KT; kt++, it++) {
 				ws_mma_chunk<BM, BN, ST, MW, RW>(acc, sA0, sB0, full0, it, c);
 				/* chunk it-1 has retired: its stage may be refilled */

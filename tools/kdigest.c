@@ -352,8 +352,14 @@ int main(int argc, char **argv)
 				const struct jit_job *j = &jobs[job_of[i]];
 
 				if (j->failed || !j->res.ok) {
+					const char *why = j->failed ? j->err_msg : j->res.log;
+					const char *err = why ? strstr(why, "error") : NULL;
+
+					while (err && err > why && err[-1] != '\n')
+						err--;	/* from the line's start: file(line) */
+
 					snprintf(digest, sizeof(digest), "FAIL compile: %.200s",
-						 j->failed ? j->err_msg : "NVRTC refused the program");
+						 err ? err : why ? why : "NVRTC refused the program");
 				} else {
 					struct kt_hash h;
 
