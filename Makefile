@@ -116,6 +116,24 @@ $(BUILD)/kdigest: $(BUILD)/obj/tools/kdigest.o $(BUILD)/libktune_core.a
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libktune_core.a $(LDLIBS)
 
+# The hand-run CUDA probes in tools/ (not part of ktune; run on the GPU
+# machine): the measurements docs/families/ and bench/NOTES-*.md cite --
+# GEMM tiles against cuBLAS, copy rates, the cost of BLAST's phases. CI
+# builds them so that they keep compiling against the templates; each
+# file's opening comment says how to run it.
+NVCC ?= $(CUDA)/bin/nvcc
+PROBES = gemm ingest mix phase fcl
+PROBE_FLAGS = -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Itemplates
+PROBE_FLAGS_gemm = -lcublas
+PROBE_FLAGS_fcl = -DFB_B=16 -DFB_R=256 -DFB_NB=128 -DFB_MB=128 -DFB_T=32 -DFB_G=1 \
+	-DFB_STAGES=2 -DFB_RESIDENT=1
+probes: $(patsubst %,$(BUILD)/probes/%_probe,$(PROBES))
+
+$(BUILD)/probes/%_probe: tools/%_probe.cu tools/probe.h $(TEMPLATES)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(PROBE_FLAGS) -o $@ $< $(PROBE_FLAGS_$*)
+
 # Templates are embedded in the binary so that ktune is self-contained.
 $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(BUILD)
@@ -132,11 +150,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libktune_
 
 # The README's test command. Every suite runs, then the result is summed up;
 # the ktune binary is built first because CLI and worker tests run it.
-test: check-sources $(BUILD)/ktune $(TEST_BINS)
+test: check-sources $(BUILD)/ktune $(BUILD)/kdigest $(TEST_BINS)
 	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(TEST_BINS)
 
 # Every suite but the NVRTC compile-everything one (the sanitizer pass).
-test-fast: check-sources $(BUILD)/ktune $(TEST_BINS)
+test-fast: check-sources $(BUILD)/ktune $(BUILD)/kdigest $(TEST_BINS)
 	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(filter-out %/test_compile,$(TEST_BINS))
 
 # The README's two commands: each installs what it needs first.
@@ -153,7 +171,7 @@ check: deps
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all check-sources test test-fast clean deps run check runtime
+.PHONY: all check-sources test test-fast clean deps run check runtime probes
 .SECONDARY:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -668,6 +668,63 @@ static void test_wgmma_serialized(void)
 	}
 }
 
+/* tools/kdigest next to the ktune under test (make builds both). */
+static const char *kdigest_path(void)
+{
+	static char path[4096];
+	const char *k = kt_test_ktune(), *slash = strrchr(k, '/');
+
+	snprintf(path, sizeof(path), "%.*skdigest", slash ? (int)(slash - k + 1) : 0, k);
+	return path;
+}
+
+/* What tools/same_kernels.sh relies on: one line a program, sorted, each
+ * ending in a 32-digit content hash, the same on a second run; bad usage
+ * and a corrupt export refused with exit 2. */
+static void test_kdigest(void)
+{
+	char *const run[] = {(char *)kdigest_path(), "--family", "dense", "--sample", "1",
+			     "--arch", "sm_80", NULL};
+	char *out = NULL, *again = NULL, *p, *line, *save = NULL, prev[1024] = "";
+	const char *bad[][3] = {{"--arch", "sm_99", NULL}, {"--family", "nope", NULL},
+				{"--sample", "x", NULL}, {"--winners", NULL, NULL}};
+	int lines = 0, ref = 0;
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_exec(run, NULL, &out, 300), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_test_exec(run, NULL, &again, 300), 0);
+	CU_ASSERT_STRING_EQUAL(out, again);
+	p = strstr(out, "\ndense ");	/* stderr's progress line comes first */
+	for (line = strtok_r(p ? p : out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		size_t n = strlen(line);
+
+		if (strncmp(line, "dense ", 6) != 0)
+			continue;
+		lines++;
+		ref += strstr(line, " sm_80 reference #0 ref ") != NULL;
+		CU_ASSERT(n > 33 && line[n - 33] == ' ' && strspn(line + n - 32, "0123456789abcdef") == 32);
+		CU_ASSERT(strcmp(prev, line) <= 0);
+		snprintf(prev, sizeof(prev), "%s", line);
+	}
+	/* reference, default, and mma_sync's first, last and one sample (sm_80
+	 * runs neither wgmma variant) */
+	CU_ASSERT_EQUAL(lines, 5);
+	CU_ASSERT_EQUAL(ref, 1);
+	free(out);
+	free(again);
+
+	CU_ASSERT_EQUAL_FATAL(kt_test_write_file(kt_test_path("bad.json"), "{\"entries\": 3", 13), 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *const argv[] = {(char *)kdigest_path(), (char *)bad[i][0],
+				      (char *)(bad[i][1] ? bad[i][1] : kt_test_path("bad.json")), NULL};
+
+		out = NULL;
+		CU_ASSERT_EQUAL(kt_test_exec(argv, NULL, &out, 60), 2);
+		CU_ASSERT(out && (strstr(out, "kdigest:") || strstr(out, "usage:")));
+		free(out);
+	}
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -683,5 +740,6 @@ int main(void)
 	CU_add_test(s, "a log that says ptxas serialized wgmma is caught", test_wgmma_serialized);
 	s = CU_add_suite("compile (NVRTC)", NULL, NULL);
 	CU_add_test(s, "NVRTC compiles dense and lowrank", test_compile_space);
+	CU_add_test(s, "tools/kdigest: sorted, stable digests; bad usage refused", test_kdigest);
 	return kt_test_main();
 }

@@ -46,7 +46,7 @@ tile_copy(const __nv_bfloat16 *z, __nv_bfloat16 *w, int N, int r)
 		const int c0 = rt * TC_R;
 
 		tp_walk(kt_smem_u32(tc_smem), z, plane, N, r, c0, tid, a.y, a.gy,
-			[&](unsigned sz, int tt) { tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid); });
+			[&](unsigned sz, int tt) { tp_store(sz, w, plane, N, r, tt * TP_T, c0, tid, 0ull); });
 	}
 }
 

@@ -1,7 +1,7 @@
 /*
- * probe.h -- what the hand-run CUDA probes in tools/ share (gemm_probe,
- * mix_probe, ingest_probe; not part of ktune, built with nvcc on the GPU
- * machine): a runtime call that fails ends the probe with where and why.
+ * probe.h -- what the hand-run CUDA probes in tools/ share (not part of
+ * ktune; `make probes` builds them with nvcc, they run on the GPU machine):
+ * a runtime call that fails ends the probe with where and why.
  */
 #ifndef KT_TOOLS_PROBE_H
 #define KT_TOOLS_PROBE_H
