@@ -12,25 +12,13 @@
  * bytes); M, N and K edges are masked, so no tile size has to divide.
  *
  * Compile-time parameters (-D): BLOCK_M, BLOCK_N, BLOCK_K (32 or 64),
- * WARPS_M x WARPS_N (warp split of the CTA tile), STAGES (cp.async pipeline
- * depth, >= 2), GROUP_M (rows of CTA tiles walked together for L2 reuse;
- * 1 = plain row-major tile order), SPLIT_K (default 1: > 1 writes fp32
- * partials that splitk_reduce sums), WGMMA (sm_90a warpgroup MMA path);
- * with WS: CONSUMERS (1 or 2), EPILOGUE (1 staged, 0 direct), CLUSTER_M,
- * PERSISTENT (1: a fixed grid walks every (tile, batch) work item),
- * COLGRP and COLGSTRIDE (no split-K; with WS the staged epilogue: output
- * column c lands at (c / COLGRP) * COLGSTRIDE + c % COLGRP of its row, a C
- * cut into groups of COLGRP columns that lie COLGSTRIDE elements apart;
- * COLGRP % 8 == 0, so no 16-byte chunk, and no pair gemm_tn stores from
- * its accumulators, straddles two; monarch's relayout variants write their
- * middle permutation this way), COLSTEP (gemm_tn only, k > 1: output column
- * c lands at c * k of its row, in 2-byte stores, so ldc and the batch
- * stride of C need no alignment; monarch's relayout variants write their
- * interleaved y this way at decode), KT_PDL with PDL_PREFETCH (gemm_tn on
- * the mma.sync path, sm_90, split-K too: launched as a programmatic
- * dependent, it loads its first B stages, then waits for the kernel
- * before, whose dependents it lets start at once; B must not be that
- * kernel's output).
+ * WARPS_M x WARPS_N (warp split of the CTA tile), STAGES (pipeline depth,
+ * >= 2), GROUP_M (tile rows walked together for L2 reuse; 1 = row-major
+ * tile order), SPLIT_K (> 1: fp32 partials that splitk_reduce sums), WGMMA
+ * or WS (the sm_90a main loops; with WS: CONSUMERS, EPILOGUE, CLUSTER_M,
+ * PERSISTENT, L2_HINT), output column remaps COLGRP/COLGSTRIDE and COLSTEP
+ * (monarch's relayout variants), KT_PDL with PDL_PREFETCH (gemm_mma.cuh).
+ * Each is described where it is checked or used.
  *
  * Kernels (extern "C"):
  *   gemm_tn(A, B, C, M, N, K, lda, ldb, ldc, sA, sB, sC)
@@ -58,6 +46,15 @@
  */
 #include "common.cuh"
 
+/*
+ * COLGRP and COLGSTRIDE (no split-K; with WS the staged epilogue only):
+ * output column c lands at (c / COLGRP) * COLGSTRIDE + c % COLGRP of its
+ * row, a C cut into groups of COLGRP columns that lie COLGSTRIDE elements
+ * apart. COLGRP % 8 == 0, so no 16-byte chunk and no stored pair straddles
+ * two groups (monarch's middle permutation). COLSTEP k > 1 (gemm_tn only):
+ * column c lands at c * k of its row in 2-byte stores, so ldc and C's batch
+ * stride need no alignment (monarch's interleaved y at decode).
+ */
 #ifndef COLGRP
 #define COLGRP 0
 #endif
