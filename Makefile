@@ -174,4 +174,6 @@ clean:
 .PHONY: all check-sources test test-fast clean deps run check runtime probes
 .SECONDARY:
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+# header dependencies of both object trees: a stale pic object (libktune)
+# built against an older struct layout corrupts memory at run time
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
