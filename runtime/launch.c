@@ -4,10 +4,11 @@
  * context, and the launches themselves.
  *
  * A call is warm in a context once its kernels are loaded there; a warm
- * call takes the table's lock only to find its entry, then builds its
- * arguments and tensor maps on the stack and enqueues its launches: no
- * synchronization, no allocation on the device, no compile, so it may be
- * captured into a CUDA graph. Building a call (planning, compiling,
+ * call takes the table's lock only to find its entry and to give it back
+ * (callcache.h bounds the entries; retired ones are freed when no call is
+ * in flight), then builds its arguments and tensor maps on the stack and
+ * enqueues its launches: no synchronization, no allocation on the device,
+ * no compile, so it may be captured into a CUDA graph. Building a call (planning, compiling,
  * loading) is serialized by the table's build lock and refused while the
  * stream captures (cuModuleLoadData and NVRTC do not belong in a graph).
  */
@@ -30,32 +31,14 @@ struct rt_mod {
 	struct rt_mod *next;
 };
 
-struct rt_entry {
-	char key[RT_KEY_MAX];
-	unsigned generation;
-	struct rt_call *call;
-	struct rt_entry *next;
-};
-
-#define RT_BUCKETS 256
-
 struct rt_ctx {
 	CUcontext ctx;
 	struct chain_device dev;
 	char uuid[64];
 	struct rt_mod *mods;
-	struct rt_entry *calls[RT_BUCKETS];
+	struct rt_cache calls;
 	struct rt_ctx *next;
 };
-
-static unsigned key_hash(const char *s)
-{
-	unsigned h = 2166136261u;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
-	return h % RT_BUCKETS;
-}
 
 static int cu_fail(const struct ktune_table *t, CUresult r, const char *what)
 {
@@ -217,16 +200,6 @@ static int ctx_state(struct ktune_table *t, CUcontext ctx, struct rt_ctx **out)
 	t->ctxs = c;
 	*out = c;
 	return KTUNE_OK;
-}
-
-static struct rt_call *call_find(struct rt_ctx *c, const char *key, unsigned generation)
-{
-	struct rt_entry *e;
-
-	for (e = c->calls[key_hash(key)]; e; e = e->next)
-		if (e->generation == generation && strcmp(e->key, key) == 0)
-			return e->call;
-	return NULL;
 }
 
 static struct rt_mod *mod_find(struct rt_ctx *c, const char *id)
@@ -432,7 +405,6 @@ static int call_get(struct ktune_table *t, struct rt_ctx *x, const struct rt_sha
 		    ktune_stream stream, struct rt_call **out)
 {
 	struct rt_call *c;
-	struct rt_entry *e;
 	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
 	unsigned gen;
 	CUresult r;
@@ -440,7 +412,7 @@ static int call_get(struct ktune_table *t, struct rt_ctx *x, const struct rt_sha
 
 	pthread_mutex_lock(&t->lock);
 	gen = t->generation;
-	c = call_find(x, s->key, gen);
+	c = rt_cache_find(&x->calls, s->key, gen);
 	pthread_mutex_unlock(&t->lock);
 	if (c) {
 		*out = c;
@@ -450,34 +422,32 @@ static int call_get(struct ktune_table *t, struct rt_ctx *x, const struct rt_sha
 		return cu_fail(t, r, "cuStreamIsCapturing");
 	pthread_mutex_lock(&t->build);
 	pthread_mutex_lock(&t->lock);
-	c = call_find(x, s->key, gen);
+	c = rt_cache_find(&x->calls, s->key, gen);
 	pthread_mutex_unlock(&t->lock);
 	if (c) {
 		pthread_mutex_unlock(&t->build);
 		*out = c;
 		return KTUNE_OK;
 	}
-	if (!(c = calloc(1, sizeof(*c))) || !(e = calloc(1, sizeof(*e)))) {
-		free(c);
+	if (!(c = calloc(1, sizeof(*c)))) {
 		pthread_mutex_unlock(&t->build);
 		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
 	}
 	if ((rc = rt_call_plan(t, s, &x->dev, x->uuid, c)) != KTUNE_OK ||
 	    (rc = call_load(t, x, c, cap != CU_STREAM_CAPTURE_STATUS_NONE)) != KTUNE_OK) {
 		free(c);
-		free(e);
 		pthread_mutex_unlock(&t->build);
 		return rc;
 	}
 	c->choice.warm = 1;
-	snprintf(e->key, sizeof(e->key), "%s", s->key);
-	e->generation = gen;
-	e->call = c;
 	pthread_mutex_lock(&t->lock);
-	e->next = x->calls[key_hash(s->key)];
-	x->calls[key_hash(s->key)] = e;
+	rc = rt_cache_put(&x->calls, s->key, gen, c, &t->retired);
 	pthread_mutex_unlock(&t->lock);
 	pthread_mutex_unlock(&t->build);
+	if (rc != 0) {
+		free(c);
+		return rt_fail(KTUNE_ERROR_INTERNAL, "out of memory");
+	}
 	*out = c;
 	return KTUNE_OK;
 }
@@ -642,8 +612,25 @@ static int call_launch(struct ktune_table *t, const struct rt_call *c, void *con
 	return KTUNE_OK;
 }
 
-/* The call of s in the stream's context: *x and *pushed for the caller's
- * ctx_leave. */
+/* Ends what enter_call began: the call it gave is no longer used by this
+ * thread. The last thread out frees the calls the cache retired, which no
+ * one can hold any more. */
+static void leave_call(struct ktune_table *t, int pushed)
+{
+	struct rt_cache_entry *free_now = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	if (--t->inflight == 0) {
+		free_now = t->retired;
+		t->retired = NULL;
+	}
+	pthread_mutex_unlock(&t->lock);
+	rt_cache_free_list(free_now);
+	ctx_leave(t, pushed);
+}
+
+/* The call of s in the stream's context, valid until the caller's
+ * leave_call (with *pushed). */
 static int enter_call(struct ktune_table *t, const struct rt_shape *s, ktune_stream stream,
 		      struct rt_call **c, int *pushed)
 {
@@ -661,11 +648,12 @@ static int enter_call(struct ktune_table *t, const struct rt_shape *s, ktune_str
 		return rc;
 	pthread_mutex_lock(&t->lock);
 	rc = ctx_state(t, ctx, &x);
+	t->inflight++;
 	pthread_mutex_unlock(&t->lock);
 	if (rc == KTUNE_OK)
 		rc = call_get(t, x, s, stream, c);
 	if (rc != KTUNE_OK) {
-		ctx_leave(t, *pushed);
+		leave_call(t, *pushed);
 		*pushed = 0;
 	}
 	return rc;
@@ -681,7 +669,7 @@ int rt_run(struct ktune_table *t, const struct rt_shape *s, void *const *user, i
 	if ((rc = enter_call(t, s, stream, &c, &pushed)) != KTUNE_OK)
 		return rc;
 	rc = call_launch(t, c, user, nuser, prepared, prepared_bytes, ws, ws_bytes, stream);
-	ctx_leave(t, pushed);
+	leave_call(t, pushed);
 	if (rc == KTUNE_OK)
 		rt_ok();
 	return rc;
@@ -779,7 +767,7 @@ int rt_choose(struct ktune_table *t, const struct rt_shape *s, ktune_stream stre
 	pthread_mutex_unlock(&t->lock);
 	if (rc == KTUNE_OK && (rc = enter_call(t, s, stream, &c, &pushed)) == KTUNE_OK) {
 		*out = *c;
-		ctx_leave(t, pushed);
+		leave_call(t, pushed);
 		rt_ok();
 		return KTUNE_OK;
 	}
@@ -815,7 +803,7 @@ int rt_prepare(struct ktune_table *t, const struct kt_family *f, const struct kt
 	if ((rc = enter_call(t, &key, stream, &c, &pushed)) != KTUNE_OK)
 		return rc;
 	rc = call_launch(t, c, user, nuser, prepared, prepared_bytes, NULL, 0, stream);
-	ctx_leave(t, pushed);
+	leave_call(t, pushed);
 	if (rc == KTUNE_OK)
 		rt_ok();
 	return rc;
@@ -824,10 +812,11 @@ int rt_prepare(struct ktune_table *t, const struct kt_family *f, const struct kt
 void ktune_close(ktune_table *t)
 {
 	struct rt_ctx *x, *nx;
-	int i;
 
 	if (!t)
 		return;
+	rt_cache_free_list(t->retired);
+	t->retired = NULL;
 	for (x = t->ctxs; x; x = nx) {
 		struct rt_mod *m, *nm;
 
@@ -841,15 +830,7 @@ void ktune_close(ktune_table *t)
 			free(m->id);
 			free(m);
 		}
-		for (i = 0; i < RT_BUCKETS; i++) {
-			struct rt_entry *e, *ne;
-
-			for (e = x->calls[i]; e; e = ne) {
-				ne = e->next;
-				free(e->call);
-				free(e);
-			}
-		}
+		rt_cache_clear(&x->calls);
 		free(x);
 	}
 	if (t->dev0) {

@@ -2,15 +2,15 @@
 # shares with the rest of ktune (the driver loader, NVRTC compile-one, the
 # lookup chain).
 LIB_SRCS += runtime/cu_api.c runtime/jit_one.c runtime/chain.c runtime/api.c runtime/table.c \
-	runtime/plan.c runtime/launch.c runtime/json_min.c runtime/table_db.c
+	runtime/plan.c runtime/launch.c runtime/callcache.c runtime/json_min.c runtime/table_db.c
 
 # libktune: the runtime alone, without the tuner, the store, the server,
 # SQLite, libmicrohttpd or jansson. NVRTC and the driver are dlopen'd, so it
 # loads where neither is installed. Position-independent objects of its own
 # (build/pic/) serve both the archive and the shared library, which exports
 # the ktune_* symbols only.
-RT_SRCS = runtime/api.c runtime/table.c runtime/plan.c runtime/launch.c runtime/json_min.c \
-	runtime/cu_api.c runtime/jit_one.c runtime/chain.c \
+RT_SRCS = runtime/api.c runtime/table.c runtime/plan.c runtime/launch.c runtime/callcache.c \
+	runtime/json_min.c runtime/cu_api.c runtime/jit_one.c runtime/chain.c \
 	kernels/family.c kernels/registry.c kernels/gemm_plan.c kernels/dense.c kernels/lowrank.c \
 	kernels/monarch.c kernels/blast.c kernels/blockattn.c kernels/selftest.c \
 	templates/templates.c util/err.c util/hash.c util/clock.c util/knobs.c
@@ -55,8 +55,8 @@ $(BUILD)/libktune_db.a: $(RT_DB_OBJS)
 # The runtime's own sources, packed into ktune (runtime/sources.h): an
 # export bundle (`ktune export --format lib`) builds them, with its
 # Makefile (runtime/bundle.mk) and check (runtime/bundle_check.c).
-RT_HDRS = include/ktune.h include/ktune_builtin.h runtime/rt.h runtime/chain.h runtime/cu_api.h \
-	runtime/jit_one.h runtime/json_min.h runtime/sources.h kernels/family.h kernels/gemm_plan.h \
+RT_HDRS = include/ktune.h include/ktune_builtin.h runtime/rt.h runtime/callcache.h runtime/chain.h \
+	runtime/cu_api.h runtime/jit_one.h runtime/json_min.h runtime/sources.h kernels/family.h kernels/gemm_plan.h \
 	kernels/blockattn.h util/err.h util/hash.h util/clock.h util/knobs.h templates/templates.h
 RT_PACK = $(RT_SRCS) $(RT_HDRS) runtime/libktune.map runtime/bundle.mk runtime/bundle_check.c \
 	runtime/bundle_gpu.c tools/embed.c

@@ -22,6 +22,7 @@
 
 #include "../include/ktune.h"
 #include "../kernels/family.h"
+#include "callcache.h"
 #include "chain.h"
 #include "cu_api.h"
 
@@ -119,6 +120,11 @@ struct ktune_table {
 	CUcontext dev0;
 	struct rt_ctx *ctxs;
 	unsigned generation;	/* bumped by options that change answers */
+	/* calls handed out and not yet given back (launch.c's enter_call and
+	 * leave_call), and the calls the caches retired meanwhile: freed when
+	 * the count falls to 0 */
+	int inflight;
+	struct rt_cache_entry *retired;
 };
 
 int rt_table_new(struct ktune_table **out);

@@ -1046,6 +1046,72 @@ static void gpu_family(const char *family, const char *shape)
 	gprob_free(&p);
 }
 
+/* The call cache keeps at most its cap, retires the oldest first (their
+ * calls handed over, not freed), finds by key and generation, and frees
+ * everything (ASan's leak check in CI). A call is a plain allocation here:
+ * the cache never looks inside. */
+static void test_call_cache(void)
+{
+	struct rt_cache c;
+	struct rt_cache_entry *retired = NULL, *e;
+	struct rt_call *calls[8];
+	char key[32];
+	int i, n;
+
+	memset(&c, 0, sizeof(c));
+	c.cap = 3;
+	for (i = 0; i < 8; i++) {
+		calls[i] = malloc(16);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(calls[i]);
+		snprintf(key, sizeof(key), "blockattn_fwd tokens=%d", 1000 + i);
+		CU_ASSERT_EQUAL(rt_cache_put(&c, key, 1, calls[i], &retired), 0);
+		CU_ASSERT(c.n <= 3);
+	}
+	CU_ASSERT_EQUAL(c.n, 3);
+	/* the newest three are found, under their generation only */
+	for (i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "blockattn_fwd tokens=%d", 1000 + i);
+		CU_ASSERT_PTR_EQUAL(rt_cache_find(&c, key, 1), i >= 5 ? calls[i] : NULL);
+		CU_ASSERT_PTR_NULL(rt_cache_find(&c, key, 2));
+	}
+	/* the five oldest were retired, each with its own call */
+	for (n = 0, e = retired; e; e = e->next, n++) {
+		int k = atoi(strchr(e->key, '=') + 1) - 1000;
+
+		CU_ASSERT(k >= 0 && k < 5);
+		CU_ASSERT_PTR_EQUAL(e->call, calls[k >= 0 && k < 5 ? k : 0]);
+	}
+	CU_ASSERT_EQUAL(n, 5);
+	rt_cache_free_list(retired);
+	/* a key published again under a new generation sits beside the old */
+	calls[0] = malloc(16);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(calls[0]);
+	retired = NULL;
+	CU_ASSERT_EQUAL(rt_cache_put(&c, "blockattn_fwd tokens=1007", 2, calls[0], &retired), 0);
+	CU_ASSERT_PTR_EQUAL(rt_cache_find(&c, "blockattn_fwd tokens=1007", 2), calls[0]);
+	CU_ASSERT_PTR_EQUAL(rt_cache_find(&c, "blockattn_fwd tokens=1007", 1), calls[7]);
+	CU_ASSERT_PTR_NOT_NULL(retired);	/* tokens=1005 made room */
+	CU_ASSERT_PTR_NULL(rt_cache_find(&c, "blockattn_fwd tokens=1005", 1));
+	rt_cache_free_list(retired);
+	rt_cache_clear(&c);
+	CU_ASSERT_EQUAL(c.n, 0);
+	CU_ASSERT_PTR_NULL(c.oldest);
+	CU_ASSERT_PTR_NULL(rt_cache_find(&c, "blockattn_fwd tokens=1006", 1));
+	/* the default cap holds when none is set */
+	c.cap = 0;
+	retired = NULL;
+	for (i = 0; i < RT_CACHE_CAP + 10; i++) {
+		snprintf(key, sizeof(key), "dense tokens=%d", i);
+		CU_ASSERT_EQUAL_FATAL(rt_cache_put(&c, key, 0, malloc(16), &retired), 0);
+	}
+	CU_ASSERT_EQUAL(c.n, RT_CACHE_CAP);
+	for (n = 0, e = retired; e; e = e->next)
+		n++;
+	CU_ASSERT_EQUAL(n, 10);
+	rt_cache_free_list(retired);
+	rt_cache_clear(&c);
+}
+
 static void test_gpu_linear(void)
 {
 	static const char *const cases[][2] = {
@@ -1438,6 +1504,8 @@ int main(void)
 		    test_plan_attention);
 	CU_add_test(s, "plans: monarch, blast: workspace, prepared layout, launches",
 		    test_plan_prepared);
+	CU_add_test(s, "the call cache: bounded, oldest retired first, generations apart",
+		    test_call_cache);
 
 	s = CU_add_suite("runtime (GPU)", NULL, gpu_clean);
 	gpu = gpu_init();
