@@ -344,10 +344,10 @@ int main(int argc, char **argv)
 		jit_compile_all(jobs, nj, (int)threads);
 		for (i = 0; i < l.n; i++) {
 			const struct entry *e = &l.e[i];
-			char digest[300], line[1024];
+			char digest[300], line[1200];
 
 			if (job_of[i] < 0) {
-				snprintf(digest, sizeof(digest), "FAIL %s", e->fail);
+				snprintf(digest, sizeof(digest), "FAIL %.200s", e->fail);
 			} else {
 				const struct jit_job *j = &jobs[job_of[i]];
 
