@@ -19,6 +19,7 @@
                                     "checks"; a short table on stdout
 """
 import datetime
+import functools
 import glob
 import json
 import os
@@ -45,6 +46,7 @@ def problems(work):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def gpu(work):
     """(tag, card name) of the sweeps' GPU, as search.sh wrote them: the
     recordings are TAG_NAME.txt."""

@@ -476,6 +476,18 @@ void kt_buf_set(struct kt_buf *b, const char *name, enum kt_buf_role role, enum 
 	b->scale = scale;
 }
 
+int kt_program_same(const struct kt_program *a, const struct kt_program *b)
+{
+	int i;
+
+	if (strcmp(a->tpl, b->tpl) != 0 || a->ndefines != b->ndefines)
+		return 0;
+	for (i = 0; i < a->ndefines; i++)
+		if (strcmp(a->defines[i], b->defines[i]) != 0)
+			return 0;
+	return 1;
+}
+
 int kt_plan_uses_buf(const struct kt_plan *p, int i)
 {
 	int l, a;

@@ -298,6 +298,9 @@ size_t kt_dtype_size(enum kt_dtype t);
  * or a tensor map: the scratch a plan really uses (a family may list
  * scratch only some of its plans, or only its reference, read). */
 int kt_plan_uses_buf(const struct kt_plan *p, int i);
+/* 1 when a and b are the same program: template and defines, in order
+ * (for one arch, the same compile). */
+int kt_program_same(const struct kt_program *a, const struct kt_program *b);
 
 /* Fills one buffer description (the rest of *b zeroed). */
 void kt_buf_set(struct kt_buf *b, const char *name, enum kt_buf_role role, enum kt_dtype t,

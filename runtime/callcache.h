@@ -6,9 +6,9 @@
  * oldest, whose call moves to a retired list instead of being freed, because
  * callers use a call they found without holding the table's lock. The
  * caller frees a retired list (rt_cache_free_list) once no one can still
- * hold one of its calls (launch.c counts the callers inside). Without a
- * bound, attention calls with a new token count every step grew the cache
- * by one call (~27 KB) a step.
+ * hold one of its calls (launch.c counts the callers inside). The bound
+ * matters for attention, whose token count, part of the key, may change
+ * with every batch.
  *
  * Not locked here: the caller holds the table's lock around every call.
  */

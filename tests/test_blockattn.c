@@ -1561,18 +1561,6 @@ static int covers_new(const struct collect *c, const struct kt_config *cfg)
 	return 0;
 }
 
-static int same_program(const struct kt_program *a, const struct kt_program *b)
-{
-	int i;
-
-	if (strcmp(a->tpl, b->tpl) != 0 || a->ndefines != b->ndefines)
-		return 0;
-	for (i = 0; i < a->ndefines; i++)
-		if (strcmp(a->defines[i], b->defines[i]) != 0)
-			return 0;
-	return 1;
-}
-
 /* Adds the program of plan pl (once) and returns its index. */
 static int add_program(struct collect *c, const struct kt_plan *pl, int required)
 {
@@ -1580,7 +1568,7 @@ static int add_program(struct collect *c, const struct kt_plan *pl, int required
 	int i;
 
 	for (i = 0; i < c->n; i++)
-		if (same_program(&c->progs[i], p)) {
+		if (kt_program_same(&c->progs[i], p)) {
 			c->required[i] |= required;
 			return i;
 		}
@@ -2366,7 +2354,7 @@ static int gpu_sweep(struct dprob *dp, int timed, struct cands *cs)
 	/* one compile per distinct program (ITEMS, CTAS_SM are launch-time) */
 	for (i = 0; i < cs->n; i++) {
 		for (j = 0; j < njobs; j++)
-			if (same_program(jobs[j].prog, &cs->v[i].p.programs[0]))
+			if (kt_program_same(jobs[j].prog, &cs->v[i].p.programs[0]))
 				break;
 		job_of[i] = j;
 		if (j == njobs) {

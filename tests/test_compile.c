@@ -56,21 +56,13 @@ static void add_program(const char *label, const struct kt_program *p, const cha
 			unsigned smem, unsigned threads)
 {
 	const char *match = getenv("KTUNE_COMPILE_MATCH");
-	int i, d;
+	int i;
 
 	if (match && *match && !strstr(label, match))
 		return;
-	for (i = 0; i < nitems; i++) {
-		const struct kt_program *q = &items[i].prog;
-
-		if (strcmp(q->tpl, p->tpl) || q->ndefines != p->ndefines || strcmp(items[i].arch, arch))
-			continue;
-		for (d = 0; d < p->ndefines; d++)
-			if (strcmp(q->defines[d], p->defines[d]))
-				break;
-		if (d == p->ndefines)
+	for (i = 0; i < nitems; i++)
+		if (strcmp(items[i].arch, arch) == 0 && kt_program_same(&items[i].prog, p))
 			return;
-	}
 	if (nitems == capitems) {
 		struct item *n;
 

@@ -217,31 +217,20 @@ static int add_winners(struct list *l, const char *path, const char *only)
 	return rc;
 }
 
-static int same_program(const struct kt_program *p, const char *arch, const struct entry *e)
-{
-	int d;
-
-	if (strcmp(arch, e->arch) || strcmp(p->tpl, e->prog.tpl) || p->ndefines != e->prog.ndefines)
-		return 0;
-	for (d = 0; d < p->ndefines; d++)
-		if (strcmp(p->defines[d], e->prog.defines[d]))
-			return 0;
-	return 1;
-}
-
 static int cmp_line(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int usage(void)
+/* --help: to stdout, exit 0; bad usage: to stderr, exit 2. */
+static int usage(FILE *to, int rc)
 {
-	fprintf(stderr, "usage: kdigest [--sample N] [--arch sm_90a,sm_80] [--family NAME] "
+	fprintf(to, "usage: kdigest [--sample N] [--arch sm_90a,sm_80] [--family NAME] "
 			"[--winners EXPORT.json] [--threads N]\n"
 			"A content hash of every kernel binary the development suite's reference,\n"
 			"default and sampled configs (and an export's winners) compile to, one\n"
 			"line a program, sorted: tools/same_kernels.sh compares two commits.\n");
-	return 2;
+	return rc;
 }
 
 static long num_arg(const char *s, long lo, long hi)
@@ -267,9 +256,9 @@ int main(int argc, char **argv)
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(argv[i], "--help") == 0)
-			return usage() ? 0 : 0;
+			return usage(stdout, 0);
 		if (!v)
-			return usage();
+			return usage(stderr, 2);
 		if (strcmp(argv[i], "--sample") == 0 && (sample = num_arg(v, 0, 1000)) >= 0)
 			i++;
 		else if (strcmp(argv[i], "--threads") == 0 && (threads = num_arg(v, 0, 256)) >= 0)
@@ -281,7 +270,7 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--winners") == 0)
 			winners = argv[++i];
 		else
-			return usage();
+			return usage(stderr, 2);
 	}
 	if (only && !kt_family_find(only)) {
 		fprintf(stderr, "kdigest: no family '%s' (ktune families)\n", only);
@@ -331,7 +320,8 @@ int main(int argc, char **argv)
 			if (l.e[i].program < 0)
 				continue;
 			for (k = 0; k < nj; k++)	/* the same program compiles once */
-				if (same_program(jobs[k].prog, jobs[k].arch, &l.e[i]))
+				if (strcmp(jobs[k].arch, l.e[i].arch) == 0 &&
+				    kt_program_same(jobs[k].prog, &l.e[i].prog))
 					break;
 			if (k == nj) {
 				jobs[nj].prog = &l.e[i].prog;
