@@ -99,3 +99,56 @@ void rt_cache_clear(struct rt_cache *c)
 	}
 	rt_cache_free_list(all);
 }
+
+/* Appends list b to list a (both linked through `next`). */
+static struct rt_cache_entry *concat(struct rt_cache_entry *a, struct rt_cache_entry *b)
+{
+	struct rt_cache_entry *e = a;
+
+	if (!a)
+		return b;
+	while (e->next)
+		e = e->next;
+	e->next = b;
+	return a;
+}
+
+int rt_reclaim_enter(struct rt_reclaim *r)
+{
+	int slot = (int)(r->epoch & 1u);
+
+	r->inside[slot]++;
+	return slot;
+}
+
+struct rt_cache_entry **rt_reclaim_list(struct rt_reclaim *r)
+{
+	return &r->retired[r->epoch & 1u];
+}
+
+struct rt_cache_entry *rt_reclaim_leave(struct rt_reclaim *r, int slot)
+{
+	struct rt_cache_entry *done = NULL;
+	int k;
+
+	r->inside[slot]--;
+	/* at most twice: with no one inside, both epochs' lists go */
+	for (k = 0; k < 2; k++) {
+		int prev = (int)((r->epoch + 1u) & 1u);
+
+		if (r->inside[prev] != 0)
+			break;
+		done = concat(done, r->retired[prev]);
+		r->retired[prev] = NULL;
+		r->epoch++;
+	}
+	return done;
+}
+
+struct rt_cache_entry *rt_reclaim_all(struct rt_reclaim *r)
+{
+	struct rt_cache_entry *all = concat(r->retired[0], r->retired[1]);
+
+	r->retired[0] = r->retired[1] = NULL;
+	return all;
+}

@@ -441,7 +441,7 @@ static int call_get(struct ktune_table *t, struct rt_ctx *x, const struct rt_sha
 	}
 	c->choice.warm = 1;
 	pthread_mutex_lock(&t->lock);
-	rc = rt_cache_put(&x->calls, s->key, gen, c, &t->retired);
+	rc = rt_cache_put(&x->calls, s->key, gen, c, rt_reclaim_list(&t->reclaim));
 	pthread_mutex_unlock(&t->lock);
 	pthread_mutex_unlock(&t->build);
 	if (rc != 0) {
@@ -612,49 +612,52 @@ static int call_launch(struct ktune_table *t, const struct rt_call *c, void *con
 	return KTUNE_OK;
 }
 
+/* A caller inside enter_call .. leave_call: whether it pushed a context,
+ * and its reclaim slot. */
+struct inside {
+	int pushed;
+	int slot;
+};
+
 /* Ends what enter_call began: the call it gave is no longer used by this
- * thread. The last thread out frees the calls the cache retired, which no
- * one can hold any more. */
-static void leave_call(struct ktune_table *t, int pushed)
+ * thread. Frees what the caches retired that no caller can hold any more. */
+static void leave_call(struct ktune_table *t, const struct inside *in)
 {
-	struct rt_cache_entry *free_now = NULL;
+	struct rt_cache_entry *free_now;
 
 	pthread_mutex_lock(&t->lock);
-	if (--t->inflight == 0) {
-		free_now = t->retired;
-		t->retired = NULL;
-	}
+	free_now = rt_reclaim_leave(&t->reclaim, in->slot);
 	pthread_mutex_unlock(&t->lock);
 	rt_cache_free_list(free_now);
-	ctx_leave(t, pushed);
+	ctx_leave(t, in->pushed);
 }
 
 /* The call of s in the stream's context, valid until the caller's
- * leave_call (with *pushed). */
+ * leave_call (with *in). */
 static int enter_call(struct ktune_table *t, const struct rt_shape *s, ktune_stream stream,
-		      struct rt_call **c, int *pushed)
+		      struct rt_call **c, struct inside *in)
 {
 	CUcontext ctx;
 	struct rt_ctx *x = NULL;
 	int rc;
 
-	*pushed = 0;
+	in->pushed = 0;
 	pthread_mutex_lock(&t->lock);
 	rc = api_ready(t);
 	pthread_mutex_unlock(&t->lock);
 	if (rc != KTUNE_OK)
 		return rc;
-	if ((rc = ctx_enter(t, stream, &ctx, pushed)) != KTUNE_OK)
+	if ((rc = ctx_enter(t, stream, &ctx, &in->pushed)) != KTUNE_OK)
 		return rc;
 	pthread_mutex_lock(&t->lock);
 	rc = ctx_state(t, ctx, &x);
-	t->inflight++;
+	in->slot = rt_reclaim_enter(&t->reclaim);
 	pthread_mutex_unlock(&t->lock);
 	if (rc == KTUNE_OK)
 		rc = call_get(t, x, s, stream, c);
 	if (rc != KTUNE_OK) {
-		leave_call(t, *pushed);
-		*pushed = 0;
+		leave_call(t, in);
+		in->pushed = 0;
 	}
 	return rc;
 }
@@ -664,12 +667,13 @@ int rt_run(struct ktune_table *t, const struct rt_shape *s, void *const *user, i
 	   ktune_stream stream)
 {
 	struct rt_call *c;
-	int pushed, rc;
+	struct inside in;
+	int rc;
 
-	if ((rc = enter_call(t, s, stream, &c, &pushed)) != KTUNE_OK)
+	if ((rc = enter_call(t, s, stream, &c, &in)) != KTUNE_OK)
 		return rc;
 	rc = call_launch(t, c, user, nuser, prepared, prepared_bytes, ws, ws_bytes, stream);
-	leave_call(t, pushed);
+	leave_call(t, &in);
 	if (rc == KTUNE_OK)
 		rt_ok();
 	return rc;
@@ -760,14 +764,15 @@ int rt_choose(struct ktune_table *t, const struct rt_shape *s, ktune_stream stre
 {
 	struct chain_device dev;
 	struct rt_call *c;
-	int pushed, rc;
+	struct inside in;
+	int rc;
 
 	pthread_mutex_lock(&t->lock);
 	rc = api_ready(t);
 	pthread_mutex_unlock(&t->lock);
-	if (rc == KTUNE_OK && (rc = enter_call(t, s, stream, &c, &pushed)) == KTUNE_OK) {
+	if (rc == KTUNE_OK && (rc = enter_call(t, s, stream, &c, &in)) == KTUNE_OK) {
 		*out = *c;
-		leave_call(t, pushed);
+		leave_call(t, &in);
 		rt_ok();
 		return KTUNE_OK;
 	}
@@ -788,7 +793,8 @@ int rt_prepare(struct ktune_table *t, const struct kt_family *f, const struct kt
 {
 	struct rt_shape key;
 	struct rt_call *c;
-	int pushed, rc, i;
+	struct inside in;
+	int rc, i;
 
 	/* the prepare plan as a call of its own, cached like any other */
 	memset(&key, 0, sizeof(key));
@@ -800,10 +806,10 @@ int rt_prepare(struct ktune_table *t, const struct kt_family *f, const struct kt
 			snprintf(key.key + strlen(key.key), sizeof(key.key) - strlen(key.key),
 				 " %s=%ld", f->dims[i].name, s->v[i]);
 	key.prepare = 1;
-	if ((rc = enter_call(t, &key, stream, &c, &pushed)) != KTUNE_OK)
+	if ((rc = enter_call(t, &key, stream, &c, &in)) != KTUNE_OK)
 		return rc;
 	rc = call_launch(t, c, user, nuser, prepared, prepared_bytes, NULL, 0, stream);
-	leave_call(t, pushed);
+	leave_call(t, &in);
 	if (rc == KTUNE_OK)
 		rt_ok();
 	return rc;
@@ -815,8 +821,7 @@ void ktune_close(ktune_table *t)
 
 	if (!t)
 		return;
-	rt_cache_free_list(t->retired);
-	t->retired = NULL;
+	rt_cache_free_list(rt_reclaim_all(&t->reclaim));
 	for (x = t->ctxs; x; x = nx) {
 		struct rt_mod *m, *nm;
 

@@ -120,11 +120,9 @@ struct ktune_table {
 	CUcontext dev0;
 	struct rt_ctx *ctxs;
 	unsigned generation;	/* bumped by options that change answers */
-	/* calls handed out and not yet given back (launch.c's enter_call and
-	 * leave_call), and the calls the caches retired meanwhile: freed when
-	 * the count falls to 0 */
-	int inflight;
-	struct rt_cache_entry *retired;
+	/* callers inside (launch.c's enter_call and leave_call) and the calls
+	 * the caches retired, freed once no caller can hold them */
+	struct rt_reclaim reclaim;
 };
 
 int rt_table_new(struct ktune_table **out);

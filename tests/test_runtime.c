@@ -1112,6 +1112,92 @@ static void test_call_cache(void)
 	rt_cache_clear(&c);
 }
 
+/* Counts a list linked through `next` and frees it; *hits (if given) is
+ * raised by the entries under key. */
+static int free_count_key(struct rt_cache_entry *list, const char *key, int *hits)
+{
+	int n = 0;
+	struct rt_cache_entry *e;
+
+	for (e = list; e; e = e->next, n++)
+		if (hits && strcmp(e->key, key) == 0)
+			++*hits;
+	rt_cache_free_list(list);
+	return n;
+}
+
+static int free_count(struct rt_cache_entry *list)
+{
+	return free_count_key(list, NULL, NULL);
+}
+
+/* Publishes one more call into a cache of cap 1: the previous call is
+ * retired onto the reclaim's current list. */
+static void retire_one(struct rt_cache *c, struct rt_reclaim *r, int i)
+{
+	char key[48];
+
+	snprintf(key, sizeof(key), "blockattn_bwd tokens=%d", i);
+	CU_ASSERT_EQUAL_FATAL(rt_cache_put(c, key, 0, malloc(16), rt_reclaim_list(r)), 0);
+}
+
+/* A retired call is never freed while a caller that entered before its
+ * retirement is inside, and is freed even when callers always overlap (a
+ * single count of callers inside never reaches 0 then). ASan's leak check
+ * in CI sees every call freed. */
+static void test_call_reclaim(void)
+{
+	struct rt_cache c;
+	struct rt_reclaim r;
+	int a, b, x, y, i, freed = 0, slot[2];
+
+	memset(&c, 0, sizeof(c));
+	memset(&r, 0, sizeof(r));
+	c.cap = 1;
+	retire_one(&c, &r, 0);	/* published, nothing retired yet */
+	/* alone: what was retired while inside goes when the caller leaves */
+	a = rt_reclaim_enter(&r);
+	retire_one(&c, &r, 1);
+	CU_ASSERT_EQUAL(free_count(rt_reclaim_leave(&r, a)), 1);
+	/* A inside, X retired, B in and out: A may hold X */
+	a = rt_reclaim_enter(&r);
+	retire_one(&c, &r, 2);
+	b = rt_reclaim_enter(&r);
+	CU_ASSERT_EQUAL(free_count(rt_reclaim_leave(&r, b)), 0);
+	/* X goes when A leaves, though C came in meanwhile and stays */
+	x = rt_reclaim_enter(&r);	/* C */
+	CU_ASSERT_EQUAL(free_count(rt_reclaim_leave(&r, a)), 1);
+	/* callers that always overlap, one retirement each: each is freed
+	 * within two hand-overs, never with its possible holder inside */
+	for (i = 0; i < 100; i++) {
+		retire_one(&c, &r, 3 + i);
+		y = rt_reclaim_enter(&r);
+		freed += free_count(rt_reclaim_leave(&r, x));
+		x = y;
+	}
+	CU_ASSERT(freed >= 98);
+	/* a caller entered before a retirement blocks it, whatever the slots
+	 * of those who come and go around it (tokens=102 is retired by 200) */
+	slot[0] = rt_reclaim_enter(&r);
+	retire_one(&c, &r, 200);
+	for (i = 0, b = 0; i < 6; i++) {
+		slot[1] = rt_reclaim_enter(&r);
+		free_count_key(rt_reclaim_leave(&r, x), "blockattn_bwd tokens=102", &b);
+		x = slot[1];
+	}
+	CU_ASSERT_EQUAL(b, 0);
+	free_count_key(rt_reclaim_leave(&r, x), "blockattn_bwd tokens=102", &b);
+	CU_ASSERT_EQUAL(b, 0);
+	/* the last one out frees everything */
+	free_count_key(rt_reclaim_leave(&r, slot[0]), "blockattn_bwd tokens=102", &b);
+	CU_ASSERT_EQUAL(b, 1);
+	CU_ASSERT_PTR_NULL(r.retired[0]);
+	CU_ASSERT_PTR_NULL(r.retired[1]);
+	CU_ASSERT_EQUAL(r.inside[0] + r.inside[1], 0);
+	rt_cache_clear(&c);
+	CU_ASSERT_PTR_NULL(rt_reclaim_all(&r));
+}
+
 static void test_gpu_linear(void)
 {
 	static const char *const cases[][2] = {
@@ -1506,6 +1592,8 @@ int main(void)
 		    test_plan_prepared);
 	CU_add_test(s, "the call cache: bounded, oldest retired first, generations apart",
 		    test_call_cache);
+	CU_add_test(s, "the call cache: retired calls freed when no caller can hold them",
+		    test_call_reclaim);
 
 	s = CU_add_suite("runtime (GPU)", NULL, gpu_clean);
 	gpu = gpu_init();
