@@ -10,6 +10,17 @@
  *       With BOUND, nitems is a bound and the prep's count decides, as in
  *       blockattn_fwd.cu.
  *
+ * BLK 64 or 128. A consumer warpgroup's wgmma tile is m64, so a 128-token
+ * item is two m64 row halves (S of a half: 64 x 128 keys, 64 fp32 a thread).
+ * Forward at BLK 128: the CONS consumers share each item, consumer c taking
+ * halves c, c + CONS (CONS 2: one half each, over the same slot; CONS 1: both,
+ * one after the other), and a slot is empty once all CONS have arrived. Why
+ * share rather than give each consumer its own items: at HD 128 a slot is
+ * 96 KiB and only two fit, so a consumer per item would hold both and leave
+ * the producer nothing to fill; shared, one slot is read while the other
+ * loads, and a thread still holds one half (S plus O) at a time. Halves whose
+ * rows all lie past the block's length are skipped.
+ *
  * Warpgroup 0 produces: its 128 threads copy each item's q, k, v (do) by
  * cp.async into a ring of STAGES slots and, with ROPE, each rotates the
  * chunks it copied once they land (RPROD: see producer()), so no rotation
@@ -63,7 +74,10 @@ namespace kws {
 
 using namespace kba;
 
-static_assert(BLK == 64, "one m64 wgmma tile per item: BLK 64");
+static_assert(BLK == 64 || BLK == 128, "BLK 64 (one m64 tile) or 128 (two m64 halves)");
+#if BWD
+static_assert(BLK == 64, "the backward: BLK 64 only");
+#endif
 static_assert(HD == 64 || HD == 128, "HD 64 or 128");
 static_assert(STAGES >= 2 && STAGES >= CONS, "STAGES >= 2 and >= CONS");
 static_assert(ROWS_W == 16 && DSPLIT == 1, "the epilogue helpers' warp layout: 16 rows");
@@ -77,6 +91,17 @@ constexpr int PANEL = BLK * 128;	/* bytes of one 64-column panel */
 constexpr int NTL = BWD ? 4 : 3;	/* tiles per slot */
 constexpr int SLOT = NTL * TILE;
 constexpr int PT = 128;			/* producer threads */
+/* BLK 128: the m64 row halves of an item, SHARE consumers per item (the
+ * forward's CONS; 1 otherwise: each consumer its own items); an item's
+ * slot is empty after 128 * SHARE arrivals. HROWS: the bytes of 64 rows of
+ * a panel, half 1's offset in a K-major operand. Enumerators, not
+ * constexpr variables: NVRTC emits each namespace-scope constexpr as a
+ * global, and new globals would move the BLK 64 kernels' bytes. */
+enum : int {
+	HALVES = BLK / 64,
+	SHARE = BLK == 128 && !BWD ? CONS : 1,
+	HROWS = 64 * 128,
+};
 constexpr int IT = BLK * CH / PT;	/* chunks of a tile per producer thread */
 
 /* Byte offset of 16-byte chunk c of row r in a panel-major swizzled tile. */
@@ -526,7 +551,7 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
 	if (tid == 0) {                                                                    \
 		for (int s = 0; s < STAGES; s++) {                                         \
 			kt_mbar_init(bars + s * 8, PT);                                    \
-			kt_mbar_init(bars + (STAGES + s) * 8, 128);                        \
+			kt_mbar_init(bars + (STAGES + s) * 8, 128 * SHARE);                \
 		}                                                                          \
 		kt_mbar_init_fence();                                                      \
 	}                                                                                  \
@@ -664,7 +689,8 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
 	unsigned ct[MI][2][ND];	/* unused (no rotation of O) */
 
-	for (int i = cw;; i += CONS) {
+	/* SHARE 1: items cw, cw + CONS, ...; SHARE CONS (BLK 128): every item */
+	for (int i = cw / SHARE;; i += CONS / SHARE) {
 		citem it;
 
 		if (!take(i, smem, sbase, bars, blocks, nitems, H, cta_step, item_step, nper, it))
@@ -673,29 +699,42 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const int2 b = it.b;
 		const int h = it.h, len = it.len, slot = it.slot;
 		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE;
-		float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
-		kt_wg_zero(s[0]);
-		kt_wg_fence();
-		mma_s(s[0], sq, sk);
-		kt_wg_commit();
-		kt_wg_wait<0>();
-		kt_wg_pin(s[0]);
-		softmax_rows(s, inv, len, lane);
+		/* this consumer's halves (BLK 64: the one); the slot is released
+		 * after the last one that has rows within the length */
+		for (int hv = cw % SHARE;; hv += SHARE) {
+			const bool last = hv + SHARE >= HALVES || 64 * (hv + SHARE) >= len;
+			float s[MI][NB][4], inv[MI][2], acc[MI][ND][4];
 
-		kt_wg_zero(acc[0]);
-		mma_rx(acc[0], s[0], sv);
-		kt_wg_commit();
-		kt_wg_wait<0>();
-		kt_wg_pin(acc[0]);
-		kt_mbar_arrive(bars + (STAGES + slot) * 8);	/* the slot is free */
+			if (HALVES > 1 && 64 * hv >= len) {	/* SHARE 2, a short block */
+				kt_mbar_arrive(bars + (STAGES + slot) * 8);
+				break;
+			}
+			kt_wg_zero(s[0]);
+			kt_wg_fence();
+			mma_s(s[0], sq + hv * HROWS, sk);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(s[0]);
+			softmax_rows(s, inv, len, lane);
+
+			kt_wg_zero(acc[0]);
+			mma_rx(acc[0], s[0], sv);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			if (last)	/* the slot is free */
+				kt_mbar_arrive(bars + (STAGES + slot) * 8);
 #pragma unroll
-		for (int nt = 0; nt < ND; nt++)
+			for (int nt = 0; nt < ND; nt++)
 #pragma unroll
-			for (int e = 0; e < 4; e++)
-				acc[0][nt][e] *= inv[0][e >> 1];
-		put_acc<false, 0, false>(o, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
-					 lane);
+				for (int e = 0; e < 4; e++)
+					acc[0][nt][e] *= inv[0][e >> 1];
+			put_acc<false, 0, false>(o, nullptr, acc, table, nullptr, ct, r0 + 64 * hv, 0,
+						 b.x, len, H, h, lane);
+			if (last)
+				break;
+		}
 	}
 }
 #endif
