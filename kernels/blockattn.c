@@ -18,13 +18,14 @@
  * order with its one stage refilled in place) are mma.sync m16n8k16
  * (sm_80+; templates/blockattn_fwd.cu, blockattn_bwd.cu), searched over
  * ROWS_W, DSPLIT, STAGES, EPI, the rope table's reads (RPF) and a register
- * cap (MINB). `ws` (sm_90a, BLK 64; templates/blockattn_ws.cu) is
+ * cap (MINB). `ws` (sm_90a; templates/blockattn_ws.cu) is
  * warp-specialized on wgmma: a producer warpgroup loads (and with rope
- * rotates) each item, CONS consumer warpgroups run their own items; RING,
- * and with rope RPROD, are its parameters. rope=2 rotates v as well.
- * NEEDSWORK: ws at BLK 128 (the mma.sync variants cover it); rope costs
- * the mma.sync backward a third more time (instructions and latency on
- * the item's path, not bytes: bench/NOTES-attention.md).
+ * rotates) each item, CONS consumer warpgroups run their own items (the
+ * forward at BLK 128: share each item, an m64 row half each); RING, and
+ * with rope RPROD, are its parameters. rope=2 rotates v as well.
+ * NEEDSWORK: ws's backward at BLK 128 (the mma.sync variants cover it);
+ * rope costs the mma.sync backward a third more time (instructions and
+ * latency on the item's path, not bytes: bench/NOTES-attention.md).
  */
 #include "blockattn.h"
 #include "gemm_plan.h"
@@ -581,8 +582,9 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 	return bwd ? 192 : 160;
 }
 
-/* The ws variant past the shape checks: sm_90a, BLK 64, its own parameters
- * (CONS, RING, RPROD), none of the mma.sync variants'. */
+/* The ws variant past the shape checks: sm_90a, BLK 64 (the forward 128
+ * too), its own parameters (CONS, RING, RPROD), none of the mma.sync
+ * variants'; no config that spills (ptxas, sm_90a, every ws program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
 		    const struct cfg *g, char *why, size_t whylen)
 {
@@ -602,10 +604,12 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		return snprintf(why, whylen, "ws needs sm_90a (wgmma); target %s", arch),
 		       1;
 	}
-	if (g->blk != 64)
+	/* NEEDSWORK: the backward at BLK 128 (docs/families/blockattn.md says
+	 * what it needs) */
+	if (g->blk != 64 && bwd)
 		return snprintf(why, whylen,
-				"ws: block %ld: BLK 64 only (NEEDSWORK: 128; grid and persistent "
-				"cover it)", g->blk), 1;
+				"ws backward: block %ld: BLK 64 only (grid and persistent cover "
+				"128)", g->blk), 1;
 	if (g->cons != 1 && g->cons != 2)
 		return snprintf(why, whylen, "CONS %ld: 1 or 2 consumer warpgroups", g->cons), 1;
 	if (g->rprod < 0 || g->rprod > (bwd ? 3 : 2))
@@ -628,8 +632,19 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (g->threads > tgt->max_threads)
 		return snprintf(why, whylen, "%ld threads > %d", g->threads, tgt->max_threads), 1;
 	if (g->smem > (unsigned)tgt->smem_optin)
-		return snprintf(why, whylen, "shared memory %u > %d bytes", g->smem, tgt->smem_optin),
-		       1;
+		return snprintf(why, whylen,
+				"shared memory %u > %d bytes: RING %ld slots of %ld KiB (q, k, v%s "
+				"at block %ld, head_dim %ld)", g->smem, tgt->smem_optin, g->stages,
+				(bwd ? 4 : 3) * g->blk * g->d * 2 / 1024, bwd ? ", do" : "", g->blk,
+				g->d), 1;
+	/* BLK 128, head_dim 128, two consumers (168 registers a thread): the
+	 * producer's rotation holds 16 table chunks (RPROD 1: across the next
+	 * item's copies; 2: with q, k in registers) and ptxas spills 64-236
+	 * bytes; RPROD 0 and one consumer (255) do not */
+	if (g->blk == 128 && g->d == 128 && g->cons == 2 && g->rope && g->rprod != 0)
+		return snprintf(why, whylen,
+				"RPROD %ld at block 128, head_dim 128 with CONS 2: the producer spills "
+				"(ptxas); RPROD 0 or CONS 1", g->rprod), 1;
 	return 0;
 }
 

@@ -853,6 +853,34 @@ static long ws_count(int f, int rope)
 	return n;
 }
 
+/* 1 when check() admits ws's (CONS, RING, RPROD) of family f at (head_dim
+ * d, block blk, rope) on sm_90a: at block 64 all; at block 128 the forward
+ * only, as many slots of q, k, v (3 x 128 x d bf16) as fit 227 KiB (d 64: all
+ * four RINGs, d 128: RING 2), and at d 128 with rope and two consumers
+ * RPROD 0 only (the producer spills otherwise). */
+static int ws_admits(int f, int d, int blk, int rope, long cons, long ring, long rprod)
+{
+	if (blk == 64)
+		return 1;
+	if (f)
+		return 0;
+	if (d == 128 && ring > 2)
+		return 0;
+	return !(d == 128 && rope && cons == 2 && rprod != 0);
+}
+
+/* How many ws configs check() admits at (f, d, blk, rope): ws_count at
+ * block 64; the forward at block 128 all of them at d 64, at d 128 RING 2:
+ * 2 without rope (CONS 1, 2), 4 with (CONS 1 with RPROD 0-2, CONS 2 with 0). */
+static long ws_valid(int f, int d, int blk, int rope)
+{
+	if (blk == 64 || (!f && d == 64))
+		return ws_count(f, rope);
+	if (f)
+		return 0;
+	return rope ? 4 : 2;
+}
+
 /* The suffix of a ws key after CONS and RING: RPROD=rprod (0..3). */
 static const char *ws_tail(int rprod)
 {
@@ -908,18 +936,19 @@ static void test_ws_params(void)
 static void test_ws_plans(void)
 {
 	struct kt_target t90a, few;
-	int f, d, rope;
+	int f, blk, d, rope;
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
 	CU_ASSERT_EQUAL(t90a.sms, 0);	/* compile-only: 132 CTAs assumed */
 	few = t90a;
 	few.sms = 7;
 	for (f = 0; f < 2; f++)
+		for (blk = 64; blk <= 128; blk += 64)
 		for (d = 64; d <= 128; d += 64)
 			for (rope = 0; rope < 2; rope++) {
 				const struct kt_family *fa = fams[f];
 				int ic = param_index(fa, "CONS"), ir = param_index(fa, "RING"), a, b;
-				long nitems = ba_blocks(1152, 256, 64) * 4;
+				long nitems = ba_blocks(1152, 256, blk) * 4;
 				struct kt_shape s, small;
 				struct kt_config pc;
 				struct kt_plan pp, ppf, ps;
@@ -928,10 +957,11 @@ static void test_ws_plans(void)
 
 				CU_ASSERT_FATAL(ic >= 0 && ir >= 0);
 				snprintf(text, sizeof(text),
-					 "seqs=1152,lmax=256,heads=4,head_dim=%d,block=64,rope=%d", d, rope);
+					 "seqs=1152,lmax=256,heads=4,head_dim=%d,block=%d,rope=%d", d, blk,
+					 rope);
 				CU_ASSERT_EQUAL_FATAL(parse(fa, text, &s), 0);
 				snprintf(text, sizeof(text),
-					 "seqs=3,lmax=70,heads=2,head_dim=%d,block=64,rope=%d", d, rope);
+					 "seqs=3,lmax=70,heads=2,head_dim=%d,block=%d,rope=%d", d, blk, rope);
 				CU_ASSERT_EQUAL_FATAL(parse(fa, text, &small), 0);
 				snprintf(text, sizeof(text),
 					 "variant=persistent,ROWS_W=16,DSPLIT=1,STAGES=1,CTAS_SM=1,RPF=%d,"
@@ -946,7 +976,7 @@ static void test_ws_plans(void)
 						long cons = fa->params[ic].values[a], ring = fa->params[ir].values[b];
 						/* with rope every RPROD but 0 comes round (3: backward) */
 						int rprod = rope ? 1 + (int)(cons + ring) % (f ? 3 : 2) : 0;
-						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * 64 * d * 2 + 1024);
+						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * blk * d * 2 + 1024);
 						struct kt_config c;
 						struct kt_plan p;
 						const struct kt_launch *l = &p.launch[0];
@@ -959,6 +989,11 @@ static void test_ws_plans(void)
 						CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, text, &c, &e), 0);
 						kt_config_key(fa, &c, key, sizeof(key));
 						CU_ASSERT_STRING_EQUAL(key, text);
+						if (!ws_admits(f, d, blk, rope, cons, ring, rprod)) {
+							CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why,
+										  sizeof(why)), 1);
+							continue;
+						}
 						CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why,
 									  sizeof(why)), 0);
 						kt_err_clear(&e);
@@ -967,7 +1002,7 @@ static void test_ws_plans(void)
 						CU_ASSERT_EQUAL(p.nprograms, 1);
 						CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "blockattn_ws");
 						snprintf(want[0], 48, "BWD=%d", f);
-						snprintf(want[1], 48, "BLK=64");
+						snprintf(want[1], 48, "BLK=%d", blk);
 						snprintf(want[2], 48, "HD=%d", d);
 						snprintf(want[3], 48, "ROPE=%d", rope);
 						snprintf(want[4], 48, "CONS=%ld", cons);
@@ -1021,7 +1056,7 @@ static void test_ws_plans(void)
 						kt_err_clear(&e);
 						CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &small, &c,
 									       &t90a, &p, &e), 0);
-						CU_ASSERT_EQUAL(l->grid[0], (unsigned)(ba_blocks(3, 70, 64) * 2));
+						CU_ASSERT_EQUAL(l->grid[0], (unsigned)(ba_blocks(3, 70, blk) * 2));
 						CU_ASSERT_EQUAL(l->args[l->nargs - 1].i, 1);
 						CU_ASSERT(same_args(l, &ps.launch[0]));
 					}
@@ -1085,9 +1120,26 @@ static void test_ws_refusals(void)
 		CU_ASSERT_EQUAL(fa->plan(fa, &s, &c, &t90, &p, &e), -1);
 		CU_ASSERT_EQUAL(e.code, KT_EINVAL);
 		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "sm_90a"));
-		/* BLK 64 only */
+		/* block 128: the backward refuses it; the forward (here d 128,
+		 * rope, CONS 2) only with RPROD 0 -- its producer spills with 1
+		 * and 2 -- and RING 2 (a slot of q, k, v is 96 KiB) */
 		CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(why, "BLK 64"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, f ? "BLK 64" : "spills"));
+		if (!f) {
+			c.p[param_index(fa, "RPROD")] = 0;
+			CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
+			c.p[ir] = 3;
+			CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "96 KiB"));
+			c.p[ir] = 2;
+			/* one consumer has the registers for RPROD 1, 2 */
+			c.p[ic] = 1;
+			c.p[param_index(fa, "RPROD")] = 2;
+			CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
+			c.p[ic] = 2;
+			c.p[param_index(fa, "RPROD")] = 1;
+		}
 		/* the ring: 2 or more stages, at most ring_max */
 		for (i = 0; i < 2; i++) {
 			c.p[ir] = i;
@@ -1443,15 +1495,16 @@ static int walk_one(const struct kt_config *c, void *arg)
 }
 
 /* test_space's ws counts for one (f, target, shape): ws configs are valid
- * exactly on sm_90a at block 64 (all of its space); on sm_90a every other
- * variant has as many valid configs as on sm_90 (kept in on90). */
-static void space_ws(int f, const struct kt_target *t, int blk, int rope,
+ * only on sm_90a, as many as ws_valid says (block 64: all of its space);
+ * on sm_90a every other variant has as many valid configs as on sm_90
+ * (kept in on90). */
+static void space_ws(int f, const struct kt_target *t, int d, int blk, int rope,
 		     const struct space_walk *w, int *on90)
 {
 	int ws = kt_variant_index(fams[f], "ws"), v;
 
 	CU_ASSERT_FATAL(ws >= 0);
-	CU_ASSERT_EQUAL(w->valid_v[ws], t->arch_a && blk == 64 ? ws_count(f, rope) : 0);
+	CU_ASSERT_EQUAL(w->valid_v[ws], t->arch_a ? ws_valid(f, d, blk, rope) : 0);
 	for (v = 0; v < fams[f]->nvariants; v++) {
 		if (t->sm == 90 && !t->arch_a)
 			on90[v] = w->valid_v[v];
@@ -1462,8 +1515,8 @@ static void space_ws(int f, const struct kt_target *t, int blk, int rope,
 
 /* Every supported (head_dim, block, rope) has a valid config on sm_80,
  * sm_90 and sm_90a, and its default is the grid variant. ws is valid on
- * sm_90a at block 64 only, every config of its space there; sm_90a
- * changes nothing else. (Every config's plan, every default's validity:
+ * sm_90a only (ws_valid: all of its space at block 64, the forward's that
+ * fit at 128); sm_90a changes nothing else. (Every config's plan, every default's validity:
  * test_conformance.) */
 static void test_space(void)
 {
@@ -1498,7 +1551,7 @@ static void test_space(void)
 						CU_ASSERT_EQUAL(fams[f]->default_config(fams[f], &s,
 											&t, &c), 0);
 						CU_ASSERT_EQUAL(c.variant, kt_variant_index(fams[f], "grid"));
-						space_ws(f, &t, blk, rope, &w,
+						space_ws(f, &t, d, blk, rope, &w,
 							 on90[f][d / 64 - 1][blk / 64 - 1][rope]);
 					}
 }
@@ -1675,10 +1728,13 @@ static void compile_for(const char *arch)
 	for (f = 0; f < 2; f++) {
 		int pi, vi, ws = kt_variant_index(fams[f], "ws");
 
-		/* ws: every config a program, every one valid at block 64 */
+		/* ws: every config a program; every one valid at block 64, the
+		 * forward's that fit at 128 */
 		CU_ASSERT_FATAL(ws >= 0);
-		/* head_dim x rope (0, 1, 2) */
-		nws += 2 * (ws_count(f, 0) + ws_count(f, 1) + ws_count(f, 2));
+		for (d = 64; d <= 128; d += 64)
+			for (blk = 64; blk <= 128; blk += 64)
+				for (rope = 0; rope < 3; rope++)
+					nws += ws_valid(f, d, blk, rope);
 
 		memset(c.cover_var, 0, sizeof(c.cover_var));
 		memset(c.cover, 0, sizeof(c.cover));
