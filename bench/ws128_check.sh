@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# ws128_check.sh -- blockattn's `ws` variant at block 128 on an sm_90 GPU:
+# every valid ws config of each shape is verified against the GPU reference
+# and timed (`ktune sweep --variants ws`, exhaustive), beside the best of the
+# mma.sync variants (grid, persistent, prefetch) found by a time-limited
+# exhaustive sweep, then a short table: each ws config's median, its
+# verdict and relative error, the best non-ws config and the ratio.
+#
+#   bench/ws128_check.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, bench/out/ws128)
+#
+# Shapes: seqs=1152, lmax=256, heads=4, block=128, head_dim in $HDS (64 128),
+# rope in $ROPES (0 1), directions in $DIRS (fwd bwd). SYNC_LIMIT (default 90)
+# is the mma.sync sweeps' --time-limit in seconds. The databases live in
+# OUT_DIR (ws.db, sync.db): a call cut short resumes where it stopped, so the
+# whole run (~15-25 minutes) may be split, e.g. DIRS=fwd HDS=64 first.
+# The backward's ws refuses block 128 for now: its rows say so.
+# Exit 0 when every ws trial that ran verified; 1 when one did not; 2 when
+# ktune cannot run (no GPU: the sweep's own error is printed).
+set -uo pipefail
+B=${1:-build}
+OUT=${2:-bench/out/ws128}
+DIRS=${DIRS:-fwd bwd}
+HDS=${HDS:-64 128}
+ROPES=${ROPES:-0 1}
+SYNC_LIMIT=${SYNC_LIMIT:-90}
+K=$PWD/$B/ktune
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+[ -x "$K" ] || { echo "ws128_check: no ktune at $K (make BUILD=$B all)" >&2; exit 2; }
+mkdir -p "$OUT" || exit 2
+
+# A sweep: $1 family, $2 shape, $3 variants, $4 database, $5 tag, then
+# extra ktune sweep options. Its JSON summary goes to OUT/$5.json, its
+# trials to OUT/$5.trials.json; returns ktune's status.
+sweep() {
+	local fam=$1 shape=$2 vars=$3 db=$4 tag=$5 id
+	shift 5
+	"$K" sweep --family "$fam" --shape "$shape" --variants "$vars" --db "$db" --no-baseline \
+		--json "$@" >"$OUT/$tag.json" 2>"$OUT/$tag.log"
+	local rc=$?
+	id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("sweep_id",""))' \
+		"$OUT/$tag.json" 2>/dev/null)
+	if [ -n "$id" ]; then
+		"$K" trials "$id" --db "$db" --json >"$OUT/$tag.trials.json" 2>>"$OUT/$tag.log"
+	else
+		echo '[]' >"$OUT/$tag.trials.json"
+	fi
+	return $rc
+}
+
+status=0
+for dir in $DIRS; do
+	for hd in $HDS; do
+		for rope in $ROPES; do
+			fam=blockattn_$dir
+			shape=seqs=1152,lmax=256,heads=4,head_dim=$hd,block=128,rope=$rope
+			sync=grid,persistent
+			[ "$dir" = fwd ] && sync=grid,persistent,prefetch
+			tag=${dir}_d${hd}_r${rope}
+			echo "ws128_check: $fam $shape: ws" >&2
+			sweep "$fam" "$shape" ws "$OUT/ws.db" "ws_$tag"
+			rc=$?
+			if grep -q '"no_gpu"\|no NVIDIA\|no CUDA device' "$OUT/ws_$tag.json" "$OUT/ws_$tag.log" 2>/dev/null; then
+				echo "ws128_check: ktune cannot run here:" >&2
+				tail -n 3 "$OUT/ws_$tag.log" >&2
+				exit 2
+			fi
+			[ $rc -ne 0 ] && echo "ws128_check: the ws sweep exited $rc (see $OUT/ws_$tag.log)" >&2
+			echo "ws128_check: $fam $shape: mma.sync variants (--time-limit $SYNC_LIMIT)" >&2
+			sweep "$fam" "$shape" "$sync" "$OUT/sync.db" "sync_$tag" --time-limit "$SYNC_LIMIT" ||
+				echo "ws128_check: the mma.sync sweep failed (see $OUT/sync_$tag.log)" >&2
+		done
+	done
+done
+
+python3 - "$OUT" "$DIRS" "$HDS" "$ROPES" <<'PY' || status=1
+import json, os, sys
+out, dirs, hds, ropes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
+
+def load(path, empty):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return empty
+
+bad = 0
+for d in dirs:
+    for hd in hds:
+        for r in ropes:
+            tag = f"{d}_d{hd}_r{r}"
+            print(f"\nblockattn_{d}  head_dim={hd} rope={r} block=128")
+            ws = [t for t in load(f"{out}/ws_{tag}.trials.json", []) if "config" in t]
+            summ = load(f"{out}/ws_{tag}.json", {})
+            if not ws:
+                why = summ.get("error", {}).get("message") if isinstance(summ.get("error"), dict) else None
+                if not why:
+                    try:
+                        why = open(f"{out}/ws_{tag}.log").read().strip().splitlines()[-1]
+                    except (OSError, IndexError):
+                        why = "no trials"
+                print(f"  ws: none ran ({why})")
+            best_ws = None
+            for t in sorted(ws, key=lambda t: (t["status"] != "ok", t.get("median_us") or 1e30)):
+                ok = t["status"] == "ok"
+                bad += not ok
+                us = f'{t["median_us"]:10.2f} us' if ok else f'{"":13}'
+                print(f'  {us}  {t["status"]:<13} rel_err {t.get("rel_err", 0):.2e}  {t["config"]}'
+                      + ("" if ok else f'  {t.get("message", "")[:120]}'))
+                if ok and (best_ws is None or t["median_us"] < best_ws):
+                    best_ws = t["median_us"]
+            sy = load(f"{out}/sync_{tag}.json", {})
+            if sy.get("verified"):
+                line = f'  best non-ws: {sy["us"]:10.2f} us  {sy["config"]}'
+                if best_ws:
+                    line += f'   (best ws / best non-ws: {best_ws / sy["us"]:.3f}x time)'
+                if sy.get("time_limited"):
+                    line += "  [non-ws sweep time-limited]"
+                print(line)
+            else:
+                print("  best non-ws: none verified (see the sync_*.log files)")
+sys.exit(1 if bad else 0)
+PY
+exit $status
