@@ -1721,7 +1721,7 @@ static void compile_for(const char *arch)
 	struct kt_target t;
 	struct jit_job *jobs;
 	int *job_prog;
-	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0, kept_serial = 0;
+	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0, kept_serial = 0, ws_spills = 0;
 	long nws = 0;		/* sm_90a: ws programs expected */
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
@@ -1895,6 +1895,18 @@ static void compile_for(const char *arch)
 				kept_serial += kt_test_wgmma_serialized(jobs[i].res.log, what);
 			else
 				CU_ASSERT_FALSE(kt_test_wgmma_serialized(jobs[i].res.log, what));
+			/* no ws program spills: check_ws refuses those that do */
+			if (strcmp(jobs[i].prog->tpl, "blockattn_ws") == 0) {
+				int regs, frame;
+
+				kt_test_cubin_usage(jobs[i].res.cubin, jobs[i].res.cubin_len, &regs,
+						    &frame);
+				CU_ASSERT(regs > 0);
+				if (frame != 0) {
+					ws_spills++;
+					fprintf(stderr, "  SPILLS %s: %d bytes stack frame\n", what, frame);
+				}
+			}
 		}
 		/* the kernels its plans launch are in it */
 		for (k = 0; k < 2 && jobs[i].res.ok; k++) {
@@ -1917,6 +1929,7 @@ static void compile_for(const char *arch)
 	CU_ASSERT(njobs > 10);
 	CU_ASSERT_EQUAL(failed, 0);
 	CU_ASSERT_EQUAL(missing, 0);
+	CU_ASSERT_EQUAL(ws_spills, 0);
 	if (kept_serial)
 		printf("  %s: %d backward ws programs at head_dim 64 with serialized wgmma (kept: "
 		       "measured faster; blockattn_ws.cu, zero_acc)\n", arch, kept_serial);

@@ -240,60 +240,6 @@ static void add_refs(const struct kt_family *f, const char *shape_text, const ch
 
 /* ---- reading the CUBIN ---- */
 
-/* Registers and stack frame of the CUBIN's first kernel, from the global
- * .nv.info section (EIATTR_REGCOUNT 0x2f, EIATTR_FRAME_SIZE 0x11). A frame
- * above 0 in these templates means spills (they use no local arrays). */
-static void cubin_usage(const unsigned char *d, size_t len, int *regs, int *frame)
-{
-	uint64_t shoff;
-	uint16_t shentsize, shnum, shstrndx;
-	int i;
-
-	*regs = *frame = -1;
-	if (len < 0x40 || memcmp(d, "\177ELF", 4) || d[4] != 2)
-		return;
-	memcpy(&shoff, d + 0x28, 8);
-	memcpy(&shentsize, d + 0x3a, 2);
-	memcpy(&shnum, d + 0x3c, 2);
-	memcpy(&shstrndx, d + 0x3e, 2);
-	if (shentsize < 64 || shoff + (uint64_t)shnum * shentsize > len || shstrndx >= shnum)
-		return;
-	for (i = 0; i < shnum; i++) {
-		const unsigned char *sh = d + shoff + (uint64_t)i * shentsize;
-		const unsigned char *strsh = d + shoff + (uint64_t)shstrndx * shentsize;
-		uint32_t name;
-		uint64_t stroff, off, size, p;
-
-		memcpy(&name, sh, 4);
-		memcpy(&stroff, strsh + 0x18, 8);
-		memcpy(&off, sh + 0x18, 8);
-		memcpy(&size, sh + 0x20, 8);
-		if (stroff + name + 9 > len || off + size > len)
-			continue;
-		if (strcmp((const char *)d + stroff + name, ".nv.info") != 0)
-			continue;
-		for (p = off; p + 4 <= off + size;) {
-			unsigned fmt = d[p], attr = d[p + 1];
-			uint16_t sz;
-			uint32_t val;
-
-			if (fmt == 1) {	/* no value */
-				p += 2;
-				continue;
-			}
-			memcpy(&sz, d + p + 2, 2);
-			if (fmt == 4 && sz == 8 && p + 12 <= off + size) {
-				memcpy(&val, d + p + 8, 4);
-				if (attr == 0x2f && *regs < 0)
-					*regs = (int)val;
-				if (attr == 0x11 && *frame < 0)
-					*frame = (int)val;
-			}
-			p += fmt == 4 ? 4u + sz : 4u;
-		}
-	}
-}
-
 /* The most registers a thread may have with `threads` in the block and the
  * whole block on one SM: 65536 / threads, allocated in steps of 8, at most
  * 255 (0 threads: unknown, 255). */
@@ -360,7 +306,7 @@ static void compile_and_check(void)
 			snprintf(what, sizeof(what), "%s %s", items[i].arch, items[i].label);
 			CU_ASSERT_FALSE(kt_test_wgmma_serialized(r->log, what));
 		}
-		cubin_usage(r->cubin, r->cubin_len, &regs, &frame);
+		kt_test_cubin_usage(r->cubin, r->cubin_len, &regs, &frame);
 		CU_ASSERT(regs > 0 && regs <= 255);
 		/* sm_86's opt-in limit (99 KiB): check() kept the rest out */
 		if (strcmp(items[i].arch, "sm_86") == 0)

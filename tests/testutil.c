@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,4 +317,58 @@ int kt_test_wgmma_serialized(const char *log, const char *label)
 	fprintf(stderr, "  SERIALIZED %s: %.*s\n", label ? label : "",
 		(int)(e ? e - b : (long)strlen(b)), b);
 	return 1;
+}
+
+/* The most registers and the largest stack frame of a CUBIN's kernels, from the global
+ * .nv.info section (EIATTR_REGCOUNT 0x2f, EIATTR_FRAME_SIZE 0x11). A frame
+ * above 0 in these templates means spills (they use no local arrays). */
+void kt_test_cubin_usage(const unsigned char *d, size_t len, int *regs, int *frame)
+{
+	uint64_t shoff;
+	uint16_t shentsize, shnum, shstrndx;
+	int i;
+
+	*regs = *frame = -1;
+	if (len < 0x40 || memcmp(d, "\177ELF", 4) || d[4] != 2)
+		return;
+	memcpy(&shoff, d + 0x28, 8);
+	memcpy(&shentsize, d + 0x3a, 2);
+	memcpy(&shnum, d + 0x3c, 2);
+	memcpy(&shstrndx, d + 0x3e, 2);
+	if (shentsize < 64 || shoff + (uint64_t)shnum * shentsize > len || shstrndx >= shnum)
+		return;
+	for (i = 0; i < shnum; i++) {
+		const unsigned char *sh = d + shoff + (uint64_t)i * shentsize;
+		const unsigned char *strsh = d + shoff + (uint64_t)shstrndx * shentsize;
+		uint32_t name;
+		uint64_t stroff, off, size, p;
+
+		memcpy(&name, sh, 4);
+		memcpy(&stroff, strsh + 0x18, 8);
+		memcpy(&off, sh + 0x18, 8);
+		memcpy(&size, sh + 0x20, 8);
+		if (stroff + name + 9 > len || off + size > len)
+			continue;
+		if (strcmp((const char *)d + stroff + name, ".nv.info") != 0)
+			continue;
+		for (p = off; p + 4 <= off + size;) {
+			unsigned fmt = d[p], attr = d[p + 1];
+			uint16_t sz;
+			uint32_t val;
+
+			if (fmt == 1) {	/* no value */
+				p += 2;
+				continue;
+			}
+			memcpy(&sz, d + p + 2, 2);
+			if (fmt == 4 && sz == 8 && p + 12 <= off + size) {
+				memcpy(&val, d + p + 8, 4);
+				if (attr == 0x2f && (int)val > *regs)
+					*regs = (int)val;
+				if (attr == 0x11 && (int)val > *frame)
+					*frame = (int)val;
+			}
+			p += fmt == 4 ? 4u + sz : 4u;
+		}
+	}
 }

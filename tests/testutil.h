@@ -75,5 +75,8 @@ int kt_test_write_file(const char *path, const void *data, size_t len);
  * warpgroup MMAs lose their overlap. The compile suites require that no
  * program of theirs does; the line goes to stderr with label. */
 int kt_test_wgmma_serialized(const char *log, const char *label);
+/* The most registers and the largest stack frame (bytes; above 0 means
+ * spills in these templates) of a CUBIN's kernels; -1 where not found. */
+void kt_test_cubin_usage(const unsigned char *d, size_t len, int *regs, int *frame);
 
 #endif
