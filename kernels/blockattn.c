@@ -637,10 +637,10 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				"at block %ld, head_dim %ld)", g->smem, tgt->smem_optin, g->stages,
 				(bwd ? 4 : 3) * g->blk * g->d * 2 / 1024, bwd ? ", do" : "", g->blk,
 				g->d), 1;
-	/* BLK 128, head_dim 128, two consumers (168 registers a thread): the
-	 * producer's rotation holds 16 table chunks (RPROD 1: across the next
-	 * item's copies; 2: with q, k in registers) and ptxas spills 64-236
-	 * bytes; RPROD 0 and one consumer (255) do not */
+	/* BLK 128, head_dim 128, two consumers: under the register cap of
+	 * 384 threads the producer cannot hold its rotation's table chunks
+	 * across the next item's copies (RPROD 1) or beside q, k (RPROD 2);
+	 * ptxas spills (docs/families/blockattn.md) */
 	if (g->blk == 128 && g->d == 128 && g->cons == 2 && g->rope && g->rprod != 0)
 		return snprintf(why, whylen,
 				"RPROD %ld at block 128, head_dim 128 with CONS 2: the producer spills "
