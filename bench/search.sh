@@ -35,6 +35,8 @@
 #      (its stored config alone, 5 rounds, then a re-time in a fresh worker
 #      process): OUT_DIR/h200.json;
 #   7. OUT_DIR/search.json from all of it, and a short table last.
+# PHASE "fresh=NAME,..." re-times those problems only in step 5 (the others'
+#   fresh logs, from an earlier call, stay) and goes on with steps 6 and 7.
 # PHASE "all" runs both (over ten minutes: two calls are the plan).
 # Logs and JSON summaries are in OUT_DIR/search-logs.tar.gz.
 # For trying the script without a GPU: KTUNE_SEARCH_PROBLEMS names a file of
@@ -98,8 +100,9 @@ dump() { # name seed file: the sweep recorded as a replay file
 only=
 case $PHASE in
 sweeps=*) only=,${PHASE#sweeps=}, PHASE=sweeps ;;
+fresh=*) only=,${PHASE#fresh=}, PHASE=fresh ;;
 sweeps | fresh | all) ;;
-*) echo "search.sh: PHASE is sweeps, sweeps=NAME,..., fresh or all, not '$PHASE'" >&2; exit 2 ;;
+*) echo "search.sh: PHASE is sweeps, sweeps=NAME,..., fresh, fresh=NAME,... or all, not '$PHASE'" >&2; exit 2 ;;
 esac
 chosen() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
 if [ -n "${KTUNE_SEARCH_RESTORE:-}" ] && [ ! -f "$W/replay.json" ]; then
@@ -139,6 +142,7 @@ if [ "$PHASE" = fresh ] || [ "$PHASE" = all ]; then
 	fi
 	rm -f "$W"/fresh.db* "$W"/h200.db*
 	while IFS='|' read -r name fam shape var _ rep; do
+		chosen "$name" || continue
 		mapfile -t cfgs < <(python3 bench/search.py configs "$W" "$name")
 		[ "${#cfgs[@]}" -gt 0 ] || { echo "no configs for $name" >&2; status=1; continue; }
 		args=()
