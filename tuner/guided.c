@@ -332,31 +332,36 @@ static long incumbent(const struct guided *g)
 	return b;
 }
 
-/* 1 when candidates a and b are the same variant and differ in exactly one
- * parameter: a step of a local search. */
-static int neighbours(const struct guided *g, long a, long b)
+/* How many parameters candidates a and b differ in; 0 for another variant
+ * (or the same config). */
+static int distance(const struct guided *g, long a, long b)
 {
 	const struct kt_config *x = &g->sp->cfg[g->cand[a]], *y = &g->sp->cfg[g->cand[b]];
 	int p, diff = 0;
 
 	if (x->variant != y->variant)
 		return 0;
-	for (p = 0; p < g->f->nparams && diff < 2; p++)
+	for (p = 0; p < g->f->nparams; p++)
 		diff += x->p[p] != y->p[p];
-	return diff == 1;
+	return diff;
 }
 
-/* The unproposed neighbour of the incumbent with the lowest predicted
- * time; -1 when every neighbour was tried (the incumbent is a local best). */
+/* The unproposed neighbour of the incumbent with the lowest predicted time:
+ * one parameter away, else two (parameters that only pay off together, as a
+ * tile's two sides or a split and its block); -1 when all of those were
+ * tried (the incumbent is a local best). */
 static long best_neighbour(const struct guided *g, const double *mu)
 {
 	long inc = incumbent(g), i, b = -1;
+	int d, reach;
 
 	if (inc < 0)
 		return -1;
-	for (i = 0; i < g->ncand; i++)
-		if (!g->state[i] && neighbours(g, inc, i) && (b < 0 || mu[i] < mu[b]))
-			b = i;
+	for (reach = 1; reach <= 2 && b < 0; reach++)
+		for (i = 0; i < g->ncand; i++)
+			if (!g->state[i] && (d = distance(g, inc, i)) >= 1 && d <= reach &&
+			    (b < 0 || mu[i] < mu[b]))
+				b = i;
 	return b;
 }
 

@@ -10,9 +10,11 @@
  * scale; a failed config gets log 4. A random forest (tuner/forest.h) is
  * refitted after every batch; the next batch is the configs of largest
  * expected improvement over the best so far (the forest's mean and spread
- * as a normal), one in four drawn at random instead. The search stops when
- * the largest expected improvement stayed below the noise for two batches
- * in a row, or at the budget.
+ * as a normal), one the incumbent's best predicted neighbour (one parameter
+ * away, else two), one drawn at random on budgets of 40 or more. The search
+ * stops when the incumbent is a local best and the largest expected
+ * improvement stayed below the noise for two batches in a row, or at the
+ * budget.
  */
 #ifndef KT_GUIDED_H
 #define KT_GUIDED_H

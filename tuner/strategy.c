@@ -185,7 +185,7 @@ static long default_budget(enum strategy_kind k, long n)
 	if (k == STRATEGY_HALVING)
 		b = (n * 3 + 9) / 10;
 	else if (k == STRATEGY_GUIDED)
-		b = (n + 4) / 5;
+		b = n / 5;
 	else
 		return n;
 	if (b < 8)
