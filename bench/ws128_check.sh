@@ -13,7 +13,8 @@
 # is the mma.sync sweeps' --time-limit in seconds. The databases live in
 # OUT_DIR (ws.db, sync.db): a call cut short resumes where it stopped, so the
 # whole run (~15-25 minutes) may be split, e.g. DIRS=fwd HDS=64 first.
-# The backward's ws refuses block 128 for now: its rows say so.
+# The backward's ws takes block 128 at head_dim 64 only (27 configs with
+# ROPES="0 1 2"); at head_dim 128 it is refused and its rows say so.
 # Exit 0 when every ws trial that ran verified; 1 when one did not; 2 when
 # ktune cannot run (no GPU: the sweep's own error is printed).
 set -uo pipefail

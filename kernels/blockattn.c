@@ -23,8 +23,8 @@
  * rotates) each item, CONS consumer warpgroups run their own items (the
  * forward at BLK 128: share each item, an m64 row half each); RING, and
  * with rope RPROD, are its parameters. rope=2 rotates v as well.
- * NEEDSWORK: ws's backward at BLK 128 (the mma.sync variants cover it);
- * rope costs the mma.sync backward a third more time (instructions and
+ * NEEDSWORK: ws's backward at BLK 128 and head_dim 128 (the mma.sync
+ * variants cover it); rope costs the mma.sync backward a third more time (instructions and
  * latency on the item's path, not bytes: bench/NOTES-attention.md).
  */
 #include "blockattn.h"
@@ -43,6 +43,8 @@
  * (ws_variant). Config keys name variants, so stored keys stay valid. */
 enum { V_GRID, V_PERSIST, V_PREFETCH, V_FWD_WS = 3 };
 enum { V_BWD_WS = 2 };
+/* ws backward at BLK 128: a consumer's scratch, half 0's P and dS (64 x 128 bf16 each) */
+enum { WS_SCRATCH = 2 * 64 * 128 * 2 };
 /* Parameter indices: the same in both families; EPI is the backward's and
  * the forward prefetch variant's; CONS and RING are ws's only. */
 enum {
@@ -529,9 +531,12 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		g->stages = c->p[P_RING];
 		g->rprod = c->p[P_RPROD];
 		/* one producer warpgroup and CONS consumer warpgroups; the
-		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers */
+		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers; the
+		 * backward at BLK 128 adds a scratch per consumer for half 0's
+		 * P and dS (64 x 128 bf16 each) */
 		g->threads = (g->cons + 1) * 128;
-		g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024);
+		g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024 +
+				     (bwd && g->blk == 128 ? g->cons * WS_SCRATCH : 0));
 		return;
 	}
 	g->rows_w = c->p[P_ROWS_W];
@@ -582,9 +587,10 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 	return bwd ? 192 : 160;
 }
 
-/* The ws variant past the shape checks: sm_90a, BLK 64 (the forward 128
- * too), its own parameters (CONS, RING, RPROD), none of the mma.sync
- * variants'; no config that spills (ptxas, sm_90a, every ws program). */
+/* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
+ * backward at 128 with head_dim 64 only), its own parameters (CONS, RING,
+ * RPROD), none of the mma.sync variants'; no config that spills (ptxas,
+ * sm_90a, every ws program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
 		    const struct cfg *g, char *why, size_t whylen)
 {
@@ -604,12 +610,13 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		return snprintf(why, whylen, "ws needs sm_90a (wgmma); target %s", arch),
 		       1;
 	}
-	/* NEEDSWORK: the backward at BLK 128 (docs/families/blockattn.md says
-	 * what it needs) */
-	if (g->blk != 64 && bwd)
+	/* the backward at BLK 128: a slot of q, k, v, do is 128 KiB at head_dim
+	 * 128, and no ring of two fits (NEEDSWORK: docs/families/blockattn.md) */
+	if (bwd && g->blk == 128 && g->d != 64)
 		return snprintf(why, whylen,
-				"ws backward: block %ld: BLK 64 only (grid and persistent cover "
-				"128)", g->blk), 1;
+				"ws backward at block 128: head_dim 64 only (a slot of q, k, v, do "
+				"is %ld KiB at head_dim %ld: no ring of two fits; grid and "
+				"persistent cover it)", 4 * g->blk * g->d * 2 / 1024, g->d), 1;
 	if (g->cons != 1 && g->cons != 2)
 		return snprintf(why, whylen, "CONS %ld: 1 or 2 consumer warpgroups", g->cons), 1;
 	if (g->rprod < 0 || g->rprod > (bwd ? 3 : 2))
@@ -634,9 +641,10 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (g->smem > (unsigned)tgt->smem_optin)
 		return snprintf(why, whylen,
 				"shared memory %u > %d bytes: RING %ld slots of %ld KiB (q, k, v%s "
-				"at block %ld, head_dim %ld)", g->smem, tgt->smem_optin, g->stages,
+				"at block %ld, head_dim %ld)%s", g->smem, tgt->smem_optin, g->stages,
 				(bwd ? 4 : 3) * g->blk * g->d * 2 / 1024, bwd ? ", do" : "", g->blk,
-				g->d), 1;
+				g->d, bwd && g->blk == 128 ? " + CONS x 32 KiB of P, dS scratch" : ""),
+		       1;
 	/* BLK 128, head_dim 128, two consumers: under the register cap of
 	 * 384 threads the producer cannot hold its rotation's table chunks
 	 * across the next item's copies (RPROD 1) or beside q, k (RPROD 2);

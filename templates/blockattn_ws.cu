@@ -6,7 +6,8 @@
  *
  *   blockattn_fwd_ws(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
- *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024.
+ *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024,
+ *       the backward at BLK 128 (HD 64 only) CONS * 32 KiB more.
  *       With BOUND, nitems is a bound and the prep's count decides, as in
  *       blockattn_fwd.cu.
  *
@@ -38,6 +39,10 @@
  *   bwd: S and dP = do v^T; P, Di = rowsum(P dP), dS in registers; P to the
  *     dead v tile; dQ = dS k, conjugate-rotated with ROPE, stored; dS to the
  *     dead k tile; dV = P^T do and dK = dS^T q (both operands MN-major).
+ *   bwd at BLK 128: each consumer its own items; the two m64 halves one
+ *     after the other, as above, half 0's P and dS into the consumer's
+ *     scratch (after the ring and the barriers), half 1's into v and k;
+ *     then dV and dK as two m64 key tiles each over both halves.
  * Rows past a block's length are zero-filled on load, P is 0 there and in
  * key columns past it; outputs are written once, no atomics.
  */
@@ -76,7 +81,7 @@ using namespace kba;
 
 static_assert(BLK == 64 || BLK == 128, "BLK 64 (one m64 tile) or 128 (two m64 halves)");
 #if BWD
-static_assert(BLK == 64, "the backward: BLK 64 only");
+static_assert(BLK == 64 || HD == 64, "the backward at BLK 128: HD 64 only (a slot is 128 KiB at 128)");
 #endif
 static_assert(HD == 64 || HD == 128, "HD 64 or 128");
 static_assert(STAGES >= 2 && STAGES >= CONS, "STAGES >= 2 and >= CONS");
@@ -194,6 +199,209 @@ KT_DEV void mma_tt(float (&acc)[ND][4], unsigned sx, unsigned sy)
 		kt_wg<HD>::ss<1, 1>(acc, kt_wg_desc_mn(sx + kk * 2048, PANEL),
 				    kt_wg_desc_mn(sy + kk * 2048, PANEL));
 }
+
+#if BWD && BLK == 128
+/* The backward at BLK 128 (HD 64): P and dS of an item are 128 x 128 bf16
+ * (32 KiB each), kept as two P-halves of 64 query rows x 128 keys: two
+ * 64-key panels of HROWS bytes, HTILE in all. Half 0's go to the
+ * consumer's scratch (P, then dS), half 1's P into the slot's dead v tile
+ * and its dS into the dead k tile (each 16 KiB: one P-half). */
+enum : int {
+	HTILE = 2 * HROWS,
+	SEQ = CONS == 2,
+};
+
+/* Where a warp's pairs go in a P-half at shared address t (1024-aligned):
+ * pair (n8 tile nt, row r0 + lane / 4 + 8 hf, columns nt * 8 + 2 (lane % 4)).
+ * Row r's chunk c sits at r * 128 + ((c ^ r) & 7) * 16 (+ HROWS for keys
+ * 64..), and t + x has x's bits 4-6: each store is one XOR of a per-call
+ * base with an immediate offset. The base is opaque per call: hoisted out
+ * of the item loop, the 32 addresses would not fit two consumers'
+ * registers (ptxas spilled them). */
+KT_DEV unsigned hput_base(unsigned t, int r0, int lane)
+{
+	unsigned x = t + (r0 + (lane >> 2)) * 128 + ((lane >> 2) << 4) + 4 * (lane & 3);
+
+	asm volatile("" : "+r"(x));
+	return x;
+}
+
+KT_DEV void hput(unsigned x, int nt, int hf, unsigned v)
+{
+	asm volatile("st.shared.b32 [%0], %1;\n" ::"r"((x ^ ((nt & 7) << 4)) + (nt >> 3) * HROWS +
+							 hf * 1024),
+		     "r"(v)
+		     : "memory");
+}
+
+/* A warp's 16 rows (r0..) of P or dS, A fragments as a_from_acc packs them
+ * (fragment kk holds n8 tiles 2kk, 2kk+1, rows r and r + 8:
+ * a[kk][2 * (nt & 1) + hf]), into a P-half. */
+KT_DEV void put_half(unsigned t, const unsigned (&a)[BLK / 16][4], int r0, int lane)
+{
+	const unsigned x = hput_base(t, r0, lane);
+
+#pragma unroll
+	for (int nt = 0; nt < NB; nt++) {
+		hput(x, nt, 0, a[nt >> 1][2 * (nt & 1)]);
+		hput(x, nt, 1, a[nt >> 1][2 * (nt & 1) + 1]);
+	}
+}
+
+/* softmax_rows of one m64 half (MI 1), the same arithmetic, with the key
+ * mask written as nt * 8 + e < len - 2 (lane % 4): an immediate against
+ * one register, not 32 column indices that ptxas would keep live. */
+KT_DEV void softmax_half(float (&s)[NB][4], float (&inv)[2], int len, int lane)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+	const int lim = len - 2 * (lane & 3);
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float m = KBA_NEG_INF, l = 0.f;
+
+#pragma unroll
+		for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				float v = nt * 8 + e < lim ? s[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+
+				s[nt][2 * hf + e] = v;
+				m = fmaxf(m, v);
+			}
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+#pragma unroll
+		for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				float p = exp2f(s[nt][2 * hf + e] - m);
+
+				s[nt][2 * hf + e] = p;
+				l += p;
+			}
+		l += __shfl_xor_sync(0xffffffffu, l, 1);
+		l += __shfl_xor_sync(0xffffffffu, l, 2);
+		inv[hf] = 1.f / l;
+	}
+}
+
+/* bf2_widen by cvt.f32.bf16: the same values, other instructions. */
+KT_DEV float2 bf2_cvt(unsigned u)
+{
+	float lo, hi;
+
+	asm("{\n"
+	    ".reg .b16 l, h;\n"
+	    "mov.b32 {l, h}, %2;\n"
+	    "cvt.f32.bf16 %0, l;\n"
+	    "cvt.f32.bf16 %1, h;\n"
+	    "}\n"
+	    : "=f"(lo), "=f"(hi)
+	    : "r"(u));
+	return make_float2(lo, hi);
+}
+
+/* P and dS = P (dP - Di) / sqrt(d) of one m64 half (query rows row0.. of
+ * this warp, row0 counted in the block), packed: S = q k^T and dP = do v^T
+ * from the half's q, do rows (sqh, sdoh) and the item's k, v.
+ * SEQ (two consumers, 168 registers a thread): S first, P packed, then dP,
+ * so that 64 + 32 accumulator registers are live rather than 64 + 64 --
+ * Di and dS then use the bf16 P, the value dV and the MMAs see anyway.
+ * Otherwise S and dP in one group and fp32 P throughout, as at BLK 64. */
+KT_DEV void half_p_ds(unsigned (&pa)[BLK / 16][4], unsigned (&a)[BLK / 16][4], unsigned sqh,
+		      unsigned sk, unsigned sv, unsigned sdoh, int row0, int len, float scale,
+		      int lane)
+{
+	float s[MI][NB][4], dp[MI][NB][4], inv[MI][2];
+
+	zero_acc<true>(s[0]);
+	if (!SEQ)
+		zero_acc<true>(dp[0]);
+	kt_wg_fence();
+	mma_s(s[0], sqh, sk);
+	if (!SEQ)
+		mma_s(dp[0], sdoh, sv);
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(s[0]);
+	if (!SEQ)
+		kt_wg_pin(dp[0]);
+
+	softmax_half(s[0], inv[0], len, lane);
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		int row = row0 + (lane >> 2) + 8 * hf;
+		float norm = row < len ? inv[0][hf] : 0.f;
+
+#pragma unroll
+		for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++)
+				s[0][nt][2 * hf + e] *= norm;
+	}
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++)
+		a_from_acc(pa[kk], s[0], kk);
+	if (SEQ) {
+		zero_acc<true>(dp[0]);
+		kt_wg_fence();
+		mma_s(dp[0], sdoh, sv);
+		kt_wg_commit();
+		kt_wg_wait<0>();
+		kt_wg_pin(dp[0]);
+	}
+	/* P: the fp32 one, or (SEQ) the packed one, widened where it is used
+	 * -- by the other instruction the second time (cv), lest the compiler
+	 * keep the 64 widened values of the first time live */
+	auto pv = [&](int nt, int hf, int e, bool cv) {
+		if (!SEQ)
+			return s[0][nt][2 * hf + e];
+		float2 p = cv ? bf2_cvt(pa[nt >> 1][2 * (nt & 1) + hf])
+			      : bf2_widen(pa[nt >> 1][2 * (nt & 1) + hf]);
+
+		return e ? p.y : p.x;
+	};
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float di = 0.f;
+
+#pragma unroll
+		for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++)
+				di += pv(nt, hf, e, false) * dp[0][nt][2 * hf + e];
+		di += __shfl_xor_sync(0xffffffffu, di, 1);
+		di += __shfl_xor_sync(0xffffffffu, di, 2);
+#pragma unroll
+		for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++)
+				dp[0][nt][2 * hf + e] =
+					pv(nt, hf, e, true) * (dp[0][nt][2 * hf + e] - di) * scale;
+	}
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++)
+		a_from_acc(a[kk], dp[0], kk);
+}
+
+/* acc += X^T . Y for key tile mt (keys 64mt..) over the 128 query rows:
+ * X^T the MN-major A operand from two P-halves (x0: rows 0-63, k16 steps
+ * 0-3; x1: rows 64-127, steps 4-7), Y (q or do) MN-major: dV = P^T do,
+ * dK = dS^T q. Always 8 steps: a branch inside the group makes ptxas
+ * serialize every wgmma (C7520). When half 1 has no row within the length
+ * x1 still holds v or k (finite) and Y's rows 64-127 are the zeros of
+ * rows past the length, so steps 4-7 add 0. */
+KT_DEV void mma_tt2(float (&acc)[ND][4], unsigned x0, unsigned x1, unsigned sy, int mt)
+{
+#pragma unroll
+	for (int kk = 0; kk < BLK / 16; kk++)
+		kt_wg<HD>::ss<1, 1>(acc,
+				    kt_wg_desc_mn((kk < 4 ? x0 : x1) + mt * HROWS + (kk & 3) * 2048,
+						  HROWS),
+				    kt_wg_desc_mn(sy + kk * 2048, PANEL));
+}
+#endif
 
 /* The table chunks (bf16, 16 bytes: 4 pairs) of this thread's q, k chunks. */
 struct ptab {
@@ -580,6 +788,97 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	const float scale = 1.f / sqrtf((float)HD);
 	unsigned ct[MI][2][ND];	/* unused: the epilogue reads its pairs per row */
 
+#if BLK == 128
+	/* this consumer's scratch (half 0's P, then dS), after the barriers */
+	const unsigned scr = bars + 1024 + cw * 2 * HTILE;
+
+	/* Items cw, cw + CONS, ...; per item the two m64 row halves one after
+	 * the other (half 1 only with rows within the length), then dV and dK
+	 * as m64 key tiles over both halves. Each P-half write follows a
+	 * barrier of the warpgroup, so that no warp overwrites what another
+	 * warp's wgmma may still read: the scratch (the previous item's dV, dK
+	 * read it; every warp waited for those before this item's S, dP), v
+	 * (dP of half 1), k (dQ of half 1). */
+	for (int i = cw;; i += CONS) {
+		citem it;
+
+		if (!take(i, smem, sbase, bars, blocks, nitems, H, cta_step, item_step, nper, it))
+			break;
+
+		const int2 b = it.b;
+		const int h = it.h, len = it.len, slot = it.slot;
+		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE, sdo = sq + 3 * TILE;
+		const bool two = len > 64;	/* half 1 (and key tile 1) within the length */
+		float acc[MI][ND][4];
+
+#pragma unroll
+		for (int hv = 0; hv < HALVES; hv++) {
+			/* P and dS of the half's 64 query rows, bf16 in the A
+			 * fragments' layout (a_from_acc) */
+			unsigned pa[BLK / 16][4], a[BLK / 16][4];
+
+			if (hv && !two)
+				break;
+			half_p_ds(pa, a, sq + hv * HROWS, sk, sv, sdo + hv * HROWS, 64 * hv + r0, len,
+				  scale, lane);
+			/* every warp's S and dP are done: P to the scratch (half 0)
+			 * or the dead v tile (half 1) */
+			kt_bar_sync(1 + cw, 128);
+			put_half(hv ? sv : scr, pa, r0, lane);
+
+			/* dQ = dS k; half 0's dS goes to the scratch meanwhile */
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < BLK / 16; kk++)
+				kt_wg<HD>::rs<1>(acc[0], a[kk], kt_wg_desc_mn(sk + kk * 2048, PANEL));
+			kt_wg_commit();
+			if (!hv)
+				put_half(scr + HTILE, a, r0, lane);
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			put_acc<CROT, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0 + 64 * hv, 0,
+						b.x, len, H, h, lane);
+			if (hv) {	/* every warp's dQ is done: k is dead, dS there */
+				kt_bar_sync(1 + cw, 128);
+				put_half(sk, a, r0, lane);
+			}
+		}
+		/* every warp's P and dS halves before dV, dK */
+		kt_fence_proxy_async();
+		kt_bar_sync(1 + cw, 128);
+
+		/* dV = P^T do, per key tile */
+#pragma unroll 1
+		for (int mt = 0; mt < 1 + two; mt++) {
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+			mma_tt2(acc[0], scr, sv, sdo, mt);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
+			put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+						  b.x, len, H, h, lane);
+		}
+		/* dK = dS^T q, per key tile; the slot is free after the last */
+#pragma unroll 1
+		for (int mt = 0; mt < 1 + two; mt++) {
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+			mma_tt2(acc[0], scr + HTILE, sk, sq, mt);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			if (RPROD != 3 && mt == two)
+				kt_mbar_arrive(bars + (STAGES + slot) * 8);
+			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+						b.x, len, H, h, lane);
+		}
+		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
+			kt_mbar_arrive(bars + (STAGES + slot) * 8);
+	}
+#else
 	for (int i = cw;; i += CONS) {
 		citem it;
 
@@ -668,6 +967,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
 	}
+#endif
 }
 #else
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)

@@ -12,9 +12,11 @@
  * programs (CI_SAMPLE); KTUNE_COMPILE_ALL=1 compiles every distinct program
  * of every valid config of every (head_dim, block, rope). For sm_90a it
  * compiles every program of the `ws` variant (the only one that needs the
- * `a` features; every (fwd/bwd, head_dim, rope, CONS, RING) at block 64:
- * a few dozen). Every compiled cubin must hold the kernels its plans name
- * (the prep launch's blockattn_blocks included).
+ * `a` features; every (fwd/bwd, head_dim, rope, CONS, RING, RPROD) that
+ * check() admits at blocks 64 and 128), none of which may spill or, but the
+ * backward's at block 64 and head_dim 64, have its wgmmas serialized. Every
+ * compiled cubin must hold the kernels its plans name (the prep launch's
+ * blockattn_blocks included).
  *
  * A GPU suite (below, inactive without a GPU) runs every config on small
  * ragged shapes against both references and at the bench shape against
@@ -854,16 +856,18 @@ static long ws_count(int f, int rope)
 }
 
 /* 1 when check() admits ws's (CONS, RING, RPROD) of family f at (head_dim
- * d, block blk, rope) on sm_90a: at block 64 all; at block 128 the forward
- * only, as many slots of q, k, v (3 x 128 x d bf16) as fit 227 KiB (d 64: all
+ * d, block blk, rope) on sm_90a: at block 64 all. At block 128 the forward
+ * takes as many slots of q, k, v (3 x 128 x d bf16) as fit 227 KiB (d 64: all
  * four RINGs, d 128: RING 2), and at d 128 with rope and two consumers
- * RPROD 0 only (the producer spills otherwise). */
+ * RPROD 0 only (the producer spills otherwise); the backward d 64 only,
+ * where RING slots of 64 KiB and CONS scratches of 32 KiB fit 227 KiB
+ * (RING 2, or RING 3 with one consumer). */
 static int ws_admits(int f, int d, int blk, int rope, long cons, long ring, long rprod)
 {
 	if (blk == 64)
 		return 1;
 	if (f)
-		return 0;
+		return d == 64 && ring * 64 + cons * 32 + 1 <= 227;
 	if (d == 128 && ring > 2)
 		return 0;
 	return !(d == 128 && rope && cons == 2 && rprod != 0);
@@ -871,13 +875,15 @@ static int ws_admits(int f, int d, int blk, int rope, long cons, long ring, long
 
 /* How many ws configs check() admits at (f, d, blk, rope): ws_count at
  * block 64; the forward at block 128 all of them at d 64, at d 128 RING 2:
- * 2 without rope (CONS 1, 2), 4 with (CONS 1 with RPROD 0-2, CONS 2 with 0). */
+ * 2 without rope (CONS 1, 2), 4 with (CONS 1 with RPROD 0-2, CONS 2 with 0);
+ * the backward at block 128 three (CONS, RING) pairs at d 64, each with its
+ * four RPRODs under rope, none at d 128. */
 static long ws_valid(int f, int d, int blk, int rope)
 {
 	if (blk == 64 || (!f && d == 64))
 		return ws_count(f, rope);
 	if (f)
-		return 0;
+		return d == 64 ? 3 * (rope ? 4 : 1) : 0;
 	return rope ? 4 : 2;
 }
 
@@ -976,7 +982,9 @@ static void test_ws_plans(void)
 						long cons = fa->params[ic].values[a], ring = fa->params[ir].values[b];
 						/* with rope every RPROD but 0 comes round (3: backward) */
 						int rprod = rope ? 1 + (int)(cons + ring) % (f ? 3 : 2) : 0;
-						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * blk * d * 2 + 1024);
+						/* the backward at block 128: a 32 KiB scratch per consumer */
+						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * blk * d * 2 + 1024 +
+									   (f && blk == 128 ? cons * 32768 : 0));
 						struct kt_config c;
 						struct kt_plan p;
 						const struct kt_launch *l = &p.launch[0];
@@ -1120,12 +1128,38 @@ static void test_ws_refusals(void)
 		CU_ASSERT_EQUAL(fa->plan(fa, &s, &c, &t90, &p, &e), -1);
 		CU_ASSERT_EQUAL(e.code, KT_EINVAL);
 		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "sm_90a"));
-		/* block 128: the backward refuses it; the forward (here d 128,
-		 * rope, CONS 2) only with RPROD 0 -- its producer spills with 1
-		 * and 2 -- and RING 2 (a slot of q, k, v is 96 KiB) */
+		/* block 128: the backward refuses d 128 (a slot of q, k, v, do
+		 * is 128 KiB); the forward (here d 128, rope, CONS 2) takes it only
+		 * with RPROD 0 -- its producer spills with 1 and 2 -- and RING 2
+		 * (a slot of q, k, v is 96 KiB) */
 		CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(why, f ? "BLK 64" : "spills"));
-		if (!f) {
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, f ? "head_dim 64 only" : "spills"));
+		if (f) {
+			struct kt_shape s64;
+			unsigned need = (unsigned)(3 * 64 * 1024 + 1024 + 32 * 1024);
+
+			/* the backward at block 128, d 64: RING slots of 64 KiB and a
+			 * 32 KiB scratch per consumer -- RING 2 with either CONS, RING 3
+			 * with one, not with two (257 KiB) */
+			CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=64,"
+						    "block=128,rope=1", &s64), 0);
+			CU_ASSERT_EQUAL(fa->check(fa, &s64, &c, &t90a, why, sizeof(why)), 0);
+			c.p[ir] = 3;
+			CU_ASSERT_EQUAL(fa->check(fa, &s64, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "scratch"));
+			c.p[ic] = 1;
+			CU_ASSERT_EQUAL(fa->check(fa, &s64, &c, &t90a, why, sizeof(why)), 0);
+			kt_err_clear(&e);
+			CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s64, &c, &t90a, &p, &e), 0);
+			CU_ASSERT_EQUAL(p.launch[0].smem, need);
+			tight = t90a;
+			tight.smem_optin = (int)need - 1;
+			CU_ASSERT_EQUAL(fa->check(fa, &s64, &c, &tight, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "scratch"));
+			c.p[ir] = 2;
+			c.p[ic] = 2;
+		} else {
 			c.p[param_index(fa, "RPROD")] = 0;
 			CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
 			c.p[ir] = 3;
@@ -1515,8 +1549,8 @@ static void space_ws(int f, const struct kt_target *t, int d, int blk, int rope,
 
 /* Every supported (head_dim, block, rope) has a valid config on sm_80,
  * sm_90 and sm_90a, and its default is the grid variant. ws is valid on
- * sm_90a only (ws_valid: all of its space at block 64, the forward's that
- * fit at 128); sm_90a changes nothing else. (Every config's plan, every default's validity:
+ * sm_90a only (ws_valid: all of its space at block 64, at 128 the configs
+ * that fit); sm_90a changes nothing else. (Every config's plan, every default's validity:
  * test_conformance.) */
 static void test_space(void)
 {
@@ -1728,8 +1762,8 @@ static void compile_for(const char *arch)
 	for (f = 0; f < 2; f++) {
 		int pi, vi, ws = kt_variant_index(fams[f], "ws");
 
-		/* ws: every config a program; every one valid at block 64, the
-		 * forward's that fit at 128 */
+		/* ws: every config a program; every one valid at block 64, those
+		 * that fit at 128 (the backward's at head_dim 64) */
 		CU_ASSERT_FATAL(ws >= 0);
 		for (d = 64; d <= 128; d += 64)
 			for (blk = 64; blk <= 128; blk += 64)
@@ -1877,7 +1911,7 @@ static void compile_for(const char *arch)
 		} else {
 			char what[400];
 			size_t w;
-			int bwd = 0, d64 = 0;
+			int bwd = 0, d64 = 0, blk64 = 0;
 
 			w = (size_t)snprintf(what, sizeof(what), "%s %s", arch, jobs[i].prog->tpl);
 			for (k = 0; k < jobs[i].prog->ndefines && w < sizeof(what); k++) {
@@ -1886,12 +1920,13 @@ static void compile_for(const char *arch)
 				w += (size_t)snprintf(what + w, sizeof(what) - w, " %s", def);
 				bwd |= strcmp(def, "BWD=1") == 0;
 				d64 |= strcmp(def, "HD=64") == 0;
+				blk64 |= strcmp(def, "BLK=64") == 0;
 			}
 			/* No program may have its wgmmas serialized by ptxas, but
-			 * the backward ws ones at head_dim 64: there the
+			 * the backward ws ones at block 64, head_dim 64: there the
 			 * serialized form was measured faster and is kept (see
 			 * zero_acc in blockattn_ws.cu); counted. */
-			if (bwd && d64 && strcmp(jobs[i].prog->tpl, "blockattn_ws") == 0)
+			if (bwd && d64 && blk64 && strcmp(jobs[i].prog->tpl, "blockattn_ws") == 0)
 				kept_serial += kt_test_wgmma_serialized(jobs[i].res.log, what);
 			else
 				CU_ASSERT_FALSE(kt_test_wgmma_serialized(jobs[i].res.log, what));
