@@ -936,12 +936,19 @@ static int kept_all(const char *before, const char *after)
  * started again each time: no trial recorded before a kill is lost or
  * changed, none is there twice, the file stays intact, and the last run
  * resumes the one sweep and completes it. bench/reliability_gpu.py does the
- * same on a GPU. */
+ * same on a GPU. The timeout ends the planted hang early in each run, yet
+ * must stay well above what the ok config takes, which under the
+ * sanitizers is over a second. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+#define KILL20_TIMEOUT "4"
+#else
+#define KILL20_TIMEOUT "1"
+#endif
 static void test_kill_resume_20(void)
 {
 	const char *db = kt_test_path("kill20.db");
 	char *argv[] = { (char *)kt_test_ktune(), "sweep", "--family", "selftest", "--shape",
-			 "n=8388608", "--plant", "--worker-backend", "cpu", "--timeout", "1",
+			 "n=8388608", "--plant", "--worker-backend", "cpu", "--timeout", KILL20_TIMEOUT,
 			 "--rounds", "3", "--db", (char *)db, "--json", NULL };
 	uint64_t rng = 20;
 	char *before = NULL, *out = NULL;
