@@ -937,8 +937,8 @@ static int kept_all(const char *before, const char *after)
  * changed, none is there twice, the file stays intact, and the last run
  * resumes the one sweep and completes it. bench/reliability_gpu.py does the
  * same on a GPU. The timeout ends the planted hang early in each run, yet
- * must stay well above what the ok config takes, which under the
- * sanitizers is over a second. */
+ * must stay well above what the ok config takes, which the sanitizers
+ * slow several-fold. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
 #define KILL20_TIMEOUT "4"
 #else

@@ -352,17 +352,16 @@ static int distance(const struct guided *g, long a, long b)
  * tried (the incumbent is a local best). */
 static long best_neighbour(const struct guided *g, const double *mu)
 {
-	long inc = incumbent(g), i, b = -1;
-	int d, reach;
+	long inc = incumbent(g), i, b[3] = { -1, -1, -1 };
+	int d;
 
 	if (inc < 0)
 		return -1;
-	for (reach = 1; reach <= 2 && b < 0; reach++)
-		for (i = 0; i < g->ncand; i++)
-			if (!g->state[i] && (d = distance(g, inc, i)) >= 1 && d <= reach &&
-			    (b < 0 || mu[i] < mu[b]))
-				b = i;
-	return b;
+	for (i = 0; i < g->ncand; i++)
+		if (!g->state[i] && (d = distance(g, inc, i)) >= 1 && d <= 2 &&
+		    (b[d] < 0 || mu[i] < mu[b[d]]))
+			b[d] = i;
+	return b[1] >= 0 ? b[1] : b[2];
 }
 
 long guided_next(struct guided *g, long *idx, long max)
