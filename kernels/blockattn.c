@@ -62,7 +62,7 @@ static const struct kt_dim dims[] = {
 	{"lmax", 1, 1L << 16, 0, "longest sequence; lengths uniform in [max(1, 2*lmax/5), lmax]"},
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
-	{"block", 64, 128, 1, "BLK: 64 or 128 tokens per attention block"},
+	{"block", 32, 128, 1, "BLK: 32, 64 or 128 tokens per attention block (ws: 64, 128)"},
 	{"rope", 0, 2, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel; "
 	 "2: v rotated too (dv is the gradient of the raw v)"},
 };
@@ -605,6 +605,12 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		if (!(params[i].variants & (1u << c->variant)) && c->p[i] != 0)
 			return snprintf(why, whylen, "ws has no parameter %s (%s=%ld)", params[i].name,
 					params[i].name, c->p[i]), 1;
+	/* a consumer's wgmma tile is m64: a 32-token block would leave half
+	 * of every S and O tile empty */
+	if (g->blk < 64)
+		return snprintf(why, whylen,
+				"ws at block %ld: its wgmma tiles are 64 rows (grid and persistent "
+				"take block 32)", g->blk), 1;
 	if (!tgt->arch_a) {
 		kt_target_arch(tgt, arch, sizeof(arch));
 		return snprintf(why, whylen, "ws needs sm_90a (wgmma); target %s", arch),
@@ -669,14 +675,19 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	cfg_of(bwd, s, c, &g);
 	if (g.d != 64 && g.d != 128)
 		return snprintf(why, whylen, "head_dim %ld: the kernels take 64 or 128", g.d), 1;
-	if (g.blk != 64 && g.blk != 128)
-		return snprintf(why, whylen, "block %ld: the kernels take 64 or 128", g.blk), 1;
+	if (g.blk != 32 && g.blk != 64 && g.blk != 128)
+		return snprintf(why, whylen, "block %ld: the kernels take 32, 64 or 128", g.blk), 1;
 	if ((double)seqs * (double)lmax > 2147483647.0)
 		return snprintf(why, whylen, "seqs x lmax over 2^31: offsets are int32"), 1;
 	if (g.ws)
 		return check_ws(bwd, c, tgt, &g, why, whylen);
 	if (g.rows_w != 16 && g.rows_w != 32)
 		return snprintf(why, whylen, "ROWS_W %ld: 16 or 32", g.rows_w), 1;
+	/* block 32, ROWS_W 32: one row group holds the whole block, S and O
+	 * two m16 tiles deep; at head_dim 128 ptxas spills (docs/families/blockattn.md) */
+	if (g.blk == 32 && g.rows_w == 32 && g.d == 128)
+		return snprintf(why, whylen, "ROWS_W 32 at block 32, head_dim 128: spills (ptxas); "
+				"ROWS_W 16"), 1;
 	if (g.dsplit != 1 && g.dsplit != 2)
 		return snprintf(why, whylen, "DSPLIT %ld: 1 or 2", g.dsplit), 1;
 	if (g.stages < 1 || g.stages > 3)

@@ -3,7 +3,7 @@
  * mma.sync m16n8k16 bf16, fp32 accumulation). kernels/blockattn.c has the
  * problem, the buffers and the variants; docs/families/blockattn.md why.
  *
- * -D parameters: BLK (64, 128) tokens per block, HD (64, 128) head_dim, ROPE
+ * -D parameters: BLK (32, 64, 128) tokens per block, HD (64, 128) head_dim, ROPE
  * (0; 1 q, k rotated; 2 v too), ROWS_W (16, 32) query rows per warp, DSPLIT
  * (1, 2) warps per row group splitting head_dim for O = P.V, STAGES (1..3)
  * the cp.async ring over a CTA's items, RPF how rope reads its table (0 a

@@ -29,7 +29,8 @@
  * (e.g. ws; a family without it is left out), for a short device call
  * while one variant's kernels change. KTUNE_BLOCKATTN_BENCH_ONLY=S: only
  * the bench-shape workloads whose name holds S; KTUNE_BLOCKATTN_SMALL_ONLY=1:
- * the small shapes alone.
+ * the small shapes alone; KTUNE_BLOCKATTN_BLOCK=N: the small shapes at block
+ * N only.
  *
  * Dump mode, for the bench's final run: with KTUNE_BLOCKATTN_DUMP=DIR and
  * KTUNE_BLOCKATTN_DUMP_CONFIG=KEY (a blockattn_bwd config key as
@@ -54,6 +55,9 @@
 #include "tuner/jit.h"
 
 static const struct kt_family *const fams[2] = {&blockattn_fwd_family, &blockattn_bwd_family};
+/* the block sizes the families take (ws: 64 and 128 only) */
+static const int BLKS[] = {32, 64, 128};
+#define NBLKS ((int)(sizeof(BLKS) / sizeof(BLKS[0])))
 /* the smallest config of each family, as text */
 static const char *const base_cfg[2] = {
 	"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1",
@@ -513,7 +517,7 @@ static void test_shape_parse(void)
 		"seqs=4,lmax=70,heads=2,head_dim=64,block=64",		  /* rope missing */
 		"seqs=4,lmax=70,heads=2,head_dim=64,block=64,rope=3",	  /* out of range */
 		"seqs=4,lmax=70,heads=2,head_dim=256,block=64,rope=0",	  /* head_dim */
-		"seqs=4,lmax=70,heads=2,head_dim=64,block=32,rope=0",	  /* block */
+		"seqs=4,lmax=70,heads=2,head_dim=64,block=16,rope=0",	  /* block */
 		"seqs=0,lmax=70,heads=2,head_dim=64,block=64,rope=0",	  /* seqs */
 		"tokens=4,lmax=70,heads=2,head_dim=64,block=64,rope=0",	  /* unknown key */
 		"seqs=4,lmax=x,heads=2,head_dim=64,block=64,rope=0",	  /* not a number */
@@ -577,7 +581,19 @@ static void test_check_rejects(void)
 		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 0);
 		c.p[0] = 48;	/* ROWS_W */
 		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
+		/* block 32: ROWS_W 32 (one row group) at head_dim 64 only */
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=64,block=32,rope=0",
+					    &s), 0);
+		c.p[0] = 32;
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=128,block=32,rope=0",
+					    &s), 0);
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "ROWS_W 32 at block 32"));
 		c.p[0] = 16;
+		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(parse(fams[f], "seqs=4,lmax=70,heads=2,head_dim=64,block=64,rope=0",
+					    &s), 0);
 		c.p[2] = 2;	/* STAGES 2 with ITEMS 1: an empty stage */
 		CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t90, why, sizeof(why)), 1);
 	}
@@ -873,13 +889,15 @@ static int ws_admits(int f, int d, int blk, int rope, long cons, long ring, long
 	return !(d == 128 && rope && cons == 2 && rprod != 0);
 }
 
-/* How many ws configs check() admits at (f, d, blk, rope): ws_count at
- * block 64; the forward at block 128 all of them at d 64, at d 128 RING 2:
+/* How many ws configs check() admits at (f, d, blk, rope): none at block
+ * 32 (its wgmma tiles are 64 rows), ws_count at block 64; the forward at block 128 all of them at d 64, at d 128 RING 2:
  * 2 without rope (CONS 1, 2), 4 with (CONS 1 with RPROD 0-2, CONS 2 with 0);
  * the backward at block 128 three (CONS, RING) pairs at d 64, each with its
  * four RPRODs under rope, none at d 128. */
 static long ws_valid(int f, int d, int blk, int rope)
 {
+	if (blk < 64)
+		return 0;
 	if (blk == 64 || (!f && d == 64))
 		return ws_count(f, rope);
 	if (f)
@@ -1128,6 +1146,18 @@ static void test_ws_refusals(void)
 		CU_ASSERT_EQUAL(fa->plan(fa, &s, &c, &t90, &p, &e), -1);
 		CU_ASSERT_EQUAL(e.code, KT_EINVAL);
 		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "sm_90a"));
+		/* block 32: no ws (its wgmma tiles are 64 rows), the mma.sync
+		 * variants take it */
+		{
+			struct kt_shape s32;
+
+			CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,"
+						    "block=32,rope=1", &s32), 0);
+			CU_ASSERT_EQUAL(fa->check(fa, &s32, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "ws at block 32"));
+			CU_ASSERT_EQUAL(fa->default_config(fa, &s32, &t90a, &dc), 0);
+			CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "grid"));
+		}
 		/* block 128: the backward refuses d 128 (a slot of q, k, v, do
 		 * is 128 KiB); the forward (here d 128, rope, CONS 2) takes it only
 		 * with RPROD 0 -- its producer spills with 1 and 2 -- and RING 2
@@ -1556,15 +1586,16 @@ static void test_space(void)
 {
 	static const char *const tn[] = {"sm_80", "sm_90", "sm_90a"};
 	/* valid configs per variant on sm_90, per (f, head_dim, block, rope) */
-	int on90[2][2][2][3][KT_MAX_VARIANTS];
-	int f, ti, d, blk, rope;
+	int on90[2][2][NBLKS][3][KT_MAX_VARIANTS];
+	int f, ti, d, bi, rope;
 
 	memset(on90, 0, sizeof(on90));
 	for (f = 0; f < 2; f++)
 		for (ti = 0; ti < 3; ti++)
 			for (d = 64; d <= 128; d += 64)
-				for (blk = 64; blk <= 128; blk += 64)
+				for (bi = 0; bi < NBLKS; bi++)
 					for (rope = 0; rope < 3; rope++) {
+						const int blk = BLKS[bi];
 						struct kt_target t;
 						struct kt_shape s;
 						struct kt_config c;
@@ -1586,7 +1617,7 @@ static void test_space(void)
 											&t, &c), 0);
 						CU_ASSERT_EQUAL(c.variant, kt_variant_index(fams[f], "grid"));
 						space_ws(f, &t, d, blk, rope, &w,
-							 on90[f][d / 64 - 1][blk / 64 - 1][rope]);
+							 on90[f][d / 64 - 1][bi][rope]);
 					}
 }
 
@@ -1755,7 +1786,7 @@ static void compile_for(const char *arch)
 	struct kt_target t;
 	struct jit_job *jobs;
 	int *job_prog;
-	int f, d, blk, rope, i, njobs = 0, failed = 0, missing = 0, kept_serial = 0, ws_spills = 0;
+	int f, d, blk, bi, rope, i, njobs = 0, failed = 0, missing = 0, kept_serial = 0, ws_spills = 0;
 	long nws = 0;		/* sm_90a: ws programs expected */
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
@@ -1773,8 +1804,9 @@ static void compile_for(const char *arch)
 		memset(c.cover_var, 0, sizeof(c.cover_var));
 		memset(c.cover, 0, sizeof(c.cover));
 		for (d = 64; d <= 128; d += 64)
-			for (blk = 64; blk <= 128; blk += 64)
+			for (bi = 0; bi < NBLKS; bi++)
 				for (rope = 0; rope < 3; rope++) {
+					blk = BLKS[bi];
 					struct kt_shape s;
 					struct kt_config cfg;
 					struct kt_plan p;
@@ -1840,8 +1872,9 @@ static void compile_for(const char *arch)
 		/* values valid nowhere at the bench shape (MINB 4 overfills
 		 * sm_80's shared memory at d = 128): from the other shapes */
 		for (d = 64; d <= 128 && !everything && !t.arch_a; d += 64)
-			for (blk = 64; blk <= 128; blk += 64)
+			for (bi = 0; bi < NBLKS; bi++)
 				for (rope = 0; rope < 3; rope++) {
+					blk = BLKS[bi];
 					struct kt_shape s;
 					char text[128];
 
@@ -2026,6 +2059,7 @@ static struct {
 	FILE *bench;		/* KTUNE_BLOCKATTN_BENCH */
 	int nrows;
 	const char *variant;	/* KTUNE_BLOCKATTN_VARIANT: only its configs; NULL: all */
+	int block;		/* KTUNE_BLOCKATTN_BLOCK: the small shapes at this block only; 0: all */
 } G;
 
 /* 1 when family f's configs are left out by KTUNE_BLOCKATTN_VARIANT (it
@@ -2490,7 +2524,7 @@ static int gpu_sweep(struct dprob *dp, int timed, struct cands *cs)
 
 static void test_gpu_small(void)
 {
-	int f, d, blk, rope, total[2] = {0, 0};
+	int f, d, bi, rope, total[2] = {0, 0};
 
 	if (G.variant)
 		CU_ASSERT(kt_variant_index(fams[0], G.variant) >= 0 ||
@@ -2499,16 +2533,20 @@ static void test_gpu_small(void)
 		if (variant_left_out(fams[f], "small shapes"))
 			continue;
 		for (d = 64; d <= 128; d += 64)
-			for (blk = 64; blk <= 128; blk += 64)
+			for (bi = 0; bi < NBLKS; bi++)
 				for (rope = 0; rope < 3; rope++) {
+					const int blk = BLKS[bi];
 					struct dprob dp;
 					struct cands cs;
 					char text[128];
 					double worst = 0, worst_cpu = 0;
 					int i, bad;
 
-					/* lengths in [40, 100]: shorter than a block and
-					 * ragged tails, 29 sequences, 3 heads */
+					if (G.block && blk != G.block)
+						continue;
+					/* lengths in [40, 100]: shorter than a block of 128,
+					 * one or two of 64, two to four of 32, ragged tails;
+					 * 29 sequences, 3 heads */
 					snprintf(text, sizeof(text),
 						 "seqs=29,lmax=100,heads=3,head_dim=%d,block=%d,rope=%d",
 						 d, blk, rope);
@@ -2774,10 +2812,12 @@ static void add_gpu_suite(void)
 {
 	const char *bench = getenv("KTUNE_BLOCKATTN_BENCH");
 	const char *variant = getenv("KTUNE_BLOCKATTN_VARIANT");
+	const char *block = getenv("KTUNE_BLOCKATTN_BLOCK");
 	CU_pSuite s = CU_add_suite("blockattn_gpu", NULL, gpu_suite_clean);
 	int gpu = gpu_init();
 
 	G.variant = variant && *variant ? variant : NULL;
+	G.block = block && *block ? atoi(block) : 0;
 	if (gpu == 0) {
 		if (G.variant)
 			printf("KTUNE_BLOCKATTN_VARIANT=%s: the GPU suite runs its configs only\n",

@@ -240,6 +240,8 @@ ATTN = [  # (label, lengths, heads, head_dim, block, rope)
     ("random1000-d64-b64", lambda: random_lengths(1000, 200, 4), 4, 64, 64, 0),
     ("random1000-d128-b128", lambda: random_lengths(1000, 400, 5), 2, 128, 128, 0),
     ("random1000-d64-b128-rope1", lambda: random_lengths(1000, 400, 6), 2, 64, 128, 1),
+    ("random1000-d128-b32-rope1", lambda: random_lengths(1000, 200, 7), 2, 128, 32, 1),
+    ("random1000-d64-b32", lambda: random_lengths(1000, 200, 8), 4, 64, 32, 0),
 ]
 
 
