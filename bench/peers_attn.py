@@ -107,21 +107,29 @@ def block_index(offsets, blk, device):
             torch.tensor(lens, device=device, dtype=torch.int64))
 
 
-def reference64(q, k, v, do, starts, lens, blk):
+def reference64(q, k, v, do, starts, lens, blk, chunk_bytes=1 << 30):
     """dq, dk, dv of block-diagonal attention in float64 (autograd through a
-    padded per-block formulation; padded keys masked, padded rows dropped)."""
+    padded per-block formulation; padded keys masked, padded rows dropped),
+    a chunk of blocks at a time (each chunk's S in float64 about chunk_bytes:
+    at lmax 1024 and block 256 the whole problem's would not fit an H100).
+    Every token lies in exactly one block, so each chunk's rows are its own."""
     T, H, d = q.shape
     ar = torch.arange(blk, device=q.device)
-    idx = starts[:, None] + ar[None, :]                     # (nb, blk)
-    valid = ar[None, :] < lens[:, None]                     # (nb, blk)
-    idx = torch.where(valid, idx, torch.zeros_like(idx))
-    q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
-    qb, kb, vb = q64[idx], k64[idx], v64[idx]               # (nb, blk, H, d)
-    s = torch.einsum("bihd,bjhd->bhij", qb, kb) / math.sqrt(d)
-    s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
-    o = torch.einsum("bhij,bjhd->bihd", torch.softmax(s, dim=-1), vb)
-    dob = do.double()[idx] * valid[:, :, None, None]
-    return torch.autograd.grad(o, (q64, k64, v64), dob)
+    grads = [torch.zeros(T, H, d, dtype=torch.float64, device=q.device) for _ in range(3)]
+    step = max(1, chunk_bytes // (H * blk * blk * 8))
+    for b0 in range(0, starts.numel(), step):
+        st, ln = starts[b0:b0 + step], lens[b0:b0 + step]
+        idx = st[:, None] + ar[None, :]                     # (nb, blk)
+        valid = ar[None, :] < ln[:, None]                   # (nb, blk)
+        idx = torch.where(valid, idx, torch.zeros_like(idx))
+        qb, kb, vb = (x[idx].double().requires_grad_() for x in (q, k, v))   # (nb, blk, H, d)
+        s = torch.einsum("bihd,bjhd->bhij", qb, kb) / math.sqrt(d)
+        s = s.masked_fill(~valid[:, None, None, :], float("-inf"))
+        o = torch.einsum("bhij,bjhd->bihd", torch.softmax(s, dim=-1), vb)
+        dob = do[idx].double() * valid[:, :, None, None]
+        for g, gb in zip(grads, torch.autograd.grad(o, (qb, kb, vb), dob)):
+            g[idx[valid]] = gb[valid]
+    return grads
 
 
 def rel_err(x, ref):
