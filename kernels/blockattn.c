@@ -1043,8 +1043,11 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * for 4 (fwd) and 3 (bwd) CTAs per SM;
  * the backward's outputs stored from registers (EPI 0). Where a cap
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
- * then head_dim is split. NEEDSWORK: on sm_90a `ws` beats this default's
- * backward at the bench shapes; the default does not take it yet. */
+ * then head_dim is split. At block 128 on sm_90a, where check_ws admits it,
+ * ws with two consumers sharing a ring of two instead: there it ran
+ * 1.4-1.6x faster than that grid config (docs/families/blockattn.md, "The
+ * default"). NEEDSWORK: at block 64 ws's backward wins at the bench shapes
+ * and loses at lmax 1024; the default does not take it there. */
 static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 		      const struct kt_target *tgt, struct kt_config *out)
 {
@@ -1053,6 +1056,14 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	int rope = s->v[BA_D_ROPE] != 0;
 
 	memset(out, 0, sizeof(*out));
+	if (s->v[BA_D_BLOCK] == 128 && tgt->arch_a) {
+		out->variant = ws_variant(bwd);
+		out->p[P_CONS] = 2;
+		out->p[P_RING] = 2;
+		if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+		memset(out, 0, sizeof(*out));
+	}
 	out->variant = V_GRID;
 	out->p[P_ROWS_W] = 16;
 	out->p[P_DSPLIT] = 1;

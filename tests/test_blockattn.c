@@ -1578,7 +1578,8 @@ static void space_ws(int f, const struct kt_target *t, int d, int blk, int rope,
 }
 
 /* Every supported (head_dim, block, rope) has a valid config on sm_80,
- * sm_90 and sm_90a, and its default is the grid variant. ws is valid on
+ * sm_90 and sm_90a, and a valid default: the grid variant, but ws at block
+ * 128 on sm_90a where check_ws admits it. ws is valid on
  * sm_90a only (ws_valid: all of its space at block 64, at 128 the configs
  * that fit); sm_90a changes nothing else. (Every config's plan, every default's validity:
  * test_conformance.) */
@@ -1615,7 +1616,14 @@ static void test_space(void)
 						CU_ASSERT_EQUAL(w.bad, 0);
 						CU_ASSERT_EQUAL(fams[f]->default_config(fams[f], &s,
 											&t, &c), 0);
-						CU_ASSERT_EQUAL(c.variant, kt_variant_index(fams[f], "grid"));
+						/* ws at block 128 on sm_90a where it fits (not
+						 * the backward at head_dim 128), grid elsewhere */
+						CU_ASSERT_EQUAL(c.variant,
+								kt_variant_index(fams[f],
+										 t.arch_a && blk == 128 &&
+										 (!f || d == 64) ? "ws" : "grid"));
+						CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t, text,
+									       sizeof(text)), 0);
 						space_ws(f, &t, d, blk, rope, &w,
 							 on90[f][d / 64 - 1][bi][rope]);
 					}
@@ -2881,7 +2889,7 @@ int main(void)
 	CU_add_test(s, "dump mode: the config key's parsing and refusal", test_dump_config);
 	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
 	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
-	CU_add_test(s, "valid configs per variant, grid defaults", test_space);
+	CU_add_test(s, "valid configs per variant, valid defaults (ws at block 128 on sm_90a)", test_space);
 	CU_add_test(s, "flops and bytes", test_models);
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
