@@ -21,6 +21,8 @@
 #include "../tuner/jit.h"
 #include "../tuner/worker.h"
 #include "../tuner/measure.h"	/* measure_buffer_seed */
+#include "../tuner/sweep.h"
+#include "../db/store.h"
 #include "famtest.h"
 #include "testutil.h"
 
@@ -772,6 +774,68 @@ out:
 	worker_stop(w[1]);
 }
 
+/* A random sweep of a GPU family (dense: hundreds of configs, a sample of
+ * 2 that misses the default for these seeds) evaluates the family's
+ * default config too, verified, so the winner is never slower than what an
+ * untuned shape gets. */
+static void test_sweep_adds_default(void)
+{
+	const struct kt_family *f = kt_family_find("dense");
+	struct kt_shape s;
+	struct kt_target tgt;
+	struct kt_config dc;
+	struct kt_err err = { 0 };
+	char dkey[512];
+	int seed, missed = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, "tokens=256,in=1024,out=1024", &s, &err), 0);
+	target_of(&ginfo, &tgt);
+	tgt.arch_a = tgt.sm == 90;	/* as a sweep compiles for it */
+	CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &tgt, &dc), 0);
+	kt_config_key(f, &dc, dkey, sizeof(dkey));
+	for (seed = 1; seed <= 2; seed++) {
+		struct sweep_opts o;
+		struct sweep_summary sum;
+		struct store *st = NULL;
+		struct store_trial_row *rows = NULL;
+		char db[64];
+		int n = 0, i, found = 0;
+
+		snprintf(db, sizeof(db), "default%d.db", seed);
+		sweep_opts_default(&o);
+		o.db_path = kt_test_path(db);
+		o.family = "dense";
+		o.shape = "tokens=256,in=1024,out=1024";
+		o.strategy = "random";
+		o.budget = 2;
+		o.seed = (uint64_t)seed;
+		o.baseline = 0;
+		o.worker.exe = worker_exe();
+		kt_err_clear(&err);
+		if (sweep_run(&o, &sum, &err) != 0) {
+			fprintf(stderr, "\n  sweep: %s\n", err.msg);
+			CU_FAIL("sweep_run");
+			return;
+		}
+		CU_ASSERT_EQUAL_FATAL(store_open(o.db_path, STORE_RO, &st, &err), 0);
+		CU_ASSERT_EQUAL(store_trials_list(st, sum.sweep_id, 0, &rows, &n, &err), 0);
+		for (i = 0; i < n; i++)
+			if (!strcmp(rows[i].config_key, dkey)) {
+				found++;
+				CU_ASSERT_STRING_EQUAL(rows[i].status, "ok");
+			}
+		store_trial_rows_free(rows, n);
+		store_close(st);
+		CU_ASSERT_EQUAL(found, 1);
+		CU_ASSERT_EQUAL(n, sum.evaluated);
+		CU_ASSERT(sum.evaluated == 2 || sum.evaluated == 3);
+		missed += sum.evaluated == 3;
+		printf("\n    seed %d: %ld evaluated, winner %s", seed, sum.evaluated, sum.best_config);
+	}
+	CU_ASSERT(missed > 0);	/* the added evaluation itself ran */
+}
+
 static void test_cublas_baseline(void)
 {
 	const struct kt_family *f = kt_family_find("dense");
@@ -858,6 +922,8 @@ int main(void)
 		CU_add_test(s, "verification: GPU compare kernel vs host agree",
 			    test_compare_paths);
 		CU_add_test(s, "cuBLAS baseline", test_cublas_baseline);
+		CU_add_test(s, "a random sweep evaluates the family's default too",
+			    test_sweep_adds_default);
 		CU_add_test(s, "device ordinal out of range", test_bad_ordinal);
 	} else if (kt_test_gpu_required() || gpu < 0) {
 		/* Required, or a worker that failed for another reason. */

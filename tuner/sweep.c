@@ -707,6 +707,51 @@ static int eval_batch(struct run *r, struct cand *c, int n, struct kt_err *err)
 	return 0;
 }
 
+/* A sample (random, halving, guided) may miss the family's default config,
+ * the one an untuned shape runs: it is evaluated too when it is in the
+ * space swept (not excluded by --variants or --config) and this sweep has
+ * no trial of it, so that the winner is never a config the default beats. */
+static int eval_default(struct run *r, const struct space *sp, struct cand *slot,
+			struct kt_err *err)
+{
+	struct kt_config dc;
+	char key[512], k2[512];
+	long i;
+	int rc;
+
+	if (!r->f->default_config || r->f->default_config(r->f, &r->shape, &r->tgt, &dc) != 0)
+		return 0;
+	kt_config_key(r->f, &dc, key, sizeof(key));
+	if (keyset_find(&r->faulty, key))
+		return 0;
+	/* this sweep's trials, this run's included */
+	{
+		struct store_trial_row *rows = NULL;
+		int n = 0, j, found = 0;
+
+		if (store_trials_list(r->st, r->sweep_id, 0, &rows, &n, err) != 0)
+			return -1;
+		for (j = 0; j < n; j++)
+			found |= strcmp(rows[j].config_key, key) == 0;
+		store_trial_rows_free(rows, n);
+		if (found)
+			return 0;
+	}
+	for (i = 0; i < sp->n; i++) {
+		kt_config_key(r->f, &sp->cfg[i], k2, sizeof(k2));
+		if (strcmp(k2, key) == 0)
+			break;
+	}
+	if (i == sp->n)
+		return 0;
+	r->total++;
+	cand_plan(r, slot, &sp->cfg[i], i);
+	progress(r, "compile", r->done_n, r->total, 1);
+	rc = eval_batch(r, slot, 1, err);
+	cand_release(slot);
+	return rc;
+}
+
 /* ---- the final tournament ---- */
 
 struct entrant {
@@ -1387,6 +1432,9 @@ int sweep_run(const struct sweep_opts *o, struct sweep_summary *sum, struct kt_e
 		while (nb > 0)
 			cand_release(&batch[--nb]);
 	}
+	if (!sum->interrupted && !sum->time_limited && strat != STRATEGY_EXHAUSTIVE &&
+	    eval_default(&r, &sp, batch, err) != 0)
+		goto end;
 	if (!sum->interrupted && !sum->time_limited)
 		snprintf(sum->stop, sizeof(sum->stop), "%s", strategy_stop_reason(r.strat));
 	if (!sum->time_limited && !sum->interrupted)
