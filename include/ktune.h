@@ -230,7 +230,7 @@ int ktune_blast(ktune_table *t, const void *x, const void *u, const void *v, con
  * batch sequences packed along tokens; each cut into blocks of `block`
  * tokens (the last one of a sequence may be shorter); a token attends to
  * the keys of its own block, same head, non-causal, scale 1/sqrt(head_dim).
- * head_dim 64 or 128, block 32, 64 or 128. rope 0: none; 1: q, k are raw and
+ * head_dim 64 or 128, block 32, 64 or 128 (the forward also 256). rope 0: none; 1: q, k are raw and
  * rotated by rope_table on load; 2: v too (rope_table NULL for 0). The
  * lengths stay on the device: the launch is sized from tokens and batch
  * (at most tokens/block + batch blocks), so cu_seqlens[batch] must equal

@@ -22,7 +22,10 @@
  * warp-specialized on wgmma: a producer warpgroup loads (and with rope
  * rotates) each item, CONS consumer warpgroups run their own items (the
  * forward at BLK 128: share each item, an m64 row half each); RING, and
- * with rope RPROD, are its parameters. rope=2 rotates v as well.
+ * with rope RPROD, are its parameters. rope=2 rotates v as well. At
+ * block 256 (the forward's grid and persistent only) a row of S no longer
+ * fits in registers: the keys come in chunks of KCH with a running
+ * softmax, the query rows in QP passes.
  * NEEDSWORK: ws's backward at BLK 128 and head_dim 128 (the mma.sync
  * variants cover it); rope costs the mma.sync backward a third more time (instructions and
  * latency on the item's path, not bytes: bench/NOTES-attention.md).
@@ -49,7 +52,7 @@ enum { WS_SCRATCH = 2 * 64 * 128 * 2 };
  * the forward prefetch variant's; CONS and RING are ws's only. */
 enum {
 	P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI, P_CONS, P_RING,
-	P_RPROD
+	P_RPROD, P_KCH, P_QP
 };
 
 static int ws_variant(int bwd)
@@ -62,7 +65,7 @@ static const struct kt_dim dims[] = {
 	{"lmax", 1, 1L << 16, 0, "longest sequence; lengths uniform in [max(1, 2*lmax/5), lmax]"},
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
-	{"block", 32, 128, 1, "BLK: 32, 64 or 128 tokens per attention block (ws: 64, 128)"},
+	{"block", 32, 256, 1, "BLK: 32, 64, 128 or 256 (forward) tokens per attention block (ws: 64, 128)"},
 	{"rope", 0, 2, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel; "
 	 "2: v rotated too (dv is the gradient of the raw v)"},
 };
@@ -103,6 +106,13 @@ static const struct kt_param fwd_params[] = {
 	{"CONS", 2, {1, 2}, 1u << V_FWD_WS, CONS_HELP},
 	{"RING", 3, {2, 3, 4}, 1u << V_FWD_WS, RING_HELP},
 	{"RPROD", 3, {0, 1, 2}, 1u << V_FWD_WS, RPROD_HELP},
+	/* optional: keys from before them mean the one-pass kernel */
+	{"KCH", 3, {0, 64, 128}, SYNC_RING,
+	 "block 256: keys per chunk of S, softmax kept as a running max and sum; 0: the whole "
+	 "row at once (blocks 64, 128: only 0)", 1, 0},
+	{"QP", 2, {1, 2}, SYNC_RING,
+	 "block 256: passes over the query rows, BLK / QP rows a pass (fewer threads, more "
+	 "registers each)", 1, 1},
 };
 
 /* The backward holds four tiles per stage plus P and dS: a third stage
@@ -510,6 +520,7 @@ out:
 struct cfg {
 	long blk, d, rope, heads;
 	long rows_w, dsplit, stages, items, ctas_sm, epi, rpf, minb;
+	long kch, qp;		/* forward grid, persistent: keys per chunk (0: all), passes */
 	int persist, pf;
 	int ws;			/* the ws variant: cons, and stages from RING */
 	long cons, rprod;
@@ -550,8 +561,10 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	g->epi = bwd || g->pf ? c->p[P_EPI] : 1;
 	g->rpf = c->p[P_RPF];
 	g->minb = c->p[P_MINB];
+	g->kch = bwd || g->pf ? 0 : c->p[P_KCH];
+	g->qp = bwd || g->pf ? 1 : c->p[P_QP];
 	g->mi = g->rows_w / 16;
-	g->threads = g->rows_w > 0 ? g->blk / g->rows_w * g->dsplit * 32 : 0;
+	g->threads = g->rows_w > 0 && g->qp > 0 ? g->blk / g->qp / g->rows_w * g->dsplit * 32 : 0;
 	/* fwd: q, k, v per stage; bwd: q, k, v, do per stage plus dS, and P
 	 * too unless it fits in the consumed v tile (BLK <= d) */
 	g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 +
@@ -568,7 +581,7 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
  * __launch_bounds__ leaves 128 registers per thread. */
 static long acc_regs(int bwd, const struct cfg *g)
 {
-	long n = g->mi * ((bwd ? 2 : 1) * g->blk / 2 + g->d / g->dsplit / 2);
+	long n = g->mi * ((bwd ? 2 : 1) * (g->kch ? g->kch : g->blk) / 2 + g->d / g->dsplit / 2);
 
 	/* RPF 6 holds dq's table pairs (bf16x2) for dk through the second phase */
 	if (bwd && g->rope && g->rpf == 6)
@@ -578,6 +591,17 @@ static long acc_regs(int bwd, const struct cfg *g)
 
 static long acc_regs_max(int bwd, const struct cfg *g)
 {
+	/* block 256 (ptxas, sm_80, sm_90, sm_90a, every ROWS_W, DSPLIT, KCH,
+	 * QP, rope): at 1024 threads (64 registers) every one spills
+	 * kilobytes; at 512 above 64, or with rope (its table chunks) above
+	 * 48; at 256 and 128 above 160 */
+	if (g->blk == 256) {
+		if (g->threads >= 1024)
+			return 0;
+		if (g->threads >= 512)
+			return g->rope ? 48 : 64;
+		return 160;
+	}
 	if (g->threads >= 512)
 		return 80;
 	/* EPI 1 keeps more live across its extra barriers: at 192 (ROWS_W
@@ -675,8 +699,13 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	cfg_of(bwd, s, c, &g);
 	if (g.d != 64 && g.d != 128)
 		return snprintf(why, whylen, "head_dim %ld: the kernels take 64 or 128", g.d), 1;
-	if (g.blk != 32 && g.blk != 64 && g.blk != 128)
-		return snprintf(why, whylen, "block %ld: the kernels take 32, 64 or 128", g.blk), 1;
+	if (g.blk != 32 && g.blk != 64 && g.blk != 128 && g.blk != 256)
+		return snprintf(why, whylen, "block %ld: the kernels take 32, 64, 128 or 256", g.blk), 1;
+	if (bwd && g.blk == 256)
+		return snprintf(why, whylen, "block 256: the backward takes 32, 64 or 128"), 1;
+	if (g.blk == 256 && (g.ws || g.pf))
+		return snprintf(why, whylen, "block 256: grid and persistent only (%s has no "
+				"key-chunked kernel)", g.ws ? "ws" : "prefetch"), 1;
 	if ((double)seqs * (double)lmax > 2147483647.0)
 		return snprintf(why, whylen, "seqs x lmax over 2^31: offsets are int32"), 1;
 	if (g.ws)
@@ -696,6 +725,13 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 		return snprintf(why, whylen, "ITEMS %ld: 1 to 64", g.items), 1;
 	if (g.epi != 0 && g.epi != 1)
 		return snprintf(why, whylen, "EPI %ld: 0 or 1", g.epi), 1;
+	if (g.kch != 0 && g.kch != 64 && g.kch != 128)
+		return snprintf(why, whylen, "KCH %ld: 0, 64 or 128", g.kch), 1;
+	if (g.qp != 1 && g.qp != 2)
+		return snprintf(why, whylen, "QP %ld: 1 or 2", g.qp), 1;
+	if (g.blk < 256 && (g.kch || g.qp != 1))
+		return snprintf(why, whylen, "KCH %ld, QP %ld at block %ld: the whole S row fits in "
+				"registers (KCH 0, QP 1)", g.kch, g.qp, g.blk), 1;
 	/* RPF 3-5 (the backward's epilogue pairs read in the prologue, or held
 	 * with an fp32 prologue) are not in the space: holding those registers
 	 * across the MMAs spills (docs/families/blockattn.md) */
@@ -744,6 +780,15 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	if (acc_regs(bwd, &g) > acc_regs_max(bwd, &g))
 		return snprintf(why, whylen, "%ld fp32 accumulators per thread: would spill",
 				acc_regs(bwd, &g)), 1;
+	/* block 256 within those limits where ptxas still spills (16-80
+	 * bytes; sm_80, sm_90 or sm_90a): RPF 2 with KCH 64, QP 2 and no
+	 * split; a second stage beside rope at ROWS_W 32, QP 2 (128 threads) */
+	if (g.blk == 256 && g.rope && g.rpf == 2 && g.kch == 64 && g.qp == 2 && g.dsplit == 1)
+		return snprintf(why, whylen, "block 256, RPF 2 with KCH 64, QP 2, DSPLIT 1: spills "
+				"(ptxas)"), 1;
+	if (g.blk == 256 && g.rope && g.stages > 1 && g.threads <= 128)
+		return snprintf(why, whylen, "block 256, STAGES %ld with rope at %ld threads: spills "
+				"(ptxas)", g.stages, g.threads), 1;
 	return 0;
 }
 
@@ -812,7 +857,10 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 	    kt_program_define(pr, "STAGES", g.stages) || kt_program_define(pr, "RPF", g.rpf) ||
 	    kt_program_define(pr, "MINB", g.minb) ||
 	    (bwd && kt_program_define(pr, "EPI", g.epi)) ||
-	    (g.pf && (kt_program_define(pr, "PF", 1) || kt_program_define(pr, "EPI", g.epi))))
+	    (g.pf && (kt_program_define(pr, "PF", 1) || kt_program_define(pr, "EPI", g.epi))) ||
+	    /* block 256 only: the other programs keep their defines */
+	    (g.blk == 256 &&
+	     (kt_program_define(pr, "KCH", g.kch) || kt_program_define(pr, "QP", g.qp))))
 		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 	if (bound && kt_program_define(pr, "BOUND", 1))
 		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
@@ -924,6 +972,10 @@ static int ba_ref_plan(const struct kt_family *f, const struct kt_shape *s,
 	layout_of(bwd, s, &L);
 	out->nprograms = 1;
 	out->programs[0].tpl = "blockattn_ref";
+	/* a thread's row of scores holds a block (block 256 only: the others'
+	 * program stays as it was) */
+	if (s->v[BA_D_BLOCK] > 128 && kt_program_define(&out->programs[0], "REF_MAX", 256))
+		return kt_err_set(err, KT_EINTERNAL, "blockattn: too many defines");
 	out->nlaunch = 1;
 	snprintf(l->kernel, sizeof(l->kernel), "%s", bwd ? "ref_blockattn_bwd" : "ref_blockattn_fwd");
 	l->grid[0] = (unsigned)nblocks;
@@ -1041,7 +1093,8 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * rope tables read batched (forward: RPF 1) or during the q, k copy with
  * each thread rotating its own chunks (backward: RPF 7); register caps
  * for 4 (fwd) and 3 (bwd) CTAs per SM;
- * the backward's outputs stored from registers (EPI 0). Where a cap
+ * the backward's outputs stored from registers (EPI 0). At block 256 (not
+ * yet timed) the forward's keys in chunks of 64, its rows in two passes. Where a cap
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
  * then head_dim is split. At block 128 on sm_90a, where check_ws admits it,
  * ws with two consumers sharing a ring of two instead: there it ran
@@ -1072,6 +1125,10 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	out->p[P_RPF] = rope ? (bwd ? 7 : 1) : 0;
 	out->p[P_MINB] = bwd ? 3 : 4;
 	out->p[P_EPI] = 0;
+	if (!bwd) {
+		out->p[P_KCH] = s->v[BA_D_BLOCK] == 256 ? 64 : 0;
+		out->p[P_QP] = s->v[BA_D_BLOCK] == 256 ? 2 : 1;
+	}
 	if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 		return 0;
 	out->p[P_MINB] = 1;

@@ -3,7 +3,7 @@
  * mma.sync m16n8k16 bf16, fp32 accumulation). kernels/blockattn.c has the
  * problem, the buffers and the variants; docs/families/blockattn.md why.
  *
- * -D parameters: BLK (32, 64, 128) tokens per block, HD (64, 128) head_dim, ROPE
+ * -D parameters: BLK (32, 64, 128, 256) tokens per block, HD (64, 128) head_dim, ROPE
  * (0; 1 q, k rotated; 2 v too), ROWS_W (16, 32) query rows per warp, DSPLIT
  * (1, 2) warps per row group splitting head_dim for O = P.V, STAGES (1..3)
  * the cp.async ring over a CTA's items, RPF how rope reads its table (0 a
@@ -13,7 +13,10 @@
  * asked of ptxas through __launch_bounds__, PF (0, 1; STAGES 1) the next
  * item's q, k loaded into the current tiles once every warp has S and its
  * v once O has left the v tile, with EPI (0: O from registers, v refilled
- * right after P.V; 1: O staged through the v tile).
+ * right after P.V; 1: O staged through the v tile). KCH (0: BLK) keys per
+ * chunk and QP (1, 2) passes over the query rows: with KCH < BLK or QP > 1
+ * (BLK 256: 256 query rows in one pass, each warp holding its whole S row
+ * beside O, spill) the key-chunked path below.
  *
  *   blockattn_blocks(offsets, B, blocks)     grid 1, block 1024: (first
  *       token, length) of every BLK-block (the untimed prep launch)
@@ -24,7 +27,7 @@
  *       count; the kernels get nitems = nbound * H and run only the first
  *       count * H items (kba::bound_items).
  *   blockattn_fwd(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
- *       block (BLK / ROWS_W) * DSPLIT * 32, dynamic smem STAGES * 3 * BLK *
+ *       block (BLK / QP / ROWS_W) * DSPLIT * 32, dynamic smem STAGES * 3 * BLK *
  *       HD * 2 (+ BLK * (HD * 2 + 16) with RPF 2); table (T, HD) bf16. Item
  *       w = block * H + head; CTA c runs c * cta_step + i * item_step, i <
  *       nper: ITEMS consecutive items or a persistent stride.
@@ -33,6 +36,10 @@
  * whole in registers, so the softmax is exact in one pass (no running max,
  * no LSE); P from S's accumulator layout straight into O = P v's A operand;
  * O divided by the row sum, staged through the v tile, out in 16-byte rows.
+ * The key-chunked path (KCH < BLK or QP > 1; grid and persistent): per
+ * pass over BLK / QP query rows, S a chunk of KCH keys at a time with a
+ * running row max and sum (O rescaled when the max grows), O += P v of the
+ * chunk; O divided by the row sum, staged into the pass's consumed q rows.
  * BLOCKATTN_HELPERS_ONLY compiles only the helpers and blockattn_blocks
  * (blockattn_bwd.cu includes this file).
  */
@@ -68,6 +75,14 @@
 #ifndef BOUND
 #define BOUND 0
 #endif
+#ifndef KCH
+#define KCH 0
+#endif
+#ifndef QP
+#define QP 1
+#endif
+/* the key-chunked forward (blockattn_fwd below) */
+#define KBA_CHUNKED ((KCH && KCH < BLK) || QP > 1)
 
 #ifndef KT_BLOCKATTN_HELPERS
 #define KT_BLOCKATTN_HELPERS
@@ -80,7 +95,7 @@ namespace kba {
 constexpr int CH = HD / 8;		/* 16-byte chunks per row of a q/k/v tile */
 constexpr int TILE = BLK * HD * 2;	/* bytes of one tile */
 constexpr int MI = ROWS_W / 16;		/* m16 tiles per warp */
-constexpr int GROUPS = BLK / ROWS_W;	/* row groups */
+constexpr int GROUPS = BLK / QP / ROWS_W;	/* row groups (of one pass's rows) */
 constexpr int NWARPS = GROUPS * DSPLIT;
 constexpr int NT = NWARPS * 32;
 constexpr int DW = HD / DSPLIT;		/* head_dim columns of one warp's outputs */
@@ -94,7 +109,9 @@ constexpr int TCH = HD / 8;
 constexpr int TROW = HD * 2 + 16;	/* padded row: row r starts r bank groups on */
 constexpr int TTILE = RTAB ? BLK * TROW : 0;
 
-static_assert(BLK % ROWS_W == 0 && ROWS_W % 16 == 0, "ROWS_W must divide BLK in m16 tiles");
+static_assert((BLK / QP) % ROWS_W == 0 && ROWS_W % 16 == 0,
+	      "ROWS_W must divide BLK / QP in m16 tiles");
+static_assert(BLK % QP == 0, "QP must divide BLK");
 static_assert(DW % 16 == 0, "HD / DSPLIT must be a multiple of 16");
 static_assert((BLK * CH) % NT == 0, "tile chunks must spread evenly over the threads");
 static_assert(!RTAB || STAGES == 1, "RPF 2 keeps one table tile: STAGES 1 only");
@@ -592,6 +609,195 @@ blockattn_blocks(const int *offsets, int B, int2 *blocks)
 #define EPI 1
 #endif
 
+/* The key-chunked path (KCH < BLK or QP > 1): its own copies of the MMA
+ * and softmax helpers, over KC keys from k0 rather than the whole row, and
+ * only in its programs (NVRTC emits every namespace constant), so that the
+ * one-pass programs keep their code. */
+#if KBA_CHUNKED
+namespace kba {
+
+constexpr int PROWS = BLK / QP;		/* query rows of one pass */
+constexpr int KC = KCH ? KCH : BLK;	/* keys per chunk */
+constexpr int NBC = KC / 8;		/* n8 tiles across a chunk of S */
+
+static_assert(BLK % KC == 0 && KC % 16 == 0, "KCH must divide BLK in k16 steps");
+static_assert(!PF, "the key-chunked path has no prefetch");
+static_assert((PROWS * CH) % NT == 0, "a pass's rows must spread evenly over the threads");
+
+/* acc[MI][NBC] = q rows a0.. (MI m16 tiles) . keys [k0, k0 + KC)^T, those
+ * past nb (rounded up to 16) left at 0: the softmax masks them. sk points
+ * at key row k0 (a multiple of 8: the swizzle is the same from there). */
+KT_DEV void mma_qk_chunk(float (&acc)[MI][NBC][4], unsigned sq, int a0, unsigned sk, int k0, int nb,
+			 int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++) {
+		unsigned a[MI][4];
+
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+			kt_ldmatrix_x4(a[mi], sq + kt_swz<CH>(a0 + mi * 16 + (lane & 15),
+							      kk * 2 + (lane >> 4)));
+#pragma unroll
+		for (int nj = 0; nj < NBC / 2; nj++) {
+			unsigned b[4];
+
+			if (k0 + nj * 16 >= nb)
+				break;
+			kt_ldmatrix_x4(b, sk + kt_swz<CH>(nj * 16 + (lane & 7) + ((lane >> 4) << 3),
+							  kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++) {
+				kt_mma_bf16_16816(acc[mi][2 * nj], a[mi], b);
+				kt_mma_bf16_16816(acc[mi][2 * nj + 1], a[mi], b + 2);
+			}
+		}
+	}
+}
+
+/* Masks the chunk's key columns >= len to -inf, raises the running row
+ * max m to the chunk's, rescales the running sum l (this thread's part)
+ * and O by exp(old max - new max) and turns s into exp(s * scale - max).
+ * The first chunk starts from m = -inf, l = O = 0 (its rescale is by 0);
+ * every chunk run holds key k0 < len, so the new max is finite. */
+KT_DEV void softmax_chunk(float (&s)[MI][NBC][4], float (&m)[MI][2], float (&l)[MI][2],
+			  float (&acc)[MI][ND][4], int k0, int len, int lane)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float mc = m[mi][hf], ls = 0.f, alpha;
+
+#pragma unroll
+			for (int nt = 0; nt < NBC; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					int col = k0 + nt * 8 + 2 * (lane & 3) + e;
+					float v = col < len ? s[mi][nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+
+					s[mi][nt][2 * hf + e] = v;
+					mc = fmaxf(mc, v);
+				}
+			mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
+			mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
+			alpha = exp2f(m[mi][hf] - mc);
+			m[mi][hf] = mc;
+#pragma unroll
+			for (int nt = 0; nt < NBC; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					float p = exp2f(s[mi][nt][2 * hf + e] - mc);
+
+					s[mi][nt][2 * hf + e] = p;
+					ls += p;
+				}
+			l[mi][hf] = l[mi][hf] * alpha + ls;
+#pragma unroll
+			for (int nt = 0; nt < ND; nt++) {
+				acc[mi][nt][2 * hf] *= alpha;
+				acc[mi][nt][2 * hf + 1] *= alpha;
+			}
+		}
+}
+
+/* acc[MI][ND] += P . v[k0 : k0 + KC, d0 : d0 + DW], P the chunk in S's
+ * accumulator layout (a_from_acc's packing), v read transposed from sv,
+ * which points at row k0. */
+KT_DEV void mma_pv_chunk(float (&acc)[MI][ND][4], const float (&p)[MI][NBC][4], unsigned sv,
+			 int k0, int d0, int nk, int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < KC / 16; kk++) {
+		unsigned a[MI][4];
+
+		if (k0 + kk * 16 >= nk)	/* keys past the block's length: P is 0 */
+			break;
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++) {
+			a[mi][0] = kt_pack_bf16x2(p[mi][2 * kk][0], p[mi][2 * kk][1]);
+			a[mi][1] = kt_pack_bf16x2(p[mi][2 * kk][2], p[mi][2 * kk][3]);
+			a[mi][2] = kt_pack_bf16x2(p[mi][2 * kk + 1][0], p[mi][2 * kk + 1][1]);
+			a[mi][3] = kt_pack_bf16x2(p[mi][2 * kk + 1][2], p[mi][2 * kk + 1][3]);
+		}
+#pragma unroll
+		for (int np = 0; np < ND / 2; np++) {
+			unsigned b[4];
+
+			kt_ldmatrix_x4_trans(b, sv + kt_swz<CH>(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+							    (d0 >> 3) + np * 2 + (lane >> 4)));
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++) {
+				kt_mma_bf16_16816(acc[mi][2 * np], a[mi], b);
+				kt_mma_bf16_16816(acc[mi][2 * np + 1], a[mi], b + 2);
+			}
+		}
+	}
+}
+
+/* One warp's rows [a0, a0 + ROWS_W) of O, unnormalized, over every chunk
+ * of keys below len; inv[mi][half] = 1 / row sum. */
+KT_DEV void attend_chunked(float (&acc)[MI][ND][4], float (&inv)[MI][2], unsigned sq, unsigned sk,
+			   unsigned sv, int a0, int d0, int len, int lane)
+{
+	float m[MI][2], l[MI][2];
+
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++) {
+		m[mi][0] = m[mi][1] = KBA_NEG_INF;
+		l[mi][0] = l[mi][1] = 0.f;
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++)
+			acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.f;
+	}
+#pragma unroll
+	for (int k0 = 0; k0 < BLK; k0 += KC) {
+		if (k0 >= len)
+			break;
+		float s[MI][NBC][4];
+
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+			for (int nt = 0; nt < NBC; nt++)
+				s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
+		/* rows k0.. of k and v: a whole number of 8-row swizzle groups */
+		mma_qk_chunk(s, sq, a0, sk + k0 * CH * 16, k0, len, lane);
+		softmax_chunk(s, m, l, acc, k0, len, lane);
+		mma_pv_chunk(acc, s, sv + k0 * CH * 16, k0, d0, len, lane);
+	}
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			float x = l[mi][hf];
+
+			x += __shfl_xor_sync(0xffffffffu, x, 1);
+			x += __shfl_xor_sync(0xffffffffu, x, 2);
+			inv[mi][hf] = 1.f / x;
+		}
+}
+
+/* Writes rows [r0, r1) of a swizzled BLK x HD tile to x (T, H, HD), 16
+ * bytes per thread and step (store_tile over one pass's rows). */
+KT_DEV void store_rows(__nv_bfloat16 *x, const unsigned char *s, int t0, int r0, int r1, int H,
+		       int h, int tid)
+{
+#pragma unroll
+	for (int i = 0; i < PROWS * CH / NT; i++) {
+		int idx = tid + i * NT, r = r0 + idx / CH, c = idx % CH;
+
+		if (r < r1)
+			*reinterpret_cast<uint4 *>(x + ((long long)(t0 + r) * H + h) * HD + c * 8) =
+				*reinterpret_cast<const uint4 *>(s + kt_swz<CH>(r, c));
+	}
+}
+
+} /* namespace kba */
+#endif /* KBA_CHUNKED */
+
 extern "C" __global__ void KBA_BOUNDS
 blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 	      const __nv_bfloat16 *__restrict__ v, const int2 *__restrict__ blocks,
@@ -675,6 +881,38 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 			__syncthreads();
 		}
 
+#if KBA_CHUNKED
+		/* per pass: every warp's rows of O over the key chunks, staged
+		 * into the pass's q rows (every warp is done with them) and
+		 * stored; the next pass reads other q rows */
+#pragma unroll 1
+		for (int p = 0; p < QP; p++) {
+			const int ra = p * PROWS + r0;
+			const bool busy = ra < b.y;
+			float acc[MI][ND][4], inv[MI][2];
+
+			if (busy)
+				attend_chunked(acc, inv, sq, sk, sv, ra, d0, b.y, lane);
+			__syncthreads();
+#pragma unroll
+			for (int mi = 0; mi < MI && busy; mi++)
+#pragma unroll
+				for (int nt = 0; nt < ND; nt++)
+#pragma unroll
+					for (int hf = 0; hf < 2; hf++) {
+						int row = ra + mi * 16 + (lane >> 2) + 8 * hf;
+						int col = d0 + nt * 8 + 2 * (lane & 3);
+
+						*reinterpret_cast<unsigned *>(gq + elem_off<CH>(row, col)) =
+							kt_pack_bf16x2(acc[mi][nt][2 * hf] * inv[mi][hf],
+								       acc[mi][nt][2 * hf + 1] * inv[mi][hf]);
+					}
+			__syncthreads();
+			store_rows(o, gq, b.x, p * PROWS, min(b.y, (p + 1) * PROWS), H, h, tid);
+		}
+		/* the next iteration's loads refill this stage */
+		__syncthreads();
+#else
 		float s[MI][NB][4], acc[MI][ND][4], inv[MI][2];
 
 #pragma unroll
@@ -763,6 +1001,7 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 				load_tile(sv, v, bn.x, bn.y, H, wn % H, tid);
 			kt_cp_async_commit();
 		}
+#endif
 	}
 	kt_cp_async_wait<0>();
 }

@@ -11,11 +11,14 @@
  *       read, and the backward writes the gradients of the raw q, k
  *       (conjugate rotation). rv (rope=2): v is raw too, rotated as it is
  *       read, and dv is the gradient of the raw v.
- *       blk <= 128, d <= 128 (the families check it).
+ *       blk <= REF_MAX, d <= 128 (the families check it); REF_MAX (128;
+ *       256 for block 256) sizes a thread's row of scores.
  */
 #include <cuda_bf16.h>
 
+#ifndef REF_MAX
 #define REF_MAX 128
+#endif
 
 /* NVRTC has no <math.h>: -inf by its bits */
 #define KBA_NEG_INF __int_as_float(0xff800000)

@@ -10,7 +10,10 @@
  * valid configs of the bench shape (seqs=1152, lmax=256, heads=4,
  * head_dim=128, block=64, rope 0 and 1) and a fixed-seed sample of its other
  * programs (CI_SAMPLE); KTUNE_COMPILE_ALL=1 compiles every distinct program
- * of every valid config of every (head_dim, block, rope). For sm_90a it
+ * of every valid config of every (head_dim, block, rope) at blocks 64 and
+ * 128 (block 256's forward programs: all of them always, in their own suite
+ * below, for sm_80 and sm_90a; here only as the first with a KCH or QP
+ * value). For sm_90a it
  * compiles every program of the `ws` variant (the only one that needs the
  * `a` features; every (fwd/bwd, head_dim, rope, CONS, RING, RPROD) that
  * check() admits at blocks 64 and 128), none of which may spill or, but the
@@ -55,7 +58,8 @@
 #include "tuner/jit.h"
 
 static const struct kt_family *const fams[2] = {&blockattn_fwd_family, &blockattn_bwd_family};
-/* the block sizes the families take (ws: 64 and 128 only) */
+/* the block sizes both families take (ws: 64 and 128 only); the forward
+ * also takes 256 (test_block256; the loops that cover it say so) */
 static const int BLKS[] = {32, 64, 128};
 #define NBLKS ((int)(sizeof(BLKS) / sizeof(BLKS[0])))
 /* the smallest config of each family, as text */
@@ -302,14 +306,15 @@ static void naive_row(const struct prob *pr, int rope, long t, long h, double *o
 
 static void check_fwd_naive(long blk, int rope)
 {
-	/* shorter than a block, exact blocks, ragged tails, a 1-token sequence */
-	long lens[] = {1, 5, 64, 70, 130, 17, 128};
+	/* shorter than a block, exact blocks, ragged tails, a 1-token
+	 * sequence; at block 256 one exact block and two ragged tails */
+	long lens[] = {1, 5, 64, 70, 130, 17, 128, 256, 300, 530};
 	struct prob pr;
 	double *o, row[128];
 	long t, h;
 	double worst = 0;
 
-	prob_init(&pr, lens, 7, 2, 64, blk, 7 + (uint64_t)blk + (uint64_t)rope);
+	prob_init(&pr, lens, 10, 2, 64, blk, 7 + (uint64_t)blk + (uint64_t)rope);
 	o = dalloc(pr.n);
 	CU_ASSERT_EQUAL_FATAL(ba_cpu_fwd(&pr.p, pr.q, pr.k, pr.v, rope ? pr.table : NULL, rope == 2,
 					 o), 0);
@@ -336,6 +341,8 @@ static void test_fwd_vs_naive(void)
 	check_fwd_naive(64, 1);
 	check_fwd_naive(64, 2);
 	check_fwd_naive(128, 2);
+	check_fwd_naive(256, 0);
+	check_fwd_naive(256, 2);
 }
 
 /* The output must differ from a uniform average of v (softmax is not
@@ -1629,6 +1636,178 @@ static void test_space(void)
 					}
 }
 
+/* ---- block 256: the forward's key-chunked kernel ---- */
+
+static void b256_text(int d, int rope, char *text, size_t len)
+{
+	snprintf(text, len, "seqs=1152,lmax=1024,heads=4,head_dim=%d,block=256,rope=%d", d, rope);
+}
+
+/* Block 256: both families parse it; the forward admits grid and
+ * persistent configs (KCH 64, 128, or 0: the whole row) and no prefetch or
+ * ws, on sm_80 at head_dim 64 only (three 64 KiB tiles exceed its 163 KiB
+ * at 128); its plans name the chunked program (KCH, QP) with BLK / QP /
+ * ROWS_W * DSPLIT * 32 threads and the tiles' shared memory, its
+ * reference REF_MAX=256. The backward refuses block 256 with its reason;
+ * blocks 64 and 128 refuse KCH and QP and plan no such define. */
+static void test_block256(void)
+{
+	static const char *const tn[] = {"sm_80", "sm_90", "sm_90a"};
+	int grid = kt_variant_index(fams[0], "grid"), pers = kt_variant_index(fams[0], "persistent");
+	int pf = kt_variant_index(fams[0], "prefetch"), ws = kt_variant_index(fams[0], "ws");
+	int ikch = param_index(fams[0], "KCH"), iqp = param_index(fams[0], "QP");
+	struct kt_target t90;
+	struct kt_shape s;
+	struct kt_config c;
+	struct kt_plan p;
+	struct kt_err e;
+	char text[128], why[160], def[16];
+	int ti, d, rope;
+
+	CU_ASSERT_FATAL(grid >= 0 && pers >= 0 && pf >= 0 && ws >= 0 && ikch >= 0 && iqp >= 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	for (ti = 0; ti < 3; ti++)
+		for (d = 64; d <= 128; d += 64)
+			for (rope = 0; rope < 3; rope++) {
+				struct kt_target t;
+				struct space_walk w = {0};
+				int fits = ti > 0 || d == 64;
+
+				CU_ASSERT_EQUAL_FATAL(kt_target_named(tn[ti], &t), 0);
+				b256_text(d, rope, text, sizeof(text));
+				CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
+				w.f = fams[0];
+				w.s = &s;
+				w.t = &t;
+				kt_space_foreach(fams[0], 0, walk_one, &w);
+				CU_ASSERT_EQUAL(w.bad, 0);
+				CU_ASSERT_EQUAL(w.valid_v[pf], 0);
+				CU_ASSERT_EQUAL(w.valid_v[ws], 0);
+				CU_ASSERT_EQUAL(w.valid_v[grid] > 0, fits);
+				CU_ASSERT_EQUAL(w.valid_v[pers] > 0, fits);
+				if (ti != 1)
+					printf("\n    block 256, head_dim %d, rope %d: %d grid, %d persistent "
+					       "configs valid on %s", d, rope, w.valid_v[grid], w.valid_v[pers],
+					       tn[ti]);
+				kt_err_clear(&e);
+				CU_ASSERT_EQUAL(fams[0]->default_config(fams[0], &s, &t, &c), fits ? 0 : -1);
+				if (!fits) {
+					/* the reason: the tiles' shared memory */
+					CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t, why, sizeof(why)), 1);
+					CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+					continue;
+				}
+				CU_ASSERT_EQUAL(c.variant, grid);
+				CU_ASSERT_EQUAL(c.p[ikch], 64);
+				CU_ASSERT_EQUAL(c.p[iqp], 2);
+				CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t, &p, &e), 0);
+				CU_ASSERT(has_define(&p, "BLK=256"));
+				CU_ASSERT(has_define(&p, "KCH=64"));
+				CU_ASSERT(has_define(&p, "QP=2"));
+				/* 128 rows a pass, 16 a warp */
+				CU_ASSERT_EQUAL(p.launch[0].block[0], 256);
+				CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)(3 * 256 * d * 2) +
+					(rope ? 256u * (unsigned)(2 * d + 16) * (c.p[param_index(fams[0], "RPF")] == 2)
+					      : 0u));
+				/* its reference holds a row of 256 scores */
+				CU_ASSERT_EQUAL_FATAL(fams[0]->ref_plan(fams[0], &s, &t, &p, &e), 0);
+				CU_ASSERT(has_define(&p, "REF_MAX=256"));
+				CU_ASSERT_EQUAL(p.launch[0].block[0], 256);
+			}
+	/* one config's plan: threads and shared memory from ROWS_W, DSPLIT,
+	 * QP, STAGES and the table tile */
+	b256_text(64, 1, text, sizeof(text));
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
+		"variant=persistent,ROWS_W=32,DSPLIT=2,STAGES=1,CTAS_SM=1,RPF=2,MINB=1,KCH=128,QP=2",
+		&c, &e), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
+	CU_ASSERT(has_define(&p, "KCH=128"));
+	CU_ASSERT_EQUAL(p.launch[0].block[0], 256 / 2 / 32 * 2 * 32);
+	CU_ASSERT_EQUAL(p.launch[0].smem, 3 * 256 * 64 * 2 + 256 * (2 * 64 + 16));
+	/* the whole S row (KCH 0) of two m16 tiles spills */
+	c.p[ikch] = 0;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
+	/* RPF 2's table tile beside three 64 KiB tiles at head_dim 128 */
+	b256_text(128, 1, text, sizeof(text));
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=2,MINB=1,KCH=64,QP=2", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	c.p[param_index(fams[0], "RPF")] = 1;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
+	/* two stages of 192 KiB do not fit */
+	c.p[param_index(fams[0], "STAGES")] = 2;
+	c.p[param_index(fams[0], "ITEMS")] = 2;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	/* 512 threads in one pass: 128 registers a thread, too few at d 128 */
+	c.p[param_index(fams[0], "STAGES")] = 1;
+	c.p[iqp] = 1;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spill"));
+	/* prefetch and ws have no block-256 kernel */
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
+		"variant=prefetch,ROWS_W=16,DSPLIT=1,ITEMS=2,RPF=1,MINB=1,EPI=1", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "grid and persistent"));
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], "variant=ws,CONS=1,RING=2,RPROD=0", &c, &e), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "grid and persistent"));
+	/* the backward: every config refused, with the reason */
+	for (d = 64; d <= 128; d += 64) {
+		struct space_walk w = {0};
+
+		b256_text(d, 0, text, sizeof(text));
+		CU_ASSERT_EQUAL_FATAL(parse(fams[1], text, &s), 0);
+		w.f = fams[1];
+		w.s = &s;
+		w.t = &t90;
+		kt_space_foreach(fams[1], 0, walk_one, &w);
+		CU_ASSERT_EQUAL(w.valid, 0);
+		CU_ASSERT_EQUAL(fams[1]->default_config(fams[1], &s, &t90, &c), -1);
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], base_cfg[1], &c, &e), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_STRING_EQUAL(why, "block 256: the backward takes 32, 64 or 128");
+	}
+	/* blocks 64, 128: a key from before KCH and QP is the one-pass kernel,
+	 * no KCH or QP defined; KCH or QP set are refused */
+	for (int blk = 64; blk <= 128; blk += 64) {
+		snprintf(text, sizeof(text), "seqs=1152,lmax=256,heads=4,head_dim=64,block=%d,rope=0",
+			 blk);
+		CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], base_cfg[0], &c, &e), 0);
+		CU_ASSERT_EQUAL(c.p[ikch], 0);
+		CU_ASSERT_EQUAL(c.p[iqp], 1);
+		CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
+		snprintf(def, sizeof(def), "BLK=%d", blk);
+		CU_ASSERT(has_define(&p, def));
+		for (int i = 0; i < p.programs[0].ndefines; i++) {
+			CU_ASSERT(strncmp(p.programs[0].defines[i], "KCH=", 4) != 0);
+			CU_ASSERT(strncmp(p.programs[0].defines[i], "QP=", 3) != 0);
+		}
+		CU_ASSERT_EQUAL_FATAL(fams[0]->ref_plan(fams[0], &s, &t90, &p, &e), 0);
+		CU_ASSERT_EQUAL(p.programs[0].ndefines, 0);
+		c.p[ikch] = 64;
+		CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "KCH"));
+		c.p[ikch] = 0;
+		c.p[iqp] = 2;
+		CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "QP"));
+	}
+}
+
 static void test_models(void)
 {
 	struct kt_shape s0, s1;
@@ -1878,11 +2057,14 @@ static void compile_for(const char *arch)
 					}
 				}
 		/* values valid nowhere at the bench shape (MINB 4 overfills
-		 * sm_80's shared memory at d = 128): from the other shapes */
-		for (d = 64; d <= 128 && !everything && !t.arch_a; d += 64)
-			for (bi = 0; bi < NBLKS; bi++)
+		 * sm_80's shared memory at d = 128; KCH, QP: block 256 only):
+		 * from the other shapes (bi == NBLKS: block 256, the forward's) */
+		for (d = 64; d <= 128 && !t.arch_a; d += 64)
+			for (bi = 0; bi <= NBLKS; bi++)
 				for (rope = 0; rope < 3; rope++) {
-					blk = BLKS[bi];
+					blk = bi < NBLKS ? BLKS[bi] : 256;
+					if (f && blk == 256)
+						continue;
 					struct kt_shape s;
 					char text[128];
 
@@ -2017,6 +2199,109 @@ static void compile_for(const char *arch)
 	free(c.progs);
 	free(c.required);
 	free(c.kernels);
+}
+
+/* Block 256 (the forward's key-chunked kernel): every distinct program of
+ * every config check() admits, for one architecture, each with its plan's
+ * shared memory. */
+struct b256_collect {
+	struct collect c;
+	unsigned smem[1024];
+};
+
+static int b256_one(const struct kt_config *cfg, void *arg)
+{
+	struct b256_collect *b = arg;
+	struct kt_plan p;
+	struct kt_err e;
+	char why[160];
+	int idx;
+
+	if (b->c.f->check(b->c.f, b->c.s, cfg, b->c.t, why, sizeof(why)))
+		return 0;
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(b->c.f->plan(b->c.f, b->c.s, cfg, b->c.t, &p, &e), 0);
+	idx = add_program(&b->c, &p, 1);
+	CU_ASSERT_FATAL(idx < 1024);
+	b->smem[idx] = p.launch[0].smem;
+	return 0;
+}
+
+/* Every admitted block-256 forward program compiles for arch with the
+ * kernels its plans name and no stack frame (no spill: check() refuses
+ * the configs that spill); one line per program, its registers and shared
+ * memory (docs/families/blockattn.md's table). */
+static void compile_b256(const char *arch)
+{
+	static struct b256_collect b;
+	struct kt_target t;
+	struct jit_job *jobs;
+	int d, rope, i, failed = 0, spills = 0, minr = 1 << 30, maxr = 0;
+
+	memset(&b, 0, sizeof(b));
+	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
+	for (d = 64; d <= 128; d += 64)
+		for (rope = 0; rope < 3; rope++) {
+			struct kt_shape s;
+			char text[128];
+
+			b256_text(d, rope, text, sizeof(text));
+			CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
+			b.c.f = fams[0];
+			b.c.s = &s;
+			b.c.t = &t;
+			kt_space_foreach(fams[0], 0, b256_one, &b);
+		}
+	CU_ASSERT_FATAL(b.c.n > 0);
+	jobs = calloc((size_t)b.c.n, sizeof(*jobs));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
+	for (i = 0; i < b.c.n; i++) {
+		jobs[i].prog = &b.c.progs[i];
+		jobs[i].arch = arch;
+	}
+	jit_compile_all(jobs, b.c.n, 0);
+	for (i = 0; i < b.c.n; i++) {
+		char what[400];
+		size_t w;
+		int k, regs, frame;
+
+		w = (size_t)snprintf(what, sizeof(what), "%s", arch);
+		for (k = 0; k < jobs[i].prog->ndefines && w < sizeof(what); k++)
+			w += (size_t)snprintf(what + w, sizeof(what) - w, " %s", jobs[i].prog->defines[k]);
+		if (jobs[i].failed || !jobs[i].res.ok) {
+			failed++;
+			fprintf(stderr, "\n  %s: %s\n%s\n", what, jobs[i].err_msg,
+				jobs[i].res.log ? jobs[i].res.log : "");
+			continue;
+		}
+		for (k = 0; k < 2; k++)
+			CU_ASSERT(!b.c.kernels[i][k][0] || cubin_has(&jobs[i].res, b.c.kernels[i][k]));
+		kt_test_cubin_usage(jobs[i].res.cubin, jobs[i].res.cubin_len, &regs, &frame);
+		CU_ASSERT(regs > 0);
+		printf("\n    %s: %d registers, %u bytes shared, stack frame %d", what, regs,
+		       b.smem[i], frame);
+		if (frame != 0) {
+			spills++;
+			fprintf(stderr, "\n  SPILLS %s: %d bytes stack frame\n", what, frame);
+		}
+		minr = regs < minr ? regs : minr;
+		maxr = regs > maxr ? regs : maxr;
+		jit_result_release(&jobs[i].res);
+	}
+	printf("\n  %s: %d block-256 forward programs compiled, %d failed, %d spill "
+	       "(registers %d-%d)\n", arch, b.c.n, failed, spills, minr, maxr);
+	CU_ASSERT_EQUAL(failed, 0);
+	CU_ASSERT_EQUAL(spills, 0);
+	free(jobs);
+	free(b.c.progs);
+	free(b.c.required);
+	free(b.c.kernels);
+}
+
+static void test_compile_b256(void)
+{
+	compile_b256("sm_80");
+	compile_b256("sm_90a");
 }
 
 static void test_compile_sm80(void)
@@ -2541,23 +2826,32 @@ static void test_gpu_small(void)
 		if (variant_left_out(fams[f], "small shapes"))
 			continue;
 		for (d = 64; d <= 128; d += 64)
-			for (bi = 0; bi < NBLKS; bi++)
+			for (bi = 0; bi <= NBLKS; bi++)	/* NBLKS: block 256, the forward's */
 				for (rope = 0; rope < 3; rope++) {
-					const int blk = BLKS[bi];
+					const int blk = bi < NBLKS ? BLKS[bi] : 256;
 					struct dprob dp;
 					struct cands cs;
 					char text[128];
 					double worst = 0, worst_cpu = 0;
 					int i, bad;
 
+					if (f && blk == 256)
+						continue;
 					if (G.block && blk != G.block)
 						continue;
 					/* lengths in [40, 100]: shorter than a block of 128,
 					 * one or two of 64, two to four of 32, ragged tails;
-					 * 29 sequences, 3 heads */
-					snprintf(text, sizeof(text),
-						 "seqs=29,lmax=100,heads=3,head_dim=%d,block=%d,rope=%d",
-						 d, blk, rope);
+					 * 29 sequences, 3 heads; block 256 (forward): lengths
+					 * in [240, 600], one to three blocks, ragged tails
+					 * over every key chunk and both row passes */
+					if (blk == 256)
+						snprintf(text, sizeof(text),
+							 "seqs=11,lmax=600,heads=2,head_dim=%d,block=256,rope=%d",
+							 d, rope);
+					else
+						snprintf(text, sizeof(text),
+							 "seqs=29,lmax=100,heads=3,head_dim=%d,block=%d,rope=%d",
+							 d, blk, rope);
 					CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[f], text, 17, 1), 0);
 					/* the GPU reference against the CPU one */
 					for (i = 0; i < dp.nout; i++) {
@@ -2890,12 +3184,19 @@ int main(void)
 	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
 	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
 	CU_add_test(s, "valid configs per variant, valid defaults (ws at block 128 on sm_90a)", test_space);
+	CU_add_test(s, "block 256: forward configs and plans, backward refused", test_block256);
 	CU_add_test(s, "flops and bytes", test_models);
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
 	CU_add_test(s, "compile sm_90", test_compile_sm90);
 	CU_add_test(s, "compile sm_90a (every ws program)", test_compile_sm90a);
 	/* KTUNE_BLOCKATTN_GPU_ONLY=1 (a timed GPU call): CI compiles these */
+	if (kt_test_env_on("KTUNE_BLOCKATTN_GPU_ONLY"))
+		CU_set_suite_active(s, CU_FALSE);
+	/* its own suite (KTUNE_TEST_SUITE=nvrtc_b256 runs it alone) */
+	s = CU_add_suite("blockattn_nvrtc_b256", NULL, NULL);
+	CU_add_test(s, "compile block 256 (every forward program, sm_80 and sm_90a, no spill)",
+		    test_compile_b256);
 	if (kt_test_env_on("KTUNE_BLOCKATTN_GPU_ONLY"))
 		CU_set_suite_active(s, CU_FALSE);
 	add_gpu_suite();
