@@ -80,7 +80,7 @@ static const struct kt_knob_info knobs[] = {
 	{ "KTUNE_BLOCKATTN_VARIANT", TEXT, "", TESTS, "test_blockattn",
 		"the GPU suite runs only this variant's configs" },
 	{ "KTUNE_BLOCKATTN_BLOCK", INT, "", TESTS, "test_blockattn",
-		"the GPU suite's small shapes run only at this block size (32, 64 or 128)" },
+		"the GPU suite's small shapes run only at this block size (32, 64, 128 or 256)" },
 	{ "KTUNE_REPLAY_SEEDS", INT, "3", TESTS, "test_strategy",
 		"seeds the strategy replays average over" },
 	{ "KTUNE_SOURCE_DIR", PATH, ".", TESTS, "test_strategy",
