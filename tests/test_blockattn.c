@@ -2878,8 +2878,9 @@ static void test_gpu_small(void)
 					free(cs.v);
 					dprob_release(&dp);
 				}
-		/* the variant filter left something to run */
-		CU_ASSERT(total[f] > 0);
+		/* the filters left something to run (KTUNE_BLOCKATTN_BLOCK=256
+		 * leaves the backward nothing) */
+		CU_ASSERT(total[f] > 0 || (f && G.block == 256));
 	}
 }
 
