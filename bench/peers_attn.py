@@ -60,36 +60,46 @@ def lengths(seqs, lmax):
 
 
 @triton.jit
-def _rope_conj_kernel(dq, dk, tab, oq, ok, rows, H,
-                      D: tl.constexpr, ROWS: tl.constexpr):
-    """Rows r = t * H + h of (T, H, D) dq and dk: each pair (y0, y1) of
-    columns (2i, 2i + 1) becomes (y0 c + y1 s, y1 c - y0 s), with (c, s) =
-    tab[t, 2i], tab[t, 2i + 1]; fp32 math, bf16 out."""
-    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    i = tl.arange(0, D // 2)
-    live = r < rows
-    m = live[:, None]
-    t = r // H
-    tc = t[:, None] * D + 2 * i[None, :]
-    c = tl.load(tab + tc, mask=m, other=0.0).to(tl.float32)
-    s = tl.load(tab + tc + 1, mask=m, other=0.0).to(tl.float32)
-    x = r[:, None] * D + 2 * i[None, :]
-    q0 = tl.load(dq + x, mask=m, other=0.0).to(tl.float32)
-    q1 = tl.load(dq + x + 1, mask=m, other=0.0).to(tl.float32)
-    k0 = tl.load(dk + x, mask=m, other=0.0).to(tl.float32)
-    k1 = tl.load(dk + x + 1, mask=m, other=0.0).to(tl.float32)
-    tl.store(oq + x, (q0 * c + q1 * s).to(tl.bfloat16), mask=m)
-    tl.store(oq + x + 1, (q1 * c - q0 * s).to(tl.bfloat16), mask=m)
-    tl.store(ok + x, (k0 * c + k1 * s).to(tl.bfloat16), mask=m)
-    tl.store(ok + x + 1, (k1 * c - k0 * s).to(tl.bfloat16), mask=m)
+def _bf16_pair(w):
+    """The two bf16 halves of int32 words w (low, high) as fp32."""
+    lo = (w & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True).to(tl.float32)
+    hi = ((w >> 16) & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True).to(tl.float32)
+    return lo, hi
 
 
-def rope_conj_triton(dq, dk, tab, oq, ok, rows_per_prog=16):
+@triton.jit
+def _pack_pair(lo, hi):
+    """fp32 (lo, hi) rounded to bf16 and packed into int32 words."""
+    a = lo.to(tl.bfloat16).to(tl.uint16, bitcast=True).to(tl.int32)
+    b = hi.to(tl.bfloat16).to(tl.uint16, bitcast=True).to(tl.int32)
+    return a | (b << 16)
+
+
+@triton.jit
+def _rope_conj_kernel(dq, dk, tab, oq, ok, npairs, HP, DP: tl.constexpr, BLOCK: tl.constexpr):
+    """Pair p = (t * H + h) * DP + i of (T, H, D) dq and dk, each column pair
+    (2i, 2i + 1) read as one int32 word (y0 low, y1 high), becomes
+    (y0 c + y1 s, y1 c - y0 s), with (c, s) = tab's word t * DP + i; fp32
+    math, bf16 out. One word per pair keeps every load and store coalesced."""
+    p = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = p < npairs
+    c, s = _bf16_pair(tl.load(tab + (p // HP) * DP + p % DP, mask=m, other=0))
+    y0, y1 = _bf16_pair(tl.load(dq + p, mask=m, other=0))
+    tl.store(oq + p, _pack_pair(y0 * c + y1 * s, y1 * c - y0 * s), mask=m)
+    y0, y1 = _bf16_pair(tl.load(dk + p, mask=m, other=0))
+    tl.store(ok + p, _pack_pair(y0 * c + y1 * s, y1 * c - y0 * s), mask=m)
+
+
+def rope_conj_triton(dq, dk, tab, oq, ok, block=1024):
     """The conjugate rotation of dq and dk (T, H, d) in one launch."""
     T, H, d = dq.shape
-    rows = T * H
-    _rope_conj_kernel[(triton.cdiv(rows, rows_per_prog),)](
-        dq, dk, tab, oq, ok, rows, H, D=d, ROWS=rows_per_prog, num_warps=4)
+    n = T * H * d // 2
+
+    def words(x):
+        return x.view(torch.int32).reshape(-1)
+    _rope_conj_kernel[(triton.cdiv(n, block),)](
+        words(dq), words(dk), words(tab), words(oq), words(ok), n, H * (d // 2),
+        DP=d // 2, BLOCK=block, num_warps=4)
 
 
 def bench(fn):
