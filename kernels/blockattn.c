@@ -1097,10 +1097,9 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * yet timed) the forward's keys in chunks of 64, its rows in two passes. Where a cap
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
  * then head_dim is split. At block 128 on sm_90a, where check_ws admits it,
- * ws with two consumers sharing a ring of two instead: there it ran
- * 1.4-1.6x faster than that grid config (docs/families/blockattn.md, "The
- * default"). NEEDSWORK: at block 64 ws's backward wins at the bench shapes
- * and loses at lmax 1024; the default does not take it there. */
+ * ws with two consumers sharing a ring of two instead, which beats that
+ * grid config there (docs/families/blockattn.md, "The default").
+ * NEEDSWORK: ws at block 64, where the measurements disagree by shape. */
 static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 		      const struct kt_target *tgt, struct kt_config *out)
 {

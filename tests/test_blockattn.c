@@ -1565,6 +1565,17 @@ static int walk_one(const struct kt_config *c, void *arg)
 	return 0;
 }
 
+/* Walks f's whole space at shape s for target t into a zeroed w. */
+static void walk_space(const struct kt_family *f, const struct kt_shape *s,
+		       const struct kt_target *t, struct space_walk *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->f = f;
+	w->s = s;
+	w->t = t;
+	kt_space_foreach(f, 0, walk_one, w);
+}
+
 /* test_space's ws counts for one (f, target, shape): ws configs are valid
  * only on sm_90a, as many as ws_valid says (block 64: all of its space);
  * on sm_90a every other variant has as many valid configs as on sm_90
@@ -1607,7 +1618,7 @@ static void test_space(void)
 						struct kt_target t;
 						struct kt_shape s;
 						struct kt_config c;
-						struct space_walk w = {0};
+						struct space_walk w;
 						char text[128];
 
 						snprintf(text, sizeof(text),
@@ -1615,10 +1626,7 @@ static void test_space(void)
 							 d, blk, rope);
 						CU_ASSERT_EQUAL_FATAL(kt_target_named(tn[ti], &t), 0);
 						CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
-						w.f = fams[f];
-						w.s = &s;
-						w.t = &t;
-						kt_space_foreach(fams[f], 0, walk_one, &w);
+						walk_space(fams[f], &s, &t, &w);
 						CU_ASSERT(w.valid > 0);
 						CU_ASSERT_EQUAL(w.bad, 0);
 						CU_ASSERT_EQUAL(fams[f]->default_config(fams[f], &s,
@@ -1670,16 +1678,13 @@ static void test_block256(void)
 		for (d = 64; d <= 128; d += 64)
 			for (rope = 0; rope < 3; rope++) {
 				struct kt_target t;
-				struct space_walk w = {0};
+				struct space_walk w;
 				int fits = ti > 0 || d == 64;
 
 				CU_ASSERT_EQUAL_FATAL(kt_target_named(tn[ti], &t), 0);
 				b256_text(d, rope, text, sizeof(text));
 				CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
-				w.f = fams[0];
-				w.s = &s;
-				w.t = &t;
-				kt_space_foreach(fams[0], 0, walk_one, &w);
+				walk_space(fams[0], &s, &t, &w);
 				CU_ASSERT_EQUAL(w.bad, 0);
 				CU_ASSERT_EQUAL(w.valid_v[pf], 0);
 				CU_ASSERT_EQUAL(w.valid_v[ws], 0);
@@ -1763,14 +1768,11 @@ static void test_block256(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "grid and persistent"));
 	/* the backward: every config refused, with the reason */
 	for (d = 64; d <= 128; d += 64) {
-		struct space_walk w = {0};
+		struct space_walk w;
 
 		b256_text(d, 0, text, sizeof(text));
 		CU_ASSERT_EQUAL_FATAL(parse(fams[1], text, &s), 0);
-		w.f = fams[1];
-		w.s = &s;
-		w.t = &t90;
-		kt_space_foreach(fams[1], 0, walk_one, &w);
+		walk_space(fams[1], &s, &t90, &w);
 		CU_ASSERT_EQUAL(w.valid, 0);
 		CU_ASSERT_EQUAL(fams[1]->default_config(fams[1], &s, &t90, &c), -1);
 		kt_err_clear(&e);
