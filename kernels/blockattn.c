@@ -52,7 +52,7 @@ enum { WS_SCRATCH = 2 * 64 * 128 * 2 };
  * the forward prefetch variant's; CONS and RING are ws's only. */
 enum {
 	P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI, P_CONS, P_RING,
-	P_RPROD, P_KCH, P_QP
+	P_RPROD, P_KCH, P_QP, P_KST
 };
 
 static int ws_variant(int bwd)
@@ -113,6 +113,10 @@ static const struct kt_param fwd_params[] = {
 	{"QP", 2, {1, 2}, SYNC_RING,
 	 "block 256: passes over the query rows, BLK / QP rows a pass (fewer threads, more "
 	 "registers each)", 1, 1},
+	{"KST", 3, {0, 2, 3}, SYNC_RING,
+	 "block 256 with KCH 64 or 128: k, v streamed a chunk at a time through a ring of KST "
+	 "stages and q one pass's rows (less shared memory, loads overlap the MMAs; STAGES 1, "
+	 "RPF 0); 0: whole k, v tiles", 1, 0},
 };
 
 /* The backward holds four tiles per stage plus P and dS: a third stage
@@ -521,6 +525,7 @@ struct cfg {
 	long blk, d, rope, heads;
 	long rows_w, dsplit, stages, items, ctas_sm, epi, rpf, minb;
 	long kch, qp;		/* forward grid, persistent: keys per chunk (0: all), passes */
+	long kst;		/* and the chunk ring's stages (0: whole k, v tiles) */
 	int persist, pf;
 	int ws;			/* the ws variant: cons, and stages from RING */
 	long cons, rprod;
@@ -563,6 +568,7 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	g->minb = c->p[P_MINB];
 	g->kch = bwd || g->pf ? 0 : c->p[P_KCH];
 	g->qp = bwd || g->pf ? 1 : c->p[P_QP];
+	g->kst = bwd || g->pf ? 0 : c->p[P_KST];
 	g->mi = g->rows_w / 16;
 	g->threads = g->rows_w > 0 && g->qp > 0 ? g->blk / g->qp / g->rows_w * g->dsplit * 32 : 0;
 	/* fwd: q, k, v per stage; bwd: q, k, v, do per stage plus dS, and P
@@ -572,6 +578,9 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 	/* RPF 2: the bf16 table tile of the block, rows padded by 16 bytes */
 	if (g->rope && g->rpf == 2)
 		g->smem += (unsigned)(g->blk * (g->d * 2 + 16));
+	/* KST: one pass's q rows and KST stages of a k and a v chunk */
+	if (g->kst > 0 && g->qp > 0)
+		g->smem = (unsigned)((g->blk / g->qp + g->kst * 2 * g->kch) * g->d * 2);
 }
 
 /* fp32 accumulators a thread holds at once: S (and dP) plus one output
@@ -732,6 +741,16 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	if (g.blk < 256 && (g.kch || g.qp != 1))
 		return snprintf(why, whylen, "KCH %ld, QP %ld at block %ld: the whole S row fits in "
 				"registers (KCH 0, QP 1)", g.kch, g.qp, g.blk), 1;
+	if (g.kst != 0 && g.kst != 2 && g.kst != 3)
+		return snprintf(why, whylen, "KST %ld: 0, 2 or 3", g.kst), 1;
+	if (g.kst && (g.blk != 256 || !g.kch))
+		return snprintf(why, whylen, "KST %ld streams KCH-key chunks: block 256 with KCH 64 "
+				"or 128", g.kst), 1;
+	if (g.kst && g.stages > 1)
+		return snprintf(why, whylen, "KST %ld is the ring: STAGES 1", g.kst), 1;
+	if (g.kst && g.rpf)
+		return snprintf(why, whylen, "KST %ld rotates each chunk as it lands: RPF 0", g.kst),
+		       1;
 	/* RPF 3-5 (the backward's epilogue pairs read in the prologue, or held
 	 * with an fp32 prologue) are not in the space: holding those registers
 	 * across the MMAs spills (docs/families/blockattn.md) */
@@ -789,6 +808,13 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	if (g.blk == 256 && g.rope && g.stages > 1 && g.threads <= 128)
 		return snprintf(why, whylen, "block 256, STAGES %ld with rope at %ld threads: spills "
 				"(ptxas)", g.stages, g.threads), 1;
+	/* KST holds the ring's addresses beside the accumulators: ptxas
+	 * (sm_80, sm_90a) spills 8-424 bytes above 96 of them (but uncapped
+	 * at 128 threads) and at 512 threads with head_dim 128 */
+	if (g.kst && ((g.threads >= 512 && g.d == 128) ||
+		      (acc_regs(bwd, &g) > 96 && (g.threads > 128 || g.minb > 1))))
+		return snprintf(why, whylen, "KST %ld with %ld accumulators at %ld threads: spills "
+				"(ptxas)", g.kst, acc_regs(bwd, &g), g.threads), 1;
 	return 0;
 }
 
@@ -860,7 +886,8 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 	    (g.pf && (kt_program_define(pr, "PF", 1) || kt_program_define(pr, "EPI", g.epi))) ||
 	    /* block 256 only: the other programs keep their defines */
 	    (g.blk == 256 &&
-	     (kt_program_define(pr, "KCH", g.kch) || kt_program_define(pr, "QP", g.qp))))
+	     (kt_program_define(pr, "KCH", g.kch) || kt_program_define(pr, "QP", g.qp))) ||
+	    (g.kst && kt_program_define(pr, "KST", g.kst)))
 		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 	if (bound && kt_program_define(pr, "BOUND", 1))
 		return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
@@ -1134,6 +1161,15 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 		return 0;
 	out->p[P_DSPLIT] = 2;
+	if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
+		return 0;
+	if (bwd || s->v[BA_D_BLOCK] != 256)
+		return -1;
+	/* block 256 where three whole tiles overfill shared memory (sm_80 at
+	 * head_dim 128): k, v streamed in chunks */
+	out->p[P_DSPLIT] = 1;
+	out->p[P_RPF] = 0;
+	out->p[P_KST] = 2;
 	return ba_check(f, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
 }
 

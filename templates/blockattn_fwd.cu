@@ -16,7 +16,9 @@
  * right after P.V; 1: O staged through the v tile). KCH (0: BLK) keys per
  * chunk and QP (1, 2) passes over the query rows: with KCH < BLK or QP > 1
  * (BLK 256: 256 query rows in one pass, each warp holding its whole S row
- * beside O, spill) the key-chunked path below.
+ * beside O, spill) the key-chunked path below. KST (0; 2, 3 with KCH <
+ * BLK, STAGES 1, RPF 0): k and v streamed through a cp.async ring of KST
+ * chunk stages, q holding one pass's rows, instead of whole tiles.
  *
  *   blockattn_blocks(offsets, B, blocks)     grid 1, block 1024: (first
  *       token, length) of every BLK-block (the untimed prep launch)
@@ -40,6 +42,11 @@
  * pass over BLK / QP query rows, S a chunk of KCH keys at a time with a
  * running row max and sum (O rescaled when the max grows), O += P v of the
  * chunk; O divided by the row sum, staged into the pass's consumed q rows.
+ * With KST the shared memory holds the pass's q rows and KST stages of
+ * (k, v) chunks, PROWS * HD * 2 + KST * 2 * KCH * HD * 2 bytes, so that
+ * loads overlap the MMAs and, at head_dim 128, two CTAs fit an SM where
+ * three whole 64 KiB tiles fit one; each pass streams the block's chunks
+ * again (from L2) and rotates them again with rope.
  * BLOCKATTN_HELPERS_ONLY compiles only the helpers and blockattn_blocks
  * (blockattn_bwd.cu includes this file).
  */
@@ -81,8 +88,12 @@
 #ifndef QP
 #define QP 1
 #endif
-/* the key-chunked forward (blockattn_fwd below) */
+#ifndef KST
+#define KST 0
+#endif
+/* the key-chunked forward (blockattn_fwd below); with KST, its chunk ring */
 #define KBA_CHUNKED ((KCH && KCH < BLK) || QP > 1)
+#define KBA_KRING (KBA_CHUNKED && KST > 0)
 
 #ifndef KT_BLOCKATTN_HELPERS
 #define KT_BLOCKATTN_HELPERS
@@ -795,6 +806,170 @@ KT_DEV void store_rows(__nv_bfloat16 *x, const unsigned char *s, int t0, int r0,
 	}
 }
 
+#if KBA_KRING
+constexpr int KTILE = KC * HD * 2;	/* one chunk of k (or v) */
+constexpr int QTILE = PROWS * HD * 2;	/* one pass's q rows */
+
+static_assert(KCH && KCH < BLK, "KST streams chunks of KCH keys");
+static_assert(STAGES == 1 && RPF == 0, "KST: STAGES 1 (its own ring), RPF 0 (a chunk rotated as it lands)");
+static_assert(KST >= 2, "KST: 2 or more stages");
+
+/* cp.async of rows [r0, r0 + R) of the block at t0 (head h) of x (T, H,
+ * HD) into a swizzled R x HD tile; rows at or past len zero-filled. */
+template <int R>
+KT_DEV void load_rows(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
+		      int tid)
+{
+#pragma unroll
+	for (int i = 0; i < (R * CH + NT - 1) / NT; i++) {
+		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+		bool ok = r0 + r < len;
+
+		if (idx < R * CH)
+			kt_cp_async16(s + kt_swz<CH>(r, c),
+				      x + ((long long)(t0 + (ok ? r0 + r : 0)) * H + h) * HD + c * 8, ok);
+	}
+}
+
+/* rope_tile over an R-row tile holding the block's rows [r0, r0 + R):
+ * rows below len rotated by the table rows t0 + r0 + r. Called between two
+ * __syncthreads. */
+template <int R>
+KT_DEV void rope_rows(unsigned char *s, const rtab *table, int t0, int r0, int len, int tid)
+{
+#pragma unroll
+	for (int i = 0; i < (R * CH + NT - 1) / NT; i++) {
+		int idx = tid + i * NT, r = idx / CH, c = idx % CH;
+
+		if (idx < R * CH && r0 + r < len) {
+			float4 a, b;
+
+			tab_chunk(table, t0 + r0 + r, c, a, b);
+			rot_chunk(s + kt_swz<CH>(r, c), a, b);
+		}
+	}
+}
+
+/* The chunk ring of one CTA over its items: per item and pass, the pass's
+ * q rows and the first KST - 1 (k, v) chunks go in flight (q in the first
+ * group), then every chunk's wait issues the load KST - 1 chunks ahead
+ * into the stage the previous chunk freed. O is staged into the pass's q
+ * rows (every warp is past its last S) and stored; the ring drains at
+ * each pass's end, since q is reloaded there. */
+KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+		      const int2 *blocks, const rtab *table, __nv_bfloat16 *o, int nitems, int H,
+		      int cta_step, int item_step, int nper, unsigned char *smem)
+{
+	const unsigned sq = kt_smem_u32(smem), sring = sq + QTILE;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
+
+	for (int i = 0;; i++) {
+		const int w = item_at(i, nitems, cta_step, item_step, nper);
+
+		if (w < 0)
+			break;
+		const int2 b = blocks[w / H];
+		const int h = w % H, nch = (b.y + KC - 1) / KC;
+
+#pragma unroll 1
+		for (int p = 0; p < QP && p * PROWS < b.y; p++) {
+			const int pr0 = p * PROWS;
+			const bool busy = pr0 + r0 < b.y;
+			float acc[MI][ND][4], m[MI][2], l[MI][2], inv[MI][2];
+
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++) {
+				m[mi][0] = m[mi][1] = KBA_NEG_INF;
+				l[mi][0] = l[mi][1] = 0.f;
+#pragma unroll
+				for (int nt = 0; nt < ND; nt++)
+					acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] =
+						acc[mi][nt][3] = 0.f;
+			}
+			load_rows<PROWS>(sq, q, b.x, pr0, b.y, H, h, tid);
+#pragma unroll
+			for (int j = 0; j < KST - 1; j++) {
+				if (j < nch) {
+					load_rows<KC>(sring + j * 2 * KTILE, k, b.x, j * KC, b.y, H, h, tid);
+					load_rows<KC>(sring + j * 2 * KTILE + KTILE, v, b.x, j * KC, b.y, H,
+						      h, tid);
+				}
+				kt_cp_async_commit();
+			}
+#pragma unroll 1
+			for (int c = 0; c < nch; c++) {
+				const int cn = c + KST - 1, k0 = c * KC;
+				const unsigned sk = sring + (c % KST) * 2 * KTILE, sv = sk + KTILE;
+
+				if (cn < nch) {
+					unsigned st = sring + (cn % KST) * 2 * KTILE;
+
+					load_rows<KC>(st, k, b.x, cn * KC, b.y, H, h, tid);
+					load_rows<KC>(st + KTILE, v, b.x, cn * KC, b.y, H, h, tid);
+				}
+				kt_cp_async_commit();
+				kt_cp_async_wait<KST - 1>();
+				__syncthreads();
+				if (ROPE) {
+					unsigned char *gk = smem + QTILE + (c % KST) * 2 * KTILE;
+
+					if (c == 0)
+						rope_rows<PROWS>(smem, table, b.x, pr0, b.y, tid);
+					rope_rows<KC>(gk, table, b.x, k0, b.y, tid);
+					if (ROPE_V)
+						rope_rows<KC>(gk + KTILE, table, b.x, k0, b.y, tid);
+					__syncthreads();
+				}
+				if (busy) {
+					float s[MI][NBC][4];
+
+#pragma unroll
+					for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+						for (int nt = 0; nt < NBC; nt++)
+							s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] =
+								s[mi][nt][3] = 0.f;
+					mma_qk_chunk(s, sq, r0, sk, k0, b.y, lane);
+					softmax_chunk(s, m, l, acc, k0, b.y, lane);
+					mma_pv_chunk(acc, s, sv, k0, d0, b.y, lane);
+				}
+				/* the next chunk's load refills this stage */
+				__syncthreads();
+			}
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					float x = l[mi][hf];
+
+					x += __shfl_xor_sync(0xffffffffu, x, 1);
+					x += __shfl_xor_sync(0xffffffffu, x, 2);
+					inv[mi][hf] = 1.f / x;
+				}
+#pragma unroll
+			for (int mi = 0; mi < MI && busy; mi++)
+#pragma unroll
+				for (int nt = 0; nt < ND; nt++)
+#pragma unroll
+					for (int hf = 0; hf < 2; hf++) {
+						int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
+						int col = d0 + nt * 8 + 2 * (lane & 3);
+
+						*reinterpret_cast<unsigned *>(smem + elem_off<CH>(row, col)) =
+							kt_pack_bf16x2(acc[mi][nt][2 * hf] * inv[mi][hf],
+								       acc[mi][nt][2 * hf + 1] * inv[mi][hf]);
+					}
+			__syncthreads();
+			store_rows(o, smem, b.x + pr0, 0, min(PROWS, b.y - pr0), H, h, tid);
+			/* the next pass reloads q */
+			__syncthreads();
+		}
+	}
+	kt_cp_async_wait<0>();
+}
+#endif /* KBA_KRING */
+
 } /* namespace kba */
 #endif /* KBA_CHUNKED */
 
@@ -814,6 +989,10 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 #if BOUND
 	nitems = bound_items(blocks, nitems, H);
 #endif
+#if KBA_KRING
+	(void)sbase, (void)tblk, (void)r0, (void)d0;
+	fwd_kring(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper, smem);
+#else
 	/* the ring: item j's tiles go to stage j % STAGES; PF: item 0 */
 #pragma unroll
 	for (int j = 0; j < (PF ? 1 : STAGES - 1); j++) {
@@ -1004,6 +1183,7 @@ blockattn_fwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
 #endif
 	}
 	kt_cp_async_wait<0>();
+#endif /* KBA_KRING */
 }
 
 #endif /* BLOCKATTN_HELPERS_ONLY */

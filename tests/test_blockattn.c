@@ -1653,17 +1653,19 @@ static void b256_text(int d, int rope, char *text, size_t len)
 
 /* Block 256: both families parse it; the forward admits grid and
  * persistent configs (KCH 64, 128, or 0: the whole row) and no prefetch or
- * ws, on sm_80 at head_dim 64 only (three 64 KiB tiles exceed its 163 KiB
- * at 128); its plans name the chunked program (KCH, QP) with BLK / QP /
- * ROWS_W * DSPLIT * 32 threads and the tiles' shared memory, its
- * reference REF_MAX=256. The backward refuses block 256 with its reason;
- * blocks 64 and 128 refuse KCH and QP and plan no such define. */
+ * ws; on sm_80 at head_dim 128 only with KST (three 64 KiB tiles exceed its
+ * 163 KiB), which its default then takes; its plans name the chunked
+ * program (KCH, QP, KST when set) with BLK / QP / ROWS_W * DSPLIT * 32
+ * threads and the tiles' (or the ring's) shared memory, its reference
+ * REF_MAX=256. The backward refuses block 256 with its reason; blocks 64
+ * and 128 refuse KCH, QP and KST and plan no such define. */
 static void test_block256(void)
 {
 	static const char *const tn[] = {"sm_80", "sm_90", "sm_90a"};
 	int grid = kt_variant_index(fams[0], "grid"), pers = kt_variant_index(fams[0], "persistent");
 	int pf = kt_variant_index(fams[0], "prefetch"), ws = kt_variant_index(fams[0], "ws");
 	int ikch = param_index(fams[0], "KCH"), iqp = param_index(fams[0], "QP");
+	int ikst = param_index(fams[0], "KST");
 	struct kt_target t90;
 	struct kt_shape s;
 	struct kt_config c;
@@ -1672,14 +1674,15 @@ static void test_block256(void)
 	char text[128], why[160], def[16];
 	int ti, d, rope;
 
-	CU_ASSERT_FATAL(grid >= 0 && pers >= 0 && pf >= 0 && ws >= 0 && ikch >= 0 && iqp >= 0);
+	CU_ASSERT_FATAL(grid >= 0 && pers >= 0 && pf >= 0 && ws >= 0 && ikch >= 0 && iqp >= 0 &&
+			ikst >= 0);
 	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
 	for (ti = 0; ti < 3; ti++)
 		for (d = 64; d <= 128; d += 64)
 			for (rope = 0; rope < 3; rope++) {
 				struct kt_target t;
 				struct space_walk w;
-				int fits = ti > 0 || d == 64;
+				int streamed = ti == 0 && d == 128;
 
 				CU_ASSERT_EQUAL_FATAL(kt_target_named(tn[ti], &t), 0);
 				b256_text(d, rope, text, sizeof(text));
@@ -1688,32 +1691,32 @@ static void test_block256(void)
 				CU_ASSERT_EQUAL(w.bad, 0);
 				CU_ASSERT_EQUAL(w.valid_v[pf], 0);
 				CU_ASSERT_EQUAL(w.valid_v[ws], 0);
-				CU_ASSERT_EQUAL(w.valid_v[grid] > 0, fits);
-				CU_ASSERT_EQUAL(w.valid_v[pers] > 0, fits);
+				CU_ASSERT(w.valid_v[grid] > 0);
+				CU_ASSERT(w.valid_v[pers] > 0);
 				if (ti != 1)
 					printf("\n    block 256, head_dim %d, rope %d: %d grid, %d persistent "
 					       "configs valid on %s", d, rope, w.valid_v[grid], w.valid_v[pers],
 					       tn[ti]);
 				kt_err_clear(&e);
-				CU_ASSERT_EQUAL(fams[0]->default_config(fams[0], &s, &t, &c), fits ? 0 : -1);
-				if (!fits) {
-					/* the reason: the tiles' shared memory */
-					CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t, why, sizeof(why)), 1);
-					CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
-					continue;
-				}
+				CU_ASSERT_EQUAL_FATAL(fams[0]->default_config(fams[0], &s, &t, &c), 0);
 				CU_ASSERT_EQUAL(c.variant, grid);
 				CU_ASSERT_EQUAL(c.p[ikch], 64);
 				CU_ASSERT_EQUAL(c.p[iqp], 2);
+				CU_ASSERT_EQUAL(c.p[ikst], streamed ? 2 : 0);
 				CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t, &p, &e), 0);
 				CU_ASSERT(has_define(&p, "BLK=256"));
 				CU_ASSERT(has_define(&p, "KCH=64"));
 				CU_ASSERT(has_define(&p, "QP=2"));
+				CU_ASSERT_EQUAL(has_define(&p, "KST=2"), streamed);
 				/* 128 rows a pass, 16 a warp */
 				CU_ASSERT_EQUAL(p.launch[0].block[0], 256);
-				CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)(3 * 256 * d * 2) +
-					(rope ? 256u * (unsigned)(2 * d + 16) * (c.p[param_index(fams[0], "RPF")] == 2)
-					      : 0u));
+				if (streamed) /* q's 128 rows, two stages of a 64-row k and v chunk */
+					CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)((128 + 2 * 2 * 64) * d * 2));
+				if (!streamed)
+					CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)(3 * 256 * d * 2) +
+						(rope ? 256u * (unsigned)(2 * d + 16) *
+								(c.p[param_index(fams[0], "RPF")] == 2)
+						      : 0u));
 				/* its reference holds a row of 256 scores */
 				CU_ASSERT_EQUAL_FATAL(fams[0]->ref_plan(fams[0], &s, &t, &p, &e), 0);
 				CU_ASSERT(has_define(&p, "REF_MAX=256"));
@@ -1766,6 +1769,35 @@ static void test_block256(void)
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], "variant=ws,CONS=1,RING=2,RPROD=0", &c, &e), 0);
 	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "grid and persistent"));
+	/* KST: the ring's shared memory and define; its refusals */
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0],
+		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=2,RPF=0,MINB=1,KCH=64,QP=2,KST=3", &c, &e),
+			      0);
+	CU_ASSERT_EQUAL(c.p[ikst], 3);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
+	CU_ASSERT(has_define(&p, "KST=3"));
+	CU_ASSERT_EQUAL(p.launch[0].smem, (128 + 3 * 2 * 64) * 128 * 2);
+	c.p[ikst] = 1;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "0, 2 or 3"));
+	c.p[ikst] = 2;
+	c.p[param_index(fams[0], "RPF")] = 1;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPF 0"));
+	c.p[param_index(fams[0], "RPF")] = 0;
+	c.p[param_index(fams[0], "STAGES")] = 2;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "STAGES 1"));
+	c.p[param_index(fams[0], "STAGES")] = 1;
+	c.p[ikch] = 0;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KCH 64 or 128"));
+	/* 128-key chunks beside O at head_dim 128: 128 accumulators, spills */
+	c.p[ikch] = 128;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spills"));
 	/* the backward: every config refused, with the reason */
 	for (d = 64; d <= 128; d += 64) {
 		struct space_walk w;
@@ -1794,9 +1826,11 @@ static void test_block256(void)
 		CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
 		snprintf(def, sizeof(def), "BLK=%d", blk);
 		CU_ASSERT(has_define(&p, def));
+		CU_ASSERT_EQUAL(c.p[ikst], 0);
 		for (int i = 0; i < p.programs[0].ndefines; i++) {
 			CU_ASSERT(strncmp(p.programs[0].defines[i], "KCH=", 4) != 0);
 			CU_ASSERT(strncmp(p.programs[0].defines[i], "QP=", 3) != 0);
+			CU_ASSERT(strncmp(p.programs[0].defines[i], "KST=", 4) != 0);
 		}
 		CU_ASSERT_EQUAL_FATAL(fams[0]->ref_plan(fams[0], &s, &t90, &p, &e), 0);
 		CU_ASSERT_EQUAL(p.programs[0].ndefines, 0);
@@ -1807,6 +1841,10 @@ static void test_block256(void)
 		c.p[iqp] = 2;
 		CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "QP"));
+		c.p[iqp] = 1;
+		c.p[ikst] = 2;
+		CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "KST"));
 	}
 }
 
