@@ -42,11 +42,11 @@
  * pass over BLK / QP query rows, S a chunk of KCH keys at a time with a
  * running row max and sum (O rescaled when the max grows), O += P v of the
  * chunk; O divided by the row sum, staged into the pass's consumed q rows.
- * With KST the shared memory holds the pass's q rows and KST stages of
- * (k, v) chunks, PROWS * HD * 2 + KST * 2 * KCH * HD * 2 bytes, so that
- * loads overlap the MMAs and, at head_dim 128, two CTAs fit an SM where
- * three whole 64 KiB tiles fit one; each pass streams the block's chunks
- * again (from L2) and rotates them again with rope.
+ * With KST the shared memory holds two passes' q rows and KST stages of
+ * (k, v) chunks, 2 * PROWS * HD * 2 + KST * 2 * KCH * HD * 2 bytes, one
+ * ring over all of a CTA's (item, pass, chunk) steps, so that every load
+ * but the first overlaps the MMAs (fwd_kring); each pass streams the
+ * block's chunks again (from L2) and rotates them again with rope.
  * BLOCKATTN_HELPERS_ONLY compiles only the helpers and blockattn_blocks
  * (blockattn_bwd.cu includes this file).
  */
@@ -808,11 +808,11 @@ KT_DEV void store_rows(__nv_bfloat16 *x, const unsigned char *s, int t0, int r0,
 
 #if KBA_KRING
 constexpr int KTILE = KC * HD * 2;	/* one chunk of k (or v) */
-constexpr int QTILE = PROWS * HD * 2;	/* one pass's q rows */
+constexpr int QTILE = PROWS * HD * 2;	/* one pass's q rows (two buffers) */
 
 static_assert(KCH && KCH < BLK, "KST streams chunks of KCH keys");
 static_assert(STAGES == 1 && RPF == 0, "KST: STAGES 1 (its own ring), RPF 0 (a chunk rotated as it lands)");
-static_assert(KST >= 2, "KST: 2 or more stages");
+static_assert(KST >= 2 && KST <= 3, "KST: 2 or 3 stages");
 
 /* cp.async of rows [r0, r0 + R) of the block at t0 (head h) of x (T, H,
  * HD) into a swizzled R x HD tile; rows at or past len zero-filled. */
@@ -850,34 +850,99 @@ KT_DEV void rope_rows(unsigned char *s, const rtab *table, int t0, int r0, int l
 	}
 }
 
-/* The chunk ring of one CTA over its items: per item and pass, the pass's
- * q rows and the first KST - 1 (k, v) chunks go in flight (q in the first
- * group), then every chunk's wait issues the load KST - 1 chunks ahead
- * into the stage the previous chunk freed. O is staged into the pass's q
- * rows (every warp is past its last S) and stored; the ring drains at
- * each pass's end, since q is reloaded there. */
+/* A position in a CTA's sequence of steps: (item, pass, key chunk), the
+ * passes holding rows below the block's length, the chunks keys below it.
+ * gp counts the passes from the CTA's first: q buffer gp % 2. */
+struct kcursor {
+	int i, w, x, y, p, c, gp;
+};
+
+KT_DEV void kcur_item(kcursor &u, const int2 *blocks, int nitems, int H, int cta_step,
+		      int item_step, int nper)
+{
+	u.w = item_at(u.i, nitems, cta_step, item_step, nper);
+	if (u.w >= 0) {
+		int2 b = blocks[u.w / H];
+
+		u.x = b.x;
+		u.y = b.y;
+	}
+}
+
+KT_DEV void kcur_next(kcursor &u, const int2 *blocks, int nitems, int H, int cta_step,
+		      int item_step, int nper)
+{
+	if (++u.c * KC < u.y)
+		return;
+	u.c = 0;
+	u.gp++;
+	if (++u.p < QP && u.p * PROWS < u.y)
+		return;
+	u.p = 0;
+	u.i++;
+	kcur_item(u, blocks, nitems, H, cta_step, item_step, nper);
+}
+
+/* The chunk ring of one CTA over all its steps, items and passes alike:
+ * step t's (k, v) chunk goes to stage t % KST, issued up to KST - 1 steps
+ * ahead in the stage step t - KST freed, a pass's first step bringing its
+ * q rows into buffer gp % 2 with it -- at most one pass ahead, so the
+ * buffer's previous pass (two back, its O staged there and stored) is
+ * done. A pass's O is staged into its q rows once every warp is past its
+ * last S, and stored. Each pass streams the block's chunks again (L2). */
 KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
 		      const int2 *blocks, const rtab *table, __nv_bfloat16 *o, int nitems, int H,
 		      int cta_step, int item_step, int nper, unsigned char *smem)
 {
-	const unsigned sq = kt_smem_u32(smem), sring = sq + QTILE;
+	const unsigned sbase = kt_smem_u32(smem), sring = sbase + 2 * QTILE;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
+	kcursor u = {0, -1, 0, 0, 0, 0, 0}, pu;	/* the consumer's step, the producer's */
+	float acc[MI][ND][4], m[MI][2], l[MI][2];
 
-	for (int i = 0;; i++) {
-		const int w = item_at(i, nitems, cta_step, item_step, nper);
+	kcur_item(u, blocks, nitems, H, cta_step, item_step, nper);
+	pu = u;
+	for (int s = 0, issued = 0; u.w >= 0; s++) {
+		/* issue steps up to s + KST - 1, none two passes ahead */
+		while (pu.w >= 0 && issued < s + KST && pu.gp <= u.gp + 1) {
+			unsigned st = sring + (issued % KST) * 2 * KTILE;
+			int h = pu.w % H;
 
-		if (w < 0)
-			break;
-		const int2 b = blocks[w / H];
-		const int h = w % H, nch = (b.y + KC - 1) / KC;
+			if (pu.c == 0)
+				load_rows<PROWS>(sbase + (pu.gp & 1) * QTILE, q, pu.x, pu.p * PROWS, pu.y,
+						 H, h, tid);
+			load_rows<KC>(st, k, pu.x, pu.c * KC, pu.y, H, h, tid);
+			load_rows<KC>(st + KTILE, v, pu.x, pu.c * KC, pu.y, H, h, tid);
+			kt_cp_async_commit();
+			issued++;
+			kcur_next(pu, blocks, nitems, H, cta_step, item_step, nper);
+		}
+		/* step s's group done: at most issued - s - 1 (< KST) younger ones pending */
+		if (issued - s - 1 >= 2)
+			kt_cp_async_wait<2>();
+		else if (issued - s - 1 == 1)
+			kt_cp_async_wait<1>();
+		else
+			kt_cp_async_wait<0>();
+		__syncthreads();
 
-#pragma unroll 1
-		for (int p = 0; p < QP && p * PROWS < b.y; p++) {
-			const int pr0 = p * PROWS;
-			const bool busy = pr0 + r0 < b.y;
-			float acc[MI][ND][4], m[MI][2], l[MI][2], inv[MI][2];
+		const int pr0 = u.p * PROWS, k0 = u.c * KC;
+		const bool busy = pr0 + r0 < u.y;
+		unsigned char *gq = smem + (u.gp & 1) * QTILE;
+		const unsigned sq = sbase + (u.gp & 1) * QTILE;
+		const unsigned sk = sring + (s % KST) * 2 * KTILE, sv = sk + KTILE;
 
+		if (ROPE) {
+			unsigned char *gk = smem + 2 * QTILE + (s % KST) * 2 * KTILE;
+
+			if (u.c == 0)
+				rope_rows<PROWS>(gq, table, u.x, pr0, u.y, tid);
+			rope_rows<KC>(gk, table, u.x, k0, u.y, tid);
+			if (ROPE_V)
+				rope_rows<KC>(gk + KTILE, table, u.x, k0, u.y, tid);
+			__syncthreads();
+		}
+		if (u.c == 0)
 #pragma unroll
 			for (int mi = 0; mi < MI; mi++) {
 				m[mi][0] = m[mi][1] = KBA_NEG_INF;
@@ -887,84 +952,49 @@ KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv
 					acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] =
 						acc[mi][nt][3] = 0.f;
 			}
-			load_rows<PROWS>(sq, q, b.x, pr0, b.y, H, h, tid);
-#pragma unroll
-			for (int j = 0; j < KST - 1; j++) {
-				if (j < nch) {
-					load_rows<KC>(sring + j * 2 * KTILE, k, b.x, j * KC, b.y, H, h, tid);
-					load_rows<KC>(sring + j * 2 * KTILE + KTILE, v, b.x, j * KC, b.y, H,
-						      h, tid);
-				}
-				kt_cp_async_commit();
-			}
-#pragma unroll 1
-			for (int c = 0; c < nch; c++) {
-				const int cn = c + KST - 1, k0 = c * KC;
-				const unsigned sk = sring + (c % KST) * 2 * KTILE, sv = sk + KTILE;
+		if (busy) {
+			float sc[MI][NBC][4];
 
-				if (cn < nch) {
-					unsigned st = sring + (cn % KST) * 2 * KTILE;
-
-					load_rows<KC>(st, k, b.x, cn * KC, b.y, H, h, tid);
-					load_rows<KC>(st + KTILE, v, b.x, cn * KC, b.y, H, h, tid);
-				}
-				kt_cp_async_commit();
-				kt_cp_async_wait<KST - 1>();
-				__syncthreads();
-				if (ROPE) {
-					unsigned char *gk = smem + QTILE + (c % KST) * 2 * KTILE;
-
-					if (c == 0)
-						rope_rows<PROWS>(smem, table, b.x, pr0, b.y, tid);
-					rope_rows<KC>(gk, table, b.x, k0, b.y, tid);
-					if (ROPE_V)
-						rope_rows<KC>(gk + KTILE, table, b.x, k0, b.y, tid);
-					__syncthreads();
-				}
-				if (busy) {
-					float s[MI][NBC][4];
-
-#pragma unroll
-					for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-						for (int nt = 0; nt < NBC; nt++)
-							s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] =
-								s[mi][nt][3] = 0.f;
-					mma_qk_chunk(s, sq, r0, sk, k0, b.y, lane);
-					softmax_chunk(s, m, l, acc, k0, b.y, lane);
-					mma_pv_chunk(acc, s, sv, k0, d0, b.y, lane);
-				}
-				/* the next chunk's load refills this stage */
-				__syncthreads();
-			}
 #pragma unroll
 			for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-				for (int hf = 0; hf < 2; hf++) {
-					float x = l[mi][hf];
+				for (int nt = 0; nt < NBC; nt++)
+					sc[mi][nt][0] = sc[mi][nt][1] = sc[mi][nt][2] = sc[mi][nt][3] = 0.f;
+			mma_qk_chunk(sc, sq, r0, sk, k0, u.y, lane);
+			softmax_chunk(sc, m, l, acc, k0, u.y, lane);
+			mma_pv_chunk(acc, sc, sv, k0, d0, u.y, lane);
+		}
+		/* the stage is refilled from the next step on; with the pass's
+		 * last chunk, q is dead for every warp */
+		__syncthreads();
+		if ((u.c + 1) * KC >= u.y) {
+			const int h = u.w % H, rows = min(PROWS, u.y - pr0);
 
-					x += __shfl_xor_sync(0xffffffffu, x, 1);
-					x += __shfl_xor_sync(0xffffffffu, x, 2);
-					inv[mi][hf] = 1.f / x;
-				}
 #pragma unroll
 			for (int mi = 0; mi < MI && busy; mi++)
 #pragma unroll
-				for (int nt = 0; nt < ND; nt++)
+				for (int hf = 0; hf < 2; hf++) {
+					float x = l[mi][hf], inv;
+
+					x += __shfl_xor_sync(0xffffffffu, x, 1);
+					x += __shfl_xor_sync(0xffffffffu, x, 2);
+					inv = 1.f / x;
 #pragma unroll
-					for (int hf = 0; hf < 2; hf++) {
+					for (int nt = 0; nt < ND; nt++) {
 						int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
 						int col = d0 + nt * 8 + 2 * (lane & 3);
 
-						*reinterpret_cast<unsigned *>(smem + elem_off<CH>(row, col)) =
-							kt_pack_bf16x2(acc[mi][nt][2 * hf] * inv[mi][hf],
-								       acc[mi][nt][2 * hf + 1] * inv[mi][hf]);
+						*reinterpret_cast<unsigned *>(gq + elem_off<CH>(row, col)) =
+							kt_pack_bf16x2(acc[mi][nt][2 * hf] * inv,
+								       acc[mi][nt][2 * hf + 1] * inv);
 					}
+				}
 			__syncthreads();
-			store_rows(o, smem, b.x + pr0, 0, min(PROWS, b.y - pr0), H, h, tid);
-			/* the next pass reloads q */
+			store_rows(o, gq, u.x + pr0, 0, rows, H, h, tid);
+			/* the buffer takes the q of the pass after next */
 			__syncthreads();
 		}
+		kcur_next(u, blocks, nitems, H, cta_step, item_step, nper);
 	}
 	kt_cp_async_wait<0>();
 }

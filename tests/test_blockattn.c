@@ -1710,8 +1710,9 @@ static void test_block256(void)
 				CU_ASSERT_EQUAL(has_define(&p, "KST=2"), streamed);
 				/* 128 rows a pass, 16 a warp */
 				CU_ASSERT_EQUAL(p.launch[0].block[0], 256);
-				if (streamed) /* q's 128 rows, two stages of a 64-row k and v chunk */
-					CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)((128 + 2 * 2 * 64) * d * 2));
+				if (streamed) /* two passes' 128 q rows, two stages of a 64-row k and v chunk */
+					CU_ASSERT_EQUAL(p.launch[0].smem,
+							(unsigned)((2 * 128 + 2 * 2 * 64) * d * 2));
 				if (!streamed)
 					CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)(3 * 256 * d * 2) +
 						(rope ? 256u * (unsigned)(2 * d + 16) *
@@ -1778,7 +1779,7 @@ static void test_block256(void)
 	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
 	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
 	CU_ASSERT(has_define(&p, "KST=3"));
-	CU_ASSERT_EQUAL(p.launch[0].smem, (128 + 3 * 2 * 64) * 128 * 2);
+	CU_ASSERT_EQUAL(p.launch[0].smem, (2 * 128 + 3 * 2 * 64) * 128 * 2);
 	c.p[ikst] = 1;
 	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "0, 2 or 3"));
@@ -1793,9 +1794,23 @@ static void test_block256(void)
 	c.p[param_index(fams[0], "STAGES")] = 1;
 	c.p[ikch] = 0;
 	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KCH 64 or 128"));
-	/* 128-key chunks beside O at head_dim 128: 128 accumulators, spills */
-	c.p[ikch] = 128;
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KCH 32, 64 or 128"));
+	/* 32-key chunks: KST only; with it, ROWS_W 32 at 128 threads fits */
+	c.p[ikch] = 32;
+	c.p[ikst] = 0;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KST only"));
+	c.p[ikst] = 3;
+	c.p[param_index(fams[0], "ROWS_W")] = 32;
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90, &p, &e), 0);
+	CU_ASSERT_EQUAL(p.launch[0].block[0], 128);
+	CU_ASSERT_EQUAL(p.launch[0].smem, (2 * 128 + 3 * 2 * 32) * 128 * 2);
+	/* under a register cap (four CTAs' shared memory fit at head_dim 64) it spills */
+	b256_text(64, 0, text, sizeof(text));
+	CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
+	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 0);
+	c.p[param_index(fams[0], "MINB")] = 4;
 	CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spills"));
 	/* the backward: every config refused, with the reason */
