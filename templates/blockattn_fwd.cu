@@ -666,41 +666,56 @@ KT_DEV void mma_qk_chunk(float (&acc)[MI][NBC][4], unsigned sq, int a0, unsigned
 	}
 }
 
-/* Masks the chunk's key columns >= len to -inf, raises the running row
- * max m to the chunk's, rescales the running sum l (this thread's part)
- * and O by exp(old max - new max) and turns s into exp(s * scale - max).
- * The first chunk starts from m = -inf, l = O = 0 (its rescale is by 0);
- * every chunk run holds key k0 < len, so the new max is finite. */
+/* 2^x, one MUFU op: subnormal results flush to 0, which a probability
+ * that small is to the bf16 P anyway. */
+KT_DEV float kba_ex2(float x)
+{
+	float y;
+
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+/* Masks the chunk's key columns >= len to -inf (only the chunk holding
+ * len has any), raises the running row max m (raw scores) to the chunk's,
+ * rescales the running sum l (this thread's part) and O by
+ * exp(scale (old max - new max)) and turns s into exp(scale (s - max)),
+ * one FFMA and one MUFU an element. The first chunk starts from m = -inf,
+ * l = O = 0 (its rescale is by 0); every chunk run holds key k0 < len, so
+ * the new max is finite. */
 KT_DEV void softmax_chunk(float (&s)[MI][NBC][4], float (&m)[MI][2], float (&l)[MI][2],
 			  float (&acc)[MI][ND][4], int k0, int len, int lane)
 {
 	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
 
+	if (k0 + KC > len)
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+			for (int nt = 0; nt < NBC; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					if (k0 + nt * 8 + 2 * (lane & 3) + (e & 1) >= len)
+						s[mi][nt][e] = KBA_NEG_INF;
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) {
-			float mc = m[mi][hf], ls = 0.f, alpha;
+			float mc = m[mi][hf], ls = 0.f, alpha, mb;
 
 #pragma unroll
 			for (int nt = 0; nt < NBC; nt++)
-#pragma unroll
-				for (int e = 0; e < 2; e++) {
-					int col = k0 + nt * 8 + 2 * (lane & 3) + e;
-					float v = col < len ? s[mi][nt][2 * hf + e] * sl2 : KBA_NEG_INF;
-
-					s[mi][nt][2 * hf + e] = v;
-					mc = fmaxf(mc, v);
-				}
+				mc = fmaxf(mc, fmaxf(s[mi][nt][2 * hf], s[mi][nt][2 * hf + 1]));
 			mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
 			mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
-			alpha = exp2f(m[mi][hf] - mc);
+			alpha = kba_ex2((m[mi][hf] - mc) * sl2);
 			m[mi][hf] = mc;
+			mb = mc * sl2;
 #pragma unroll
 			for (int nt = 0; nt < NBC; nt++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
-					float p = exp2f(s[mi][nt][2 * hf + e] - mc);
+					float p = kba_ex2(fmaf(s[mi][nt][2 * hf + e], sl2, -mb));
 
 					s[mi][nt][2 * hf + e] = p;
 					ls += p;
@@ -883,13 +898,38 @@ KT_DEV void kcur_next(kcursor &u, const int2 *blocks, int nitems, int H, int cta
 	kcur_item(u, blocks, nitems, H, cta_step, item_step, nper);
 }
 
+/* Issues the producer's steps while fewer than lim are in flight and
+ * none is two passes ahead of the consumer's pass gp: the (k, v) chunk of
+ * step t into stage t % KST and, with a pass's first chunk, its q rows into
+ * buffer gp % 2; one commit group a step. */
+KT_DEV void issue_steps(kcursor &pu, int &issued, int lim, int gp, const __nv_bfloat16 *q,
+			const __nv_bfloat16 *k, const __nv_bfloat16 *v, const int2 *blocks,
+			int nitems, int H, int cta_step, int item_step, int nper, unsigned sbase,
+			int tid)
+{
+	while (pu.w >= 0 && issued < lim && pu.gp <= gp + 1) {
+		unsigned st = sbase + 2 * QTILE + (issued % KST) * 2 * KTILE;
+		int h = pu.w % H;
+
+		if (pu.c == 0)
+			load_rows<PROWS>(sbase + (pu.gp & 1) * QTILE, q, pu.x, pu.p * PROWS, pu.y, H, h,
+					 tid);
+		load_rows<KC>(st, k, pu.x, pu.c * KC, pu.y, H, h, tid);
+		load_rows<KC>(st + KTILE, v, pu.x, pu.c * KC, pu.y, H, h, tid);
+		kt_cp_async_commit();
+		issued++;
+		kcur_next(pu, blocks, nitems, H, cta_step, item_step, nper);
+	}
+}
+
 /* The chunk ring of one CTA over all its steps, items and passes alike:
- * step t's (k, v) chunk goes to stage t % KST, issued up to KST - 1 steps
- * ahead in the stage step t - KST freed, a pass's first step bringing its
- * q rows into buffer gp % 2 with it -- at most one pass ahead, so the
- * buffer's previous pass (two back, its O staged there and stored) is
- * done. A pass's O is staged into its q rows once every warp is past its
- * last S, and stored. Each pass streams the block's chunks again (L2). */
+ * step t's (k, v) chunk goes to stage t % KST, issued KST - 1 steps ahead
+ * once every warp is past step t - KST (the one barrier a step has), a
+ * pass's first step bringing its q rows into buffer gp % 2 with it -- at
+ * most one pass ahead, so the buffer's previous pass (two back, its O
+ * staged there and stored) is done. A pass's O is staged into its q rows
+ * (each warp its own, once the warps sharing them are past their last
+ * S) and stored. Each pass streams the block's chunks again (L2). */
 KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
 		      const int2 *blocks, const rtab *table, __nv_bfloat16 *o, int nitems, int H,
 		      int cta_step, int item_step, int nper, unsigned char *smem)
@@ -899,32 +939,22 @@ KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv
 	const int r0 = (warp / DSPLIT) * ROWS_W, d0 = (warp % DSPLIT) * DW;
 	kcursor u = {0, -1, 0, 0, 0, 0, 0}, pu;	/* the consumer's step, the producer's */
 	float acc[MI][ND][4], m[MI][2], l[MI][2];
+	int issued = 0;
 
 	kcur_item(u, blocks, nitems, H, cta_step, item_step, nper);
 	pu = u;
-	for (int s = 0, issued = 0; u.w >= 0; s++) {
-		/* issue steps up to s + KST - 1, none two passes ahead */
-		while (pu.w >= 0 && issued < s + KST && pu.gp <= u.gp + 1) {
-			unsigned st = sring + (issued % KST) * 2 * KTILE;
-			int h = pu.w % H;
-
-			if (pu.c == 0)
-				load_rows<PROWS>(sbase + (pu.gp & 1) * QTILE, q, pu.x, pu.p * PROWS, pu.y,
-						 H, h, tid);
-			load_rows<KC>(st, k, pu.x, pu.c * KC, pu.y, H, h, tid);
-			load_rows<KC>(st + KTILE, v, pu.x, pu.c * KC, pu.y, H, h, tid);
-			kt_cp_async_commit();
-			issued++;
-			kcur_next(pu, blocks, nitems, H, cta_step, item_step, nper);
-		}
-		/* step s's group done: at most issued - s - 1 (< KST) younger ones pending */
-		if (issued - s - 1 >= 2)
-			kt_cp_async_wait<2>();
-		else if (issued - s - 1 == 1)
+	issue_steps(pu, issued, KST - 1, u.gp, q, k, v, blocks, nitems, H, cta_step, item_step, nper,
+		    sbase, tid);
+	for (int s = 0; u.w >= 0; s++) {
+		/* step s's group done: issued - s - 1 (at most KST - 2) younger may pend */
+		if (KST > 2 && issued - s - 1 >= 1)
 			kt_cp_async_wait<1>();
 		else
 			kt_cp_async_wait<0>();
 		__syncthreads();
+		/* every warp is past step s - 1: the ring takes steps up to s + KST - 1 */
+		issue_steps(pu, issued, s + KST, u.gp, q, k, v, blocks, nitems, H, cta_step, item_step,
+			    nper, sbase, tid);
 
 		const int pr0 = u.p * PROWS, k0 = u.c * KC;
 		const bool busy = pr0 + r0 < u.y;
@@ -964,11 +994,13 @@ KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv
 			softmax_chunk(sc, m, l, acc, k0, u.y, lane);
 			mma_pv_chunk(acc, sc, sv, k0, d0, u.y, lane);
 		}
-		/* the stage is refilled from the next step on; with the pass's
-		 * last chunk, q is dead for every warp */
-		__syncthreads();
 		if ((u.c + 1) * KC >= u.y) {
 			const int h = u.w % H, rows = min(PROWS, u.y - pr0);
+
+			/* O goes into the warp's own q rows: with DSPLIT its
+			 * partner may still be reading them for S */
+			if (DSPLIT > 1)
+				__syncthreads();
 
 #pragma unroll
 			for (int mi = 0; mi < MI && busy; mi++)
@@ -990,9 +1022,9 @@ KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv
 					}
 				}
 			__syncthreads();
+			/* the buffer takes the q of the pass after next, issued past
+			 * a later step's barrier */
 			store_rows(o, gq, u.x + pr0, 0, rows, H, h, tid);
-			/* the buffer takes the q of the pass after next */
-			__syncthreads();
 		}
 		kcur_next(u, blocks, nitems, H, cta_step, item_step, nper);
 	}
