@@ -810,11 +810,17 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	if (g.blk == 256 && g.rope && g.stages > 1 && g.threads <= 128)
 		return snprintf(why, whylen, "block 256, STAGES %ld with rope at %ld threads: spills "
 				"(ptxas)", g.stages, g.threads), 1;
-	/* the only KST configs a cap leaves (ROWS_W 32 at 128 threads, MINB 4)
-	 * spill 64-80 bytes (ptxas, sm_90a) */
-	if (g.kst && g.minb > 1)
-		return snprintf(why, whylen, "KST %ld under the register cap of MINB %ld: spills (ptxas)",
-				g.kst, g.minb), 1;
+	/* KST where the whole tiles fit: on the H100 every KST config ran
+	 * slower than the best whole-tile one (docs/families/blockattn.md),
+	 * so it is the path only where they do not (head_dim 128 on sm_80) */
+	if (g.kst && 3L * g.blk * g.d * 2 <= tgt->smem_optin)
+		return snprintf(why, whylen, "KST %ld where whole k, v tiles fit (%ld bytes): slower "
+				"there", g.kst, 3L * g.blk * g.d * 2), 1;
+	/* KST spills under a register cap (ptxas, sm_80 and sm_90a: 16-80
+	 * bytes at 512 threads, head_dim 128, and with MINB 4) */
+	if (g.kst && (g.minb > 1 || (g.threads >= 512 && g.d == 128)))
+		return snprintf(why, whylen, "KST %ld at %ld threads, MINB %ld: spills (ptxas)", g.kst,
+				g.threads, g.minb), 1;
 	return 0;
 }
 

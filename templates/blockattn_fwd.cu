@@ -688,15 +688,8 @@ KT_DEV void softmax_chunk(float (&s)[MI][NBC][4], float (&m)[MI][2], float (&l)[
 {
 	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
 
-	if (k0 + KC > len)
-#pragma unroll
-		for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-			for (int nt = 0; nt < NBC; nt++)
-#pragma unroll
-				for (int e = 0; e < 4; e++)
-					if (k0 + nt * 8 + 2 * (lane & 3) + (e & 1) >= len)
-						s[mi][nt][e] = KBA_NEG_INF;
+	const int lim = len - k0 - 2 * (lane & 3);	/* this thread's columns below it count */
+
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -705,7 +698,12 @@ KT_DEV void softmax_chunk(float (&s)[MI][NBC][4], float (&m)[MI][2], float (&l)[
 
 #pragma unroll
 			for (int nt = 0; nt < NBC; nt++)
-				mc = fmaxf(mc, fmaxf(s[mi][nt][2 * hf], s[mi][nt][2 * hf + 1]));
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					if (nt * 8 + e >= lim)
+						s[mi][nt][2 * hf + e] = KBA_NEG_INF;
+					mc = fmaxf(mc, s[mi][nt][2 * hf + e]);
+				}
 			mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
 			mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
 			alpha = kba_ex2((m[mi][hf] - mc) * sl2);
