@@ -489,8 +489,19 @@ KT_DEV void mma_px(float (&acc)[MI][ND][4], const float (&p)[MI][NB][4], unsigne
 	}
 }
 
+/* 2^x, one MUFU op: subnormal results flush to 0, which a probability
+ * that small is to the bf16 P anyway. */
+KT_DEV float kba_ex2(float x)
+{
+	float y;
+
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
 /* Masks key columns >= len to -inf and turns each row of s into
- * exp(s * scale - max) (unnormalized); inv[mi][half] = 1 / row sum. */
+ * exp(scale (s - max)) (unnormalized), one FFMA and one MUFU an element;
+ * inv[mi][half] = 1 / row sum. */
 KT_DEV void softmax_rows(float (&s)[MI][NB][4], float (&inv)[MI][2], int len, int lane)
 {
 	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
@@ -499,25 +510,26 @@ KT_DEV void softmax_rows(float (&s)[MI][NB][4], float (&inv)[MI][2], int len, in
 	for (int mi = 0; mi < MI; mi++)
 #pragma unroll
 		for (int hf = 0; hf < 2; hf++) {
-			float m = KBA_NEG_INF, l = 0.f;
+			float m = KBA_NEG_INF, l = 0.f, mb;
 
 #pragma unroll
 			for (int nt = 0; nt < NB; nt++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
 					int col = nt * 8 + 2 * (lane & 3) + e;
-					float v = col < len ? s[mi][nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+					float v = col < len ? s[mi][nt][2 * hf + e] : KBA_NEG_INF;
 
 					s[mi][nt][2 * hf + e] = v;
 					m = fmaxf(m, v);
 				}
 			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
 			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+			mb = m * sl2;
 #pragma unroll
 			for (int nt = 0; nt < NB; nt++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
-					float p = exp2f(s[mi][nt][2 * hf + e] - m);
+					float p = kba_ex2(fmaf(s[mi][nt][2 * hf + e], sl2, -mb));
 
 					s[mi][nt][2 * hf + e] = p;
 					l += p;
@@ -664,16 +676,6 @@ KT_DEV void mma_qk_chunk(float (&acc)[MI][NBC][4], unsigned sq, int a0, unsigned
 			}
 		}
 	}
-}
-
-/* 2^x, one MUFU op: subnormal results flush to 0, which a probability
- * that small is to the bf16 P anyway. */
-KT_DEV float kba_ex2(float x)
-{
-	float y;
-
-	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-	return y;
 }
 
 /* Masks the chunk's key columns >= len to -inf (only the chunk holding

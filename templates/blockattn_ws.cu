@@ -258,24 +258,25 @@ KT_DEV void softmax_half(float (&s)[NB][4], float (&inv)[2], int len, int lane)
 
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
-		float m = KBA_NEG_INF, l = 0.f;
+		float m = KBA_NEG_INF, l = 0.f, mb;
 
 #pragma unroll
 		for (int nt = 0; nt < NB; nt++)
 #pragma unroll
 			for (int e = 0; e < 2; e++) {
-				float v = nt * 8 + e < lim ? s[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+				float v = nt * 8 + e < lim ? s[nt][2 * hf + e] : KBA_NEG_INF;
 
 				s[nt][2 * hf + e] = v;
 				m = fmaxf(m, v);
 			}
 		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
 		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+		mb = m * sl2;
 #pragma unroll
 		for (int nt = 0; nt < NB; nt++)
 #pragma unroll
 			for (int e = 0; e < 2; e++) {
-				float p = exp2f(s[nt][2 * hf + e] - m);
+				float p = kba_ex2(fmaf(s[nt][2 * hf + e], sl2, -mb));
 
 				s[nt][2 * hf + e] = p;
 				l += p;
