@@ -2146,6 +2146,14 @@ static void compile_for(const char *arch)
 
 				if (!(fams[f]->params[pi].variants & mine))
 					continue;
+				/* KST (and KCH 32, KST's only) where three whole
+				 * 256 x 128 tiles fit: refused by design */
+				if (!f && t.smem_optin >= 3 * 256 * 128 * 2 &&
+				    ((!strcmp(fams[f]->params[pi].name, "KST") &&
+				      fams[f]->params[pi].values[vi]) ||
+				     (!strcmp(fams[f]->params[pi].name, "KCH") &&
+				      fams[f]->params[pi].values[vi] == 32)))
+					continue;
 				CU_ASSERT(c.cover[pi][vi]);
 				if (!c.cover[pi][vi])
 					fprintf(stderr, "\n  %s %s: %s=%ld in no valid config\n", arch,
