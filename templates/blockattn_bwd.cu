@@ -494,22 +494,38 @@ KT_DEV void mma_rc(float (&acc)[NBC][4], unsigned sa, int a0, unsigned sb, int k
 	}
 }
 
-/* acc[ND] += X . Y, X (16 x KC) in the accumulator layout of mma_rc, Y the
- * chunk sy (KC x HD) read transposed; k16 steps from k0 on past len
- * skipped (X is 0 there). */
-KT_DEV void mma_xc(float (&acc)[ND][4], const float (&x)[NBC][4], unsigned sy, int k0, int len,
-		   int lane)
+/* X (16 x KC, the accumulator layout of mma_rc) as bf16 A operands, one
+ * per k16 step (the forward's a_from_acc). */
+KT_DEV void pack_a(unsigned (&a)[KC / 16][4], const float (&x)[NBC][4])
 {
 #pragma unroll
 	for (int kk = 0; kk < KC / 16; kk++) {
-		unsigned a[4];
+		a[kk][0] = kt_pack_bf16x2(x[2 * kk][0], x[2 * kk][1]);
+		a[kk][1] = kt_pack_bf16x2(x[2 * kk][2], x[2 * kk][3]);
+		a[kk][2] = kt_pack_bf16x2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+		a[kk][3] = kt_pack_bf16x2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+	}
+}
+
+/* Element (nt, e) of the X pack_a packed (exact: both are that bf16). */
+KT_DEV float packed_at(const unsigned (&a)[KC / 16][4], int nt, int e)
+{
+	float2 f = bf2_widen(a[nt >> 1][2 * (nt & 1) + (e >> 1)]);
+
+	return e & 1 ? f.y : f.x;
+}
+
+/* acc[ND] += X . Y, X (16 x KC) packed by pack_a, Y the chunk sy (KC x HD)
+ * read transposed; k16 steps from k0 on past len skipped (X is 0 there). */
+KT_DEV void mma_ac(float (&acc)[ND][4], const unsigned (&xa)[KC / 16][4], unsigned sy, int k0,
+		   int len, int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < KC / 16; kk++) {
+		const unsigned *a = xa[kk];
 
 		if (k0 + kk * 16 >= len)
 			break;
-		a[0] = kt_pack_bf16x2(x[2 * kk][0], x[2 * kk][1]);
-		a[1] = kt_pack_bf16x2(x[2 * kk][2], x[2 * kk][3]);
-		a[2] = kt_pack_bf16x2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-		a[3] = kt_pack_bf16x2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
 #pragma unroll
 		for (int np = 0; np < ND / 2; np++) {
 			unsigned b[4];
@@ -520,6 +536,16 @@ KT_DEV void mma_xc(float (&acc)[ND][4], const float (&x)[NBC][4], unsigned sy, i
 			kt_mma_bf16_16816(acc[2 * np + 1], a, b + 2);
 		}
 	}
+}
+
+/* mma_ac of X in fp32 (the accumulator layout of mma_rc). */
+KT_DEV void mma_xc(float (&acc)[ND][4], const float (&x)[NBC][4], unsigned sy, int k0, int len,
+		   int lane)
+{
+	unsigned xa[KC / 16][4];
+
+	pack_a(xa, x);
+	mma_ac(acc, xa, sy, k0, len, lane);
 }
 
 /* Stores one warp's 16 rows (pass rows r0.., block rows rb0..) of acc to
@@ -826,7 +852,12 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 					x[nt][e] = k0 + c < len ? exp2f(x[nt][e] * sl2 - lse) : 0.f;
 					x[nt][2 + e] = k0 + c < len ? exp2f(x[nt][2 + e] * sl2 - lse) : 0.f;
 				}
-			mma_xc(adv, x, sdo, k0, len, lane);
+			/* P^T as bf16 from here on (what both products read): half
+			 * the registers beside dP^T */
+			unsigned pa[KC / 16][4];
+
+			pack_a(pa, x);
+			mma_ac(adv, pa, sdo, k0, len, lane);
 			/* dP^T -> dS^T */
 			float y[NBC][4];
 
@@ -842,8 +873,8 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 				for (int e = 0; e < 2; e++) {
 					float dd = sst[nt * 8 + 2 * (lane & 3) + e].y;
 
-					y[nt][e] = x[nt][e] * (y[nt][e] - dd) * scale;
-					y[nt][2 + e] = x[nt][2 + e] * (y[nt][2 + e] - dd) * scale;
+					y[nt][e] = packed_at(pa, nt, e) * (y[nt][e] - dd) * scale;
+					y[nt][2 + e] = packed_at(pa, nt, 2 + e) * (y[nt][2 + e] - dd) * scale;
 				}
 			mma_xc(adk, y, sq, k0, len, lane);
 		}
