@@ -230,14 +230,15 @@ int ktune_blast(ktune_table *t, const void *x, const void *u, const void *v, con
  * batch sequences packed along tokens; each cut into blocks of `block`
  * tokens (the last one of a sequence may be shorter); a token attends to
  * the keys of its own block, same head, non-causal, scale 1/sqrt(head_dim).
- * head_dim 64 or 128, block 32, 64 or 128 (the forward also 256). rope 0: none; 1: q, k are raw and
+ * head_dim 64 or 128, block 32, 64, 128 or 256. rope 0: none; 1: q, k are raw and
  * rotated by rope_table on load; 2: v too (rope_table NULL for 0). The
  * lengths stay on the device: the launch is sized from tokens and batch
  * (at most tokens/block + batch blocks), so cu_seqlens[batch] must equal
  * tokens. max_seqlen: the longest sequence if known (it picks the tuned
  * entry; 0: estimated from tokens / batch). The backward returns the
  * gradients of the raw q, k (and v with rope 2); it recomputes P, so it
- * needs no output or LSE of the forward.
+ * needs no output or LSE of the forward (at block 256 it recomputes the
+ * row statistics into its workspace, 8 bytes per token and head more).
  */
 int ktune_blockattn_workspace_size(ktune_table *t, int32_t backward, int64_t batch,
 				   int64_t tokens, int64_t heads, int64_t head_dim,

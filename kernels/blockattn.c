@@ -9,7 +9,8 @@
  * then, for a candidate, one scratch buffer: the block list (int2 start,
  * length per BLK-block), built by an untimed prep launch from the offsets --
  * the same information FA2 varlen receives as its cu_seqlens with every
- * block boundary, also built outside its timing.
+ * block boundary, also built outside its timing -- and, for the backward's
+ * chunked variant, after it the rows' (LSE, Di) fp32 pairs (stats_words).
  *
  * A work item is one (block, head), heads fastest. Variants
  * (docs/families/blockattn.md says how each works and where it wins):
@@ -25,7 +26,12 @@
  * with rope RPROD, are its parameters. rope=2 rotates v as well. At
  * block 256 (the forward's grid and persistent only) a row of S no longer
  * fits in registers: the keys come in chunks of KCH with a running
- * softmax, the query rows in QP passes.
+ * softmax, the query rows in QP passes. The backward at block 256 is
+ * `chunked` only (templates/blockattn_bwd.cu, KCH set): a dQ kernel that
+ * recomputes each row's LSE and Di into the scratch, then a dK, dV kernel
+ * that reads them, each CTA a pass of BLK / QP rows of one (block, head)
+ * with the other side of the block streamed in chunks of KCH rows through
+ * a ring of RING slots.
  * NEEDSWORK: ws's backward at BLK 128 and head_dim 128 (the mma.sync
  * variants cover it); rope costs the mma.sync backward a third more time (instructions and
  * latency on the item's path, not bytes: bench/NOTES-attention.md).
@@ -45,7 +51,7 @@
  * V_PREFETCH means nothing in the backward and ws has an index per family
  * (ws_variant). Config keys name variants, so stored keys stay valid. */
 enum { V_GRID, V_PERSIST, V_PREFETCH, V_FWD_WS = 3 };
-enum { V_BWD_WS = 2 };
+enum { V_BWD_WS = 2, V_BWD_CHUNK = 3 };
 /* ws backward at BLK 128: a consumer's scratch, half 0's P and dS (64 x 128 bf16 each) */
 enum { WS_SCRATCH = 2 * 64 * 128 * 2 };
 /* Parameter indices: the same in both families; EPI is the backward's and
@@ -65,7 +71,8 @@ static const struct kt_dim dims[] = {
 	{"lmax", 1, 1L << 16, 0, "longest sequence; lengths uniform in [max(1, 2*lmax/5), lmax]"},
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
-	{"block", 32, 256, 1, "BLK: 32, 64, 128 or 256 (forward) tokens per attention block (ws: 64, 128)"},
+	{"block", 32, 256, 1, "BLK: 32, 64, 128 or 256 tokens per attention block (ws: 64, 128; "
+	 "the backward at 256: chunked only)"},
 	{"rope", 0, 2, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel; "
 	 "2: v rotated too (dv is the gradient of the raw v)"},
 };
@@ -73,7 +80,10 @@ static const struct kt_dim dims[] = {
 /* prefetch (forward only): the grid's work order, one stage refilled in
  * place -- the next item's q, k once S is done, its v once O is out. */
 static const char *const fwd_variants[] = {"grid", "persistent", "prefetch", "ws"};
-static const char *const bwd_variants[] = {"grid", "persistent", "ws"};
+/* chunked (backward only, block 256): two kernels over passes of rows,
+ * the other side of the block streamed in chunks (below, and
+ * docs/families/blockattn.md) */
+static const char *const bwd_variants[] = {"grid", "persistent", "ws", "chunked"};
 
 /* Parameter masks: the mma.sync variants of each family, ws's own. */
 #define FWD_SYNC ((1u << V_GRID) | (1u << V_PERSIST) | (1u << V_PREFETCH))
@@ -135,8 +145,15 @@ static const struct kt_param bwd_params[] = {
 	{"MINB", 2, {1, 3}, BWD_SYNC, "CTAs per SM asked of ptxas (a register cap); 1: none"},
 	{"EPI", 2, {0, 1}, BWD_SYNC, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
 	{"CONS", 2, {1, 2}, 1u << V_BWD_WS, CONS_HELP},
-	{"RING", 2, {2, 3}, 1u << V_BWD_WS, RING_HELP},
+	{"RING", 2, {2, 3}, (1u << V_BWD_WS) | (1u << V_BWD_CHUNK),
+	 RING_HELP "; chunked: ring depth over the streamed chunks"},
 	{"RPROD", 4, {0, 1, 2, 3}, 1u << V_BWD_WS, RPROD3_HELP},
+	/* the chunked variant's only, at P_KCH, P_QP as in the forward;
+	 * optional, though no key predates them: absent, the default's values */
+	{"KCH", 2, {32, 64}, 1u << V_BWD_CHUNK,
+	 "chunked: rows per streamed chunk (keys for dQ, queries for dK, dV)", 1, 32},
+	{"QP", 2, {2, 4}, 1u << V_BWD_CHUNK,
+	 "chunked: passes over a block's rows, one CTA each, BLK / QP rows (16 a warp)", 1, 4},
 };
 
 /* The two families' priv: 1 for the backward. */
@@ -452,6 +469,13 @@ static void layout_of(int bwd, const struct kt_shape *s, struct layout *L)
 	L->blocks = n;
 }
 
+/* The chunked backward's row statistics in the scratch `blocks`, past its
+ * block list: an fp32 (LSE, Di) pair per token and head, in 32-bit words. */
+static size_t stats_words(long tokens, long heads)
+{
+	return 2 * (size_t)tokens * (size_t)heads;
+}
+
 /* q, k in (-2, 2): S = q.k / sqrt(d) then has a standard deviation of 4/3,
  * far from both a uniform and a one-hot softmax. */
 #define QK_SCALE 2.0
@@ -483,8 +507,12 @@ static int ba_buffers(const struct kt_family *f, const struct kt_shape *s,
 	}
 	if (!cfg)
 		return L.nproblem;
+	/* the chunked backward: the row statistics after the block list
+	 * (stats_words), one buffer, since rope's bwd list already holds
+	 * KT_MAX_BUFS */
 	kt_buf_set(&out[L.blocks], "blocks", KT_BUF_SCRATCH, KT_I32,
-		2 * (size_t)ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], s->v[BA_D_BLOCK]), 0);
+		2 * (size_t)ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], s->v[BA_D_BLOCK]) +
+		(bwd && cfg->variant == V_BWD_CHUNK ? stats_words(T, s->v[BA_D_HEADS]) : 0), 0);
 	return L.nproblem + 1;
 }
 
@@ -529,6 +557,8 @@ struct cfg {
 	int persist, pf;
 	int ws;			/* the ws variant: cons, and stages from RING */
 	long cons, rprod;
+	int chunk;		/* the backward's chunked variant: kch, qp, and stages from RING */
+	unsigned smem_dq;	/* chunked: the dQ kernel's (smem: the dK, dV kernel's) */
 	long mi;		/* m16 tiles per warp */
 	long threads;
 	unsigned smem;
@@ -553,6 +583,25 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		g->threads = (g->cons + 1) * 128;
 		g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024 +
 				     (bwd && g->blk == 128 ? g->cons * WS_SCRATCH : 0));
+		return;
+	}
+	if (bwd && c->variant == V_BWD_CHUNK) {
+		/* one m16 row tile a warp; per CTA the pass's two tiles (PR =
+		 * BLK / QP rows: q, do or k, v) and RING slots of two chunk
+		 * tiles (KCH rows: k, v or q, do); the dK, dV kernel adds the
+		 * chunk's statistics (KCH fp32 pairs) */
+		g->chunk = 1;
+		g->kch = c->p[P_KCH];
+		g->qp = c->p[P_QP];
+		g->stages = c->p[P_RING];
+		g->rows_w = 16;
+		g->dsplit = 1;
+		g->minb = 1;
+		g->mi = 1;
+		g->threads = g->qp > 0 ? g->blk / g->qp / 16 * 32 : 0;
+		g->smem_dq = g->qp > 0 ? (unsigned)(2 * (g->blk / g->qp) * g->d * 2 +
+						    g->stages * 2 * g->kch * g->d * 2) : 0;
+		g->smem = g->smem_dq + (unsigned)(g->kch * 8);
 		return;
 	}
 	g->rows_w = c->p[P_ROWS_W];
@@ -695,6 +744,41 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	return 0;
 }
 
+/* The backward's chunked variant past the shape checks: block 256 only,
+ * its own parameters (KCH, QP, RING), none of the others'; nothing that
+ * ptxas spills (sm_80, sm_90, sm_90a: every program of the space). */
+static int check_chunk(const struct kt_config *c, const struct kt_target *tgt,
+		       const struct cfg *g, char *why, size_t whylen)
+{
+	int i, n = (int)(sizeof(bwd_params) / sizeof(bwd_params[0]));
+
+	for (i = 0; i < n; i++)
+		if (!(bwd_params[i].variants & (1u << V_BWD_CHUNK)) && c->p[i] != 0)
+			return snprintf(why, whylen, "chunked has no parameter %s (%s=%ld)",
+					bwd_params[i].name, bwd_params[i].name, c->p[i]), 1;
+	if (g->blk != 256)
+		return snprintf(why, whylen, "chunked at block %ld: block 256 only (grid and "
+				"persistent hold a whole block of 32 to 128)", g->blk), 1;
+	if (g->kch != 32 && g->kch != 64)
+		return snprintf(why, whylen, "KCH %ld: 32 or 64", g->kch), 1;
+	if (g->qp != 2 && g->qp != 4)
+		return snprintf(why, whylen, "QP %ld: 2 or 4", g->qp), 1;
+	if (g->stages != 2 && g->stages != 3)
+		return snprintf(why, whylen, "RING %ld: 2 or 3", g->stages), 1;
+	if (g->threads > tgt->max_threads)
+		return snprintf(why, whylen, "%ld threads > %d", g->threads, tgt->max_threads), 1;
+	if (g->smem > (unsigned)tgt->smem_optin)
+		return snprintf(why, whylen, "shared memory %u > %d bytes", g->smem, tgt->smem_optin),
+		       1;
+	/* the dK, dV kernel holds both accumulators (2 x 64 fp32 at head_dim
+	 * 128) beside P^T and dP^T of a chunk: with chunks of 64 it sits at
+	 * 255 registers and spills 12-96 bytes (sm_80, sm_90a) */
+	if (g->d == 128 && g->kch == 64)
+		return snprintf(why, whylen, "KCH 64 at head_dim 128: the dK, dV kernel spills "
+				"(ptxas); KCH 32"), 1;
+	return 0;
+}
+
 static int ba_check(const struct kt_family *f, const struct kt_shape *s, const struct kt_config *c,
 		    const struct kt_target *tgt, char *why, size_t whylen)
 {
@@ -703,15 +787,17 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	long seqs = s->v[BA_D_SEQS], lmax = s->v[BA_D_LMAX];
 
 	if (c->variant != V_GRID && c->variant != V_PERSIST && c->variant != ws_variant(bwd) &&
-	    (bwd || c->variant != V_PREFETCH))
+	    (bwd || c->variant != V_PREFETCH) && (!bwd || c->variant != V_BWD_CHUNK))
 		return snprintf(why, whylen, "unknown variant %d", c->variant), 1;
 	cfg_of(bwd, s, c, &g);
 	if (g.d != 64 && g.d != 128)
 		return snprintf(why, whylen, "head_dim %ld: the kernels take 64 or 128", g.d), 1;
 	if (g.blk != 32 && g.blk != 64 && g.blk != 128 && g.blk != 256)
 		return snprintf(why, whylen, "block %ld: the kernels take 32, 64, 128 or 256", g.blk), 1;
-	if (bwd && g.blk == 256)
-		return snprintf(why, whylen, "block 256: the backward takes 32, 64 or 128"), 1;
+	if (bwd && g.blk == 256 && !g.chunk)
+		return snprintf(why, whylen, "block 256: the backward's %s holds the whole block "
+				"(32 to 128); chunked takes 256",
+				g.ws ? "ws" : g.persist ? "persistent" : "grid"), 1;
 	if (g.blk == 256 && (g.ws || g.pf))
 		return snprintf(why, whylen, "block 256: grid and persistent only (%s has no "
 				"key-chunked kernel)", g.ws ? "ws" : "prefetch"), 1;
@@ -719,6 +805,8 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 		return snprintf(why, whylen, "seqs x lmax over 2^31: offsets are int32"), 1;
 	if (g.ws)
 		return check_ws(bwd, c, tgt, &g, why, whylen);
+	if (g.chunk)
+		return check_chunk(c, tgt, &g, why, whylen);
 	if (g.rows_w != 16 && g.rows_w != 32)
 		return snprintf(why, whylen, "ROWS_W %ld: 16 or 32", g.rows_w), 1;
 	/* block 32, ROWS_W 32: one row group holds the whole block, S and O
@@ -883,6 +971,12 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 		    kt_program_define(pr, "STAGES", g.stages) ||
 		    kt_program_define(pr, "RPROD", g.rprod))
 			return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
+	} else if (g.chunk) {
+		/* ROWS_W 16, DSPLIT 1, RPF 0, MINB 1: the template's defaults */
+		if (kt_program_define(pr, "BLK", g.blk) || kt_program_define(pr, "HD", g.d) ||
+		    kt_program_define(pr, "ROPE", g.rope) || kt_program_define(pr, "KCH", g.kch) ||
+		    kt_program_define(pr, "QP", g.qp) || kt_program_define(pr, "STAGES", g.stages))
+			return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 	} else if (kt_program_define(pr, "BLK", g.blk) || kt_program_define(pr, "HD", g.d) ||
 	    kt_program_define(pr, "ROPE", g.rope) || kt_program_define(pr, "ROWS_W", g.rows_w) ||
 	    kt_program_define(pr, "DSPLIT", g.dsplit) ||
@@ -911,6 +1005,32 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 	if (bound)
 		kt_launch_arg_i32(l, bound);
 
+	if (g.chunk) {
+		/* a CTA per (block, head, pass), passes fastest; the dQ kernel
+		 * writes the statistics the dK, dV kernel reads: stats_at,
+		 * in int2 entries of `blocks`, past the list (and a bound's
+		 * count) */
+		long stats_at = bound ? bound + 1 : nblocks;
+
+		if (nitems * g.qp > 2147483647L)
+			return kt_err_set(err, KT_EINVAL, "%s: %ld CTAs over 2^31", fam, nitems * g.qp);
+		out->nlaunch = 2;
+		for (int i = 0; i < 2; i++) {
+			l = &out->launch[i];
+			snprintf(l->kernel, sizeof(l->kernel), "%s", i ? "blockattn_bwd_dkv"
+									: "blockattn_bwd_dq");
+			l->grid[0] = (unsigned)(nitems * g.qp);
+			l->grid[1] = l->grid[2] = 1;
+			l->block[0] = (unsigned)g.threads;
+			l->block[1] = l->block[2] = 1;
+			l->smem = i ? g.smem : g.smem_dq;
+			io_args(l, &L, L.blocks);
+			kt_launch_arg_i32(l, nitems);
+			kt_launch_arg_i32(l, g.heads);
+			kt_launch_arg_i32(l, stats_at);
+		}
+		return 0;
+	}
 	/* The work order: items (block, head), heads fastest so that the CTAs
 	 * running at once share a block's table rows in L2. */
 	if (g.persist || g.ws) {
@@ -985,7 +1105,8 @@ int ba_plan_bound(int bwd, const struct kt_shape *s, long tokens, const struct k
 	for (i = 0; i < L.nproblem; i++)
 		if (i != L.off)
 			bufs[i].elems = i == L.tab ? (size_t)tokens * (size_t)s->v[BA_D_HDIM] : x;
-	bufs[L.blocks].elems = 2 * ((size_t)bound + 1);
+	bufs[L.blocks].elems = 2 * ((size_t)bound + 1) +
+		(bwd && c->variant == V_BWD_CHUNK ? stats_words(tokens, s->v[BA_D_HEADS]) : 0);
 	*nbufs = L.nproblem + 1;
 	return 0;
 }
@@ -1132,6 +1253,9 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * then head_dim is split. At block 128 on sm_90a, where check_ws admits it,
  * ws with two consumers sharing a ring of two instead, which beats that
  * grid config there (docs/families/blockattn.md, "The default").
+ * The backward at block 256 (only chunked takes it; not yet timed): chunks
+ * of 32 rows, passes of 64 (128 threads), a ring of two -- the smallest
+ * CTA, so the most warps per SM (the dK, dV kernel's registers decide).
  * NEEDSWORK: ws at block 64, where the measurements disagree by shape. */
 static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 		      const struct kt_target *tgt, struct kt_config *out)
@@ -1141,6 +1265,13 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	int rope = s->v[BA_D_ROPE] != 0;
 
 	memset(out, 0, sizeof(*out));
+	if (bwd && s->v[BA_D_BLOCK] == 256) {
+		out->variant = V_BWD_CHUNK;
+		out->p[P_KCH] = 32;
+		out->p[P_QP] = 4;
+		out->p[P_RING] = 2;
+		return ba_check(f, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
+	}
 	if (s->v[BA_D_BLOCK] == 128 && tgt->arch_a) {
 		out->variant = ws_variant(bwd);
 		out->p[P_CONS] = 2;

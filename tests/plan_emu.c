@@ -548,12 +548,175 @@ void emu_run_all(const struct kt_plan *plan, const struct kt_buf *bufs, int nb,
  * item_step, i < nper, below nitems -- with BOUND below the count times H)
  * and compute each (block, head) in double: rotate on load, S, softmax, O;
  * the backward's dV, dP, Di inline, dS, dQ, dK, the conjugate rotation. An
- * item run twice or a block list entry out of order fails. */
+ * item run twice or a block list entry out of order fails. The backward's
+ * chunked kernels (blockattn_bwd_dq, blockattn_bwd_dkv) run a CTA per
+ * (item, pass) of BLK / QP rows: dq writes the rows' statistics into the
+ * scratch past the block list and dQ, dkv reads them back for dK, dV. */
+
+/* Rows [0, n) of q, k, v (and do) of block t0, head h, rotated where rope
+ * says, into X (a n x d array each, in that order). */
+static void ba_rows(struct emu *m, const struct kt_launch *l, int bwd, long long t0, long long n,
+		    long long h, long long H, long long d, int rope, double *X)
+{
+	int tab = l->args[bwd ? 5 : 4].kind == KT_ARG_BUF ? l->args[bwd ? 5 : 4].buf : -1;
+	long long i, c;
+
+	for (i = 0; i < n; i++)
+		for (int a = 0; a < (bwd ? 4 : 3); a++) {
+			int buf = emu_ab(l, a);
+			double *x = X + (a * n + i) * d;
+
+			for (c = 0; c < d; c++)
+				x[c] = emu_ld(m, buf, ((t0 + i) * H + h) * d + c);
+			if (rope && tab >= 0 && (a < 2 || (a == 2 && rope == 2)))
+				for (c = 0; c < d; c += 2) {
+					double cs = emu_ld(m, tab, (t0 + i) * d + c);
+					double sn = emu_ld(m, tab, (t0 + i) * d + c + 1);
+					double x0 = x[c], x1 = x[c + 1];
+
+					x[c] = x0 * cs - x1 * sn;
+					x[c + 1] = x0 * sn + x1 * cs;
+				}
+		}
+}
+
+/* Stores g (d values) to row t of out, conjugate-rotated when rot. */
+static void ba_put(struct emu *m, const struct kt_launch *l, int out, long long t, long long h,
+		   long long H, long long d, int rot, double *g)
+{
+	int tab = l->args[5].kind == KT_ARG_BUF ? l->args[5].buf : -1;
+	long long c;
+
+	if (rot && tab >= 0)
+		for (c = 0; c < d; c += 2) {
+			double cs = emu_ld(m, tab, t * d + c), sn = emu_ld(m, tab, t * d + c + 1);
+			double y0 = g[c], y1 = g[c + 1];
+
+			g[c] = y0 * cs + y1 * sn;
+			g[c + 1] = y1 * cs - y0 * sn;
+		}
+	for (c = 0; c < d; c++)
+		emu_st(m, out, (t * H + h) * d + c, g[c]);
+}
+
+static double ba_dot(const double *a, const double *b, long long d)
+{
+	double acc = 0;
+
+	for (long long c = 0; c < d; c++)
+		acc += a[c] * b[c];
+	return acc;
+}
+
+/* One CTA of blockattn_bwd_dq (dkv 0) or blockattn_bwd_dkv (1): rows [r0,
+ * r1) of block (t0, n), head h; the statistics at entry sat of `blocks`
+ * (2 words each: LSE in log2, Di). */
+static void ba_chunked_cta(struct emu *m, const struct kt_launch *l, int dkv, int blocks,
+			   long long sat, long long t0, long long n, long long h, long long H,
+			   long long d, int rope, long long r0, long long r1)
+{
+	const double scale = 1.0 / sqrt((double)d), l2e = 1.4426950408889634;
+	double *X = calloc((size_t)(4 * n * d), sizeof(double)), *g = calloc((size_t)(2 * d), sizeof(double));
+	long long i, j, c;
+
+	CU_ASSERT_FATAL(X && g);
+#define XR(a, r) (X + ((a) * n + (r)) * d)
+#define ST(t, e) (2 * sat + 2 * ((t) * H + h) + (e))
+	ba_rows(m, l, 1, t0, n, h, H, d, rope, X);
+	for (i = r0; i < r1; i++) {
+		for (c = 0; c < 2 * d; c++)
+			g[c] = 0;
+		if (!dkv) {
+			/* query row i: its statistics, then dQ */
+			double mx = -INFINITY, sum = 0, di = 0, lse;
+
+			for (j = 0; j < n; j++) {
+				double sc = ba_dot(XR(0, i), XR(1, j), d) * scale;
+
+				mx = sc > mx ? sc : mx;
+			}
+			for (j = 0; j < n; j++)
+				sum += exp(ba_dot(XR(0, i), XR(1, j), d) * scale - mx);
+			lse = mx + log(sum);
+			for (j = 0; j < n; j++)
+				di += exp(ba_dot(XR(0, i), XR(1, j), d) * scale - lse) *
+				      ba_dot(XR(3, i), XR(2, j), d);
+			emu_st(m, blocks, ST(t0 + i, 0), lse * l2e);
+			emu_st(m, blocks, ST(t0 + i, 1), di);
+			for (j = 0; j < n; j++) {
+				double p = exp(ba_dot(XR(0, i), XR(1, j), d) * scale - lse);
+				double ds = p * (ba_dot(XR(3, i), XR(2, j), d) - di) * scale;
+
+				for (c = 0; c < d; c++)
+					g[c] += ds * XR(1, j)[c];
+			}
+			ba_put(m, l, emu_ab(l, 6), t0 + i, h, H, d, rope != 0, g);
+		} else {
+			/* key row i: dV, dK from the statistics dq wrote */
+			for (j = 0; j < n; j++) {
+				double lse2 = emu_ld(m, blocks, ST(t0 + j, 0));
+				double di = emu_ld(m, blocks, ST(t0 + j, 1));
+				double p = exp2(ba_dot(XR(0, j), XR(1, i), d) * scale * l2e - lse2);
+				double ds = p * (ba_dot(XR(3, j), XR(2, i), d) - di) * scale;
+
+				for (c = 0; c < d; c++) {
+					g[c] += ds * XR(0, j)[c];
+					g[d + c] += p * XR(3, j)[c];
+				}
+			}
+			ba_put(m, l, emu_ab(l, 7), t0 + i, h, H, d, rope != 0, g);
+			ba_put(m, l, emu_ab(l, 8), t0 + i, h, H, d, rope == 2, g + d);
+		}
+	}
+#undef ST
+#undef XR
+	free(X);
+	free(g);
+}
+
+/* blockattn_bwd_dq / _dkv: CTA c runs pass c % QP of item c / QP. */
+static void emu_ba_chunked(struct emu *m, const struct kt_launch *l, const struct kt_program *p,
+			   int dkv, int bound)
+{
+	long blk = emu_define(p, "BLK"), d = emu_define(p, "HD"), rope = emu_define(p, "ROPE");
+	long qp = emu_define(p, "QP"), pr;
+	int blocks = emu_ab(l, 4);
+	long long nitems, H, sat, cta;
+
+	CU_ASSERT_FATAL(l->nargs == 12 && qp > 0 && blk % qp == 0);
+	pr = blk / qp;
+	nitems = emu_ai(l, 9);
+	H = emu_ai(l, 10);
+	sat = emu_ai(l, 11);
+	CU_ASSERT_FATAL(H > 0 && nitems % H == 0);
+	CU_ASSERT_EQUAL(l->grid[0], (unsigned)(nitems * qp));
+	CU_ASSERT(l->grid[1] == 1 && l->grid[2] == 1);
+	/* the statistics start past the list (and a bound's count) */
+	CU_ASSERT_EQUAL(sat, nitems / H + bound);
+	if (bound) {
+		long long count = (long long)emu_ld(m, blocks, 2 * (nitems / H));
+
+		CU_ASSERT(count >= 0 && count <= nitems / H);
+		nitems = count * H < nitems ? count * H : nitems;
+	}
+	for (cta = 0; cta < (long long)l->grid[0]; cta++) {
+		long long w = cta / qp, ps = cta % qp, t0, n;
+
+		if (w >= nitems)
+			continue;
+		t0 = (long long)emu_ld(m, blocks, 2 * (w / H));
+		n = (long long)emu_ld(m, blocks, 2 * (w / H) + 1);
+		CU_ASSERT_FATAL(n >= 1 && n <= blk);
+		if (ps * pr >= n)
+			continue;
+		ba_chunked_cta(m, l, dkv, blocks, sat, t0, n, w % H, H, d, (int)rope, ps * pr,
+			       n < (ps + 1) * pr ? n : (ps + 1) * pr);
+	}
+}
 
 static int ba_item(struct emu *m, const struct kt_launch *l, int blocks, int bwd, long long w,
 		   long long H, long long d, int rope)
 {
-	int q = emu_ab(l, 0), k = emu_ab(l, 1), v = emu_ab(l, 2), dout = bwd ? emu_ab(l, 3) : -1;
 	int tab = l->args[bwd ? 5 : 4].kind == KT_ARG_BUF ? l->args[bwd ? 5 : 4].buf : -1;
 	long long b = w / H, h = w % H, t0, n, i, j, c;
 	double *X, *P, *dS, scale = 1.0 / sqrt((double)d);
@@ -568,22 +731,7 @@ static int ba_item(struct emu *m, const struct kt_launch *l, int blocks, int bwd
 	dS = calloc((size_t)(n * n), sizeof(double));
 	CU_ASSERT_FATAL(X && P && dS);
 #define XR(a, r) (X + ((a) * n + (r)) * d)
-	for (i = 0; i < n; i++)
-		for (int a = 0; a < (bwd ? 4 : 3); a++) {
-			int buf = a == 0 ? q : a == 1 ? k : a == 2 ? v : dout;
-
-			for (c = 0; c < d; c++)
-				XR(a, i)[c] = emu_ld(m, buf, ((t0 + i) * H + h) * d + c);
-			if (rope && tab >= 0 && (a < 2 || (a == 2 && rope == 2)))
-				for (c = 0; c < d; c += 2) {
-					double cs = emu_ld(m, tab, (t0 + i) * d + c);
-					double sn = emu_ld(m, tab, (t0 + i) * d + c + 1);
-					double x0 = XR(a, i)[c], x1 = XR(a, i)[c + 1];
-
-					XR(a, i)[c] = x0 * cs - x1 * sn;
-					XR(a, i)[c + 1] = x0 * sn + x1 * cs;
-				}
-		}
+	ba_rows(m, l, bwd, t0, n, h, H, d, rope, X);
 	for (i = 0; i < n; i++) {
 		double mx = -INFINITY, sum = 0;
 
@@ -700,6 +848,10 @@ int emu_blockattn(struct emu *m, const struct kt_launch *l)
 
 	if (strcmp(l->kernel, "blockattn_blocks") == 0) {
 		emu_ba_blocks(m, l, blk, bound);
+		return 1;
+	}
+	if (strcmp(l->kernel, "blockattn_bwd_dq") == 0 || strcmp(l->kernel, "blockattn_bwd_dkv") == 0) {
+		emu_ba_chunked(m, l, p, strcmp(l->kernel, "blockattn_bwd_dkv") == 0, bound);
 		return 1;
 	}
 	if (strcmp(l->kernel, "blockattn_fwd") == 0 || strcmp(l->kernel, "blockattn_fwd_ws") == 0)

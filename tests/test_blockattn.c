@@ -11,9 +11,9 @@
  * head_dim=128, block=64, rope 0 and 1) and a fixed-seed sample of its other
  * programs (CI_SAMPLE); KTUNE_COMPILE_ALL=1 compiles every distinct program
  * of every valid config of every (head_dim, block, rope) at blocks 64 and
- * 128 (block 256's forward programs: all of them always, in their own suite
- * below, for sm_80 and sm_90a; here only as the first with a KCH or QP
- * value). For sm_90a it
+ * 128 (block 256's programs, the forward's key-chunked and the backward's
+ * chunked: all of them always, in their own suite below, for sm_80 and
+ * sm_90a; here only as the first with a KCH or QP value). For sm_90a it
  * compiles every program of the `ws` variant (the only one that needs the
  * `a` features; every (fwd/bwd, head_dim, rope, CONS, RING, RPROD) that
  * check() admits at blocks 64 and 128), none of which may spill or, but the
@@ -930,8 +930,9 @@ static void test_ws_params(void)
 		int ws = kt_variant_index(fa, "ws"), ic = param_index(fa, "CONS");
 		int ir = param_index(fa, "RING");
 
-		/* the forward keeps prefetch at 2; the backward has its own list */
-		CU_ASSERT_EQUAL(fa->nvariants, f ? 3 : 4);
+		/* the forward keeps prefetch at 2; the backward has its own
+		 * list, chunked (block 256) last */
+		CU_ASSERT_EQUAL(fa->nvariants, 4);
 		CU_ASSERT_EQUAL(ws, f ? 2 : 3);
 		CU_ASSERT_EQUAL(kt_variant_index(fa, "grid"), 0);
 		CU_ASSERT_EQUAL(kt_variant_index(fa, "persistent"), 1);
@@ -943,7 +944,9 @@ static void test_ws_params(void)
 			CU_ASSERT_EQUAL(fa->params[k].variants & (1u << ws), 0);
 		}
 		CU_ASSERT_EQUAL(fa->params[ic].variants, 1u << ws);
-		CU_ASSERT_EQUAL(fa->params[ir].variants, 1u << ws);
+		/* the backward's chunked variant has a ring of its own */
+		CU_ASSERT_EQUAL(fa->params[ir].variants,
+				(1u << ws) | (f ? 1u << kt_variant_index(fa, "chunked") : 0u));
 		/* RPROD: ws only, 0..2 */
 		CU_ASSERT_FATAL(param_index(fa, "RPROD") >= 0);
 		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].variants, 1u << ws);
@@ -1545,7 +1548,8 @@ struct space_walk {
 };
 
 /* A valid config plans the block list's prep and one launch of whole
- * warps (what every plan must be: test_conformance). */
+ * warps (what every plan must be: test_conformance); the backward's
+ * chunked variant two (dQ, then dK and dV). */
 static int walk_one(const struct kt_config *c, void *arg)
 {
 	struct space_walk *w = arg;
@@ -1559,7 +1563,8 @@ static int walk_one(const struct kt_config *c, void *arg)
 	if (c->variant >= 0 && c->variant < KT_MAX_VARIANTS)
 		w->valid_v[c->variant]++;
 	kt_err_clear(&e);
-	if (w->f->plan(w->f, w->s, c, w->t, &p, &e) != 0 || p.nlaunch != 1 || p.nprep != 1 ||
+	if (w->f->plan(w->f, w->s, c, w->t, &p, &e) != 0 ||
+	    p.nlaunch != (c->variant == kt_variant_index(w->f, "chunked") ? 2 : 1) || p.nprep != 1 ||
 	    p.launch[0].block[0] % 32 != 0)
 		w->bad++;
 	return 0;
@@ -1651,14 +1656,178 @@ static void b256_text(int d, int rope, char *text, size_t len)
 	snprintf(text, len, "seqs=1152,lmax=1024,heads=4,head_dim=%d,block=256,rope=%d", d, rope);
 }
 
+/* Shared memory of the chunked backward's dK, dV kernel (the larger of
+ * its two): the pass's two tiles, RING slots of two chunk tiles, the
+ * chunk's fp32 statistics. */
+static unsigned chunked_smem(long d, long kch, long qp, long ring)
+{
+	return (unsigned)(2 * (256 / qp) * d * 2 + ring * 2 * kch * d * 2 + kch * 8);
+}
+
+/* The backward at block 256: chunked only (grid, persistent, ws refused
+ * with the reason; chunked refused at other blocks), every (KCH, QP,
+ * RING) whose tiles fit but KCH 64 at head_dim 128 (spills); the
+ * default chunked with KCH 32, QP 4, RING 2; its plan the prep and two
+ * launches (dQ, then dK and dV) of a CTA per (block, head, pass) over the
+ * scratch `blocks` grown by the statistics, which start past the list (a
+ * bound plan's past its count). */
+static void test_block256_bwd(void)
+{
+	static const char *const tn[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
+	const struct kt_family *f = fams[1];
+	int chk = kt_variant_index(f, "chunked"), ik = param_index(f, "KCH");
+	int iq = param_index(f, "QP"), ir = param_index(f, "RING");
+	struct kt_target t90;
+	struct kt_shape s;
+	struct kt_config c, c2;
+	struct kt_plan p;
+	struct kt_buf bufs[KT_MAX_BUFS];
+	struct kt_err e;
+	char text[128], why[160], key[160];
+	int ti, d, rope, nb, i;
+	long nblocks = ba_blocks(1152, 1024, 256), T = ba_tokens(1152, 1024);
+
+	CU_ASSERT_FATAL(chk == 3 && ik >= 0 && iq >= 0 && ir >= 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	for (ti = 0; ti < 4; ti++)
+		for (d = 64; d <= 128; d += 64)
+			for (rope = 0; rope < 3; rope++) {
+				struct kt_target t;
+				struct space_walk w;
+				int want = 0;
+
+				CU_ASSERT_EQUAL_FATAL(kt_target_named(tn[ti], &t), 0);
+				b256_text(d, rope, text, sizeof(text));
+				CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
+				for (long kch = 32; kch <= 64; kch += 32)
+					for (long qp = 2; qp <= 4; qp += 2)
+						for (long ring = 2; ring <= 3; ring++)
+							want += chunked_smem(d, kch, qp, ring) <=
+								(unsigned)t.smem_optin &&
+								!(d == 128 && kch == 64);
+				walk_space(f, &s, &t, &w);
+				CU_ASSERT_EQUAL(w.bad, 0);
+				CU_ASSERT_EQUAL(w.valid, w.valid_v[chk]);
+				CU_ASSERT_EQUAL(w.valid_v[chk], want);
+				CU_ASSERT(want > 0);
+				if (ti != 1 && ti != 3)
+					printf("\n    block 256 backward, head_dim %d, rope %d: %d chunked "
+					       "configs valid on %s", d, rope, w.valid_v[chk], tn[ti]);
+				CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
+				CU_ASSERT_EQUAL(c.variant, chk);
+				CU_ASSERT_EQUAL(c.p[ik], 32);
+				CU_ASSERT_EQUAL(c.p[iq], 4);
+				CU_ASSERT_EQUAL(c.p[ir], 2);
+				CU_ASSERT(kt_config_in_space(f, &c));
+				kt_err_clear(&e);
+				CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &c, &t, &p, &e), 0);
+				CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "blockattn_bwd");
+				CU_ASSERT(has_define(&p, "BLK=256"));
+				CU_ASSERT(has_define(&p, "KCH=32"));
+				CU_ASSERT(has_define(&p, "QP=4"));
+				CU_ASSERT(has_define(&p, "STAGES=2"));
+				CU_ASSERT_EQUAL(p.nprep, 1);
+				CU_ASSERT_STRING_EQUAL(p.prep[0].kernel, "blockattn_blocks");
+				CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
+				CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "blockattn_bwd_dq");
+				CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "blockattn_bwd_dkv");
+				for (i = 0; i < 2; i++) {
+					const struct kt_launch *l = &p.launch[i];
+
+					/* 64 rows a pass, 16 a warp; a CTA per (block, head, pass) */
+					CU_ASSERT_EQUAL(l->block[0], 128);
+					CU_ASSERT_EQUAL(l->grid[0], (unsigned)(nblocks * 4 * 4));
+					CU_ASSERT_EQUAL(l->smem, chunked_smem(d, 32, 4, 2) - (i ? 0u : 32u * 8));
+					CU_ASSERT_EQUAL_FATAL(l->nargs, 12);
+					CU_ASSERT_EQUAL(l->args[9].i, nblocks * 4);
+					CU_ASSERT_EQUAL(l->args[10].i, 4);
+					CU_ASSERT_EQUAL(l->args[11].i, nblocks);	/* stats_at */
+					CU_ASSERT_EQUAL(l->args[4].kind, KT_ARG_BUF);
+				}
+				/* the scratch: the block list, then (LSE, Di) per token and head */
+				nb = f->buffers(f, &s, &c, bufs);
+				CU_ASSERT_EQUAL_FATAL(nb, p.launch[0].args[4].buf + 1);
+				CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
+				CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * nblocks + 2 * T * 4));
+				/* its reference holds a row of 256 scores */
+				CU_ASSERT_EQUAL_FATAL(f->ref_plan(f, &s, &t, &p, &e), 0);
+				CU_ASSERT(has_define(&p, "REF_MAX=256"));
+			}
+	/* the key round trip; the optional KCH, QP of a key without them */
+	b256_text(128, 1, text, sizeof(text));
+	CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
+	CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t90, &c), 0);
+	kt_config_key(f, &c, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, "variant=chunked,RING=2,KCH=32,QP=4");
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, key, &c2, &e), 0);
+	CU_ASSERT_EQUAL(memcmp(&c, &c2, sizeof(c)), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, "variant=chunked,RING=2", &c2, &e), 0);
+	CU_ASSERT_EQUAL(memcmp(&c, &c2, sizeof(c)), 0);
+	c2.p[ik] = 16;
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KCH 16"));
+	/* the refusals and their reasons */
+	c2 = c;
+	c2.p[ik] = 64;
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spills"));
+	c2.p[iq] = 2;
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+	c2.p[ik] = 32;
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 0);
+	c2.p[iq] = 8;
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "QP 8"));
+	c2 = c;
+	c2.p[ir] = 1;
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING 1"));
+	c2 = c;
+	c2.p[param_index(f, "ROWS_W")] = 16;
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "no parameter ROWS_W"));
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, base_cfg[1], &c2, &e), 0);
+	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_STRING_EQUAL(why, "block 256: the backward's grid holds the whole block (32 to "
+			       "128); chunked takes 256");
+	CU_ASSERT_EQUAL(f->plan(f, &s, &c2, &t90, &p, &e), -1);
+	/* a bound plan (the runtime's): the statistics past the bound's count,
+	 * sized from the tokens */
+	{
+		long tokens = 5000, bound = ba_bound_blocks(tokens, 1152, 256);
+
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(ba_plan_bound(1, &s, tokens, &c, &t90, &p, bufs, &nb, &e), 0);
+		CU_ASSERT(has_define(&p, "BOUND=1"));
+		CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
+		CU_ASSERT_EQUAL(p.launch[1].args[9].i, bound * 4);
+		CU_ASSERT_EQUAL(p.launch[0].args[11].i, bound + 1);
+		CU_ASSERT_EQUAL(p.launch[1].args[11].i, bound + 1);
+		CU_ASSERT_EQUAL(p.launch[0].grid[0], (unsigned)(bound * 4 * 4));
+		CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
+		CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * (bound + 1) + 2 * tokens * 4));
+	}
+	/* block 64: chunked refused; its own grid key unchanged */
+	snprintf(text, sizeof(text), "seqs=1152,lmax=256,heads=4,head_dim=64,block=64,rope=0");
+	CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
+	CU_ASSERT_EQUAL(f->check(f, &s, &c, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "block 256 only"));
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, base_cfg[1], &c2, &e), 0);
+	kt_config_key(f, &c2, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, base_cfg[1]);
+}
+
 /* Block 256: both families parse it; the forward admits grid and
  * persistent configs (KCH 64, 128, or 0: the whole row) and no prefetch or
  * ws; on sm_80 at head_dim 128 only with KST (three 64 KiB tiles exceed its
  * 163 KiB), which its default then takes; its plans name the chunked
  * program (KCH, QP, KST when set) with BLK / QP / ROWS_W * DSPLIT * 32
  * threads and the tiles' (or the ring's) shared memory, its reference
- * REF_MAX=256. The backward refuses block 256 with its reason; blocks 64
- * and 128 refuse KCH, QP and KST and plan no such define. */
+ * REF_MAX=256. The backward takes it as chunked only (test_block256_bwd);
+ * blocks 64 and 128 refuse KCH, QP and KST and plan no such define. */
 static void test_block256(void)
 {
 	static const char *const tn[] = {"sm_80", "sm_90", "sm_90a"};
@@ -1817,20 +1986,7 @@ static void test_block256(void)
 	CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t80, &p, &e), 0);
 	CU_ASSERT_EQUAL(p.launch[0].block[0], 128);
 	CU_ASSERT_EQUAL(p.launch[0].smem, (2 * 128 + 3 * 2 * 32) * 128 * 2);
-	/* the backward: every config refused, with the reason */
-	for (d = 64; d <= 128; d += 64) {
-		struct space_walk w;
-
-		b256_text(d, 0, text, sizeof(text));
-		CU_ASSERT_EQUAL_FATAL(parse(fams[1], text, &s), 0);
-		walk_space(fams[1], &s, &t90, &w);
-		CU_ASSERT_EQUAL(w.valid, 0);
-		CU_ASSERT_EQUAL(fams[1]->default_config(fams[1], &s, &t90, &c), -1);
-		kt_err_clear(&e);
-		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], base_cfg[1], &c, &e), 0);
-		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90, why, sizeof(why)), 1);
-		CU_ASSERT_STRING_EQUAL(why, "block 256: the backward takes 32, 64 or 128");
-	}
+	test_block256_bwd();
 	/* blocks 64, 128: a key from before KCH and QP is the one-pass kernel,
 	 * no KCH or QP defined; KCH or QP set are refused */
 	for (int blk = 64; blk <= 128; blk += 64) {
@@ -1901,7 +2057,7 @@ struct collect {
 	int *required;		/* 0: may be left out of a CI sample */
 	/* the kernels (launch, prep) a plan of each program names: its cubin
 	 * must hold them */
-	char (*kernels)[2][KT_NAME_MAX];
+	char (*kernels)[3][KT_NAME_MAX];	/* launch[0], prep[0], launch[1] */
 	int n, cap;
 	/* per family: a required program already has variant v / value j of
 	 * parameter i (every value compiled in CI, not only a sample) */
@@ -1938,7 +2094,7 @@ static int add_program(struct collect *c, const struct kt_plan *pl, int required
 		}
 	if (c->n == c->cap) {
 		struct kt_program *np = realloc(c->progs, (size_t)(c->cap * 2 + 16) * sizeof(*np));
-		char (*nk)[2][KT_NAME_MAX];
+		char (*nk)[3][KT_NAME_MAX];
 		int *nr;
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(np);
@@ -1957,6 +2113,8 @@ static int add_program(struct collect *c, const struct kt_plan *pl, int required
 		snprintf(c->kernels[c->n][0], KT_NAME_MAX, "%s", pl->launch[0].kernel);
 	if (pl->nprep > 0)
 		snprintf(c->kernels[c->n][1], KT_NAME_MAX, "%s", pl->prep[0].kernel);
+	if (pl->nlaunch > 1)
+		snprintf(c->kernels[c->n][2], KT_NAME_MAX, "%s", pl->launch[1].kernel);
 	c->progs[c->n++] = *p;
 	return c->n - 1;
 }
@@ -2116,14 +2274,13 @@ static void compile_for(const char *arch)
 					}
 				}
 		/* values valid nowhere at the bench shape (MINB 4 overfills
-		 * sm_80's shared memory at d = 128; KCH, QP: block 256 only):
-		 * from the other shapes (bi == NBLKS: block 256, the forward's) */
+		 * sm_80's shared memory at d = 128; KCH, QP and the backward's
+		 * chunked variant: block 256 only): from the other shapes (bi ==
+		 * NBLKS: block 256) */
 		for (d = 64; d <= 128 && !t.arch_a; d += 64)
 			for (bi = 0; bi <= NBLKS; bi++)
 				for (rope = 0; rope < 3; rope++) {
 					blk = bi < NBLKS ? BLKS[bi] : 256;
-					if (f && blk == 256)
-						continue;
 					struct kt_shape s;
 					char text[128];
 
@@ -2234,7 +2391,7 @@ static void compile_for(const char *arch)
 			}
 		}
 		/* the kernels its plans launch are in it */
-		for (k = 0; k < 2 && jobs[i].res.ok; k++) {
+		for (k = 0; k < 3 && jobs[i].res.ok; k++) {
 			const char *name = c.kernels[job_prog[i]][k];
 
 			if (name[0] && !cubin_has(&jobs[i].res, name)) {
@@ -2268,9 +2425,10 @@ static void compile_for(const char *arch)
 	free(c.kernels);
 }
 
-/* Block 256 (the forward's key-chunked kernel): every distinct program of
- * every config check() admits, for one architecture, each with its plan's
- * shared memory. */
+/* Block 256 (the forward's key-chunked kernel, the backward's chunked
+ * variant): every distinct program of every config check() admits, for
+ * one architecture, each with its plan's shared memory (the largest of
+ * its launches). */
 struct b256_collect {
 	struct collect c;
 	unsigned smem[1024];
@@ -2290,11 +2448,12 @@ static int b256_one(const struct kt_config *cfg, void *arg)
 	CU_ASSERT_EQUAL_FATAL(b->c.f->plan(b->c.f, b->c.s, cfg, b->c.t, &p, &e), 0);
 	idx = add_program(&b->c, &p, 1);
 	CU_ASSERT_FATAL(idx < 1024);
-	b->smem[idx] = p.launch[0].smem;
+	b->smem[idx] = p.launch[p.nlaunch - 1].smem > p.launch[0].smem ? p.launch[p.nlaunch - 1].smem
+									 : p.launch[0].smem;
 	return 0;
 }
 
-/* Every admitted block-256 forward program compiles for arch with the
+/* Every admitted block-256 program (both families) compiles for arch with the
  * kernels its plans name and no stack frame (no spill: check() refuses
  * the configs that spill); one line per program, its registers and shared
  * memory (docs/families/blockattn.md's table). */
@@ -2307,18 +2466,19 @@ static void compile_b256(const char *arch)
 
 	memset(&b, 0, sizeof(b));
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
-	for (d = 64; d <= 128; d += 64)
-		for (rope = 0; rope < 3; rope++) {
-			struct kt_shape s;
-			char text[128];
+	for (int f = 0; f < 2; f++)
+		for (d = 64; d <= 128; d += 64)
+			for (rope = 0; rope < 3; rope++) {
+				struct kt_shape s;
+				char text[128];
 
-			b256_text(d, rope, text, sizeof(text));
-			CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
-			b.c.f = fams[0];
-			b.c.s = &s;
-			b.c.t = &t;
-			kt_space_foreach(fams[0], 0, b256_one, &b);
-		}
+				b256_text(d, rope, text, sizeof(text));
+				CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
+				b.c.f = fams[f];
+				b.c.s = &s;
+				b.c.t = &t;
+				kt_space_foreach(fams[f], 0, b256_one, &b);
+			}
 	CU_ASSERT_FATAL(b.c.n > 0);
 	jobs = calloc((size_t)b.c.n, sizeof(*jobs));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
@@ -2341,7 +2501,7 @@ static void compile_b256(const char *arch)
 				jobs[i].res.log ? jobs[i].res.log : "");
 			continue;
 		}
-		for (k = 0; k < 2; k++)
+		for (k = 0; k < 3; k++)
 			CU_ASSERT(!b.c.kernels[i][k][0] || cubin_has(&jobs[i].res, b.c.kernels[i][k]));
 		kt_test_cubin_usage(jobs[i].res.cubin, jobs[i].res.cubin_len, &regs, &frame);
 		CU_ASSERT(regs > 0);
@@ -2355,7 +2515,7 @@ static void compile_b256(const char *arch)
 		maxr = regs > maxr ? regs : maxr;
 		jit_result_release(&jobs[i].res);
 	}
-	printf("\n  %s: %d block-256 forward programs compiled, %d failed, %d spill "
+	printf("\n  %s: %d block-256 programs compiled, %d failed, %d spill "
 	       "(registers %d-%d)\n", arch, b.c.n, failed, spills, minr, maxr);
 	CU_ASSERT_EQUAL(failed, 0);
 	CU_ASSERT_EQUAL(spills, 0);
@@ -2893,7 +3053,7 @@ static void test_gpu_small(void)
 		if (variant_left_out(fams[f], "small shapes"))
 			continue;
 		for (d = 64; d <= 128; d += 64)
-			for (bi = 0; bi <= NBLKS; bi++)	/* NBLKS: block 256, the forward's */
+			for (bi = 0; bi <= NBLKS; bi++)	/* NBLKS: block 256 */
 				for (rope = 0; rope < 3; rope++) {
 					const int blk = bi < NBLKS ? BLKS[bi] : 256;
 					struct dprob dp;
@@ -2902,15 +3062,13 @@ static void test_gpu_small(void)
 					double worst = 0, worst_cpu = 0;
 					int i, bad;
 
-					if (f && blk == 256)
-						continue;
 					if (G.block && blk != G.block)
 						continue;
 					/* lengths in [40, 100]: shorter than a block of 128,
 					 * one or two of 64, two to four of 32, ragged tails;
-					 * 29 sequences, 3 heads; block 256 (forward): lengths
-					 * in [240, 600], one to three blocks, ragged tails
-					 * over every key chunk and both row passes */
+					 * 29 sequences, 3 heads; block 256: lengths in [240,
+					 * 600], one to three blocks, ragged tails over every
+					 * chunk and every row pass */
 					if (blk == 256)
 						snprintf(text, sizeof(text),
 							 "seqs=11,lmax=600,heads=2,head_dim=%d,block=256,rope=%d",
@@ -2945,9 +3103,8 @@ static void test_gpu_small(void)
 					free(cs.v);
 					dprob_release(&dp);
 				}
-		/* the filters left something to run (KTUNE_BLOCKATTN_BLOCK=256
-		 * leaves the backward nothing) */
-		CU_ASSERT(total[f] > 0 || (f && G.block == 256));
+		/* the filters left something to run */
+		CU_ASSERT(total[f] > 0);
 	}
 }
 
@@ -3252,7 +3409,8 @@ int main(void)
 	CU_add_test(s, "buffers and fill", test_buffers_and_fill);
 	CU_add_test(s, "family cpu_ref", test_family_cpu_ref);
 	CU_add_test(s, "valid configs per variant, valid defaults (ws at block 128 on sm_90a)", test_space);
-	CU_add_test(s, "block 256: forward configs and plans, backward refused", test_block256);
+	CU_add_test(s, "block 256: forward configs and plans, the backward's chunked variant",
+		    test_block256);
 	CU_add_test(s, "flops and bytes", test_models);
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
@@ -3263,7 +3421,7 @@ int main(void)
 		CU_set_suite_active(s, CU_FALSE);
 	/* its own suite (KTUNE_TEST_SUITE=nvrtc_b256 runs it alone) */
 	s = CU_add_suite("blockattn_nvrtc_b256", NULL, NULL);
-	CU_add_test(s, "compile block 256 (every forward program, sm_80 and sm_90a, no spill)",
+	CU_add_test(s, "compile block 256 (every program, sm_80 and sm_90a, no spill)",
 		    test_compile_b256);
 	if (kt_test_env_on("KTUNE_BLOCKATTN_GPU_ONLY"))
 		CU_set_suite_active(s, CU_FALSE);

@@ -32,7 +32,7 @@ def block_attention(q, k, v, cu_seqlens, block=64, rope=None, rope_v=False, max_
     that device, the sequence offsets (0, ..., T), non-decreasing, as FA2's
     varlen takes them (their values are the caller's to get right: reading
     them here would synchronize). Each sequence is cut into
-    blocks of `block` (32, 64 or 128) tokens, the last one possibly short; a
+    blocks of `block` (32, 64, 128 or 256) tokens, the last one possibly short; a
     token attends to the keys of its own block, same head, scale 1/sqrt(d).
 
     rope: None, or the (T, d) bf16 cos/sin table of kernels/blockattn.h

@@ -7,7 +7,7 @@ import torch
 
 BF16 = torch.bfloat16
 HEAD_DIMS = (64, 128)
-BLOCKS = (32, 64, 128)
+BLOCKS = (32, 64, 128, 256)
 MAX_HEADS = 64
 
 

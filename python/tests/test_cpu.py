@@ -51,7 +51,7 @@ def attn_inputs(device, T=777, H=4, d=128, B=9, grad=True):
 
 
 @pytest.mark.parametrize("rope,rope_v", [(False, False), (True, False), (True, True)])
-@pytest.mark.parametrize("d,block", [(128, 64), (64, 128), (128, 32)])
+@pytest.mark.parametrize("d,block", [(128, 64), (64, 128), (128, 32), (128, 256)])
 def test_attention_compiles_on_meta(rope, rope_v, d, block):
     torch._dynamo.reset()
     q, k, v, cu = attn_inputs("meta", d=d)
@@ -193,7 +193,7 @@ BAD_ATTENTION = [
     (dict(cu_seqlens=torch.empty(1, dtype=torch.int32, device="meta")), ValueError, "B\\+1 >= 2"),
     (dict(cu_seqlens=torch.empty(2, 5, dtype=torch.int32, device="meta")), ValueError, "cu_seqlens must have 1 dim"),
     (dict(cu_seqlens=torch.zeros(10, dtype=torch.int32)), ValueError, "cu_seqlens is on cpu"),
-    (dict(block=16), ValueError, r"block must be one of \(32, 64, 128\)"),
+    (dict(block=16), ValueError, r"block must be one of \(32, 64, 128, 256\)"),
     (dict(block=64.0), TypeError, "block must be an int"),
     (dict(rope=torch.empty(T, D // 2, dtype=BF16, device="meta")), ValueError, r"rope must have shape \(777, 128\)"),
     (dict(rope=torch.empty(T, D, dtype=torch.float32, device="meta")), TypeError, "rope must be torch.bfloat16"),
@@ -220,7 +220,7 @@ def test_attention_rejects_under_compile():
     q, k, v, cu = attn_inputs("meta", grad=False)
     f = torch.compile(lambda q, k, v, cu: ktune.block_attention(q, k, v, cu, block=16),
                       backend="aot_eager")
-    with pytest.raises(Exception, match=r"block must be one of \(32, 64, 128\)"):
+    with pytest.raises(Exception, match=r"block must be one of \(32, 64, 128, 256\)"):
         f(q, k, v, cu)
 
 
