@@ -81,7 +81,7 @@ static const struct kt_knob_info knobs[] = {
 		"the GPU suite runs only this variant's configs" },
 	{ "KTUNE_BLOCKATTN_BLOCK", INT, "", TESTS, "test_blockattn",
 		"the GPU suite's small shapes run only at this block size (32, 64, 128 or 256)" },
-	{ "KTUNE_REPLAY_SEEDS", INT, "3", TESTS, "test_strategy",
+	{ "KTUNE_REPLAY_SEEDS", INT, "5", TESTS, "test_strategy",
 		"seeds the strategy replays average over" },
 	{ "KTUNE_SOURCE_DIR", PATH, ".", TESTS, "test_strategy",
 		"the repository root, for the replay files under tests/data/replay" },
