@@ -1303,10 +1303,14 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	if (bwd || s->v[BA_D_BLOCK] != 256)
 		return -1;
 	/* block 256 where three whole tiles overfill shared memory (sm_80 at
-	 * head_dim 128): k, v streamed in chunks */
+	 * head_dim 128): k, v streamed in chunks, of 32 keys where 64 still
+	 * overfill it (sm_86, sm_89: 99 KiB) */
 	out->p[P_DSPLIT] = 1;
 	out->p[P_RPF] = 0;
 	out->p[P_KST] = 2;
+	if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
+		return 0;
+	out->p[P_KCH] = 32;
 	return ba_check(f, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
 }
 
