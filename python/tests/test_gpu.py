@@ -242,6 +242,8 @@ ATTN = [  # (label, lengths, heads, head_dim, block, rope)
     ("random1000-d64-b128-rope1", lambda: random_lengths(1000, 400, 6), 2, 64, 128, 1),
     ("random1000-d128-b32-rope1", lambda: random_lengths(1000, 200, 7), 2, 128, 32, 1),
     ("random1000-d64-b32", lambda: random_lengths(1000, 200, 8), 4, 64, 32, 0),
+    ("random300-d128-b256-rope1", lambda: random_lengths(300, 700, 9), 2, 128, 256, 1),
+    ("random300-d64-b256", lambda: random_lengths(300, 700, 10), 2, 64, 256, 0),
 ]
 
 
