@@ -898,9 +898,8 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 	if (g.blk == 256 && g.rope && g.stages > 1 && g.threads <= 128)
 		return snprintf(why, whylen, "block 256, STAGES %ld with rope at %ld threads: spills "
 				"(ptxas)", g.stages, g.threads), 1;
-	/* KST where the whole tiles fit: on the H100 every KST config ran
-	 * slower than the best whole-tile one (docs/families/blockattn.md),
-	 * so it is the path only where they do not (head_dim 128 on sm_80) */
+	/* KST only where the whole tiles do not fit (head_dim 128 on sm_80):
+	 * where they fit they are the faster kernel (docs/families/blockattn.md) */
 	if (g.kst && 3L * g.blk * g.d * 2 <= tgt->smem_optin)
 		return snprintf(why, whylen, "KST %ld where whole k, v tiles fit (%ld bytes): slower "
 				"there", g.kst, 3L * g.blk * g.d * 2), 1;

@@ -763,6 +763,26 @@ KT_DEV void mma_pv_chunk(float (&acc)[MI][ND][4], const float (&p)[MI][NBC][4], 
 	}
 }
 
+/* One chunk of keys [k0, k0 + KC) into a warp's running max m, sum l and
+ * O (acc): S = q k_chunk^T for rows a0.., the online softmax, O += P v.
+ * sk, sv point at the chunk's key row k0 (a whole number of 8-row
+ * swizzle groups). */
+KT_DEV void attend_chunk(float (&acc)[MI][ND][4], float (&m)[MI][2], float (&l)[MI][2],
+			 unsigned sq, int a0, unsigned sk, unsigned sv, int k0, int d0, int len,
+			 int lane)
+{
+	float s[MI][NBC][4];
+
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int nt = 0; nt < NBC; nt++)
+			s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
+	mma_qk_chunk(s, sq, a0, sk, k0, len, lane);
+	softmax_chunk(s, m, l, acc, k0, len, lane);
+	mma_pv_chunk(acc, s, sv, k0, d0, len, lane);
+}
+
 /* One warp's rows [a0, a0 + ROWS_W) of O, unnormalized, over every chunk
  * of keys below len; inv[mi][half] = 1 / row sum. */
 KT_DEV void attend_chunked(float (&acc)[MI][ND][4], float (&inv)[MI][2], unsigned sq, unsigned sk,
@@ -782,17 +802,8 @@ KT_DEV void attend_chunked(float (&acc)[MI][ND][4], float (&inv)[MI][2], unsigne
 	for (int k0 = 0; k0 < BLK; k0 += KC) {
 		if (k0 >= len)
 			break;
-		float s[MI][NBC][4];
-
-#pragma unroll
-		for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-			for (int nt = 0; nt < NBC; nt++)
-				s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
-		/* rows k0.. of k and v: a whole number of 8-row swizzle groups */
-		mma_qk_chunk(s, sq, a0, sk + k0 * CH * 16, k0, len, lane);
-		softmax_chunk(s, m, l, acc, k0, len, lane);
-		mma_pv_chunk(acc, s, sv + k0 * CH * 16, k0, d0, len, lane);
+		attend_chunk(acc, m, l, sq, a0, sk + k0 * CH * 16, sv + k0 * CH * 16, k0, d0, len,
+			     lane);
 	}
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
@@ -982,18 +993,8 @@ KT_DEV void fwd_kring(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv
 					acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] =
 						acc[mi][nt][3] = 0.f;
 			}
-		if (busy) {
-			float sc[MI][NBC][4];
-
-#pragma unroll
-			for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-				for (int nt = 0; nt < NBC; nt++)
-					sc[mi][nt][0] = sc[mi][nt][1] = sc[mi][nt][2] = sc[mi][nt][3] = 0.f;
-			mma_qk_chunk(sc, sq, r0, sk, k0, u.y, lane);
-			softmax_chunk(sc, m, l, acc, k0, u.y, lane);
-			mma_pv_chunk(acc, sc, sv, k0, d0, u.y, lane);
-		}
+		if (busy)
+			attend_chunk(acc, m, l, sq, r0, sk, sv, k0, d0, u.y, lane);
 		if ((u.c + 1) * KC >= u.y) {
 			const int h = u.w % H, rows = min(PROWS, u.y - pr0);
 

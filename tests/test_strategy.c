@@ -367,9 +367,8 @@ static void replay_all(struct replay_rec *recs, int nrec, const char *what, int 
 						    STRATEGY_GUIDED };
 	struct kt_err e = { 0 };
 	/* KTUNE_REPLAY_SEEDS=N averages over more seeds, when working on a
-	 * strategy (the targets are checked over 5: over 3, a per-recording
-	 * mean moved by 0.01 when a family merely gained a variant, which
-	 * shifts the forest's feature draws -- docs/strategies.md) */
+	 * strategy (the targets are checked over 5: over 3 a per-recording
+	 * mean sits within the seed noise -- docs/search.md) */
 	int i, k, seed, nseeds = getenv("KTUNE_REPLAY_SEEDS") ? atoi(getenv("KTUNE_REPLAY_SEEDS")) : 5;
 
 	memset(t, 0, 3 * sizeof(*t));
