@@ -172,9 +172,12 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 	if (t->split_k > 1 && t->cluster_m > 1)
 		return WHY("SPLIT_K=%ld with CLUSTER_M=%ld: split-K runs without clusters",
 			   t->split_k, t->cluster_m);
-	if (t->split_cluster && (t->split_k != 2 || t->cluster_m > 1 || t->persistent > 0))
-		return WHY("the split-K cluster reduce pairs SPLIT_K=2 slices (SPLIT_K=%ld, "
-			   "CLUSTER_M=%ld, PERSISTENT=%ld)", t->split_k, t->cluster_m, t->persistent);
+	if (t->split_cluster && ((t->split_k != 2 && t->split_k != 4) || t->cluster_m > 1 ||
+				 t->persistent > 0 || t->epi_direct))
+		return WHY("the split-K cluster reduce takes SPLIT_K=2 or 4 slices, the staged "
+			   "epilogue, no CLUSTER_M or PERSISTENT (SPLIT_K=%ld, CLUSTER_M=%ld, "
+			   "PERSISTENT=%ld, EPILOGUE=%d)", t->split_k, t->cluster_m, t->persistent,
+			   t->epi_direct ? 0 : 1);
 	if (t->persistent > 0 && (t->split_k > 1 || t->cluster_m > 1))
 		return WHY("PERSISTENT (%ld CTAs) with SPLIT_K=%ld, CLUSTER_M=%ld: the persistent "
 			   "walk covers whole tiles of single CTAs", t->persistent, t->split_k,

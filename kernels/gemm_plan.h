@@ -53,11 +53,12 @@ struct kt_gemm_tile {
 				 * area after the ring, bm x min(bn, 128) bf16
 				 * (kt_gemm_smem). ws only, not
 				 * with split_k or cluster_m. 0: one CTA per tile */
-	long split_cluster;	/* 1 (ws, split_k 2, no cluster_m, not persistent):
-				 * -DSPLIT_CLUSTER=1, the two K slices of a tile
-				 * are a (1, 2, 1) cluster and slice 1 hands its
-				 * fp32 fragments to slice 0 through distributed
-				 * shared memory, which stores bf16 C: no
+	long split_cluster;	/* 1 (ws, split_k 2 or 4, staged epilogue, no
+				 * cluster_m, not persistent): -DSPLIT_CLUSTER=1,
+				 * the K slices of a tile are a (1, split_k, 1)
+				 * cluster that reduce-scatters the fp32
+				 * fragments through distributed shared memory,
+				 * each slice storing its share of bf16 C: no
 				 * workspace, no splitk_reduce launch */
 	long col_group;		/* > 0 (no split-K; ws: the staged epilogue): -DCOLGRP:
 				 * output column c lands at (c / col_group) *

@@ -141,9 +141,9 @@
 #if CLUSTER_M > 1
 #define KT_WS_CLUSTER __cluster_dims__(CLUSTER_M, 1, 1)
 #elif SPLIT_CLUSTER
-/* split-K's two slices of a tile reduce through distributed shared memory:
+/* split-K's slices of a tile reduce through distributed shared memory:
  * C is then the bf16 output itself */
-#define KT_WS_CLUSTER __cluster_dims__(1, 2, 1)
+#define KT_WS_CLUSTER __cluster_dims__(1, SPLIT_K, 1)
 #else
 #define KT_WS_CLUSTER
 #endif

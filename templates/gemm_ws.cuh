@@ -3,9 +3,9 @@
  * into an mbarrier ring from a producer warpgroup, CONSUMERS wgmma
  * warpgroups, a staged or direct epilogue; one tile per CTA
  * (gemm_tn_ws_body) or a persistent walk (gemm_tn_ws_persistent_body).
- * Included by gemm.cu after gemm_wgmma.cuh. Split-K through the workspace
- * (SPLIT_K with WS: fp32 partials stored from the accumulators, no staged
- * epilogue) is compiled and planned but not yet verified or timed on a GPU.
+ * Included by gemm.cu after gemm_wgmma.cuh. Split-K reduces in a cluster
+ * (SPLIT_CLUSTER, what the families plan) or through a workspace (only
+ * tools/gemm_probe runs that form).
  */
 #if defined(KT_WGMMA) || defined(WGMMA) || defined(WS)
 namespace ktg {
@@ -45,9 +45,10 @@ namespace ktg {
  * the main loop.
  *
  * SK > 1 (-DSPLIT_K): grid.y splits K into slices of whole k-tiles; each
- * CTA loads only its slice and stores fp32 partials straight from the
- * accumulators into slice blockIdx.y of a workspace (M x ldc, batch 1),
- * which splitk_reduce sums.
+ * CTA loads only its slice. With SC (-DSPLIT_CLUSTER) the SK slices are a
+ * cluster that reduce-scatters the tile (below) and stores bf16 C; else
+ * each stores fp32 partials straight from the accumulators into slice
+ * blockIdx.y of a workspace (M x ldc, batch 1), which splitk_reduce sums.
  *
  * Epilogue: EPI 0 stores bf16 pairs straight from the accumulators; EPI 1
  * stages the consumer's tile in shared memory (the ring, free by then:
@@ -250,54 +251,71 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 		kt_wg_wait<0>();
 
 		if (SC) {
-			/* SPLIT_CLUSTER: the two K slices of a tile are a
-			 * cluster (1, 2, 1). Once both main loops are done (the
-			 * ring is free), slice 1 writes its fp32 fragments into
-			 * slice 0's ring (thread t's float4 q at (q * CONS*128 +
-			 * t) * 16 bytes: a warp's stores are contiguous), then
-			 * slice 0 adds them and stores bf16 C as a whole tile. */
-			constexpr int NQ = MW * (BN / 8);	/* float4s a thread */
-			const int ct = tid - 128;
+			/* SPLIT_CLUSTER: the SK K slices of a tile are a cluster
+			 * (1, SK, 1) that reduce-scatters the tile: slice o
+			 * owns column chunks [o * CHO, (o + 1) * CHO) (CHO =
+			 * BN / 8 / SK). Once every main loop is done (the rings
+			 * are free), each slice writes the fp32 fragments of the
+			 * chunks it does not own into their owner's ring (slot
+			 * q of sender index s at ((s * MW * CHO + q) * CONS*128
+			 * + t) * 16 bytes: a warp's stores are contiguous); each
+			 * owner adds them and stores its columns, so the tail
+			 * is spread over the cluster rather than left to one
+			 * CTA. */
+			constexpr int CHO = BN / 8 / SK;
+			const int ct = tid - 128, me = (int)blockIdx.y;
 
-			static_assert(!SC || (SK == 2 && CM == 1),
-				      "the cluster reduce pairs two K slices, no CLUSTER_M");
-			static_assert(!SC || NQ * CONS * 128 * 16 <= ST * (BM + BN) * BK * 2,
-				      "slice 1's fragments fit in slice 0's ring");
+			static_assert(!SC || ((SK == 2 || SK == 4) && CM == 1 && EPI == 1),
+				      "the cluster reduce takes 2 or 4 K slices, no CLUSTER_M, the "
+				      "staged epilogue");
+			static_assert(!SC || (BN / 8) % SK == 0, "each slice owns whole chunks");
+			static_assert(!SC || (SK - 1) * MW * CHO * CONS * 128 * 16 <=
+						     ST * (BM + BN) * BK * 2,
+				      "the peers' fragments fit in the owner's ring");
 			kt_cluster_sync();
-			if (blockIdx.y == 1) {
-#pragma unroll
-				for (int mw = 0; mw < MW; mw++)
-#pragma unroll
-					for (int j = 0; j < BN / 8; j++) {
-						const unsigned o = sA0 + ((mw * (BN / 8) + j) * CONS * 128 + ct) * 16;
-
-						asm volatile("{\n.reg .b32 ra;\n"
-							     "mapa.shared::cluster.u32 ra, %0, 0;\n"
-							     "st.shared::cluster.v4.f32 [ra], {%1, %2, %3, %4};\n}\n"
-							     ::"r"(o), "f"(acc[mw][0][j][0]), "f"(acc[mw][0][j][1]),
-							     "f"(acc[mw][0][j][2]), "f"(acc[mw][0][j][3])
-							     : "memory");
-					}
-			}
-			kt_cluster_sync();
-			if (blockIdx.y == 1)
-				return;	/* slice 0 stores the tile */
 #pragma unroll
 			for (int mw = 0; mw < MW; mw++)
 #pragma unroll
 				for (int j = 0; j < BN / 8; j++) {
-					const unsigned o = sA0 + ((mw * (BN / 8) + j) * CONS * 128 + ct) * 16;
-					float v0, v1, v2, v3;
+					const int o = j / CHO;
 
-					asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-						     : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3)
-						     : "r"(o)
+					if (o == me)
+						continue;
+					const int s = me < o ? me : me - 1;
+					const unsigned a =
+						sA0 + (((s * MW + mw) * CHO + j % CHO) * CONS * 128 + ct) * 16;
+
+					asm volatile("{\n.reg .b32 ra;\n"
+						     "mapa.shared::cluster.u32 ra, %0, %1;\n"
+						     "st.shared::cluster.v4.f32 [ra], {%2, %3, %4, %5};\n}\n"
+						     ::"r"(a), "r"(o), "f"(acc[mw][0][j][0]),
+						     "f"(acc[mw][0][j][1]), "f"(acc[mw][0][j][2]),
+						     "f"(acc[mw][0][j][3])
 						     : "memory");
-					acc[mw][0][j][0] += v0;
-					acc[mw][0][j][1] += v1;
-					acc[mw][0][j][2] += v2;
-					acc[mw][0][j][3] += v3;
 				}
+			kt_cluster_sync();
+#pragma unroll
+			for (int s = 0; s < SK - 1; s++)
+#pragma unroll
+				for (int mw = 0; mw < MW; mw++)
+#pragma unroll
+					for (int j = 0; j < BN / 8; j++) {
+						if (j / CHO != me)
+							continue;
+						const unsigned a =
+							sA0 + (((s * MW + mw) * CHO + j % CHO) * CONS * 128 +
+							       ct) * 16;
+						float v0, v1, v2, v3;
+
+						asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+							     : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3)
+							     : "r"(a)
+							     : "memory");
+						acc[mw][0][j][0] += v0;
+						acc[mw][0][j][1] += v1;
+						acc[mw][0][j][2] += v2;
+						acc[mw][0][j][3] += v3;
+					}
 		}
 		if (SK > 1 && !SC) {
 			/* fp32 partials into slice blockIdx.y of the workspace
@@ -323,6 +341,9 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			/* staged: rows of BN bf16 + 16 bytes of padding (the 8
 			 * rows a warp writes land in distinct banks) */
 			const int PITCH = BN * 2 + 16, CH = BN / 8, t = tid & 127;
+			/* the chunks this CTA stores: all, or its share of a
+			 * cluster-reduced tile */
+			const int CHS = SC ? CH / SK : CH, ch0 = SC ? (int)blockIdx.y * CHS : 0;
 			const unsigned st0 = base + c * RW * PITCH;
 			const unsigned long long cpol = kt_l2_evict_last_if<(L2_HINT & 4) != 0>();
 
@@ -335,6 +356,9 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 					int r = mw * 64 + (warp & 3) * 16 + (lane >> 2);
 					unsigned o = st0 + r * PITCH + (ni * 8 + (lane & 3) * 2) * 2;
 
+					if (SC && ni / CHS != (int)blockIdx.y)
+						continue;
+
 					asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o),
 						     "r"(kt_pack_bf16x2(acc[mw][0][ni][0],
 									acc[mw][0][ni][1])));
@@ -344,8 +368,8 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 				}
 			kt_bar_sync(2 + c, 128);
 #pragma unroll 4
-			for (int i = t; i < RW * CH; i += 128) {
-				const int r = i / CH, ch = i % CH;
+			for (int i = t; i < RW * CHS; i += 128) {
+				const int r = i / CHS, ch = ch0 + i % CHS;
 				const int gr = m0 + c * RW + r, gc = n0 + ch * 8;
 				uint4 v;
 
