@@ -22,11 +22,12 @@
  * cap (MINB). `ws` (sm_90a; templates/blockattn_ws.cu) is
  * warp-specialized on wgmma: a producer warpgroup loads (and with rope
  * rotates) each item, CONS consumer warpgroups run their own items (the
- * forward at BLK 128: share each item, an m64 row half each); RING, and
- * with rope RPROD, are its parameters. rope=2 rotates v as well. At
- * block 256 (the forward's grid and persistent only) a row of S no longer
- * fits in registers: the keys come in chunks of KCH with a running
- * softmax, the query rows in QP passes. The backward at block 256 is
+ * forward at BLK 128: share each item, an m64 row half each; at BLK 256:
+ * rounds of m64 row tiles, one per consumer, over key chunks streamed
+ * through the ring); RING, and with rope RPROD, are its parameters.
+ * rope=2 rotates v as well. At block 256 (the forward's grid, persistent
+ * and ws) a row of S no longer fits in registers: the keys come in chunks
+ * (KCH; ws: ws_kc) with a running softmax, the query rows in QP passes. The backward at block 256 is
  * `chunked` only (templates/blockattn_bwd.cu, KCH set): a dQ kernel that
  * recomputes each row's LSE and Di into the scratch, then a dK, dV kernel
  * that reads them, each CTA a pass of BLK / QP rows of one (block, head)
@@ -54,6 +55,14 @@ enum { V_GRID, V_PERSIST, V_PREFETCH, V_FWD_WS = 3 };
 enum { V_BWD_WS = 2, V_BWD_CHUNK = 3 };
 /* ws backward at BLK 128: a consumer's scratch, half 0's P and dS (64 x 128 bf16 each) */
 enum { WS_SCRATCH = 2 * 64 * 128 * 2 };
+
+/* The ws forward at BLK 256: keys per chunk (templates/blockattn_ws.cu's
+ * KC, fixed by head_dim: S of a chunk beside O is 96 fp32 a thread). Not
+ * a parameter: one more ws parameter would change every stored ws key. */
+static long ws_kc(long d)
+{
+	return d == 64 ? 128 : 64;
+}
 /* Parameter indices: the same in both families; EPI is the backward's and
  * the forward prefetch variant's; CONS and RING are ws's only. */
 enum {
@@ -71,8 +80,8 @@ static const struct kt_dim dims[] = {
 	{"lmax", 1, 1L << 16, 0, "longest sequence; lengths uniform in [max(1, 2*lmax/5), lmax]"},
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
-	{"block", 32, 256, 1, "BLK: 32, 64, 128 or 256 tokens per attention block (ws: 64, 128; "
-	 "the backward at 256: chunked only)"},
+	{"block", 32, 256, 1, "BLK: 32, 64, 128 or 256 tokens per attention block (ws: 64, 128, "
+	 "and the forward's 256; the backward at 256: chunked only)"},
 	{"rope", 0, 2, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel; "
 	 "2: v rotated too (dv is the gradient of the raw v)"},
 };
@@ -579,10 +588,16 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		/* one producer warpgroup and CONS consumer warpgroups; the
 		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers; the
 		 * backward at BLK 128 adds a scratch per consumer for half 0's
-		 * P and dS (64 x 128 bf16 each) */
+		 * P and dS (64 x 128 bf16 each). The forward at BLK 256: two
+		 * slots of a round's q rows (64 CONS) and RING slots of a k and
+		 * a v chunk (ws_kc keys) */
 		g->threads = (g->cons + 1) * 128;
-		g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024 +
-				     (bwd && g->blk == 128 ? g->cons * WS_SCRATCH : 0));
+		if (!bwd && g->blk == 256)
+			g->smem = (unsigned)((2 * 64 * g->cons + g->stages * 2 * ws_kc(g->d)) *
+					     g->d * 2 + 1024);
+		else
+			g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024 +
+					     (bwd && g->blk == 128 ? g->cons * WS_SCRATCH : 0));
 		return;
 	}
 	if (bwd && c->variant == V_BWD_CHUNK) {
@@ -670,9 +685,9 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 }
 
 /* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
- * backward at 128 with head_dim 64 only), its own parameters (CONS, RING,
- * RPROD), none of the mma.sync variants'; no config that spills (ptxas,
- * sm_90a, every ws program). */
+ * backward at 128 with head_dim 64 only) and the forward's 256, its own
+ * parameters (CONS, RING, RPROD), none of the mma.sync variants'; no
+ * config that spills (ptxas, sm_90a, every ws program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
 		    const struct cfg *g, char *why, size_t whylen)
 {
@@ -719,6 +734,11 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				"a consumer reads another)", g->stages), 1;
 	if (g->stages > ring_max)
 		return snprintf(why, whylen, "RING %ld: at most %ld", g->stages, ring_max), 1;
+	/* BLK 256: the producer runs steps (a round's q rows, a key chunk),
+	 * not items; RPROD 2's q, k in registers has no step form */
+	if (g->blk == 256 && g->rprod > 1)
+		return snprintf(why, whylen, "RPROD %ld at block 256: 0 or 1 (the producer's steps "
+				"are chunks; no register rotation)", g->rprod), 1;
 	/* the template's static_assert: each consumer's waits stay within one
 	 * phase of a slot's barriers (unreachable while CONS <= 2 <= RING) */
 	if (g->stages < g->cons)
@@ -726,6 +746,11 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				g->cons), 1;
 	if (g->threads > tgt->max_threads)
 		return snprintf(why, whylen, "%ld threads > %d", g->threads, tgt->max_threads), 1;
+	if (g->smem > (unsigned)tgt->smem_optin && g->blk == 256)
+		return snprintf(why, whylen,
+				"shared memory %u > %d bytes: two q slots of %ld rows and RING %ld "
+				"slots of a k and a v chunk of %ld keys (head_dim %ld)", g->smem,
+				tgt->smem_optin, 64 * g->cons, g->stages, ws_kc(g->d), g->d), 1;
 	if (g->smem > (unsigned)tgt->smem_optin)
 		return snprintf(why, whylen,
 				"shared memory %u > %d bytes: RING %ld slots of %ld KiB (q, k, v%s "
@@ -741,6 +766,12 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		return snprintf(why, whylen,
 				"RPROD %ld at block 128, head_dim 128 with CONS 2: the producer spills "
 				"(ptxas); RPROD 0 or CONS 1", g->rprod), 1;
+	/* BLK 256, head_dim 128, two consumers, rope=2: RPROD 1's next step
+	 * in flight beside a rotation of k and v spills 4 bytes (ptxas) */
+	if (g->blk == 256 && g->d == 128 && g->cons == 2 && g->rope == 2 && g->rprod == 1)
+		return snprintf(why, whylen,
+				"RPROD 1 at block 256, head_dim 128, rope=2 with CONS 2: spills "
+				"(ptxas); RPROD 0 or CONS 1"), 1;
 	return 0;
 }
 
@@ -798,9 +829,9 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 		return snprintf(why, whylen, "block 256: the backward's %s holds the whole block "
 				"(32 to 128); chunked takes 256",
 				g.ws ? "ws" : g.persist ? "persistent" : "grid"), 1;
-	if (g.blk == 256 && (g.ws || g.pf))
-		return snprintf(why, whylen, "block 256: grid and persistent only (%s has no "
-				"key-chunked kernel)", g.ws ? "ws" : "prefetch"), 1;
+	if (g.blk == 256 && g.pf)
+		return snprintf(why, whylen, "block 256: grid, persistent and ws only (prefetch "
+				"has no key-chunked kernel)"), 1;
 	if ((double)seqs * (double)lmax > 2147483647.0)
 		return snprintf(why, whylen, "seqs x lmax over 2^31: offsets are int32"), 1;
 	if (g.ws)

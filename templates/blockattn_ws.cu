@@ -7,12 +7,20 @@
  *   blockattn_fwd_ws(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
  *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024,
- *       the backward at BLK 128 (HD 64 only) CONS * 32 KiB more.
+ *       the backward at BLK 128 (HD 64 only) CONS * 32 KiB more; the
+ *       forward at BLK 256 (2 * 64 CONS + STAGES * 2 KC) * HD * 2 + 1024
+ *       (two slots of a round's q rows, STAGES of a k and a v chunk; KC
+ *       keys a chunk, 128 at HD 64, 64 at HD 128).
  *       With BOUND, nitems is a bound and the prep's count decides, as in
  *       blockattn_fwd.cu.
  *
- * BLK 64 or 128. A consumer warpgroup's wgmma tile is m64, so a 128-token
- * item is two m64 row halves (S of a half: 64 x 128 keys, 64 fp32 a thread).
+ * BLK 64 or 128, and the forward at 256: a slot of its q, k, v is 192 KiB
+ * at HD 128 and a row tile's S 128 fp32 a thread, so that forward streams
+ * the item in steps instead (rounds of query rows, chunks of keys, an
+ * online softmax; see "The forward at BLK 256" below); everything that
+ * follows here is BLK 64 and 128. A consumer warpgroup's wgmma tile is
+ * m64, so a 128-token item is two m64 row halves (S of a half: 64 x 128
+ * keys, 64 fp32 a thread).
  * Forward at BLK 128: the CONS consumers share each item, consumer c taking
  * halves c, c + CONS (CONS 2: one half each, over the same slot; CONS 1: both,
  * one after the other), and a slot is empty once all CONS have arrived. Why
@@ -79,7 +87,8 @@ namespace kws {
 
 using namespace kba;
 
-static_assert(BLK == 64 || BLK == 128, "BLK 64 (one m64 tile) or 128 (two m64 halves)");
+static_assert(BLK == 64 || BLK == 128 || (BLK == 256 && !BWD),
+	      "BLK 64 (one m64 tile), 128 (two m64 halves) or, forward only, 256 (key chunks)");
 #if BWD
 static_assert(BLK == 64 || HD == 64, "the backward at BLK 128: HD 64 only (a slot is 128 KiB at 128)");
 #endif
@@ -749,6 +758,325 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
 	return true;
 }
 
+#if BLK == 256
+/*
+ * The forward at BLK 256. S of a row tile over the whole block would be
+ * 128 fp32 a thread, and a slot of q, k, v 192 KiB at HD 128, so the item
+ * is cut both ways: rounds of QR = 64 CONS query rows (consumer c takes
+ * the m64 row tile QR r + 64 c of round r) and chunks of KC keys. The
+ * producer runs every CTA step in order -- per item, per round: the
+ * round's q rows into one of two q slots, then each key chunk's k and v
+ * into one of STAGES k/v slots -- and every consumer takes every step
+ * (a consumer whose row tile lies past the length only waits and
+ * releases), so a slot is empty after 128 CONS arrivals. Per chunk S =
+ * q k^T (K-major), the online softmax (raw-score running max, one FFMA +
+ * ex2 an element, O and the row sum rescaled when the max grows), O += P
+ * v (P the register A operand, v MN-major). Each round streams the
+ * block's k, v again (from L2): that is what keeps a consumer at one row
+ * tile (S of a chunk plus O) and the whole ring in 227 KiB.
+ * Enumerators, as above; only BLK 256 programs see them.
+ */
+enum : int {
+	/* keys per chunk: S of a chunk beside O is 96 fp32 a thread at
+	 * either head_dim; 128-key chunks at HD 128 spill with rope and two
+	 * consumers (ptxas) */
+	KC = HD == 64 ? 128 : 64,
+	NBK = KC / 8,			/* n8 tiles across a chunk of S */
+	QR = 64 * CONS,			/* query rows of a round */
+	QPAN = QR * 128,		/* a 64-column panel of the round's q rows */
+	KPAN = KC * 128,		/* of a k or v chunk */
+	QSLOT = QR * HD * 2,
+	KSLOT = 2 * KC * HD * 2,	/* k, then v */
+	QSLOTS = 2,
+	/* the barriers after the rings: q full, q empty, k/v full, k/v empty */
+	RINGS = QSLOTS * QSLOT + STAGES * KSLOT,
+	B_QF = 0,
+	B_QE = QSLOTS,
+	B_KF = 2 * QSLOTS,
+	B_KE = 2 * QSLOTS + STAGES,
+	NBARS = 2 * QSLOTS + 2 * STAGES,
+};
+static_assert(RINGS % 1024 == 0 && QSLOT % 1024 == 0 && KSLOT % 1024 == 0,
+	      "128-byte swizzle: every tile 1024-aligned");
+static_assert(RPROD <= 1, "BLK 256: RPROD 0 or 1");
+
+/* Byte offset of 16-byte chunk c of row r in a tile of P-byte panels. */
+template <int P>
+KT_DEV int wpan_off(int r, int c)
+{
+	return (c >> 3) * P + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+/* cp.async of the block's rows [r0, r0 + R) (head h, block at t0) of x
+ * into a tile of R-row panels; rows at or past len zero-filled. */
+template <int R>
+KT_DEV void wload(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
+		  int pt)
+{
+#pragma unroll
+	for (int i = 0; i < R * CH / PT; i++) {
+		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+
+		kt_cp_async16(s + wpan_off<R * 128>(r, c),
+			      x + ((long long)(t0 + min(r0 + r, len - 1)) * H + h) * HD + c * 8,
+			      r0 + r < len);
+	}
+}
+
+/* A step of a CTA's sequence: item i (w its index, -1 past the end), round
+ * r, and c < 0 for the round's q rows or key chunk c; gq and gk count the
+ * q and k/v steps before it (slot and phase). */
+struct wcur {
+	int i, w, t0, h, len, nr, nc, r, c, gq, gk;
+};
+
+KT_DEV void wc_item(wcur &u, const int2 *blocks, int nitems, int H, int cta_step, int item_step,
+		    int nper)
+{
+	u.w = item_at(u.i, nitems, cta_step, item_step, nper);
+	u.r = 0;
+	u.c = -1;
+	if (u.w >= 0) {
+		const int2 b = blocks[u.w / H];
+
+		u.t0 = b.x;
+		u.len = b.y;
+		u.h = u.w % H;
+		u.nr = ((u.len + 63) / 64 + CONS - 1) / CONS;
+		u.nc = (u.len + KC - 1) / KC;
+	}
+}
+
+KT_DEV void wc_next(wcur &u, const int2 *blocks, int nitems, int H, int cta_step, int item_step,
+		    int nper)
+{
+	if (u.c < 0)
+		u.gq++;
+	else
+		u.gk++;
+	if (++u.c < u.nc)
+		return;
+	u.c = -1;
+	if (++u.r < u.nr)
+		return;
+	u.i++;
+	wc_item(u, blocks, nitems, H, cta_step, item_step, nper);
+}
+
+/* The step's slot (shared address) and its full and empty barriers. */
+KT_DEV unsigned wc_slot(const wcur &u, unsigned sbase, unsigned bars, unsigned &full,
+			unsigned &empty, int &n, int &slots)
+{
+	if (u.c < 0) {
+		n = u.gq;
+		slots = QSLOTS;
+		full = bars + (B_QF + n % QSLOTS) * 8;
+		empty = bars + (B_QE + n % QSLOTS) * 8;
+		return sbase + (n % QSLOTS) * QSLOT;
+	}
+	n = u.gk;
+	slots = STAGES;
+	full = bars + (B_KF + n % STAGES) * 8;
+	empty = bars + (B_KE + n % STAGES) * 8;
+	return sbase + QSLOTS * QSLOT + (n % STAGES) * KSLOT;
+}
+
+/* 1 when the step's slot is free now (never blocks). */
+KT_DEV bool wp_free(const wcur &u, unsigned sbase, unsigned bars)
+{
+	unsigned full, empty;
+	int n, slots;
+
+	wc_slot(u, sbase, bars, full, empty, n, slots);
+	return n < slots || mbar_done(empty, ((n / slots) - 1) & 1);
+}
+
+/* Producer: the step's copies into its slot (after the step `slots` back
+ * has left it), one cp.async group. */
+KT_DEV void wp_issue(const wcur &u, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
+		     const __nv_bfloat16 *k, const __nv_bfloat16 *v, int H, int pt)
+{
+	unsigned full, empty;
+	int n, slots;
+	const unsigned st = wc_slot(u, sbase, bars, full, empty, n, slots);
+
+	if (n >= slots)
+		kt_mbar_wait(empty, ((n / slots) - 1) & 1);
+	if (u.c < 0) {
+		wload<QR>(st, q, u.t0, u.r * QR, u.len, H, u.h, pt);
+	} else {
+		wload<KC>(st, k, u.t0, u.c * KC, u.len, H, u.h, pt);
+		wload<KC>(st + KC * HD * 2, v, u.t0, u.c * KC, u.len, H, u.h, pt);
+	}
+	kt_cp_async_commit();
+	if (!ROPE)
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full)
+			     : "memory");
+}
+
+/* ROPE: the chunks of R rows (from row r0 of the block) this thread copied
+ * into the tile at s (and s2, v's, with ROPE_V), rotated once they have
+ * landed (LATER: one more group, the next step's, may stay in flight);
+ * the table chunks are read first, their latency overlapping the wait. */
+template <int R>
+KT_DEV void wp_rot(unsigned char *s, unsigned char *s2, const rtab *table, int t0, int r0, int len,
+		   bool later, int pt)
+{
+	uint4 t[R * CH / PT];
+
+#pragma unroll
+	for (int j = 0; j < R * CH / PT; j++) {
+		int idx = pt + j * PT;
+
+		t[j] = tab_raw(table, t0 + min(r0 + idx / CH, len - 1), idx % CH);
+	}
+	if (later)
+		kt_cp_async_wait<1>();
+	else
+		kt_cp_async_wait<0>();
+#pragma unroll
+	for (int j = 0; j < R * CH / PT; j++) {
+		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
+
+		if (r0 + r < len) {
+			uint4 *p = reinterpret_cast<uint4 *>(s + wpan_off<R * 128>(r, c));
+
+			*p = rot_by(*p, t[j]);
+			if (s2) {
+				uint4 *p2 = reinterpret_cast<uint4 *>(s2 + wpan_off<R * 128>(r, c));
+
+				*p2 = rot_by(*p2, t[j]);
+			}
+		}
+	}
+}
+
+/* The producer at BLK 256: every step in order. Without rope it only
+ * issues. With rope, RPROD 0: issue, wait, rotate (q, or k and with
+ * ROPE_V v), one step at a time; RPROD 1: the next step's copies issued
+ * before this one is rotated when its slot is already free (a lane-0
+ * decision per warp, as producer() makes it). */
+KT_DEV void producer256(unsigned char *smem, unsigned sbase, unsigned bars,
+			const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+			const int2 *blocks, const rtab *table, int nitems, int H, int cta_step,
+			int item_step, int nper, int pt)
+{
+	wcur u;
+
+	u.i = u.gq = u.gk = 0;
+	wc_item(u, blocks, nitems, H, cta_step, item_step, nper);
+	if (!ROPE) {
+		for (; u.w >= 0; wc_next(u, blocks, nitems, H, cta_step, item_step, nper))
+			wp_issue(u, sbase, bars, q, k, v, H, pt);
+	} else if (u.w >= 0) {
+		wp_issue(u, sbase, bars, q, k, v, H, pt);
+		for (;;) {
+			wcur n = u;
+
+			wc_next(n, blocks, nitems, H, cta_step, item_step, nper);
+			const bool more = n.w >= 0;
+			const bool ahead =
+				RPROD == 1 && more &&
+				__shfl_sync(0xffffffffu, wp_free(n, sbase, bars), 0);
+			unsigned full, empty;
+			int m, slots;
+			const unsigned st = wc_slot(u, sbase, bars, full, empty, m, slots);
+			unsigned char *g = smem + (st - sbase);
+
+			if (ahead)
+				wp_issue(n, sbase, bars, q, k, v, H, pt);
+			if (u.c < 0)
+				wp_rot<QR>(g, nullptr, table, u.t0, u.r * QR, u.len, ahead, pt);
+			else
+				wp_rot<KC>(g, ROPE_V ? g + KC * HD * 2 : nullptr, table, u.t0,
+					   u.c * KC, u.len, ahead, pt);
+			kt_fence_proxy_async();
+			kt_mbar_arrive(full);
+			if (!more)
+				break;
+			if (!ahead)
+				wp_issue(n, sbase, bars, q, k, v, H, pt);
+			u = n;
+		}
+	}
+	kt_cp_async_wait<0>();
+}
+
+/* One key chunk [k0, k0 + KC) into a consumer's row tile: S = q k^T (sq:
+ * the tile's first row in the round's q panels, sk the chunk's k), the
+ * online softmax into the running max m (raw scores), this thread's part
+ * of the row sum l and O (acc), O += P v (sv). Keys at or past len are
+ * masked; the first chunk starts from m = -inf, l = O = 0 (its rescale is
+ * by 0) and holds key 0, so the max is finite. */
+KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigned sq, unsigned sk,
+		      unsigned sv, int k0, int len, int lane)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+	const int lim = len - k0 - 2 * (lane & 3);
+	float s[NBK][4];
+	unsigned a[KC / 16][4];
+
+	zero_acc<true>(s);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KC>::ss<0, 0>(s, kt_wg_desc_k(sq + (kk >> 2) * QPAN + (kk & 3) * 32),
+				    kt_wg_desc_k(sk + (kk >> 2) * KPAN + (kk & 3) * 32));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(s);
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float mc = m[hf], ls = 0.f, alpha, mb;
+
+#pragma unroll
+		for (int nt = 0; nt < NBK; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				if (nt * 8 + e >= lim)
+					s[nt][2 * hf + e] = KBA_NEG_INF;
+				mc = fmaxf(mc, s[nt][2 * hf + e]);
+			}
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
+		alpha = kba_ex2((m[hf] - mc) * sl2);
+		m[hf] = mc;
+		mb = mc * sl2;
+#pragma unroll
+		for (int nt = 0; nt < NBK; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				float p = kba_ex2(fmaf(s[nt][2 * hf + e], sl2, -mb));
+
+				s[nt][2 * hf + e] = p;
+				ls += p;
+			}
+		l[hf] = l[hf] * alpha + ls;
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++) {
+			acc[nt][2 * hf] *= alpha;
+			acc[nt][2 * hf + 1] *= alpha;
+		}
+	}
+	/* every A fragment packed before the fence (mma_rx) */
+#pragma unroll
+	for (int kk = 0; kk < KC / 16; kk++) {
+		a[kk][0] = kt_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+		a[kk][1] = kt_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+		a[kk][2] = kt_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+		a[kk][3] = kt_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+	}
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KC / 16; kk++)
+		kt_wg<HD>::rs<1>(acc, a[kk], kt_wg_desc_mn(sv + kk * 2048, KPAN));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(acc);
+}
+#endif
+
 } /* namespace kws */
 
 #define KWS_BODY_BEGIN                                                                     \
@@ -969,6 +1297,98 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
 	}
 #endif
+}
+#elif BLK == 256
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+		 const __nv_bfloat16 *__restrict__ v, const int2 *__restrict__ blocks,
+		 const __nv_bfloat16 *__restrict__ table, __nv_bfloat16 *__restrict__ o, int nitems, int H,
+		 int cta_step, int item_step, int nper)
+{
+	using namespace kws;
+	extern __shared__ __align__(1024) unsigned char smem[];
+	const unsigned sbase = kt_smem_u32(smem);
+	const unsigned bars = sbase + RINGS;
+	const int tid = threadIdx.x, wgi = tid >> 7;
+
+	if (tid == 0) {
+		for (int b = 0; b < NBARS; b++)
+			kt_mbar_init(bars + b * 8,
+				     (b >= B_QE && b < B_KF) || b >= B_KE ? 128 * CONS : PT);
+		kt_mbar_init_fence();
+	}
+	__syncthreads();
+#if BOUND
+	nitems = kba::bound_items(blocks, nitems, H);
+#endif
+	if (wgi == 0) {
+		producer256(smem, sbase, bars, q, k, v, blocks, table, nitems, H, cta_step,
+			    item_step, nper, tid);
+		return;
+	}
+
+	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
+	unsigned ct[MI][2][ND];	/* unused (no rotation of O) */
+	int gq = 0, gk = 0;
+
+	/* every step of the producer's sequence, in its order */
+	for (int i = 0;; i++) {
+		const int w = item_at(i, nitems, cta_step, item_step, nper);
+
+		if (w < 0)
+			break;
+
+		const int2 b = blocks[w / H];
+		const int h = w % H, len = b.y;
+		const int nr = ((len + 63) / 64 + CONS - 1) / CONS, nc = (len + KC - 1) / KC;
+
+#pragma unroll 1
+		for (int r = 0; r < nr; r++, gq++) {
+			/* this consumer's row tile; past the length it only
+			 * waits and releases (warpgroup-uniform) */
+			const int rt = r * CONS + cw;
+			const bool act = 64 * rt < len;
+			const int qs = gq % QSLOTS;
+			const unsigned sq = sbase + qs * QSLOT + cw * HROWS;
+			float acc[MI][ND][4], m[2], l[2];
+
+			kt_mbar_wait(bars + (B_QF + qs) * 8, (gq / QSLOTS) & 1);
+			kt_fence_proxy_async();
+			kt_wg_zero(acc[0]);
+			m[0] = m[1] = KBA_NEG_INF;
+			l[0] = l[1] = 0.f;
+#pragma unroll 1
+			for (int c = 0; c < nc; c++, gk++) {
+				const int ks = gk % STAGES;
+				const unsigned sk = sbase + QSLOTS * QSLOT + ks * KSLOT;
+
+				kt_mbar_wait(bars + (B_KF + ks) * 8, (gk / STAGES) & 1);
+				kt_fence_proxy_async();
+				if (act)
+					attend_kc(acc[0], m, l, sq, sk, sk + KC * HD * 2, c * KC, len,
+						  lane);
+				kt_mbar_arrive(bars + (B_KE + ks) * 8);
+			}
+			kt_mbar_arrive(bars + (B_QE + qs) * 8);
+			if (!act)
+				continue;
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				float x = l[hf];
+
+				x += __shfl_xor_sync(0xffffffffu, x, 1);
+				x += __shfl_xor_sync(0xffffffffu, x, 2);
+				x = 1.f / x;
+#pragma unroll
+				for (int nt = 0; nt < ND; nt++) {
+					acc[0][nt][2 * hf] *= x;
+					acc[0][nt][2 * hf + 1] *= x;
+				}
+			}
+			put_acc<false, 0, false>(o, nullptr, acc, table, nullptr, ct, 64 * rt + r0, 0,
+						 b.x, len, H, h, lane);
+		}
+	}
 }
 #else
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
