@@ -53,6 +53,18 @@ struct kt_gemm_tile {
 				 * area after the ring, bm x min(bn, 128) bf16
 				 * (kt_gemm_smem). ws only, not
 				 * with split_k or cluster_m. 0: one CTA per tile */
+	long pingpong;		/* > 0: the ping-pong ws kernel (-DPINGPONG=1,
+				 * templates/gemm_pingpong.cuh) with this many
+				 * CTAs, set by the caller as persistent's (more
+				 * than the work items are clamped): a persistent
+				 * walk whose two consumer warpgroups (consumers
+				 * 2) each own whole bm x bn tiles (bm 64 or 128)
+				 * and take turns, so one's epilogue overlaps the
+				 * other's main loop; C leaves through TMA stores
+				 * (a third tensor map, over bufC), staged in two
+				 * bm x bn areas after the ring (kt_gemm_smem).
+				 * ws only, staged epilogue, not with split_k,
+				 * cluster_m, persistent or column remaps. 0: off */
 	long split_cluster;	/* 1 (ws, split_k 2, no cluster_m, not persistent):
 				 * -DSPLIT_CLUSTER=1, the two K slices of a tile
 				 * are a (1, 2, 1) cluster and slice 1 hands its
@@ -137,7 +149,11 @@ int kt_program_define(struct kt_program *p, const char *name, long value);
  * batch > 1 maps one batch and passes zA / zB = 0), then C, M, N, K, ldc,
  * sC, zA, zB. A persistent tile (t->persistent > 0) gets grid
  * (min(persistent, tiles * batch), 1, 1) and one more argument, the batch
- * count. With t->row_batches, batches side by side within each row
+ * count. A ping-pong tile (t->pingpong > 0) launches gemm_tn_ws(tA, tB,
+ * tC, M, N, K, zA, zB, batch) on grid (min(pingpong, tiles * batch), 1,
+ * 1): tC is a rank-3 map over bufC (N, M, batch) with strides ldc and sC
+ * (M * ldc for one batch), box (64, bm, 1), 128-byte swizzle, and the
+ * kernel writes C only through it. With t->row_batches, batches side by side within each row
  * (K <= stride < ld, batch * stride <= ld: monarch's x) get the map
  * (k, batch, rows), box (64, 1, rows), and zA / zB = 2, so that the
  * strides stay increasing. */
