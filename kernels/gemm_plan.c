@@ -182,6 +182,10 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 	if (t->split_cluster && (t->split_k != 2 || t->cluster_m > 1 || t->persistent > 0))
 		return WHY("the split-K cluster reduce pairs SPLIT_K=2 slices (SPLIT_K=%ld, "
 			   "CLUSTER_M=%ld, PERSISTENT=%ld)", t->split_k, t->cluster_m, t->persistent);
+	if (t->persistent > 0 && (t->split_k > 1 || t->cluster_m > 1))
+		return WHY("PERSISTENT (%ld CTAs) with SPLIT_K=%ld, CLUSTER_M=%ld: the persistent "
+			   "walk covers whole tiles of single CTAs", t->persistent, t->split_k,
+			   t->cluster_m);
 	if (t->pingpong > 0 && (t->split_k > 1 || t->cluster_m > 1 || t->persistent > 0 ||
 				t->split_cluster))
 		return WHY("PINGPONG with SPLIT_K=%ld, CLUSTER_M=%ld, PERSISTENT=%ld: the ping-pong "
@@ -196,10 +200,6 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 	if (t->pingpong > 0 && (t->epi_direct || t->col_group > 0))
 		return WHY("PINGPONG: C leaves only through the staged TMA stores of whole "
 			   "tiles (no direct epilogue, no column groups)");
-	if (t->persistent > 0 && (t->split_k > 1 || t->cluster_m > 1))
-		return WHY("PERSISTENT (%ld CTAs) with SPLIT_K=%ld, CLUSTER_M=%ld: the persistent "
-			   "walk covers whole tiles of single CTAs", t->persistent, t->split_k,
-			   t->cluster_m);
 	if ((long)kt_gemm_threads(t) > tgt->max_threads)
 		return WHY("%u threads > %d per block", kt_gemm_threads(t), tgt->max_threads);
 	if (smem > (unsigned long)tgt->smem_optin)

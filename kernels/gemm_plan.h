@@ -53,18 +53,6 @@ struct kt_gemm_tile {
 				 * area after the ring, bm x min(bn, 128) bf16
 				 * (kt_gemm_smem). ws only, not
 				 * with split_k or cluster_m. 0: one CTA per tile */
-	long pingpong;		/* > 0: the ping-pong ws kernel (-DPINGPONG=1,
-				 * templates/gemm_pingpong.cuh) with this many
-				 * CTAs, set by the caller as persistent's (more
-				 * than the work items are clamped): a persistent
-				 * walk whose two consumer warpgroups (consumers
-				 * 2) each own whole bm x bn tiles (bm 64 or 128)
-				 * and take turns, so one's epilogue overlaps the
-				 * other's main loop; C leaves through TMA stores
-				 * (a third tensor map, over bufC), staged in two
-				 * bm x bn areas after the ring (kt_gemm_smem).
-				 * ws only, staged epilogue, not with split_k,
-				 * cluster_m, persistent or column remaps. 0: off */
 	long split_cluster;	/* 1 (ws, split_k 2, no cluster_m, not persistent):
 				 * -DSPLIT_CLUSTER=1, the two K slices of a tile
 				 * are a (1, 2, 1) cluster and slice 1 hands its
@@ -94,6 +82,18 @@ struct kt_gemm_tile {
 	long l2;		/* ws only: -DL2_HINT bits (templates/gemm.cu):
 				 * 1 A's loads evict_first, 2 B's, 4 C's stores
 				 * evict_last; 0: none */
+	long pingpong;		/* > 0: the ping-pong ws kernel (-DPINGPONG=1,
+				 * templates/gemm_pingpong.cuh) with this many
+				 * CTAs, set by the caller as persistent's (more
+				 * than the work items are clamped): a persistent
+				 * walk whose two consumer warpgroups (consumers
+				 * 2) each own whole bm x bn tiles (bm 64 or 128)
+				 * and take turns, so one's epilogue overlaps the
+				 * other's main loop; C leaves through TMA stores
+				 * (a third tensor map, over bufC), staged in two
+				 * bm x bn areas after the ring (kt_gemm_smem).
+				 * ws only, staged epilogue, not with split_k,
+				 * cluster_m, persistent or column remaps. 0: off */
 };
 
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
