@@ -8,7 +8,11 @@
  * memory directly) and wgmma_ws (sm_90a: TMA loads into an mbarrier ring
  * from a producer warpgroup, CONSUMERS wgmma warpgroups, staged epilogue;
  * x and W reach it as KT_ARG_TMAP tensor maps the worker builds);
- * planted_fault and planted_hang fail on purpose. wgmma_ws is the one that
+ * planted_fault and planted_hang fail on purpose. wgmma_ws with
+ * PINGPONG=1 is the ping-pong form (templates/gemm_pingpong.cuh): one CTA
+ * per SM walking the tiles, two consumer warpgroups taking turns on whole
+ * BLOCK_M x BLOCK_N tiles, C stored through a third tensor map; not yet
+ * verified or timed on a GPU, so no default picks it. wgmma_ws is the one that
  * keeps up with cuBLAS on the H200: its MMA warps issue no loads and its
  * epilogue writes whole 16-byte rows (docs/families/dense.md).
  *
@@ -58,14 +62,28 @@ static const struct kt_param params[] = {
 	 "K slices over grid.y (fp32 workspace + reduce) when tiles leave SMs idle"},
 	{"CONSUMERS", 2, {1, 2}, WS,
 	 "wgmma_ws: consumer warpgroups (each BLOCK_M/CONSUMERS rows) beside the TMA producer"},
+	/* optional: keys from before it mean the one-tile kernel */
+	{"PINGPONG", 2, {0, 1}, WS,
+	 "wgmma_ws: 1 the ping-pong kernel (one CTA per SM walking the tiles; CONSUMERS=2, "
+	 "each consumer warpgroup owns a whole BLOCK_M x BLOCK_N tile, BLOCK_M 64 or 128, and "
+	 "the two take turns so one's TMA-store epilogue overlaps the other's main loop); "
+	 "0 one CTA per tile, its CONSUMERS splitting BLOCK_M",
+	 1, 0},
 };
+
+enum { P_CONSUMERS = 8, P_PINGPONG = 9 };
 
 extern const struct kt_family dense_family;
 
-static void tile_of(const struct kt_config *c, struct kt_gemm_tile *t)
+/* The config's tile; PINGPONG 1 walks with one CTA per SM of tgt (every
+ * work item its own CTA where the SM count is unknown: compile-only) */
+static void tile_of(const struct kt_config *c, const struct kt_target *tgt,
+		    struct kt_gemm_tile *t)
 {
 	memset(t, 0, sizeof(*t));
 	kt_gemm_tile_from(&dense_family, c, t);
+	if (c->variant == V_WGMMA_WS && c->p[P_PINGPONG] == 1)
+		t->pingpong = tgt && tgt->sms > 0 ? tgt->sms : 1L << 30;
 }
 
 static int dense_check(const struct kt_family *f, const struct kt_shape *s,
@@ -78,7 +96,17 @@ static int dense_check(const struct kt_family *f, const struct kt_shape *s,
 		return 0;
 	if (c->variant != V_MMA_SYNC && c->variant != V_WGMMA && c->variant != V_WGMMA_WS)
 		return snprintf(why, whylen, "unknown variant %d", c->variant), 1;
-	tile_of(c, &t);
+	tile_of(c, tgt, &t);
+	/* the space's ping-pong tiles: 128 or 256 columns (64 would halve
+	 * each wgmma's work per A byte read from shared memory), rings of 4
+	 * to 5 (kt_gemm_check_space) -- a dozen points beside the one-tile
+	 * kernel's */
+	if (t.pingpong > 0 && t.bn != 128 && t.bn != 256)
+		return snprintf(why, whylen, "PINGPONG with BLOCK_N=%ld: the space's ping-pong "
+				"tiles are 128 or 256 columns", t.bn), 1;
+	if (t.pingpong > 0 && t.stages < 4)
+		return snprintf(why, whylen, "PINGPONG with STAGES=%ld: the space's ping-pong "
+				"rings hold 4+ chunks (two tiles in flight)", t.stages), 1;
 	return kt_gemm_check_space(&t, s->v[D_TOKENS], s->v[D_OUT], s->v[D_IN], 0, tgt, why, whylen);
 }
 
@@ -108,7 +136,7 @@ static int dense_buffers(const struct kt_family *f, const struct kt_shape *s,
 		struct kt_gemm_tile tile;
 		size_t ws;
 
-		tile_of(cfg, &tile);
+		tile_of(cfg, NULL, &tile);
 		if ((ws = kt_gemm_workspace(&tile, (long)t, (long)m)) > 0) {
 			memset(&out[B_WS], 0, sizeof(out[B_WS]));
 			snprintf(out[B_WS].name, sizeof(out[B_WS].name), "splitk_ws");
@@ -150,7 +178,7 @@ static int dense_plan(const struct kt_family *f, const struct kt_shape *s,
 		return planted_plan(c->variant, out);
 	if (dense_check(f, s, c, tgt, why, sizeof(why)))
 		return kt_err_set(err, KT_EINVAL, "dense: config cannot run: %s", why);
-	tile_of(c, &t);
+	tile_of(c, tgt, &t);
 	out->nprograms = 1;
 	out->programs[0].tpl = "gemm";
 	if (kt_gemm_defines(&t, &out->programs[0]))
@@ -256,7 +284,7 @@ static int dense_default(const struct kt_family *f, const struct kt_shape *s,
 			 * at 16384 x 4096 x 4096 and within 2% at 4096 tokens
 			 * (bench/results/dense_large_n.json) */
 			out->p[6] = 1;
-			out->p[8] = ws_defaults[i][3];	/* CONSUMERS */
+			out->p[P_CONSUMERS] = ws_defaults[i][3];
 			if (tiles >= sms / 2 && dense_check(f, s, out, tgt, why,
 							    sizeof(why)) == 0 &&
 			    (best_cost < 0 || cost < best_cost)) {

@@ -26,6 +26,7 @@ int kt_gemm_tile_from(const struct kt_family *f, const struct kt_config *c,
 	t->cluster_m = 0;
 	t->row_batches = 0;
 	t->persistent = 0;
+	t->pingpong = 0;	/* the family sets the CTA count (kernels/dense.c) */
 	if (c->variant >= 0 && c->variant < f->nvariants) {
 		const char *v = f->variants[c->variant];
 		size_t n = strlen(v);
@@ -85,6 +86,10 @@ unsigned kt_gemm_smem(const struct kt_gemm_tile *t)
 		long ring = t->stages * (t->bm + t->bn) * 128;
 		long epi = t->epi_direct ? 0 : t->bm * (t->bn * 2 + 16);
 
+		/* ping-pong: each consumer warpgroup stages its whole tile for
+		 * the TMA stores, after the ring */
+		if (t->pingpong > 0)
+			return (unsigned)(1024 + ring + 2 * t->bm * t->bn * 2 + 256);
 		if (t->persistent > 0)
 			return (unsigned)(1024 + ring +
 					  (t->epi_direct ? 0 : t->bm * (t->bn > 128 ? 128 : t->bn) * 2) +
@@ -104,6 +109,8 @@ unsigned kt_gemm_threads(const struct kt_gemm_tile *t)
 
 long kt_gemm_acc_regs(const struct kt_gemm_tile *t)
 {
+	if (t->ws && t->pingpong > 0)	/* each consumer owns a whole tile */
+		return t->bm * t->bn / 128;
 	if (t->ws)	/* per consumer thread; the producer holds none */
 		return t->bm * t->bn / (ws_consumers(t) * 128);
 	return t->bm * t->bn / (long)kt_gemm_threads(t);
@@ -160,7 +167,7 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 			   tgt->arch_a ? "a" : "");
 	if (cons != 1 && cons != 2)
 		return WHY("CONSUMERS=%ld must be 1 or 2", cons);
-	if (t->bm % (64 * cons) || t->bm > 256)
+	if (t->pingpong <= 0 && (t->bm % (64 * cons) || t->bm > 256))
 		return WHY("BLOCK_M=%ld must be 64, 128 or 256 and give each of %ld consumer "
 			   "warpgroups whole 64-row tiles", t->bm, cons);
 	if (t->bn != 64 && t->bn != 128 && t->bn != 256)
@@ -182,6 +189,20 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 		return WHY("PERSISTENT (%ld CTAs) with SPLIT_K=%ld, CLUSTER_M=%ld: the persistent "
 			   "walk covers whole tiles of single CTAs", t->persistent, t->split_k,
 			   t->cluster_m);
+	if (t->pingpong > 0 && (t->split_k > 1 || t->cluster_m > 1 || t->persistent > 0 ||
+				t->split_cluster))
+		return WHY("PINGPONG with SPLIT_K=%ld, CLUSTER_M=%ld, PERSISTENT=%ld: the ping-pong "
+			   "kernel is its own persistent walk of whole tiles of single CTAs",
+			   t->split_k, t->cluster_m, t->persistent);
+	if (t->pingpong > 0 && cons != 2)
+		return WHY("PINGPONG with CONSUMERS=%ld: the ping-pong kernel's two consumer "
+			   "warpgroups take turns, CONSUMERS must be 2", cons);
+	if (t->pingpong > 0 && t->bm != 64 && t->bm != 128)
+		return WHY("PINGPONG with BLOCK_M=%ld: each consumer warpgroup owns a whole tile "
+			   "of 64 or 128 rows (1 or 2 m64 wgmma tiles)", t->bm);
+	if (t->pingpong > 0 && (t->epi_direct || t->col_group > 0))
+		return WHY("PINGPONG: C leaves only through the staged TMA stores of whole "
+			   "tiles (no direct epilogue, no column groups)");
 	if ((long)kt_gemm_threads(t) > tgt->max_threads)
 		return WHY("%u threads > %d per block", kt_gemm_threads(t), tgt->max_threads);
 	if (smem > (unsigned long)tgt->smem_optin)
@@ -225,6 +246,9 @@ int kt_gemm_check(const struct kt_gemm_tile *t, long M, long N, long K, unsigned
 	if (t->persistent > 0)
 		return WHY("PERSISTENT (%ld CTAs): only the warp-specialized kernel (ws) has a "
 			   "persistent form", t->persistent);
+	if (t->pingpong > 0)
+		return WHY("PINGPONG: the ping-pong kernel is a form of the warp-specialized "
+			   "one (ws, sm_90a)");
 	if (t->pdl && (tgt->sm < 90 || t->wgmma))
 		return WHY("programmatic dependent launch on gemm_tn: the mma.sync path, sm_90+ "
 			   "(griddepcontrol), target sm_%d", tgt->sm);
@@ -337,6 +361,8 @@ int kt_gemm_defines(const struct kt_gemm_tile *t, struct kt_program *p)
 			rc |= kt_program_define(p, "SPLIT_CLUSTER", 1);
 		if (t->persistent > 0)
 			rc |= kt_program_define(p, "PERSISTENT", 1);
+		if (t->pingpong > 0)
+			rc |= kt_program_define(p, "PINGPONG", 1);
 		if (t->pdl)
 			rc |= kt_program_define(p, "KT_PDL", 1);
 		if (t->l2)
@@ -471,12 +497,12 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	out->grid[0] = (unsigned)(cm * tm * tn);
 	out->grid[1] = 1;	/* split-K: kt_gemm_launches sets SPLIT_K slices */
 	out->grid[2] = (unsigned)batch;
-	if (t->persistent > 0) {
+	if (t->persistent > 0 || t->pingpong > 0) {
 		/* a fixed set of CTAs walks the tm * tn * batch work items;
 		 * more CTAs than items would only start and leave */
-		long items = tm * tn * batch;
+		long items = tm * tn * batch, p = t->pingpong > 0 ? t->pingpong : t->persistent;
 
-		out->grid[0] = (unsigned)(t->persistent < items ? t->persistent : items);
+		out->grid[0] = (unsigned)(p < items ? p : items);
 		out->grid[2] = 1;
 	}
 	out->block[0] = kt_gemm_threads(t);
@@ -484,6 +510,20 @@ static void ws_launch(const struct kt_gemm_tile *t, int program, long M, long N,
 	out->smem = kt_gemm_smem(t);
 	zA = ws_map_arg(out, bufA, M, K, lda, sA, batch, t->bm, t->row_batches > 0);
 	zB = ws_map_arg(out, bufB, N, K, ldb, sB, batch, t->bn / cm, t->row_batches > 0);
+	if (t->pingpong > 0) {
+		/* C through a map (N, M, batch) the TMA stores write: box one
+		 * 128-byte panel of a consumer's tile, the copy engine clips
+		 * at M and N */
+		kt_launch_arg_tmap3(out, bufC, N, M, batch > 1 ? batch : 1, ldc,
+				    batch > 1 ? sC : M * ldc, 64, (int)t->bm, 1);
+		kt_launch_arg_i32(out, M);
+		kt_launch_arg_i32(out, N);
+		kt_launch_arg_i32(out, K);
+		kt_launch_arg_i32(out, zA);
+		kt_launch_arg_i32(out, zB);
+		kt_launch_arg_i32(out, batch);
+		return;
+	}
 	kt_launch_arg_buf(out, bufC);
 	kt_launch_arg_i32(out, M);
 	kt_launch_arg_i32(out, N);

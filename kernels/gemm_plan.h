@@ -83,6 +83,18 @@ struct kt_gemm_tile {
 	long l2;		/* ws only: -DL2_HINT bits (templates/gemm.cu):
 				 * 1 A's loads evict_first, 2 B's, 4 C's stores
 				 * evict_last; 0: none */
+	long pingpong;		/* > 0: the ping-pong ws kernel (-DPINGPONG=1,
+				 * templates/gemm_pingpong.cuh) with this many
+				 * CTAs, set by the caller as persistent's (more
+				 * than the work items are clamped): a persistent
+				 * walk whose two consumer warpgroups (consumers
+				 * 2) each own whole bm x bn tiles (bm 64 or 128)
+				 * and take turns, so one's epilogue overlaps the
+				 * other's main loop; C leaves through TMA stores
+				 * (a third tensor map, over bufC), staged in two
+				 * bm x bn areas after the ring (kt_gemm_smem).
+				 * ws only, staged epilogue, not with split_k,
+				 * cluster_m, persistent or column remaps. 0: off */
 };
 
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
@@ -138,7 +150,11 @@ int kt_program_define(struct kt_program *p, const char *name, long value);
  * batch > 1 maps one batch and passes zA / zB = 0), then C, M, N, K, ldc,
  * sC, zA, zB. A persistent tile (t->persistent > 0) gets grid
  * (min(persistent, tiles * batch), 1, 1) and one more argument, the batch
- * count. With t->row_batches, batches side by side within each row
+ * count. A ping-pong tile (t->pingpong > 0) launches gemm_tn_ws(tA, tB,
+ * tC, M, N, K, zA, zB, batch) on grid (min(pingpong, tiles * batch), 1,
+ * 1): tC is a rank-3 map over bufC (N, M, batch) with strides ldc and sC
+ * (M * ldc for one batch), box (64, bm, 1), 128-byte swizzle, and the
+ * kernel writes C only through it. With t->row_batches, batches side by side within each row
  * (K <= stride < ld, batch * stride <= ld: monarch's x) get the map
  * (k, batch, rows), box (64, 1, rows), and zA / zB = 2, so that the
  * strides stay increasing. */

@@ -383,6 +383,58 @@ KT_DEV void kt_bar_sync(int id, int count)
 	asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+/* Arrives on named barrier `id` without waiting: the producer side of a
+ * hand-off whose consumer side calls kt_bar_sync with the same count. */
+KT_DEV void kt_bar_arrive(int id, int count)
+{
+	asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+/* One box of shared memory at src into a rank-3 tensor map at element
+ * coordinates (c0 innermost, c1, c2): a TMA store, committed to this
+ * thread's bulk group by kt_bulk_commit. Elements outside the tensor are
+ * not written. The shared-memory writes must be fenced to the async proxy
+ * (kt_fence_proxy_async) before, and src not rewritten until
+ * kt_bulk_wait_read says the copy has read it. */
+KT_DEV void kt_tma_store_3d(const kt_tmap_t *m, unsigned src, int c0, int c1, int c2)
+{
+	asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"
+		     " [%0, {%2, %3, %4}], [%1];\n" ::"l"((unsigned long long)m), "r"(src),
+		     "r"(c0), "r"(c1), "r"(c2)
+		     : "memory");
+}
+
+/* kt_tma_store_3d with an L2 policy on the lines it writes. */
+KT_DEV void kt_tma_store_3d_hint(const kt_tmap_t *m, unsigned src, int c0, int c1, int c2,
+				 unsigned long long pol)
+{
+	asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint"
+		     " [%0, {%2, %3, %4}], [%1], %5;\n" ::"l"((unsigned long long)m), "r"(src),
+		     "r"(c0), "r"(c1), "r"(c2), "l"(pol)
+		     : "memory");
+}
+
+KT_DEV void kt_bulk_commit(void)
+{
+	asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+/* Waits until at most N of this thread's bulk groups still read shared
+ * memory (their sources may then be rewritten). */
+template <int N>
+KT_DEV void kt_bulk_wait_read(void)
+{
+	asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+/* Waits until at most N of this thread's bulk groups are incomplete
+ * (their writes done). */
+template <int N>
+KT_DEV void kt_bulk_wait(void)
+{
+	asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /*
  * sm_90a warpgroup MMA (wgmma.mma_async), shared by gemm.cu's wgmma paths
  * and blockattn_ws.cu. Operands in shared memory are described by matrix

@@ -16,7 +16,7 @@
  * >= 2), GROUP_M (tile rows walked together for L2 reuse; 1 = row-major
  * tile order), SPLIT_K (> 1: fp32 partials that splitk_reduce sums), WGMMA
  * or WS (the sm_90a main loops; with WS: CONSUMERS, EPILOGUE, CLUSTER_M,
- * PERSISTENT, L2_HINT), output column remaps COLGRP/COLGSTRIDE and COLSTEP
+ * PERSISTENT, PINGPONG, L2_HINT), output column remaps COLGRP/COLGSTRIDE and COLSTEP
  * (monarch's relayout variants), KT_PDL with PDL_PREFETCH (gemm_mma.cuh).
  * Each is described where it is checked or used.
  *
@@ -30,6 +30,8 @@
  *       gemm_tn: A and B as TMA tensor maps (see its comment below); with
  *       SPLIT_K > 1 grid.y = SPLIT_K and C an fp32 workspace, as gemm_tn.
  *       With -DPERSISTENT=1: (..., zA, zB, batch), grid (P, 1, 1).
+ *       With -DPINGPONG=1 (gemm_pingpong.cuh): (tA, tB, tC, M, N, K, zA,
+ *       zB, batch), grid (P, 1, 1), C stored through the tensor map tC.
  *   splitk_reduce(W, C, M, N, ldc, splits)   the split-K sum into bf16 C.
  *   lowrank_fused(X, V, U, Y, M, K, N)   only when RANK is defined:
  *       Y (M x N) = (X (M x K) . V (RANK x K)^T) . U (N x RANK)^T with the
@@ -38,9 +40,10 @@
  * The main loops live in one file each, included below in this order:
  * gemm_epi.cuh (the accumulator stores, tile order and split-K reduction
  * they share), gemm_mma.cuh (mma.sync: gemm_tn, lowrank_fused),
- * gemm_wgmma.cuh (-DWGMMA=1) and gemm_ws.cuh (-DWS=1, the warp-specialized
+ * gemm_wgmma.cuh (-DWGMMA=1), gemm_ws.cuh (-DWS=1, the warp-specialized
  * TMA kernel that keeps up with cuBLAS; docs/families/dense.md compares the
- * three). Their bodies are C++ templates; NVRTC only sees the -D configured
+ * three) and gemm_pingpong.cuh (-DWS=1 -DPINGPONG=1, two consumer
+ * warpgroups taking turns on whole tiles). Their bodies are C++ templates; NVRTC only sees the -D configured
  * instance. blast.cu and monarch.cu include this file with
  * -DKT_GEMM_NO_KERNELS=1 for the bodies alone.
  */
@@ -90,6 +93,7 @@
 #include "gemm_mma.cuh"
 #include "gemm_wgmma.cuh"
 #include "gemm_ws.cuh"
+#include "gemm_pingpong.cuh"
 
 #ifndef KT_GEMM_NO_KERNELS
 
@@ -150,7 +154,26 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
-#if PERSISTENT
+#ifndef PINGPONG
+#define PINGPONG 0
+#endif
+#if PINGPONG
+#if PERSISTENT || SPLIT_K > 1 || CLUSTER_M > 1 || SPLIT_CLUSTER || CONSUMERS != 2 || \
+	EPILOGUE != 1 || COLGRP
+#error "gemm.cu -DPINGPONG=1: CONSUMERS=2, the TMA-store epilogue, no split-K, clusters, column groups or PERSISTENT"
+#endif
+/* grid (P, 1, 1): two consumer warpgroups each own whole BLOCK_M x BLOCK_N
+ * tiles and take turns (gemm_pingpong.cuh has the contract); C only
+ * through tC, a rank-3 map (N, M, batch) with box (64, BLOCK_M, 1) */
+extern "C" __global__ void __launch_bounds__(384, 1)
+gemm_tn_ws(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
+	   const __grid_constant__ kt_tmap_t tC, int M, int N, int K, int zA, int zB, int batch)
+{
+	kt_pdl_wait();
+	ktg::gemm_tn_ws_pingpong_body<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(&tA, &tB, &tC, M, N, K, zA,
+									zB, batch);
+}
+#elif PERSISTENT
 #if SPLIT_K > 1 || CLUSTER_M > 1
 #error "gemm.cu -DPERSISTENT=1: no split-K or clusters (one walk of whole tiles per CTA)"
 #endif

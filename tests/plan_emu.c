@@ -234,14 +234,12 @@ static void ws_tile_at(long long pid, long long M, long long N, long bm, long bn
  * elements (masked at the M and N edges) from k-tiles of 64 through the
  * maps. Work items the walk never reaches leave C as it was (NaN where
  * nothing else wrote); one reached twice is an assertion. */
-static void emu_gemm_ws_persistent(struct emu *m, const struct kt_launch *l, long bm, long bn,
-				   long gm)
+static void emu_gemm_ws_walk(struct emu *m, const struct kt_launch *l, long bm, long bn, long gm,
+			     int C, long long M, long long N, long long K, long long ldc,
+			     long long sC, long long zA, long long zB, long long nb)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
 	const struct kt_arg *tA = &l->args[0], *tB = &l->args[1];
-	int C = emu_ab(l, 2);
-	long long M = emu_ai(l, 3), N = emu_ai(l, 4), K = emu_ai(l, 5), ldc = emu_ai(l, 6);
-	long long sC = emu_ai(l, 7), zA = emu_ai(l, 8), zB = emu_ai(l, 9), nb = emu_ai(l, 10);
 	long long tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn), items = tiles * nb;
 	long long P = l->grid[0], kend = (K + 63) / 64 * 64, b, w, t, c, k;
 	unsigned char *seen;
@@ -271,6 +269,42 @@ static void emu_gemm_ws_persistent(struct emu *m, const struct kt_launch *l, lon
 	free(seen);
 }
 
+static void emu_gemm_ws_persistent(struct emu *m, const struct kt_launch *l, long bm, long bn,
+				   long gm)
+{
+	emu_gemm_ws_walk(m, l, bm, bn, gm, emu_ab(l, 2), emu_ai(l, 3), emu_ai(l, 4), emu_ai(l, 5),
+			 emu_ai(l, 6), emu_ai(l, 7), emu_ai(l, 8), emu_ai(l, 9), emu_ai(l, 10));
+}
+
+/* gemm_tn_ws with -DPINGPONG=1, (tA, tB, tC, M, N, K, zA, zB, batch): the
+ * persistent walk (two consumer warpgroups share a CTA's items; which one
+ * computes an item changes nothing here), C written through tC, a map (N,
+ * M, batch) whose box is one 64-column panel of a bm-row tile and whose
+ * strides are ldc and sC. */
+static void emu_gemm_ws_pingpong(struct emu *m, const struct kt_launch *l, long bm, long bn,
+				 long gm)
+{
+	const struct kt_arg *tC = &l->args[2];
+	const struct kt_tmap *c = &tC->tmap;
+	long long M = emu_ai(l, 3), N = emu_ai(l, 4), nb = emu_ai(l, 8);
+	char why[200] = "";
+
+	CU_ASSERT_EQUAL_FATAL(tC->kind, KT_ARG_TMAP);
+	CU_ASSERT_FATAL(tC->buf >= 0 && tC->buf < m->nb);
+	CU_ASSERT_EQUAL(measure_tmap_check(c, &m->bufs[tC->buf], why, sizeof(why)), 0);
+	if (why[0])
+		fprintf(stderr, "\n  tensor map of C: %s\n", why);
+	CU_ASSERT_EQUAL(c->rank, 3);
+	CU_ASSERT(c->dims[0] == N && c->dims[1] == M && c->dims[2] == nb);
+	CU_ASSERT(c->box[0] == 64 && c->box[1] == bm && c->box[2] == 1);
+	CU_ASSERT_EQUAL(c->swizzle, 128);
+	CU_ASSERT(c->strides[1] >= N && c->strides[1] % 8 == 0 && c->strides[2] % 8 == 0);
+	CU_ASSERT((size_t)((nb - 1) * c->strides[2] + (M - 1) * c->strides[1] + N - 1) <
+		  m->bufs[tC->buf].elems);
+	emu_gemm_ws_walk(m, l, bm, bn, gm, tC->buf, M, N, emu_ai(l, 5), c->strides[1],
+			 c->strides[2], emu_ai(l, 6), emu_ai(l, 7), nb);
+}
+
 /* gemm_tn_ws(tA, tB, C, M, N, K, ldc, sC, zA, zB): k-tiles of 64 through
  * the maps (past K the map's zero fill); SPLIT_K: slice blockIdx.y of
  * whole k-tiles into fp32 workspace slices; PERSISTENT: the walk above. */
@@ -278,13 +312,36 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 {
 	const struct kt_program *p = &m->plan->programs[l->program];
 	const struct kt_arg *tA = &l->args[0], *tB = &l->args[1];
-	int C = emu_ab(l, 2);
-	long long M = emu_ai(l, 3), N = emu_ai(l, 4), K = emu_ai(l, 5), ldc = emu_ai(l, 6);
-	long long sC = emu_ai(l, 7), zA = emu_ai(l, 8), zB = emu_ai(l, 9);
+	int C;
+	long long M, N, K, ldc, sC, zA, zB;
 	long bm = emu_define(p, "BLOCK_M"), bn = emu_define(p, "BLOCK_N");
 	long cons = emu_define(p, "CONSUMERS"), sk = emu_define(p, "SPLIT_K");
 	long long z, t, c, k, sl, kc, k0, kend;
 
+	if (emu_define(p, "PINGPONG") == 1) {	/* its own argument list */
+		CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
+		CU_ASSERT_EQUAL(emu_define(p, "WS"), 1);
+		CU_ASSERT(emu_define(p, "COLGRP") == -1 && emu_define(p, "SPLIT_K") <= 1);
+		CU_ASSERT_FATAL(bm > 0 && bn > 0);
+		CU_ASSERT_EQUAL_FATAL(l->nargs, 9);
+		CU_ASSERT(cons == 2 && emu_define(p, "EPILOGUE") == 1);
+		CU_ASSERT(emu_define(p, "CLUSTER_M") <= 1 && emu_define(p, "PERSISTENT") != 1);
+		CU_ASSERT_EQUAL(l->block[0], 384u);
+		CU_ASSERT(l->grid[1] == 1 && l->grid[2] == 1);
+		ws_map_ok(m, tA, emu_ai(l, 6), bm);
+		ws_map_ok(m, tB, emu_ai(l, 7), bn);
+		CU_ASSERT(emu_ai(l, 5) % 8 == 0 && emu_ai(l, 4) % 8 == 0);
+		emu_gemm_ws_pingpong(m, l, bm, bn, emu_define(p, "GROUP_M"));
+		return;
+	}
+	C = emu_ab(l, 2);
+	M = emu_ai(l, 3);
+	N = emu_ai(l, 4);
+	K = emu_ai(l, 5);
+	ldc = emu_ai(l, 6);
+	sC = emu_ai(l, 7);
+	zA = emu_ai(l, 8);
+	zB = emu_ai(l, 9);
 	CU_ASSERT_STRING_EQUAL(p->tpl, "gemm");
 	CU_ASSERT_EQUAL(emu_define(p, "WS"), 1);
 	emu_col_ok(p);

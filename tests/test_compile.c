@@ -453,6 +453,54 @@ static void test_compile_space(void)
 					    (unsigned)kt_gemm_threads(&ct));
 			}
 		}
+		/* the ping-pong form (-DPINGPONG=1, gemm_pingpong.cuh): each
+		 * consumer warpgroup's whole tile at the accumulator limit
+		 * (128x128, 64x256), the smaller 64x128, an L2 hint on every
+		 * copy (the TMA stores' cache_hint form) and PDL */
+		{
+			static const long pt[][5] = {
+				/* bm, bn, stages, group_m, l2 */
+				{128, 128, 4, 8, 0},
+				{128, 128, 5, 1, 0},
+				{64, 256, 4, 8, 0},
+				{64, 128, 6, 8, 7},
+			};
+			struct kt_target tgt;
+			size_t i;
+
+			memset(&tgt, 0, sizeof(tgt));
+			CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &tgt), 0);
+			for (i = 0; i < sizeof(pt) / sizeof(pt[0]); i++) {
+				struct kt_gemm_tile ct;
+				struct kt_program p;
+				char label[96], why[200];
+
+				memset(&ct, 0, sizeof(ct));
+				memset(&p, 0, sizeof(p));
+				ct.bm = pt[i][0];
+				ct.bn = pt[i][1];
+				ct.bk = 64;
+				ct.wm = ct.bm / 16;
+				ct.wn = 1;
+				ct.stages = pt[i][2];
+				ct.group_m = pt[i][3];
+				ct.l2 = pt[i][4];
+				ct.pdl = i == 3;
+				ct.split_k = 1;
+				ct.ws = 1;
+				ct.consumers = 2;
+				ct.pingpong = 132;
+				CU_ASSERT_EQUAL(kt_gemm_check(&ct, 1024, 4096, 1024, 0, &tgt, why,
+							      sizeof(why)), 0);
+				p.tpl = "gemm";
+				CU_ASSERT_EQUAL(kt_gemm_defines(&ct, &p), 0);
+				snprintf(label, sizeof(label),
+					 "gemm wgmma_ws PINGPONG %ldx%ld s%ld g%ld l2 %ld pdl %ld", ct.bm,
+					 ct.bn, ct.stages, ct.group_m, ct.l2, ct.pdl);
+				add_program(label, &p, "sm_90a", kt_gemm_smem(&ct),
+					    (unsigned)kt_gemm_threads(&ct));
+			}
+		}
 		/* lowrank's stages on the ws kernel, where the z GEMM
 		 * (1024 x 1024 x 4096) takes split-K */
 		add_family(kt_family_find("lowrank"), lbig, "sm_90a", 0, "unfused_ws");

@@ -1311,6 +1311,228 @@ static void test_ws_persistent(void)
 	free(ref);
 }
 
+/* The ping-pong ws kernel (-DPINGPONG=1): kt_gemm_check's rules, its shared
+ * memory, defines and launch (a third map, over C), the emulated walk at
+ * several grid sizes (an odd item count per CTA among them), and dense's
+ * optional PINGPONG param (a key without it is the one-tile kernel). */
+static void test_ws_pingpong(void)
+{
+	struct kt_gemm_tile t;
+	struct kt_launch l;
+	struct kt_plan p;
+	struct emu m;
+	const long M = 200, N = 264, K = 328, Z = 3;
+	const long lda = K + 16, ldb = K + 8, ldc = N + 8;
+	const long sA = M * lda + 64, sB = N * ldb + 8, sC = M * ldc + 16;
+	const long grids[] = {1, 5, 7, 1000};
+	struct kt_target tgt = ft_target("sm_90a"), t90 = ft_target("sm_90");
+	struct kt_shape ds = ft_shape(dense, "tokens=1024,in=1024,out=4096");
+	struct kt_config c;
+	struct kt_err e = {0};
+	char why[200], key[256];
+	float *ref;
+	long i, z, r, col, k, g;
+	unsigned st = 4242;
+
+	/* accepted: each consumer's whole tile, 128x128 or 64x256 at most */
+	ws_tile(&t, 128, 128, 2, 1);
+	t.pingpong = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(kt_gemm_acc_regs(&t), 128);
+	CU_ASSERT_EQUAL(kt_gemm_threads(&t), 384);
+	/* the ring, then two whole-tile staging areas */
+	CU_ASSERT_EQUAL(kt_gemm_smem(&t), 1024 + 4 * (128 + 128) * 128 + 2 * 128 * 128 * 2 + 256);
+	memset(&p, 0, sizeof(p));
+	CU_ASSERT_EQUAL(kt_gemm_defines(&t, &p.programs[0]), 0);
+	CU_ASSERT(has_define(&p.programs[0], "PINGPONG=1"));
+	CU_ASSERT(has_define(&p.programs[0], "CONSUMERS=2"));
+	CU_ASSERT(has_define(&p.programs[0], "EPILOGUE=1"));
+	CU_ASSERT_FALSE(has_define(&p.programs[0], "PERSISTENT=1"));
+	t.stages = 5;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 0);
+	t.stages = 6;	/* 256 KiB of ring and staging */
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
+	ws_tile(&t, 64, 256, 2, 1);
+	t.pingpong = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL(kt_gemm_acc_regs(&t), 128);
+	/* refused, each with its reason */
+	ws_tile(&t, 128, 256, 2, 1);	/* 256 accumulators a thread */
+	t.pingpong = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	ws_tile(&t, 256, 64, 2, 1);
+	t.pingpong = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "64 or 128 rows"));
+	ws_tile(&t, 128, 128, 1, 1);
+	t.pingpong = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "CONSUMERS must be 2"));
+	ws_tile(&t, 128, 128, 2, 2);
+	t.pingpong = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 1024, 4096, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PINGPONG"));
+	ws_tile(&t, 128, 128, 2, 1);
+	t.pingpong = 132;
+	t.cluster_m = 2;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PINGPONG"));
+	t.cluster_m = 0;
+	t.persistent = 132;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PINGPONG"));
+	t.persistent = 0;
+	t.epi_direct = 1;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "TMA stores"));
+	t.epi_direct = 0;
+	t.col_group = 64;
+	t.col_gstride = 128;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "column groups"));
+	t.col_group = t.col_gstride = 0;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &t90, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+	t.ws = 0;
+	t.bk = 32;
+	t.wm = 2;
+	t.wn = 4;
+	CU_ASSERT_EQUAL(kt_gemm_check(&t, 1024, 4096, 1024, 0, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PINGPONG"));
+
+	/* the launch: 2 x 3 tiles x 3 batches = 18 work items */
+	ws_tile(&t, 128, 128, 2, 1);
+	t.pingpong = 5;
+	kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, sB, 2, ldc, sC, Z, &l);
+	CU_ASSERT_STRING_EQUAL(l.kernel, "gemm_tn_ws");
+	CU_ASSERT(l.grid[0] == 5 && l.grid[1] == 1 && l.grid[2] == 1);
+	CU_ASSERT_EQUAL(l.block[0], 384);
+	CU_ASSERT_EQUAL(l.smem, kt_gemm_smem(&t));
+	CU_ASSERT_EQUAL_FATAL(l.nargs, 9);
+	CU_ASSERT_EQUAL(l.args[2].kind, KT_ARG_TMAP);
+	CU_ASSERT_EQUAL(l.args[2].buf, 2);
+	CU_ASSERT(l.args[2].tmap.dims[0] == N && l.args[2].tmap.dims[1] == M &&
+		  l.args[2].tmap.dims[2] == Z);
+	CU_ASSERT(l.args[2].tmap.strides[1] == ldc && l.args[2].tmap.strides[2] == sC);
+	CU_ASSERT(l.args[2].tmap.box[0] == 64 && l.args[2].tmap.box[1] == 128 &&
+		  l.args[2].tmap.box[2] == 1);
+	CU_ASSERT_EQUAL(l.args[8].i, Z);
+	t.pingpong = 1L << 30;	/* SM count unknown: one CTA per item */
+	kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, sB, 2, ldc, sC, Z, &l);
+	CU_ASSERT_EQUAL(l.grid[0], 2 * 3 * Z);
+
+	/* emulated: every item once at every grid size (1 CTA; 5 and 7: odd
+	 * item counts per CTA, so consumer 0 has one more than consumer 1) */
+	memset(&m, 0, sizeof(m));
+	memset(&p, 0, sizeof(p));
+	m.plan = &p;
+	m.nb = 3;
+	p.nprograms = 1;
+	m.bufs[0].dtype = m.bufs[1].dtype = m.bufs[2].dtype = KT_BF16;
+	m.bufs[0].elems = (size_t)(sA * Z);
+	m.bufs[1].elems = (size_t)(sB * Z);
+	m.bufs[2].elems = (size_t)(sC * Z);
+	for (i = 0; i < 3; i++) {
+		m.d[i] = malloc(m.bufs[i].elems * sizeof(float));
+		CU_ASSERT_PTR_NOT_NULL_FATAL(m.d[i]);
+	}
+	for (i = 0; i < 2; i++) {
+		size_t el;
+
+		for (el = 0; el < m.bufs[i].elems; el++) {
+			st = st * 1103515245u + 12345u;
+			m.d[i][el] = (float)((int)((st >> 16) % 17) - 8) / 8.f;
+		}
+	}
+	ref = malloc((size_t)(sC * Z) * sizeof(float));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+	for (z = 0; z < Z; z++)
+		for (r = 0; r < M; r++)
+			for (col = 0; col < N; col++) {
+				double acc = 0;
+
+				for (k = 0; k < K; k++)
+					acc += (double)m.d[0][z * sA + r * lda + k] *
+					       m.d[1][z * sB + col * ldb + k];
+				ref[z * sC + r * ldc + col] = (float)acc;
+			}
+	for (g = 0; g < (long)(sizeof(grids) / sizeof(grids[0])); g++) {
+		long bad = 0, nan = 0;
+
+		ws_tile(&t, g % 2 ? 64 : 128, g % 2 ? 256 : 128, 2, 1);
+		t.group_m = g == 2 ? 1 : 8;
+		t.pingpong = grids[g];
+		memset(&p.programs[0], 0, sizeof(p.programs[0]));
+		p.programs[0].tpl = "gemm";
+		CU_ASSERT_EQUAL(kt_gemm_defines(&t, &p.programs[0]), 0);
+		kt_gemm_launch(&t, 0, M, N, K, 0, lda, sA, 1, ldb, sB, 2, ldc, sC, Z, &l);
+		for (i = 0; i < (long)m.bufs[2].elems; i++)
+			m.d[2][i] = NAN;
+		emu_launch(&m, &l);
+		for (z = 0; z < Z; z++)
+			for (r = 0; r < M; r++)
+				for (col = 0; col < N; col++) {
+					float y = m.d[2][z * sC + r * ldc + col];
+
+					nan += isnan(y);
+					bad += fabsf(y - ref[z * sC + r * ldc + col]) > 1e-3f;
+				}
+		CU_ASSERT_EQUAL(nan, 0);
+		CU_ASSERT_EQUAL(bad, 0);
+	}
+	CU_ASSERT_EQUAL(m.oob, 0);
+	CU_ASSERT_EQUAL(m.unknown, 0);
+	for (i = 0; i < 3; i++)
+		free(m.d[i]);
+	free(ref);
+
+	/* dense: a key from before PINGPONG is the one-tile kernel; with
+	 * PINGPONG=1 the plan walks one CTA per SM */
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense,
+		"variant=wgmma_ws,BLOCK_M=128,BLOCK_N=128,STAGES=4,GROUP_M=8,CONSUMERS=2", &c, &e), 0);
+	CU_ASSERT_EQUAL(kt_config_get(dense, &c, "PINGPONG"), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &ds, &c, &tgt, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &ds, &c, &tgt, &p, &e), 0);
+	CU_ASSERT_FALSE(has_define(&p.programs[0], "PINGPONG=1"));
+	CU_ASSERT_EQUAL(p.launch[0].nargs, 10);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense,
+		"variant=wgmma_ws,BLOCK_M=128,BLOCK_N=128,STAGES=4,GROUP_M=8,CONSUMERS=2,PINGPONG=1",
+		&c, &e), 0);
+	kt_config_key(dense, &c, key, sizeof(key));
+	CU_ASSERT_PTR_NOT_NULL(strstr(key, "PINGPONG=1"));
+	CU_ASSERT_EQUAL(dense->check(dense, &ds, &c, &tgt, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &ds, &c, &tgt, &p, &e), 0);
+	CU_ASSERT(has_define(&p.programs[0], "PINGPONG=1"));
+	CU_ASSERT_EQUAL(p.nlaunch, 1);
+	CU_ASSERT_EQUAL(p.launch[0].nargs, 9);
+	/* 8 x 32 tiles: one CTA each where the SM count is unknown, else one
+	 * per SM */
+	CU_ASSERT_EQUAL(p.launch[0].grid[0], tgt.sms > 0 ? (unsigned)tgt.sms : 256u);
+	{
+		struct kt_target t132 = tgt;
+
+		t132.sms = 132;
+		CU_ASSERT_EQUAL_FATAL(dense->plan(dense, &ds, &c, &t132, &p, &e), 0);
+		CU_ASSERT_EQUAL(p.launch[0].grid[0], 132u);
+	}
+	/* the space's rules: 128 or 256 columns, 4+ stages, two consumers */
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense,
+		"variant=wgmma_ws,BLOCK_M=128,BLOCK_N=64,STAGES=4,GROUP_M=8,CONSUMERS=2,PINGPONG=1",
+		&c, &e), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &ds, &c, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "PINGPONG"));
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense,
+		"variant=wgmma_ws,BLOCK_M=128,BLOCK_N=128,STAGES=3,GROUP_M=8,CONSUMERS=2,PINGPONG=1",
+		&c, &e), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &ds, &c, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(dense,
+		"variant=wgmma_ws,BLOCK_M=128,BLOCK_N=128,STAGES=4,GROUP_M=8,CONSUMERS=1,PINGPONG=1",
+		&c, &e), 0);
+	CU_ASSERT_EQUAL(dense->check(dense, &ds, &c, &tgt, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "CONSUMERS"));
+}
+
 /* lowrank unfused_ws: both stages on gemm_tn_ws, z split along K. */
 static void test_lowrank_ws(void)
 {
@@ -1827,6 +2049,7 @@ int main(void)
 		    test_ws_interleaved_batches);
 	CU_add_test(s, "ws split-K", test_ws_splitk);
 	CU_add_test(s, "ws persistent: checks, launch, emulated walk", test_ws_persistent);
+	CU_add_test(s, "ws ping-pong: checks, launch, tC map, emulated walk", test_ws_pingpong);
 	CU_add_test(s, "lowrank unfused_ws plan (tensor maps, split z)", test_lowrank_ws);
 	CU_add_test(s, "lowrank unfused PDL: the dependents flagged, the first launch not", test_lowrank_pdl);
 	CU_add_test(s, "lowrank unfused_ws space: exact pruning, every valid config plans",

@@ -26,7 +26,10 @@
  * persist` only the persistent ws kernel (-DPERSISTENT=1) against the
  * one-tile one (pcfgs: edge shapes with 1, 5 and SM-count CTAs, then
  * BLAST's batched stages, timed; a table last; `persist small` the edge
- * shapes only, for compute-sanitizer). PROBE_NO_CM2=1
+ * shapes only, for compute-sanitizer); `gemm_probe 30 pingpong` the
+ * ping-pong kernel (-DPINGPONG=1, ppcfgs) on edge shapes, then timed beside
+ * cuBLAS, the one-tile and the persistent ws kernels on the stage GEMMs
+ * (`pingpong small`: the edge shapes only). PROBE_NO_CM2=1
  * leaves the cluster tiles out. A first launch that does not finish in
  * 10 s prints HANG and exits 4.
  */
@@ -145,6 +148,41 @@ static int pcfg_smem(const pcfg &c)
 	       (c.pfn && c.epi ? c.bm * std::min(c.bn, 128) * 2 : 0) + 256;
 }
 
+/* the ping-pong form (gemm.cu -DWS=1 -DPINGPONG=1): grid (P, 1, 1), two
+ * consumer warpgroups each owning whole BM x BN tiles, C through tC */
+template <int BM, int BN, int ST, int GM>
+__global__ void __launch_bounds__(384, 1)
+k_wspp(const __grid_constant__ kt_tmap_t tA, const __grid_constant__ kt_tmap_t tB,
+       const __grid_constant__ kt_tmap_t tC, int M, int N, int K, int zA, int zB, int batch)
+{
+	ktg::gemm_tn_ws_pingpong_body<BM, BN, ST, GM>(&tA, &tB, &tC, M, N, K, zA, zB, batch);
+}
+
+typedef void (*wspp_fn)(const kt_tmap_t, const kt_tmap_t, const kt_tmap_t, int, int, int, int,
+			int, int);
+
+struct ppcfg {
+	const char *name;
+	wspp_fn fn;
+	int bm, bn, st, gm;
+};
+#define PP(BM, BN, ST, GM) \
+	{"pingpong " #BM "x" #BN " s" #ST " g" #GM, k_wspp<BM, BN, ST, GM>, BM, BN, ST, GM}
+static const ppcfg ppcfgs[] = {
+	PP(128, 128, 4, 8),
+	PP(128, 128, 5, 8),
+	PP(128, 128, 4, 1),
+	PP(64, 256, 4, 8),
+	PP(64, 128, 6, 8),
+	PP(64, 128, 4, 8),
+};
+
+/* kt_gemm_smem: the ring, two whole-tile staging areas */
+static int ppcfg_smem(const ppcfg &c)
+{
+	return 1024 + c.st * (c.bm + c.bn) * 128 + 2 * c.bm * c.bn * 2 + 256;
+}
+
 /* split-K on the ws kernel (gemm.cu -DWS=1 -DSPLIT_K=SK): fp32 partials */
 template <int BM, int BN, int ST, int CONS, int SK>
 __global__ void __launch_bounds__((CONS + 1) * 128, 1)
@@ -250,6 +288,28 @@ static kt_tmap_t make_map_rows_last(const bf *p, long long rows, long long K, lo
 		   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 	if (r != CUDA_SUCCESS) {
 		fprintf(stderr, "cuTensorMapEncodeTiled (k, batch, rows): %d\n", (int)r);
+		exit(1);
+	}
+	return m;
+}
+
+/* The map kt_gemm_launch builds over C for the ping-pong kernel: (N, M,
+ * batch), strides ldc and sC (M * ldc for one batch), box (64, box_rows,
+ * 1), 128-byte swizzle; the TMA stores clip at N and M. */
+static kt_tmap_t make_cmap(const bf *p, long long M, long long N, long long ldc, long long batch,
+			   long long sC, int box_rows)
+{
+	kt_tmap_t m;
+	cuuint64_t dims[3] = {(cuuint64_t)N, (cuuint64_t)M, (cuuint64_t)batch};
+	cuuint64_t strides[2] = {(cuuint64_t)ldc * 2, (cuuint64_t)(batch > 1 ? sC : M * ldc) * 2};
+	cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, es[3] = {1, 1, 1};
+	CUresult r;
+
+	r = encode((CUtensorMap *)&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)p, dims, strides,
+		   box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+		   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "cuTensorMapEncodeTiled (C): %d\n", (int)r);
 		exit(1);
 	}
 	return m;
@@ -600,6 +660,211 @@ static int run_persist(int reps, int sms, bool small)
 	return wrong;
 }
 
+/* Relative L2 error of C against Cr over the Z x M x N elements of a
+ * strided C (row stride ldc, batch stride sC); *untouched counts the
+ * padding elements (columns N..ldc-1, the gap between batches) that are
+ * no longer the 0xffff C was filled with: a store past the map's edges. */
+static double rel_l2_strided(const bf *C, const bf *Cr, int Z, int M, int N, long long ldc,
+			     long long sC, int *nonfinite, long *pad_written)
+{
+	const size_t n = (size_t)sC * Z;
+	std::vector<unsigned short> hc(n);
+	std::vector<bf> hr(n);
+	double num = 0, den = 0;
+
+	CK(cudaMemcpy(hc.data(), C, n * 2, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(hr.data(), Cr, n * 2, cudaMemcpyDeviceToHost));
+	*nonfinite = 0;
+	*pad_written = 0;
+	for (size_t i = 0; i < n; i++) {
+		const long long z = (long long)i / sC, o = (long long)i % sC;
+		const long long r = o / ldc, c = o % ldc;
+
+		if (r >= M || c >= N) {
+			*pad_written += hc[i] != 0xffff;
+			continue;
+		}
+		unsigned u = (unsigned)hc[i] << 16;
+		float x, y = __bfloat162float(hr[i]);
+
+		memcpy(&x, &u, 4);
+		if (!std::isfinite(x)) {
+			(*nonfinite)++;
+			continue;
+		}
+		num += ((double)x - y) * ((double)x - y);
+		den += (double)y * y;
+		(void)z;
+	}
+	return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+/*
+ * `gemm_probe REPS pingpong [small]`: the ping-pong kernel (ppcfgs) checked
+ * against cuBLAS on every output. First edge shapes: M, N and K not
+ * multiples of the tile, padded ldc and batch strides (the C map's strides;
+ * the padding must stay untouched), a shared B, one and two tiles in all,
+ * on grids of 1 CTA, 5 and 7 (odd item counts per CTA: consumer 0 one item
+ * more than consumer 1) and the SM count. Then, unless small, the stage
+ * GEMMs timed beside cuBLAS, the best one-tile ws and the best persistent
+ * (pcfgs): dense 1024x4096x1024 (lowrank's y), 1024x1024x4096,
+ * 1024x4096x4096 and BLAST's batched stages; a table last. Returns the
+ * wrong results.
+ */
+static int run_pingpong(int reps, int sms, bool small)
+{
+	struct { int Z, M, N, K, shared, pad; } shapes[] = {
+		{3, 200, 264, 328, 0, 1}, {3, 200, 264, 328, 1, 1}, {2, 77, 136, 64, 0, 0},
+		{1, 100, 200, 40, 0, 1}, {1, 60, 120, 72, 0, 0},
+		{1, 1024, 4096, 1024, 0, 0}, {1, 1024, 1024, 4096, 0, 0}, {1, 1024, 4096, 4096, 0, 0},
+		{16, 1024, 1024, 256, 0, 0}, {16, 1024, 256, 1024, 0, 0}, {16, 16384, 1024, 256, 0, 0},
+		{16, 16384, 256, 1024, 0, 0},
+	};
+	struct row {
+		int Z, M, N, K;
+		double cublas, one, pers, pp;
+		std::string onename, persname, ppname;
+		int wrong;
+	};
+	std::vector<row> rows;
+	int wrong = 0;
+
+	for (const ppcfg &c : ppcfgs)
+		CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					ppcfg_smem(c)));
+	for (const pcfg &c : pcfgs)
+		CK(cudaFuncSetAttribute(c.fn ? (const void *)c.fn : (const void *)c.pfn,
+					cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg_smem(c)));
+	printf("%-34s %3s %6s %6s %6s %5s %10s %10s %8s %8s\n", "config", "Z", "M", "N", "K", "grid",
+	       "us", "TFLOP/s", "xcublas", "relerr");
+	for (auto &s : shapes) {
+		const int Z = s.Z, M = s.M, N = s.N, K = s.K;
+		const bool timed = M >= 1024;
+
+		if (small && timed)
+			continue;
+		const long long ldc = s.pad ? N + 8 : N, sC = s.pad ? M * ldc + 16 : (long long)M * N;
+		const long long sB = s.shared ? 0 : (long long)N * K;
+		const size_t nc = (size_t)Z * sC;
+		bf *A = dev_rand((size_t)Z * M * K, 1.f);
+		bf *B = dev_rand((size_t)(s.shared ? 1 : Z) * N * K, 1.f / sqrtf(K));
+		bf *C, *Cr;
+		double flop = 2.0 * Z * M * N * K, tcb = 0;
+		row r = {Z, M, N, K, 0, 1e30, 1e30, 1e30, "-", "-", "-", 0};
+
+		CK(cudaMalloc(&C, nc * 2));
+		CK(cudaMalloc(&Cr, nc * 2));
+		CK(cudaMemset(Cr, 0, nc * 2));
+		if (s.pad || s.shared) {
+			for (int z = 0; z < Z; z++)
+				cublas_tn_ld(A + (long long)z * M * K, K, B + z * sB, K, Cr + z * sC, ldc, M,
+					     N, K);
+		} else {
+			cublas_tn_batched(A, B, sB, Cr, M, N, K, Z);
+		}
+		if (timed)
+			tcb = time_us([&] { cublas_tn_batched(A, B, sB, Cr, M, N, K, Z); }, reps);
+		r.cublas = tcb;
+		printf("%-34s %3d %6d %6d %6d %5s %10.2f %10.1f %8.2f %8s\n", "cublas", Z, M, N, K, "-",
+		       tcb, tcb > 0 ? flop / tcb / 1e6 : 0.0, 1.0, "-");
+		/* ping-pong: edge shapes on 1, 5, 7 CTAs and one per SM */
+		for (const ppcfg &c : ppcfgs) {
+			if (c.bm / 2 >= M || c.bn / 2 >= N)
+				continue;
+			const int tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
+			kt_tmap_t ta = make_map(A, M, K, K, Z, (long long)M * K, c.bm);
+			kt_tmap_t tb = make_map(B, N, K, K, s.shared ? 1 : Z, sB, c.bn);
+			kt_tmap_t tc = make_cmap(C, M, N, ldc, Z, sC, c.bm);
+			const int zB = s.shared ? 0 : 1, smem = ppcfg_smem(c);
+			int grids[4] = {sms, 1, 5, 7}, ng = timed ? 1 : 4;
+
+			for (int g = 0; g < ng; g++) {
+				const int P = std::min(grids[g], tiles * Z);
+				auto run = [&] {
+					c.fn<<<P, 384, smem>>>(ta, tb, tc, M, N, K, 1, zB, Z);
+				};
+				int nf;
+				long padw;
+				double err, t = 0;
+				bool bad;
+
+				CK(cudaMemset(C, 0xff, nc * 2));
+				run();
+				sync_or_die(c.name);
+				CK(cudaGetLastError());
+				err = rel_l2_strided(C, Cr, Z, M, N, ldc, sC, &nf, &padw);
+				bad = nf || padw || err > 1e-2;
+				if (timed && !bad)
+					t = time_us(run, reps);
+				r.wrong += bad;
+				if (timed && !bad && t < r.pp)
+					r.pp = t, r.ppname = c.name;
+				printf("%-34s %3d %6d %6d %6d %5d %10.2f %10.1f %8.2f %8.1e%s%s\n", c.name, Z,
+				       M, N, K, P, t, t > 0 ? flop / t / 1e6 : 0.0, tcb > 0 ? t / tcb : 0.0,
+				       err, padw ? " PAD-WRITTEN" : "", bad ? " WRONG" : "");
+			}
+		}
+		/* the one-tile and persistent ws kernels, timed shapes only */
+		for (const pcfg &c : pcfgs) {
+			if (!timed || c.bm / 2 >= M || c.bn / 2 >= N)
+				continue;
+			const int tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
+			kt_tmap_t ta = make_map(A, M, K, K, Z, (long long)M * K, c.bm);
+			kt_tmap_t tb = make_map(B, N, K, K, s.shared ? 1 : Z, sB, c.bn);
+			const int zB = s.shared ? 0 : 1, smem = pcfg_smem(c);
+			const int P = std::min(sms, tiles * Z);
+			auto run = [&] {
+				if (c.fn)
+					c.fn<<<dim3(tiles, 1, Z), (c.cons + 1) * 128, smem>>>(
+						ta, tb, C, M, N, K, N, (long long)M * N, 1, zB);
+				else
+					c.pfn<<<P, (c.cons + 1) * 128, smem>>>(ta, tb, C, M, N, K, N,
+									   (long long)M * N, 1, zB, Z);
+			};
+			int nf;
+			double err, t = 0;
+			bool bad;
+
+			CK(cudaMemset(C, 0xff, nc * 2));
+			run();
+			sync_or_die(c.name);
+			CK(cudaGetLastError());
+			err = rel_l2(C, Cr, nc, &nf);
+			bad = nf || err > 1e-2;
+			if (!bad)
+				t = time_us(run, reps);
+			r.wrong += bad;
+			if (!bad && c.fn && t < r.one)
+				r.one = t, r.onename = c.name;
+			if (!bad && c.pfn && t < r.pers)
+				r.pers = t, r.persname = c.name;
+			printf("%-34s %3d %6d %6d %6d %5d %10.2f %10.1f %8.2f %8.1e%s\n", c.name, Z, M, N,
+			       K, c.fn ? tiles * Z : P, t, t > 0 ? flop / t / 1e6 : 0.0,
+			       tcb > 0 ? t / tcb : 0.0, err, bad ? " WRONG" : "");
+		}
+		fflush(stdout);
+		wrong += r.wrong;
+		rows.push_back(r);
+		CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C)); CK(cudaFree(Cr));
+	}
+	printf("\nping-pong vs persistent vs one-tile ws vs cuBLAS (us, median of %d, L2 flushed; "
+	       "persistent grids = %d SMs)\n", reps, sms);
+	printf("%3s %6s %6s %6s %9s %9s %9s %9s %7s %7s %5s  %-24s %-34s %s\n", "Z", "M", "N", "K",
+	       "cublas", "one-tile", "persist", "pingpong", "pp/cb", "pp/pers", "wrong",
+	       "best pingpong", "best persistent", "best one-tile");
+	for (const row &r : rows) {
+		const double one = r.one < 1e29 ? r.one : 0, pers = r.pers < 1e29 ? r.pers : 0;
+		const double pp = r.pp < 1e29 ? r.pp : 0;
+
+		printf("%3d %6d %6d %6d %9.2f %9.2f %9.2f %9.2f %7.3f %7.3f %5d  %-24s %-34s %s\n", r.Z,
+		       r.M, r.N, r.K, r.cublas, one, pers, pp, pp > 0 && r.cublas > 0 ? pp / r.cublas : 0.0,
+		       pp > 0 && pers > 0 ? pp / pers : 0.0, r.wrong, r.ppname.c_str(),
+		       r.persname.c_str(), r.onename.c_str());
+	}
+	printf("wrong results in total: %d\n", wrong);
+	return wrong;
+}
+
 int main(int argc, char **argv)
 {
 	int reps = argc > 1 ? atoi(argv[1]) : 30;
@@ -627,6 +892,14 @@ int main(int argc, char **argv)
 	if (q != cudaDriverEntryPointSuccess || !encode) {
 		fprintf(stderr, "no cuTensorMapEncodeTiled\n");
 		return 1;
+	}
+	if (argc > 2 && strcmp(argv[2], "pingpong") == 0) {
+		int sms = 0;
+
+		CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+		wrong_total = run_pingpong(reps, sms, argc > 3 && strcmp(argv[3], "small") == 0);
+		cublasDestroy(hb);
+		return wrong_total ? 3 : 0;
 	}
 	if (persist) {
 		int sms = 0;
