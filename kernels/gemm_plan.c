@@ -179,9 +179,9 @@ static int ws_check(const struct kt_gemm_tile *t, long M, long N, long K, unsign
 	if (t->split_k > 1 && t->cluster_m > 1)
 		return WHY("SPLIT_K=%ld with CLUSTER_M=%ld: split-K runs without clusters",
 			   t->split_k, t->cluster_m);
-	if (t->split_cluster && ((t->split_k != 2 && t->split_k != 4) || t->cluster_m > 1 ||
-				 t->persistent > 0 || t->epi_direct))
-		return WHY("the split-K cluster reduce takes SPLIT_K=2 or 4 slices, the staged "
+	if (t->split_cluster && (t->split_k != 2 || t->cluster_m > 1 || t->persistent > 0 ||
+				 t->epi_direct))
+		return WHY("the split-K cluster reduce pairs SPLIT_K=2 slices, the staged "
 			   "epilogue, no CLUSTER_M or PERSISTENT (SPLIT_K=%ld, CLUSTER_M=%ld, "
 			   "PERSISTENT=%ld, EPILOGUE=%d)", t->split_k, t->cluster_m, t->persistent,
 			   t->epi_direct ? 0 : 1);

@@ -53,9 +53,9 @@ struct kt_gemm_tile {
 				 * area after the ring, bm x min(bn, 128) bf16
 				 * (kt_gemm_smem). ws only, not
 				 * with split_k or cluster_m. 0: one CTA per tile */
-	long split_cluster;	/* 1 (ws, split_k 2 or 4, staged epilogue, no
+	long split_cluster;	/* 1 (ws, split_k 2, staged epilogue, no
 				 * cluster_m, not persistent): -DSPLIT_CLUSTER=1,
-				 * the K slices of a tile are a (1, split_k, 1)
+				 * the K slices of a tile are a (1, 2, 1)
 				 * cluster that reduce-scatters the fp32
 				 * fragments through distributed shared memory,
 				 * each slice storing its share of bf16 C: no

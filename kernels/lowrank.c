@@ -22,12 +22,12 @@
  *            CONSUMERS wgmma warpgroups, both stages; x, V, z and U reach it
  *            as tensor maps). Z_SPLIT_K splits the z GEMM's K (in) over
  *            grid.y: its tokens x rank grid (1024 x 1024: 64 tiles of 128 x
- *            128) leaves half of an H200 idle. The 2 or 4 slices of a
- *            tile are a (1, Z_SPLIT_K, 1) cluster that reduce-scatters
- *            through distributed shared memory (gemm.cu's SPLIT_CLUSTER:
- *            no workspace, no reduce launch, which is what makes the
- *            split pay). docs/families/lowrank.md says where each
- *            variant wins.
+ *            128) leaves half of an H200 idle. Two slices of a tile are
+ *            a (1, 2, 1) cluster that reduce-scatters through
+ *            distributed shared memory (gemm.cu's SPLIT_CLUSTER: no
+ *            workspace, no reduce launch, which is what makes the split
+ *            pay); four go through an fp32 workspace + splitk_reduce.
+ *            docs/families/lowrank.md says where each variant wins.
  *
  * Shape: tokens 1..2^20; in, out 16..65536, rank 8..65536 (rank structural),
  * all of in, out, rank multiples of 8 (check() rejects others).
@@ -120,9 +120,11 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *y, struct k
 		 * kernels (z, the split-K reduce, y) starts while the one
 		 * before drains, and waits in kt_pdl_wait before reading */
 		y->pdl = z->pdl = 1;
-		/* a split z GEMM reduces in its cluster (no workspace, no
-		 * splitk_reduce launch) */
-		z->split_cluster = z->split_k > 1;
+		/* a z GEMM split in two reduces in its cluster (no workspace,
+		 * no splitk_reduce launch); four slices go through the
+		 * workspace, since clusters of four do not all fit at once
+		 * (docs/families/lowrank.md) */
+		z->split_cluster = z->split_k == 2;
 		y->consumers = z->consumers = c->p[P_CONS] > 0 ? c->p[P_CONS] : 1;
 		y->bk = z->bk = 64;
 		y->wm = y->bm / 16;

@@ -251,8 +251,8 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 		kt_wg_wait<0>();
 
 		if (SC) {
-			/* SPLIT_CLUSTER: the SK K slices of a tile are a cluster
-			 * (1, SK, 1) that reduce-scatters the tile: slice o
+			/* SPLIT_CLUSTER: the SK (2) K slices of a tile are a
+			 * cluster (1, SK, 1) that reduce-scatters the tile: slice o
 			 * owns column chunks [o * CHO, (o + 1) * CHO) (CHO =
 			 * BN / 8 / SK). Once every main loop is done (the rings
 			 * are free), each slice writes the fp32 fragments of the
@@ -265,8 +265,11 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
 			constexpr int CHO = BN / 8 / SK;
 			const int ct = tid - 128, me = (int)blockIdx.y;
 
-			static_assert(!SC || ((SK == 2 || SK == 4) && CM == 1 && EPI == 1),
-				      "the cluster reduce takes 2 or 4 K slices, no CLUSTER_M, the "
+			/* two slices only: a GPC holds fewer clusters of four
+			 * than a quarter of its SMs, so a one-wave grid of them
+			 * takes two (docs/families/lowrank.md) */
+			static_assert(!SC || (SK == 2 && CM == 1 && EPI == 1),
+				      "the cluster reduce pairs two K slices, no CLUSTER_M, the "
 				      "staged epilogue");
 			static_assert(!SC || (BN / 8) % SK == 0, "each slice owns whole chunks");
 			static_assert(!SC || (SK - 1) * MW * CHO * CONS * 128 * 16 <=

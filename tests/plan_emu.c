@@ -366,9 +366,9 @@ static void emu_gemm_ws(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_EQUAL((long long)l->grid[0], ((M + bm - 1) / bm) * ((N + bn - 1) / bn));
 	CU_ASSERT_EQUAL((long long)l->grid[1], sk);
 	if (emu_define(p, "SPLIT_CLUSTER") == 1) {
-		/* the slices reduce in their (1, sk, 1) cluster: C is the
+		/* the two slices reduce in their (1, 2, 1) cluster: C is the
 		 * bf16 output of the whole K */
-		CU_ASSERT(sk == 2 || sk == 4);
+		CU_ASSERT_EQUAL(sk, 2);
 		CU_ASSERT(emu_define(p, "CLUSTER_M") <= 1 && l->grid[2] == 1);
 		sk = 1;
 	}

@@ -1661,7 +1661,8 @@ static double lr_rel(const float *a, const float *b, size_t n)
 
 /* unfused_ws plans (z split in 2 and 4 and not, 1 and 2 consumers, masked
  * M, N and K edges) on the host equal cpu_ref; a split plan whose z GEMM
- * covers half of K does not (the control). */
+ * covers half of K does not, nor the four-slice plan with its reduce summing
+ * one slice only (the controls). */
 static void test_lowrank_ws_emulated(void)
 {
 	static const char *const cfgs[] = {
@@ -1705,8 +1706,8 @@ static void test_lowrank_ws_emulated(void)
 		if (why[0])
 			fprintf(stderr, "\n  %s: %s\n", cfgs[i], why);
 		CU_ASSERT_EQUAL_FATAL(lowrank->plan(lowrank, &s, &c, &t, &p, &e), 0);
-		/* split or not: the slices reduce in their cluster */
-		CU_ASSERT_EQUAL(p.nlaunch, 2);
+		/* split in four: + splitk_reduce; in two: the cluster reduce */
+		CU_ASSERT_EQUAL(p.nlaunch, c.p[9] == 4 ? 3 : 2);
 		y = lr_run(&s, &c, &p, in, &oob);
 		rel = lr_rel(y, ref, ny);
 		CU_ASSERT_EQUAL(oob, 0);
@@ -1714,8 +1715,16 @@ static void test_lowrank_ws_emulated(void)
 		printf("\n  emulated %s: rel L2 %.2e", cfgs[i], rel);
 		free(y);
 		if (c.p[9] > 1) {
+			struct kt_plan q = p;
+
 			/* z over about half of K (a multiple of 8) */
-			p.launch[0].args[5].i = p.launch[0].args[5].i / 16 * 8;
+			q.launch[0].args[5].i = q.launch[0].args[5].i / 16 * 8;
+			y = lr_run(&s, &c, &q, in, &oob);
+			CU_ASSERT(lr_rel(y, ref, ny) > 0.1);
+			free(y);
+		}
+		if (p.nlaunch == 3) {
+			p.launch[1].args[5].i = 1;	/* the reduce sums one slice */
 			y = lr_run(&s, &c, &p, in, &oob);
 			CU_ASSERT(lr_rel(y, ref, ny) > 0.1);
 			free(y);
@@ -1759,7 +1768,7 @@ static int ws_space_one(const struct kt_config *c, void *arg)
 	ws_tile(&z, kt_config_get(x->f, c, "Z_BLOCK_M"), kt_config_get(x->f, c, "Z_BLOCK_N"),
 		kt_config_get(x->f, c, "CONSUMERS"), kt_config_get(x->f, c, "Z_SPLIT_K"));
 	z.stages = y.stages;
-	z.split_cluster = z.split_k > 1;	/* as lowrank.c plans a split */
+	z.split_cluster = z.split_k == 2;	/* as lowrank.c plans two slices */
 	ok = kt_gemm_check_space(&z, T, R, n, 0, &x->t, why, sizeof(why)) == 0 &&
 	     kt_gemm_check_space(&y, T, m, R, 0, &x->t, why, sizeof(why)) == 0;
 	if ((x->f->check(x->f, &x->s, c, &x->t, why, sizeof(why)) == 0) != ok) {
@@ -1776,7 +1785,7 @@ static int ws_space_one(const struct kt_config *c, void *arg)
 	}
 	x->bad += strcmp(p.launch[0].kernel, "gemm_tn_ws") != 0 ||
 		  strcmp(p.launch[p.nlaunch - 1].kernel, "gemm_tn_ws") != 0 ||
-		  p.nlaunch != 2;	/* a split z reduces in its cluster */
+		  p.nlaunch != (z.split_k > 2 ? 3 : 2);	/* 2 slices: the cluster reduce */
 	return 0;
 }
 
