@@ -1277,12 +1277,14 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * rope tables read batched (forward: RPF 1) or during the q, k copy with
  * each thread rotating its own chunks (backward: RPF 7); register caps
  * for 4 (fwd) and 3 (bwd) CTAs per SM;
- * the backward's outputs stored from registers (EPI 0). At block 256 (not
- * yet timed) the forward's keys in chunks of 64, its rows in two passes. Where a cap
+ * the backward's outputs stored from registers (EPI 0). At block 256 off
+ * sm_90a the forward's keys in chunks of 64, its rows in two passes. Where a cap
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
  * then head_dim is split. At block 128 on sm_90a, where check_ws admits it,
  * ws with two consumers sharing a ring of two instead, which beats that
- * grid config there (docs/families/blockattn.md, "The default").
+ * grid config there; at block 256 (forward) ws with two consumers over a
+ * k/v ring of four chunks, which beats the chunked grid path there
+ * (docs/families/blockattn.md, "The default").
  * The backward at block 256 (only chunked takes it; not yet timed): chunks
  * of 32 rows, passes of 64 (128 threads), a ring of two -- the smallest
  * CTA, so the most warps per SM (the dK, dV kernel's registers decide).
@@ -1302,10 +1304,10 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 		out->p[P_RING] = 2;
 		return ba_check(f, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
 	}
-	if (s->v[BA_D_BLOCK] == 128 && tgt->arch_a) {
+	if ((s->v[BA_D_BLOCK] == 128 || s->v[BA_D_BLOCK] == 256) && tgt->arch_a) {
 		out->variant = ws_variant(bwd);
 		out->p[P_CONS] = 2;
-		out->p[P_RING] = 2;
+		out->p[P_RING] = s->v[BA_D_BLOCK] == 256 ? 4 : 2;
 		if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 		memset(out, 0, sizeof(*out));

@@ -1953,6 +1953,21 @@ static void test_block256(void)
 					       w.valid_v[pers], w.valid_v[ws], tn[ti]);
 				kt_err_clear(&e);
 				CU_ASSERT_EQUAL_FATAL(fams[0]->default_config(fams[0], &s, &t, &c), 0);
+				if (ti == 2) {
+					/* sm_90a: ws, two consumers, a k/v ring of four
+					 * chunks (128 keys at d 64, 64 at d 128) */
+					CU_ASSERT_EQUAL(c.variant, ws);
+					CU_ASSERT_EQUAL(c.p[param_index(fams[0], "CONS")], 2);
+					CU_ASSERT_EQUAL(c.p[param_index(fams[0], "RING")], 4);
+					CU_ASSERT_EQUAL_FATAL(
+						fams[0]->plan(fams[0], &s, &c, &t, &p, &e), 0);
+					CU_ASSERT(has_define(&p, "BLK=256"));
+					CU_ASSERT_EQUAL(p.launch[0].block[0], 384);
+					CU_ASSERT_EQUAL(p.launch[0].smem,
+							(unsigned)((2 * 64 * 2 + 4 * 2 * (d == 64 ? 128 : 64)) *
+								   d * 2 + 1024));
+					continue;
+				}
 				CU_ASSERT_EQUAL(c.variant, grid);
 				CU_ASSERT_EQUAL(c.p[ikch], 64);
 				CU_ASSERT_EQUAL(c.p[iqp], 2);
