@@ -65,7 +65,7 @@ if [ "${RACE:-1}" != 0 ] && [ -x "$SAN" ]; then
 		rc=$?
 		if [ $rc -eq 124 ]; then
 			race="timed out"
-		elif grep -q "ERROR SUMMARY: [1-9]\|hazard" "$OUT/racecheck.log"; then
+		elif grep -Eq "ERROR SUMMARY: [1-9]|SUMMARY: [1-9][0-9]* hazard" "$OUT/racecheck.log"; then
 			race="hazards (see racecheck.log)"
 		elif [ $rc -ne 0 ] && [ "$race" = clean ]; then
 			race="exit $rc (see racecheck.log)"
