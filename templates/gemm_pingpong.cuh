@@ -112,37 +112,8 @@ KT_DEV void gemm_tn_ws_pingpong_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 		/* producer: every item's chunks, in walk order */
 		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
-			int it = 0;
-			const unsigned long long pol = kt_l2_evict_first_if<(L2_HINT & 3) != 0>();
-
-			kt_tmap_prefetch(tA);
-			kt_tmap_prefetch(tB);
-			for (int w = blockIdx.x; w < items; w += P) {
-				const int z = w / tiles;
-				const int a1 = zA == 2 ? z : 0, a2 = zA == 2 ? 0 : z * zA;
-				const int b1 = zB == 2 ? z : 0, b2 = zB == 2 ? 0 : z * zB;
-				int m0, n0;
-
-				tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
-				for (int kt = 0; kt < KT; kt++, it++) {
-					const int s = it % ST, kk = kt * BK;
-					const unsigned fb = full0 + s * 8;
-
-					/* chunk it - ST, whichever consumer read
-					 * it, has been released */
-					if (it >= ST)
-						kt_mbar_wait(empty0 + s * 8, ((it / ST) - 1) & 1);
-					kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
-					if (zA == 2)
-						ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, a1, m0, pol);
-					else
-						ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, m0, a2, pol);
-					if (zB == 2)
-						ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, b1, n0, pol);
-					else
-						ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, n0, b2, pol);
-				}
-			}
+			ws_produce_walk<BM, BN, ST, GM>(tA, tB, sA0, sB0, full0, empty0, M, N, K, zA,
+							zB, items, tiles);
 		}
 	} else {
 		/* consumers: c takes items j = c, c + 2, ... of this CTA */

@@ -427,6 +427,50 @@ KT_DEV void gemm_tn_ws_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv, 
  * 128x256 only 3 stages, which lost everywhere. compute-sanitizer
  * racecheck is clean on the edge shapes (gemm_probe 1 persist small).
  */
+/* The persistent producer (one thread): every k-chunk of the CTA's work
+ * items w = blockIdx.x, + gridDim.x, ... (below items; w / tiles the
+ * batch, w % tiles the tile in tile_at's order) into the ring, in walk
+ * order. One running chunk counter gives the stage (it % ST) and the phase
+ * of every wait; chunk it waits until chunk it - ST, of this item or an
+ * earlier one, has been released by whoever read it. */
+template <int BM, int BN, int ST, int GM>
+KT_DEV void ws_produce_walk(const kt_tmap_t *tA, const kt_tmap_t *tB, unsigned sA0, unsigned sB0,
+			    unsigned full0, unsigned empty0, int M, int N, int K, int zA, int zB,
+			    int items, int tiles)
+{
+	const int BK = 64, KT = (K + BK - 1) / BK;
+	const unsigned A_STAGE = BM * BK * 2, B_STAGE = BN * BK * 2;
+	int it = 0;
+	const unsigned long long pol = kt_l2_evict_first_if<(L2_HINT & 3) != 0>();
+
+	kt_tmap_prefetch(tA);
+	kt_tmap_prefetch(tB);
+	for (int w = blockIdx.x; w < items; w += gridDim.x) {
+		const int z = w / tiles;
+		const int a1 = zA == 2 ? z : 0, a2 = zA == 2 ? 0 : z * zA;
+		const int b1 = zB == 2 ? z : 0, b2 = zB == 2 ? 0 : z * zB;
+		int m0, n0;
+
+		tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
+		for (int kt = 0; kt < KT; kt++, it++) {
+			const int s = it % ST, kk = kt * BK;
+			const unsigned fb = full0 + s * 8;
+
+			if (it >= ST)
+				kt_mbar_wait(empty0 + s * 8, ((it / ST) - 1) & 1);
+			kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
+			if (zA == 2)
+				ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, a1, m0, pol);
+			else
+				ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, m0, a2, pol);
+			if (zB == 2)
+				ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, b1, n0, pol);
+			else
+				ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, n0, b2, pol);
+		}
+	}
+}
+
 template <int BM, int BN, int ST, int CONS, int GM, int EPI>
 KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB, void *Cv,
 				       int M, int N, int K, long long ldc, long long sC, int zA,
@@ -466,37 +510,8 @@ KT_DEV void gemm_tn_ws_persistent_body(const kt_tmap_t *tA, const kt_tmap_t *tB,
 		if (CONS > 1)
 			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
-			int it = 0;
-			const unsigned long long pol = kt_l2_evict_first_if<(L2_HINT & 3) != 0>();
-
-			kt_tmap_prefetch(tA);
-			kt_tmap_prefetch(tB);
-			for (int w = blockIdx.x; w < items; w += gridDim.x) {
-				const int z = w / tiles;
-				const int a1 = zA == 2 ? z : 0, a2 = zA == 2 ? 0 : z * zA;
-				const int b1 = zB == 2 ? z : 0, b2 = zB == 2 ? 0 : z * zB;
-				int m0, n0;
-
-				tile_at<BM, BN, GM>(w - z * tiles, M, N, m0, n0);
-				for (int kt = 0; kt < KT; kt++, it++) {
-					const int s = it % ST, kk = kt * BK;
-					const unsigned fb = full0 + s * 8;
-
-					/* chunk it - ST, of this tile or an earlier
-					 * one, has been released */
-					if (it >= ST)
-						kt_mbar_wait(empty0 + s * 8, ((it / ST) - 1) & 1);
-					kt_mbar_arrive_tx(fb, A_STAGE + B_STAGE);
-					if (zA == 2)
-						ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, a1, m0, pol);
-					else
-						ws_load<1>(sA0 + s * A_STAGE, tA, fb, kk, m0, a2, pol);
-					if (zB == 2)
-						ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, b1, n0, pol);
-					else
-						ws_load<2>(sB0 + s * B_STAGE, tB, fb, kk, n0, b2, pol);
-				}
-			}
+			ws_produce_walk<BM, BN, ST, GM>(tA, tB, sA0, sB0, full0, empty0, M, N, K, zA,
+							zB, items, tiles);
 		}
 	} else {
 		/* consumers */
