@@ -209,6 +209,27 @@ KT_DEV void mma_tt(float (&acc)[ND][4], unsigned sx, unsigned sy)
 				    kt_wg_desc_mn(sy + kk * 2048, PANEL));
 }
 
+/* One row half's (hf) scores of a thread into p = 2^(s * sl2 - mb), in
+ * place; returns their sum over this thread's columns (a quarter of the
+ * row: the caller reduces over the quad). Shared by the exact softmax and
+ * the block-256 forward's online one. */
+template <int N>
+KT_DEV float exp_half(float (&s)[N][4], int hf, float sl2, float mb)
+{
+	float sum = 0.f;
+
+#pragma unroll
+	for (int nt = 0; nt < N; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			float p = kba_ex2(fmaf(s[nt][2 * hf + e], sl2, -mb));
+
+			s[nt][2 * hf + e] = p;
+			sum += p;
+		}
+	return sum;
+}
+
 #if BWD && BLK == 128
 /* The backward at BLK 128 (HD 64): P and dS of an item are 128 x 128 bf16
  * (32 KiB each), kept as two P-halves of 64 query rows x 128 keys: two
@@ -267,7 +288,7 @@ KT_DEV void softmax_half(float (&s)[NB][4], float (&inv)[2], int len, int lane)
 
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
-		float m = KBA_NEG_INF, l = 0.f, mb;
+		float m = KBA_NEG_INF, l, mb;
 
 #pragma unroll
 		for (int nt = 0; nt < NB; nt++)
@@ -281,15 +302,7 @@ KT_DEV void softmax_half(float (&s)[NB][4], float (&inv)[2], int len, int lane)
 		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
 		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
 		mb = m * sl2;
-#pragma unroll
-		for (int nt = 0; nt < NB; nt++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				float p = kba_ex2(fmaf(s[nt][2 * hf + e], sl2, -mb));
-
-				s[nt][2 * hf + e] = p;
-				l += p;
-			}
+		l = exp_half(s, hf, sl2, mb);
 		l += __shfl_xor_sync(0xffffffffu, l, 1);
 		l += __shfl_xor_sync(0xffffffffu, l, 2);
 		inv[hf] = 1.f / l;
@@ -1028,7 +1041,7 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
-		float mc = m[hf], ls = 0.f, alpha, mb;
+		float mc = m[hf], ls, alpha, mb;
 
 #pragma unroll
 		for (int nt = 0; nt < NBK; nt++)
@@ -1043,15 +1056,7 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 		alpha = kba_ex2((m[hf] - mc) * sl2);
 		m[hf] = mc;
 		mb = mc * sl2;
-#pragma unroll
-		for (int nt = 0; nt < NBK; nt++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				float p = kba_ex2(fmaf(s[nt][2 * hf + e], sl2, -mb));
-
-				s[nt][2 * hf + e] = p;
-				ls += p;
-			}
+		ls = exp_half(s, hf, sl2, mb);
 		l[hf] = l[hf] * alpha + ls;
 #pragma unroll
 		for (int nt = 0; nt < ND; nt++) {
