@@ -85,7 +85,10 @@ static void print_human(const struct lookup_query *q, const struct lookup_answer
 		       a->max_distance);
 	if (reason)
 		printf("  why      %s\n", reason);
-	printf("  floor    %.2f us\n", a->floor_us);
+	if (a->floor_us > 0)
+		printf("  floor    %.2f us\n", a->floor_us);
+	else
+		printf("  floor    unknown (no measured peaks for this device)\n");
 }
 
 int cmd_best(int argc, char **argv)

@@ -110,7 +110,7 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 	json_t *j;
 
 	j = json_pack("{s:s,s:s,s:I,s:b,s:b,s:b,s:s,s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I},"
-		      "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:b,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s,s:f}",
+		      "s:{s:I,s:I,s:I,s:I,s:I,s:I},s:i,s:b,s:s,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:o,s:s,s:s,s:f}",
 		      "family", family, "shape", shape, "sweep_id", (json_int_t)s->sweep_id,
 		      "resumed", s->resumed, "interrupted", s->interrupted,
 		      "time_limited", s->time_limited,
@@ -129,7 +129,8 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 		      "params", params ? params : json_object(),
 		      "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
 		      "retime_us", s->retime_us, "rel_err", s->best_rel_err,
-		      "cublas_us", s->cublas_us, "floor_us", s->floor_us,
+		      "cublas_us", s->cublas_us,
+		      "floor_us", s->floor_us > 0 ? json_real(s->floor_us) : json_null(),
 		      "templates_hash", s->template_hash, "template", s->best_templates,
 		      "wall_s", s->wall_s);
 	if (!j)
@@ -216,8 +217,11 @@ void cli_sweep_summary_print(const char *family, const char *shape, const struct
 		if (s->cublas_us > 0)
 			printf("  cuBLAS %.2f us: ktune is %.2fx its time\n", s->cublas_us,
 			       s->best_us / s->cublas_us);
-		printf("  floor  %.2f us (%.0f%% of roofline)\n", s->floor_us,
-		       s->floor_us / s->best_us * 100);
+		if (s->floor_us > 0)
+			printf("  floor  %.2f us (%.0f%% of roofline)\n", s->floor_us,
+			       s->floor_us / s->best_us * 100);
+		else
+			printf("  floor  unknown (no measured peaks for this device: bench/peaks.py)\n");
 	} else {
 		printf("  no config verified\n");
 	}

@@ -380,8 +380,8 @@ void kt_target_arch(const struct kt_target *t, char *buf, size_t len)
 
 /* ---- roofline ---- */
 
-/* Ceilings measured per device (docs/kernels.md): the bf16 GEMM rate
- * cuBLAS reaches at its best and the copy rate. */
+/* Ceilings measured per device (docs/kernels.md, bench/peaks.py): the bf16
+ * GEMM rate cuBLAS reaches at its best and the copy rate. */
 static const struct {
 	const char *device;
 	struct kt_peaks p;
@@ -398,7 +398,8 @@ int kt_peaks_of(const char *device, struct kt_peaks *out)
 			*out = measured_peaks[i].p;
 			return 1;
 		}
-	*out = measured_peaks[0].p;
+	out->flops = 0;
+	out->bytes = 0;
 	return 0;
 }
 
@@ -407,7 +408,8 @@ double kt_floor_us(const struct kt_family *f, const struct kt_shape *s, const ch
 	struct kt_peaks p;
 	double c, m;
 
-	kt_peaks_of(device, &p);
+	if (!kt_peaks_of(device, &p))
+		return 0;
 	c = f->flops ? f->flops(f, s) / p.flops : 0;
 	m = f->min_bytes ? f->min_bytes(f, s) / p.bytes : 0;
 	return (c > m ? c : m) * 1e6;

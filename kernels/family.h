@@ -276,12 +276,14 @@ struct kt_peaks {
 	double flops;
 	double bytes;
 };
-/* The ceilings measured on the device the driver names `device` ("NVIDIA
- * H200"): 1. For a device not measured (or NULL): the H200's, the figures
- * every floor has been reported against, and 0. */
+/* The ceilings measured (bench/peaks.py) on the device the driver names
+ * `device` ("NVIDIA H200"): 1. For a device not measured (or NULL): zeroes
+ * and 0 -- another card's peaks would put its floors off by the ratio of
+ * the two cards' rates. */
 int kt_peaks_of(const char *device, struct kt_peaks *out);
 /* The roofline floor of f at s on `device` (kt_peaks_of), microseconds:
- * max(flops / peak FLOP/s, min_bytes / peak bytes/s). */
+ * max(flops / peak FLOP/s, min_bytes / peak bytes/s); 0 (unknown) on a
+ * device not measured. Reports print an unknown floor as null / "unknown". */
 double kt_floor_us(const struct kt_family *f, const struct kt_shape *s, const char *device);
 
 /* ---- inputs ---- */

@@ -293,7 +293,7 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 		if (!(plan = launch_plan_json(fam, &shape, &cfg, &tgt, &perr)))
 			plan = json_null();
 		params = w[i].params_json ? json_loads(w[i].params_json, 0, NULL) : NULL;
-		e = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o,s:f,s:f,s:f,s:o,s:f,"
+		e = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o,s:f,s:f,s:f,s:o,s:o,"
 			      "s:{s:o,s:o},s:o}",
 			"device", d->uuid, "arch", d->arch, "family", fam->name,
 			"shape_key", w[i].shape_key, "shape", famjson_shape(fam, &shape),
@@ -301,7 +301,7 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 			"params", params ? params : famjson_config(fam, &cfg),
 			"median_us", w[i].median_us, "min_us", w[i].min_us, "p90_us", w[i].p90_us,
 			"retime_us", opt_real(w[i].retime_us),
-			"floor_us", kt_floor_us(fam, &shape, d->name),
+			"floor_us", opt_real(kt_floor_us(fam, &shape, d->name)),
 			"baselines", "cublas_dense", opt_real(w[i].cublas_us),
 			"naive", opt_real(w[i].naive_us),
 			"launch", plan);

@@ -128,7 +128,7 @@ struct lookup_answer {
 	const struct store_device *device;	/* borrowed; NULL when unknown */
 	char arch[16];
 	struct kt_target target;	/* what check()/plan() were asked for */
-	double floor_us;	/* roofline floor of the asked shape */
+	double floor_us;	/* roofline floor of the asked shape; 0: unknown */
 	double max_distance;	/* the limit that applied */
 	/* the closest valid shape past the limit, in the stage that would
 	 * have answered with it (borrowed; NULL: none) */

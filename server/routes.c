@@ -67,6 +67,12 @@ static int arg_long(struct request *rq, const char *name, long def, long max, lo
 	return 0;
 }
 
+/* A roofline floor, null where the device's peaks are unknown (0). */
+static json_t *floor_json(double us)
+{
+	return us > 0 ? json_real(us) : json_null();
+}
+
 static json_t *parse_body(struct request *rq, struct kt_err *err)
 {
 	json_error_t je;
@@ -497,12 +503,12 @@ static int r_winners(struct request *rq, struct reply *out, struct kt_err *err)
 			continue;
 		if (dev && strcmp(dev, w->device_uuid) != 0 && strcmp(dev, w->device_name) != 0)
 			continue;
-		o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:I,s:f,s:f}",
+		o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:I,s:f,s:o}",
 			"device", w->device_name, "device_uuid", w->device_uuid, "arch", w->arch,
 			"family", w->family, "shape_key", w->shape_key,
 			"config", famjson_config(e->fam, &e->cfg), "config_key", w->config_key,
 			"sweep_id", (json_int_t)w->sweep_id, "median_us", w->median_us,
-			"floor_us", kt_floor_us(e->fam, &e->shape, w->device_name));
+			"floor_us", floor_json(kt_floor_us(e->fam, &e->shape, w->device_name)));
 		json_object_set_new(o, "cublas_us", w->cublas_us > 0 ? json_real(w->cublas_us) : json_null());
 		json_object_set_new(o, "naive_us", w->naive_us > 0 ? json_real(w->naive_us) : json_null());
 		json_object_set_new(o, "speedup_vs_cublas", w->cublas_us > 0 ?

@@ -27,6 +27,30 @@ static int init_suite(void)
 
 /* ---- registry ---- */
 
+/* A floor comes from the device's own measured peaks; a device never
+ * measured (or none) has an unknown floor (0), never another card's. */
+static void test_peaks(void)
+{
+	const struct kt_family *f = kt_family_find("dense");
+	struct kt_shape s;
+	struct kt_peaks p;
+	struct kt_err err = { 0 };
+	double h200;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(f, "tokens=1024,in=4096,out=4096", &s, &err), 0);
+	CU_ASSERT_EQUAL(kt_peaks_of("NVIDIA H200", &p), 1);
+	CU_ASSERT(p.flops > 1e14 && p.bytes > 1e12);
+	/* 2 * 1024 * 4096 * 4096 FLOPs at the H200's rate: compute-bound */
+	h200 = kt_floor_us(f, &s, "nvidia h200");
+	CU_ASSERT_DOUBLE_EQUAL(h200, 2.0 * 1024 * 4096 * 4096 / p.flops * 1e6, 1e-9);
+	CU_ASSERT_EQUAL(kt_peaks_of("Some Future GPU", &p), 0);
+	CU_ASSERT_EQUAL(p.flops, 0);
+	CU_ASSERT_EQUAL(p.bytes, 0);
+	CU_ASSERT_EQUAL(kt_floor_us(f, &s, "Some Future GPU"), 0);
+	CU_ASSERT_EQUAL(kt_floor_us(f, &s, NULL), 0);
+}
+
 static void test_registry(void)
 {
 	const struct kt_family *st = kt_family_find("selftest");
@@ -2049,6 +2073,7 @@ int main(void)
 	CU_add_test(s, "check dense", test_check);
 	CU_add_test(s, "check lowrank", test_check_lowrank);
 	CU_add_test(s, "measured defaults", test_defaults);
+	CU_add_test(s, "roofline peaks: measured devices only", test_peaks);
 	CU_add_test(s, "rings deeper than 5 only for decode tiles", test_ring_rule);
 	CU_add_test(s, "plans", test_plans);
 	CU_add_test(s, "check wgmma_ws", test_ws_check);
