@@ -94,7 +94,7 @@ for p in sorted(glob.glob(out + "/shapes_*.json")):
                      "config": s["config"] if s["verified"] else None,
                      "rel_err": s["rel_err"] if s["verified"] else None,
                      "cublas_us": round(s["cublas_us"], 3) if s.get("cublas_us") else None,
-                     "floor_us": round(s["floor_us"], 3)})
+                     "floor_us": round(s["floor_us"], 3) if s.get("floor_us") else None})
 doc = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
        "commit": commit, "budget_per_problem": budget, "rows": rows}
 if variants:

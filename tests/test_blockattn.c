@@ -3267,16 +3267,23 @@ static void config_json(const char *key, char *out, size_t len)
 static void bench_row(const struct dprob *dp, const char *workload, const struct cand *k,
 		      const char *impl)
 {
-	char cfg[512];
+	char cfg[512], floor[32];
+	double floor_us;
 
 	if (!G.bench)
 		return;
+	floor_us = kt_floor_us(dp->f, &dp->s, G.name);
 	config_json(k->key, cfg, sizeof(cfg));
+	/* null: the card's peaks were never measured (kt_peaks_of) */
+	if (floor_us > 0)
+		snprintf(floor, sizeof(floor), "%.1f", floor_us);
+	else
+		snprintf(floor, sizeof(floor), "null");
 	fprintf(G.bench,
-		"%s{\"workload\": \"%s\", \"impl\": \"%s\", \"us\": %.2f, \"floor_us\": %.1f, "
+		"%s{\"workload\": \"%s\", \"impl\": \"%s\", \"us\": %.2f, \"floor_us\": %s, "
 		"\"verified\": %s, \"rel_err\": %.3e, \"template\": \"%s.cu\", \"shape\": \"%s\", "
 		"\"config\": %s}",
-		G.nrows++ ? ",\n" : "", workload, impl, k->us, kt_floor_us(dp->f, &dp->s, G.name),
+		G.nrows++ ? ",\n" : "", workload, impl, k->us, floor,
 		k->ok ? "true" : "false", k->rel, dp->f->name, dp->key, cfg);
 }
 
