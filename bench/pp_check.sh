@@ -36,7 +36,10 @@ if ! nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Itemplates --res
 	echo "pp_check: the build failed (log in $OUT/build.log)" >&2
 	exit 2
 fi
-git rev-parse HEAD >"$OUT/commit.txt" 2>/dev/null
+# what was built: the sources' hashes, which `sha256sum -c` checks against
+# a checkout (a device copy's git metadata can lag its files, so HEAD there
+# is no label)
+sha256sum tools/gemm_probe.cu tools/*.h templates/*.cuh >"$OUT/sources.sha256" 2>/dev/null
 
 # $1 tool: the edge shapes under compute-sanitizer, at most 150 s
 sanitize() {
