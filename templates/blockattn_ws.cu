@@ -10,7 +10,8 @@
  *       the backward at BLK 128 (HD 64 only) CONS * 32 KiB more; the
  *       forward at BLK 256 (2 * 64 CONS + STAGES * 2 KC) * HD * 2 + 1024
  *       (two slots of a round's q rows, STAGES of a k and a v chunk; KC
- *       keys a chunk, 128 at HD 64, 64 at HD 128).
+ *       keys a chunk: WS_KC, 64 or 128, or without it 128 at HD 64, 64
+ *       at HD 128; NREG 1 rebalances the registers, see below).
  *       With BOUND, nitems is a bound and the prep's count decides, as in
  *       blockattn_fwd.cu.
  *
@@ -789,11 +790,28 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
  * tile (S of a chunk plus O) and the whole ring in 227 KiB.
  * Enumerators, as above; only BLK 256 programs see them.
  */
+/* WS_KC: keys per chunk (the family's KC). Absent, the head_dim's: S of
+ * a chunk beside O is then 96 fp32 a thread at either head_dim, within
+ * the launch bound's registers. */
+#ifndef WS_KC
+#define WS_KC (HD == 64 ? 128 : 64)
+#endif
+/* NREG 1 (CONS 2): the registers rebalanced between the roles. At launch
+ * every thread holds the bound's share of the SM's 64 K registers
+ * (65536 / threads, down to a multiple of 8: R_LAUNCH); the producer
+ * warpgroup, which only copies (and rotates), drops to R_PROD and the
+ * consumer warpgroups rise to R_CONS by what it gave up, so the CTA never
+ * asks for more than it was launched with:
+ * 128 (R_LAUNCH - R_PROD) = 128 CONS (R_CONS - R_LAUNCH). The producer
+ * then copies four chunks at a time and rotates in batches of four table
+ * chunks (wload, wp_rot), which fits 40 registers, 72 with rope (ptxas
+ * spills the rotation below). CONS 1 has nothing to gain: its consumer
+ * may already use 255. */
+#ifndef NREG
+#define NREG 0
+#endif
 enum : int {
-	/* keys per chunk: S of a chunk beside O is 96 fp32 a thread at
-	 * either head_dim; 128-key chunks at HD 128 spill with rope and two
-	 * consumers (ptxas) */
-	KC = HD == 64 ? 128 : 64,
+	KC = WS_KC,
 	NBK = KC / 8,			/* n8 tiles across a chunk of S */
 	QR = 64 * CONS,			/* query rows of a round */
 	QPAN = QR * 128,		/* a 64-column panel of the round's q rows */
@@ -808,7 +826,14 @@ enum : int {
 	B_KF = 2 * QSLOTS,
 	B_KE = 2 * QSLOTS + STAGES,
 	NBARS = 2 * QSLOTS + 2 * STAGES,
+	R_LAUNCH = 65536 / ((CONS + 1) * 128) / 8 * 8,
+	R_PROD = ROPE ? 72 : 40,
+	R_CONS = R_LAUNCH + (R_LAUNCH - R_PROD) / CONS,
 };
+static_assert(KC == 64 || KC == 128, "WS_KC: 64 or 128 keys a chunk");
+static_assert(!NREG || (CONS == 2 && R_PROD >= 24 && R_PROD % 8 == 0 && R_CONS % 8 == 0 &&
+			R_CONS <= 256 && R_PROD + CONS * R_CONS <= (CONS + 1) * R_LAUNCH),
+	      "NREG: CONS 2, setmaxnreg counts of 24-256 in steps of 8, within the launch's registers");
 static_assert(RINGS % 1024 == 0 && QSLOT % 1024 == 0 && KSLOT % 1024 == 0,
 	      "128-byte swizzle: every tile 1024-aligned");
 static_assert(RPROD <= 1, "BLK 256: RPROD 0 or 1");
@@ -826,7 +851,12 @@ template <int R>
 KT_DEV void wload(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
 		  int pt)
 {
+	/* NREG: four copies at a time, within the producer's few registers */
+#if NREG
+#pragma unroll 4
+#else
 #pragma unroll
+#endif
 	for (int i = 0; i < R * CH / PT; i++) {
 		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
 
@@ -935,30 +965,43 @@ template <int R>
 KT_DEV void wp_rot(unsigned char *s, unsigned char *s2, const rtab *table, int t0, int r0, int len,
 		   bool later, int pt)
 {
-	uint4 t[R * CH / PT];
+#if NREG
+	/* the table chunks in batches of RB, the first batch's read before
+	 * the wait: within the producer's few registers */
+	constexpr int RB = 4;
+#else
+	constexpr int RB = R * CH / PT;
+#endif
+	uint4 t[RB];
 
+#pragma unroll 1
+	for (int j0 = 0; j0 < R * CH / PT; j0 += RB) {
 #pragma unroll
-	for (int j = 0; j < R * CH / PT; j++) {
-		int idx = pt + j * PT;
+		for (int j = 0; j < RB; j++) {
+			int idx = pt + (j0 + j) * PT;
 
-		t[j] = tab_raw(table, t0 + min(r0 + idx / CH, len - 1), idx % CH);
-	}
-	if (later)
-		kt_cp_async_wait<1>();
-	else
-		kt_cp_async_wait<0>();
+			t[j] = tab_raw(table, t0 + min(r0 + idx / CH, len - 1), idx % CH);
+		}
+		if (j0 == 0) {
+			if (later)
+				kt_cp_async_wait<1>();
+			else
+				kt_cp_async_wait<0>();
+		}
 #pragma unroll
-	for (int j = 0; j < R * CH / PT; j++) {
-		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
+		for (int j = 0; j < RB; j++) {
+			int idx = pt + (j0 + j) * PT, r = idx / CH, c = idx % CH;
 
-		if (r0 + r < len) {
-			uint4 *p = reinterpret_cast<uint4 *>(s + wpan_off<R * 128>(r, c));
+			if (r0 + r < len) {
+				uint4 *p = reinterpret_cast<uint4 *>(s + wpan_off<R * 128>(r, c));
 
-			*p = rot_by(*p, t[j]);
-			if (s2) {
-				uint4 *p2 = reinterpret_cast<uint4 *>(s2 + wpan_off<R * 128>(r, c));
+				*p = rot_by(*p, t[j]);
+				if (s2) {
+					uint4 *p2 =
+						reinterpret_cast<uint4 *>(s2 + wpan_off<R * 128>(r, c));
 
-				*p2 = rot_by(*p2, t[j]);
+					*p2 = rot_by(*p2, t[j]);
+				}
 			}
 		}
 	}
@@ -1327,10 +1370,14 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	nitems = kba::bound_items(blocks, nitems, H);
 #endif
 	if (wgi == 0) {
+		if (NREG)
+			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)R_PROD) : "memory");
 		producer256(smem, sbase, bars, q, k, v, blocks, table, nitems, H, cta_step,
 			    item_step, nper, tid);
 		return;
 	}
+	if (NREG)
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)R_CONS) : "memory");
 
 	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
 	unsigned ct[MI][2][ND];	/* unused (no rotation of O) */
