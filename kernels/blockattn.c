@@ -69,7 +69,7 @@ static long ws_kc(long d, long kc)
  * the forward prefetch variant's; CONS and RING are ws's only. */
 enum {
 	P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI, P_CONS, P_RING,
-	P_RPROD, P_KCH, P_QP, P_KST, P_KC
+	P_RPROD, P_KCH, P_QP, P_KST, P_KC, P_OVL
 };
 
 static int ws_variant(int bwd)
@@ -143,6 +143,10 @@ static const struct kt_param fwd_params[] = {
 	 "ws at block 256: keys per chunk, 64 or 128, with the registers rebalanced (CONS 2: "
 	 "the producer warpgroup's handed to the consumers, setmaxnreg); 0: the head_dim's "
 	 "chunk (128 at 64, 64 at 128) within the launch bound (blocks 64, 128: only 0)", 1, 0},
+	{"OVL", 2, {0, 1}, 1u << V_FWD_WS,
+	 "ws at block 256 with KC: 1: a consumer issues chunk j+1's S before chunk j's P v, "
+	 "its softmax of j+1 under that product (two k/v slots held at a time); 0: one chunk "
+	 "after the other", 1, 0},
 };
 
 /* The backward holds four tiles per stage plus P and dS: a third stage
@@ -575,6 +579,7 @@ struct cfg {
 	long cons, rprod;
 	long kc;		/* the ws forward's KC (block 256; 0: the head_dim's chunk) */
 	int nreg;		/* ... its registers rebalanced (KC set, CONS 2) */
+	long ovl;		/* ... and OVL: the next chunk's S before this one's P v */
 	int chunk;		/* the backward's chunked variant: kch, qp, and stages from RING */
 	unsigned smem_dq;	/* chunked: the dQ kernel's (smem: the dK, dV kernel's) */
 	long mi;		/* m16 tiles per warp */
@@ -596,6 +601,7 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		g->rprod = c->p[P_RPROD];
 		g->kc = bwd ? 0 : c->p[P_KC];
 		g->nreg = g->kc != 0 && g->cons == 2;
+		g->ovl = bwd ? 0 : c->p[P_OVL];
 		/* one producer warpgroup and CONS consumer warpgroups; the
 		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers; the
 		 * backward at BLK 128 adds a scratch per consumer for half 0's
@@ -750,11 +756,18 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (g->kc && g->blk != 256)
 		return snprintf(why, whylen, "KC %ld at block %ld: key chunks are block 256's "
 				"(KC 0)", g->kc, g->blk), 1;
+	if (g->ovl != 0 && g->ovl != 1)
+		return snprintf(why, whylen, "OVL %ld: 0 or 1", g->ovl), 1;
+	/* KC 0 stays the kernel from before KC and OVL */
+	if (g->ovl && !g->kc)
+		return snprintf(why, whylen, "OVL 1 with KC 0: the overlap is block 256's, with KC "
+				"64 or 128"), 1;
 	/* one consumer may already use 255 registers: nothing to rebalance,
-	 * so the head_dim's own chunk is KC 0's kernel */
-	if (g->kc && g->cons == 1 && g->kc == ws_kc(g->d, 0))
-		return snprintf(why, whylen, "KC %ld with CONS 1 at head_dim %ld: the same kernel as "
-				"KC 0 (registers are rebalanced at CONS 2 only)", g->kc, g->d), 1;
+	 * so the head_dim's own chunk without the overlap is KC 0's kernel */
+	if (g->kc && g->cons == 1 && g->kc == ws_kc(g->d, 0) && !g->ovl)
+		return snprintf(why, whylen, "KC %ld with CONS 1 at head_dim %ld, OVL 0: the same "
+				"kernel as KC 0 (registers are rebalanced at CONS 2 only)", g->kc,
+				g->d), 1;
 	/* BLK 256: the producer runs steps (a round's q rows, a key chunk),
 	 * not items; RPROD 2's q, k in registers has no step form */
 	if (g->blk == 256 && g->rprod > 1)
@@ -1025,7 +1038,8 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 		    kt_program_define(pr, "RPROD", g.rprod) ||
 		    /* KC 0: the defines, and so the program, from before KC */
 		    (g.kc && kt_program_define(pr, "WS_KC", g.kc)) ||
-		    (g.nreg && kt_program_define(pr, "NREG", 1)))
+		    (g.nreg && kt_program_define(pr, "NREG", 1)) ||
+		    (g.ovl && kt_program_define(pr, "OVL", 1)))
 			return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 	} else if (g.chunk) {
 		/* ROWS_W 16, DSPLIT 1, RPF 0, MINB 1: the template's defaults */

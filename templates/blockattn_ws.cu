@@ -810,6 +810,12 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
 #ifndef NREG
 #define NREG 0
 #endif
+/* OVL 1 (with WS_KC): a consumer issues chunk j+1's S before chunk j's
+ * P v, so that its softmax of chunk j+1 runs while that product does
+ * (attend_ovl) */
+#ifndef OVL
+#define OVL 0
+#endif
 enum : int {
 	KC = WS_KC,
 	NBK = KC / 8,			/* n8 tiles across a chunk of S */
@@ -1123,6 +1129,127 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 	kt_wg_wait<0>();
 	kt_wg_pin(acc);
 }
+
+#if OVL
+/* attend_kc in the pieces attend_ovl reorders. ovl_s issues S = q k^T of
+ * a chunk (one wgmma group, not waited); ovl_soft masks keys at or past
+ * len, moves the running max m, turns s into its exponents, adds them to
+ * the row sum l (rescaled by al) and returns in al the factor O still
+ * owes; ovl_pack puts P in A fragments; ovl_pv issues O += P v (one
+ * group, not waited). */
+KT_DEV void ovl_s(float (&s)[NBK][4], unsigned sq, unsigned sk)
+{
+	zero_acc<true>(s);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KC>::ss<0, 0>(s, kt_wg_desc_k(sq + (kk >> 2) * QPAN + (kk & 3) * 32),
+				    kt_wg_desc_k(sk + (kk >> 2) * KPAN + (kk & 3) * 32));
+	kt_wg_commit();
+}
+
+KT_DEV void ovl_soft(float (&s)[NBK][4], float (&m)[2], float (&l)[2], float (&al)[2], int k0,
+		     int len, int lane)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+	const int lim = len - k0 - 2 * (lane & 3);
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float mc = m[hf], ls, mb;
+
+#pragma unroll
+		for (int nt = 0; nt < NBK; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				if (nt * 8 + e >= lim)
+					s[nt][2 * hf + e] = KBA_NEG_INF;
+				mc = fmaxf(mc, s[nt][2 * hf + e]);
+			}
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
+		al[hf] = kba_ex2((m[hf] - mc) * sl2);
+		m[hf] = mc;
+		mb = mc * sl2;
+		ls = exp_half(s, hf, sl2, mb);
+		l[hf] = l[hf] * al[hf] + ls;
+	}
+}
+
+KT_DEV void ovl_pack(unsigned (&a)[KC / 16][4], const float (&s)[NBK][4])
+{
+#pragma unroll
+	for (int kk = 0; kk < KC / 16; kk++) {
+		a[kk][0] = kt_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+		a[kk][1] = kt_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+		a[kk][2] = kt_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+		a[kk][3] = kt_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+	}
+}
+
+KT_DEV void ovl_pv(float (&acc)[ND][4], unsigned (&a)[KC / 16][4], unsigned sv)
+{
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KC / 16; kk++)
+		kt_wg<HD>::rs<1>(acc, a[kk], kt_wg_desc_mn(sv + kk * 2048, KPAN));
+	kt_wg_commit();
+}
+
+/* A row tile's whole round under OVL: every key chunk of the round (the
+ * k/v steps gk, gk + 1, ...: each waited full, released after its last
+ * reader), chunk j + 1's S issued before chunk j's P v, so that the
+ * softmax of j + 1 (between wait<1>, S done, and wait<0>, P v done)
+ * overlaps that product; O is rescaled once P v is done. A consumer
+ * holds two k/v slots at a time (chunk j's v, chunk j + 1). */
+KT_DEV void attend_ovl(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigned sq,
+		       unsigned sbase, unsigned bars, int gk, int nc, int len, int lane)
+{
+	float s[NBK][4], al[2];
+	unsigned a[KC / 16][4];
+	int ks = gk % STAGES;
+	unsigned sk = sbase + QSLOTS * QSLOT + ks * KSLOT;
+
+	kt_mbar_wait(bars + (B_KF + ks) * 8, (gk / STAGES) & 1);
+	kt_fence_proxy_async();
+	ovl_s(s, sq, sk);
+	kt_wg_wait<0>();
+	kt_wg_pin(s);
+	ovl_soft(s, m, l, al, 0, len, lane);	/* O is 0: nothing owed */
+	ovl_pack(a, s);
+#pragma unroll 1
+	for (int c = 1; c < nc; c++) {
+		const int kp = ks;
+		const unsigned sv = sk + KC * HD * 2;
+
+		gk++;
+		ks = gk % STAGES;
+		sk = sbase + QSLOTS * QSLOT + ks * KSLOT;
+		kt_mbar_wait(bars + (B_KF + ks) * 8, (gk / STAGES) & 1);
+		kt_fence_proxy_async();
+		ovl_s(s, sq, sk);
+		ovl_pv(acc, a, sv);
+		kt_wg_wait<1>();
+		kt_wg_pin(s);
+		ovl_soft(s, m, l, al, c * KC, len, lane);
+		kt_wg_wait<0>();
+		kt_wg_pin(acc);
+		kt_mbar_arrive(bars + (B_KE + kp) * 8);
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++) {
+			acc[nt][0] *= al[0];
+			acc[nt][1] *= al[0];
+			acc[nt][2] *= al[1];
+			acc[nt][3] *= al[1];
+		}
+		ovl_pack(a, s);
+	}
+	ovl_pv(acc, a, sk + KC * HD * 2);
+	kt_wg_wait<0>();
+	kt_wg_pin(acc);
+	kt_mbar_arrive(bars + (B_KE + ks) * 8);
+}
+#endif
 #endif
 
 } /* namespace kws */
@@ -1409,8 +1536,14 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_zero(acc[0]);
 			m[0] = m[1] = KBA_NEG_INF;
 			l[0] = l[1] = 0.f;
+#if OVL
+			if (act) {
+				attend_ovl(acc[0], m, l, sq, sbase, bars, gk, nc, len, lane);
+				gk += nc;
+			}
+#endif
 #pragma unroll 1
-			for (int c = 0; c < nc; c++, gk++) {
+			for (int c = 0; c < nc && !(OVL && act); c++, gk++) {
 				const int ks = gk % STAGES;
 				const unsigned sk = sbase + QSLOTS * QSLOT + ks * KSLOT;
 

@@ -867,7 +867,7 @@ static const char *const sync_params[] = {"ROWS_W", "DSPLIT", "STAGES", "ITEMS",
 
 /* ws configs of family f valid at a shape of block 64 or 128 with this
  * rope setting: every value of its parameters, RPROD (rope only) held at 0
- * without rope, the forward's KC (block 256's) at 0. */
+ * without rope, the forward's KC and OVL (block 256's) at 0. */
 static long ws_count(int f, int rope)
 {
 	int ws = kt_variant_index(fams[f], "ws"), i;
@@ -876,7 +876,8 @@ static long ws_count(int f, int rope)
 	for (i = 0; i < fams[f]->nparams; i++)
 		if ((fams[f]->params[i].variants & (1u << ws)) &&
 		    (rope || strcmp(fams[f]->params[i].name, "RPROD") != 0) &&
-		    strcmp(fams[f]->params[i].name, "KC") != 0)
+		    strcmp(fams[f]->params[i].name, "KC") != 0 &&
+		    strcmp(fams[f]->params[i].name, "OVL") != 0)
 			n *= fams[f]->params[i].nvalues;
 	return n;
 }
@@ -916,11 +917,12 @@ static long ws_valid(int f, int d, int blk, int rope)
 }
 
 /* The suffix of family f's ws key after CONS and RING: RPROD=rprod
- * (0..3), and in the forward KC=0 (every key prints it). */
+ * (0..3), and in the forward KC=0,OVL=0 (every key prints them). */
 static const char *ws_tail(int f, int rprod)
 {
 	static const char *const t[2][4] = {
-		{",RPROD=0,KC=0", ",RPROD=1,KC=0", ",RPROD=2,KC=0", ",RPROD=3,KC=0"},
+		{",RPROD=0,KC=0,OVL=0", ",RPROD=1,KC=0,OVL=0", ",RPROD=2,KC=0,OVL=0",
+		 ",RPROD=3,KC=0,OVL=0"},
 		{",RPROD=0", ",RPROD=1", ",RPROD=2", ",RPROD=3"}};
 
 	return t[f != 0][rprod & 3];
@@ -957,11 +959,14 @@ static void test_ws_params(void)
 		CU_ASSERT_FATAL(param_index(fa, "RPROD") >= 0);
 		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].variants, 1u << ws);
 		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].nvalues, f ? 4 : 3);
-		/* KC: the forward's ws only (its block 256), 0, 64 or 128,
-		 * optional: keys from before it parse as 0 */
+		/* KC (0, 64, 128) and OVL (0, 1): the forward's ws only (its
+		 * block 256), optional: keys from before them parse as 0 */
 		if (f) {
 			CU_ASSERT_EQUAL(param_index(fa, "KC"), -1);
+			CU_ASSERT_EQUAL(param_index(fa, "OVL"), -1);
 		} else {
+			const struct kt_param *ov = &fa->params[param_index(fa, "OVL")];
+
 			const struct kt_param *kc = &fa->params[param_index(fa, "KC")];
 
 			CU_ASSERT_FATAL(param_index(fa, "KC") >= 0);
@@ -972,6 +977,13 @@ static void test_ws_params(void)
 			CU_ASSERT_EQUAL(kc->values[2], 128);
 			CU_ASSERT_EQUAL(kc->optional, 1);
 			CU_ASSERT_EQUAL(kc->absent, 0);
+			CU_ASSERT_FATAL(param_index(fa, "OVL") >= 0);
+			CU_ASSERT_EQUAL(ov->variants, 1u << ws);
+			CU_ASSERT_EQUAL_FATAL(ov->nvalues, 2);
+			CU_ASSERT_EQUAL(ov->values[0], 0);
+			CU_ASSERT_EQUAL(ov->values[1], 1);
+			CU_ASSERT_EQUAL(ov->optional, 1);
+			CU_ASSERT_EQUAL(ov->absent, 0);
 		}
 		CU_ASSERT_EQUAL(fa->params[ic].nvalues, 2);
 		CU_ASSERT_EQUAL(fa->params[ic].values[0], 1);
@@ -1856,21 +1868,22 @@ static void test_block256_bwd(void)
  * 2, CONS 2 (spills). */
 /* ws configs admitted at block 256 (sm_90a) per (head_dim, rope), RPROD 0
  * and 1 with rope (RPROD 1 refused at d 128, rope=2, CONS 2 with KC 0):
- * KC 0, every (CONS, RING); an explicit KC at d 64: KC 64 with either
- * CONS, KC 128 with CONS 2 (CONS 1's would be KC 0's kernel), every RING;
- * at d 128: KC 64 with CONS 2 (every RING), KC 128 with CONS 1 at RING 2
- * and 3, with CONS 2 at RING 2 (shared memory). */
+ * KC 0 (OVL 0), every (CONS, RING); an explicit KC with OVL 0 at d 64: KC
+ * 64 with either CONS, KC 128 with CONS 2 (CONS 1's would be KC 0's
+ * kernel), every RING; at d 128: KC 64 with CONS 2 (every RING), KC 128
+ * with CONS 1 at RING 2 and 3, with CONS 2 at RING 2 (shared memory); with
+ * OVL 1 those and CONS 1 with the head_dim's chunk (every RING). */
 static long ws256_valid(int d, int rope)
 {
 	long nr = rope ? 2 : 1, kc0 = 2 * 3 * nr - (d == 128 && rope == 2 ? 3 : 0);
 
-	return kc0 + (d == 64 ? 9 : 6) * nr;
+	return kc0 + (d == 64 ? 9 + 12 : 6 + 9) * nr;
 }
 
-/* 1 when check() admits the ws forward (CONS, RING, RPROD, KC) at block
+/* 1 when check() admits the ws forward (CONS, RING, RPROD, KC, OVL) at block
  * 256, head_dim d, rope on sm_90a (ws256_valid's cases); with the reason
  * check() gives otherwise in *why. */
-static int ws256_admits(int d, int rope, long cons, long ring, int rprod, long kc,
+static int ws256_admits(int d, int rope, long cons, long ring, int rprod, long kc, long ovl,
 			const char **why)
 {
 	long chunk = kc ? kc : d == 64 ? 128 : 64;
@@ -1879,7 +1892,11 @@ static int ws256_admits(int d, int rope, long cons, long ring, int rprod, long k
 		*why = "without rope";
 		return 0;
 	}
-	if (kc && cons == 1 && chunk == (d == 64 ? 128 : 64)) {
+	if (ovl && !kc) {
+		*why = "OVL 1 with KC 0";
+		return 0;
+	}
+	if (kc && cons == 1 && chunk == (d == 64 ? 128 : 64) && !ovl) {
 		*why = "the same kernel as KC 0";
 		return 0;
 	}
@@ -1903,7 +1920,7 @@ static int ws256_admits(int d, int rope, long cons, long ring, int rprod, long k
  * KC keys, the head_dim's without KC, plus the barriers' KiB), RPROD 2 and
  * the backward refused with their reasons. KC 0 plans the defines of the
  * kernel from before KC; KC 64 or 128 adds WS_KC and, with CONS 2, NREG
- * (setmaxnreg). */
+ * (setmaxnreg), OVL 1 the define OVL. */
 static void test_ws256(void)
 {
 	static const long kcs[] = {0, 64, 128};
@@ -1918,10 +1935,11 @@ static void test_ws256(void)
 			for (long cons = 1; cons <= 2; cons++)
 			for (long ring = 2; ring <= 4; ring++)
 			for (int rprod = 0; rprod < 3; rprod++)
-			for (int ik = 0; ik < 3; ik++) {
+			for (int ik = 0; ik < 3; ik++)
+			for (long ovl = 0; ovl < 2; ovl++) {
 				long kc = kcs[ik], chunk = kc ? kc : d == 64 ? 128 : 64;
 				const char *reason = "";
-				int ok = ws256_admits(d, rope, cons, ring, rprod, kc, &reason);
+				int ok = ws256_admits(d, rope, cons, ring, rprod, kc, ovl, &reason);
 				struct kt_shape s;
 				struct kt_config c;
 				struct kt_plan p;
@@ -1930,8 +1948,9 @@ static void test_ws256(void)
 
 				b256_text(d, rope, text, sizeof(text));
 				CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
-				snprintf(text, sizeof(text), "variant=ws,CONS=%ld,RING=%ld,RPROD=%d,KC=%ld",
-					 cons, ring, rprod, kc);
+				snprintf(text, sizeof(text),
+					 "variant=ws,CONS=%ld,RING=%ld,RPROD=%d,KC=%ld,OVL=%ld", cons, ring,
+					 rprod, kc, ovl);
 				kt_err_clear(&e);
 				CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], text, &c, &e), 0);
 				CU_ASSERT_EQUAL(c.variant, ws);
@@ -1955,7 +1974,9 @@ static void test_ws256(void)
 				snprintf(def, sizeof(def), "STAGES=%ld", ring);
 				CU_ASSERT(has_define(&p, def));
 				/* KC 0: the 7 defines from before KC */
-				CU_ASSERT_EQUAL(p.programs[0].ndefines, 7 + (kc != 0) + (kc && cons == 2));
+				CU_ASSERT_EQUAL(p.programs[0].ndefines,
+						7 + (kc != 0) + (kc && cons == 2) + (int)ovl);
+				CU_ASSERT_EQUAL(has_define(&p, "OVL=1"), ovl);
 				snprintf(def, sizeof(def), "WS_KC=%ld", kc);
 				CU_ASSERT_EQUAL(has_define(&p, def), kc != 0);
 				CU_ASSERT_EQUAL(has_define(&p, "NREG=1"), kc != 0 && cons == 2);
@@ -1990,12 +2011,12 @@ static void test_ws256(void)
 	}
 }
 
-/* The forward's KC on keys and its refusals: a ws key from before KC
- * parses as KC 0 and plans the same program as before (7 defines); KC is
- * refused at blocks 64 and 128, off its values, and where it would name
- * KC 0's kernel (CONS 1 with the head_dim's chunk); a ring of 128-key
- * chunks that overfills shared memory at head_dim 128 says so; the
- * default at block 256 stays KC 0. */
+/* The forward's KC and OVL on keys and their refusals: a ws key from
+ * before them parses as KC 0, OVL 0 and plans the same program as before
+ * (7 defines); KC is refused at blocks 64 and 128, off its values, and
+ * where it would name KC 0's kernel (CONS 1 with the head_dim's chunk and
+ * OVL 0); OVL 1 needs KC; a ring of 128-key chunks that overfills shared
+ * memory at head_dim 128 says so; the default at block 256 stays KC 0. */
 static void test_ws_kc(void)
 {
 	const struct kt_family *fa = fams[0];
@@ -2022,7 +2043,7 @@ static void test_ws_kc(void)
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, "variant=ws,CONS=2,RING=4,RPROD=0", &c, &e), 0);
 	CU_ASSERT_EQUAL(c.p[ik], 0);
 	kt_config_key(fa, &c, key, sizeof(key));
-	CU_ASSERT_STRING_EQUAL(key, "variant=ws,CONS=2,RING=4,RPROD=0,KC=0");
+	CU_ASSERT_STRING_EQUAL(key, "variant=ws,CONS=2,RING=4,RPROD=0,KC=0,OVL=0");
 	CU_ASSERT(kt_config_in_space(fa, &c));
 	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
 	kt_err_clear(&e);
@@ -2070,6 +2091,24 @@ static void test_ws_kc(void)
 	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s64, &c, &t90a, &p, &e), 0);
 	CU_ASSERT(has_define(&p, "WS_KC=64"));
 	CU_ASSERT(!has_define(&p, "NREG=1"));	/* one consumer: nothing to rebalance */
+	/* ... and with OVL 1 it is a kernel of its own */
+	c.p[param_index(fa, "OVL")] = 1;
+	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s128, &c, &t90a, &p, &e), 0);
+	CU_ASSERT(has_define(&p, "WS_KC=64"));
+	CU_ASSERT(has_define(&p, "OVL=1"));
+	CU_ASSERT(!has_define(&p, "NREG=1"));
+	/* OVL: 0 or 1, and 1 only with KC (KC 0 stays the old kernel) */
+	c.p[param_index(fa, "OVL")] = 2;
+	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "OVL 2: 0 or 1"));
+	c.p[param_index(fa, "OVL")] = 1;
+	c.p[ik] = 0;
+	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "OVL 1 with KC 0"));
+	CU_ASSERT_EQUAL(fa->check(fa, &b128, &c, &t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "OVL 1 with KC 0"));
 	/* 128-key chunks at head_dim 128: with CONS 2 a ring of two, 193 KiB;
 	 * three overfill 227 KiB, with the chunk named in the reason */
 	kt_err_clear(&e);
@@ -2095,6 +2134,7 @@ static void test_ws_kc(void)
 	CU_ASSERT_EQUAL_FATAL(fa->default_config(fa, &s128, &t90a, &dc), 0);
 	CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "ws"));
 	CU_ASSERT_EQUAL(dc.p[ik], 0);
+	CU_ASSERT_EQUAL(dc.p[param_index(fa, "OVL")], 0);
 	CU_ASSERT_EQUAL_FATAL(fa->default_config(fa, &s64, &t90a, &dc), 0);
 	CU_ASSERT_EQUAL(dc.p[ik], 0);
 }
@@ -3715,7 +3755,8 @@ int main(void)
 	CU_add_test(s, "valid configs per variant, valid defaults (ws at block 128 on sm_90a)", test_space);
 	CU_add_test(s, "block 256: forward configs and plans, the backward's chunked variant",
 		    test_block256);
-	CU_add_test(s, "block 256: the ws forward's KC (old keys, refusals, defines)", test_ws_kc);
+	CU_add_test(s, "block 256: the ws forward's KC, OVL (old keys, refusals, defines)",
+		    test_ws_kc);
 	CU_add_test(s, "flops and bytes", test_models);
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
