@@ -24,7 +24,9 @@
  * rotates) each item, CONS consumer warpgroups run their own items (the
  * forward at BLK 128: share each item, an m64 row half each; at BLK 256:
  * rounds of m64 row tiles, one per consumer, over key chunks streamed
- * through the ring); RING, and with rope RPROD, are its parameters.
+ * through the ring); RING, and with rope RPROD, are its parameters, and
+ * at block 256 KC (the key chunk, with the registers rebalanced) and OVL
+ * (the next chunk's S issued before this one's P v).
  * rope=2 rotates v as well. At block 256 (the forward's grid, persistent
  * and ws) a row of S no longer fits in registers: the keys come in chunks
  * (KCH; ws: KC, ws_kc) with a running softmax, the query rows in QP
@@ -58,9 +60,9 @@ enum { V_BWD_WS = 2, V_BWD_CHUNK = 3 };
 enum { WS_SCRATCH = 2 * 64 * 128 * 2 };
 
 /* The ws forward at BLK 256: keys per chunk (templates/blockattn_ws.cu's
- * KC). The parameter KC names it with the registers rebalanced; KC 0 (and
- * every key from before KC) is the head_dim's chunk, S of a chunk beside
- * O 96 fp32 a thread, within the launch bound's registers. */
+ * KC). The parameter KC names it, with the registers rebalanced at CONS
+ * 2; KC 0 (and every key from before KC) is the head_dim's chunk, S of a
+ * chunk beside O 96 fp32 a thread, within the launch bound's registers. */
 static long ws_kc(long d, long kc)
 {
 	return kc ? kc : d == 64 ? 128 : 64;
@@ -703,8 +705,9 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 
 /* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
  * backward at 128 with head_dim 64 only) and the forward's 256, its own
- * parameters (CONS, RING, RPROD, the forward's KC), none of the mma.sync
- * variants'; no config that spills (ptxas, sm_90a, every ws program). */
+ * parameters (CONS, RING, RPROD, the forward's KC and OVL), none of the
+ * mma.sync variants'; no config that spills (ptxas, sm_90a, every ws
+ * program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
 		    const struct cfg *g, char *why, size_t whylen)
 {
