@@ -978,6 +978,7 @@ KT_DEV void wp_rot(unsigned char *s, unsigned char *s2, const rtab *table, int t
 #else
 	constexpr int RB = R * CH / PT;
 #endif
+	static_assert((R * CH / PT) % RB == 0, "whole batches of table chunks");
 	uint4 t[RB];
 
 #pragma unroll 1
