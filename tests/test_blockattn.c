@@ -2639,6 +2639,12 @@ static void compile_for(const char *arch)
 				     (!strcmp(fams[f]->params[pi].name, "KCH") &&
 				      fams[f]->params[pi].values[vi] == 32)))
 					continue;
+				/* the ws forward's KC and OVL but 0: block 256's, whose
+				 * programs the nvrtc_b256 suite compiles, all of them */
+				if (!f && (!strcmp(fams[f]->params[pi].name, "KC") ||
+					   !strcmp(fams[f]->params[pi].name, "OVL")) &&
+				    fams[f]->params[pi].values[vi])
+					continue;
 				CU_ASSERT(c.cover[pi][vi]);
 				if (!c.cover[pi][vi])
 					fprintf(stderr, "\n  %s %s: %s=%ld in no valid config\n", arch,
