@@ -7,7 +7,8 @@
  *   blockattn_fwd_ws(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
  *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024,
- *       the backward at BLK 128 (HD 64 only) CONS * 32 KiB more; the
+ *       the backward at BLK 128 CONS * 32 KiB more at HD 64, 64 KiB at
+ *       HD 128 (STAGES 1: one slot the consumers share); the
  *       forward at BLK 256 (2 * 64 CONS + STAGES * 2 KC) * HD * 2 + 1024
  *       (two slots of a round's q rows, STAGES of a k and a v chunk; KC
  *       keys a chunk, 128 at HD 64, 64 at HD 128).
@@ -50,7 +51,10 @@
  *   bwd at BLK 128: each consumer its own items; the two m64 halves one
  *     after the other, as above, half 0's P and dS into the consumer's
  *     scratch (after the ring and the barriers), half 1's into v and k;
- *     then dV and dK as two m64 key tiles each over both halves.
+ *     then dV and dK as two m64 key tiles each over both halves. At HD
+ *     128 one slot, every item shared: consumer c takes query halves c,
+ *     c + CONS (S, dP, dS, dQ), all P and dS go to one scratch, then key
+ *     tiles c, c + CONS (dV, dK over all 128 query rows).
  * Rows past a block's length are zero-filled on load, P is 0 there and in
  * key columns past it; outputs are written once, no atomics.
  */
@@ -76,6 +80,11 @@
 #endif
 /* the included epilogue reads a row's table pairs ahead (RPF 1) */
 #define RPF (ROPE ? 1 : 0)
+/* The backward at BLK 128, HD 128 without rope: the slot's k and v are
+ * refilled early, on barriers of their own (full KV, empty KV): they are
+ * dead once every consumer has done dQ, while dV and dK still read q and
+ * do. With rope the producer rotates q and k together, one item at a time. */
+#define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
 #define BLOCKATTN_HELPERS_ONLY
 #define BLOCKATTN_BWD_HELPERS_ONLY
@@ -117,6 +126,9 @@ enum : int {
 	HALVES = BLK / 64,
 	SHARE = BLK == 128 && (!BWD || HD == 128) ? CONS : 1,
 	HROWS = 64 * 128,
+	/* EARLY_REFILL: k and v's barriers, after the slot's */
+	B_FKV = 2 * STAGES,
+	B_EKV = 2 * STAGES + 1,
 };
 constexpr int IT = BLK * CH / PT;	/* chunks of a tile per producer thread */
 
@@ -473,6 +485,35 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		kt_cp_async_commit();
 		return false;
 	}
+#if EARLY_REFILL
+	{
+		const int2 b = blocks[w / H];
+		const int h = w % H;
+		unsigned st = sbase;
+
+		/* opaque per item: hoisted out of the producer's loop, the 64
+		 * copies' addresses spilled (ptxas, 168 registers at CONS 2) */
+		asm volatile("" : "+r"(st), "+r"(pt));
+		/* k, v once every consumer is past item i - 1's dQ */
+		if (i >= 1)
+			kt_mbar_wait(bars + B_EKV * 8, (i - 1) & 1);
+		load_pan(st + TILE, k, b.x, b.y, H, h, pt);
+		load_pan(st + 2 * TILE, v, b.x, b.y, H, h, pt);
+		kt_cp_async_commit();
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+				     bars + B_FKV * 8)
+			     : "memory");
+		/* q, do once every consumer is past item i - 1's dK */
+		if (i >= 1)
+			kt_mbar_wait(bars + STAGES * 8, (i - 1) & 1);
+		load_pan(st, q, b.x, b.y, H, h, pt);
+		load_pan(st + 3 * TILE, dout, b.x, b.y, H, h, pt);
+		kt_cp_async_commit();
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bars)
+			     : "memory");
+		return true;
+	}
+#endif
 	if (i >= STAGES)	/* the item STAGES back has left the slot */
 		kt_mbar_wait(bars + (STAGES + slot) * 8, ((i / STAGES) - 1) & 1);
 
@@ -1119,6 +1160,10 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 			kt_mbar_init(bars + s * 8, PT);                                    \
 			kt_mbar_init(bars + (STAGES + s) * 8, 128 * SHARE);                \
 		}                                                                          \
+		if (EARLY_REFILL) {                                                        \
+			kt_mbar_init(bars + B_FKV * 8, PT);                                \
+			kt_mbar_init(bars + B_EKV * 8, 128 * SHARE);                       \
+		}                                                                          \
 		kt_mbar_init_fence();                                                      \
 	}                                                                                  \
 	__syncthreads();
@@ -1156,7 +1201,10 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	 * previous item's dV, dK, the scratch's last readers); B, after every
 	 * half's P and dS are written (and fenced to the async proxy), before
 	 * dV and dK read them. The slot is empty after 128 CONS arrivals,
-	 * each thread's after its last wgmma that reads the slot.
+	 * each thread's after its last wgmma that reads the slot; with
+	 * EARLY_REFILL that is q and do's release, and k and v have their own
+	 * full and empty barriers, the latter arrived on after B (every dQ
+	 * waited: nothing reads k or v after it).
 	 * Scratch, after the barriers: P half 0, 1, dS half 0, 1 (HTILE each). */
 	const unsigned scr = bars + 1024;
 	unsigned char *const gscr = smem + STAGES * SLOT + 1024;
@@ -1173,6 +1221,10 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE, sdo = sq + 3 * TILE;
 		float acc[MI][ND][4];
 
+		if (EARLY_REFILL) {	/* take() waited for q, do; k, v land on their own */
+			kt_mbar_wait(bars + B_FKV * 8, i & 1);
+			kt_fence_proxy_async();
+		}
 #pragma unroll 1
 		for (int hv = cw; hv < HALVES; hv += CONS) {
 			/* P and dS of the half's 64 query rows, bf16 in the A
@@ -1207,6 +1259,8 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		/* every half's P and dS before dV, dK */
 		kt_fence_proxy_async();
 		kt_bar_sync(1, 128 * CONS);	/* B */
+		if (EARLY_REFILL)	/* k, v free: every consumer's dQ is done */
+			kt_mbar_arrive(bars + B_EKV * 8);
 
 		/* this consumer's key tiles within the length (warpgroup-uniform) */
 		const int nmt = (len - 64 * cw + 64 * CONS - 1) / (64 * CONS);
