@@ -149,6 +149,24 @@ KT_DEV void load_pan(unsigned s, const __nv_bfloat16 *x, int t0, int len, int H,
 	}
 }
 
+#if EARLY_REFILL
+/* Two tiles' copies (x1 into s1, x2 into s2) of the same rows, one row
+ * offset per chunk for both: two load_pan calls in the early refill's two
+ * groups spilled 4 bytes (NVRTC's ptxas, 168 registers at CONS 2). */
+KT_DEV void load_two(unsigned s1, const __nv_bfloat16 *x1, unsigned s2, const __nv_bfloat16 *x2,
+		     int t0, int len, int H, int h, int pt)
+{
+#pragma unroll
+	for (int i = 0; i < IT; i++) {
+		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+		long long off = ((long long)(t0 + min(r, len - 1)) * H + h) * HD + c * 8;
+
+		kt_cp_async16(s1 + pan_off(r, c), x1 + off, r < len);
+		kt_cp_async16(s2 + pan_off(r, c), x2 + off, r < len);
+	}
+}
+#endif
+
 /* bf16 pairs of a warp's 16 rows of an S-layout accumulator into a BLK x
  * BLK panel tile (row = query, column = key), as the MN-major A operand of
  * P^T x and dS^T x reads it. */
@@ -497,8 +515,7 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		/* k, v once every consumer is past item i - 1's dQ */
 		if (i >= 1)
 			kt_mbar_wait(bars + B_EKV * 8, (i - 1) & 1);
-		load_pan(st + TILE, k, b.x, b.y, H, h, pt);
-		load_pan(st + 2 * TILE, v, b.x, b.y, H, h, pt);
+		load_two(st + TILE, k, st + 2 * TILE, v, b.x, b.y, H, h, pt);
 		kt_cp_async_commit();
 		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
 				     bars + B_FKV * 8)
@@ -506,8 +523,7 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		/* q, do once every consumer is past item i - 1's dK */
 		if (i >= 1)
 			kt_mbar_wait(bars + STAGES * 8, (i - 1) & 1);
-		load_pan(st, q, b.x, b.y, H, h, pt);
-		load_pan(st + 3 * TILE, dout, b.x, b.y, H, h, pt);
+		load_two(st, q, st + 3 * TILE, dout, b.x, b.y, H, h, pt);
 		kt_cp_async_commit();
 		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bars)
 			     : "memory");
