@@ -13,10 +13,25 @@
 # is the mma.sync sweeps' --time-limit in seconds. The databases live in
 # OUT_DIR (ws.db, sync.db): a call cut short resumes where it stopped, so the
 # whole run (~15-25 minutes) may be split, e.g. DIRS=fwd HDS=64 first.
-# The backward's ws takes block 128 at head_dim 64 only (27 configs with
-# ROPES="0 1 2"); at head_dim 128 it is refused and its rows say so.
-# Exit 0 when every ws trial that ran verified; 1 when one did not; 2 when
-# ktune cannot run (no GPU: the sweep's own error is printed).
+# The backward's ws at block 128: 27 configs at head_dim 64 (ROPES="0 1 2"),
+# 6 at 128 (one slot: CONS 1 and 2 without rope, CONS 1 with RPROD 0 and 3
+# with it).
+# Before the sweeps, optionally (each needs BUILD_DIR/tests/test_blockattn
+# or compute-sanitizer, and is skipped without):
+#   VERIFY=1  tests/test_blockattn's GPU suite at block 128, ws only
+#             (KTUNE_REQUIRE_GPU=1), every ws config of both directions
+#             against the CPU and GPU references on ragged lengths 40-100
+#             (seqs 29, heads 3: one item a CTA, both short and two-half
+#             blocks); its log is OUT/verify.log;
+#   RACE=1    compute-sanitizer --tool racecheck over the configs in
+#             RACE_CFGS (default: the backward's head_dim-128 ws with CONS
+#             2, rope 0, and CONS 1, RPROD 3, rope 1) through `ktune sweep
+#             --config` at seqs=40, lmax=256, heads=4 (over 132 items: the
+#             ring and the scratch wrap), each within RACE_LIMIT seconds
+#             (default 100); OUT/racecheck.log.
+# Exit 0 when every ws trial that ran verified and VERIFY passed and RACE
+# found no hazard; 1 otherwise; 2 when ktune cannot run (no GPU: the
+# sweep's own error is printed).
 set -uo pipefail
 B=${1:-build}
 OUT=${2:-bench/out/ws128}
@@ -49,6 +64,65 @@ sweep() {
 }
 
 status=0
+t0=$(date +%s)
+say() { echo "== $(($(date +%s) - t0)) s: $*" >&2; }
+T=$PWD/$B/tests/test_blockattn
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+verify="not run"
+if [ "${VERIFY:-0}" = 1 ]; then
+	if [ -x "$T" ]; then
+		say "verify: test_blockattn, ws at block 128"
+		KTUNE_REQUIRE_GPU=1 KTUNE_BLOCKATTN_GPU_ONLY=1 KTUNE_BLOCKATTN_SMALL_ONLY=1 \
+			KTUNE_BLOCKATTN_VARIANT=ws KTUNE_BLOCKATTN_BLOCK=128 KTUNE_BIN=$K \
+			timeout "${VERIFY_LIMIT:-300}" "$T" >"$OUT/verify.log" 2>&1
+		vrc=$?
+		if [ $vrc -eq 0 ]; then
+			verify=passed
+		else
+			verify="FAILED (exit $vrc, see $OUT/verify.log)"
+			status=1
+		fi
+	else
+		verify="skipped (no $T)"
+	fi
+fi
+race="not run"
+if [ "${RACE:-0}" = 1 ]; then
+	if [ -x "$SAN" ]; then
+		RACE_FAM=${RACE_FAM:-blockattn_bwd}
+		RACE_HD=${RACE_HD:-128}
+		if [ -n "${RACE_CFGS:-}" ]; then
+			read -r -a cfgs <<<"$RACE_CFGS"
+		else
+			cfgs=("0:variant=ws,CONS=2,RING=1,RPROD=0" "1:variant=ws,CONS=1,RING=1,RPROD=3")
+		fi
+		race=clean
+		: >"$OUT/racecheck.log"
+		for rc_cfg in "${cfgs[@]}"; do
+			rope=${rc_cfg%%:*}
+			cfg=${rc_cfg#*:}
+			shape=seqs=40,lmax=256,heads=4,head_dim=$RACE_HD,block=128,rope=$rope
+			say "racecheck: $RACE_FAM $cfg at $shape"
+			echo "== $RACE_FAM $cfg at $shape" >>"$OUT/racecheck.log"
+			timeout "${RACE_LIMIT:-100}" "$SAN" --tool racecheck --target-processes all \
+				--racecheck-report hazard "$K" sweep --family "$RACE_FAM" --shape "$shape" \
+				--config "$cfg" --db "$OUT/race.db" --no-baseline --no-retime \
+				--tournament 0 --timeout 90 --json >>"$OUT/racecheck.log" 2>&1
+			rc=$?
+			if [ $rc -eq 124 ]; then
+				race="timed out (see $OUT/racecheck.log)"
+			elif grep -Eq "ERROR SUMMARY: [1-9]|SUMMARY: [1-9][0-9]* hazard" "$OUT/racecheck.log"; then
+				race="hazards (see $OUT/racecheck.log)"
+				status=1
+			elif [ $rc -ne 0 ] && [ "$race" = clean ]; then
+				race="exit $rc (see $OUT/racecheck.log)"
+			fi
+		done
+	else
+		race="skipped (no compute-sanitizer)"
+	fi
+fi
+
 for dir in $DIRS; do
 	for hd in $HDS; do
 		for rope in $ROPES; do
@@ -57,7 +131,7 @@ for dir in $DIRS; do
 			sync=grid,persistent
 			[ "$dir" = fwd ] && sync=grid,persistent,prefetch
 			tag=${dir}_d${hd}_r${rope}
-			echo "ws128_check: $fam $shape: ws" >&2
+			say "$fam $shape: ws"
 			sweep "$fam" "$shape" ws "$OUT/ws.db" "ws_$tag"
 			rc=$?
 			if grep -q '"no_gpu"\|no NVIDIA\|no CUDA device' "$OUT/ws_$tag.json" "$OUT/ws_$tag.log" 2>/dev/null; then
@@ -66,16 +140,26 @@ for dir in $DIRS; do
 				exit 2
 			fi
 			[ $rc -ne 0 ] && echo "ws128_check: the ws sweep exited $rc (see $OUT/ws_$tag.log)" >&2
-			echo "ws128_check: $fam $shape: mma.sync variants (--time-limit $SYNC_LIMIT)" >&2
+			say "$fam $shape: mma.sync variants (--time-limit $SYNC_LIMIT)"
 			sweep "$fam" "$shape" "$sync" "$OUT/sync.db" "sync_$tag" --time-limit "$SYNC_LIMIT" ||
 				echo "ws128_check: the mma.sync sweep failed (see $OUT/sync_$tag.log)" >&2
 		done
 	done
 done
 
-python3 - "$OUT" "$DIRS" "$HDS" "$ROPES" <<'PY' || status=1
-import json, os, sys
+python3 - "$OUT" "$DIRS" "$HDS" "$ROPES" "$verify" "$race" <<'PY' || status=1
+import json, os, re, sys
 out, dirs, hds, ropes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
+verify, race = sys.argv[5], sys.argv[6]
+print(f"verification (test_blockattn, ws, block 128): {verify}")
+try:
+    log = open(f"{out}/verify.log").read() if verify != "not run" else ""
+except OSError:
+    log = ""
+for fam, key, n, g, c in re.findall(
+        r"(blockattn_\w+) (\S+): (\d+) configs of ws, worst rel (\S+) \(GPU ref\) (\S+)", log):
+    print(f"  {fam} {key}: {n} configs, worst rel {g} (GPU ref) {c} (CPU ref)")
+print(f"racecheck: {race}")
 
 def load(path, empty):
     try:

@@ -36,8 +36,9 @@
  * that reads them, each CTA a pass of BLK / QP rows of one (block, head)
  * with the other side of the block streamed in chunks of KCH rows through
  * a ring of RING slots.
- * NEEDSWORK: ws's backward at BLK 128 and head_dim 128 (the mma.sync
- * variants cover it); rope costs the mma.sync backward a third more time (instructions and
+ * The ws backward at BLK 128 and head_dim 128 has one slot (RING 1) that
+ * its consumers share, an m64 query half and then an m64 key tile each.
+ * NEEDSWORK: rope costs the mma.sync backward a third more time (instructions and
  * latency on the item's path, not bytes: bench/NOTES-attention.md).
  */
 #include "blockattn.h"
@@ -56,8 +57,10 @@
  * (ws_variant). Config keys name variants, so stored keys stay valid. */
 enum { V_GRID, V_PERSIST, V_PREFETCH, V_FWD_WS = 3 };
 enum { V_BWD_WS = 2, V_BWD_CHUNK = 3 };
-/* ws backward at BLK 128: a consumer's scratch, half 0's P and dS (64 x 128 bf16 each) */
-enum { WS_SCRATCH = 2 * 64 * 128 * 2 };
+/* ws backward at BLK 128: head_dim 64, a consumer's scratch, half 0's P and
+ * dS (64 x 128 bf16 each); head_dim 128, one scratch of the item's P and
+ * dS (128 x 128 bf16 each) that the consumers share */
+enum { WS_SCRATCH = 2 * 64 * 128 * 2, WS_SCRATCH_D128 = 2 * 128 * 128 * 2 };
 
 /* The ws forward at BLK 256: keys per chunk (templates/blockattn_ws.cu's
  * KC). The parameter KC names it, with the registers rebalanced at CONS
@@ -167,8 +170,9 @@ static const struct kt_param bwd_params[] = {
 	{"MINB", 2, {1, 3}, BWD_SYNC, "CTAs per SM asked of ptxas (a register cap); 1: none"},
 	{"EPI", 2, {0, 1}, BWD_SYNC, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
 	{"CONS", 2, {1, 2}, 1u << V_BWD_WS, CONS_HELP},
-	{"RING", 2, {2, 3}, (1u << V_BWD_WS) | (1u << V_BWD_CHUNK),
-	 RING_HELP "; chunked: ring depth over the streamed chunks"},
+	{"RING", 3, {1, 2, 3}, (1u << V_BWD_WS) | (1u << V_BWD_CHUNK),
+	 RING_HELP " (1: at block 128, head_dim 128 only, one slot shared by the consumers); "
+	 "chunked: ring depth over the streamed chunks"},
 	{"RPROD", 4, {0, 1, 2, 3}, 1u << V_BWD_WS, RPROD3_HELP},
 	/* the chunked variant's only, at P_KCH, P_QP as in the forward;
 	 * optional, though no key predates them: absent, the default's values */
@@ -607,7 +611,8 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		/* one producer warpgroup and CONS consumer warpgroups; the
 		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers; the
 		 * backward at BLK 128 adds a scratch per consumer for half 0's
-		 * P and dS (64 x 128 bf16 each). The forward at BLK 256: two
+		 * P and dS (64 x 128 bf16 each), at head_dim 128 one shared
+		 * scratch for all of P and dS. The forward at BLK 256: two
 		 * slots of a round's q rows (64 CONS) and RING slots of a k and
 		 * a v chunk (ws_kc keys) */
 		g->threads = (g->cons + 1) * 128;
@@ -616,7 +621,9 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 					      g->stages * 2 * ws_kc(g->d, g->kc)) * g->d * 2 + 1024);
 		else
 			g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024 +
-					     (bwd && g->blk == 128 ? g->cons * WS_SCRATCH : 0));
+					     (bwd && g->blk == 128 ? g->d == 128 ? WS_SCRATCH_D128
+										 : g->cons * WS_SCRATCH
+								   : 0));
 		return;
 	}
 	if (bwd && c->variant == V_BWD_CHUNK) {
@@ -704,9 +711,9 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 }
 
 /* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
- * backward at 128 with head_dim 64 only) and the forward's 256, its own
- * parameters (CONS, RING, RPROD, the forward's KC and OVL), none of the
- * mma.sync variants'; no config that spills (ptxas, sm_90a, every ws
+ * backward at 128 and head_dim 128 with one slot) and the forward's 256,
+ * its own parameters (CONS, RING, RPROD, the forward's KC and OVL), none of
+ * the mma.sync variants'; no config that spills (ptxas, sm_90a, every ws
  * program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
 		    const struct cfg *g, char *why, size_t whylen)
@@ -733,13 +740,6 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		return snprintf(why, whylen, "ws needs sm_90a (wgmma); target %s", arch),
 		       1;
 	}
-	/* the backward at BLK 128: a slot of q, k, v, do is 128 KiB at head_dim
-	 * 128, and no ring of two fits (NEEDSWORK: docs/families/blockattn.md) */
-	if (bwd && g->blk == 128 && g->d != 64)
-		return snprintf(why, whylen,
-				"ws backward at block 128: head_dim 64 only (a slot of q, k, v, do "
-				"is %ld KiB at head_dim %ld: no ring of two fits; grid and "
-				"persistent cover it)", 4 * g->blk * g->d * 2 / 1024, g->d), 1;
 	if (g->cons != 1 && g->cons != 2)
 		return snprintf(why, whylen, "CONS %ld: 1 or 2 consumer warpgroups", g->cons), 1;
 	if (g->rprod < 0 || g->rprod > (bwd ? 3 : 2))
@@ -748,10 +748,34 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (!g->rope && g->rprod)
 		return snprintf(why, whylen, "RPROD %ld without rope: the same kernel as 0", g->rprod),
 		       1;
-	if (g->stages < 2)
+	/* the backward at BLK 128, head_dim 128: a slot of q, k, v, do is 128
+	 * KiB, so one slot, shared by the consumers (an m64 query half, then an
+	 * m64 key tile each), beside a 64 KiB scratch of the item's P and dS */
+	if (bwd && g->blk == 128 && g->d == 128) {
+		if (g->stages != 1)
+			return snprintf(why, whylen,
+					"RING %ld at block 128, head_dim 128 (backward): 1 (a slot of q, "
+					"k, v, do is 128 KiB; one slot and the 64 KiB P, dS scratch "
+					"fill 227 KiB)", g->stages), 1;
+		/* one slot is never free ahead of the item in it */
+		if (g->rprod == 1)
+			return snprintf(why, whylen,
+					"RPROD 1 with one slot (block 128, head_dim 128): the next "
+					"item's slot is never free early, the same kernel as 0"), 1;
+		/* ptxas: at CONS 2 (168 registers) both the producer's table
+		 * chunks beside 64 copies and the consumer's rotated epilogue
+		 * spill; RPROD 2's q, k in registers spills at CONS 1 too */
+		if (g->rope && (g->cons == 2 || g->rprod == 2))
+			return snprintf(why, whylen,
+					"%s at block 128, head_dim 128 (backward): spills (ptxas); "
+					"CONS 1 with RPROD 0 or 3", g->cons == 2 ? "rope with CONS 2"
+										 : "RPROD 2"), 1;
+	} else if (g->stages < 2) {
 		return snprintf(why, whylen,
 				"RING %ld: ws needs 2 or more stages (the producer fills one while "
-				"a consumer reads another)", g->stages), 1;
+				"a consumer reads another; RING 1 is the backward's at block 128, "
+				"head_dim 128 only)", g->stages), 1;
+	}
 	if (g->stages > ring_max)
 		return snprintf(why, whylen, "RING %ld: at most %ld", g->stages, ring_max), 1;
 	if (g->kc != 0 && g->kc != 64 && g->kc != 128)
@@ -777,8 +801,9 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		return snprintf(why, whylen, "RPROD %ld at block 256: 0 or 1 (the producer's steps "
 				"are chunks; no register rotation)", g->rprod), 1;
 	/* the template's static_assert: each consumer's waits stay within one
-	 * phase of a slot's barriers (unreachable while CONS <= 2 <= RING) */
-	if (g->stages < g->cons)
+	 * phase of a slot's barriers (unreachable while CONS <= 2 <= RING, and
+	 * where the consumers share every item) */
+	if (g->stages < g->cons && !(bwd && g->blk == 128 && g->d == 128))
 		return snprintf(why, whylen, "RING %ld < CONS %ld: a slot per consumer", g->stages,
 				g->cons), 1;
 	if (g->threads > tgt->max_threads)
@@ -793,7 +818,10 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				"shared memory %u > %d bytes: RING %ld slots of %ld KiB (q, k, v%s "
 				"at block %ld, head_dim %ld)%s", g->smem, tgt->smem_optin, g->stages,
 				(bwd ? 4 : 3) * g->blk * g->d * 2 / 1024, bwd ? ", do" : "", g->blk,
-				g->d, bwd && g->blk == 128 ? " + CONS x 32 KiB of P, dS scratch" : ""),
+				g->d,
+				!bwd || g->blk != 128 ? ""
+				: g->d == 128	      ? " + 64 KiB of P, dS scratch"
+						      : " + CONS x 32 KiB of P, dS scratch"),
 		       1;
 	/* BLK 128, head_dim 128, two consumers: under the register cap of
 	 * 384 threads the producer cannot hold its rotation's table chunks

@@ -7,7 +7,8 @@
  *   blockattn_fwd_ws(q, k, v, blocks, table, o, nitems, H, cta_step, item_step, nper)
  *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
  *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024,
- *       the backward at BLK 128 (HD 64 only) CONS * 32 KiB more; the
+ *       the backward at BLK 128 CONS * 32 KiB more at HD 64, 64 KiB at
+ *       HD 128 (STAGES 1: one slot the consumers share); the
  *       forward at BLK 256 (2 * 64 CONS + STAGES * 2 KC) * HD * 2 + 1024
  *       (two slots of a round's q rows, STAGES of a k and a v chunk; KC
  *       keys a chunk: WS_KC, 64 or 128, or without it 128 at HD 64, 64
@@ -51,7 +52,10 @@
  *   bwd at BLK 128: each consumer its own items; the two m64 halves one
  *     after the other, as above, half 0's P and dS into the consumer's
  *     scratch (after the ring and the barriers), half 1's into v and k;
- *     then dV and dK as two m64 key tiles each over both halves.
+ *     then dV and dK as two m64 key tiles each over both halves. At HD
+ *     128 one slot, every item shared: consumer c takes query halves c,
+ *     c + CONS (S, dP, dS, dQ), all P and dS go to one scratch, then key
+ *     tiles c, c + CONS (dV, dK over all 128 query rows).
  * Rows past a block's length are zero-filled on load, P is 0 there and in
  * key columns past it; outputs are written once, no atomics.
  */
@@ -77,6 +81,11 @@
 #endif
 /* the included epilogue reads a row's table pairs ahead (RPF 1) */
 #define RPF (ROPE ? 1 : 0)
+/* The backward at BLK 128, HD 128 without rope: the slot's k and v are
+ * refilled early, on barriers of their own (full KV, empty KV): they are
+ * dead once every consumer has done dQ, while dV and dK still read q and
+ * do. With rope the producer rotates q and k together, one item at a time. */
+#define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
 #define BLOCKATTN_HELPERS_ONLY
 #define BLOCKATTN_BWD_HELPERS_ONLY
@@ -90,11 +99,12 @@ using namespace kba;
 
 static_assert(BLK == 64 || BLK == 128 || (BLK == 256 && !BWD),
 	      "BLK 64 (one m64 tile), 128 (two m64 halves) or, forward only, 256 (key chunks)");
-#if BWD
-static_assert(BLK == 64 || HD == 64, "the backward at BLK 128: HD 64 only (a slot is 128 KiB at 128)");
-#endif
 static_assert(HD == 64 || HD == 128, "HD 64 or 128");
+#if BWD && BLK == 128 && HD == 128
+static_assert(STAGES == 1, "the backward at BLK 128, HD 128: one slot (128 KiB) beside the P, dS scratch");
+#else
 static_assert(STAGES >= 2 && STAGES >= CONS, "STAGES >= 2 and >= CONS");
+#endif
 static_assert(ROWS_W == 16 && DSPLIT == 1, "the epilogue helpers' warp layout: 16 rows");
 static_assert(RPROD >= 0 && RPROD <= (BWD ? 3 : 2), "RPROD 0-2 (fwd), 0-3 (bwd)");
 #if BWD
@@ -107,15 +117,19 @@ constexpr int NTL = BWD ? 4 : 3;	/* tiles per slot */
 constexpr int SLOT = NTL * TILE;
 constexpr int PT = 128;			/* producer threads */
 /* BLK 128: the m64 row halves of an item, SHARE consumers per item (the
- * forward's CONS; 1 otherwise: each consumer its own items); an item's
+ * forward's CONS, and the backward's at HD 128; 1 otherwise: each consumer
+ * its own items); an item's
  * slot is empty after 128 * SHARE arrivals. HROWS: the bytes of 64 rows of
  * a panel, half 1's offset in a K-major operand. Enumerators, not
  * constexpr variables: NVRTC emits each namespace-scope constexpr as a
  * global, and new globals would move the BLK 64 kernels' bytes. */
 enum : int {
 	HALVES = BLK / 64,
-	SHARE = BLK == 128 && !BWD ? CONS : 1,
+	SHARE = BLK == 128 && (!BWD || HD == 128) ? CONS : 1,
 	HROWS = 64 * 128,
+	/* EARLY_REFILL: k and v's barriers, after the slot's */
+	B_FKV = 2 * STAGES,
+	B_EKV = 2 * STAGES + 1,
 };
 constexpr int IT = BLK * CH / PT;	/* chunks of a tile per producer thread */
 
@@ -135,6 +149,24 @@ KT_DEV void load_pan(unsigned s, const __nv_bfloat16 *x, int t0, int len, int H,
 			      x + ((long long)(t0 + min(r, len - 1)) * H + h) * HD + c * 8, r < len);
 	}
 }
+
+#if EARLY_REFILL
+/* Two tiles' copies (x1 into s1, x2 into s2) of the same rows, one row
+ * offset per chunk for both: two load_pan calls in the early refill's two
+ * groups spilled 4 bytes (NVRTC's ptxas, 168 registers at CONS 2). */
+KT_DEV void load_two(unsigned s1, const __nv_bfloat16 *x1, unsigned s2, const __nv_bfloat16 *x2,
+		     int t0, int len, int H, int h, int pt)
+{
+#pragma unroll
+	for (int i = 0; i < IT; i++) {
+		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+		long long off = ((long long)(t0 + min(r, len - 1)) * H + h) * HD + c * 8;
+
+		kt_cp_async16(s1 + pan_off(r, c), x1 + off, r < len);
+		kt_cp_async16(s2 + pan_off(r, c), x2 + off, r < len);
+	}
+}
+#endif
 
 /* bf16 pairs of a warp's 16 rows of an S-layout accumulator into a BLK x
  * BLK panel tile (row = query, column = key), as the MN-major A operand of
@@ -232,11 +264,13 @@ KT_DEV float exp_half(float (&s)[N][4], int hf, float sl2, float mb)
 }
 
 #if BWD && BLK == 128
-/* The backward at BLK 128 (HD 64): P and dS of an item are 128 x 128 bf16
+/* The backward at BLK 128: P and dS of an item are 128 x 128 bf16
  * (32 KiB each), kept as two P-halves of 64 query rows x 128 keys: two
- * 64-key panels of HROWS bytes, HTILE in all. Half 0's go to the
+ * 64-key panels of HROWS bytes, HTILE in all. HD 64: half 0's go to the
  * consumer's scratch (P, then dS), half 1's P into the slot's dead v tile
- * and its dS into the dead k tile (each 16 KiB: one P-half). */
+ * and its dS into the dead k tile (each 16 KiB: one P-half). HD 128: all
+ * four P-halves in one scratch shared by the consumers (P half 0, 1, then
+ * dS half 0, 1), the slot's tiles never written. */
 enum : int {
 	HTILE = 2 * HROWS,
 	SEQ = CONS == 2,
@@ -425,6 +459,21 @@ KT_DEV void mma_tt2(float (&acc)[ND][4], unsigned x0, unsigned x1, unsigned sy, 
 						  HROWS),
 				    kt_wg_desc_mn(sy + kk * 2048, PANEL));
 }
+
+#if HD == 128
+/* Zeros into a P-half at generic address t (this warpgroup's 128 threads,
+ * 16 KiB): the P and dS of a half with no row within the length, which
+ * the other half's dV and dK steps 4-7 (or 0-3) read against zero rows
+ * of do and q. Written rather than skipped: a branch inside those groups
+ * would serialize every wgmma (C7520), and the scratch's previous contents
+ * (another item's, or uninitialized) need not be finite. */
+KT_DEV void zero_half(unsigned char *t, int tw)
+{
+#pragma unroll
+	for (int j = 0; j < HTILE / 16 / 128; j++)
+		*reinterpret_cast<uint4 *>(t + (tw + j * 128) * 16) = make_uint4(0, 0, 0, 0);
+}
+#endif
 #endif
 
 /* The table chunks (bf16, 16 bytes: 4 pairs) of this thread's q, k chunks. */
@@ -455,12 +504,44 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		kt_cp_async_commit();
 		return false;
 	}
+#if EARLY_REFILL
+	{
+		const int2 b = blocks[w / H];
+		const int h = w % H;
+		unsigned st = sbase;
+
+		/* opaque per item: hoisted out of the producer's loop, the 64
+		 * copies' addresses spilled (ptxas, 168 registers at CONS 2) */
+		asm volatile("" : "+r"(st), "+r"(pt));
+		/* k, v once every consumer is past item i - 1's dQ */
+		if (i >= 1)
+			kt_mbar_wait(bars + B_EKV * 8, (i - 1) & 1);
+		load_two(st + TILE, k, st + 2 * TILE, v, b.x, b.y, H, h, pt);
+		kt_cp_async_commit();
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+				     bars + B_FKV * 8)
+			     : "memory");
+		/* q, do once every consumer is past item i - 1's dK */
+		if (i >= 1)
+			kt_mbar_wait(bars + STAGES * 8, (i - 1) & 1);
+		load_two(st, q, st + 3 * TILE, dout, b.x, b.y, H, h, pt);
+		kt_cp_async_commit();
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bars)
+			     : "memory");
+		return true;
+	}
+#endif
 	if (i >= STAGES)	/* the item STAGES back has left the slot */
 		kt_mbar_wait(bars + (STAGES + slot) * 8, ((i / STAGES) - 1) & 1);
 
 	const int2 b = blocks[w / H];
 	const int h = w % H;
-	const unsigned st = sbase + slot * SLOT;
+	unsigned st = sbase + slot * SLOT;
+#if BWD && BLK == 128 && HD == 128
+	/* opaque per item: hoisted out of the producer's loop, the 64 copies'
+	 * addresses spilled (ptxas, 168 registers at CONS 2) */
+	asm volatile("" : "+r"(st), "+r"(pt));
+#endif
 
 	if (qk) {
 		load_pan(st, q, b.x, b.y, H, h, pt);
@@ -1266,6 +1347,10 @@ KT_DEV void attend_ovl(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsign
 			kt_mbar_init(bars + s * 8, PT);                                    \
 			kt_mbar_init(bars + (STAGES + s) * 8, 128 * SHARE);                \
 		}                                                                          \
+		if (EARLY_REFILL) {                                                        \
+			kt_mbar_init(bars + B_FKV * 8, PT);                                \
+			kt_mbar_init(bars + B_EKV * 8, 128 * SHARE);                       \
+		}                                                                          \
 		kt_mbar_init_fence();                                                      \
 	}                                                                                  \
 	__syncthreads();
@@ -1293,7 +1378,118 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	const float scale = 1.f / sqrtf((float)HD);
 	unsigned ct[MI][2][ND];	/* unused: the epilogue reads its pairs per row */
 
-#if BLK == 128
+#if BLK == 128 && HD == 128
+	/* The one slot (q, k, v, do: 128 KiB) is shared by the CONS consumers:
+	 * consumer c takes query halves c, c + CONS (S, dP, P, Di, dS, dQ),
+	 * then, once every half's P and dS is in the scratch, key tiles c,
+	 * c + CONS (dV = P^T do, dK = dS^T q over all 128 query rows).
+	 * Named barrier 1 over the 128 CONS consumer threads: A, before a
+	 * half's P and dS are written (every consumer has waited the
+	 * previous item's dV, dK, the scratch's last readers); B, after every
+	 * half's P and dS are written (and fenced to the async proxy), before
+	 * dV and dK read them. The slot is empty after 128 CONS arrivals,
+	 * each thread's after its last wgmma that reads the slot; with
+	 * EARLY_REFILL that is q and do's release, and k and v have their own
+	 * full and empty barriers, the latter arrived on after B (every dQ
+	 * waited: nothing reads k or v after it).
+	 * Scratch, after the barriers: P half 0, 1, dS half 0, 1 (HTILE each). */
+	const unsigned scr = bars + 1024;
+	unsigned char *const gscr = smem + STAGES * SLOT + 1024;
+	const int ctid = tid - 128;	/* 0 .. 128 CONS - 1 */
+
+	for (int i = 0;; i++) {
+		citem it;
+
+		if (!take(i, smem, sbase, bars, blocks, nitems, H, cta_step, item_step, nper, it))
+			break;
+
+		const int2 b = it.b;
+		const int h = it.h, len = it.len, slot = it.slot;
+		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE, sdo = sq + 3 * TILE;
+		float acc[MI][ND][4];
+
+		if (EARLY_REFILL) {	/* take() waited for q, do; k, v land on their own */
+			kt_mbar_wait(bars + B_FKV * 8, i & 1);
+			kt_fence_proxy_async();
+		}
+#pragma unroll 1
+		for (int hv = cw; hv < HALVES; hv += CONS) {
+			/* P and dS of the half's 64 query rows, bf16 in the A
+			 * fragments' layout (a_from_acc) */
+			unsigned pa[BLK / 16][4], a[BLK / 16][4];
+			const bool live = 64 * hv < len;	/* warpgroup-uniform */
+
+			if (live)
+				half_p_ds(pa, a, sq + hv * HROWS, sk, sv, sdo + hv * HROWS, 64 * hv + r0,
+					  len, scale, lane);
+			kt_bar_sync(1, 128 * CONS);	/* A */
+			if (!live) {
+				zero_half(gscr + hv * HTILE, ctid & 127);
+				zero_half(gscr + (2 + hv) * HTILE, ctid & 127);
+				continue;
+			}
+			put_half(scr + hv * HTILE, pa, r0, lane);
+
+			/* dQ = dS k; dS goes to the scratch meanwhile */
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < BLK / 16; kk++)
+				kt_wg<HD>::rs<1>(acc[0], a[kk], kt_wg_desc_mn(sk + kk * 2048, PANEL));
+			kt_wg_commit();
+			put_half(scr + (2 + hv) * HTILE, a, r0, lane);
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			put_acc<CROT, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0 + 64 * hv, 0,
+						b.x, len, H, h, lane);
+		}
+		/* every half's P and dS before dV, dK */
+		kt_fence_proxy_async();
+		kt_bar_sync(1, 128 * CONS);	/* B */
+		if (EARLY_REFILL)	/* k, v free: every consumer's dQ is done */
+			kt_mbar_arrive(bars + B_EKV * 8);
+
+		/* this consumer's key tiles within the length (warpgroup-uniform) */
+		const int nmt = (len - 64 * cw + 64 * CONS - 1) / (64 * CONS);
+
+		/* dV = P^T do, per key tile */
+#pragma unroll 1
+		for (int j = 0; j < nmt; j++) {
+			const int mt = cw + CONS * j;
+
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+			mma_tt2(acc[0], scr, scr + HTILE, sdo, mt);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
+			put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+						  b.x, len, H, h, lane);
+		}
+		/* dK = dS^T q, per key tile; this thread is done with the slot
+		 * after the last (or at once, with no key tile) */
+		if (RPROD != 3 && nmt == 0)
+			kt_mbar_arrive(bars + (STAGES + slot) * 8);
+#pragma unroll 1
+		for (int j = 0; j < nmt; j++) {
+			const int mt = cw + CONS * j;
+
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+			mma_tt2(acc[0], scr + 2 * HTILE, scr + 3 * HTILE, sq, mt);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			if (RPROD != 3 && j == nmt - 1)
+				kt_mbar_arrive(bars + (STAGES + slot) * 8);
+			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+						b.x, len, H, h, lane);
+		}
+		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
+			kt_mbar_arrive(bars + (STAGES + slot) * 8);
+	}
+#elif BLK == 128
 	/* this consumer's scratch (half 0's P, then dS), after the barriers */
 	const unsigned scr = bars + 1024 + cw * 2 * HTILE;
 

@@ -867,7 +867,8 @@ static const char *const sync_params[] = {"ROWS_W", "DSPLIT", "STAGES", "ITEMS",
 
 /* ws configs of family f valid at a shape of block 64 or 128 with this
  * rope setting: every value of its parameters, RPROD (rope only) held at 0
- * without rope, the forward's KC and OVL (block 256's) at 0. */
+ * without rope, the forward's KC and OVL (block 256's) at 0, RING 2 and up
+ * (the backward's RING 1 is block 128, head_dim 128's alone). */
 static long ws_count(int f, int rope)
 {
 	int ws = kt_variant_index(fams[f], "ws"), i;
@@ -878,19 +879,28 @@ static long ws_count(int f, int rope)
 		    (rope || strcmp(fams[f]->params[i].name, "RPROD") != 0) &&
 		    strcmp(fams[f]->params[i].name, "KC") != 0 &&
 		    strcmp(fams[f]->params[i].name, "OVL") != 0)
-			n *= fams[f]->params[i].nvalues;
+			n *= fams[f]->params[i].nvalues -
+			     (!strcmp(fams[f]->params[i].name, "RING") &&
+			      fams[f]->params[i].values[0] == 1);
 	return n;
 }
 
 /* 1 when check() admits ws's (CONS, RING, RPROD) of family f at (head_dim
- * d, block blk, rope) on sm_90a: at block 64 all. At block 128 the forward
+ * d, block blk, rope) on sm_90a: RING 1 only in the backward at block 128,
+ * d 128; at block 64 every other. At block 128 the forward
  * takes as many slots of q, k, v (3 x 128 x d bf16) as fit 227 KiB (d 64: all
  * four RINGs, d 128: RING 2), and at d 128 with rope and two consumers
- * RPROD 0 only (the producer spills otherwise); the backward d 64 only,
- * where RING slots of 64 KiB and CONS scratches of 32 KiB fit 227 KiB
- * (RING 2, or RING 3 with one consumer). */
+ * RPROD 0 only (the producer spills otherwise). The backward at d 64
+ * takes RING slots of 64 KiB and CONS scratches of 32 KiB where they fit
+ * 227 KiB (RING 2, or RING 3 with one consumer); at d 128 RING 1 (one 128
+ * KiB slot and a 64 KiB scratch), with rope CONS 1 and RPROD 0 or 3 only
+ * (two consumers spill, RPROD 2 spills, RPROD 1 is 0 with one slot). */
 static int ws_admits(int f, int d, int blk, int rope, long cons, long ring, long rprod)
 {
+	if (f && blk == 128 && d == 128)
+		return ring == 1 && (!rope || (cons == 1 && (rprod == 0 || rprod == 3)));
+	if (ring < 2)
+		return 0;
 	if (blk == 64)
 		return 1;
 	if (f)
@@ -904,7 +914,8 @@ static int ws_admits(int f, int d, int blk, int rope, long cons, long ring, long
  * 32 (its wgmma tiles are 64 rows), ws_count at block 64; the forward at block 128 all of them at d 64, at d 128 RING 2:
  * 2 without rope (CONS 1, 2), 4 with (CONS 1 with RPROD 0-2, CONS 2 with 0);
  * the backward at block 128 three (CONS, RING) pairs at d 64, each with its
- * four RPRODs under rope, none at d 128. */
+ * four RPRODs under rope, and at d 128 RING 1: CONS 1 and 2 without rope,
+ * CONS 1 with RPROD 0 and 3 with it. */
 static long ws_valid(int f, int d, int blk, int rope)
 {
 	if (blk < 64)
@@ -912,7 +923,7 @@ static long ws_valid(int f, int d, int blk, int rope)
 	if (blk == 64 || (!f && d == 64))
 		return ws_count(f, rope);
 	if (f)
-		return d == 64 ? 3 * (rope ? 4 : 1) : 0;
+		return d == 64 ? 3 * (rope ? 4 : 1) : 2;
 	return rope ? 4 : 2;
 }
 
@@ -988,10 +999,11 @@ static void test_ws_params(void)
 		CU_ASSERT_EQUAL(fa->params[ic].nvalues, 2);
 		CU_ASSERT_EQUAL(fa->params[ic].values[0], 1);
 		CU_ASSERT_EQUAL(fa->params[ic].values[1], 2);
-		/* the ring: 2..4 stages forward, 2..3 backward */
-		CU_ASSERT_EQUAL(fa->params[ir].nvalues, f ? 2 : 3);
+		/* the ring: 2..4 stages forward, 1..3 backward (1: block 128,
+		 * head_dim 128) */
+		CU_ASSERT_EQUAL(fa->params[ir].nvalues, 3);
 		for (j = 0; j < fa->params[ir].nvalues; j++)
-			CU_ASSERT_EQUAL(fa->params[ir].values[j], 2 + j);
+			CU_ASSERT_EQUAL(fa->params[ir].values[j], (f ? 1 : 2) + j);
 		/* no parameter names a variant the family does not have */
 		for (j = 0; j < fa->nparams; j++)
 			CU_ASSERT_EQUAL(fa->params[j].variants >> fa->nvariants, 0);
@@ -1044,9 +1056,11 @@ static void test_ws_plans(void)
 						long cons = fa->params[ic].values[a], ring = fa->params[ir].values[b];
 						/* with rope every RPROD but 0 comes round (3: backward) */
 						int rprod = rope ? 1 + (int)(cons + ring) % (f ? 3 : 2) : 0;
-						/* the backward at block 128: a 32 KiB scratch per consumer */
+						/* the backward at block 128: a 32 KiB scratch per
+						 * consumer at d 64, one of 64 KiB at d 128 */
 						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * blk * d * 2 + 1024 +
-									   (f && blk == 128 ? cons * 32768 : 0));
+									   (f && blk == 128 ? d == 128 ? 65536
+									    : cons * 32768 : 0));
 						struct kt_config c;
 						struct kt_plan p;
 						const struct kt_launch *l = &p.launch[0];
@@ -1133,6 +1147,71 @@ static void test_ws_plans(void)
 			}
 }
 
+/* The backward at block 128, d 128 (s128: rope 1) from c (CONS 2, RING
+ * 2, RPROD 1), which it leaves as it found: RING 1 only (one 128 KiB slot
+ * and the 64 KiB P, dS scratch fill 227 KiB), no RPROD 1 (one slot is
+ * never free ahead: the same kernel as 0), with rope CONS 1 and RPROD 0 or
+ * 3 only (the others spill); without rope either CONS. */
+static void ws_bwd128_d128(const struct kt_family *fa, const struct kt_shape *s128,
+			   struct kt_config *c, const struct kt_target *t90a)
+{
+	int ic = param_index(fa, "CONS"), ir = param_index(fa, "RING");
+	int irp = param_index(fa, "RPROD");
+	unsigned need = (unsigned)(128 * 1024 + 1024 + 64 * 1024);
+	struct kt_target tight;
+	struct kt_shape s0;
+	struct kt_plan p;
+	struct kt_err e;
+	char why[160];
+
+	c->p[ir] = 3;
+	CU_ASSERT_EQUAL(fa->check(fa, s128, c, t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING 3 at block 128, head_dim 128"));
+	c->p[ir] = 1;
+	CU_ASSERT_EQUAL(fa->check(fa, s128, c, t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPROD 1 with one slot"));
+	c->p[irp] = 0;
+	CU_ASSERT_EQUAL(fa->check(fa, s128, c, t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope with CONS 2"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spills"));
+	c->p[ic] = 1;
+	CU_ASSERT_EQUAL(fa->check(fa, s128, c, t90a, why, sizeof(why)), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, s128, c, t90a, &p, &e), 0);
+	CU_ASSERT_EQUAL(p.launch[0].smem, need);
+	CU_ASSERT_EQUAL(p.launch[0].block[0], 256u);
+	tight = *t90a;
+	tight.smem_optin = (int)need - 1;
+	CU_ASSERT_EQUAL(fa->check(fa, s128, c, &tight, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "64 KiB of P, dS scratch"));
+	c->p[irp] = 3;
+	CU_ASSERT_EQUAL(fa->check(fa, s128, c, t90a, why, sizeof(why)), 0);
+	c->p[irp] = 2;
+	CU_ASSERT_EQUAL(fa->check(fa, s128, c, t90a, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPROD 2"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "spills"));
+	/* without rope both consumer counts */
+	CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=0",
+				    &s0), 0);
+	c->p[irp] = 0;
+	CU_ASSERT_EQUAL(fa->check(fa, &s0, c, t90a, why, sizeof(why)), 0);
+	c->p[ic] = 2;
+	CU_ASSERT_EQUAL(fa->check(fa, &s0, c, t90a, why, sizeof(why)), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s0, c, t90a, &p, &e), 0);
+	CU_ASSERT_EQUAL(p.launch[0].smem, need);
+	CU_ASSERT_EQUAL(p.launch[0].block[0], 384u);
+	/* the default there stays the grid one (until timed on a GPU) */
+	{
+		struct kt_config dc;
+
+		CU_ASSERT_EQUAL(fa->default_config(fa, &s0, t90a, &dc), 0);
+		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "grid"));
+	}
+	c->p[ir] = 2;
+	c->p[irp] = 1;
+}
+
 /* What check() refuses for ws, each with its reason. */
 static void test_ws_refusals(void)
 {
@@ -1202,12 +1281,12 @@ static void test_ws_refusals(void)
 			CU_ASSERT_EQUAL(fa->default_config(fa, &s32, &t90a, &dc), 0);
 			CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "grid"));
 		}
-		/* block 128: the backward refuses d 128 (a slot of q, k, v, do
-		 * is 128 KiB); the forward (here d 128, rope, CONS 2) takes it only
-		 * with RPROD 0 -- its producer spills with 1 and 2 -- and RING 2
-		 * (a slot of q, k, v is 96 KiB) */
+		/* block 128: the backward at d 128 takes one slot only (a slot of
+		 * q, k, v, do is 128 KiB); the forward (here d 128, rope, CONS 2)
+		 * takes it only with RPROD 0 -- its producer spills with 1 and 2 --
+		 * and RING 2 (a slot of q, k, v is 96 KiB) */
 		CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(why, f ? "head_dim 64 only" : "spills"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, f ? "RING 2 at block 128, head_dim 128" : "spills"));
 		if (f) {
 			struct kt_shape s64;
 			unsigned need = (unsigned)(3 * 64 * 1024 + 1024 + 32 * 1024);
@@ -1231,8 +1310,13 @@ static void test_ws_refusals(void)
 			tight.smem_optin = (int)need - 1;
 			CU_ASSERT_EQUAL(fa->check(fa, &s64, &c, &tight, why, sizeof(why)), 1);
 			CU_ASSERT_PTR_NOT_NULL(strstr(why, "scratch"));
+			/* RING 1 is d 128's only */
+			c.p[ir] = 1;
+			CU_ASSERT_EQUAL(fa->check(fa, &s64, &c, &t90a, why, sizeof(why)), 1);
+			CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING 1"));
 			c.p[ir] = 2;
 			c.p[ic] = 2;
+			ws_bwd128_d128(fa, &s128, &c, &t90a);
 		} else {
 			c.p[param_index(fa, "RPROD")] = 0;
 			CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
@@ -2650,6 +2734,11 @@ static void compile_for(const char *arch)
 				if (!f && (!strcmp(fams[f]->params[pi].name, "KC") ||
 					   !strcmp(fams[f]->params[pi].name, "OVL")) &&
 				    fams[f]->params[pi].values[vi])
+					continue;
+				/* RING 1: ws's alone (the backward at block 128,
+				 * head_dim 128), never chunked's */
+				if (f && !t.arch_a && !strcmp(fams[f]->params[pi].name, "RING") &&
+				    fams[f]->params[pi].values[vi] == 1)
 					continue;
 				CU_ASSERT(c.cover[pi][vi]);
 				if (!c.cover[pi][vi])
