@@ -24,15 +24,12 @@
  * rotates) each item, CONS consumer warpgroups run their own items (the
  * forward at BLK 128: share each item, an m64 row half each; at BLK 256:
  * rounds of m64 row tiles, one per consumer, over key chunks streamed
- * through the ring); RING, and with rope RPROD, are its parameters, and
- * at block 256 KC (the key chunk, with the registers rebalanced) and OVL
- * (the next chunk's S issued before this one's P v).
+ * through the ring); RING, and with rope RPROD, are its parameters.
  * rope=2 rotates v as well. At block 256 (the forward's grid, persistent
  * and ws) a row of S no longer fits in registers: the keys come in chunks
- * (KCH; ws: KC, ws_kc) with a running softmax, the query rows in QP
- * passes. The backward at block 256 is `chunked` only
- * (templates/blockattn_bwd.cu, KCH set): a dQ kernel that recomputes each
- * row's LSE and Di into the scratch, then a dK, dV kernel
+ * (KCH; ws: ws_kc) with a running softmax, the query rows in QP passes. The backward at block 256 is
+ * `chunked` only (templates/blockattn_bwd.cu, KCH set): a dQ kernel that
+ * recomputes each row's LSE and Di into the scratch, then a dK, dV kernel
  * that reads them, each CTA a pass of BLK / QP rows of one (block, head)
  * with the other side of the block streamed in chunks of KCH rows through
  * a ring of RING slots.
@@ -63,18 +60,17 @@ enum { V_BWD_WS = 2, V_BWD_CHUNK = 3 };
 enum { WS_SCRATCH = 2 * 64 * 128 * 2, WS_SCRATCH_D128 = 2 * 128 * 128 * 2 };
 
 /* The ws forward at BLK 256: keys per chunk (templates/blockattn_ws.cu's
- * KC). The parameter KC names it, with the registers rebalanced at CONS
- * 2; KC 0 (and every key from before KC) is the head_dim's chunk, S of a
- * chunk beside O 96 fp32 a thread, within the launch bound's registers. */
-static long ws_kc(long d, long kc)
+ * KC, fixed by head_dim: S of a chunk beside O is 96 fp32 a thread). Not
+ * a parameter: one more ws parameter would change every stored ws key. */
+static long ws_kc(long d)
 {
-	return kc ? kc : d == 64 ? 128 : 64;
+	return d == 64 ? 128 : 64;
 }
 /* Parameter indices: the same in both families; EPI is the backward's and
  * the forward prefetch variant's; CONS and RING are ws's only. */
 enum {
 	P_ROWS_W, P_DSPLIT, P_STAGES, P_ITEMS, P_CTAS_SM, P_RPF, P_MINB, P_EPI, P_CONS, P_RING,
-	P_RPROD, P_KCH, P_QP, P_KST, P_KC, P_OVL
+	P_RPROD, P_KCH, P_QP, P_KST
 };
 
 static int ws_variant(int bwd)
@@ -143,15 +139,6 @@ static const struct kt_param fwd_params[] = {
 	 "block 256 with KCH: k, v streamed a chunk at a time through a ring of KST stages over "
 	 "all of a CTA's items, q two passes' rows (less shared memory, loads overlap the MMAs; "
 	 "STAGES 1, RPF 0); 0: whole k, v tiles", 1, 0},
-	/* optional: ws keys from before it mean KC 0, the kernel they ran */
-	{"KC", 3, {0, 64, 128}, 1u << V_FWD_WS,
-	 "ws at block 256: keys per chunk, 64 or 128, with the registers rebalanced (CONS 2: "
-	 "the producer warpgroup's handed to the consumers, setmaxnreg); 0: the head_dim's "
-	 "chunk (128 at 64, 64 at 128) within the launch bound (blocks 64, 128: only 0)", 1, 0},
-	{"OVL", 2, {0, 1}, 1u << V_FWD_WS,
-	 "ws at block 256 with KC: 1: a consumer issues chunk j+1's S before chunk j's P v, "
-	 "its softmax of j+1 under that product (two k/v slots held at a time); 0: one chunk "
-	 "after the other", 1, 0},
 };
 
 /* The backward holds four tiles per stage plus P and dS: a third stage
@@ -583,9 +570,6 @@ struct cfg {
 	int persist, pf;
 	int ws;			/* the ws variant: cons, and stages from RING */
 	long cons, rprod;
-	long kc;		/* the ws forward's KC (block 256; 0: the head_dim's chunk) */
-	int nreg;		/* ... its registers rebalanced (KC set, CONS 2) */
-	long ovl;		/* ... and OVL: the next chunk's S before this one's P v */
 	int chunk;		/* the backward's chunked variant: kch, qp, and stages from RING */
 	unsigned smem_dq;	/* chunked: the dQ kernel's (smem: the dK, dV kernel's) */
 	long mi;		/* m16 tiles per warp */
@@ -605,9 +589,6 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		g->cons = c->p[P_CONS];
 		g->stages = c->p[P_RING];
 		g->rprod = c->p[P_RPROD];
-		g->kc = bwd ? 0 : c->p[P_KC];
-		g->nreg = g->kc != 0 && g->cons == 2;
-		g->ovl = bwd ? 0 : c->p[P_OVL];
 		/* one producer warpgroup and CONS consumer warpgroups; the
 		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers; the
 		 * backward at BLK 128 adds a scratch per consumer for half 0's
@@ -617,8 +598,8 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		 * a v chunk (ws_kc keys) */
 		g->threads = (g->cons + 1) * 128;
 		if (!bwd && g->blk == 256)
-			g->smem = (unsigned)((2 * 64 * g->cons +
-					      g->stages * 2 * ws_kc(g->d, g->kc)) * g->d * 2 + 1024);
+			g->smem = (unsigned)((2 * 64 * g->cons + g->stages * 2 * ws_kc(g->d)) *
+					     g->d * 2 + 1024);
 		else
 			g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024 +
 					     (bwd && g->blk == 128 ? g->d == 128 ? WS_SCRATCH_D128
@@ -711,10 +692,9 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 }
 
 /* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
- * backward at 128 and head_dim 128 with one slot) and the forward's 256,
- * its own parameters (CONS, RING, RPROD, the forward's KC and OVL), none of
- * the mma.sync variants'; no config that spills (ptxas, sm_90a, every ws
- * program). */
+ * backward at 128 and head_dim 128 with one slot) and the forward's 256, its own
+ * parameters (CONS, RING, RPROD), none of the mma.sync variants'; no
+ * config that spills (ptxas, sm_90a, every ws program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
 		    const struct cfg *g, char *why, size_t whylen)
 {
@@ -778,23 +758,6 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	}
 	if (g->stages > ring_max)
 		return snprintf(why, whylen, "RING %ld: at most %ld", g->stages, ring_max), 1;
-	if (g->kc != 0 && g->kc != 64 && g->kc != 128)
-		return snprintf(why, whylen, "KC %ld: 0, 64 or 128", g->kc), 1;
-	if (g->kc && g->blk != 256)
-		return snprintf(why, whylen, "KC %ld at block %ld: key chunks are block 256's "
-				"(KC 0)", g->kc, g->blk), 1;
-	if (g->ovl != 0 && g->ovl != 1)
-		return snprintf(why, whylen, "OVL %ld: 0 or 1", g->ovl), 1;
-	/* KC 0 stays the kernel from before KC and OVL */
-	if (g->ovl && !g->kc)
-		return snprintf(why, whylen, "OVL 1 with KC 0: the overlap is block 256's, with KC "
-				"64 or 128"), 1;
-	/* one consumer may already use 255 registers: nothing to rebalance,
-	 * so the head_dim's own chunk without the overlap is KC 0's kernel */
-	if (g->kc && g->cons == 1 && g->kc == ws_kc(g->d, 0) && !g->ovl)
-		return snprintf(why, whylen, "KC %ld with CONS 1 at head_dim %ld, OVL 0: the same "
-				"kernel as KC 0 (registers are rebalanced at CONS 2 only)", g->kc,
-				g->d), 1;
 	/* BLK 256: the producer runs steps (a round's q rows, a key chunk),
 	 * not items; RPROD 2's q, k in registers has no step form */
 	if (g->blk == 256 && g->rprod > 1)
@@ -812,7 +775,7 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		return snprintf(why, whylen,
 				"shared memory %u > %d bytes: two q slots of %ld rows and RING %ld "
 				"slots of a k and a v chunk of %ld keys (head_dim %ld)", g->smem,
-				tgt->smem_optin, 64 * g->cons, g->stages, ws_kc(g->d, g->kc), g->d), 1;
+				tgt->smem_optin, 64 * g->cons, g->stages, ws_kc(g->d), g->d), 1;
 	if (g->smem > (unsigned)tgt->smem_optin)
 		return snprintf(why, whylen,
 				"shared memory %u > %d bytes: RING %ld slots of %ld KiB (q, k, v%s "
@@ -831,11 +794,9 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 		return snprintf(why, whylen,
 				"RPROD %ld at block 128, head_dim 128 with CONS 2: the producer spills "
 				"(ptxas); RPROD 0 or CONS 1", g->rprod), 1;
-	/* BLK 256, head_dim 128, two consumers, rope=2, KC 0: RPROD 1's next
-	 * step in flight beside a rotation of k and v spills 4 bytes (ptxas);
-	 * the rebalanced producer rotates in batches and does not */
-	if (g->blk == 256 && g->d == 128 && g->cons == 2 && g->rope == 2 && g->rprod == 1 &&
-	    !g->kc)
+	/* BLK 256, head_dim 128, two consumers, rope=2: RPROD 1's next step
+	 * in flight beside a rotation of k and v spills 4 bytes (ptxas) */
+	if (g->blk == 256 && g->d == 128 && g->cons == 2 && g->rope == 2 && g->rprod == 1)
 		return snprintf(why, whylen,
 				"RPROD 1 at block 256, head_dim 128, rope=2 with CONS 2: spills "
 				"(ptxas); RPROD 0 or CONS 1"), 1;
@@ -1066,11 +1027,7 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 		    kt_program_define(pr, "HD", g.d) || kt_program_define(pr, "ROPE", g.rope) ||
 		    kt_program_define(pr, "CONS", g.cons) ||
 		    kt_program_define(pr, "STAGES", g.stages) ||
-		    kt_program_define(pr, "RPROD", g.rprod) ||
-		    /* KC 0: the defines, and so the program, from before KC */
-		    (g.kc && kt_program_define(pr, "WS_KC", g.kc)) ||
-		    (g.nreg && kt_program_define(pr, "NREG", 1)) ||
-		    (g.ovl && kt_program_define(pr, "OVL", 1)))
+		    kt_program_define(pr, "RPROD", g.rprod))
 			return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 	} else if (g.chunk) {
 		/* ROWS_W 16, DSPLIT 1, RPF 0, MINB 1: the template's defaults */

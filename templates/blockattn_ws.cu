@@ -11,8 +11,7 @@
  *       HD 128 (STAGES 1: one slot the consumers share); the
  *       forward at BLK 256 (2 * 64 CONS + STAGES * 2 KC) * HD * 2 + 1024
  *       (two slots of a round's q rows, STAGES of a k and a v chunk; KC
- *       keys a chunk: WS_KC, 64 or 128, or without it 128 at HD 64, 64
- *       at HD 128; NREG 1 rebalances the registers, see below).
+ *       keys a chunk, 128 at HD 64, 64 at HD 128).
  *       With BOUND, nitems is a bound and the prep's count decides, as in
  *       blockattn_fwd.cu.
  *
@@ -871,34 +870,11 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
  * tile (S of a chunk plus O) and the whole ring in 227 KiB.
  * Enumerators, as above; only BLK 256 programs see them.
  */
-/* WS_KC: keys per chunk (the family's KC). Absent, the head_dim's: S of
- * a chunk beside O is then 96 fp32 a thread at either head_dim, within
- * the launch bound's registers. */
-#ifndef WS_KC
-#define WS_KC (HD == 64 ? 128 : 64)
-#endif
-/* NREG 1 (CONS 2): the registers rebalanced between the roles. At launch
- * every thread holds the bound's share of the SM's 64 K registers
- * (65536 / threads, down to a multiple of 8: R_LAUNCH); the producer
- * warpgroup, which only copies (and rotates), drops to R_PROD and the
- * consumer warpgroups rise to R_CONS by what it gave up, so the CTA never
- * asks for more than it was launched with:
- * 128 (R_LAUNCH - R_PROD) = 128 CONS (R_CONS - R_LAUNCH). The producer
- * then copies four chunks at a time and rotates in batches of four table
- * chunks (wload, wp_rot), which fits 40 registers, 72 with rope (ptxas
- * spills the rotation below). CONS 1 has nothing to gain: its consumer
- * may already use 255. */
-#ifndef NREG
-#define NREG 0
-#endif
-/* OVL 1 (with WS_KC): a consumer issues chunk j+1's S before chunk j's
- * P v, so that its softmax of chunk j+1 runs while that product does
- * (attend_ovl) */
-#ifndef OVL
-#define OVL 0
-#endif
 enum : int {
-	KC = WS_KC,
+	/* keys per chunk: S of a chunk beside O is 96 fp32 a thread at
+	 * either head_dim; 128-key chunks at HD 128 spill with rope and two
+	 * consumers (ptxas) */
+	KC = HD == 64 ? 128 : 64,
 	NBK = KC / 8,			/* n8 tiles across a chunk of S */
 	QR = 64 * CONS,			/* query rows of a round */
 	QPAN = QR * 128,		/* a 64-column panel of the round's q rows */
@@ -913,14 +889,7 @@ enum : int {
 	B_KF = 2 * QSLOTS,
 	B_KE = 2 * QSLOTS + STAGES,
 	NBARS = 2 * QSLOTS + 2 * STAGES,
-	R_LAUNCH = 65536 / ((CONS + 1) * 128) / 8 * 8,
-	R_PROD = ROPE ? 72 : 40,
-	R_CONS = R_LAUNCH + (R_LAUNCH - R_PROD) / CONS,
 };
-static_assert(KC == 64 || KC == 128, "WS_KC: 64 or 128 keys a chunk");
-static_assert(!NREG || (CONS == 2 && R_PROD >= 24 && R_PROD % 8 == 0 && R_CONS % 8 == 0 &&
-			R_CONS <= 256 && R_PROD + CONS * R_CONS <= (CONS + 1) * R_LAUNCH),
-	      "NREG: CONS 2, setmaxnreg counts of 24-256 in steps of 8, within the launch's registers");
 static_assert(RINGS % 1024 == 0 && QSLOT % 1024 == 0 && KSLOT % 1024 == 0,
 	      "128-byte swizzle: every tile 1024-aligned");
 static_assert(RPROD <= 1, "BLK 256: RPROD 0 or 1");
@@ -938,12 +907,7 @@ template <int R>
 KT_DEV void wload(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
 		  int pt)
 {
-	/* NREG: four copies at a time, within the producer's few registers */
-#if NREG
-#pragma unroll 4
-#else
 #pragma unroll
-#endif
 	for (int i = 0; i < R * CH / PT; i++) {
 		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
 
@@ -1052,44 +1016,30 @@ template <int R>
 KT_DEV void wp_rot(unsigned char *s, unsigned char *s2, const rtab *table, int t0, int r0, int len,
 		   bool later, int pt)
 {
-#if NREG
-	/* the table chunks in batches of RB, the first batch's read before
-	 * the wait: within the producer's few registers */
-	constexpr int RB = 4;
-#else
-	constexpr int RB = R * CH / PT;
-#endif
-	static_assert((R * CH / PT) % RB == 0, "whole batches of table chunks");
-	uint4 t[RB];
+	uint4 t[R * CH / PT];
 
-#pragma unroll 1
-	for (int j0 = 0; j0 < R * CH / PT; j0 += RB) {
 #pragma unroll
-		for (int j = 0; j < RB; j++) {
-			int idx = pt + (j0 + j) * PT;
+	for (int j = 0; j < R * CH / PT; j++) {
+		int idx = pt + j * PT;
 
-			t[j] = tab_raw(table, t0 + min(r0 + idx / CH, len - 1), idx % CH);
-		}
-		if (j0 == 0) {
-			if (later)
-				kt_cp_async_wait<1>();
-			else
-				kt_cp_async_wait<0>();
-		}
+		t[j] = tab_raw(table, t0 + min(r0 + idx / CH, len - 1), idx % CH);
+	}
+	if (later)
+		kt_cp_async_wait<1>();
+	else
+		kt_cp_async_wait<0>();
 #pragma unroll
-		for (int j = 0; j < RB; j++) {
-			int idx = pt + (j0 + j) * PT, r = idx / CH, c = idx % CH;
+	for (int j = 0; j < R * CH / PT; j++) {
+		int idx = pt + j * PT, r = idx / CH, c = idx % CH;
 
-			if (r0 + r < len) {
-				uint4 *p = reinterpret_cast<uint4 *>(s + wpan_off<R * 128>(r, c));
+		if (r0 + r < len) {
+			uint4 *p = reinterpret_cast<uint4 *>(s + wpan_off<R * 128>(r, c));
 
-				*p = rot_by(*p, t[j]);
-				if (s2) {
-					uint4 *p2 =
-						reinterpret_cast<uint4 *>(s2 + wpan_off<R * 128>(r, c));
+			*p = rot_by(*p, t[j]);
+			if (s2) {
+				uint4 *p2 = reinterpret_cast<uint4 *>(s2 + wpan_off<R * 128>(r, c));
 
-					*p2 = rot_by(*p2, t[j]);
-				}
+				*p2 = rot_by(*p2, t[j]);
 			}
 		}
 	}
@@ -1211,127 +1161,6 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 	kt_wg_wait<0>();
 	kt_wg_pin(acc);
 }
-
-#if OVL
-/* attend_kc in the pieces attend_ovl reorders. ovl_s issues S = q k^T of
- * a chunk (one wgmma group, not waited); ovl_soft masks keys at or past
- * len, moves the running max m, turns s into its exponents, adds them to
- * the row sum l (rescaled by al) and returns in al the factor O still
- * owes; ovl_pack puts P in A fragments; ovl_pv issues O += P v (one
- * group, not waited). */
-KT_DEV void ovl_s(float (&s)[NBK][4], unsigned sq, unsigned sk)
-{
-	zero_acc<true>(s);
-	kt_wg_fence();
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-		kt_wg<KC>::ss<0, 0>(s, kt_wg_desc_k(sq + (kk >> 2) * QPAN + (kk & 3) * 32),
-				    kt_wg_desc_k(sk + (kk >> 2) * KPAN + (kk & 3) * 32));
-	kt_wg_commit();
-}
-
-KT_DEV void ovl_soft(float (&s)[NBK][4], float (&m)[2], float (&l)[2], float (&al)[2], int k0,
-		     int len, int lane)
-{
-	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
-	const int lim = len - k0 - 2 * (lane & 3);
-
-#pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		float mc = m[hf], ls, mb;
-
-#pragma unroll
-		for (int nt = 0; nt < NBK; nt++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				if (nt * 8 + e >= lim)
-					s[nt][2 * hf + e] = KBA_NEG_INF;
-				mc = fmaxf(mc, s[nt][2 * hf + e]);
-			}
-		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
-		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
-		al[hf] = kba_ex2((m[hf] - mc) * sl2);
-		m[hf] = mc;
-		mb = mc * sl2;
-		ls = exp_half(s, hf, sl2, mb);
-		l[hf] = l[hf] * al[hf] + ls;
-	}
-}
-
-KT_DEV void ovl_pack(unsigned (&a)[KC / 16][4], const float (&s)[NBK][4])
-{
-#pragma unroll
-	for (int kk = 0; kk < KC / 16; kk++) {
-		a[kk][0] = kt_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-		a[kk][1] = kt_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-		a[kk][2] = kt_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-		a[kk][3] = kt_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-	}
-}
-
-KT_DEV void ovl_pv(float (&acc)[ND][4], unsigned (&a)[KC / 16][4], unsigned sv)
-{
-	kt_wg_fence();
-#pragma unroll
-	for (int kk = 0; kk < KC / 16; kk++)
-		kt_wg<HD>::rs<1>(acc, a[kk], kt_wg_desc_mn(sv + kk * 2048, KPAN));
-	kt_wg_commit();
-}
-
-/* A row tile's whole round under OVL: every key chunk of the round (the
- * k/v steps gk, gk + 1, ...: each waited full, released after its last
- * reader), chunk j + 1's S issued before chunk j's P v, so that the
- * softmax of j + 1 (between wait<1>, S done, and wait<0>, P v done)
- * overlaps that product; O is rescaled once P v is done. A consumer
- * holds two k/v slots at a time (chunk j's v, chunk j + 1). */
-KT_DEV void attend_ovl(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigned sq,
-		       unsigned sbase, unsigned bars, int gk, int nc, int len, int lane)
-{
-	float s[NBK][4], al[2];
-	unsigned a[KC / 16][4];
-	int ks = gk % STAGES;
-	unsigned sk = sbase + QSLOTS * QSLOT + ks * KSLOT;
-
-	kt_mbar_wait(bars + (B_KF + ks) * 8, (gk / STAGES) & 1);
-	kt_fence_proxy_async();
-	ovl_s(s, sq, sk);
-	kt_wg_wait<0>();
-	kt_wg_pin(s);
-	ovl_soft(s, m, l, al, 0, len, lane);	/* O is 0: nothing owed */
-	ovl_pack(a, s);
-#pragma unroll 1
-	for (int c = 1; c < nc; c++) {
-		const int kp = ks;
-		const unsigned sv = sk + KC * HD * 2;
-
-		gk++;
-		ks = gk % STAGES;
-		sk = sbase + QSLOTS * QSLOT + ks * KSLOT;
-		kt_mbar_wait(bars + (B_KF + ks) * 8, (gk / STAGES) & 1);
-		kt_fence_proxy_async();
-		ovl_s(s, sq, sk);
-		ovl_pv(acc, a, sv);
-		kt_wg_wait<1>();
-		kt_wg_pin(s);
-		ovl_soft(s, m, l, al, c * KC, len, lane);
-		kt_wg_wait<0>();
-		kt_wg_pin(acc);
-		kt_mbar_arrive(bars + (B_KE + kp) * 8);
-#pragma unroll
-		for (int nt = 0; nt < ND; nt++) {
-			acc[nt][0] *= al[0];
-			acc[nt][1] *= al[0];
-			acc[nt][2] *= al[1];
-			acc[nt][3] *= al[1];
-		}
-		ovl_pack(a, s);
-	}
-	ovl_pv(acc, a, sk + KC * HD * 2);
-	kt_wg_wait<0>();
-	kt_wg_pin(acc);
-	kt_mbar_arrive(bars + (B_KE + ks) * 8);
-}
-#endif
 #endif
 
 } /* namespace kws */
@@ -1694,14 +1523,10 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	nitems = kba::bound_items(blocks, nitems, H);
 #endif
 	if (wgi == 0) {
-		if (NREG)
-			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)R_PROD) : "memory");
 		producer256(smem, sbase, bars, q, k, v, blocks, table, nitems, H, cta_step,
 			    item_step, nper, tid);
 		return;
 	}
-	if (NREG)
-		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)R_CONS) : "memory");
 
 	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
 	unsigned ct[MI][2][ND];	/* unused (no rotation of O) */
@@ -1733,14 +1558,8 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_zero(acc[0]);
 			m[0] = m[1] = KBA_NEG_INF;
 			l[0] = l[1] = 0.f;
-#if OVL
-			if (act) {
-				attend_ovl(acc[0], m, l, sq, sbase, bars, gk, nc, len, lane);
-				gk += nc;
-			}
-#endif
 #pragma unroll 1
-			for (int c = 0; c < nc && !(OVL && act); c++, gk++) {
+			for (int c = 0; c < nc; c++, gk++) {
 				const int ks = gk % STAGES;
 				const unsigned sk = sbase + QSLOTS * QSLOT + ks * KSLOT;
 

@@ -865,10 +865,9 @@ static const char *const sync_params[] = {"ROWS_W", "DSPLIT", "STAGES", "ITEMS",
 					  "CTAS_SM", "RPF", "MINB", "EPI"};
 #define NSYNC_PARAMS ((int)(sizeof(sync_params) / sizeof(sync_params[0])))
 
-/* ws configs of family f valid at a shape of block 64 or 128 with this
- * rope setting: every value of its parameters, RPROD (rope only) held at 0
- * without rope, the forward's KC and OVL (block 256's) at 0, RING 2 and up
- * (the backward's RING 1 is block 128, head_dim 128's alone). */
+/* ws configs of family f valid at a shape with this rope setting: every
+ * value of its parameters, RPROD (rope only) held at 0 without rope, RING
+ * 2 and up (the backward's RING 1 is block 128, head_dim 128's alone). */
 static long ws_count(int f, int rope)
 {
 	int ws = kt_variant_index(fams[f], "ws"), i;
@@ -876,9 +875,7 @@ static long ws_count(int f, int rope)
 
 	for (i = 0; i < fams[f]->nparams; i++)
 		if ((fams[f]->params[i].variants & (1u << ws)) &&
-		    (rope || strcmp(fams[f]->params[i].name, "RPROD") != 0) &&
-		    strcmp(fams[f]->params[i].name, "KC") != 0 &&
-		    strcmp(fams[f]->params[i].name, "OVL") != 0)
+		    (rope || strcmp(fams[f]->params[i].name, "RPROD") != 0))
 			n *= fams[f]->params[i].nvalues -
 			     (!strcmp(fams[f]->params[i].name, "RING") &&
 			      fams[f]->params[i].values[0] == 1);
@@ -927,16 +924,12 @@ static long ws_valid(int f, int d, int blk, int rope)
 	return rope ? 4 : 2;
 }
 
-/* The suffix of family f's ws key after CONS and RING: RPROD=rprod
- * (0..3), and in the forward KC=0,OVL=0 (every key prints them). */
-static const char *ws_tail(int f, int rprod)
+/* The suffix of a ws key after CONS and RING: RPROD=rprod (0..3). */
+static const char *ws_tail(int rprod)
 {
-	static const char *const t[2][4] = {
-		{",RPROD=0,KC=0,OVL=0", ",RPROD=1,KC=0,OVL=0", ",RPROD=2,KC=0,OVL=0",
-		 ",RPROD=3,KC=0,OVL=0"},
-		{",RPROD=0", ",RPROD=1", ",RPROD=2", ",RPROD=3"}};
+	static const char *const t[] = {",RPROD=0", ",RPROD=1", ",RPROD=2", ",RPROD=3"};
 
-	return t[f != 0][rprod & 3];
+	return t[rprod & 3];
 }
 
 /* Each family's own variant list, ws's parameters and no other. */
@@ -970,32 +963,6 @@ static void test_ws_params(void)
 		CU_ASSERT_FATAL(param_index(fa, "RPROD") >= 0);
 		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].variants, 1u << ws);
 		CU_ASSERT_EQUAL(fa->params[param_index(fa, "RPROD")].nvalues, f ? 4 : 3);
-		/* KC (0, 64, 128) and OVL (0, 1): the forward's ws only (its
-		 * block 256), optional: keys from before them parse as 0 */
-		if (f) {
-			CU_ASSERT_EQUAL(param_index(fa, "KC"), -1);
-			CU_ASSERT_EQUAL(param_index(fa, "OVL"), -1);
-		} else {
-			const struct kt_param *ov = &fa->params[param_index(fa, "OVL")];
-
-			const struct kt_param *kc = &fa->params[param_index(fa, "KC")];
-
-			CU_ASSERT_FATAL(param_index(fa, "KC") >= 0);
-			CU_ASSERT_EQUAL(kc->variants, 1u << ws);
-			CU_ASSERT_EQUAL_FATAL(kc->nvalues, 3);
-			CU_ASSERT_EQUAL(kc->values[0], 0);
-			CU_ASSERT_EQUAL(kc->values[1], 64);
-			CU_ASSERT_EQUAL(kc->values[2], 128);
-			CU_ASSERT_EQUAL(kc->optional, 1);
-			CU_ASSERT_EQUAL(kc->absent, 0);
-			CU_ASSERT_FATAL(param_index(fa, "OVL") >= 0);
-			CU_ASSERT_EQUAL(ov->variants, 1u << ws);
-			CU_ASSERT_EQUAL_FATAL(ov->nvalues, 2);
-			CU_ASSERT_EQUAL(ov->values[0], 0);
-			CU_ASSERT_EQUAL(ov->values[1], 1);
-			CU_ASSERT_EQUAL(ov->optional, 1);
-			CU_ASSERT_EQUAL(ov->absent, 0);
-		}
 		CU_ASSERT_EQUAL(fa->params[ic].nvalues, 2);
 		CU_ASSERT_EQUAL(fa->params[ic].values[0], 1);
 		CU_ASSERT_EQUAL(fa->params[ic].values[1], 2);
@@ -1068,7 +1035,7 @@ static void test_ws_plans(void)
 						int i;
 
 						snprintf(text, sizeof(text), "variant=ws,CONS=%ld,RING=%ld%s", cons,
-							 ring, ws_tail(f, rprod));
+							 ring, ws_tail(rprod));
 						kt_err_clear(&e);
 						CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, text, &c, &e), 0);
 						kt_config_key(fa, &c, key, sizeof(key));
@@ -1240,7 +1207,7 @@ static void test_ws_refusals(void)
 		CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=1",
 					    &s128), 0);
 		kt_err_clear(&e);
-		snprintf(key, sizeof(key), "variant=ws,CONS=2,RING=2%s", ws_tail(f, 2));
+		snprintf(key, sizeof(key), "variant=ws,CONS=2,RING=2%s", ws_tail(2));
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, key, &c, &e), 0);
 		CU_ASSERT_EQUAL(fa->check(fa, &s, &c, &t90a, why, sizeof(why)), 0);
 		/* RPROD changes only the rotation: refused without rope */
@@ -1372,7 +1339,7 @@ static void test_ws_refusals(void)
 			char text[96];
 
 			CU_ASSERT_FATAL(k >= 0);
-			snprintf(text, sizeof(text), "variant=ws,CONS=1,RING=2%s,%s=%ld", ws_tail(f, 1),
+			snprintf(text, sizeof(text), "variant=ws,CONS=1,RING=2%s,%s=%ld", ws_tail(1),
 				 sync_params[i], fa->params[k].values[fa->params[k].nvalues - 1]);
 			kt_err_clear(&e);
 			CU_ASSERT_EQUAL(kt_config_parse(fa, text, &dc, &e), -1);
@@ -1956,131 +1923,69 @@ static void test_block256_bwd(void)
  * RING) -- two q slots of 64 CONS rows and RING k/v chunks fit 227 KiB --
  * with RPROD 0, or with rope 0 and 1; RPROD 1 not at head_dim 128, rope
  * 2, CONS 2 (spills). */
-/* ws configs admitted at block 256 (sm_90a) per (head_dim, rope), RPROD 0
- * and 1 with rope (RPROD 1 refused at d 128, rope=2, CONS 2 with KC 0):
- * KC 0 (OVL 0), every (CONS, RING); an explicit KC with OVL 0 at d 64: KC
- * 64 with either CONS, KC 128 with CONS 2 (CONS 1's would be KC 0's
- * kernel), every RING; at d 128: KC 64 with CONS 2 (every RING), KC 128
- * with CONS 1 at RING 2 and 3, with CONS 2 at RING 2 (shared memory); with
- * OVL 1 those and CONS 1 with the head_dim's chunk (every RING). */
 static long ws256_valid(int d, int rope)
 {
-	long nr = rope ? 2 : 1, kc0 = 2 * 3 * nr - (d == 128 && rope == 2 ? 3 : 0);
-
-	return kc0 + (d == 64 ? 9 + 12 : 6 + 9) * nr;
-}
-
-/* 1 when check() admits the ws forward (CONS, RING, RPROD, KC, OVL) at block
- * 256, head_dim d, rope on sm_90a (ws256_valid's cases); with the reason
- * check() gives otherwise in *why. */
-static int ws256_admits(int d, int rope, long cons, long ring, int rprod, long kc, long ovl,
-			const char **why)
-{
-	long chunk = kc ? kc : d == 64 ? 128 : 64;
-
-	if (!rope && rprod) {
-		*why = "without rope";
-		return 0;
-	}
-	if (ovl && !kc) {
-		*why = "OVL 1 with KC 0";
-		return 0;
-	}
-	if (kc && cons == 1 && chunk == (d == 64 ? 128 : 64) && !ovl) {
-		*why = "the same kernel as KC 0";
-		return 0;
-	}
-	if (rprod == 2) {
-		*why = "0 or 1";
-		return 0;
-	}
-	if ((2 * 64 * cons + ring * 2 * chunk) * d * 2 + 1024 > 227 * 1024) {
-		*why = "shared memory";
-		return 0;
-	}
-	if (!kc && d == 128 && rope == 2 && cons == 2 && rprod == 1) {
-		*why = "spills";
-		return 0;
-	}
-	return 1;
+	if (!rope)
+		return 2 * 3;
+	return 2 * 3 * 2 - (d == 128 && rope == 2 ? 3 : 0);
 }
 
 /* The ws forward at block 256: its plan (the template's defines, one CTA
  * of CONS + 1 warpgroups per SM, two q slots and RING k/v slots of
- * KC keys, the head_dim's without KC, plus the barriers' KiB), RPROD 2 and
- * the backward refused with their reasons. KC 0 plans the defines of the
- * kernel from before KC; KC 64 or 128 adds WS_KC and, with CONS 2, NREG
- * (setmaxnreg), OVL 1 the define OVL. */
+ * ws_kc keys plus the barriers' KiB), RPROD 2 and the backward refused
+ * with their reasons, the default unchanged (grid). */
 static void test_ws256(void)
 {
-	static const long kcs[] = {0, 64, 128};
 	struct kt_target t90a;
 	int d, rope, ws = kt_variant_index(fams[0], "ws");
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
 	for (d = 64; d <= 128; d += 64)
-		for (rope = 0; rope < 3; rope++) {
-			long n = 0;
-
+		for (rope = 0; rope < 3; rope++)
 			for (long cons = 1; cons <= 2; cons++)
-			for (long ring = 2; ring <= 4; ring++)
-			for (int rprod = 0; rprod < 3; rprod++)
-			for (int ik = 0; ik < 3; ik++)
-			for (long ovl = 0; ovl < 2; ovl++) {
-				long kc = kcs[ik], chunk = kc ? kc : d == 64 ? 128 : 64;
-				const char *reason = "";
-				int ok = ws256_admits(d, rope, cons, ring, rprod, kc, ovl, &reason);
-				struct kt_shape s;
-				struct kt_config c;
-				struct kt_plan p;
-				struct kt_err e;
-				char text[128], why[160], def[32], key[128];
+				for (long ring = 2; ring <= 4; ring++)
+					for (int rprod = 0; rprod < 3; rprod++) {
+						long kc = d == 64 ? 128 : 64;
+						int ok = rprod == 0 || (rope && rprod == 1 &&
+								!(d == 128 && rope == 2 && cons == 2));
+						struct kt_shape s;
+						struct kt_config c;
+						struct kt_plan p;
+						struct kt_err e;
+						char text[128], why[160], def[32];
 
-				b256_text(d, rope, text, sizeof(text));
-				CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
-				snprintf(text, sizeof(text),
-					 "variant=ws,CONS=%ld,RING=%ld,RPROD=%d,KC=%ld,OVL=%ld", cons, ring,
-					 rprod, kc, ovl);
-				kt_err_clear(&e);
-				CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], text, &c, &e), 0);
-				CU_ASSERT_EQUAL(c.variant, ws);
-				kt_config_key(fams[0], &c, key, sizeof(key));
-				CU_ASSERT_STRING_EQUAL(key, text);
-				CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90a, why,
-							       sizeof(why)), !ok);
-				if (!ok) {
-					CU_ASSERT_PTR_NOT_NULL(strstr(why, reason));
-					if (!strstr(why, reason))
-						fprintf(stderr, "\n  %s at d %d rope %d: '%s', want '%s'\n",
-							text, d, rope, why, reason);
-					continue;
-				}
-				n++;
-				CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90a, &p, &e), 0);
-				CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "blockattn_ws");
-				CU_ASSERT(has_define(&p, "BLK=256"));
-				snprintf(def, sizeof(def), "CONS=%ld", cons);
-				CU_ASSERT(has_define(&p, def));
-				snprintf(def, sizeof(def), "STAGES=%ld", ring);
-				CU_ASSERT(has_define(&p, def));
-				/* KC 0: the 7 defines from before KC */
-				CU_ASSERT_EQUAL(p.programs[0].ndefines,
-						7 + (kc != 0) + (kc && cons == 2) + (int)ovl);
-				CU_ASSERT_EQUAL(has_define(&p, "OVL=1"), ovl);
-				snprintf(def, sizeof(def), "WS_KC=%ld", kc);
-				CU_ASSERT_EQUAL(has_define(&p, def), kc != 0);
-				CU_ASSERT_EQUAL(has_define(&p, "NREG=1"), kc != 0 && cons == 2);
-				CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "blockattn_fwd_ws");
-				CU_ASSERT_EQUAL(p.launch[0].block[0], (unsigned)(cons + 1) * 128);
-				CU_ASSERT_EQUAL(p.launch[0].grid[0], 132);
-				CU_ASSERT_EQUAL(p.launch[0].smem,
-						(unsigned)((2 * 64 * cons + ring * 2 * chunk) * d * 2 + 1024));
-				CU_ASSERT(p.launch[0].smem <= (unsigned)t90a.smem_optin);
-			}
-			CU_ASSERT_EQUAL(n, ws256_valid(d, rope));
-		}
-	/* the backward: chunked only at block 256, ws refused as before; it
-	 * has no KC */
+						b256_text(d, rope, text, sizeof(text));
+						CU_ASSERT_EQUAL_FATAL(parse(fams[0], text, &s), 0);
+						snprintf(text, sizeof(text), "variant=ws,CONS=%ld,RING=%ld%s",
+							 cons, ring, ws_tail(rprod));
+						kt_err_clear(&e);
+						CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[0], text, &c, &e), 0);
+						CU_ASSERT_EQUAL(c.variant, ws);
+						CU_ASSERT_EQUAL(fams[0]->check(fams[0], &s, &c, &t90a, why,
+									       sizeof(why)), !ok);
+						if (!ok) {
+							CU_ASSERT_PTR_NOT_NULL(strstr(why, !rope ? "without rope"
+											   : rprod == 2 ? "0 or 1"
+													: "spills"));
+							continue;
+						}
+						CU_ASSERT_EQUAL_FATAL(fams[0]->plan(fams[0], &s, &c, &t90a, &p,
+										    &e), 0);
+						CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "blockattn_ws");
+						CU_ASSERT(has_define(&p, "BLK=256"));
+						snprintf(def, sizeof(def), "CONS=%ld", cons);
+						CU_ASSERT(has_define(&p, def));
+						snprintf(def, sizeof(def), "STAGES=%ld", ring);
+						CU_ASSERT(has_define(&p, def));
+						CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "blockattn_fwd_ws");
+						CU_ASSERT_EQUAL(p.launch[0].block[0], (unsigned)(cons + 1) * 128);
+						CU_ASSERT_EQUAL(p.launch[0].grid[0], 132);
+						CU_ASSERT_EQUAL(p.launch[0].smem,
+								(unsigned)((2 * 64 * cons + ring * 2 * kc) * d * 2 +
+									   1024));
+						CU_ASSERT(p.launch[0].smem <= (unsigned)t90a.smem_optin);
+					}
+	/* the backward: chunked only at block 256, ws refused as before */
 	{
 		struct kt_shape s;
 		struct kt_config c;
@@ -2094,139 +1999,7 @@ static void test_ws256(void)
 						      &e), 0);
 		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90a, why, sizeof(why)), 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(why, "chunked takes 256"));
-		kt_err_clear(&e);
-		CU_ASSERT_EQUAL(kt_config_parse(fams[1], "variant=ws,CONS=1,RING=2,RPROD=0,KC=0", &c,
-						&e), -1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "KC"));
 	}
-}
-
-/* The forward's KC and OVL on keys and their refusals: a ws key from
- * before them parses as KC 0, OVL 0 and plans the same program as before
- * (7 defines); KC is refused at blocks 64 and 128, off its values, and
- * where it would name KC 0's kernel (CONS 1 with the head_dim's chunk and
- * OVL 0); OVL 1 needs KC; a ring of 128-key chunks that overfills shared
- * memory at head_dim 128 says so; the default at block 256 stays KC 0. */
-static void test_ws_kc(void)
-{
-	const struct kt_family *fa = fams[0];
-	struct kt_target t90a;
-	struct kt_shape s64, s128, b128, b64;
-	struct kt_config c, dc;
-	struct kt_plan p;
-	struct kt_err e;
-	char why[160], key[160], text[128];
-	int ik = param_index(fa, "KC");
-
-	CU_ASSERT_FATAL(ik >= 0);
-	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
-	b256_text(64, 0, text, sizeof(text));
-	CU_ASSERT_EQUAL_FATAL(parse(fa, text, &s64), 0);
-	b256_text(128, 0, text, sizeof(text));
-	CU_ASSERT_EQUAL_FATAL(parse(fa, text, &s128), 0);
-	CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=0",
-				    &b128), 0);
-	CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=64,block=64,rope=1",
-				    &b64), 0);
-	/* a stored key without KC: KC 0, printed with it, the old program */
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, "variant=ws,CONS=2,RING=4,RPROD=0", &c, &e), 0);
-	CU_ASSERT_EQUAL(c.p[ik], 0);
-	kt_config_key(fa, &c, key, sizeof(key));
-	CU_ASSERT_STRING_EQUAL(key, "variant=ws,CONS=2,RING=4,RPROD=0,KC=0,OVL=0");
-	CU_ASSERT(kt_config_in_space(fa, &c));
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s128, &c, &t90a, &p, &e), 0);
-	CU_ASSERT_EQUAL(p.programs[0].ndefines, 7);
-	CU_ASSERT(!has_define(&p, "NREG=1"));
-	CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)((2 * 128 + 4 * 2 * 64) * 128 * 2 + 1024));
-	/* ... and at blocks 64, 128 as before */
-	CU_ASSERT_EQUAL(fa->check(fa, &b128, &c, &t90a, why, sizeof(why)), 1);	/* RING 4 */
-	c.p[param_index(fa, "RING")] = 2;
-	CU_ASSERT_EQUAL(fa->check(fa, &b128, &c, &t90a, why, sizeof(why)), 0);
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &b128, &c, &t90a, &p, &e), 0);
-	CU_ASSERT_EQUAL(p.programs[0].ndefines, 7);
-	/* KC at blocks 64 and 128: refused, whatever the rest */
-	c.p[ik] = 64;
-	CU_ASSERT_EQUAL(fa->check(fa, &b128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KC 64 at block 128"));
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL(fa->plan(fa, &b128, &c, &t90a, &p, &e), -1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "block 256"));
-	c.p[ik] = 128;
-	CU_ASSERT_EQUAL(fa->check(fa, &b64, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KC 128 at block 64"));
-	/* values: 0, 64 or 128 (a key may name any integer) */
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, "variant=ws,CONS=2,RING=2,RPROD=0,KC=32", &c, &e),
-			      0);
-	CU_ASSERT(!kt_config_in_space(fa, &c));
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "KC 32: 0, 64 or 128"));
-	/* KC on another variant: not a parameter of it */
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL(kt_config_parse(fa, "variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,"
-					"MINB=1,KCH=64,QP=2,KST=0,KC=64", &dc, &e), -1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "KC"));
-	/* CONS 1 with the head_dim's own chunk: KC 0's kernel */
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, "variant=ws,CONS=1,RING=2,RPROD=0,KC=64", &c, &e),
-			      0);
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "the same kernel as KC 0"));
-	CU_ASSERT_EQUAL(fa->check(fa, &s64, &c, &t90a, why, sizeof(why)), 0);
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s64, &c, &t90a, &p, &e), 0);
-	CU_ASSERT(has_define(&p, "WS_KC=64"));
-	CU_ASSERT(!has_define(&p, "NREG=1"));	/* one consumer: nothing to rebalance */
-	/* ... and with OVL 1 it is a kernel of its own */
-	c.p[param_index(fa, "OVL")] = 1;
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s128, &c, &t90a, &p, &e), 0);
-	CU_ASSERT(has_define(&p, "WS_KC=64"));
-	CU_ASSERT(has_define(&p, "OVL=1"));
-	CU_ASSERT(!has_define(&p, "NREG=1"));
-	/* OVL: 0 or 1, and 1 only with KC (KC 0 stays the old kernel) */
-	c.p[param_index(fa, "OVL")] = 2;
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "OVL 2: 0 or 1"));
-	c.p[param_index(fa, "OVL")] = 1;
-	c.p[ik] = 0;
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "OVL 1 with KC 0"));
-	CU_ASSERT_EQUAL(fa->check(fa, &b128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "OVL 1 with KC 0"));
-	/* 128-key chunks at head_dim 128: with CONS 2 a ring of two, 193 KiB;
-	 * three overfill 227 KiB, with the chunk named in the reason */
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(kt_config_parse(fa, "variant=ws,CONS=2,RING=2,RPROD=0,KC=128", &c, &e),
-			      0);
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
-	kt_err_clear(&e);
-	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s128, &c, &t90a, &p, &e), 0);
-	CU_ASSERT_EQUAL(p.launch[0].smem, (unsigned)((2 * 128 + 2 * 2 * 128) * 128 * 2 + 1024));
-	CU_ASSERT(has_define(&p, "WS_KC=128"));
-	CU_ASSERT(has_define(&p, "NREG=1"));
-	c.p[param_index(fa, "RING")] = 3;
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "chunk of 128 keys"));
-	/* one consumer: RING 3 fits (225 KiB), 4 does not */
-	c.p[param_index(fa, "CONS")] = 1;
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 0);
-	c.p[param_index(fa, "RING")] = 4;
-	CU_ASSERT_EQUAL(fa->check(fa, &s128, &c, &t90a, why, sizeof(why)), 1);
-	CU_ASSERT_PTR_NOT_NULL(strstr(why, "shared memory"));
-	/* the default at block 256 on sm_90a: KC 0 (the kernel timed so far) */
-	CU_ASSERT_EQUAL_FATAL(fa->default_config(fa, &s128, &t90a, &dc), 0);
-	CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "ws"));
-	CU_ASSERT_EQUAL(dc.p[ik], 0);
-	CU_ASSERT_EQUAL(dc.p[param_index(fa, "OVL")], 0);
-	CU_ASSERT_EQUAL_FATAL(fa->default_config(fa, &s64, &t90a, &dc), 0);
-	CU_ASSERT_EQUAL(dc.p[ik], 0);
 }
 
 static void test_block256(void)
@@ -2728,12 +2501,6 @@ static void compile_for(const char *arch)
 				      fams[f]->params[pi].values[vi]) ||
 				     (!strcmp(fams[f]->params[pi].name, "KCH") &&
 				      fams[f]->params[pi].values[vi] == 32)))
-					continue;
-				/* the ws forward's KC and OVL but 0: block 256's, whose
-				 * programs the nvrtc_b256 suite compiles, all of them */
-				if (!f && (!strcmp(fams[f]->params[pi].name, "KC") ||
-					   !strcmp(fams[f]->params[pi].name, "OVL")) &&
-				    fams[f]->params[pi].values[vi])
 					continue;
 				/* RING 1: ws's alone (the backward at block 128,
 				 * head_dim 128), never chunked's */
@@ -3863,8 +3630,6 @@ int main(void)
 	CU_add_test(s, "valid configs per variant, valid defaults (ws at block 128 on sm_90a)", test_space);
 	CU_add_test(s, "block 256: forward configs and plans, the backward's chunked variant",
 		    test_block256);
-	CU_add_test(s, "block 256: the ws forward's KC, OVL (old keys, refusals, defines)",
-		    test_ws_kc);
 	CU_add_test(s, "flops and bytes", test_models);
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
