@@ -1309,8 +1309,9 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * sm_90a the forward's keys in chunks of 64, its rows in two passes. Where a cap
  * overfills the target's shared memory (sm_80 at d = 128) it is dropped,
  * then head_dim is split. At block 128 on sm_90a, where check_ws admits it,
- * ws with two consumers sharing a ring of two instead, which beats that
- * grid config there; at block 256 (forward) ws with two consumers over a
+ * ws with two consumers sharing a ring of two instead (the backward at
+ * head_dim 128: its one slot; with rope it spills, so grid), which beats
+ * that grid config there; at block 256 (forward) ws with two consumers over a
  * k/v ring of four chunks, which beats the chunked grid path there
  * (docs/families/blockattn.md, "The default").
  * The backward at block 256 (only chunked takes it; not yet timed): chunks
@@ -1335,7 +1336,9 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	if ((s->v[BA_D_BLOCK] == 128 || s->v[BA_D_BLOCK] == 256) && tgt->arch_a) {
 		out->variant = ws_variant(bwd);
 		out->p[P_CONS] = 2;
-		out->p[P_RING] = s->v[BA_D_BLOCK] == 256 ? 4 : 2;
+		/* the backward at block 128, head_dim 128 has one slot */
+		out->p[P_RING] = s->v[BA_D_BLOCK] == 256 ? 4
+				 : bwd && s->v[BA_D_HDIM] == 128 ? 1 : 2;
 		if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 		memset(out, 0, sizeof(*out));

@@ -1168,11 +1168,18 @@ static void ws_bwd128_d128(const struct kt_family *fa, const struct kt_shape *s1
 	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s0, c, t90a, &p, &e), 0);
 	CU_ASSERT_EQUAL(p.launch[0].smem, need);
 	CU_ASSERT_EQUAL(p.launch[0].block[0], 384u);
-	/* the default there stays the grid one (until timed on a GPU) */
+	/* the default there: ws, two consumers on the one slot without rope
+	 * (timed ahead of grid); with rope, where CONS 2 spills and CONS 1
+	 * was not timed, the grid one */
 	{
 		struct kt_config dc;
 
 		CU_ASSERT_EQUAL(fa->default_config(fa, &s0, t90a, &dc), 0);
+		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "ws"));
+		CU_ASSERT_EQUAL(dc.p[ic], 2);
+		CU_ASSERT_EQUAL(dc.p[ir], 1);
+		CU_ASSERT_EQUAL(dc.p[irp], 0);
+		CU_ASSERT_EQUAL(fa->default_config(fa, s128, t90a, &dc), 0);
 		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "grid"));
 	}
 	c->p[ir] = 2;
@@ -1727,12 +1734,14 @@ static void test_space(void)
 						CU_ASSERT_EQUAL(w.bad, 0);
 						CU_ASSERT_EQUAL(fams[f]->default_config(fams[f], &s,
 											&t, &c), 0);
-						/* ws at block 128 on sm_90a where it fits (not
-						 * the backward at head_dim 128), grid elsewhere */
+						/* ws at block 128 on sm_90a where it fits (the
+						 * backward at head_dim 128 without rope only),
+						 * grid elsewhere */
 						CU_ASSERT_EQUAL(c.variant,
 								kt_variant_index(fams[f],
 										 t.arch_a && blk == 128 &&
-										 (!f || d == 64) ? "ws" : "grid"));
+										 (!f || d == 64 || !rope) ? "ws"
+													  : "grid"));
 						CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t, text,
 									       sizeof(text)), 0);
 						space_ws(f, &t, d, blk, rope, &w,
