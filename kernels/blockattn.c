@@ -103,8 +103,9 @@ static const char *const bwd_variants[] = {"grid", "persistent", "ws", "chunked"
 #define SYNC_RING ((1u << V_GRID) | (1u << V_PERSIST))
 #define ORDERED ((1u << V_GRID) | (1u << V_PREFETCH))
 
-#define CONS_HELP "ws: consumer warpgroups, each running its own items (the warp split: " \
-		  "one producer warpgroup loads and, with rope, rotates)"
+#define CONS_HELP "ws: consumer warpgroups (the warp split: one producer warpgroup loads " \
+		  "and, with rope, rotates); each runs its own items, or at block 128 (forward; " \
+		  "backward at head_dim 128) and 256 shares each item by row tiles"
 #define RING_HELP "ws: ring depth (-DSTAGES): items in flight between the producer and " \
 		  "the consumers"
 #define RPROD_HELP "ws, rope=1: how the producer rotates q, k -- 0: one item at a time, in " \
