@@ -387,6 +387,7 @@ static const struct {
 	struct kt_peaks p;
 } measured_peaks[] = {
 	{"NVIDIA H200", {790e12, 4.3e12}},
+	{"NVIDIA H100 80GB HBM3", {787e12, 3.04e12}},
 };
 
 int kt_peaks_of(const char *device, struct kt_peaks *out)

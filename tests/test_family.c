@@ -44,6 +44,8 @@ static void test_peaks(void)
 	/* 2 * 1024 * 4096 * 4096 FLOPs at the H200's rate: compute-bound */
 	h200 = kt_floor_us(f, &s, "nvidia h200");
 	CU_ASSERT_DOUBLE_EQUAL(h200, 2.0 * 1024 * 4096 * 4096 / p.flops * 1e6, 1e-9);
+	CU_ASSERT_EQUAL(kt_peaks_of("NVIDIA H100 80GB HBM3", &p), 1);
+	CU_ASSERT(p.bytes < 4.3e12);	/* its own, not the H200's */
 	CU_ASSERT_EQUAL(kt_peaks_of("Some Future GPU", &p), 0);
 	CU_ASSERT_EQUAL(p.flops, 0);
 	CU_ASSERT_EQUAL(p.bytes, 0);
