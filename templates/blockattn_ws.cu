@@ -80,10 +80,12 @@
 #endif
 /* the included epilogue reads a row's table pairs ahead (RPF 1) */
 #define RPF (ROPE ? 1 : 0)
-/* The backward at BLK 128, HD 128 without rope: the slot's k and v are
- * refilled early, on barriers of their own (full KV, empty KV): they are
- * dead once every consumer has done dQ, while dV and dK still read q and
- * do. With rope the producer rotates q and k together, one item at a time. */
+/* The backward at BLK 128, HD 128 without rope: the slot's tiles are
+ * refilled as they die, each on barriers of its own -- k and v (full KV,
+ * empty KV) once every consumer has done dQ, q (the slot's full, empty)
+ * after dK, do (full DO, empty DO) after dV; dK runs before dV because the
+ * next item reads q first. With rope the producer rotates q and k
+ * together, one item at a time. */
 #define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
 #define BLOCKATTN_HELPERS_ONLY
@@ -126,9 +128,12 @@ enum : int {
 	HALVES = BLK / 64,
 	SHARE = BLK == 128 && (!BWD || HD == 128) ? CONS : 1,
 	HROWS = 64 * 128,
-	/* EARLY_REFILL: k and v's barriers, after the slot's */
+	/* EARLY_REFILL: k and v's barriers, then do's, after the slot's
+	 * (which then guard q alone) */
 	B_FKV = 2 * STAGES,
 	B_EKV = 2 * STAGES + 1,
+	B_FDO = 2 * STAGES + 2,
+	B_EDO = 2 * STAGES + 3,
 };
 constexpr int IT = BLK * CH / PT;	/* chunks of a tile per producer thread */
 
@@ -368,13 +373,23 @@ KT_DEV float2 bf2_cvt(unsigned u)
  * Otherwise S and dP in one group and fp32 P throughout, as at BLK 64. */
 KT_DEV void half_p_ds(unsigned (&pa)[BLK / 16][4], unsigned (&a)[BLK / 16][4], unsigned sqh,
 		      unsigned sk, unsigned sv, unsigned sdoh, int row0, int len, float scale,
-		      int lane)
+		      int lane, unsigned fdo = 0, unsigned fdo_par = 0)
 {
 	float s[MI][NB][4], dp[MI][NB][4], inv[MI][2];
+	/* EARLY_REFILL: do has its own full barrier (fdo, parity fdo_par),
+	 * waited right before the first wgmma that reads it */
+	auto do_landed = [&]() {
+		if (EARLY_REFILL) {
+			kt_mbar_wait(fdo, fdo_par);
+			kt_fence_proxy_async();
+		}
+	};
 
 	zero_acc<true>(s[0]);
-	if (!SEQ)
+	if (!SEQ) {
 		zero_acc<true>(dp[0]);
+		do_landed();
+	}
 	kt_wg_fence();
 	mma_s(s[0], sqh, sk);
 	if (!SEQ)
@@ -402,6 +417,7 @@ KT_DEV void half_p_ds(unsigned (&pa)[BLK / 16][4], unsigned (&a)[BLK / 16][4], u
 		a_from_acc(pa[kk], s[0], kk);
 	if (SEQ) {
 		zero_acc<true>(dp[0]);
+		do_landed();
 		kt_wg_fence();
 		mma_s(dp[0], sdoh, sv);
 		kt_wg_commit();
@@ -520,12 +536,21 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
 				     bars + B_FKV * 8)
 			     : "memory");
-		/* q, do once every consumer is past item i - 1's dK */
+		/* q once every consumer is past item i - 1's dK (run before
+		 * dV: item i reads q first, in S) */
 		if (i >= 1)
 			kt_mbar_wait(bars + STAGES * 8, (i - 1) & 1);
-		load_two(st, q, st + 3 * TILE, dout, b.x, b.y, H, h, pt);
+		load_pan(st, q, b.x, b.y, H, h, pt);
 		kt_cp_async_commit();
 		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bars)
+			     : "memory");
+		/* do once every consumer is past item i - 1's dV */
+		if (i >= 1)
+			kt_mbar_wait(bars + B_EDO * 8, (i - 1) & 1);
+		load_pan(st + 3 * TILE, dout, b.x, b.y, H, h, pt);
+		kt_cp_async_commit();
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+				     bars + B_FDO * 8)
 			     : "memory");
 		return true;
 	}
@@ -1179,6 +1204,8 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 		if (EARLY_REFILL) {                                                        \
 			kt_mbar_init(bars + B_FKV * 8, PT);                                \
 			kt_mbar_init(bars + B_EKV * 8, 128 * SHARE);                       \
+			kt_mbar_init(bars + B_FDO * 8, PT);                                \
+			kt_mbar_init(bars + B_EDO * 8, 128 * SHARE);                       \
 		}                                                                          \
 		kt_mbar_init_fence();                                                      \
 	}                                                                                  \
@@ -1217,10 +1244,13 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	 * previous item's dV, dK, the scratch's last readers); B, after every
 	 * half's P and dS are written (and fenced to the async proxy), before
 	 * dV and dK read them. The slot is empty after 128 CONS arrivals,
-	 * each thread's after its last wgmma that reads the slot; with
-	 * EARLY_REFILL that is q and do's release, and k and v have their own
-	 * full and empty barriers, the latter arrived on after B (every dQ
-	 * waited: nothing reads k or v after it).
+	 * each thread's after its last wgmma that reads the slot. With
+	 * EARLY_REFILL the slot's barriers guard q alone, and k, v and do have
+	 * full and empty barriers of their own: k, v's empty arrived on after
+	 * B (every dQ waited: nothing reads k or v after it); dK runs before
+	 * dV, so q (which the next item's S reads first) is released after
+	 * the thread's last dK, do after its last dV; do's full is waited
+	 * right before the first dP.
 	 * Scratch, after the barriers: P half 0, 1, dS half 0, 1 (HTILE each). */
 	const unsigned scr = bars + 1024;
 	unsigned char *const gscr = smem + STAGES * SLOT + 1024;
@@ -1237,7 +1267,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE, sdo = sq + 3 * TILE;
 		float acc[MI][ND][4];
 
-		if (EARLY_REFILL) {	/* take() waited for q, do; k, v land on their own */
+		if (EARLY_REFILL) {	/* take() waited for q; k, v (and do) land on their own */
 			kt_mbar_wait(bars + B_FKV * 8, i & 1);
 			kt_fence_proxy_async();
 		}
@@ -1250,9 +1280,13 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 
 			if (live)
 				half_p_ds(pa, a, sq + hv * HROWS, sk, sv, sdo + hv * HROWS, 64 * hv + r0,
-					  len, scale, lane);
+					  len, scale, lane, bars + B_FDO * 8, i & 1);
 			kt_bar_sync(1, 128 * CONS);	/* A */
 			if (!live) {
+				/* reads no do, but waits for it: every thread waits each
+				 * full phase before its empty arrival */
+				if (EARLY_REFILL)
+					kt_mbar_wait(bars + B_FDO * 8, i & 1);
 				zero_half(gscr + hv * HTILE, ctid & 127);
 				zero_half(gscr + (2 + hv) * HTILE, ctid & 127);
 				continue;
@@ -1281,6 +1315,45 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		/* this consumer's key tiles within the length (warpgroup-uniform) */
 		const int nmt = (len - 64 * cw + 64 * CONS - 1) / (64 * CONS);
 
+#if EARLY_REFILL
+		/* dK = dS^T q, then dV = P^T do, per key tile: q, which the next
+		 * item reads first, is free after this thread's last dK, do after
+		 * its last dV (both at once, with no key tile) */
+		if (nmt == 0) {
+			kt_mbar_arrive(bars + (STAGES + slot) * 8);
+			kt_mbar_arrive(bars + B_EDO * 8);
+		}
+#pragma unroll 1
+		for (int j = 0; j < nmt; j++) {
+			const int mt = cw + CONS * j;
+
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+			mma_tt2(acc[0], scr + 2 * HTILE, scr + 3 * HTILE, sq, mt);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			if (j == nmt - 1)
+				kt_mbar_arrive(bars + (STAGES + slot) * 8);
+			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+						b.x, len, H, h, lane);
+		}
+#pragma unroll 1
+		for (int j = 0; j < nmt; j++) {
+			const int mt = cw + CONS * j;
+
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+			mma_tt2(acc[0], scr, scr + HTILE, sdo, mt);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			if (j == nmt - 1)
+				kt_mbar_arrive(bars + B_EDO * 8);
+			put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+						  b.x, len, H, h, lane);
+		}
+#else
 		/* dV = P^T do, per key tile */
 #pragma unroll 1
 		for (int j = 0; j < nmt; j++) {
@@ -1317,6 +1390,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		}
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
+#endif
 	}
 #elif BLK == 128
 	/* this consumer's scratch (half 0's P, then dS), after the barriers */
