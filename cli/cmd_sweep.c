@@ -130,7 +130,7 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 		      "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
 		      "retime_us", s->retime_us, "rel_err", s->best_rel_err,
 		      "cublas_us", s->cublas_us,
-		      "floor_us", s->floor_us > 0 ? json_real(s->floor_us) : json_null(),
+		      "floor_us", num_or_null(s->floor_us),
 		      "templates_hash", s->template_hash, "template", s->best_templates,
 		      "wall_s", s->wall_s);
 	if (!j)

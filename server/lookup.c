@@ -552,7 +552,7 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 			  "distance", a->skipped_distance) : json_null());
 	json_object_set_new(o, "config_key", json_string(ck));
 	json_object_set_new(o, "config", famjson_config(f, &a->cfg));
-	json_object_set_new(o, "floor_us", a->floor_us > 0 ? json_real(a->floor_us) : json_null());
+	json_object_set_new(o, "floor_us", num_or_null(a->floor_us));
 	/* How to run the answer at the asked shape (grids, buffers and
 	 * arguments are the shape's; a nearest answer's tuned shape has
 	 * others): null, with the reason, when the family will not plan it. */
