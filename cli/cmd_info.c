@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "../db/store.h"
 #include "../kernels/family.h"
+#include "../tuner/famjson.h"
 #include "../tuner/jit.h"
 #include "../tuner/worker.h"
 
@@ -264,19 +265,14 @@ static json_t *int_or_null(int v)
 	return v > 0 ? json_integer(v) : json_null();
 }
 
-static json_t *real_or_null(double v)
-{
-	return v > 0 ? json_real(v) : json_null();
-}
-
 static json_t *conditions_json(const struct store_conditions *c)
 {
 	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "sm_mhz_before",
 			 int_or_null(c->sm_mhz_before), "sm_mhz_after", int_or_null(c->sm_mhz_after),
 			 "mem_mhz_before", int_or_null(c->mem_mhz_before), "mem_mhz_after",
 			 int_or_null(c->mem_mhz_after), "power_w_before",
-			 real_or_null(c->power_w_before), "power_w_after",
-			 real_or_null(c->power_w_after), "temp_c_before",
+			 famjson_num_or_null(c->power_w_before), "power_w_after",
+			 famjson_num_or_null(c->power_w_after), "temp_c_before",
 			 int_or_null(c->temp_c_before), "temp_c_after", int_or_null(c->temp_c_after));
 }
 
@@ -306,7 +302,7 @@ static int measurements_list(struct store *st, long id, int json, json_t *arr, s
 						     "kind", m[i].kind, "run", m[i].run, "round",
 						     m[i].round, "position", m[i].position,
 						     "config", what, "status", m[i].status,
-						     "median_us", real_or_null(m[i].median_us),
+						     "median_us", famjson_num_or_null(m[i].median_us),
 						     "reps", m[i].reps ? json_integer(m[i].reps) :
 						     json_null(),
 						     "conditions", conditions_json(&m[i].cond),
@@ -418,8 +414,8 @@ int cmd_trials(int argc, char **argv)
 			char cond[96];
 
 			if (t) {
-				json_object_set_new(t, "tournament_us", real_or_null(rows[i].tournament_us));
-				json_object_set_new(t, "norm_us", real_or_null(rows[i].norm_us));
+				json_object_set_new(t, "tournament_us", famjson_num_or_null(rows[i].tournament_us));
+				json_object_set_new(t, "norm_us", famjson_num_or_null(rows[i].norm_us));
 				json_object_set_new(t, "throttled", json_boolean(rows[i].throttled));
 				json_object_set_new(t, "conditions", conditions_json(&rows[i].cond));
 				json_object_set_new(t, "errors", errs ? errs : json_null());

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "../kernels/family.h"
+#include "../tuner/famjson.h"
 #include "../tuner/fleet.h"
 #include "../tuner/strategy.h"
 #include "../tuner/suite.h"
@@ -88,8 +89,7 @@ static json_t *contenders_json(const struct sweep_summary *s)
 		json_t *rounds = json_array();
 
 		for (k = 0; k < s->tournament_rounds; k++)
-			json_array_append_new(rounds, c->round_us[k] > 0 ? json_real(c->round_us[k]) :
-							       json_null());
+			json_array_append_new(rounds, famjson_num_or_null(c->round_us[k]));
 		json_array_append_new(a, json_pack("{s:s,s:o,s:f,s:i,s:o}", "config", c->config,
 						   "median_us", c->median_us > 0 ?
 						   json_real(c->median_us) : json_null(),
@@ -97,11 +97,6 @@ static json_t *contenders_json(const struct sweep_summary *s)
 						   "rounds_us", rounds));
 	}
 	return a;
-}
-
-static json_t *num_or_null(double v)
-{
-	return v > 0 ? json_real(v) : json_null();
 }
 
 json_t *cli_sweep_summary_json(const char *family, const char *shape, const struct sweep_summary *s)
@@ -130,7 +125,7 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 		      "us", s->best_us, "min_us", s->best_min_us, "p90_us", s->best_p90_us,
 		      "retime_us", s->retime_us, "rel_err", s->best_rel_err,
 		      "cublas_us", s->cublas_us,
-		      "floor_us", num_or_null(s->floor_us),
+		      "floor_us", famjson_num_or_null(s->floor_us),
 		      "templates_hash", s->template_hash, "template", s->best_templates,
 		      "wall_s", s->wall_s);
 	if (!j)
@@ -153,14 +148,14 @@ json_t *cli_sweep_summary_json(const char *family, const char *shape, const stru
 				      "clock_threshold_mhz", s->clock_threshold_mhz > 0 ?
 				      json_integer(s->clock_threshold_mhz) : json_null(),
 				      "throttled_trials", (json_int_t)s->n_throttled,
-				      "power_max_w", num_or_null(s->power_max_w),
+				      "power_max_w", famjson_num_or_null(s->power_max_w),
 				      "temp_max_c", s->temp_max_c > 0 ? json_integer(s->temp_max_c) :
 				      json_null(),
 				      "sentinel", s->sentinel, "sentinel_n", s->sentinel_n,
-				      "sentinel_first_us", num_or_null(s->sentinel_first_us),
-				      "sentinel_min_us", num_or_null(s->sentinel_min_us),
-				      "sentinel_max_us", num_or_null(s->sentinel_max_us),
-				      "sentinel_last_us", num_or_null(s->sentinel_last_us),
+				      "sentinel_first_us", famjson_num_or_null(s->sentinel_first_us),
+				      "sentinel_min_us", famjson_num_or_null(s->sentinel_min_us),
+				      "sentinel_max_us", famjson_num_or_null(s->sentinel_max_us),
+				      "sentinel_last_us", famjson_num_or_null(s->sentinel_last_us),
 				      "sentinel_drift", s->sentinel_min_us > 0 ?
 				      json_real(s->sentinel_max_us / s->sentinel_min_us - 1) :
 				      json_null()));

@@ -154,11 +154,6 @@ static json_t *family_json(const struct kt_family *f)
 			 "params", params);
 }
 
-static json_t *opt_real(double v)
-{
-	return v > 0 ? json_real(v) : json_null();
-}
-
 /* The sweep and its winning trial, as the importer needs them. */
 static int entry_sweep(struct store *st, const struct store_winner *w, json_t *e,
 		       struct kt_err *err)
@@ -176,7 +171,7 @@ static int entry_sweep(struct store *st, const struct store_winner *w, json_t *e
 		"id", (json_int_t)sw.id, "strategy", sw.strategy,
 		"options_key", sw.options_key ? sw.options_key : "",
 		"status", store_sweep_status_name(sw.status), "planned", (json_int_t)sw.planned,
-		"done", (json_int_t)sw.done, "started", sw.started, "finished", opt_real(sw.finished),
+		"done", (json_int_t)sw.done, "started", sw.started, "finished", famjson_num_or_null(sw.finished),
 		"provenance", prov ? prov : json_object()));
 	/* The winner is the fastest ok trial of its sweep: among the first. */
 	if (store_trials_list(st, w->sweep_id, 8, &rows, &n, err) < 0)
@@ -300,10 +295,10 @@ int export_json(struct store *st, const struct export_filter *f, json_t **out,
 			"config_key", w[i].config_key, "config", famjson_config(fam, &cfg),
 			"params", params ? params : famjson_config(fam, &cfg),
 			"median_us", w[i].median_us, "min_us", w[i].min_us, "p90_us", w[i].p90_us,
-			"retime_us", opt_real(w[i].retime_us),
-			"floor_us", opt_real(kt_floor_us(fam, &shape, d->name)),
-			"baselines", "cublas_dense", opt_real(w[i].cublas_us),
-			"naive", opt_real(w[i].naive_us),
+			"retime_us", famjson_num_or_null(w[i].retime_us),
+			"floor_us", famjson_num_or_null(kt_floor_us(fam, &shape, d->name)),
+			"baselines", "cublas_dense", famjson_num_or_null(w[i].cublas_us),
+			"naive", famjson_num_or_null(w[i].naive_us),
 			"launch", plan);
 		if (!e || json_array_append_new(entries, e) < 0) {
 			kt_err_set(err, KT_EINTERNAL, "out of memory");

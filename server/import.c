@@ -197,7 +197,7 @@ static int import_entry(struct store *st, json_t *doc, json_t *e, struct import_
 		json_object_set_new(prov, "imported_from", json_pack("{s:I,s:f,s:o,s:s,s:s,s:s}",
 			"sweep_id", (json_int_t)json_integer_value(json_object_get(sw, "id")),
 			"started", jget_num(sw, "started"),
-			"finished", jget_num(sw, "finished") > 0 ? json_real(jget_num(sw, "finished")) : json_null(),
+			"finished", famjson_num_or_null(jget_num(sw, "finished")),
 			"status", jget_str(sw, "status"), "ktune_version", jget_str(doc, "ktune_version"),
 			"generated", jget_str(doc, "generated")));
 	if (!(prov_json = json_dumps(prov, JSON_COMPACT))) {

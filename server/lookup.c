@@ -519,11 +519,6 @@ json_t *lookup_device_json(const struct store_device *d)
 			 "cuda", d->cuda, "nvrtc", d->nvrtc);
 }
 
-static json_t *num_or_null(double v)
-{
-	return v > 0 ? json_real(v) : json_null();
-}
-
 json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_answer *a)
 {
 	const struct kt_family *f = q->fam;
@@ -552,7 +547,7 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 			  "distance", a->skipped_distance) : json_null());
 	json_object_set_new(o, "config_key", json_string(ck));
 	json_object_set_new(o, "config", famjson_config(f, &a->cfg));
-	json_object_set_new(o, "floor_us", num_or_null(a->floor_us));
+	json_object_set_new(o, "floor_us", famjson_num_or_null(a->floor_us));
 	/* How to run the answer at the asked shape (grids, buffers and
 	 * arguments are the shape's; a nearest answer's tuned shape has
 	 * others): null, with the reason, when the family will not plan it. */
@@ -580,9 +575,9 @@ json_t *lookup_answer_json(const struct lookup_query *q, const struct lookup_ans
 	json_object_set_new(o, "median_us", json_real(e->w.median_us));
 	json_object_set_new(o, "min_us", json_real(e->w.min_us));
 	json_object_set_new(o, "p90_us", json_real(e->w.p90_us));
-	json_object_set_new(o, "retime_us", num_or_null(e->w.retime_us));
+	json_object_set_new(o, "retime_us", famjson_num_or_null(e->w.retime_us));
 	json_object_set_new(o, "baselines", json_pack("{s:o,s:o}",
-		"cublas_us", num_or_null(e->w.cublas_us), "naive_us", num_or_null(e->w.naive_us)));
+		"cublas_us", famjson_num_or_null(e->w.cublas_us), "naive_us", famjson_num_or_null(e->w.naive_us)));
 	us = e->w.median_us;
 	json_object_set_new(o, "speedup", json_pack("{s:o,s:o}",
 		"vs_cublas", e->w.cublas_us > 0 && us > 0 ? json_real(e->w.cublas_us / us) : json_null(),

@@ -67,12 +67,6 @@ static int arg_long(struct request *rq, const char *name, long def, long max, lo
 	return 0;
 }
 
-/* A roofline floor, null where the device's peaks are unknown (0). */
-static json_t *floor_json(double us)
-{
-	return us > 0 ? json_real(us) : json_null();
-}
-
 static json_t *parse_body(struct request *rq, struct kt_err *err)
 {
 	json_error_t je;
@@ -508,9 +502,9 @@ static int r_winners(struct request *rq, struct reply *out, struct kt_err *err)
 			"family", w->family, "shape_key", w->shape_key,
 			"config", famjson_config(e->fam, &e->cfg), "config_key", w->config_key,
 			"sweep_id", (json_int_t)w->sweep_id, "median_us", w->median_us,
-			"floor_us", floor_json(kt_floor_us(e->fam, &e->shape, w->device_name)));
-		json_object_set_new(o, "cublas_us", w->cublas_us > 0 ? json_real(w->cublas_us) : json_null());
-		json_object_set_new(o, "naive_us", w->naive_us > 0 ? json_real(w->naive_us) : json_null());
+			"floor_us", famjson_num_or_null(kt_floor_us(e->fam, &e->shape, w->device_name)));
+		json_object_set_new(o, "cublas_us", famjson_num_or_null(w->cublas_us));
+		json_object_set_new(o, "naive_us", famjson_num_or_null(w->naive_us));
 		json_object_set_new(o, "speedup_vs_cublas", w->cublas_us > 0 ?
 				    json_real(w->cublas_us / w->median_us) : json_null());
 		json_object_set_new(o, "speedup_vs_naive", w->naive_us > 0 ?
@@ -532,7 +526,7 @@ static json_t *sweep_json(const struct store_sweep *s)
 		"status", store_sweep_status_name(s->status),
 		"progress", "done", (json_int_t)s->done, "planned", (json_int_t)s->planned,
 		"fraction", s->planned > 0 ? (double)s->done / s->planned : (s->done ? 1.0 : 0.0),
-		"started", s->started, "finished", s->finished > 0 ? json_real(s->finished) : json_null(),
+		"started", s->started, "finished", famjson_num_or_null(s->finished),
 		"provenance", prov ? prov : json_null());
 }
 
@@ -549,7 +543,7 @@ static json_t *job_json(const struct job_status *j)
 		"fraction", j->planned > 0 ? (double)j->done / j->planned : 0.0,
 		"created", j->created);
 	json_object_set_new(o, "sweep_id", j->sweep_id ? json_integer(j->sweep_id) : json_null());
-	json_object_set_new(o, "best_us", j->best_us > 0 ? json_real(j->best_us) : json_null());
+	json_object_set_new(o, "best_us", famjson_num_or_null(j->best_us));
 	json_object_set_new(o, "best_config", j->best_config[0] ? json_string(j->best_config) : json_null());
 	json_object_set_new(o, "error", j->state == JOB_FAILED ?
 		json_pack("{s:s,s:s}", "code", kt_errcode_name(j->code), "message", j->message) :
@@ -700,7 +694,7 @@ static int r_trials(struct request *rq, struct reply *out, int64_t id, struct kt
 		json_object_set_new(o, "reps", json_integer(r->reps));
 		json_object_set_new(o, "rel_err", r->rel_err >= 0 ? json_real(r->rel_err) : json_null());
 		json_object_set_new(o, "compile_ms", json_real(r->compile_ms));
-		json_object_set_new(o, "retime_us", r->retime_us > 0 ? json_real(r->retime_us) : json_null());
+		json_object_set_new(o, "retime_us", famjson_num_or_null(r->retime_us));
 		json_object_set_new(o, "message", r->message ? json_string(r->message) : json_null());
 		json_array_append_new(a, o);
 	}

@@ -21,4 +21,12 @@ json_t *famjson_config(const struct kt_family *f, const struct kt_config *c);
 char *famjson_shape_text(const struct kt_family *f, const struct kt_shape *s);
 char *famjson_config_text(const struct kt_family *f, const struct kt_config *c);
 
+/* A positive number as JSON, null where it is 0 or less: how the store and
+ * kt_floor_us say "not recorded" (a time not measured, a sweep not finished,
+ * a floor unknown). A new reference. */
+static inline json_t *famjson_num_or_null(double v)
+{
+	return v > 0 ? json_real(v) : json_null();
+}
+
 #endif
