@@ -113,6 +113,7 @@ static const struct fcase cases[] = {
 	 {"seqs=5,lmax=100,heads=2,head_dim=64,block=64,rope=0",
 	  "seqs=3,lmax=150,heads=2,head_dim=128,block=64,rope=1",
 	  "seqs=4,lmax=200,heads=1,head_dim=64,block=128,rope=2",
+	  "seqs=3,lmax=300,heads=1,head_dim=128,block=128,rope=0",
 	  "seqs=3,lmax=600,heads=1,head_dim=64,block=256,rope=2"},
 	 NULL, emu_blockattn, 0},
 	{"blockattn_bwd",
@@ -123,6 +124,7 @@ static const struct fcase cases[] = {
 	 {"seqs=5,lmax=100,heads=2,head_dim=64,block=64,rope=0",
 	  "seqs=3,lmax=150,heads=2,head_dim=128,block=64,rope=1",
 	  "seqs=4,lmax=200,heads=1,head_dim=64,block=128,rope=2",
+	  "seqs=3,lmax=300,heads=1,head_dim=128,block=128,rope=0",
 	  "seqs=3,lmax=600,heads=1,head_dim=64,block=256,rope=2"},
 	 NULL, emu_blockattn, 0},
 	/* its kernels run on the worker's CPU test device (test_worker) */
