@@ -88,6 +88,11 @@
  * together, one item at a time. */
 #define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
+/* The backward at BLK 256 runs the chunked variant's dQ kernel
+ * (mma.sync) beside its own dK, dV kernel */
+#if BWD && BLK == 256
+#define BLOCKATTN_BWD_CHUNKED_DQ
+#endif
 #define BLOCKATTN_HELPERS_ONLY
 #define BLOCKATTN_BWD_HELPERS_ONLY
 #include "blockattn_bwd.cu"
@@ -98,8 +103,8 @@ namespace kws {
 
 using namespace kba;
 
-static_assert(BLK == 64 || BLK == 128 || (BLK == 256 && !BWD),
-	      "BLK 64 (one m64 tile), 128 (two m64 halves) or, forward only, 256 (key chunks)");
+static_assert(BLK == 64 || BLK == 128 || BLK == 256,
+	      "BLK 64 (one m64 tile), 128 (two m64 halves) or 256 (chunks)");
 static_assert(HD == 64 || HD == 128, "HD 64 or 128");
 #if BWD && BLK == 128 && HD == 128
 static_assert(STAGES == 1, "the backward at BLK 128, HD 128: one slot (128 KiB) beside the P, dS scratch");
@@ -878,6 +883,32 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
 }
 
 #if BLK == 256
+/* Byte offset of 16-byte chunk c of row r in a tile of P-byte panels. */
+template <int P>
+KT_DEV int wpan_off(int r, int c)
+{
+	return (c >> 3) * P + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+/* cp.async of the block's rows [r0, r0 + R) (head h, block at t0) of x
+ * into a tile of R-row panels; rows at or past len zero-filled. */
+template <int R>
+KT_DEV void wload(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
+		  int pt)
+{
+#pragma unroll
+	for (int i = 0; i < R * CH / PT; i++) {
+		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+
+		kt_cp_async16(s + wpan_off<R * 128>(r, c),
+			      x + ((long long)(t0 + min(r0 + r, len - 1)) * H + h) * HD + c * 8,
+			      r0 + r < len);
+	}
+}
+
+#endif
+
+#if BLK == 256 && !BWD
 /*
  * The forward at BLK 256. S of a row tile over the whole block would be
  * 128 fp32 a thread, and a slot of q, k, v 192 KiB at HD 128, so the item
@@ -918,29 +949,6 @@ enum : int {
 static_assert(RINGS % 1024 == 0 && QSLOT % 1024 == 0 && KSLOT % 1024 == 0,
 	      "128-byte swizzle: every tile 1024-aligned");
 static_assert(RPROD <= 1, "BLK 256: RPROD 0 or 1");
-
-/* Byte offset of 16-byte chunk c of row r in a tile of P-byte panels. */
-template <int P>
-KT_DEV int wpan_off(int r, int c)
-{
-	return (c >> 3) * P + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-}
-
-/* cp.async of the block's rows [r0, r0 + R) (head h, block at t0) of x
- * into a tile of R-row panels; rows at or past len zero-filled. */
-template <int R>
-KT_DEV void wload(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
-		  int pt)
-{
-#pragma unroll
-	for (int i = 0; i < R * CH / PT; i++) {
-		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
-
-		kt_cp_async16(s + wpan_off<R * 128>(r, c),
-			      x + ((long long)(t0 + min(r0 + r, len - 1)) * H + h) * HD + c * 8,
-			      r0 + r < len);
-	}
-}
 
 /* A step of a CTA's sequence: item i (w its index, -1 past the end), round
  * r, and c < 0 for the round's q rows or key chunk c; gq and gk count the
@@ -1188,6 +1196,211 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 }
 #endif
 
+#if BLK == 256 && BWD
+/*
+ * The backward at BLK 256: the chunked variant's plan (blockattn_bwd.cu,
+ * KCH set) with its dK, dV kernel on wgmma. blockattn_bwd_dq is the chunked
+ * one (mma.sync; QP = 4 / CONS passes of 64 CONS query rows), included
+ * above; it writes the rows' (LSE in log2, Di) that blockattn_bwd_dkv here
+ * reads. A CTA of blockattn_bwd_dkv is one pass of DPR = 64 CONS key rows of
+ * one (block, head) (grid nitems * QP, passes fastest); consumer c owns the
+ * m64 key tile c of the pass, its dK and dV accumulators in registers
+ * (2 x HD / 2 fp32 a thread). The producer copies the pass's k and v rows
+ * once (full barrier KV), then every query chunk of the block -- KCH rows of
+ * q and do and their statistics -- into a ring of STAGES slots (full, empty;
+ * every consumer takes every chunk, so a slot is empty after 128 CONS
+ * arrivals). Per chunk, as the chunked dK, dV kernel does it:
+ *   S^T = k q^T (A the key tile, B the q chunk, both K-major),
+ *   P^T = 2^(S^T log2e / sqrt(d) - LSE) (0 in query columns past the length),
+ *   dV += P^T do (P^T packed to bf16, the register A operand; do MN-major),
+ *   dP^T = v do^T (K-major, one group with dV),
+ *   dS^T = P^T (dP^T - Di) / sqrt(d) (the bf16 P^T, as the MMAs see it),
+ *   dK += dS^T q (dS^T the register operand; q MN-major).
+ * Rows past the length are zero-filled (k, v, q, do) and their statistics
+ * read as 0; key rows past it are computed and not stored. dk and dv are
+ * staged in the consumer's own (dead) k and v rows and stored in 16-byte
+ * rows. With two consumers the producer hands its registers to them
+ * (setmaxnreg): dK, dV and a chunk's S^T and dP^T do not fit 168.
+ * Shared memory: k, v of the pass (DPR-row panels), STAGES slots of a q and
+ * a do chunk (KCH-row panels), STAGES x KCH (LSE, Di) pairs, the barriers.
+ */
+static_assert(KCH == 64 && QP * 64 * CONS == BLK, "BLK 256 backward: KCH 64, QP = 4 / CONS");
+static_assert(!ROPE, "BLK 256 backward ws: rope 0 only");
+enum : int {
+	DPR = 64 * CONS,		/* key rows of the pass */
+	DPPAN = DPR * 128,		/* a 64-column panel of the pass's k or v */
+	DCPAN = KCH * 128,		/* of a q or do chunk */
+	DPTL = DPR * HD * 2,		/* the pass's k tile (v follows) */
+	DCTL = KCH * HD * 2,		/* a q chunk (do follows) */
+	DRSLOT = 2 * DCTL,
+	DSTAT0 = 2 * DPTL + STAGES * DRSLOT,	/* KCH (LSE, Di) pairs a slot */
+	DBAR0 = DSTAT0 + STAGES * KCH * 8,	/* KV full, full[STAGES], empty[STAGES] */
+	DB_KV = 0,
+	DB_F = 1,
+	DB_E = 1 + STAGES,
+};
+static_assert(DPTL % 1024 == 0 && DCTL % 1024 == 0, "128-byte swizzle: every tile 1024-aligned");
+
+/* 8-byte copy (.ca: .cg takes 16 only); zero-filled when !pred. */
+KT_DEV void cp_async8(unsigned dst, const void *src, bool pred)
+{
+	int n = pred ? 8 : 0;
+
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+
+KT_DEV void arrive_noinc(unsigned bar)
+{
+	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* The producer: the pass's k, v rows, then every query chunk of the block
+ * (q, do and the statistics, a row a thread) into slot c % STAGES once the
+ * chunk STAGES back has left it. Only issues: each group arrives on its
+ * full barrier when its copies land. */
+KT_DEV void dkv_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
+			const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
+			const float2 *stats, int t0, int len, int pr0, int nch, int H, int h, int pt)
+{
+	/* rolled: unrolled, the 2 x 16 copies' addresses spill the producer */
+#pragma unroll 1
+	for (int i = 0; i < DPR * CH / PT; i++) {
+		const int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+		const long long off = ((long long)(t0 + min(pr0 + r, len - 1)) * H + h) * HD + c * 8;
+
+		kt_cp_async16(sbase + wpan_off<DPPAN>(r, c), k + off, pr0 + r < len);
+		kt_cp_async16(sbase + DPTL + wpan_off<DPPAN>(r, c), v + off, pr0 + r < len);
+	}
+	kt_cp_async_commit();
+	arrive_noinc(bars + DB_KV * 8);
+#pragma unroll 1
+	for (int c = 0; c < nch; c++) {
+		const int s = c % STAGES;
+		unsigned st = sbase + 2 * DPTL + s * DRSLOT;
+		int ptc = pt;
+
+		/* opaque per chunk: hoisted out of the loop, the copies'
+		 * addresses spill the producer's few registers */
+		asm volatile("" : "+r"(ptc), "+r"(st));
+		const int r = c * KCH + ptc;
+
+		if (c >= STAGES)
+			kt_mbar_wait(bars + (DB_E + s) * 8, ((c / STAGES) - 1) & 1);
+		wload<KCH>(st, q, t0, c * KCH, len, H, h, ptc);
+		wload<KCH>(st + DCTL, dout, t0, c * KCH, len, H, h, ptc);
+		if (ptc < KCH)
+			cp_async8(sbase + DSTAT0 + (s * KCH + ptc) * 8,
+				  stats + (long long)(t0 + min(r, len - 1)) * H + h, r < len);
+		kt_cp_async_commit();
+		arrive_noinc(bars + (DB_F + s) * 8);
+	}
+	kt_cp_async_wait<0>();
+}
+
+/* One query chunk [k0, k0 + KCH) into a consumer's key tile (sk, sv: its
+ * first row in the pass's k and v panels): dV and dK accumulate. sq: the
+ * chunk's slot (q, then do), st its statistics. */
+KT_DEV void dkv_chunk(float (&adk)[ND][4], float (&adv)[ND][4], unsigned sk, unsigned sv,
+		      unsigned sq, const float2 *st, int k0, int len, int lane)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD), scale = 1.f / sqrtf((float)HD);
+	const unsigned sdo = sq + DCTL;
+	/* query column nt * 8 + e of this thread (+ 2 (lane % 4)) is within
+	 * the length when nt * 8 + e < lim */
+	const int lim = len - k0 - 2 * (lane & 3), cq = 2 * (lane & 3);
+	float x[kba::NBC][4], y[kba::NBC][4];
+	unsigned pa[KCH / 16][4], da[KCH / 16][4];
+
+	/* S^T = k q^T */
+	zero_acc<true>(x);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(x, kt_wg_desc_k(sk + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sq + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(x);
+	/* P^T, by each query column's LSE */
+#pragma unroll
+	for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const float lse = st[nt * 8 + cq + e].x;
+			const bool ok = nt * 8 + e < lim;
+
+			x[nt][e] = ok ? exp2f(x[nt][e] * sl2 - lse) : 0.f;
+			x[nt][2 + e] = ok ? exp2f(x[nt][2 + e] * sl2 - lse) : 0.f;
+		}
+	kba::pack_a(pa, x);
+	/* dV += P^T do and dP^T = v do^T, one group */
+	zero_acc<true>(y);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KCH / 16; kk++)
+		kt_wg<HD>::rs<1>(adv, pa[kk], kt_wg_desc_mn(sdo + kk * 2048, DCPAN));
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(y, kt_wg_desc_k(sv + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sdo + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(y);
+	/* dS^T */
+#pragma unroll
+	for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const float dd = st[nt * 8 + cq + e].y;
+
+			y[nt][e] = kba::packed_at(pa, nt, e) * (y[nt][e] - dd) * scale;
+			y[nt][2 + e] = kba::packed_at(pa, nt, 2 + e) * (y[nt][2 + e] - dd) * scale;
+		}
+	kba::pack_a(da, y);
+	/* dK += dS^T q */
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KCH / 16; kk++)
+		kt_wg<HD>::rs<1>(adk, da[kk], kt_wg_desc_mn(sq + kk * 2048, DCPAN));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(adk);
+}
+
+/* A warp's 16 rows (r0..) of acc as bf16 into the pass's panels at t (the
+ * consumer's own k or v rows, dead once its last dK is waited). */
+KT_DEV void dkv_stage(unsigned char *t, const float (&acc)[ND][4], int r0, int lane)
+{
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		const int row = r0 + (lane >> 2) + 8 * hf;
+
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++) {
+			const int col = nt * 8 + 2 * (lane & 3);
+
+			*reinterpret_cast<unsigned *>(t + wpan_off<DPPAN>(row, col >> 3) + (col & 7) * 2) =
+				kt_pack_bf16x2(acc[nt][2 * hf], acc[nt][2 * hf + 1]);
+		}
+	}
+}
+
+/* The staged 64 rows at t (pass rows from prow on) to x, 16 bytes a copy,
+ * rows at or past len left out. */
+KT_DEV void dkv_store(__nv_bfloat16 *x, const unsigned char *t, int t0, int prow, int len, int H,
+		      int h, int ct)
+{
+#pragma unroll
+	for (int i = 0; i < 64 * CH / 128; i++) {
+		const int idx = ct + i * 128, r = idx / CH, c = idx % CH;
+
+		if (prow + r < len)
+			*reinterpret_cast<uint4 *>(x + ((long long)(t0 + prow + r) * H + h) * HD + c * 8) =
+				*reinterpret_cast<const uint4 *>(t + wpan_off<DPPAN>(r, c));
+	}
+}
+#endif
+
 } /* namespace kws */
 
 #define KWS_BODY_BEGIN                                                                     \
@@ -1211,7 +1424,88 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 	}                                                                                  \
 	__syncthreads();
 
-#if BWD
+#if BWD && BLK == 256
+/* blockattn_bwd_dkv(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, stats_at):
+ * block (CONS + 1) * 128, grid nitems * QP (CTA: pass blockIdx % QP of item
+ * blockIdx / QP), dynamic smem DBAR0 + 1024; blockattn_bwd_dq (the chunked
+ * one) runs first and writes the statistics from entry stats_at of blocks. */
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+		  const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
+		  const int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
+		  __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
+		  __nv_bfloat16 *__restrict__ dv, int nitems, int H, int stats_at)
+{
+	using namespace kws;
+	/* not `smem`: blockattn_bwd_dq declares that with 128-byte alignment */
+	extern __shared__ __align__(1024) unsigned char wsmem[];
+	const unsigned sbase = kt_smem_u32(wsmem), bars = sbase + DBAR0;
+	const int tid = threadIdx.x, wgi = tid >> 7;
+	int2 b;
+	int h, p;
+
+	/* the whole CTA leaves together (past the bound's count, or a pass
+	 * past the block's length) */
+	if (!kba::cta_work(blocks, nitems, H, b, h, p))
+		return;
+	const int t0 = b.x, len = b.y, pr0 = p * DPR, nch = (len + KCH - 1) / KCH;
+
+	if (tid == 0) {
+		kt_mbar_init(bars + DB_KV * 8, PT);
+		for (int s = 0; s < STAGES; s++) {
+			kt_mbar_init(bars + (DB_F + s) * 8, PT);
+			kt_mbar_init(bars + (DB_E + s) * 8, 128 * CONS);
+		}
+		kt_mbar_init_fence();
+	}
+	__syncthreads();
+	if (wgi == 0) {
+		if (CONS > 1)
+			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+		dkv_produce(sbase, bars, q, k, v, dout,
+			    reinterpret_cast<const float2 *>(blocks + stats_at), t0, len, pr0, nch, H,
+			    h, tid);
+		return;
+	}
+	if (CONS > 1)
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+
+	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
+	/* this consumer's key tile; one wholly past the length only waits and
+	 * releases (warpgroup-uniform) */
+	const bool act = pr0 + 64 * cw < len;
+	const unsigned sk = sbase + cw * HROWS, sv = sk + DPTL;
+	float adk[ND][4], adv[ND][4];
+
+	kt_wg_zero(adk);
+	kt_wg_zero(adv);
+	kt_mbar_wait(bars + DB_KV * 8, 0);
+	kt_fence_proxy_async();
+#pragma unroll 1
+	for (int c = 0; c < nch; c++) {
+		const int s = c % STAGES;
+
+		kt_mbar_wait(bars + (DB_F + s) * 8, (c / STAGES) & 1);
+		kt_fence_proxy_async();
+		if (act)
+			dkv_chunk(adk, adv, sk, sv, sbase + 2 * DPTL + s * DRSLOT,
+				  reinterpret_cast<const float2 *>(wsmem + DSTAT0 + s * KCH * 8), c * KCH,
+				  len, lane);
+		/* every thread has waited its last wgmma on the slot */
+		kt_mbar_arrive(bars + (DB_E + s) * 8);
+	}
+	if (!act)
+		return;
+	/* every warp's wgmmas on this consumer's k, v rows are done before
+	 * they are overwritten; the staged rows are whole before they leave */
+	kt_bar_sync(1 + cw, 128);
+	dkv_stage(wsmem + cw * HROWS, adk, r0, lane);
+	dkv_stage(wsmem + DPTL + cw * HROWS, adv, r0, lane);
+	kt_bar_sync(1 + cw, 128);
+	dkv_store(dk, wsmem + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+	dkv_store(dv, wsmem + DPTL + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+}
+#elif BWD
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
 blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
