@@ -32,10 +32,9 @@
  * recomputes each row's LSE and Di into the scratch, then a dK, dV kernel
  * that reads them, each CTA a pass of BLK / QP rows of one (block, head)
  * with the other side of the block streamed in chunks of KCH rows through
- * a ring of RING slots; or `ws` (sm_90a), the same plan with the dK, dV
- * kernel on wgmma (templates/blockattn_ws.cu: passes of 64 CONS key rows,
- * an m64 tile a consumer, query chunks of 64 through RING slots) after the
- * chunked dQ kernel (KCH 64, QP 4 / CONS).
+ * a ring of RING slots; or `ws` (sm_90a, rope 0), the same plan on wgmma
+ * (templates/blockattn_ws.cu: passes of 64 CONS rows, an m64 tile a
+ * consumer warpgroup, chunks of 64 rows through RING slots).
  * The ws backward at BLK 128 and head_dim 128 has one slot (RING 1) that
  * its consumers share, an m64 query half and then an m64 key tile each.
  * NEEDSWORK: rope costs the mma.sync backward a third more time (instructions and
@@ -162,8 +161,8 @@ static const struct kt_param bwd_params[] = {
 	{"EPI", 2, {0, 1}, BWD_SYNC, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
 	{"CONS", 2, {1, 2}, 1u << V_BWD_WS, CONS_HELP},
 	{"RING", 3, {1, 2, 3}, (1u << V_BWD_WS) | (1u << V_BWD_CHUNK),
-	 RING_HELP " (1: at block 128, head_dim 128 only, one slot shared by the consumers); "
-	 "chunked: ring depth over the streamed chunks"},
+	 RING_HELP " (1: at block 128, head_dim 128 only, one slot shared by the consumers; "
+	 "at block 256 64-row chunks); chunked: ring depth over the streamed chunks"},
 	{"RPROD", 4, {0, 1, 2, 3}, 1u << V_BWD_WS, RPROD3_HELP},
 	/* the chunked variant's only, at P_KCH, P_QP as in the forward;
 	 * optional, though no key predates them: absent, the default's values */
@@ -613,18 +612,18 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		 * a v chunk (ws_kc keys) */
 		g->threads = (g->cons + 1) * 128;
 		if (bwd && g->blk == 256) {
-			/* the chunked dQ kernel (KCH 64, QP 4 / CONS: passes of
-			 * 64 CONS rows, a warp per m16 tile) and the wgmma dK, dV
-			 * kernel: the pass's k, v, RING slots of a q and a do
-			 * chunk of 64 rows and their 64 (LSE, Di) pairs, 1 KiB
-			 * for the mbarriers */
+			/* the chunked plan on wgmma: passes of 64 CONS rows (QP
+			 * 4 / CONS), chunks of 64 (KCH); both kernels the same
+			 * block and layout: the pass's two tiles (q, do or k, v),
+			 * RING slots of two chunk tiles (k, v or q, do) and their
+			 * 64 (LSE, Di) pairs (dK, dV only), 1 KiB of mbarriers */
 			g->two = 1;
 			g->kch = 64;
 			g->qp = g->cons == 1 || g->cons == 2 ? 4 / g->cons : 0;
-			g->threads_dq = 128 * g->cons;
-			g->smem_dq = (unsigned)((2 * 64 * g->cons + g->stages * 2 * g->kch) * g->d * 2);
+			g->threads_dq = g->threads;
 			g->smem = (unsigned)(2 * 64 * g->cons * g->d * 2 +
 					     g->stages * (2 * g->kch * g->d * 2 + g->kch * 8) + 1024);
+			g->smem_dq = g->smem;
 		} else if (!bwd && g->blk == 256)
 			g->smem = (unsigned)((2 * 64 * g->cons + g->stages * 2 * ws_kc(g->d)) *
 					     g->d * 2 + 1024);
@@ -723,7 +722,7 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 
 /* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
  * backward at 128 and head_dim 128 with one slot) and 256 (the backward
- * rope 0 only: the chunked plan, a wgmma dK, dV kernel), its own
+ * rope 0 only: the chunked plan on wgmma), its own
  * parameters (CONS, RING, RPROD), none of the mma.sync variants'; no
  * config that spills (ptxas, sm_90a, every ws program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
@@ -759,9 +758,9 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (!g->rope && g->rprod)
 		return snprintf(why, whylen, "RPROD %ld without rope: the same kernel as 0", g->rprod),
 		       1;
-	/* the backward at BLK 256: the chunked plan with a wgmma dK, dV
-	 * kernel, written for rope 0 (no rotation of the streamed chunks, no
-	 * conjugate rotation of the outputs) */
+	/* the backward at BLK 256: the chunked plan on wgmma, written for
+	 * rope 0 (no rotation of the streamed chunks, no conjugate rotation
+	 * of the outputs) */
 	if (bwd && g->blk == 256 && g->rope)
 		return snprintf(why, whylen, "rope %ld with ws at block 256 (backward): rope 0 only "
 				"(chunked takes rope)", g->rope), 1;
@@ -808,12 +807,11 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				g->cons), 1;
 	if (g->threads > tgt->max_threads)
 		return snprintf(why, whylen, "%ld threads > %d", g->threads, tgt->max_threads), 1;
-	if ((g->smem > (unsigned)tgt->smem_optin || g->smem_dq > (unsigned)tgt->smem_optin) &&
-	    bwd && g->blk == 256)
+	if (g->smem > (unsigned)tgt->smem_optin && bwd && g->blk == 256)
 		return snprintf(why, whylen,
-				"shared memory %u (dQ: %u) > %d bytes: RING %ld slots of a q and a "
-				"do chunk of 64 rows beside the pass's %ld k and v rows (head_dim %ld)",
-				g->smem, g->smem_dq, tgt->smem_optin, g->stages, 64 * g->cons, g->d), 1;
+				"shared memory %u > %d bytes: RING %ld slots of two 64-row chunks "
+				"beside the pass's two tiles of %ld rows (head_dim %ld)",
+				g->smem, tgt->smem_optin, g->stages, 64 * g->cons, g->d), 1;
 	if (g->smem > (unsigned)tgt->smem_optin && g->blk == 256)
 		return snprintf(why, whylen,
 				"shared memory %u > %d bytes: two q slots of %ld rows and RING %ld "
@@ -1071,7 +1069,7 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 		    kt_program_define(pr, "CONS", g.cons) ||
 		    kt_program_define(pr, "STAGES", g.stages) ||
 		    kt_program_define(pr, "RPROD", g.rprod) ||
-		    /* the backward at block 256: the chunked dQ kernel's */
+		    /* the backward at block 256: chunks, passes */
 		    (g.two && (kt_program_define(pr, "KCH", g.kch) ||
 			       kt_program_define(pr, "QP", g.qp))))
 			return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
@@ -1110,7 +1108,7 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 		kt_launch_arg_i32(l, bound);
 
 	if (g.two) {
-		/* chunked, and ws at block 256 (its dK, dV kernel on wgmma):
+		/* chunked, and ws at block 256 (the same plan on wgmma):
 		 * a CTA per (block, head, pass), passes fastest; the dQ kernel
 		 * writes the statistics the dK, dV kernel reads: stats_at,
 		 * in int2 entries of `blocks`, past the list (and a bound's

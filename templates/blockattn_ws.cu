@@ -14,6 +14,10 @@
  *       keys a chunk, 128 at HD 64, 64 at HD 128).
  *       With BOUND, nitems is a bound and the prep's count decides, as in
  *       blockattn_fwd.cu.
+ *   blockattn_bwd_dq, blockattn_bwd_dkv(q, k, v, do, blocks, table, dq, dk, dv,
+ *                                       nitems, H, stats_at)
+ *       the backward at BLK 256 (rope 0): the chunked variant's two
+ *       launches and arguments on wgmma ("The backward at BLK 256" below).
  *
  * BLK 64 or 128, and the forward at 256: a slot of its q, k, v is 192 KiB
  * at HD 128 and a row tile's S 128 fp32 a thread, so that forward streams
@@ -88,10 +92,10 @@
  * together, one item at a time. */
 #define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
-/* The backward at BLK 256 runs the chunked variant's dQ kernel
- * (mma.sync) beside its own dK, dV kernel */
+/* The backward at BLK 256 uses the chunked variant's helpers (the block
+ * list's passes, the A-operand packing) */
 #if BWD && BLK == 256
-#define BLOCKATTN_BWD_CHUNKED_DQ
+#define BLOCKATTN_BWD_CHUNKED_HELPERS
 #endif
 #define BLOCKATTN_HELPERS_ONLY
 #define BLOCKATTN_BWD_HELPERS_ONLY
@@ -1199,30 +1203,32 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 #if BLK == 256 && BWD
 /*
  * The backward at BLK 256: the chunked variant's plan (blockattn_bwd.cu,
- * KCH set) with its dK, dV kernel on wgmma. blockattn_bwd_dq is the chunked
- * one (mma.sync; QP = 4 / CONS passes of 64 CONS query rows), included
- * above; it writes the rows' (LSE in log2, Di) that blockattn_bwd_dkv here
- * reads. A CTA of blockattn_bwd_dkv is one pass of DPR = 64 CONS key rows of
- * one (block, head) (grid nitems * QP, passes fastest); consumer c owns the
- * m64 key tile c of the pass, its dK and dV accumulators in registers
- * (2 x HD / 2 fp32 a thread). The producer copies the pass's k and v rows
- * once (full barrier KV), then every query chunk of the block -- KCH rows of
- * q and do and their statistics -- into a ring of STAGES slots (full, empty;
+ * KCH set) on wgmma. Two kernels, each CTA one pass of DPR = 64 CONS rows
+ * of one (block, head) (grid nitems * QP, QP = 4 / CONS, passes fastest),
+ * consumer c owning the pass's m64 row tile c. The producer copies the
+ * pass's two tiles once (full barrier KV), then chunks of KCH = 64 rows of
+ * the other side of the block into a ring of STAGES slots (full, empty;
  * every consumer takes every chunk, so a slot is empty after 128 CONS
- * arrivals). Per chunk, as the chunked dK, dV kernel does it:
- *   S^T = k q^T (A the key tile, B the q chunk, both K-major),
- *   P^T = 2^(S^T log2e / sqrt(d) - LSE) (0 in query columns past the length),
- *   dV += P^T do (P^T packed to bf16, the register A operand; do MN-major),
- *   dP^T = v do^T (K-major, one group with dV),
- *   dS^T = P^T (dP^T - Di) / sqrt(d) (the bf16 P^T, as the MMAs see it),
- *   dK += dS^T q (dS^T the register operand; q MN-major).
- * Rows past the length are zero-filled (k, v, q, do) and their statistics
- * read as 0; key rows past it are computed and not stored. dk and dv are
- * staged in the consumer's own (dead) k and v rows and stored in 16-byte
- * rows. With two consumers the producer hands its registers to them
- * (setmaxnreg): dK, dV and a chunk's S^T and dP^T do not fit 168.
- * Shared memory: k, v of the pass (DPR-row panels), STAGES slots of a q and
- * a do chunk (KCH-row panels), STAGES x KCH (LSE, Di) pairs, the barriers.
+ * arrivals). A consumer whose tile lies wholly past the length only waits
+ * and releases.
+ *   blockattn_bwd_dq: q, do rows stay; k, v chunks stream twice. Sweep 1:
+ *     S = q k^T, dP = do v^T (one group, K-major), a running row max, sum
+ *     and Di = sum P dP (rescaled as the max grows), then the rows' (LSE in
+ *     log2, Di) into the scratch (blocks + stats_at). Sweep 2: S, dP again,
+ *     P = 2^(S log2e / sqrt(d) - LSE), dS = P (dP - Di) / sqrt(d),
+ *     dQ += dS k (dS the register A operand, k MN-major).
+ *   blockattn_bwd_dkv: k, v rows stay; q, do chunks and their statistics
+ *     stream once. S^T = k q^T; P^T by each query column's LSE, packed to
+ *     bf16; dV += P^T do (register A, do MN-major) and dP^T = v do^T in one
+ *     group; dS^T = P^T (dP^T - Di) / sqrt(d) from the bf16 P^T; dK += dS^T q.
+ * The math is the chunked kernels'. Rows past the length are zero-filled
+ * (and their statistics read as 0), key columns past it get P = 0; rows
+ * past it are computed and not stored. Each consumer stages its outputs
+ * in its own pass rows (dead by then) and stores 16-byte rows. With two
+ * consumers the producer hands its registers to them (setmaxnreg).
+ * Shared memory: the pass's two tiles (DPR-row panels), STAGES slots of two
+ * chunk tiles (KCH-row panels), STAGES x KCH statistics pairs (dK, dV
+ * only), the barriers.
  */
 static_assert(KCH == 64 && QP * 64 * CONS == BLK, "BLK 256 backward: KCH 64, QP = 4 / CONS");
 static_assert(!ROPE, "BLK 256 backward ws: rope 0 only");
@@ -1254,12 +1260,15 @@ KT_DEV void arrive_noinc(unsigned bar)
 	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
-/* The producer: the pass's k, v rows, then every query chunk of the block
- * (q, do and the statistics, a row a thread) into slot c % STAGES once the
- * chunk STAGES back has left it. Only issues: each group arrives on its
- * full barrier when its copies land. */
-KT_DEV void dkv_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
-			const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
+/* The producer of either kernel: the pass's rows of p1, p2 (dK, dV: k and
+ * v; dQ: q and do) once, then the block's chunks of c1, c2 (q, do with
+ * their statistics, a row a thread; dQ: k, v, and every chunk twice, once
+ * for each sweep) into slot j % STAGES of step j, once the step STAGES
+ * back has left it. Only issues: each group arrives on its full barrier
+ * when its copies land. */
+template <bool DQ>
+KT_DEV void wsb_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *p1,
+			const __nv_bfloat16 *p2, const __nv_bfloat16 *c1, const __nv_bfloat16 *c2,
 			const float2 *stats, int t0, int len, int pr0, int nch, int H, int h, int pt)
 {
 	/* rolled: unrolled, the 2 x 16 copies' addresses spill the producer */
@@ -1268,14 +1277,14 @@ KT_DEV void dkv_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		const int idx = pt + i * PT, r = idx / CH, c = idx % CH;
 		const long long off = ((long long)(t0 + min(pr0 + r, len - 1)) * H + h) * HD + c * 8;
 
-		kt_cp_async16(sbase + wpan_off<DPPAN>(r, c), k + off, pr0 + r < len);
-		kt_cp_async16(sbase + DPTL + wpan_off<DPPAN>(r, c), v + off, pr0 + r < len);
+		kt_cp_async16(sbase + wpan_off<DPPAN>(r, c), p1 + off, pr0 + r < len);
+		kt_cp_async16(sbase + DPTL + wpan_off<DPPAN>(r, c), p2 + off, pr0 + r < len);
 	}
 	kt_cp_async_commit();
 	arrive_noinc(bars + DB_KV * 8);
 #pragma unroll 1
-	for (int c = 0; c < nch; c++) {
-		const int s = c % STAGES;
+	for (int j = 0; j < (DQ ? 2 : 1) * nch; j++) {
+		const int s = j % STAGES, c = DQ && j >= nch ? j - nch : j;
 		unsigned st = sbase + 2 * DPTL + s * DRSLOT;
 		int ptc = pt;
 
@@ -1284,17 +1293,112 @@ KT_DEV void dkv_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		asm volatile("" : "+r"(ptc), "+r"(st));
 		const int r = c * KCH + ptc;
 
-		if (c >= STAGES)
-			kt_mbar_wait(bars + (DB_E + s) * 8, ((c / STAGES) - 1) & 1);
-		wload<KCH>(st, q, t0, c * KCH, len, H, h, ptc);
-		wload<KCH>(st + DCTL, dout, t0, c * KCH, len, H, h, ptc);
-		if (ptc < KCH)
+		if (j >= STAGES)
+			kt_mbar_wait(bars + (DB_E + s) * 8, ((j / STAGES) - 1) & 1);
+		wload<KCH>(st, c1, t0, c * KCH, len, H, h, ptc);
+		wload<KCH>(st + DCTL, c2, t0, c * KCH, len, H, h, ptc);
+		if (!DQ && ptc < KCH)
 			cp_async8(sbase + DSTAT0 + (s * KCH + ptc) * 8,
 				  stats + (long long)(t0 + min(r, len - 1)) * H + h, r < len);
 		kt_cp_async_commit();
 		arrive_noinc(bars + (DB_F + s) * 8);
 	}
 	kt_cp_async_wait<0>();
+}
+
+/* dQ: S = q k^T and dP = do v^T of a consumer's query tile (sq, sdo: its
+ * first row in the pass's q and do panels) against the chunk in slot sk
+ * (k, then v), one group. */
+KT_DEV void dq_sdp(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsigned sq, unsigned sdo,
+		   unsigned sk)
+{
+	const unsigned sv = sk + DCTL;
+
+	zero_acc<true>(x);
+	zero_acc<true>(y);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(x, kt_wg_desc_k(sq + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sk + (kk >> 2) * DCPAN + (kk & 3) * 32));
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(y, kt_wg_desc_k(sdo + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sv + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(x);
+	kt_wg_pin(y);
+}
+
+/* dQ, sweep 1, one chunk: the running row max m (log2 domain), this
+ * thread's part of the sum l and of Di = sum_j P_ij dP_ij, all rescaled
+ * when the max grows (blockattn_bwd_dq's sweep 1). lim: as in dkv_chunk. */
+KT_DEV void dq_run(float (&x)[kba::NBC][4], const float (&y)[kba::NBC][4], float (&m)[2],
+		   float (&l)[2], float (&di)[2], int lim)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float mc = m[hf], ls = 0.f, ds = 0.f, alpha;
+
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float v = nt * 8 + e < lim ? x[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+
+				x[nt][2 * hf + e] = v;
+				mc = fmaxf(mc, v);
+			}
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
+		alpha = exp2f(m[hf] - mc);
+		m[hf] = mc;
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float pe = exp2f(x[nt][2 * hf + e] - mc);
+
+				ls += pe;
+				ds += pe * y[nt][2 * hf + e];
+			}
+		l[hf] = l[hf] * alpha + ls;
+		di[hf] = di[hf] * alpha + ds;
+	}
+}
+
+/* dQ, sweep 2, one chunk: P = exp2(S log2e / sqrt(d) - LSE) (0 past the
+ * length), dS = P (dP - Di) / sqrt(d), dQ += dS k (dS the register
+ * operand, the chunk's k MN-major). */
+KT_DEV void dq_acc(float (&acc)[ND][4], float (&x)[kba::NBC][4], const float (&y)[kba::NBC][4],
+		   const float (&m)[2], const float (&di)[2], unsigned sk, int lim)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD), scale = 1.f / sqrtf((float)HD);
+	unsigned da[KCH / 16][4];
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++)
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float pe = nt * 8 + e < lim
+							 ? exp2f(x[nt][2 * hf + e] * sl2 - m[hf])
+							 : 0.f;
+
+				x[nt][2 * hf + e] = pe * (y[nt][2 * hf + e] - di[hf]) * scale;
+			}
+	kba::pack_a(da, x);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KCH / 16; kk++)
+		kt_wg<HD>::rs<1>(acc, da[kk], kt_wg_desc_mn(sk + kk * 2048, DCPAN));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(acc);
 }
 
 /* One query chunk [k0, k0 + KCH) into a consumer's key tile (sk, sv: its
@@ -1369,7 +1473,7 @@ KT_DEV void dkv_chunk(float (&adk)[ND][4], float (&adv)[ND][4], unsigned sk, uns
 
 /* A warp's 16 rows (r0..) of acc as bf16 into the pass's panels at t (the
  * consumer's own k or v rows, dead once its last dK is waited). */
-KT_DEV void dkv_stage(unsigned char *t, const float (&acc)[ND][4], int r0, int lane)
+KT_DEV void wsb_stage(unsigned char *t, const float (&acc)[ND][4], int r0, int lane)
 {
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
@@ -1387,7 +1491,7 @@ KT_DEV void dkv_stage(unsigned char *t, const float (&acc)[ND][4], int r0, int l
 
 /* The staged 64 rows at t (pass rows from prow on) to x, 16 bytes a copy,
  * rows at or past len left out. */
-KT_DEV void dkv_store(__nv_bfloat16 *x, const unsigned char *t, int t0, int prow, int len, int H,
+KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, int t0, int prow, int len, int H,
 		      int h, int ct)
 {
 #pragma unroll
@@ -1425,10 +1529,117 @@ KT_DEV void dkv_store(__nv_bfloat16 *x, const unsigned char *t, int t0, int prow
 	__syncthreads();
 
 #if BWD && BLK == 256
-/* blockattn_bwd_dkv(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, stats_at):
- * block (CONS + 1) * 128, grid nitems * QP (CTA: pass blockIdx % QP of item
- * blockIdx / QP), dynamic smem DBAR0 + 1024; blockattn_bwd_dq (the chunked
- * one) runs first and writes the statistics from entry stats_at of blocks. */
+/* blockattn_bwd_dq(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, stats_at)
+ * and blockattn_bwd_dkv(same arguments): block (CONS + 1) * 128, grid
+ * nitems * QP (CTA: pass blockIdx % QP of item blockIdx / QP), dynamic smem
+ * DBAR0 + 1024 each. dq runs first and writes the statistics from entry
+ * stats_at of blocks; dkv reads them. */
+#define KWSB_BEGIN                                                                         \
+	using namespace kws;                                                               \
+	extern __shared__ __align__(1024) unsigned char smem[];                            \
+	const unsigned sbase = kt_smem_u32(smem), bars = sbase + DBAR0;                    \
+	const int tid = threadIdx.x, wgi = tid >> 7;                                      \
+	int2 b;                                                                            \
+	int h, p;                                                                          \
+	/* the whole CTA leaves together (past the bound's count, or a pass past \
+	 * the block's length) */                                                          \
+	if (!kba::cta_work(blocks, nitems, H, b, h, p))                                    \
+		return;                                                                    \
+	const int t0 = b.x, len = b.y, pr0 = p * DPR, nch = (len + KCH - 1) / KCH;         \
+	if (tid == 0) {                                                                    \
+		kt_mbar_init(bars + DB_KV * 8, PT);                                        \
+		for (int s = 0; s < STAGES; s++) {                                         \
+			kt_mbar_init(bars + (DB_F + s) * 8, PT);                           \
+			kt_mbar_init(bars + (DB_E + s) * 8, 128 * CONS);                   \
+		}                                                                          \
+		kt_mbar_init_fence();                                                      \
+	}                                                                                  \
+	__syncthreads();
+
+/* At CONS 2 the producer hands registers to the consumers: at the
+ * launch's 168 the consumers' accumulators spill (ptxas). */
+#define KWSB_PRODUCER_REGS                                                                 \
+	if (CONS > 1)                                                                      \
+		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+#define KWSB_CONSUMER_REGS                                                                 \
+	if (CONS > 1)                                                                      \
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
+		 int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
+		 __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
+		 __nv_bfloat16 *__restrict__ dv, int nitems, int H, int stats_at)
+{
+	KWSB_BEGIN
+	if (wgi == 0) {
+		KWSB_PRODUCER_REGS
+		wsb_produce<true>(sbase, bars, q, dout, k, v, nullptr, t0, len, pr0, nch, H, h, tid);
+		return;
+	}
+	KWSB_CONSUMER_REGS
+
+	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
+	/* this consumer's query tile; one wholly past the length only waits
+	 * and releases (warpgroup-uniform) */
+	const bool act = pr0 + 64 * cw < len;
+	const unsigned sq = sbase + cw * HROWS, sdo = sq + DPTL;
+	/* written here, read by blockattn_bwd_dkv (the next launch) */
+	float2 *stats = reinterpret_cast<float2 *>(blocks + stats_at);
+	float acc[ND][4], m[2] = {KBA_NEG_INF, KBA_NEG_INF}, l[2] = {0.f, 0.f}, di[2] = {0.f, 0.f};
+
+	kt_wg_zero(acc);
+	kt_mbar_wait(bars + DB_KV * 8, 0);
+	kt_fence_proxy_async();
+	/* steps 0 .. nch - 1: sweep 1 (the statistics); nch .. 2 nch - 1:
+	 * sweep 2 (dQ) */
+#pragma unroll 1
+	for (int j = 0; j < 2 * nch; j++) {
+		const int s = j % STAGES, c = j < nch ? j : j - nch;
+		const unsigned sk = sbase + 2 * DPTL + s * DRSLOT;
+
+		kt_mbar_wait(bars + (DB_F + s) * 8, (j / STAGES) & 1);
+		kt_fence_proxy_async();
+		if (act) {
+			const int lim = len - c * KCH - 2 * (lane & 3);
+			float x[kba::NBC][4], y[kba::NBC][4];
+
+			dq_sdp(x, y, sq, sdo, sk);
+			if (j >= nch)
+				dq_acc(acc, x, y, m, di, sk, lim);
+			else
+				dq_run(x, y, m, l, di, lim);
+		}
+		/* every thread has waited its last wgmma on the slot */
+		kt_mbar_arrive(bars + (DB_E + s) * 8);
+		if (act && j == nch - 1)
+			/* the row statistics: m becomes the LSE (log2), di Di */
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				const int row = pr0 + 64 * cw + r0 + (lane >> 2) + 8 * hf;
+				float x = l[hf], y = di[hf];
+
+				x += __shfl_xor_sync(0xffffffffu, x, 1);
+				x += __shfl_xor_sync(0xffffffffu, x, 2);
+				y += __shfl_xor_sync(0xffffffffu, y, 1);
+				y += __shfl_xor_sync(0xffffffffu, y, 2);
+				m[hf] += __log2f(x);
+				di[hf] = y / x;
+				if ((lane & 3) == 0 && row < len)
+					stats[(long long)(t0 + row) * H + h] = make_float2(m[hf], di[hf]);
+			}
+	}
+	if (!act)
+		return;
+	/* every warp's wgmmas on this consumer's q rows are done before they
+	 * are overwritten; the staged rows are whole before they leave */
+	kt_bar_sync(1 + cw, 128);
+	wsb_stage(smem + cw * HROWS, acc, r0, lane);
+	kt_bar_sync(1 + cw, 128);
+	wsb_store(dq, smem + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+}
+
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
 blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		  const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
@@ -1436,39 +1647,15 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 		  __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
 		  __nv_bfloat16 *__restrict__ dv, int nitems, int H, int stats_at)
 {
-	using namespace kws;
-	/* not `smem`: blockattn_bwd_dq declares that with 128-byte alignment */
-	extern __shared__ __align__(1024) unsigned char wsmem[];
-	const unsigned sbase = kt_smem_u32(wsmem), bars = sbase + DBAR0;
-	const int tid = threadIdx.x, wgi = tid >> 7;
-	int2 b;
-	int h, p;
-
-	/* the whole CTA leaves together (past the bound's count, or a pass
-	 * past the block's length) */
-	if (!kba::cta_work(blocks, nitems, H, b, h, p))
-		return;
-	const int t0 = b.x, len = b.y, pr0 = p * DPR, nch = (len + KCH - 1) / KCH;
-
-	if (tid == 0) {
-		kt_mbar_init(bars + DB_KV * 8, PT);
-		for (int s = 0; s < STAGES; s++) {
-			kt_mbar_init(bars + (DB_F + s) * 8, PT);
-			kt_mbar_init(bars + (DB_E + s) * 8, 128 * CONS);
-		}
-		kt_mbar_init_fence();
-	}
-	__syncthreads();
+	KWSB_BEGIN
 	if (wgi == 0) {
-		if (CONS > 1)
-			KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-		dkv_produce(sbase, bars, q, k, v, dout,
+		KWSB_PRODUCER_REGS
+		wsb_produce<false>(sbase, bars, k, v, q, dout,
 			    reinterpret_cast<const float2 *>(blocks + stats_at), t0, len, pr0, nch, H,
 			    h, tid);
 		return;
 	}
-	if (CONS > 1)
-		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+	KWSB_CONSUMER_REGS
 
 	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
 	/* this consumer's key tile; one wholly past the length only waits and
@@ -1489,7 +1676,7 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 		kt_fence_proxy_async();
 		if (act)
 			dkv_chunk(adk, adv, sk, sv, sbase + 2 * DPTL + s * DRSLOT,
-				  reinterpret_cast<const float2 *>(wsmem + DSTAT0 + s * KCH * 8), c * KCH,
+				  reinterpret_cast<const float2 *>(smem + DSTAT0 + s * KCH * 8), c * KCH,
 				  len, lane);
 		/* every thread has waited its last wgmma on the slot */
 		kt_mbar_arrive(bars + (DB_E + s) * 8);
@@ -1499,12 +1686,15 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 	/* every warp's wgmmas on this consumer's k, v rows are done before
 	 * they are overwritten; the staged rows are whole before they leave */
 	kt_bar_sync(1 + cw, 128);
-	dkv_stage(wsmem + cw * HROWS, adk, r0, lane);
-	dkv_stage(wsmem + DPTL + cw * HROWS, adv, r0, lane);
+	wsb_stage(smem + cw * HROWS, adk, r0, lane);
+	wsb_stage(smem + DPTL + cw * HROWS, adv, r0, lane);
 	kt_bar_sync(1 + cw, 128);
-	dkv_store(dk, wsmem + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
-	dkv_store(dv, wsmem + DPTL + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+	wsb_store(dk, smem + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+	wsb_store(dv, smem + DPTL + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
 }
+#undef KWSB_BEGIN
+#undef KWSB_PRODUCER_REGS
+#undef KWSB_CONSUMER_REGS
 #elif BWD
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
 blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
