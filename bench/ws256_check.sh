@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # ws256_check.sh -- the `ws` variant at block 256 on an sm_90 GPU (the
-# forward, DIRS=fwd, the default; the backward's wgmma dK, dV kernel after
-# the chunked dQ kernel, DIRS=bwd; or DIRS="fwd bwd"), in one device call
-# (no network, a few minutes):
+# forward, DIRS=fwd, the default; the backward's two wgmma kernels,
+# DIRS=bwd; or DIRS="fwd bwd"), in one device call (no network, a few
+# minutes):
 #   1. verify: tests/test_blockattn's GPU suite at block 256, ws only
 #      (KTUNE_REQUIRE_GPU=1: no GPU is a failure), every ws config of both
-#      directions -- the forward's at head_dim 64 and 128, rope 0-2, the
-#      backward's at rope 0 -- against the CPU and GPU references on ragged
-#      lengths 240-600 (seqs 11, heads 2: tails over every chunk and pass);
+#      directions (head_dim 64 and 128, rope 0-2) against the CPU and GPU
+#      references on ragged lengths 240-600 (seqs 11, heads 2: tails over
+#      every chunk and pass);
 #   2. racecheck: compute-sanitizer --tool racecheck over two ws configs of
 #      each direction in DIRS on a tiny shape through `ktune sweep --config`
 #      (best effort, its own time limit; skipped without compute-sanitizer);
@@ -77,7 +77,7 @@ for dir in $DIRS; do
 	else
 		RACE_FAMS+=(blockattn_bwd blockattn_bwd)
 		RACE_SHAPES+=("seqs=2,lmax=600,heads=1,head_dim=128,block=256,rope=0"
-			      "seqs=2,lmax=600,heads=1,head_dim=64,block=256,rope=0")
+			      "seqs=2,lmax=600,heads=1,head_dim=64,block=256,rope=2")
 		RACE_CFGS+=("variant=ws,CONS=2,RING=2,RPROD=0" "variant=ws,CONS=1,RING=3,RPROD=0")
 	fi
 done

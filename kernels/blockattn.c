@@ -32,7 +32,7 @@
  * recomputes each row's LSE and Di into the scratch, then a dK, dV kernel
  * that reads them, each CTA a pass of BLK / QP rows of one (block, head)
  * with the other side of the block streamed in chunks of KCH rows through
- * a ring of RING slots; or `ws` (sm_90a, rope 0), the same plan on wgmma
+ * a ring of RING slots; or `ws` (sm_90a), the same plan on wgmma
  * (templates/blockattn_ws.cu: passes of 64 CONS rows, an m64 tile a
  * consumer warpgroup, chunks of 64 rows through RING slots).
  * The ws backward at BLK 128 and head_dim 128 has one slot (RING 1) that
@@ -86,7 +86,7 @@ static const struct kt_dim dims[] = {
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
 	{"block", 32, 256, 1, "BLK: 32, 64, 128 or 256 tokens per attention block (ws: 64, 128, "
-	 "256; the backward at 256: chunked, or ws rope 0 on sm_90a)"},
+	 "256; the backward at 256: chunked, or ws on sm_90a)"},
 	{"rope", 0, 2, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel; "
 	 "2: v rotated too (dv is the gradient of the raw v)"},
 };
@@ -721,8 +721,8 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 }
 
 /* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
- * backward at 128 and head_dim 128 with one slot) and 256 (the backward
- * rope 0 only: the chunked plan on wgmma), its own
+ * backward at 128 and head_dim 128 with one slot) and 256 (the backward:
+ * the chunked plan on wgmma, RPROD 0), its own
  * parameters (CONS, RING, RPROD), none of the mma.sync variants'; no
  * config that spills (ptxas, sm_90a, every ws program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
@@ -758,12 +758,11 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (!g->rope && g->rprod)
 		return snprintf(why, whylen, "RPROD %ld without rope: the same kernel as 0", g->rprod),
 		       1;
-	/* the backward at BLK 256: the chunked plan on wgmma, written for
-	 * rope 0 (no rotation of the streamed chunks, no conjugate rotation
-	 * of the outputs) */
-	if (bwd && g->blk == 256 && g->rope)
-		return snprintf(why, whylen, "rope %ld with ws at block 256 (backward): rope 0 only "
-				"(chunked takes rope)", g->rope), 1;
+	/* the backward at BLK 256: its producer rotates one step (the pass's
+	 * tiles, a chunk) at a time, RPROD 0's way; no other form */
+	if (bwd && g->blk == 256 && g->rprod != 0)
+		return snprintf(why, whylen, "RPROD %ld at block 256 (backward): 0 (the producer "
+				"rotates one step at a time)", g->rprod), 1;
 	/* the backward at BLK 128, head_dim 128: a slot of q, k, v, do is 128
 	 * KiB, so one slot, shared by the consumers (an m64 query half, then an
 	 * m64 key tile each), beside a 64 KiB scratch of the item's P and dS */

@@ -16,7 +16,7 @@
  *       blockattn_fwd.cu.
  *   blockattn_bwd_dq, blockattn_bwd_dkv(q, k, v, do, blocks, table, dq, dk, dv,
  *                                       nitems, H, stats_at)
- *       the backward at BLK 256 (rope 0): the chunked variant's two
+ *       the backward at BLK 256: the chunked variant's two
  *       launches and arguments on wgmma ("The backward at BLK 256" below).
  *
  * BLK 64 or 128, and the forward at 256: a slot of its q, k, v is 192 KiB
@@ -1224,27 +1224,35 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
  * The math is the chunked kernels'. Rows past the length are zero-filled
  * (and their statistics read as 0), key columns past it get P = 0; rows
  * past it are computed and not stored. Each consumer stages its outputs
- * in its own pass rows (dead by then) and stores 16-byte rows. With two
- * consumers the producer hands its registers to them (setmaxnreg).
+ * in its own pass rows (dead by then) and stores 16-byte rows (with rope
+ * conjugate-rotated: dq, dk, and dv with ROPE_V). With rope the producer
+ * rotates what it copied (q and k, and v with ROPE_V) before it publishes
+ * a step (RPROD 0's way). With two consumers the producer hands its
+ * registers to them (setmaxnreg).
  * Shared memory: the pass's two tiles (DPR-row panels), STAGES slots of two
  * chunk tiles (KCH-row panels), STAGES x KCH statistics pairs (dK, dV
  * only), the barriers.
  */
 static_assert(KCH == 64 && QP * 64 * CONS == BLK, "BLK 256 backward: KCH 64, QP = 4 / CONS");
-static_assert(!ROPE, "BLK 256 backward ws: rope 0 only");
+static_assert(RPROD == 0, "BLK 256 backward: RPROD 0 (the producer rotates a step at a time)");
 enum : int {
-	DPR = 64 * CONS,		/* key rows of the pass */
-	DPPAN = DPR * 128,		/* a 64-column panel of the pass's k or v */
-	DCPAN = KCH * 128,		/* of a q or do chunk */
-	DPTL = DPR * HD * 2,		/* the pass's k tile (v follows) */
-	DCTL = KCH * HD * 2,		/* a q chunk (do follows) */
+	DPR = 64 * CONS,		/* rows of the pass */
+	DPPAN = DPR * 128,		/* a 64-column panel of a pass tile */
+	DCPAN = KCH * 128,		/* of a chunk tile */
+	DPTL = DPR * HD * 2,		/* a pass tile (dQ: q, then do; dK, dV: k, then v) */
+	DCTL = KCH * HD * 2,		/* a chunk tile (dQ: k, then v; dK, dV: q, then do) */
 	DRSLOT = 2 * DCTL,
 	DSTAT0 = 2 * DPTL + STAGES * DRSLOT,	/* KCH (LSE, Di) pairs a slot */
 	DBAR0 = DSTAT0 + STAGES * KCH * 8,	/* KV full, full[STAGES], empty[STAGES] */
 	DB_KV = 0,
 	DB_F = 1,
 	DB_E = 1 + STAGES,
+	/* CONS 2 (setmaxnreg): producer, consumers; 128 x DREG_P + 256 x
+	 * DREG_C is the launch's 384 x 168 */
+	DREG_P = ROPE ? 56 : 40,
+	DREG_C = ROPE ? 224 : 232,
 };
+static_assert(CONS != 2 || PT * DREG_P + 256 * DREG_C <= 384 * 168, "setmaxnreg within the launch's");
 static_assert(DPTL % 1024 == 0 && DCTL % 1024 == 0, "128-byte swizzle: every tile 1024-aligned");
 
 /* 8-byte copy (.ca: .cg takes 16 only); zero-filled when !pred. */
@@ -1260,16 +1268,73 @@ KT_DEV void arrive_noinc(unsigned bar)
 	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+/* ROPE: the chunks of tile s (and s2, when not null) of R rows (from row r0
+ * of the block; P-byte panels) this thread copied, rotated in place once
+ * they have landed: four table chunks read, then four rotated (rolled: the
+ * producer has few registers). */
+template <int R, int P>
+KT_DEV void wsb_rot(unsigned char *s, unsigned char *s2, const rtab *table, int t0, int r0,
+		    int len, int pt)
+{
+	static_assert((R * CH / PT) % 4 == 0, "four chunks at a time");
+#pragma unroll 1
+	for (int i0 = 0; i0 < R * CH / PT; i0 += 4) {
+		uint4 t[4];
+
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const int idx = pt + (i0 + j) * PT;
+
+			t[j] = tab_raw(table, t0 + min(r0 + idx / CH, len - 1), idx % CH);
+		}
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const int idx = pt + (i0 + j) * PT, r = idx / CH, c = idx % CH;
+
+			if (r0 + r < len) {
+				uint4 *x = reinterpret_cast<uint4 *>(s + wpan_off<P>(r, c));
+
+				*x = rot_by(*x, t[j]);
+				if (s2) {
+					uint4 *y = reinterpret_cast<uint4 *>(s2 + wpan_off<P>(r, c));
+
+					*y = rot_by(*y, t[j]);
+				}
+			}
+		}
+	}
+}
+
+/* A group's copies are published on bar: without rope by the copies
+ * themselves (cp.async.mbarrier.arrive.noinc); with rope once this thread
+ * has rotated its own chunks of the group (rot: the caller's rotation,
+ * after the wait for its copies) and fenced them for the async proxy. */
+template <typename F>
+KT_DEV void wsb_publish(unsigned bar, F rot)
+{
+	if (!ROPE) {
+		arrive_noinc(bar);
+		return;
+	}
+	kt_cp_async_wait<0>();
+	rot();
+	kt_fence_proxy_async();
+	kt_mbar_arrive(bar);
+}
+
 /* The producer of either kernel: the pass's rows of p1, p2 (dK, dV: k and
  * v; dQ: q and do) once, then the block's chunks of c1, c2 (q, do with
  * their statistics, a row a thread; dQ: k, v, and every chunk twice, once
  * for each sweep) into slot j % STAGES of step j, once the step STAGES
- * back has left it. Only issues: each group arrives on its full barrier
- * when its copies land. */
+ * back has left it. Without rope it only issues: each group arrives on its
+ * full barrier when its copies land. With rope it takes one step at a time
+ * (issue, wait, rotate, publish): the pass's p1 (q or k), and v with
+ * ROPE_V, and every chunk's c1 (k or q), and v with ROPE_V. */
 template <bool DQ>
-KT_DEV void wsb_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *p1,
-			const __nv_bfloat16 *p2, const __nv_bfloat16 *c1, const __nv_bfloat16 *c2,
-			const float2 *stats, int t0, int len, int pr0, int nch, int H, int h, int pt)
+KT_DEV void wsb_produce(unsigned char *smem, unsigned sbase, unsigned bars,
+			const __nv_bfloat16 *p1, const __nv_bfloat16 *p2, const __nv_bfloat16 *c1,
+			const __nv_bfloat16 *c2, const float2 *stats, const rtab *table, int t0,
+			int len, int pr0, int nch, int H, int h, int pt)
 {
 	/* rolled: unrolled, the 2 x 16 copies' addresses spill the producer */
 #pragma unroll 1
@@ -1281,7 +1346,10 @@ KT_DEV void wsb_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *p1,
 		kt_cp_async16(sbase + DPTL + wpan_off<DPPAN>(r, c), p2 + off, pr0 + r < len);
 	}
 	kt_cp_async_commit();
-	arrive_noinc(bars + DB_KV * 8);
+	wsb_publish(bars + DB_KV * 8, [&] {
+		wsb_rot<DPR, DPPAN>(smem, !DQ && ROPE_V ? smem + DPTL : nullptr, table, t0, pr0, len,
+				    pt);
+	});
 #pragma unroll 1
 	for (int j = 0; j < (DQ ? 2 : 1) * nch; j++) {
 		const int s = j % STAGES, c = DQ && j >= nch ? j - nch : j;
@@ -1301,7 +1369,12 @@ KT_DEV void wsb_produce(unsigned sbase, unsigned bars, const __nv_bfloat16 *p1,
 			cp_async8(sbase + DSTAT0 + (s * KCH + ptc) * 8,
 				  stats + (long long)(t0 + min(r, len - 1)) * H + h, r < len);
 		kt_cp_async_commit();
-		arrive_noinc(bars + (DB_F + s) * 8);
+		wsb_publish(bars + (DB_F + s) * 8, [&] {
+			unsigned char *g = smem + (st - sbase);
+
+			wsb_rot<KCH, DCPAN>(g, DQ && ROPE_V ? g + DCTL : nullptr, table, t0, c * KCH,
+					    len, ptc);
+		});
 	}
 	kt_cp_async_wait<0>();
 }
@@ -1472,7 +1545,7 @@ KT_DEV void dkv_chunk(float (&adk)[ND][4], float (&adv)[ND][4], unsigned sk, uns
 }
 
 /* A warp's 16 rows (r0..) of acc as bf16 into the pass's panels at t (the
- * consumer's own k or v rows, dead once its last dK is waited). */
+ * consumer's own rows of a pass tile, dead once its last wgmma is waited). */
 KT_DEV void wsb_stage(unsigned char *t, const float (&acc)[ND][4], int r0, int lane)
 {
 #pragma unroll
@@ -1490,17 +1563,24 @@ KT_DEV void wsb_stage(unsigned char *t, const float (&acc)[ND][4], int r0, int l
 }
 
 /* The staged 64 rows at t (pass rows from prow on) to x, 16 bytes a copy,
- * rows at or past len left out. */
-KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, int t0, int prow, int len, int H,
-		      int h, int ct)
+ * rows at or past len left out; conjugate-rotated with ROT (the gradient
+ * of the raw input). */
+template <bool ROT>
+KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, const rtab *table, int t0,
+		      int prow, int len, int H, int h, int ct)
 {
 #pragma unroll
 	for (int i = 0; i < 64 * CH / 128; i++) {
 		const int idx = ct + i * 128, r = idx / CH, c = idx % CH;
 
-		if (prow + r < len)
+		if (prow + r < len) {
+			uint4 v = *reinterpret_cast<const uint4 *>(t + wpan_off<DPPAN>(r, c));
+
+			if (ROT)
+				v = conj_chunk(v, tab_raw(table, t0 + prow + r, c));
 			*reinterpret_cast<uint4 *>(x + ((long long)(t0 + prow + r) * H + h) * HD + c * 8) =
-				*reinterpret_cast<const uint4 *>(t + wpan_off<DPPAN>(r, c));
+				v;
+		}
 	}
 }
 #endif
@@ -1557,13 +1637,14 @@ KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, int t0, int prow
 	__syncthreads();
 
 /* At CONS 2 the producer hands registers to the consumers: at the
- * launch's 168 the consumers' accumulators spill (ptxas). */
+ * launch's 168 the consumers' accumulators spill (ptxas). With rope the
+ * producer's rotation needs 56 (at 40 it spills). */
 #define KWSB_PRODUCER_REGS                                                                 \
 	if (CONS > 1)                                                                      \
-		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P) : "memory");
 #define KWSB_CONSUMER_REGS                                                                 \
 	if (CONS > 1)                                                                      \
-		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C) : "memory");
 
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
 blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
@@ -1575,7 +1656,8 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	KWSB_BEGIN
 	if (wgi == 0) {
 		KWSB_PRODUCER_REGS
-		wsb_produce<true>(sbase, bars, q, dout, k, v, nullptr, t0, len, pr0, nch, H, h, tid);
+		wsb_produce<true>(smem, sbase, bars, q, dout, k, v, nullptr, table, t0, len, pr0, nch,
+				  H, h, tid);
 		return;
 	}
 	KWSB_CONSUMER_REGS
@@ -1637,7 +1719,7 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	kt_bar_sync(1 + cw, 128);
 	wsb_stage(smem + cw * HROWS, acc, r0, lane);
 	kt_bar_sync(1 + cw, 128);
-	wsb_store(dq, smem + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+	wsb_store<(ROPE != 0)>(dq, smem + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
 }
 
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
@@ -1650,9 +1732,9 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 	KWSB_BEGIN
 	if (wgi == 0) {
 		KWSB_PRODUCER_REGS
-		wsb_produce<false>(sbase, bars, k, v, q, dout,
-			    reinterpret_cast<const float2 *>(blocks + stats_at), t0, len, pr0, nch, H,
-			    h, tid);
+		wsb_produce<false>(smem, sbase, bars, k, v, q, dout,
+				   reinterpret_cast<const float2 *>(blocks + stats_at), table, t0, len,
+				   pr0, nch, H, h, tid);
 		return;
 	}
 	KWSB_CONSUMER_REGS
@@ -1689,8 +1771,9 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 	wsb_stage(smem + cw * HROWS, adk, r0, lane);
 	wsb_stage(smem + DPTL + cw * HROWS, adv, r0, lane);
 	kt_bar_sync(1 + cw, 128);
-	wsb_store(dk, smem + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
-	wsb_store(dv, smem + DPTL + cw * HROWS, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+	wsb_store<(ROPE != 0)>(dk, smem + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+	wsb_store<ROPE_V>(dv, smem + DPTL + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h,
+			  tid & 127);
 }
 #undef KWSB_BEGIN
 #undef KWSB_PRODUCER_REGS

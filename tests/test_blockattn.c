@@ -1771,7 +1771,7 @@ static unsigned chunked_smem(long d, long kch, long qp, long ring)
 /* The backward at block 256: chunked (grid and persistent refused with
  * the reason; chunked refused at other blocks), every (KCH, QP, RING)
  * whose tiles fit but KCH 64 at head_dim 128 (spills); and ws on sm_90a
- * at rope 0 (CONS 1, 2 x RING 2, 3), the same two-launch plan with the ws
+ * (CONS 1, 2 x RING 2, 3, RPROD 0), the same two-launch plan with the ws
  * program; the default chunked with KCH 32, QP 4, RING 2; its plan the
  * prep and two launches (dQ, then dK and dV) of a CTA per (block, head,
  * pass) over the scratch `blocks` grown by the statistics, which start
@@ -1815,8 +1815,8 @@ static void test_block256_bwd(void)
 				CU_ASSERT_EQUAL(w.bad, 0);
 				CU_ASSERT_EQUAL(w.valid, w.valid_v[chk] + w.valid_v[ws]);
 				CU_ASSERT_EQUAL(w.valid_v[chk], want);
-				/* ws: sm_90a, rope 0, CONS 1 and 2 x RING 2 and 3 */
-				CU_ASSERT_EQUAL(w.valid_v[ws], ti == 3 && rope == 0 ? 4 : 0);
+				/* ws: sm_90a, CONS 1 and 2 x RING 2 and 3 (RPROD 0) */
+				CU_ASSERT_EQUAL(w.valid_v[ws], ti == 3 ? 4 : 0);
 				CU_ASSERT(want > 0);
 				if (ti != 1)
 					printf("\n    block 256 backward, head_dim %d, rope %d: %d chunked, "
@@ -1918,10 +1918,10 @@ static void test_block256_bwd(void)
 		CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
 		CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * (bound + 1) + 2 * tokens * 4));
 	}
-	/* ws (sm_90a, rope 0): the chunked plan on wgmma -- the ws program
-	 * with KCH 64, QP 4 / CONS, both kernels (CONS + 1) 128 threads and
-	 * the same shared memory, a CTA per (block, head, pass) of 64 CONS
-	 * rows, the same statistics */
+	/* ws (sm_90a): the chunked plan on wgmma -- the ws program with KCH
+	 * 64, QP 4 / CONS, both kernels (CONS + 1) 128 threads and the same
+	 * shared memory, a CTA per (block, head, pass) of 64 CONS rows, the
+	 * same statistics */
 	for (d = 64; d <= 128; d += 64)
 		for (long cons = 1; cons <= 2; cons++)
 			for (long ring = 2; ring <= 3; ring++) {
@@ -1930,7 +1930,7 @@ static void test_block256_bwd(void)
 				char def[32];
 
 				CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t), 0);
-				b256_text(d, 0, text, sizeof(text));
+				b256_text(d, (int)(ring + cons) % 3, text, sizeof(text));
 				CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
 				snprintf(key, sizeof(key), "variant=ws,CONS=%ld,RING=%ld,RPROD=0", cons,
 					 ring);
@@ -1977,7 +1977,7 @@ static void test_block256_bwd(void)
 				nb = f->buffers(f, &s, &c2, bufs);
 				CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
 				CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * nblocks + 2 * T * 4));
-				/* the refusals: rope, rings outside 2 and 3, RPROD */
+				/* the refusals: rings outside 2 and 3, RPROD */
 				c = c2;
 				c.p[ir] = 1;
 				CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
@@ -1986,24 +1986,24 @@ static void test_block256_bwd(void)
 				CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
 				CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING 4: at most 3"));
 				c = c2;
-				c.p[param_index(f, "RPROD")] = 1;
-				CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
-				CU_ASSERT_PTR_NOT_NULL(strstr(why, "without rope"));
-				c = c2;
 				c.p[ik] = 64;
 				CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
 				CU_ASSERT_PTR_NOT_NULL(strstr(why, "ws has no parameter KCH"));
-				for (rope = 1; rope < 3; rope++) {
+				for (rope = 0; rope < 3; rope++) {
 					b256_text(d, rope, text, sizeof(text));
 					CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
-					CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t, why, sizeof(why)), 1);
-					CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope 0 only"));
+					CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t, why, sizeof(why)), 0);
+					for (long rp = 1; rp <= 3; rp++) {
+						c = c2;
+						c.p[param_index(f, "RPROD")] = rp;
+						CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
+						CU_ASSERT_PTR_NOT_NULL(strstr(why, rope ? "at block 256 (backward)"
+											 : "without rope"));
+					}
+					/* the default stays chunked */
+					CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
+					CU_ASSERT_EQUAL(c.variant, chk);
 				}
-				/* the default stays chunked */
-				b256_text(d, 0, text, sizeof(text));
-				CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
-				CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
-				CU_ASSERT_EQUAL(c.variant, chk);
 			}
 	/* a bound ws plan: the statistics past the bound's count, as chunked */
 	{
@@ -2108,7 +2108,7 @@ static void test_ws256(void)
 									   1024));
 						CU_ASSERT(p.launch[0].smem <= (unsigned)t90a.smem_optin);
 					}
-	/* the backward's ws at block 256: rope 0 only (test_block256_bwd) */
+	/* the backward's ws at block 256: RPROD 0 only (test_block256_bwd) */
 	{
 		struct kt_shape s;
 		struct kt_config c;
@@ -2120,8 +2120,11 @@ static void test_ws256(void)
 		kt_err_clear(&e);
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], "variant=ws,CONS=1,RING=2,RPROD=0", &c,
 						      &e), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], "variant=ws,CONS=1,RING=2,RPROD=1", &c,
+						      &e), 0);
 		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90a, why, sizeof(why)), 1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope 0 only"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPROD 1 at block 256 (backward)"));
 	}
 }
 
@@ -2844,12 +2847,12 @@ static void compile_b256(const char *arch)
 	       "(registers %d-%d)\n", arch, b.c.n, nws, failed, spills, minr, maxr);
 	CU_ASSERT_EQUAL(failed, 0);
 	/* the ws programs: sm_90a only, the forward's every (head_dim, rope,
-	 * CONS, RING, RPROD) admitted, the backward's (CONS, RING) at rope 0
-	 * of both head_dims */
+	 * CONS, RING, RPROD) admitted, the backward's (CONS, RING) at every
+	 * head_dim and rope */
 	if (strcmp(arch, "sm_90a") == 0) {
 		CU_ASSERT_EQUAL(nws, ws256_valid(64, 0) + ws256_valid(64, 1) + ws256_valid(64, 2) +
 				     ws256_valid(128, 0) + ws256_valid(128, 1) + ws256_valid(128, 2) +
-				     2 * 4);
+				     2 * 3 * 4);
 	} else {
 		CU_ASSERT_EQUAL(nws, 0);
 	}
@@ -3439,8 +3442,8 @@ static void test_gpu_small(void)
 					dprob_release(&dp);
 				}
 		/* the filters left something to run (the backward at block 256
-		 * alone: chunked, and ws at rope 0, so a filter on another
-		 * variant leaves it nothing) */
+		 * alone: chunked and ws, so a filter on another variant leaves
+		 * it nothing) */
 		CU_ASSERT(total[f] > 0 || (f == 1 && G.block == 256 && G.variant &&
 					   strcmp(G.variant, "chunked") != 0 &&
 					   strcmp(G.variant, "ws") != 0));

@@ -121,8 +121,8 @@ static const struct fcase cases[] = {
 	  "seqs=29,lmax=100,heads=3,head_dim=64,block=128,rope=2",
 	  "seqs=64,lmax=1024,heads=4,head_dim=128,block=256,rope=1",
 	  "seqs=64,lmax=1024,heads=4,head_dim=128,block=256,rope=0"},
-	 /* block 256 at rope 0 too: ws (the chunked plan with the wgmma
-	  * dK, dV kernel) takes rope 0 only */
+	 /* block 256 at rope 0 too: ws (the chunked plan on wgmma) with
+	  * and without its rotations */
 	 {"seqs=5,lmax=100,heads=2,head_dim=64,block=64,rope=0",
 	  "seqs=3,lmax=150,heads=2,head_dim=128,block=64,rope=1",
 	  "seqs=4,lmax=200,heads=1,head_dim=64,block=128,rope=2",
