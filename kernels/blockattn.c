@@ -585,7 +585,6 @@ struct cfg {
 	int chunk;		/* the backward's chunked variant: kch, qp, and stages from RING */
 	int two;		/* two launches: chunked, and ws's backward at block 256 */
 	unsigned smem_dq;	/* two: the dQ kernel's (smem: the dK, dV kernel's) */
-	long threads_dq;	/* two: the dQ kernel's (threads: the dK, dV kernel's) */
 	long mi;		/* m16 tiles per warp */
 	long threads;
 	unsigned smem;
@@ -620,7 +619,6 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 			g->two = 1;
 			g->kch = 64;
 			g->qp = g->cons == 1 || g->cons == 2 ? 4 / g->cons : 0;
-			g->threads_dq = g->threads;
 			g->smem = (unsigned)(2 * 64 * g->cons * g->d * 2 +
 					     g->stages * (2 * g->kch * g->d * 2 + g->kch * 8) + 1024);
 			g->smem_dq = g->smem;
@@ -649,7 +647,6 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		g->minb = 1;
 		g->mi = 1;
 		g->threads = g->qp > 0 ? g->blk / g->qp / 16 * 32 : 0;
-		g->threads_dq = g->threads;
 		g->smem_dq = g->qp > 0 ? (unsigned)(2 * (g->blk / g->qp) * g->d * 2 +
 						    g->stages * 2 * g->kch * g->d * 2) : 0;
 		g->smem = g->smem_dq + (unsigned)(g->kch * 8);
@@ -1123,7 +1120,7 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 									: "blockattn_bwd_dq");
 			l->grid[0] = (unsigned)(nitems * g.qp);
 			l->grid[1] = l->grid[2] = 1;
-			l->block[0] = (unsigned)(i ? g.threads : g.threads_dq);
+			l->block[0] = (unsigned)g.threads;
 			l->block[1] = l->block[2] = 1;
 			l->smem = i ? g.smem : g.smem_dq;
 			io_args(l, &L, L.blocks);
@@ -1358,7 +1355,8 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * that grid config there; at block 256 (forward) ws with two consumers over a
  * k/v ring of four chunks, which beats the chunked grid path there
  * (docs/families/blockattn.md, "The default").
- * The backward at block 256 (only chunked takes it; not yet timed): chunks
+ * The backward at block 256 (chunked; its wgmma form, ws, not yet run on
+ * a GPU, is not the default): chunks
  * of 32 rows, passes of 64 (128 threads), a ring of two -- the smallest
  * CTA, so the most warps per SM (the dK, dV kernel's registers decide).
  * NEEDSWORK: ws at block 64, where the measurements disagree by shape. */
