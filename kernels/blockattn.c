@@ -28,11 +28,13 @@
  * rope=2 rotates v as well. At block 256 (the forward's grid, persistent
  * and ws) a row of S no longer fits in registers: the keys come in chunks
  * (KCH; ws: ws_kc) with a running softmax, the query rows in QP passes. The backward at block 256 is
- * `chunked` only (templates/blockattn_bwd.cu, KCH set): a dQ kernel that
+ * `chunked` (templates/blockattn_bwd.cu, KCH set): a dQ kernel that
  * recomputes each row's LSE and Di into the scratch, then a dK, dV kernel
  * that reads them, each CTA a pass of BLK / QP rows of one (block, head)
  * with the other side of the block streamed in chunks of KCH rows through
- * a ring of RING slots.
+ * a ring of RING slots; or `ws` (sm_90a), the same plan on wgmma
+ * (templates/blockattn_ws.cu: passes of 64 CONS rows, an m64 tile a
+ * consumer warpgroup, chunks of 64 rows through RING slots).
  * The ws backward at BLK 128 and head_dim 128 has one slot (RING 1) that
  * its consumers share, an m64 query half and then an m64 key tile each.
  * NEEDSWORK: rope costs the mma.sync backward a third more time (instructions and
@@ -84,7 +86,7 @@ static const struct kt_dim dims[] = {
 	{"heads", 1, 64, 0, "heads H"},
 	{"head_dim", 64, 128, 1, "d: 64 or 128"},
 	{"block", 32, 256, 1, "BLK: 32, 64, 128 or 256 tokens per attention block (ws: 64, 128, "
-	 "and the forward's 256; the backward at 256: chunked only)"},
+	 "256; the backward at 256: chunked, or ws on sm_90a)"},
 	{"rope", 0, 2, 1, "1: q, k raw plus a (T, d) bf16 cos/sin table, rotated in the kernel; "
 	 "2: v rotated too (dv is the gradient of the raw v)"},
 };
@@ -159,8 +161,8 @@ static const struct kt_param bwd_params[] = {
 	{"EPI", 2, {0, 1}, BWD_SYNC, "0: dq, dk, dv stored from registers; 1: staged in shared memory"},
 	{"CONS", 2, {1, 2}, 1u << V_BWD_WS, CONS_HELP},
 	{"RING", 3, {1, 2, 3}, (1u << V_BWD_WS) | (1u << V_BWD_CHUNK),
-	 RING_HELP " (1: at block 128, head_dim 128 only, one slot shared by the consumers); "
-	 "chunked: ring depth over the streamed chunks"},
+	 RING_HELP " (1: at block 128, head_dim 128 only, one slot shared by the consumers; "
+	 "at block 256 64-row chunks); chunked: ring depth over the streamed chunks"},
 	{"RPROD", 4, {0, 1, 2, 3}, 1u << V_BWD_WS, RPROD3_HELP},
 	/* the chunked variant's only, at P_KCH, P_QP as in the forward;
 	 * optional, though no key predates them: absent, the default's values */
@@ -484,10 +486,19 @@ static void layout_of(int bwd, const struct kt_shape *s, struct layout *L)
 }
 
 /* The chunked backward's row statistics in the scratch `blocks`, past its
- * block list: an fp32 (LSE, Di) pair per token and head, in 32-bit words. */
+ * block list: an fp32 (LSE, Di) pair per token and head, in 32-bit words
+ * (ws at block 256 too: the same plan). */
 static size_t stats_words(long tokens, long heads)
 {
 	return 2 * (size_t)tokens * (size_t)heads;
+}
+
+/* The backward's two-launch plans (chunked; ws at block 256) and their
+ * statistics in the scratch. */
+static int has_stats(int bwd, const struct kt_shape *s, const struct kt_config *c)
+{
+	return bwd && (c->variant == V_BWD_CHUNK ||
+		       (c->variant == V_BWD_WS && s->v[BA_D_BLOCK] == 256));
 }
 
 /* q, k in (-2, 2): S = q.k / sqrt(d) then has a standard deviation of 4/3,
@@ -526,7 +537,7 @@ static int ba_buffers(const struct kt_family *f, const struct kt_shape *s,
 	 * KT_MAX_BUFS */
 	kt_buf_set(&out[L.blocks], "blocks", KT_BUF_SCRATCH, KT_I32,
 		2 * (size_t)ba_blocks(s->v[BA_D_SEQS], s->v[BA_D_LMAX], s->v[BA_D_BLOCK]) +
-		(bwd && cfg->variant == V_BWD_CHUNK ? stats_words(T, s->v[BA_D_HEADS]) : 0), 0);
+		(has_stats(bwd, s, cfg) ? stats_words(T, s->v[BA_D_HEADS]) : 0), 0);
 	return L.nproblem + 1;
 }
 
@@ -572,7 +583,8 @@ struct cfg {
 	int ws;			/* the ws variant: cons, and stages from RING */
 	long cons, rprod;
 	int chunk;		/* the backward's chunked variant: kch, qp, and stages from RING */
-	unsigned smem_dq;	/* chunked: the dQ kernel's (smem: the dK, dV kernel's) */
+	int two;		/* two launches: chunked, and ws's backward at block 256 */
+	unsigned smem_dq;	/* two: the dQ kernel's (smem: the dK, dV kernel's) */
 	long mi;		/* m16 tiles per warp */
 	long threads;
 	unsigned smem;
@@ -598,7 +610,19 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		 * slots of a round's q rows (64 CONS) and RING slots of a k and
 		 * a v chunk (ws_kc keys) */
 		g->threads = (g->cons + 1) * 128;
-		if (!bwd && g->blk == 256)
+		if (bwd && g->blk == 256) {
+			/* the chunked plan on wgmma: passes of 64 CONS rows (QP
+			 * 4 / CONS), chunks of 64 (KCH); both kernels the same
+			 * block and layout: the pass's two tiles (q, do or k, v),
+			 * RING slots of two chunk tiles (k, v or q, do) and their
+			 * 64 (LSE, Di) pairs (dK, dV only), 1 KiB of mbarriers */
+			g->two = 1;
+			g->kch = 64;
+			g->qp = g->cons == 1 || g->cons == 2 ? 4 / g->cons : 0;
+			g->smem = (unsigned)(2 * 64 * g->cons * g->d * 2 +
+					     g->stages * (2 * g->kch * g->d * 2 + g->kch * 8) + 1024);
+			g->smem_dq = g->smem;
+		} else if (!bwd && g->blk == 256)
 			g->smem = (unsigned)((2 * 64 * g->cons + g->stages * 2 * ws_kc(g->d)) *
 					     g->d * 2 + 1024);
 		else
@@ -614,6 +638,7 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		 * tiles (KCH rows: k, v or q, do); the dK, dV kernel adds the
 		 * chunk's statistics (KCH fp32 pairs) */
 		g->chunk = 1;
+		g->two = 1;
 		g->kch = c->p[P_KCH];
 		g->qp = c->p[P_QP];
 		g->stages = c->p[P_RING];
@@ -693,7 +718,8 @@ static long acc_regs_max(int bwd, const struct cfg *g)
 }
 
 /* The ws variant past the shape checks: sm_90a, BLK 64 and 128 (the
- * backward at 128 and head_dim 128 with one slot) and the forward's 256, its own
+ * backward at 128 and head_dim 128 with one slot) and 256 (the backward:
+ * the chunked plan on wgmma, RPROD 0), its own
  * parameters (CONS, RING, RPROD), none of the mma.sync variants'; no
  * config that spills (ptxas, sm_90a, every ws program). */
 static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *tgt,
@@ -729,6 +755,11 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (!g->rope && g->rprod)
 		return snprintf(why, whylen, "RPROD %ld without rope: the same kernel as 0", g->rprod),
 		       1;
+	/* the backward at BLK 256: its producer rotates one step (the pass's
+	 * tiles, a chunk) at a time, RPROD 0's way; no other form */
+	if (bwd && g->blk == 256 && g->rprod != 0)
+		return snprintf(why, whylen, "RPROD %ld at block 256 (backward): 0 (the producer "
+				"rotates one step at a time)", g->rprod), 1;
 	/* the backward at BLK 128, head_dim 128: a slot of q, k, v, do is 128
 	 * KiB, so one slot, shared by the consumers (an m64 query half, then an
 	 * m64 key tile each), beside a 64 KiB scratch of the item's P and dS */
@@ -772,6 +803,11 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				g->cons), 1;
 	if (g->threads > tgt->max_threads)
 		return snprintf(why, whylen, "%ld threads > %d", g->threads, tgt->max_threads), 1;
+	if (g->smem > (unsigned)tgt->smem_optin && bwd && g->blk == 256)
+		return snprintf(why, whylen,
+				"shared memory %u > %d bytes: RING %ld slots of two 64-row chunks "
+				"beside the pass's two tiles of %ld rows (head_dim %ld)",
+				g->smem, tgt->smem_optin, g->stages, 64 * g->cons, g->d), 1;
 	if (g->smem > (unsigned)tgt->smem_optin && g->blk == 256)
 		return snprintf(why, whylen,
 				"shared memory %u > %d bytes: two q slots of %ld rows and RING %ld "
@@ -854,10 +890,10 @@ static int ba_check(const struct kt_family *f, const struct kt_shape *s, const s
 		return snprintf(why, whylen, "head_dim %ld: the kernels take 64 or 128", g.d), 1;
 	if (g.blk != 32 && g.blk != 64 && g.blk != 128 && g.blk != 256)
 		return snprintf(why, whylen, "block %ld: the kernels take 32, 64, 128 or 256", g.blk), 1;
-	if (bwd && g.blk == 256 && !g.chunk)
+	if (bwd && g.blk == 256 && !g.chunk && !g.ws)
 		return snprintf(why, whylen, "block 256: the backward's %s holds the whole block "
-				"(32 to 128); chunked takes 256",
-				g.ws ? "ws" : g.persist ? "persistent" : "grid"), 1;
+				"(32 to 128); chunked and ws take 256",
+				g.persist ? "persistent" : "grid"), 1;
 	if (g.blk == 256 && g.pf)
 		return snprintf(why, whylen, "block 256: grid, persistent and ws only (prefetch "
 				"has no key-chunked kernel)"), 1;
@@ -1028,7 +1064,10 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 		    kt_program_define(pr, "HD", g.d) || kt_program_define(pr, "ROPE", g.rope) ||
 		    kt_program_define(pr, "CONS", g.cons) ||
 		    kt_program_define(pr, "STAGES", g.stages) ||
-		    kt_program_define(pr, "RPROD", g.rprod))
+		    kt_program_define(pr, "RPROD", g.rprod) ||
+		    /* the backward at block 256: chunks, passes */
+		    (g.two && (kt_program_define(pr, "KCH", g.kch) ||
+			       kt_program_define(pr, "QP", g.qp))))
 			return kt_err_set(err, KT_EINTERNAL, "%s: too many defines", fam);
 	} else if (g.chunk) {
 		/* ROWS_W 16, DSPLIT 1, RPF 0, MINB 1: the template's defaults */
@@ -1064,8 +1103,9 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 	if (bound)
 		kt_launch_arg_i32(l, bound);
 
-	if (g.chunk) {
-		/* a CTA per (block, head, pass), passes fastest; the dQ kernel
+	if (g.two) {
+		/* chunked, and ws at block 256 (the same plan on wgmma):
+		 * a CTA per (block, head, pass), passes fastest; the dQ kernel
 		 * writes the statistics the dK, dV kernel reads: stats_at,
 		 * in int2 entries of `blocks`, past the list (and a bound's
 		 * count) */
@@ -1165,7 +1205,7 @@ int ba_plan_bound(int bwd, const struct kt_shape *s, long tokens, const struct k
 		if (i != L.off)
 			bufs[i].elems = i == L.tab ? (size_t)tokens * (size_t)s->v[BA_D_HDIM] : x;
 	bufs[L.blocks].elems = 2 * ((size_t)bound + 1) +
-		(bwd && c->variant == V_BWD_CHUNK ? stats_words(tokens, s->v[BA_D_HEADS]) : 0);
+		(has_stats(bwd, s, c) ? stats_words(tokens, s->v[BA_D_HEADS]) : 0);
 	*nbufs = L.nproblem + 1;
 	return 0;
 }
@@ -1315,7 +1355,8 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * that grid config there; at block 256 (forward) ws with two consumers over a
  * k/v ring of four chunks, which beats the chunked grid path there
  * (docs/families/blockattn.md, "The default").
- * The backward at block 256 (only chunked takes it; not yet timed): chunks
+ * The backward at block 256 (chunked; its wgmma form, ws, not yet run on
+ * a GPU, is not the default): chunks
  * of 32 rows, passes of 64 (128 threads), a ring of two -- the smallest
  * CTA, so the most warps per SM (the dK, dV kernel's registers decide).
  * NEEDSWORK: ws at block 64, where the measurements disagree by shape. */

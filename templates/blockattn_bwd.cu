@@ -401,7 +401,10 @@ blockattn_bwd(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restri
  * after its cp.async wait and before the barrier that publishes them (the
  * table chunks read before the wait, so their latency overlaps it).
  */
-#if KCH && !defined(BLOCKATTN_BWD_HELPERS_ONLY)
+/* BLOCKATTN_BWD_CHUNKED_HELPERS (blockattn_ws.cu's backward at BLK 256):
+ * these helpers even where the rest is helpers only; that program has
+ * kernels of its own. */
+#if KCH && (!defined(BLOCKATTN_BWD_HELPERS_ONLY) || defined(BLOCKATTN_BWD_CHUNKED_HELPERS))
 namespace kba {
 
 constexpr int PR = BLK / QP;		/* rows of one pass */
@@ -595,6 +598,7 @@ KT_DEV bool cta_work(const int2 *blocks, int nitems, int H, int2 &b, int &h, int
 
 } /* namespace kba */
 
+#if !defined(BLOCKATTN_BWD_HELPERS_ONLY)
 extern "C" __global__ void KBA_BOUNDS
 blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
@@ -887,4 +891,5 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 		put_rows<ROPE_V>(dv, adv, table, t0, pr0 + r0, len, H, h, lane);
 	}
 }
+#endif /* !BLOCKATTN_BWD_HELPERS_ONLY */
 #endif /* KCH */

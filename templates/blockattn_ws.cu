@@ -14,6 +14,10 @@
  *       keys a chunk, 128 at HD 64, 64 at HD 128).
  *       With BOUND, nitems is a bound and the prep's count decides, as in
  *       blockattn_fwd.cu.
+ *   blockattn_bwd_dq, blockattn_bwd_dkv(q, k, v, do, blocks, table, dq, dk, dv,
+ *                                       nitems, H, stats_at)
+ *       the backward at BLK 256: the chunked variant's two
+ *       launches and arguments on wgmma ("The backward at BLK 256" below).
  *
  * BLK 64 or 128, and the forward at 256: a slot of its q, k, v is 192 KiB
  * at HD 128 and a row tile's S 128 fp32 a thread, so that forward streams
@@ -88,6 +92,11 @@
  * together, one item at a time. */
 #define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
+/* The backward at BLK 256 uses the chunked variant's helpers (the block
+ * list's passes, the A-operand packing) */
+#if BWD && BLK == 256
+#define BLOCKATTN_BWD_CHUNKED_HELPERS
+#endif
 #define BLOCKATTN_HELPERS_ONLY
 #define BLOCKATTN_BWD_HELPERS_ONLY
 #include "blockattn_bwd.cu"
@@ -98,8 +107,8 @@ namespace kws {
 
 using namespace kba;
 
-static_assert(BLK == 64 || BLK == 128 || (BLK == 256 && !BWD),
-	      "BLK 64 (one m64 tile), 128 (two m64 halves) or, forward only, 256 (key chunks)");
+static_assert(BLK == 64 || BLK == 128 || BLK == 256,
+	      "BLK 64 (one m64 tile), 128 (two m64 halves) or 256 (chunks)");
 static_assert(HD == 64 || HD == 128, "HD 64 or 128");
 #if BWD && BLK == 128 && HD == 128
 static_assert(STAGES == 1, "the backward at BLK 128, HD 128: one slot (128 KiB) beside the P, dS scratch");
@@ -878,6 +887,32 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
 }
 
 #if BLK == 256
+/* Byte offset of 16-byte chunk c of row r in a tile of P-byte panels. */
+template <int P>
+KT_DEV int wpan_off(int r, int c)
+{
+	return (c >> 3) * P + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+/* cp.async of the block's rows [r0, r0 + R) (head h, block at t0) of x
+ * into a tile of R-row panels; rows at or past len zero-filled. */
+template <int R>
+KT_DEV void wload(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
+		  int pt)
+{
+#pragma unroll
+	for (int i = 0; i < R * CH / PT; i++) {
+		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+
+		kt_cp_async16(s + wpan_off<R * 128>(r, c),
+			      x + ((long long)(t0 + min(r0 + r, len - 1)) * H + h) * HD + c * 8,
+			      r0 + r < len);
+	}
+}
+
+#endif
+
+#if BLK == 256 && !BWD
 /*
  * The forward at BLK 256. S of a row tile over the whole block would be
  * 128 fp32 a thread, and a slot of q, k, v 192 KiB at HD 128, so the item
@@ -918,29 +953,6 @@ enum : int {
 static_assert(RINGS % 1024 == 0 && QSLOT % 1024 == 0 && KSLOT % 1024 == 0,
 	      "128-byte swizzle: every tile 1024-aligned");
 static_assert(RPROD <= 1, "BLK 256: RPROD 0 or 1");
-
-/* Byte offset of 16-byte chunk c of row r in a tile of P-byte panels. */
-template <int P>
-KT_DEV int wpan_off(int r, int c)
-{
-	return (c >> 3) * P + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-}
-
-/* cp.async of the block's rows [r0, r0 + R) (head h, block at t0) of x
- * into a tile of R-row panels; rows at or past len zero-filled. */
-template <int R>
-KT_DEV void wload(unsigned s, const __nv_bfloat16 *x, int t0, int r0, int len, int H, int h,
-		  int pt)
-{
-#pragma unroll
-	for (int i = 0; i < R * CH / PT; i++) {
-		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
-
-		kt_cp_async16(s + wpan_off<R * 128>(r, c),
-			      x + ((long long)(t0 + min(r0 + r, len - 1)) * H + h) * HD + c * 8,
-			      r0 + r < len);
-	}
-}
 
 /* A step of a CTA's sequence: item i (w its index, -1 past the end), round
  * r, and c < 0 for the round's q rows or key chunk c; gq and gk count the
@@ -1188,6 +1200,391 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 }
 #endif
 
+#if BLK == 256 && BWD
+/*
+ * The backward at BLK 256: the chunked variant's plan (blockattn_bwd.cu,
+ * KCH set) on wgmma. Two kernels, each CTA one pass of DPR = 64 CONS rows
+ * of one (block, head) (grid nitems * QP, QP = 4 / CONS, passes fastest),
+ * consumer c owning the pass's m64 row tile c. The producer copies the
+ * pass's two tiles once (full barrier KV), then chunks of KCH = 64 rows of
+ * the other side of the block into a ring of STAGES slots (full, empty;
+ * every consumer takes every chunk, so a slot is empty after 128 CONS
+ * arrivals). A consumer whose tile lies wholly past the length only waits
+ * and releases.
+ *   blockattn_bwd_dq: q, do rows stay; k, v chunks stream twice. Sweep 1:
+ *     S = q k^T, dP = do v^T (one group, K-major), a running row max, sum
+ *     and Di = sum P dP (rescaled as the max grows), then the rows' (LSE in
+ *     log2, Di) into the scratch (blocks + stats_at). Sweep 2: S, dP again,
+ *     P = 2^(S log2e / sqrt(d) - LSE), dS = P (dP - Di) / sqrt(d),
+ *     dQ += dS k (dS the register A operand, k MN-major).
+ *   blockattn_bwd_dkv: k, v rows stay; q, do chunks and their statistics
+ *     stream once. S^T = k q^T; P^T by each query column's LSE, packed to
+ *     bf16; dV += P^T do (register A, do MN-major) and dP^T = v do^T in one
+ *     group; dS^T = P^T (dP^T - Di) / sqrt(d) from the bf16 P^T; dK += dS^T q.
+ * The math is the chunked kernels'. Rows past the length are zero-filled
+ * (and their statistics read as 0), key columns past it get P = 0; rows
+ * past it are computed and not stored. Each consumer stages its outputs
+ * in its own pass rows (dead by then) and stores 16-byte rows (with rope
+ * conjugate-rotated: dq, dk, and dv with ROPE_V). With rope the producer
+ * rotates what it copied (q and k, and v with ROPE_V) before it publishes
+ * a step (RPROD 0's way). With two consumers the producer hands its
+ * registers to them (setmaxnreg).
+ * Shared memory: the pass's two tiles (DPR-row panels), STAGES slots of two
+ * chunk tiles (KCH-row panels), STAGES x KCH statistics pairs (dK, dV
+ * only), the barriers.
+ */
+static_assert(KCH == 64 && QP * 64 * CONS == BLK, "BLK 256 backward: KCH 64, QP = 4 / CONS");
+static_assert(RPROD == 0, "BLK 256 backward: RPROD 0 (the producer rotates a step at a time)");
+enum : int {
+	DPR = 64 * CONS,		/* rows of the pass */
+	DPPAN = DPR * 128,		/* a 64-column panel of a pass tile */
+	DCPAN = KCH * 128,		/* of a chunk tile */
+	DPTL = DPR * HD * 2,		/* a pass tile (dQ: q, then do; dK, dV: k, then v) */
+	DCTL = KCH * HD * 2,		/* a chunk tile (dQ: k, then v; dK, dV: q, then do) */
+	DRSLOT = 2 * DCTL,
+	DSTAT0 = 2 * DPTL + STAGES * DRSLOT,	/* KCH (LSE, Di) pairs a slot */
+	DBAR0 = DSTAT0 + STAGES * KCH * 8,	/* KV full, full[STAGES], empty[STAGES] */
+	DB_KV = 0,
+	DB_F = 1,
+	DB_E = 1 + STAGES,
+	/* CONS 2 (setmaxnreg): producer, consumers; 128 x DREG_P + 256 x
+	 * DREG_C is the launch's 384 x 168 */
+	DREG_P = ROPE ? 56 : 40,
+	DREG_C = ROPE ? 224 : 232,
+};
+static_assert(CONS != 2 || PT * DREG_P + 256 * DREG_C <= 384 * 168, "setmaxnreg within the launch's");
+static_assert(DPTL % 1024 == 0 && DCTL % 1024 == 0, "128-byte swizzle: every tile 1024-aligned");
+
+/* 8-byte copy (.ca: .cg takes 16 only); zero-filled when !pred. */
+KT_DEV void cp_async8(unsigned dst, const void *src, bool pred)
+{
+	int n = pred ? 8 : 0;
+
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+
+KT_DEV void arrive_noinc(unsigned bar)
+{
+	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* ROPE: the chunks of tile s (and s2, when not null) of R rows (from row r0
+ * of the block; P-byte panels) this thread copied, rotated in place once
+ * they have landed: four table chunks read, then four rotated (rolled: the
+ * producer has few registers). */
+template <int R, int P>
+KT_DEV void wsb_rot(unsigned char *s, unsigned char *s2, const rtab *table, int t0, int r0,
+		    int len, int pt)
+{
+	static_assert((R * CH / PT) % 4 == 0, "four chunks at a time");
+#pragma unroll 1
+	for (int i0 = 0; i0 < R * CH / PT; i0 += 4) {
+		uint4 t[4];
+
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const int idx = pt + (i0 + j) * PT;
+
+			t[j] = tab_raw(table, t0 + min(r0 + idx / CH, len - 1), idx % CH);
+		}
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const int idx = pt + (i0 + j) * PT, r = idx / CH, c = idx % CH;
+
+			if (r0 + r < len) {
+				uint4 *x = reinterpret_cast<uint4 *>(s + wpan_off<P>(r, c));
+
+				*x = rot_by(*x, t[j]);
+				if (s2) {
+					uint4 *y = reinterpret_cast<uint4 *>(s2 + wpan_off<P>(r, c));
+
+					*y = rot_by(*y, t[j]);
+				}
+			}
+		}
+	}
+}
+
+/* A group's copies are published on bar: without rope by the copies
+ * themselves (cp.async.mbarrier.arrive.noinc); with rope once this thread
+ * has rotated its own chunks of the group (rot: the caller's rotation,
+ * after the wait for its copies) and fenced them for the async proxy. */
+template <typename F>
+KT_DEV void wsb_publish(unsigned bar, F rot)
+{
+	if (!ROPE) {
+		arrive_noinc(bar);
+		return;
+	}
+	kt_cp_async_wait<0>();
+	rot();
+	kt_fence_proxy_async();
+	kt_mbar_arrive(bar);
+}
+
+/* The producer of either kernel: the pass's rows of p1, p2 (dK, dV: k and
+ * v; dQ: q and do) once, then the block's chunks of c1, c2 (q, do with
+ * their statistics, a row a thread; dQ: k, v, and every chunk twice, once
+ * for each sweep) into slot j % STAGES of step j, once the step STAGES
+ * back has left it. Without rope it only issues: each group arrives on its
+ * full barrier when its copies land. With rope it takes one step at a time
+ * (issue, wait, rotate, publish): the pass's p1 (q or k), and v with
+ * ROPE_V, and every chunk's c1 (k or q), and v with ROPE_V. */
+template <bool DQ>
+KT_DEV void wsb_produce(unsigned char *smem, unsigned sbase, unsigned bars,
+			const __nv_bfloat16 *p1, const __nv_bfloat16 *p2, const __nv_bfloat16 *c1,
+			const __nv_bfloat16 *c2, const float2 *stats, const rtab *table, int t0,
+			int len, int pr0, int nch, int H, int h, int pt)
+{
+	/* rolled: unrolled, the 2 x 16 copies' addresses spill the producer */
+#pragma unroll 1
+	for (int i = 0; i < DPR * CH / PT; i++) {
+		const int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+		const long long off = ((long long)(t0 + min(pr0 + r, len - 1)) * H + h) * HD + c * 8;
+
+		kt_cp_async16(sbase + wpan_off<DPPAN>(r, c), p1 + off, pr0 + r < len);
+		kt_cp_async16(sbase + DPTL + wpan_off<DPPAN>(r, c), p2 + off, pr0 + r < len);
+	}
+	kt_cp_async_commit();
+	wsb_publish(bars + DB_KV * 8, [&] {
+		wsb_rot<DPR, DPPAN>(smem, !DQ && ROPE_V ? smem + DPTL : nullptr, table, t0, pr0, len,
+				    pt);
+	});
+#pragma unroll 1
+	for (int j = 0; j < (DQ ? 2 : 1) * nch; j++) {
+		const int s = j % STAGES, c = DQ && j >= nch ? j - nch : j;
+		unsigned st = sbase + 2 * DPTL + s * DRSLOT;
+		int ptc = pt;
+
+		/* opaque per chunk: hoisted out of the loop, the copies'
+		 * addresses spill the producer's few registers */
+		asm volatile("" : "+r"(ptc), "+r"(st));
+		const int r = c * KCH + ptc;
+
+		if (j >= STAGES)
+			kt_mbar_wait(bars + (DB_E + s) * 8, ((j / STAGES) - 1) & 1);
+		wload<KCH>(st, c1, t0, c * KCH, len, H, h, ptc);
+		wload<KCH>(st + DCTL, c2, t0, c * KCH, len, H, h, ptc);
+		if (!DQ && ptc < KCH)
+			cp_async8(sbase + DSTAT0 + (s * KCH + ptc) * 8,
+				  stats + (long long)(t0 + min(r, len - 1)) * H + h, r < len);
+		kt_cp_async_commit();
+		wsb_publish(bars + (DB_F + s) * 8, [&] {
+			unsigned char *g = smem + (st - sbase);
+
+			wsb_rot<KCH, DCPAN>(g, DQ && ROPE_V ? g + DCTL : nullptr, table, t0, c * KCH,
+					    len, ptc);
+		});
+	}
+	kt_cp_async_wait<0>();
+}
+
+/* dQ: S = q k^T and dP = do v^T of a consumer's query tile (sq, sdo: its
+ * first row in the pass's q and do panels) against the chunk in slot sk
+ * (k, then v), one group. */
+KT_DEV void dq_sdp(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsigned sq, unsigned sdo,
+		   unsigned sk)
+{
+	const unsigned sv = sk + DCTL;
+
+	zero_acc<true>(x);
+	zero_acc<true>(y);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(x, kt_wg_desc_k(sq + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sk + (kk >> 2) * DCPAN + (kk & 3) * 32));
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(y, kt_wg_desc_k(sdo + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sv + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(x);
+	kt_wg_pin(y);
+}
+
+/* dQ, sweep 1, one chunk: the running row max m (log2 domain), this
+ * thread's part of the sum l and of Di = sum_j P_ij dP_ij, all rescaled
+ * when the max grows (blockattn_bwd_dq's sweep 1). lim: as in dkv_chunk. */
+KT_DEV void dq_run(float (&x)[kba::NBC][4], const float (&y)[kba::NBC][4], float (&m)[2],
+		   float (&l)[2], float (&di)[2], int lim)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float mc = m[hf], ls = 0.f, ds = 0.f, alpha;
+
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float v = nt * 8 + e < lim ? x[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+
+				x[nt][2 * hf + e] = v;
+				mc = fmaxf(mc, v);
+			}
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
+		alpha = exp2f(m[hf] - mc);
+		m[hf] = mc;
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float pe = exp2f(x[nt][2 * hf + e] - mc);
+
+				ls += pe;
+				ds += pe * y[nt][2 * hf + e];
+			}
+		l[hf] = l[hf] * alpha + ls;
+		di[hf] = di[hf] * alpha + ds;
+	}
+}
+
+/* dQ, sweep 2, one chunk: P = exp2(S log2e / sqrt(d) - LSE) (0 past the
+ * length), dS = P (dP - Di) / sqrt(d), dQ += dS k (dS the register
+ * operand, the chunk's k MN-major). */
+KT_DEV void dq_acc(float (&acc)[ND][4], float (&x)[kba::NBC][4], const float (&y)[kba::NBC][4],
+		   const float (&m)[2], const float (&di)[2], unsigned sk, int lim)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD), scale = 1.f / sqrtf((float)HD);
+	unsigned da[KCH / 16][4];
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++)
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float pe = nt * 8 + e < lim
+							 ? exp2f(x[nt][2 * hf + e] * sl2 - m[hf])
+							 : 0.f;
+
+				x[nt][2 * hf + e] = pe * (y[nt][2 * hf + e] - di[hf]) * scale;
+			}
+	kba::pack_a(da, x);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KCH / 16; kk++)
+		kt_wg<HD>::rs<1>(acc, da[kk], kt_wg_desc_mn(sk + kk * 2048, DCPAN));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(acc);
+}
+
+/* One query chunk [k0, k0 + KCH) into a consumer's key tile (sk, sv: its
+ * first row in the pass's k and v panels): dV and dK accumulate. sq: the
+ * chunk's slot (q, then do), st its statistics. */
+KT_DEV void dkv_chunk(float (&adk)[ND][4], float (&adv)[ND][4], unsigned sk, unsigned sv,
+		      unsigned sq, const float2 *st, int k0, int len, int lane)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD), scale = 1.f / sqrtf((float)HD);
+	const unsigned sdo = sq + DCTL;
+	/* query column nt * 8 + e of this thread (+ 2 (lane % 4)) is within
+	 * the length when nt * 8 + e < lim */
+	const int lim = len - k0 - 2 * (lane & 3), cq = 2 * (lane & 3);
+	float x[kba::NBC][4], y[kba::NBC][4];
+	unsigned pa[KCH / 16][4], da[KCH / 16][4];
+
+	/* S^T = k q^T */
+	zero_acc<true>(x);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(x, kt_wg_desc_k(sk + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sq + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(x);
+	/* P^T, by each query column's LSE */
+#pragma unroll
+	for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const float lse = st[nt * 8 + cq + e].x;
+			const bool ok = nt * 8 + e < lim;
+
+			x[nt][e] = ok ? exp2f(x[nt][e] * sl2 - lse) : 0.f;
+			x[nt][2 + e] = ok ? exp2f(x[nt][2 + e] * sl2 - lse) : 0.f;
+		}
+	kba::pack_a(pa, x);
+	/* dV += P^T do and dP^T = v do^T, one group */
+	zero_acc<true>(y);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KCH / 16; kk++)
+		kt_wg<HD>::rs<1>(adv, pa[kk], kt_wg_desc_mn(sdo + kk * 2048, DCPAN));
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<KCH>::ss<0, 0>(y, kt_wg_desc_k(sv + (kk >> 2) * DPPAN + (kk & 3) * 32),
+				     kt_wg_desc_k(sdo + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(y);
+	/* dS^T */
+#pragma unroll
+	for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const float dd = st[nt * 8 + cq + e].y;
+
+			y[nt][e] = kba::packed_at(pa, nt, e) * (y[nt][e] - dd) * scale;
+			y[nt][2 + e] = kba::packed_at(pa, nt, 2 + e) * (y[nt][2 + e] - dd) * scale;
+		}
+	kba::pack_a(da, y);
+	/* dK += dS^T q */
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KCH / 16; kk++)
+		kt_wg<HD>::rs<1>(adk, da[kk], kt_wg_desc_mn(sq + kk * 2048, DCPAN));
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(adk);
+}
+
+/* A warp's 16 rows (r0..) of acc as bf16 into the pass's panels at t (the
+ * consumer's own rows of a pass tile, dead once its last wgmma is waited). */
+KT_DEV void wsb_stage(unsigned char *t, const float (&acc)[ND][4], int r0, int lane)
+{
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		const int row = r0 + (lane >> 2) + 8 * hf;
+
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++) {
+			const int col = nt * 8 + 2 * (lane & 3);
+
+			*reinterpret_cast<unsigned *>(t + wpan_off<DPPAN>(row, col >> 3) + (col & 7) * 2) =
+				kt_pack_bf16x2(acc[nt][2 * hf], acc[nt][2 * hf + 1]);
+		}
+	}
+}
+
+/* The staged 64 rows at t (pass rows from prow on) to x, 16 bytes a copy,
+ * rows at or past len left out; conjugate-rotated with ROT (the gradient
+ * of the raw input). */
+template <bool ROT>
+KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, const rtab *table, int t0,
+		      int prow, int len, int H, int h, int ct)
+{
+#pragma unroll
+	for (int i = 0; i < 64 * CH / 128; i++) {
+		const int idx = ct + i * 128, r = idx / CH, c = idx % CH;
+
+		if (prow + r < len) {
+			uint4 v = *reinterpret_cast<const uint4 *>(t + wpan_off<DPPAN>(r, c));
+
+			if (ROT)
+				v = conj_chunk(v, tab_raw(table, t0 + prow + r, c));
+			*reinterpret_cast<uint4 *>(x + ((long long)(t0 + prow + r) * H + h) * HD + c * 8) =
+				v;
+		}
+	}
+}
+#endif
+
 } /* namespace kws */
 
 #define KWS_BODY_BEGIN                                                                     \
@@ -1211,7 +1608,177 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 	}                                                                                  \
 	__syncthreads();
 
-#if BWD
+#if BWD && BLK == 256
+/* blockattn_bwd_dq(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, stats_at)
+ * and blockattn_bwd_dkv(same arguments): block (CONS + 1) * 128, grid
+ * nitems * QP (CTA: pass blockIdx % QP of item blockIdx / QP), dynamic smem
+ * DBAR0 + 1024 each. dq runs first and writes the statistics from entry
+ * stats_at of blocks; dkv reads them. */
+#define KWSB_BEGIN                                                                         \
+	using namespace kws;                                                               \
+	extern __shared__ __align__(1024) unsigned char smem[];                            \
+	const unsigned sbase = kt_smem_u32(smem), bars = sbase + DBAR0;                    \
+	const int tid = threadIdx.x, wgi = tid >> 7;                                      \
+	int2 b;                                                                            \
+	int h, p;                                                                          \
+	/* the whole CTA leaves together (past the bound's count, or a pass past \
+	 * the block's length) */                                                          \
+	if (!kba::cta_work(blocks, nitems, H, b, h, p))                                    \
+		return;                                                                    \
+	const int t0 = b.x, len = b.y, pr0 = p * DPR, nch = (len + KCH - 1) / KCH;         \
+	if (tid == 0) {                                                                    \
+		kt_mbar_init(bars + DB_KV * 8, PT);                                        \
+		for (int s = 0; s < STAGES; s++) {                                         \
+			kt_mbar_init(bars + (DB_F + s) * 8, PT);                           \
+			kt_mbar_init(bars + (DB_E + s) * 8, 128 * CONS);                   \
+		}                                                                          \
+		kt_mbar_init_fence();                                                      \
+	}                                                                                  \
+	__syncthreads();
+
+/* At CONS 2 the producer hands registers to the consumers: at the
+ * launch's 168 the consumers' accumulators spill (ptxas). With rope the
+ * producer's rotation needs 56 (at 40 it spills). */
+#define KWSB_PRODUCER_REGS                                                                 \
+	if (CONS > 1)                                                                      \
+		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P) : "memory");
+#define KWSB_CONSUMER_REGS                                                                 \
+	if (CONS > 1)                                                                      \
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C) : "memory");
+
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
+		 int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
+		 __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
+		 __nv_bfloat16 *__restrict__ dv, int nitems, int H, int stats_at)
+{
+	KWSB_BEGIN
+	if (wgi == 0) {
+		KWSB_PRODUCER_REGS
+		wsb_produce<true>(smem, sbase, bars, q, dout, k, v, nullptr, table, t0, len, pr0, nch,
+				  H, h, tid);
+		return;
+	}
+	KWSB_CONSUMER_REGS
+
+	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
+	/* this consumer's query tile; one wholly past the length only waits
+	 * and releases (warpgroup-uniform) */
+	const bool act = pr0 + 64 * cw < len;
+	const unsigned sq = sbase + cw * HROWS, sdo = sq + DPTL;
+	/* written here, read by blockattn_bwd_dkv (the next launch) */
+	float2 *stats = reinterpret_cast<float2 *>(blocks + stats_at);
+	float acc[ND][4], m[2] = {KBA_NEG_INF, KBA_NEG_INF}, l[2] = {0.f, 0.f}, di[2] = {0.f, 0.f};
+
+	kt_wg_zero(acc);
+	kt_mbar_wait(bars + DB_KV * 8, 0);
+	kt_fence_proxy_async();
+	/* steps 0 .. nch - 1: sweep 1 (the statistics); nch .. 2 nch - 1:
+	 * sweep 2 (dQ) */
+#pragma unroll 1
+	for (int j = 0; j < 2 * nch; j++) {
+		const int s = j % STAGES, c = j < nch ? j : j - nch;
+		const unsigned sk = sbase + 2 * DPTL + s * DRSLOT;
+
+		kt_mbar_wait(bars + (DB_F + s) * 8, (j / STAGES) & 1);
+		kt_fence_proxy_async();
+		if (act) {
+			const int lim = len - c * KCH - 2 * (lane & 3);
+			float x[kba::NBC][4], y[kba::NBC][4];
+
+			dq_sdp(x, y, sq, sdo, sk);
+			if (j >= nch)
+				dq_acc(acc, x, y, m, di, sk, lim);
+			else
+				dq_run(x, y, m, l, di, lim);
+		}
+		/* every thread has waited its last wgmma on the slot */
+		kt_mbar_arrive(bars + (DB_E + s) * 8);
+		if (act && j == nch - 1)
+			/* the row statistics: m becomes the LSE (log2), di Di */
+#pragma unroll
+			for (int hf = 0; hf < 2; hf++) {
+				const int row = pr0 + 64 * cw + r0 + (lane >> 2) + 8 * hf;
+				float x = l[hf], y = di[hf];
+
+				x += __shfl_xor_sync(0xffffffffu, x, 1);
+				x += __shfl_xor_sync(0xffffffffu, x, 2);
+				y += __shfl_xor_sync(0xffffffffu, y, 1);
+				y += __shfl_xor_sync(0xffffffffu, y, 2);
+				m[hf] += __log2f(x);
+				di[hf] = y / x;
+				if ((lane & 3) == 0 && row < len)
+					stats[(long long)(t0 + row) * H + h] = make_float2(m[hf], di[hf]);
+			}
+	}
+	if (!act)
+		return;
+	/* every warp's wgmmas on this consumer's q rows are done before they
+	 * are overwritten; the staged rows are whole before they leave */
+	kt_bar_sync(1 + cw, 128);
+	wsb_stage(smem + cw * HROWS, acc, r0, lane);
+	kt_bar_sync(1 + cw, 128);
+	wsb_store<(ROPE != 0)>(dq, smem + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+}
+
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+		  const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
+		  const int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
+		  __nv_bfloat16 *__restrict__ dq, __nv_bfloat16 *__restrict__ dk,
+		  __nv_bfloat16 *__restrict__ dv, int nitems, int H, int stats_at)
+{
+	KWSB_BEGIN
+	if (wgi == 0) {
+		KWSB_PRODUCER_REGS
+		wsb_produce<false>(smem, sbase, bars, k, v, q, dout,
+				   reinterpret_cast<const float2 *>(blocks + stats_at), table, t0, len,
+				   pr0, nch, H, h, tid);
+		return;
+	}
+	KWSB_CONSUMER_REGS
+
+	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
+	/* this consumer's key tile; one wholly past the length only waits and
+	 * releases (warpgroup-uniform) */
+	const bool act = pr0 + 64 * cw < len;
+	const unsigned sk = sbase + cw * HROWS, sv = sk + DPTL;
+	float adk[ND][4], adv[ND][4];
+
+	kt_wg_zero(adk);
+	kt_wg_zero(adv);
+	kt_mbar_wait(bars + DB_KV * 8, 0);
+	kt_fence_proxy_async();
+#pragma unroll 1
+	for (int c = 0; c < nch; c++) {
+		const int s = c % STAGES;
+
+		kt_mbar_wait(bars + (DB_F + s) * 8, (c / STAGES) & 1);
+		kt_fence_proxy_async();
+		if (act)
+			dkv_chunk(adk, adv, sk, sv, sbase + 2 * DPTL + s * DRSLOT,
+				  reinterpret_cast<const float2 *>(smem + DSTAT0 + s * KCH * 8), c * KCH,
+				  len, lane);
+		/* every thread has waited its last wgmma on the slot */
+		kt_mbar_arrive(bars + (DB_E + s) * 8);
+	}
+	if (!act)
+		return;
+	/* every warp's wgmmas on this consumer's k, v rows are done before
+	 * they are overwritten; the staged rows are whole before they leave */
+	kt_bar_sync(1 + cw, 128);
+	wsb_stage(smem + cw * HROWS, adk, r0, lane);
+	wsb_stage(smem + DPTL + cw * HROWS, adv, r0, lane);
+	kt_bar_sync(1 + cw, 128);
+	wsb_store<(ROPE != 0)>(dk, smem + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+	wsb_store<ROPE_V>(dv, smem + DPTL + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h,
+			  tid & 127);
+}
+#undef KWSB_BEGIN
+#undef KWSB_PRODUCER_REGS
+#undef KWSB_CONSUMER_REGS
+#elif BWD
 extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
 blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,

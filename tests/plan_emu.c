@@ -606,7 +606,8 @@ void emu_run_all(const struct kt_plan *plan, const struct kt_buf *bufs, int nb,
  * and compute each (block, head) in double: rotate on load, S, softmax, O;
  * the backward's dV, dP, Di inline, dS, dQ, dK, the conjugate rotation. An
  * item run twice or a block list entry out of order fails. The backward's
- * chunked kernels (blockattn_bwd_dq, blockattn_bwd_dkv) run a CTA per
+ * chunked kernels (blockattn_bwd_dq, blockattn_bwd_dkv; ws at block 256
+ * plans the same names, arguments and grid) run a CTA per
  * (item, pass) of BLK / QP rows: dq writes the rows' statistics into the
  * scratch past the block list and dQ, dkv reads them back for dK, dV. */
 

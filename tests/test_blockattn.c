@@ -1647,7 +1647,7 @@ struct space_walk {
 
 /* A valid config plans the block list's prep and one launch of whole
  * warps (what every plan must be: test_conformance); the backward's
- * chunked variant two (dQ, then dK and dV). */
+ * chunked variant, and its ws at block 256, two (dQ, then dK and dV). */
 static int walk_one(const struct kt_config *c, void *arg)
 {
 	struct space_walk *w = arg;
@@ -1662,8 +1662,12 @@ static int walk_one(const struct kt_config *c, void *arg)
 		w->valid_v[c->variant]++;
 	kt_err_clear(&e);
 	if (w->f->plan(w->f, w->s, c, w->t, &p, &e) != 0 ||
-	    p.nlaunch != (c->variant == kt_variant_index(w->f, "chunked") ? 2 : 1) || p.nprep != 1 ||
-	    p.launch[0].block[0] % 32 != 0)
+	    p.nlaunch != (c->variant == kt_variant_index(w->f, "chunked") ||
+				  (c->variant == kt_variant_index(w->f, "ws") &&
+				   kt_shape_get(w->f, w->s, "block") == 256 && w->f == fams[1])
+			  ? 2
+			  : 1) ||
+	    p.nprep != 1 || p.launch[0].block[0] % 32 != 0 || p.launch[p.nlaunch - 1].block[0] % 32 != 0)
 		w->bad++;
 	return 0;
 }
@@ -1764,18 +1768,20 @@ static unsigned chunked_smem(long d, long kch, long qp, long ring)
 	return (unsigned)(2 * (256 / qp) * d * 2 + ring * 2 * kch * d * 2 + kch * 8);
 }
 
-/* The backward at block 256: chunked only (grid, persistent, ws refused
- * with the reason; chunked refused at other blocks), every (KCH, QP,
- * RING) whose tiles fit but KCH 64 at head_dim 128 (spills); the
- * default chunked with KCH 32, QP 4, RING 2; its plan the prep and two
- * launches (dQ, then dK and dV) of a CTA per (block, head, pass) over the
- * scratch `blocks` grown by the statistics, which start past the list (a
- * bound plan's past its count). */
+/* The backward at block 256: chunked (grid and persistent refused with
+ * the reason; chunked refused at other blocks), every (KCH, QP, RING)
+ * whose tiles fit but KCH 64 at head_dim 128 (spills); and ws on sm_90a
+ * (CONS 1, 2 x RING 2, 3, RPROD 0), the same two-launch plan with the ws
+ * program; the default chunked with KCH 32, QP 4, RING 2; its plan the
+ * prep and two launches (dQ, then dK and dV) of a CTA per (block, head,
+ * pass) over the scratch `blocks` grown by the statistics, which start
+ * past the list (a bound plan's past its count). */
 static void test_block256_bwd(void)
 {
 	static const char *const tn[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
 	const struct kt_family *f = fams[1];
-	int chk = kt_variant_index(f, "chunked"), ik = param_index(f, "KCH");
+	int chk = kt_variant_index(f, "chunked"), ws = kt_variant_index(f, "ws");
+	int ik = param_index(f, "KCH");
 	int iq = param_index(f, "QP"), ir = param_index(f, "RING");
 	struct kt_target t90;
 	struct kt_shape s;
@@ -1787,7 +1793,7 @@ static void test_block256_bwd(void)
 	int ti, d, rope, nb, i;
 	long nblocks = ba_blocks(1152, 1024, 256), T = ba_tokens(1152, 1024);
 
-	CU_ASSERT_FATAL(chk == 3 && ik >= 0 && iq >= 0 && ir >= 0);
+	CU_ASSERT_FATAL(chk == 3 && ws == 2 && ik >= 0 && iq >= 0 && ir >= 0);
 	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
 	for (ti = 0; ti < 4; ti++)
 		for (d = 64; d <= 128; d += 64)
@@ -1807,12 +1813,15 @@ static void test_block256_bwd(void)
 								!(d == 128 && kch == 64);
 				walk_space(f, &s, &t, &w);
 				CU_ASSERT_EQUAL(w.bad, 0);
-				CU_ASSERT_EQUAL(w.valid, w.valid_v[chk]);
+				CU_ASSERT_EQUAL(w.valid, w.valid_v[chk] + w.valid_v[ws]);
 				CU_ASSERT_EQUAL(w.valid_v[chk], want);
+				/* ws: sm_90a, CONS 1 and 2 x RING 2 and 3 (RPROD 0) */
+				CU_ASSERT_EQUAL(w.valid_v[ws], ti == 3 ? 4 : 0);
 				CU_ASSERT(want > 0);
-				if (ti != 1 && ti != 3)
-					printf("\n    block 256 backward, head_dim %d, rope %d: %d chunked "
-					       "configs valid on %s", d, rope, w.valid_v[chk], tn[ti]);
+				if (ti != 1)
+					printf("\n    block 256 backward, head_dim %d, rope %d: %d chunked, "
+					       "%d ws configs valid on %s", d, rope, w.valid_v[chk],
+					       w.valid_v[ws], tn[ti]);
 				CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
 				CU_ASSERT_EQUAL(c.variant, chk);
 				CU_ASSERT_EQUAL(c.p[ik], 32);
@@ -1891,7 +1900,7 @@ static void test_block256_bwd(void)
 	CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, base_cfg[1], &c2, &e), 0);
 	CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_STRING_EQUAL(why, "block 256: the backward's grid holds the whole block (32 to "
-			       "128); chunked takes 256");
+			       "128); chunked and ws take 256");
 	CU_ASSERT_EQUAL(f->plan(f, &s, &c2, &t90, &p, &e), -1);
 	/* a bound plan (the runtime's): the statistics past the bound's count,
 	 * sized from the tokens */
@@ -1907,6 +1916,111 @@ static void test_block256_bwd(void)
 		CU_ASSERT_EQUAL(p.launch[1].args[11].i, bound + 1);
 		CU_ASSERT_EQUAL(p.launch[0].grid[0], (unsigned)(bound * 4 * 4));
 		CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
+		CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * (bound + 1) + 2 * tokens * 4));
+	}
+	/* ws (sm_90a): the chunked plan on wgmma -- the ws program with KCH
+	 * 64, QP 4 / CONS, both kernels (CONS + 1) 128 threads and the same
+	 * shared memory, a CTA per (block, head, pass) of 64 CONS rows, the
+	 * same statistics */
+	for (d = 64; d <= 128; d += 64)
+		for (long cons = 1; cons <= 2; cons++)
+			for (long ring = 2; ring <= 3; ring++) {
+				struct kt_target t;
+				long qp = 4 / cons;
+				char def[32];
+
+				CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t), 0);
+				b256_text(d, (int)(ring + cons) % 3, text, sizeof(text));
+				CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
+				snprintf(key, sizeof(key), "variant=ws,CONS=%ld,RING=%ld,RPROD=0", cons,
+					 ring);
+				kt_err_clear(&e);
+				CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, key, &c2, &e), 0);
+				CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t, why, sizeof(why)), 0);
+				CU_ASSERT(kt_config_in_space(f, &c2));
+				/* sm_90 has no wgmma */
+				CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t90, why, sizeof(why)), 1);
+				CU_ASSERT_PTR_NOT_NULL(strstr(why, "sm_90a"));
+				kt_err_clear(&e);
+				CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &c2, &t, &p, &e), 0);
+				CU_ASSERT_STRING_EQUAL(p.programs[0].tpl, "blockattn_ws");
+				CU_ASSERT(has_define(&p, "BWD=1"));
+				CU_ASSERT(has_define(&p, "BLK=256"));
+				CU_ASSERT(has_define(&p, "KCH=64"));
+				snprintf(def, sizeof(def), "QP=%ld", qp);
+				CU_ASSERT(has_define(&p, def));
+				snprintf(def, sizeof(def), "CONS=%ld", cons);
+				CU_ASSERT(has_define(&p, def));
+				snprintf(def, sizeof(def), "STAGES=%ld", ring);
+				CU_ASSERT(has_define(&p, def));
+				CU_ASSERT_EQUAL(p.nprep, 1);
+				CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
+				CU_ASSERT_STRING_EQUAL(p.launch[0].kernel, "blockattn_bwd_dq");
+				CU_ASSERT_STRING_EQUAL(p.launch[1].kernel, "blockattn_bwd_dkv");
+				for (i = 0; i < 2; i++) {
+					const struct kt_launch *l = &p.launch[i];
+
+					CU_ASSERT_EQUAL(l->block[0], (unsigned)(128 * (cons + 1)));
+					/* the pass's two tiles, RING slots of two chunks
+					 * and their statistics, the barriers */
+					CU_ASSERT_EQUAL(l->smem, (unsigned)(2 * 64 * cons * d * 2 +
+									    ring * (2 * 64 * d * 2 + 64 * 8) +
+									    1024));
+
+					CU_ASSERT(l->smem <= (unsigned)t.smem_optin);
+					CU_ASSERT_EQUAL(l->grid[0], (unsigned)(nblocks * 4 * qp));
+					CU_ASSERT_EQUAL_FATAL(l->nargs, 12);
+					CU_ASSERT_EQUAL(l->args[9].i, nblocks * 4);
+					CU_ASSERT_EQUAL(l->args[10].i, 4);
+					CU_ASSERT_EQUAL(l->args[11].i, nblocks);	/* stats_at */
+				}
+				nb = f->buffers(f, &s, &c2, bufs);
+				CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
+				CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * nblocks + 2 * T * 4));
+				/* the refusals: rings outside 2 and 3, RPROD */
+				c = c2;
+				c.p[ir] = 1;
+				CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
+				CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING 1"));
+				c.p[ir] = 4;
+				CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
+				CU_ASSERT_PTR_NOT_NULL(strstr(why, "RING 4: at most 3"));
+				c = c2;
+				c.p[ik] = 64;
+				CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
+				CU_ASSERT_PTR_NOT_NULL(strstr(why, "ws has no parameter KCH"));
+				for (rope = 0; rope < 3; rope++) {
+					b256_text(d, rope, text, sizeof(text));
+					CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
+					CU_ASSERT_EQUAL(f->check(f, &s, &c2, &t, why, sizeof(why)), 0);
+					for (long rp = 1; rp <= 3; rp++) {
+						c = c2;
+						c.p[param_index(f, "RPROD")] = rp;
+						CU_ASSERT_EQUAL(f->check(f, &s, &c, &t, why, sizeof(why)), 1);
+						CU_ASSERT_PTR_NOT_NULL(strstr(why, rope ? "at block 256 (backward)"
+											 : "without rope"));
+					}
+					/* the default stays chunked */
+					CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
+					CU_ASSERT_EQUAL(c.variant, chk);
+				}
+			}
+	/* a bound ws plan: the statistics past the bound's count, as chunked */
+	{
+		long tokens = 5000, bound = ba_bound_blocks(tokens, 1152, 256);
+		struct kt_target t;
+
+		CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t), 0);
+		b256_text(128, 0, text, sizeof(text));
+		CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, "variant=ws,CONS=2,RING=2,RPROD=0", &c2, &e),
+				      0);
+		CU_ASSERT_EQUAL_FATAL(ba_plan_bound(1, &s, tokens, &c2, &t, &p, bufs, &nb, &e), 0);
+		CU_ASSERT(has_define(&p, "BOUND=1"));
+		CU_ASSERT_EQUAL_FATAL(p.nlaunch, 2);
+		CU_ASSERT_EQUAL(p.launch[1].args[11].i, bound + 1);
+		CU_ASSERT_EQUAL(p.launch[1].grid[0], (unsigned)(bound * 4 * 2));
 		CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * (bound + 1) + 2 * tokens * 4));
 	}
 	/* block 64: chunked refused; its own grid key unchanged */
@@ -1994,20 +2108,23 @@ static void test_ws256(void)
 									   1024));
 						CU_ASSERT(p.launch[0].smem <= (unsigned)t90a.smem_optin);
 					}
-	/* the backward: chunked only at block 256, ws refused as before */
+	/* the backward's ws at block 256: RPROD 0 only (test_block256_bwd) */
 	{
 		struct kt_shape s;
 		struct kt_config c;
 		struct kt_err e;
 		char text[128], why[160];
 
-		b256_text(64, 0, text, sizeof(text));
+		b256_text(64, 1, text, sizeof(text));
 		CU_ASSERT_EQUAL_FATAL(parse(fams[1], text, &s), 0);
 		kt_err_clear(&e);
 		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], "variant=ws,CONS=1,RING=2,RPROD=0", &c,
 						      &e), 0);
+		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90a, why, sizeof(why)), 0);
+		CU_ASSERT_EQUAL_FATAL(kt_config_parse(fams[1], "variant=ws,CONS=1,RING=2,RPROD=1", &c,
+						      &e), 0);
 		CU_ASSERT_EQUAL(fams[1]->check(fams[1], &s, &c, &t90a, why, sizeof(why)), 1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(why, "chunked takes 256"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "RPROD 1 at block 256 (backward)"));
 	}
 }
 
@@ -2710,7 +2827,8 @@ static void compile_b256(const char *arch)
 			CU_ASSERT(!b.c.kernels[i][k][0] || cubin_has(&jobs[i].res, b.c.kernels[i][k]));
 		kt_test_cubin_usage(jobs[i].res.cubin, jobs[i].res.cubin_len, &regs, &frame);
 		CU_ASSERT(regs > 0);
-		/* the ws forward: no wgmma serialized by ptxas */
+		/* ws (the forward, the backward's dK, dV kernel): no wgmma
+		 * serialized by ptxas */
 		if (strcmp(jobs[i].prog->tpl, "blockattn_ws") == 0) {
 			nws++;
 			CU_ASSERT_FALSE(kt_test_wgmma_serialized(jobs[i].res.log, what));
@@ -2728,11 +2846,13 @@ static void compile_b256(const char *arch)
 	printf("\n  %s: %d block-256 programs compiled (%d ws), %d failed, %d spill "
 	       "(registers %d-%d)\n", arch, b.c.n, nws, failed, spills, minr, maxr);
 	CU_ASSERT_EQUAL(failed, 0);
-	/* the ws forward's programs: sm_90a only, every (head_dim, rope,
-	 * CONS, RING, RPROD) admitted */
+	/* the ws programs: sm_90a only, the forward's every (head_dim, rope,
+	 * CONS, RING, RPROD) admitted, the backward's (CONS, RING) at every
+	 * head_dim and rope */
 	if (strcmp(arch, "sm_90a") == 0) {
 		CU_ASSERT_EQUAL(nws, ws256_valid(64, 0) + ws256_valid(64, 1) + ws256_valid(64, 2) +
-				     ws256_valid(128, 0) + ws256_valid(128, 1) + ws256_valid(128, 2));
+				     ws256_valid(128, 0) + ws256_valid(128, 1) + ws256_valid(128, 2) +
+				     2 * 3 * 4);
 	} else {
 		CU_ASSERT_EQUAL(nws, 0);
 	}
@@ -3322,10 +3442,11 @@ static void test_gpu_small(void)
 					dprob_release(&dp);
 				}
 		/* the filters left something to run (the backward at block 256
-		 * alone: chunked only, so a filter on another variant leaves it
-		 * nothing) */
+		 * alone: chunked and ws, so a filter on another variant leaves
+		 * it nothing) */
 		CU_ASSERT(total[f] > 0 || (f == 1 && G.block == 256 && G.variant &&
-					   strcmp(G.variant, "chunked") != 0));
+					   strcmp(G.variant, "chunked") != 0 &&
+					   strcmp(G.variant, "ws") != 0));
 	}
 }
 

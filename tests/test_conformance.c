@@ -120,12 +120,16 @@ static const struct fcase cases[] = {
 	 {"seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0",
 	  "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=1",
 	  "seqs=29,lmax=100,heads=3,head_dim=64,block=128,rope=2",
-	  "seqs=64,lmax=1024,heads=4,head_dim=128,block=256,rope=1"},
+	  "seqs=64,lmax=1024,heads=4,head_dim=128,block=256,rope=1",
+	  "seqs=64,lmax=1024,heads=4,head_dim=128,block=256,rope=0"},
+	 /* block 256 at rope 0 too: ws (the chunked plan on wgmma) with
+	  * and without its rotations */
 	 {"seqs=5,lmax=100,heads=2,head_dim=64,block=64,rope=0",
 	  "seqs=3,lmax=150,heads=2,head_dim=128,block=64,rope=1",
 	  "seqs=4,lmax=200,heads=1,head_dim=64,block=128,rope=2",
 	  "seqs=3,lmax=300,heads=1,head_dim=128,block=128,rope=0",
-	  "seqs=3,lmax=600,heads=1,head_dim=64,block=256,rope=2"},
+	  "seqs=3,lmax=600,heads=1,head_dim=64,block=256,rope=2",
+	  "seqs=3,lmax=600,heads=1,head_dim=64,block=256,rope=0"},
 	 NULL, emu_blockattn, 0},
 	/* its kernels run on the worker's CPU test device (test_worker) */
 	{"selftest", {"n=1000000", "n=1"}, {NULL}, NULL, NULL, 0},
