@@ -1352,13 +1352,15 @@ static double ba_min_bytes(const struct kt_family *f, const struct kt_shape *s)
  * then head_dim is split. At block 128 on sm_90a, where check_ws admits it,
  * ws with two consumers sharing a ring of two instead (the backward at
  * head_dim 128: its one slot; with rope it spills, so grid), which beats
- * that grid config there; at block 256 (forward) ws with two consumers over a
- * k/v ring of four chunks, which beats the chunked grid path there
- * (docs/families/blockattn.md, "The default").
- * The backward at block 256 (chunked; its wgmma form, ws, not yet run on
- * a GPU, is not the default): chunks
- * of 32 rows, passes of 64 (128 threads), a ring of two -- the smallest
- * CTA, so the most warps per SM (the dK, dV kernel's registers decide).
+ * that grid config there; with rope 1 at head_dim 128 one consumer over the
+ * slot, which beats grid there too; at block 256 (forward) ws with two
+ * consumers over a k/v ring of four chunks, which beats the chunked grid
+ * path there (docs/families/blockattn.md, "The default").
+ * The backward at block 256: on sm_90a without rope ws (both launches on
+ * wgmma) with two consumers and a ring of two, which beats chunked there;
+ * else (and with rope, where ws is untimed) chunked with chunks of 32 rows,
+ * passes of 64 (128 threads), a ring of two -- the smallest CTA, so the
+ * most warps per SM (the dK, dV kernel's registers decide).
  * NEEDSWORK: ws at block 64, where the measurements disagree by shape. */
 static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 		      const struct kt_target *tgt, struct kt_config *out)
@@ -1368,6 +1370,14 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	int rope = s->v[BA_D_ROPE] != 0;
 
 	memset(out, 0, sizeof(*out));
+	if (bwd && s->v[BA_D_BLOCK] == 256 && !rope && tgt->arch_a) {
+		out->variant = V_BWD_WS;
+		out->p[P_CONS] = 2;
+		out->p[P_RING] = 2;
+		if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+		memset(out, 0, sizeof(*out));
+	}
 	if (bwd && s->v[BA_D_BLOCK] == 256) {
 		out->variant = V_BWD_CHUNK;
 		out->p[P_KCH] = 32;
@@ -1382,6 +1392,12 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 		out->p[P_RING] = s->v[BA_D_BLOCK] == 256 ? 4
 				 : bwd && s->v[BA_D_HDIM] == 128 ? 1 : 2;
 		if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
+			return 0;
+		/* the backward at block 128, head_dim 128 with rope 1: CONS 2
+		 * spills there, one consumer does not */
+		out->p[P_CONS] = 1;
+		if (bwd && s->v[BA_D_BLOCK] == 128 && s->v[BA_D_ROPE] == 1 &&
+		    ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 		memset(out, 0, sizeof(*out));
 	}

@@ -1169,17 +1169,26 @@ static void ws_bwd128_d128(const struct kt_family *fa, const struct kt_shape *s1
 	CU_ASSERT_EQUAL(p.launch[0].smem, need);
 	CU_ASSERT_EQUAL(p.launch[0].block[0], 384u);
 	/* the default there: ws, two consumers on the one slot without rope
-	 * (timed ahead of grid); with rope, where CONS 2 spills and CONS 1
-	 * was not timed, the grid one */
+	 * (timed ahead of grid); with rope 1 (s128), where CONS 2 spills, one
+	 * consumer (timed ahead of grid too); with rope 2, untimed, grid */
 	{
 		struct kt_config dc;
+		struct kt_shape s2;
 
 		CU_ASSERT_EQUAL(fa->default_config(fa, &s0, t90a, &dc), 0);
 		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "ws"));
 		CU_ASSERT_EQUAL(dc.p[ic], 2);
 		CU_ASSERT_EQUAL(dc.p[ir], 1);
 		CU_ASSERT_EQUAL(dc.p[irp], 0);
+		CU_ASSERT_EQUAL(s128->v[BA_D_ROPE], 1);
 		CU_ASSERT_EQUAL(fa->default_config(fa, s128, t90a, &dc), 0);
+		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "ws"));
+		CU_ASSERT_EQUAL(dc.p[ic], 1);
+		CU_ASSERT_EQUAL(dc.p[ir], 1);
+		CU_ASSERT_EQUAL(dc.p[irp], 0);
+		CU_ASSERT_EQUAL_FATAL(parse(fa, "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,"
+					    "rope=2", &s2), 0);
+		CU_ASSERT_EQUAL(fa->default_config(fa, &s2, t90a, &dc), 0);
 		CU_ASSERT_EQUAL(dc.variant, kt_variant_index(fa, "grid"));
 	}
 	c->p[ir] = 2;
@@ -1738,14 +1747,14 @@ static void test_space(void)
 						CU_ASSERT_EQUAL(w.bad, 0);
 						CU_ASSERT_EQUAL(fams[f]->default_config(fams[f], &s,
 											&t, &c), 0);
-						/* ws at block 128 on sm_90a where it fits (the
-						 * backward at head_dim 128 without rope only),
-						 * grid elsewhere */
+						/* ws at block 128 on sm_90a where it fits and was
+						 * timed (the backward at head_dim 128: rope 0
+						 * and 1), grid elsewhere */
 						CU_ASSERT_EQUAL(c.variant,
 								kt_variant_index(fams[f],
 										 t.arch_a && blk == 128 &&
-										 (!f || d == 64 || !rope) ? "ws"
-													  : "grid"));
+										 (!f || d == 64 || rope < 2) ? "ws"
+													     : "grid"));
 						CU_ASSERT_EQUAL(fams[f]->check(fams[f], &s, &c, &t, text,
 									       sizeof(text)), 0);
 						space_ws(f, &t, d, blk, rope, &w,
@@ -1823,6 +1832,14 @@ static void test_block256_bwd(void)
 					       "%d ws configs valid on %s", d, rope, w.valid_v[chk],
 					       w.valid_v[ws], tn[ti]);
 				CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
+				/* sm_90a without rope: ws (below); the chunked
+				 * default's plan checked there all the same */
+				if (t.arch_a && !rope) {
+					CU_ASSERT_EQUAL(c.variant, ws);
+					kt_err_clear(&e);
+					CU_ASSERT_EQUAL_FATAL(kt_config_parse(f,
+						"variant=chunked,RING=2,KCH=32,QP=4", &c, &e), 0);
+				}
 				CU_ASSERT_EQUAL(c.variant, chk);
 				CU_ASSERT_EQUAL(c.p[ik], 32);
 				CU_ASSERT_EQUAL(c.p[iq], 4);
@@ -2000,9 +2017,17 @@ static void test_block256_bwd(void)
 						CU_ASSERT_PTR_NOT_NULL(strstr(why, rope ? "at block 256 (backward)"
 											 : "without rope"));
 					}
-					/* the default stays chunked */
+					/* the default: ws, two consumers, a ring of two
+					 * without rope (timed ahead of chunked);
+					 * chunked with rope (ws untimed there) */
 					CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
-					CU_ASSERT_EQUAL(c.variant, chk);
+					if (rope) {
+						CU_ASSERT_EQUAL(c.variant, chk);
+					} else {
+						CU_ASSERT_EQUAL(c.variant, kt_variant_index(f, "ws"));
+						CU_ASSERT_EQUAL(c.p[param_index(f, "CONS")], 2);
+						CU_ASSERT_EQUAL(c.p[ir], 2);
+					}
 				}
 			}
 	/* a bound ws plan: the statistics past the bound's count, as chunked */
