@@ -551,6 +551,29 @@ KT_DEV void mma_xc(float (&acc)[ND][4], const float (&x)[NBC][4], unsigned sy, i
 	mma_ac(acc, xa, sy, k0, len, lane);
 }
 
+/* The end of sweep 1 for this thread's two rows of an m16 tile (rbase +
+ * lane / 4, and + 8): the quad's partial sums reduced, m becomes the row's
+ * LSE (log2) and di its Di; one thread a row stores the pair, rows at or
+ * past len not. */
+KT_DEV void put_stats(float (&m)[2], const float (&l)[2], float (&di)[2], int rbase, int lane,
+		      int len, float2 *stats, int t0, int H, int h)
+{
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		const int row = rbase + (lane >> 2) + 8 * hf;
+		float x = l[hf], y = di[hf];
+
+		x += __shfl_xor_sync(0xffffffffu, x, 1);
+		x += __shfl_xor_sync(0xffffffffu, x, 2);
+		y += __shfl_xor_sync(0xffffffffu, y, 1);
+		y += __shfl_xor_sync(0xffffffffu, y, 2);
+		m[hf] += __log2f(x);
+		di[hf] = y / x;
+		if ((lane & 3) == 0 && row < len)
+			stats[(long long)(t0 + row) * H + h] = make_float2(m[hf], di[hf]);
+	}
+}
+
 /* Stores one warp's 16 rows (pass rows r0.., block rows rb0..) of acc to
  * x (T, H, HD), rows at or past len skipped, conjugate-rotated when ROT. */
 template <bool ROT>
@@ -716,22 +739,7 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					di[hf] = di[hf] * alpha + ds;
 				}
 				if (i == nch - 1)
-					/* the row statistics: m becomes the LSE (log2), di Di */
-#pragma unroll
-					for (int hf = 0; hf < 2; hf++) {
-						int row = pr0 + r0 + (lane >> 2) + 8 * hf;
-						float x = l[hf], y = di[hf];
-
-						x += __shfl_xor_sync(0xffffffffu, x, 1);
-						x += __shfl_xor_sync(0xffffffffu, x, 2);
-						y += __shfl_xor_sync(0xffffffffu, y, 1);
-						y += __shfl_xor_sync(0xffffffffu, y, 2);
-						m[hf] += __log2f(x);
-						di[hf] = y / x;
-						if ((lane & 3) == 0 && row < len)
-							stats[(long long)(t0 + row) * H + h] =
-								make_float2(m[hf], di[hf]);
-					}
+					put_stats(m, l, di, pr0 + r0, lane, len, stats, t0, H, h);
 			} else {
 				/* sweep 2: dS, dQ += dS k */
 #pragma unroll

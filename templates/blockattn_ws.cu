@@ -1696,21 +1696,7 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		/* every thread has waited its last wgmma on the slot */
 		kt_mbar_arrive(bars + (DB_E + s) * 8);
 		if (act && j == nch - 1)
-			/* the row statistics: m becomes the LSE (log2), di Di */
-#pragma unroll
-			for (int hf = 0; hf < 2; hf++) {
-				const int row = pr0 + 64 * cw + r0 + (lane >> 2) + 8 * hf;
-				float x = l[hf], y = di[hf];
-
-				x += __shfl_xor_sync(0xffffffffu, x, 1);
-				x += __shfl_xor_sync(0xffffffffu, x, 2);
-				y += __shfl_xor_sync(0xffffffffu, y, 1);
-				y += __shfl_xor_sync(0xffffffffu, y, 2);
-				m[hf] += __log2f(x);
-				di[hf] = y / x;
-				if ((lane & 3) == 0 && row < len)
-					stats[(long long)(t0 + row) * H + h] = make_float2(m[hf], di[hf]);
-			}
+			kba::put_stats(m, l, di, pr0 + 64 * cw + r0, lane, len, stats, t0, H, h);
 	}
 	if (!act)
 		return;
