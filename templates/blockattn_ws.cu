@@ -219,15 +219,22 @@ KT_DEV void zero_acc(float (&d)[N][4])
 		kt_wg_pin(d);
 }
 
+/* acc += A . B^T over HD, both K-major in 64-column panels apan and bpan
+ * bytes apart, N rows of B: S = q k^T, dP = do v^T and their transposes.
+ * The caller fences, commits and waits. */
+template <int N>
+KT_DEV void ss_hd(float (&acc)[N / 8][4], unsigned sa, unsigned apan, unsigned sb, unsigned bpan)
+{
+#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		kt_wg<N>::template ss<0, 0>(acc, kt_wg_desc_k(sa + (kk >> 2) * apan + (kk & 3) * 32),
+					    kt_wg_desc_k(sb + (kk >> 2) * bpan + (kk & 3) * 32));
+}
+
 /* acc = S = A . B^T over HD (both K-major tiles): S = q k^T, dP = do v^T. */
 KT_DEV void mma_s(float (&acc)[NB][4], unsigned sa, unsigned sb)
 {
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++) {
-		unsigned off = (kk >> 2) * PANEL + (kk & 3) * 32;
-
-		kt_wg<BLK>::ss<0, 0>(acc, kt_wg_desc_k(sa + off), kt_wg_desc_k(sb + off));
-	}
+	ss_hd<BLK>(acc, sa, PANEL, sb, PANEL);
 }
 
 /* acc += P . X over the keys, P the register operand (S layout), X MN-major.
@@ -1149,10 +1156,7 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 
 	zero_acc<true>(s);
 	kt_wg_fence();
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-		kt_wg<KC>::ss<0, 0>(s, kt_wg_desc_k(sq + (kk >> 2) * QPAN + (kk & 3) * 32),
-				    kt_wg_desc_k(sk + (kk >> 2) * KPAN + (kk & 3) * 32));
+	ss_hd<KC>(s, sq, QPAN, sk, KPAN);
 	kt_wg_commit();
 	kt_wg_wait<0>();
 	kt_wg_pin(s);
@@ -1390,14 +1394,8 @@ KT_DEV void dq_sdp(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsigned sq
 	zero_acc<true>(x);
 	zero_acc<true>(y);
 	kt_wg_fence();
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-		kt_wg<KCH>::ss<0, 0>(x, kt_wg_desc_k(sq + (kk >> 2) * DPPAN + (kk & 3) * 32),
-				     kt_wg_desc_k(sk + (kk >> 2) * DCPAN + (kk & 3) * 32));
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-		kt_wg<KCH>::ss<0, 0>(y, kt_wg_desc_k(sdo + (kk >> 2) * DPPAN + (kk & 3) * 32),
-				     kt_wg_desc_k(sv + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	ss_hd<KCH>(x, sq, DPPAN, sk, DCPAN);
+	ss_hd<KCH>(y, sdo, DPPAN, sv, DCPAN);
 	kt_wg_commit();
 	kt_wg_wait<0>();
 	kt_wg_pin(x);
@@ -1491,10 +1489,7 @@ KT_DEV void dkv_chunk(float (&adk)[ND][4], float (&adv)[ND][4], unsigned sk, uns
 	/* S^T = k q^T */
 	zero_acc<true>(x);
 	kt_wg_fence();
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-		kt_wg<KCH>::ss<0, 0>(x, kt_wg_desc_k(sk + (kk >> 2) * DPPAN + (kk & 3) * 32),
-				     kt_wg_desc_k(sq + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	ss_hd<KCH>(x, sk, DPPAN, sq, DCPAN);
 	kt_wg_commit();
 	kt_wg_wait<0>();
 	kt_wg_pin(x);
@@ -1516,10 +1511,7 @@ KT_DEV void dkv_chunk(float (&adk)[ND][4], float (&adv)[ND][4], unsigned sk, uns
 #pragma unroll
 	for (int kk = 0; kk < KCH / 16; kk++)
 		kt_wg<HD>::rs<1>(adv, pa[kk], kt_wg_desc_mn(sdo + kk * 2048, DCPAN));
-#pragma unroll
-	for (int kk = 0; kk < HD / 16; kk++)
-		kt_wg<KCH>::ss<0, 0>(y, kt_wg_desc_k(sv + (kk >> 2) * DPPAN + (kk & 3) * 32),
-				     kt_wg_desc_k(sdo + (kk >> 2) * DCPAN + (kk & 3) * 32));
+	ss_hd<KCH>(y, sv, DPPAN, sdo, DCPAN);
 	kt_wg_commit();
 	kt_wg_wait<0>();
 	kt_wg_pin(y);
