@@ -1370,26 +1370,14 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	int rope = s->v[BA_D_ROPE] != 0;
 
 	memset(out, 0, sizeof(*out));
-	if (bwd && s->v[BA_D_BLOCK] == 256 && !rope && tgt->arch_a) {
-		out->variant = V_BWD_WS;
-		out->p[P_CONS] = 2;
-		out->p[P_RING] = 2;
-		if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
-			return 0;
-		memset(out, 0, sizeof(*out));
-	}
-	if (bwd && s->v[BA_D_BLOCK] == 256) {
-		out->variant = V_BWD_CHUNK;
-		out->p[P_KCH] = 32;
-		out->p[P_QP] = 4;
-		out->p[P_RING] = 2;
-		return ba_check(f, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
-	}
-	if ((s->v[BA_D_BLOCK] == 128 || s->v[BA_D_BLOCK] == 256) && tgt->arch_a) {
+	/* ws where it was timed: blocks 128 and 256, but not the backward at
+	 * 256 with rope */
+	if ((s->v[BA_D_BLOCK] == 128 || s->v[BA_D_BLOCK] == 256) && tgt->arch_a &&
+	    !(bwd && s->v[BA_D_BLOCK] == 256 && rope)) {
 		out->variant = ws_variant(bwd);
 		out->p[P_CONS] = 2;
 		/* the backward at block 128, head_dim 128 has one slot */
-		out->p[P_RING] = s->v[BA_D_BLOCK] == 256 ? 4
+		out->p[P_RING] = s->v[BA_D_BLOCK] == 256 ? (bwd ? 2 : 4)
 				 : bwd && s->v[BA_D_HDIM] == 128 ? 1 : 2;
 		if (ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
@@ -1400,6 +1388,13 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 		    ba_check(f, s, out, tgt, why, sizeof(why)) == 0)
 			return 0;
 		memset(out, 0, sizeof(*out));
+	}
+	if (bwd && s->v[BA_D_BLOCK] == 256) {
+		out->variant = V_BWD_CHUNK;
+		out->p[P_KCH] = 32;
+		out->p[P_QP] = 4;
+		out->p[P_RING] = 2;
+		return ba_check(f, s, out, tgt, why, sizeof(why)) == 0 ? 0 : -1;
 	}
 	out->variant = V_GRID;
 	out->p[P_ROWS_W] = 16;
