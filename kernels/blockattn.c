@@ -1370,10 +1370,8 @@ static int ba_default(const struct kt_family *f, const struct kt_shape *s,
 	int rope = s->v[BA_D_ROPE] != 0;
 
 	memset(out, 0, sizeof(*out));
-	/* ws where it was timed: blocks 128 and 256, but not the backward at
-	 * 256 with rope */
-	if ((s->v[BA_D_BLOCK] == 128 || s->v[BA_D_BLOCK] == 256) && tgt->arch_a &&
-	    !(bwd && s->v[BA_D_BLOCK] == 256 && rope)) {
+	/* ws where it was timed: blocks 128 and 256 */
+	if ((s->v[BA_D_BLOCK] == 128 || s->v[BA_D_BLOCK] == 256) && tgt->arch_a) {
 		out->variant = ws_variant(bwd);
 		out->p[P_CONS] = 2;
 		/* the backward at block 128, head_dim 128 has one slot */

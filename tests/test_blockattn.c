@@ -1781,7 +1781,8 @@ static unsigned chunked_smem(long d, long kch, long qp, long ring)
  * the reason; chunked refused at other blocks), every (KCH, QP, RING)
  * whose tiles fit but KCH 64 at head_dim 128 (spills); and ws on sm_90a
  * (CONS 1, 2 x RING 2, 3, RPROD 0), the same two-launch plan with the ws
- * program; the default chunked with KCH 32, QP 4, RING 2; its plan the
+ * program; the default ws on sm_90a, else chunked with KCH 32, QP 4,
+ * RING 2; the chunked plan the
  * prep and two launches (dQ, then dK and dV) of a CTA per (block, head,
  * pass) over the scratch `blocks` grown by the statistics, which start
  * past the list (a bound plan's past its count). */
@@ -1832,9 +1833,9 @@ static void test_block256_bwd(void)
 					       "%d ws configs valid on %s", d, rope, w.valid_v[chk],
 					       w.valid_v[ws], tn[ti]);
 				CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
-				/* sm_90a without rope: ws (below); the chunked
-				 * default's plan checked there all the same */
-				if (t.arch_a && !rope) {
+				/* sm_90a: ws (below); the chunked default's
+				 * plan checked there all the same */
+				if (t.arch_a) {
 					CU_ASSERT_EQUAL(c.variant, ws);
 					kt_err_clear(&e);
 					CU_ASSERT_EQUAL_FATAL(kt_config_parse(f,
@@ -2017,17 +2018,13 @@ static void test_block256_bwd(void)
 						CU_ASSERT_PTR_NOT_NULL(strstr(why, rope ? "at block 256 (backward)"
 											 : "without rope"));
 					}
-					/* the default: ws, two consumers, a ring of two
-					 * without rope (timed ahead of chunked);
-					 * chunked with rope (ws untimed there) */
+					/* the default at every rope: ws, two
+					 * consumers, a ring of two (timed ahead of
+					 * chunked) */
 					CU_ASSERT_EQUAL_FATAL(f->default_config(f, &s, &t, &c), 0);
-					if (rope) {
-						CU_ASSERT_EQUAL(c.variant, chk);
-					} else {
-						CU_ASSERT_EQUAL(c.variant, kt_variant_index(f, "ws"));
-						CU_ASSERT_EQUAL(c.p[param_index(f, "CONS")], 2);
-						CU_ASSERT_EQUAL(c.p[ir], 2);
-					}
+					CU_ASSERT_EQUAL(c.variant, kt_variant_index(f, "ws"));
+					CU_ASSERT_EQUAL(c.p[param_index(f, "CONS")], 2);
+					CU_ASSERT_EQUAL(c.p[ir], 2);
 				}
 			}
 	/* a bound ws plan: the statistics past the bound's count, as chunked */
@@ -2051,6 +2048,8 @@ static void test_block256_bwd(void)
 	/* block 64: chunked refused; its own grid key unchanged */
 	snprintf(text, sizeof(text), "seqs=1152,lmax=256,heads=4,head_dim=64,block=64,rope=0");
 	CU_ASSERT_EQUAL_FATAL(parse(f, text, &s), 0);
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, "variant=chunked,RING=2,KCH=32,QP=4", &c, &e), 0);
 	CU_ASSERT_EQUAL(f->check(f, &s, &c, &t90, why, sizeof(why)), 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "block 256 only"));
 	kt_err_clear(&e);
