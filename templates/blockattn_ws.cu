@@ -1255,8 +1255,20 @@ enum : int {
 	 * DREG_C is the launch's 384 x 168 */
 	DREG_P = ROPE ? 56 : 40,
 	DREG_C = ROPE ? 224 : 232,
+	/* CONS 1 where two CTAs' shared memory (each the launch's DBAR0 +
+	 * 1024 and the 1 KiB an SM reserves a CTA) fits the SM's 228 KiB:
+	 * two CTAs an SM, so that one's prologue (the pass's tiles, the first
+	 * chunk) and epilogue (staging, stores) overlap the other's MMAs. The
+	 * launch then gives 128 registers a thread; the producer hands its
+	 * spare to the consumer (setmaxnreg DREG_P1 / DREG_C1; ptxas: with
+	 * rope a producer of 48 spills at HD 64, and at HD 128 a consumer of
+	 * 200 serializes the dK, dV wgmmas) */
+	DMINB = CONS == 1 && 2 * (DBAR0 + 2048) <= 228 * 1024 ? 2 : 1,
+	DREG_P1 = !ROPE ? 40 : HD == 64 ? 56 : 48,
+	DREG_C1 = 256 - DREG_P1,
 };
 static_assert(CONS != 2 || PT * DREG_P + 256 * DREG_C <= 384 * 168, "setmaxnreg within the launch's");
+static_assert(DMINB == 1 || 128 * DREG_P1 + 128 * DREG_C1 <= 256 * 128, "setmaxnreg within the launch's");
 static_assert(DPTL % 1024 == 0 && DCTL % 1024 == 0, "128-byte swizzle: every tile 1024-aligned");
 
 /* 8-byte copy (.ca: .cg takes 16 only); zero-filled when !pred. */
@@ -1630,15 +1642,20 @@ KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, const rtab *tabl
 
 /* At CONS 2 the producer hands registers to the consumers: at the
  * launch's 168 the consumers' accumulators spill (ptxas). With rope the
- * producer's rotation needs 56 (at 40 it spills). */
+ * producer's rotation needs 56 (at 40 it spills). At CONS 1 with two CTAs
+ * an SM (DMINB) the same from the launch's 128. */
 #define KWSB_PRODUCER_REGS                                                                 \
 	if (CONS > 1)                                                                      \
-		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P) : "memory");
+		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P) : "memory"); \
+	else if (DMINB > 1)                                                                \
+		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P1) : "memory");
 #define KWSB_CONSUMER_REGS                                                                 \
 	if (CONS > 1)                                                                      \
-		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C) : "memory");
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C) : "memory"); \
+	else if (DMINB > 1)                                                                \
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C1) : "memory");
 
-extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, kws::DMINB)
 blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
 		 int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
@@ -1700,7 +1717,7 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	wsb_store<(ROPE != 0)>(dq, smem + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
 }
 
-extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, kws::DMINB)
 blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		  const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
 		  const int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
