@@ -34,7 +34,8 @@
  * with the other side of the block streamed in chunks of KCH rows through
  * a ring of RING slots; or `ws` (sm_90a), the same plan on wgmma
  * (templates/blockattn_ws.cu: passes of 64 CONS rows, an m64 tile a
- * consumer warpgroup, chunks of 64 rows through RING slots).
+ * consumer warpgroup, chunks of 64 rows through RING slots) in persistent
+ * CTAs that prefetch the next pass while computing this one.
  * The ws backward at BLK 128 and head_dim 128 has one slot (RING 1) that
  * its consumers share, an m64 query half and then an m64 key tile each.
  * NEEDSWORK: rope costs the mma.sync backward a third more time (instructions and
@@ -60,6 +61,9 @@ enum { V_BWD_WS = 2, V_BWD_CHUNK = 3 };
  * dS (64 x 128 bf16 each); head_dim 128, one scratch of the item's P and
  * dS (128 x 128 bf16 each) that the consumers share */
 enum { WS_SCRATCH = 2 * 64 * 128 * 2, WS_SCRATCH_D128 = 2 * 128 * 128 * 2 };
+/* sm_90's shared memory an SM, which decides how many of the ws backward's
+ * CTAs at block 256 share one (templates/blockattn_ws.cu's DMINB) */
+enum { SM90_SMEM_SM = 228 * 1024 };
 
 /* The ws forward at BLK 256: keys per chunk (templates/blockattn_ws.cu's
  * KC, fixed by head_dim: S of a chunk beside O is 96 fp32 a thread). Not
@@ -613,15 +617,21 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		if (bwd && g->blk == 256) {
 			/* the chunked plan on wgmma: passes of 64 CONS rows (QP
 			 * 4 / CONS), chunks of 64 (KCH); both kernels the same
-			 * block and layout: the pass's two tiles (q, do or k, v),
-			 * RING slots of two chunk tiles (k, v or q, do) and their
-			 * 64 (LSE, Di) pairs (dK, dV only), 1 KiB of mbarriers */
+			 * block and layout: two sets of the pass's two tiles (q,
+			 * do or k, v; the next pass's land in one while the
+			 * consumers read the other), RING slots of two chunk
+			 * tiles (k, v or q, do) and their 64 (LSE, Di) pairs
+			 * (dK, dV only), 1 KiB of mbarriers */
 			g->two = 1;
 			g->kch = 64;
 			g->qp = g->cons == 1 || g->cons == 2 ? 4 / g->cons : 0;
-			g->smem = (unsigned)(2 * 64 * g->cons * g->d * 2 +
+			g->smem = (unsigned)(2 * 2 * 64 * g->cons * g->d * 2 +
 					     g->stages * (2 * g->kch * g->d * 2 + g->kch * 8) + 1024);
 			g->smem_dq = g->smem;
+			/* CTAs an SM (the template's DMINB): two at CONS 1
+			 * where their shared memory and the 1 KiB an SM keeps a
+			 * CTA fit sm_90's 228 KiB */
+			g->ctas_sm = g->cons == 1 && 2 * ((long)g->smem + 1024) <= SM90_SMEM_SM ? 2 : 1;
 		} else if (!bwd && g->blk == 256)
 			g->smem = (unsigned)((2 * 64 * g->cons + g->stages * 2 * ws_kc(g->d)) *
 					     g->d * 2 + 1024);
@@ -806,7 +816,7 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 	if (g->smem > (unsigned)tgt->smem_optin && bwd && g->blk == 256)
 		return snprintf(why, whylen,
 				"shared memory %u > %d bytes: RING %ld slots of two 64-row chunks "
-				"beside the pass's two tiles of %ld rows (head_dim %ld)",
+				"beside two sets of the pass's two tiles of %ld rows (head_dim %ld)",
 				g->smem, tgt->smem_optin, g->stages, 64 * g->cons, g->d), 1;
 	if (g->smem > (unsigned)tgt->smem_optin && g->blk == 256)
 		return snprintf(why, whylen,
@@ -1105,20 +1115,25 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 
 	if (g.two) {
 		/* chunked, and ws at block 256 (the same plan on wgmma):
-		 * a CTA per (block, head, pass), passes fastest; the dQ kernel
-		 * writes the statistics the dK, dV kernel reads: stats_at,
-		 * in int2 entries of `blocks`, past the list (and a bound's
-		 * count) */
-		long stats_at = bound ? bound + 1 : nblocks;
+		 * units of (block, head, pass), passes fastest; chunked a CTA
+		 * per unit, ws persistent CTAs (at most CTAS a SM, each
+		 * walking units blockIdx.x, + gridDim.x, ...; with no SM
+		 * count, compile-only, one per unit). The dQ kernel writes
+		 * the statistics the dK, dV kernel reads: stats_at, in int2
+		 * entries of `blocks`, past the list (and a bound's count) */
+		long stats_at = bound ? bound + 1 : nblocks, units = nitems * g.qp;
 
-		if (nitems * g.qp > 2147483647L)
-			return kt_err_set(err, KT_EINVAL, "%s: %ld CTAs over 2^31", fam, nitems * g.qp);
+		if (units > 2147483647L)
+			return kt_err_set(err, KT_EINVAL, "%s: %ld CTAs over 2^31", fam, units);
+		grid = units;
+		if (g.ws && tgt->sms > 0 && (long)tgt->sms * g.ctas_sm < grid)
+			grid = (long)tgt->sms * g.ctas_sm;
 		out->nlaunch = 2;
 		for (int i = 0; i < 2; i++) {
 			l = &out->launch[i];
 			snprintf(l->kernel, sizeof(l->kernel), "%s", i ? "blockattn_bwd_dkv"
 									: "blockattn_bwd_dq");
-			l->grid[0] = (unsigned)(nitems * g.qp);
+			l->grid[0] = (unsigned)grid;
 			l->grid[1] = l->grid[2] = 1;
 			l->block[0] = (unsigned)g.threads;
 			l->block[1] = l->block[2] = 1;

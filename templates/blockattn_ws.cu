@@ -17,7 +17,8 @@
  *   blockattn_bwd_dq, blockattn_bwd_dkv(q, k, v, do, blocks, table, dq, dk, dv,
  *                                       nitems, H, stats_at)
  *       the backward at BLK 256: the chunked variant's two
- *       launches and arguments on wgmma ("The backward at BLK 256" below).
+ *       launches and arguments on wgmma, in persistent CTAs (any grid up
+ *       to one CTA a unit; "The backward at BLK 256" below).
  *
  * BLK 64 or 128, and the forward at 256: a slot of its q, k, v is 192 KiB
  * at HD 128 and a row tile's S 128 fp32 a thread, so that forward streams
@@ -1207,13 +1208,18 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
 #if BLK == 256 && BWD
 /*
  * The backward at BLK 256: the chunked variant's plan (blockattn_bwd.cu,
- * KCH set) on wgmma. Two kernels, each CTA one pass of DPR = 64 CONS rows
- * of one (block, head) (grid nitems * QP, QP = 4 / CONS, passes fastest),
- * consumer c owning the pass's m64 row tile c. The producer copies the
- * pass's two tiles once (full barrier KV), then chunks of KCH = 64 rows of
- * the other side of the block into a ring of STAGES slots (full, empty;
- * every consumer takes every chunk, so a slot is empty after 128 CONS
- * arrivals). A consumer whose tile lies wholly past the length only waits
+ * KCH set) on wgmma, in persistent CTAs. Two kernels; a unit is one pass
+ * of DPR = 64 CONS rows of one (block, head) (nitems * QP units, QP = 4 /
+ * CONS, passes fastest; one past its block's length is skipped), CTA b
+ * running units b, b + gridDim.x, ..., consumer c owning the pass's m64
+ * row tile c. Per unit the producer copies the pass's two tiles once into
+ * pass set i % 2 of its i-th unit (full, empty: while the consumers work on
+ * one set the next unit's tiles land in the other), then chunks of KCH =
+ * 64 rows of the other side of the block into a ring of STAGES slots
+ * (full, empty; every consumer takes every chunk, so a slot is empty after
+ * 128 CONS arrivals) that runs on from unit to unit, its phases carried
+ * over. A pass set is empty once every consumer has stored its outputs
+ * from it. A consumer whose tile lies wholly past the length only waits
  * and releases.
  *   blockattn_bwd_dq: q, do rows stay; k, v chunks stream twice. Sweep 1:
  *     S = q k^T, dP = do v^T (one group, K-major), a running row max, sum
@@ -1228,14 +1234,15 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
  * The math is the chunked kernels'. Rows past the length are zero-filled
  * (and their statistics read as 0), key columns past it get P = 0; rows
  * past it are computed and not stored. Each consumer stages its outputs
- * in its own pass rows (dead by then) and stores 16-byte rows (with rope
- * conjugate-rotated: dq, dk, and dv with ROPE_V). With rope the producer
- * rotates what it copied (q and k, and v with ROPE_V) before it publishes
- * a step (RPROD 0's way). With two consumers the producer hands its
- * registers to them (setmaxnreg).
- * Shared memory: the pass's two tiles (DPR-row panels), STAGES slots of two
- * chunk tiles (KCH-row panels), STAGES x KCH statistics pairs (dK, dV
- * only), the barriers.
+ * in its own rows of the unit's pass set (dead by then) and stores 16-byte
+ * rows (with rope conjugate-rotated: dq, dk, and dv with ROPE_V). With
+ * rope the producer rotates what it copied (q and k, and v with ROPE_V)
+ * before it publishes a step (RPROD 0's way). The producer hands its
+ * registers to the consumers (setmaxnreg) at CONS 2, and at CONS 1 where
+ * two CTAs share an SM.
+ * Shared memory: two pass sets of two tiles (DPR-row panels), STAGES
+ * slots of two chunk tiles (KCH-row panels), STAGES x KCH statistics
+ * pairs (dK, dV only), the barriers.
  */
 static_assert(KCH == 64 && QP * 64 * CONS == BLK, "BLK 256 backward: KCH 64, QP = 4 / CONS");
 static_assert(RPROD == 0, "BLK 256 backward: RPROD 0 (the producer rotates a step at a time)");
@@ -1246,17 +1253,34 @@ enum : int {
 	DPTL = DPR * HD * 2,		/* a pass tile (dQ: q, then do; dK, dV: k, then v) */
 	DCTL = KCH * HD * 2,		/* a chunk tile (dQ: k, then v; dK, dV: q, then do) */
 	DRSLOT = 2 * DCTL,
-	DSTAT0 = 2 * DPTL + STAGES * DRSLOT,	/* KCH (LSE, Di) pairs a slot */
-	DBAR0 = DSTAT0 + STAGES * KCH * 8,	/* KV full, full[STAGES], empty[STAGES] */
-	DB_KV = 0,
-	DB_F = 1,
-	DB_E = 1 + STAGES,
+	DPSET = 2 * DPTL,		/* a pass set: the pass's two tiles */
+	DRING0 = 2 * DPSET,		/* the chunk ring, after both sets */
+	DSTAT0 = DRING0 + STAGES * DRSLOT,	/* KCH (LSE, Di) pairs a slot */
+	DBAR0 = DSTAT0 + STAGES * KCH * 8,
+	/* full[STAGES], empty[STAGES] of the ring; full[2], empty[2] of
+	 * the pass sets */
+	DB_F = 0,
+	DB_E = STAGES,
+	DB_PF = 2 * STAGES,
+	DB_PE = 2 * STAGES + 2,
 	/* CONS 2 (setmaxnreg): producer, consumers; 128 x DREG_P + 256 x
 	 * DREG_C is the launch's 384 x 168 */
 	DREG_P = ROPE ? 56 : 40,
 	DREG_C = ROPE ? 224 : 232,
+	/* CONS 1 where two CTAs' shared memory (each the launch's DBAR0 +
+	 * 1024 and the 1 KiB an SM reserves a CTA) fits the SM's 228 KiB
+	 * (kernels/blockattn.c plans as many CTAs an SM): two CTAs an SM, so
+	 * that one's epilogue (staging, stores) overlaps the other's MMAs.
+	 * The launch then gives 128 registers a thread; the producer hands
+	 * its spare to the consumer (setmaxnreg DREG_P1 / DREG_C1; ptxas: with
+	 * rope a producer of 56 spills at HD 64, and at HD 128 a consumer of
+	 * 200 serializes the dK, dV wgmmas) */
+	DMINB = CONS == 1 && 2 * (DBAR0 + 2048) <= 228 * 1024 ? 2 : 1,
+	DREG_P1 = !ROPE ? 40 : HD == 64 ? 64 : 48,
+	DREG_C1 = 256 - DREG_P1,
 };
 static_assert(CONS != 2 || PT * DREG_P + 256 * DREG_C <= 384 * 168, "setmaxnreg within the launch's");
+static_assert(DMINB == 1 || 128 * DREG_P1 + 128 * DREG_C1 <= 256 * 128, "setmaxnreg within the launch's");
 static_assert(DPTL % 1024 == 0 && DCTL % 1024 == 0, "128-byte swizzle: every tile 1024-aligned");
 
 /* 8-byte copy (.ca: .cg takes 16 only); zero-filled when !pred. */
@@ -1326,59 +1350,123 @@ KT_DEV void wsb_publish(unsigned bar, F rot)
 	kt_mbar_arrive(bar);
 }
 
-/* The producer of either kernel: the pass's rows of p1, p2 (dK, dV: k and
- * v; dQ: q and do) once, then the block's chunks of c1, c2 (q, do with
- * their statistics, a row a thread; dQ: k, v, and every chunk twice, once
- * for each sweep) into slot j % STAGES of step j, once the step STAGES
- * back has left it. Without rope it only issues: each group arrives on its
- * full barrier when its copies land. With rope it takes one step at a time
+/* The persistent walk over the units. Every warpgroup walks the same
+ * units from the block list, so all agree on which are skipped and on
+ * every barrier's phase; each unit's list entry is loaded a unit ahead. */
+struct wsb_walk {
+	int u, n;	/* the next unit, the units' count */
+	int2 b;		/* the block list's entry of unit u */
+};
+
+KT_DEV void wsb_walk_init(wsb_walk &w, const int2 *blocks, int nitems, int H)
+{
+#if BOUND
+	nitems = bound_items(blocks, nitems, H);
+#endif
+	w.u = blockIdx.x;
+	w.n = nitems * QP;
+	if (w.u < w.n)
+		w.b = blocks[w.u / QP / H];
+}
+
+/* The next unit of this CTA (its block's first token and length, the
+ * head, the pass's first row); false past the last. */
+KT_DEV bool wsb_next(wsb_walk &w, const int2 *blocks, int H, int &t0, int &len, int &h, int &pr0)
+{
+	while (w.u < w.n) {
+		const int u = w.u;
+		const int2 b = w.b;
+
+		/* u + gridDim.x may pass 2^31 */
+		if (w.n - u > (int)gridDim.x) {
+			w.u = u + gridDim.x;
+			w.b = blocks[w.u / QP / H];
+		} else {
+			w.u = w.n;
+		}
+		if (u % QP * DPR < b.y) {
+			t0 = b.x;
+			len = b.y;
+			h = u / QP % H;
+			pr0 = u % QP * DPR;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The producer of either kernel, unit after unit: the pass's rows of p1,
+ * p2 (dK, dV: k and v; dQ: q and do) once into pass set i % 2 of its i-th
+ * unit, once the consumers have left the unit two back; then the block's
+ * chunks of c1, c2 (q, do with their statistics, a row a thread; dQ: k, v,
+ * and every chunk twice, once for each sweep) into slot g % STAGES of
+ * ring step g (counted over all units), once the step STAGES back has
+ * left it. Without rope it only issues: each group arrives on its full
+ * barrier when its copies land. With rope it takes one step at a time
  * (issue, wait, rotate, publish): the pass's p1 (q or k), and v with
  * ROPE_V, and every chunk's c1 (k or q), and v with ROPE_V. */
 template <bool DQ>
 KT_DEV void wsb_produce(unsigned char *smem, unsigned sbase, unsigned bars,
 			const __nv_bfloat16 *p1, const __nv_bfloat16 *p2, const __nv_bfloat16 *c1,
-			const __nv_bfloat16 *c2, const float2 *stats, const rtab *table, int t0,
-			int len, int pr0, int nch, int H, int h, int pt)
+			const __nv_bfloat16 *c2, const float2 *stats, const rtab *table,
+			const int2 *blocks, int nitems, int H, int pt)
 {
-	/* rolled: unrolled, the 2 x 16 copies' addresses spill the producer */
+	wsb_walk w;
+	int t0, len, h, pr0;
+	unsigned g = 0;
+
+	wsb_walk_init(w, blocks, nitems, H);
 #pragma unroll 1
-	for (int i = 0; i < DPR * CH / PT; i++) {
-		const int idx = pt + i * PT, r = idx / CH, c = idx % CH;
-		const long long off = ((long long)(t0 + min(pr0 + r, len - 1)) * H + h) * HD + c * 8;
+	for (unsigned it = 0; wsb_next(w, blocks, H, t0, len, h, pr0); it++) {
+		const unsigned ps = it & 1, sp = sbase + ps * DPSET;
+		const int nch = (len + KCH - 1) / KCH;
 
-		kt_cp_async16(sbase + wpan_off<DPPAN>(r, c), p1 + off, pr0 + r < len);
-		kt_cp_async16(sbase + DPTL + wpan_off<DPPAN>(r, c), p2 + off, pr0 + r < len);
-	}
-	kt_cp_async_commit();
-	wsb_publish(bars + DB_KV * 8, [&] {
-		wsb_rot<DPR, DPPAN>(smem, !DQ && ROPE_V ? smem + DPTL : nullptr, table, t0, pr0, len,
-				    pt);
-	});
+		if (it >= 2)
+			kt_mbar_wait(bars + (DB_PE + ps) * 8, ((it >> 1) - 1) & 1);
+		/* rolled: unrolled, the 2 x 16 copies' addresses spill the
+		 * producer */
 #pragma unroll 1
-	for (int j = 0; j < (DQ ? 2 : 1) * nch; j++) {
-		const int s = j % STAGES, c = DQ && j >= nch ? j - nch : j;
-		unsigned st = sbase + 2 * DPTL + s * DRSLOT;
-		int ptc = pt;
+		for (int i = 0; i < DPR * CH / PT; i++) {
+			const int idx = pt + i * PT, r = idx / CH, c = idx % CH;
+			const long long off =
+				((long long)(t0 + min(pr0 + r, len - 1)) * H + h) * HD + c * 8;
 
-		/* opaque per chunk: hoisted out of the loop, the copies'
-		 * addresses spill the producer's few registers */
-		asm volatile("" : "+r"(ptc), "+r"(st));
-		const int r = c * KCH + ptc;
-
-		if (j >= STAGES)
-			kt_mbar_wait(bars + (DB_E + s) * 8, ((j / STAGES) - 1) & 1);
-		wload<KCH>(st, c1, t0, c * KCH, len, H, h, ptc);
-		wload<KCH>(st + DCTL, c2, t0, c * KCH, len, H, h, ptc);
-		if (!DQ && ptc < KCH)
-			cp_async8(sbase + DSTAT0 + (s * KCH + ptc) * 8,
-				  stats + (long long)(t0 + min(r, len - 1)) * H + h, r < len);
+			kt_cp_async16(sp + wpan_off<DPPAN>(r, c), p1 + off, pr0 + r < len);
+			kt_cp_async16(sp + DPTL + wpan_off<DPPAN>(r, c), p2 + off, pr0 + r < len);
+		}
 		kt_cp_async_commit();
-		wsb_publish(bars + (DB_F + s) * 8, [&] {
-			unsigned char *g = smem + (st - sbase);
+		wsb_publish(bars + (DB_PF + ps) * 8, [&] {
+			unsigned char *g1 = smem + ps * DPSET;
 
-			wsb_rot<KCH, DCPAN>(g, DQ && ROPE_V ? g + DCTL : nullptr, table, t0, c * KCH,
-					    len, ptc);
+			wsb_rot<DPR, DPPAN>(g1, !DQ && ROPE_V ? g1 + DPTL : nullptr, table, t0, pr0,
+					    len, pt);
 		});
+#pragma unroll 1
+		for (int j = 0; j < (DQ ? 2 : 1) * nch; j++, g++) {
+			const int s = g % STAGES, c = DQ && j >= nch ? j - nch : j;
+			unsigned st = sbase + DRING0 + s * DRSLOT;
+			int ptc = pt;
+
+			/* opaque per chunk: hoisted out of the loop, the copies'
+			 * addresses spill the producer's few registers */
+			asm volatile("" : "+r"(ptc), "+r"(st));
+			const int r = c * KCH + ptc;
+
+			if (g >= STAGES)
+				kt_mbar_wait(bars + (DB_E + s) * 8, ((g / STAGES) - 1) & 1);
+			wload<KCH>(st, c1, t0, c * KCH, len, H, h, ptc);
+			wload<KCH>(st + DCTL, c2, t0, c * KCH, len, H, h, ptc);
+			if (!DQ && ptc < KCH)
+				cp_async8(sbase + DSTAT0 + (s * KCH + ptc) * 8,
+					  stats + (long long)(t0 + min(r, len - 1)) * H + h, r < len);
+			kt_cp_async_commit();
+			wsb_publish(bars + (DB_F + s) * 8, [&] {
+				unsigned char *gc = smem + (st - sbase);
+
+				wsb_rot<KCH, DCPAN>(gc, DQ && ROPE_V ? gc + DCTL : nullptr, table, t0,
+						    c * KCH, len, ptc);
+			});
+		}
 	}
 	kt_cp_async_wait<0>();
 }
@@ -1602,27 +1690,24 @@ KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, const rtab *tabl
 
 #if BWD && BLK == 256
 /* blockattn_bwd_dq(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, stats_at)
- * and blockattn_bwd_dkv(same arguments): block (CONS + 1) * 128, grid
- * nitems * QP (CTA: pass blockIdx % QP of item blockIdx / QP), dynamic smem
- * DBAR0 + 1024 each. dq runs first and writes the statistics from entry
- * stats_at of blocks; dkv reads them. */
+ * and blockattn_bwd_dkv(same arguments): block (CONS + 1) * 128, any grid
+ * of at most nitems * QP CTAs (each walks units blockIdx.x, + gridDim.x,
+ * ...: pass u % QP of item u / QP), dynamic smem DBAR0 + 1024 each. dq
+ * runs first and writes the statistics from entry stats_at of blocks; dkv
+ * reads them. */
 #define KWSB_BEGIN                                                                         \
 	using namespace kws;                                                               \
 	extern __shared__ __align__(1024) unsigned char smem[];                            \
 	const unsigned sbase = kt_smem_u32(smem), bars = sbase + DBAR0;                    \
 	const int tid = threadIdx.x, wgi = tid >> 7;                                      \
-	int2 b;                                                                            \
-	int h, p;                                                                          \
-	/* the whole CTA leaves together (past the bound's count, or a pass past \
-	 * the block's length) */                                                          \
-	if (!kba::cta_work(blocks, nitems, H, b, h, p))                                    \
-		return;                                                                    \
-	const int t0 = b.x, len = b.y, pr0 = p * DPR, nch = (len + KCH - 1) / KCH;         \
 	if (tid == 0) {                                                                    \
-		kt_mbar_init(bars + DB_KV * 8, PT);                                        \
 		for (int s = 0; s < STAGES; s++) {                                         \
 			kt_mbar_init(bars + (DB_F + s) * 8, PT);                           \
 			kt_mbar_init(bars + (DB_E + s) * 8, 128 * CONS);                   \
+		}                                                                          \
+		for (int s = 0; s < 2; s++) {                                              \
+			kt_mbar_init(bars + (DB_PF + s) * 8, PT);                          \
+			kt_mbar_init(bars + (DB_PE + s) * 8, 128 * CONS);                  \
 		}                                                                          \
 		kt_mbar_init_fence();                                                      \
 	}                                                                                  \
@@ -1630,15 +1715,20 @@ KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, const rtab *tabl
 
 /* At CONS 2 the producer hands registers to the consumers: at the
  * launch's 168 the consumers' accumulators spill (ptxas). With rope the
- * producer's rotation needs 56 (at 40 it spills). */
+ * producer's rotation needs 56 (at 40 it spills). At CONS 1 with two CTAs
+ * an SM (DMINB) the same from the launch's 128. */
 #define KWSB_PRODUCER_REGS                                                                 \
 	if (CONS > 1)                                                                      \
-		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P) : "memory");
+		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P) : "memory"); \
+	else if (DMINB > 1)                                                                \
+		KT_ASM_90A("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"((int)DREG_P1) : "memory");
 #define KWSB_CONSUMER_REGS                                                                 \
 	if (CONS > 1)                                                                      \
-		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C) : "memory");
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C) : "memory"); \
+	else if (DMINB > 1)                                                                \
+		KT_ASM_90A("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"((int)DREG_C1) : "memory");
 
-extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, kws::DMINB)
 blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		 const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
 		 int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
@@ -1648,59 +1738,75 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	KWSB_BEGIN
 	if (wgi == 0) {
 		KWSB_PRODUCER_REGS
-		wsb_produce<true>(smem, sbase, bars, q, dout, k, v, nullptr, table, t0, len, pr0, nch,
-				  H, h, tid);
+		wsb_produce<true>(smem, sbase, bars, q, dout, k, v, nullptr, table, blocks, nitems,
+				  H, tid);
 		return;
 	}
 	KWSB_CONSUMER_REGS
 
 	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
-	/* this consumer's query tile; one wholly past the length only waits
-	 * and releases (warpgroup-uniform) */
-	const bool act = pr0 + 64 * cw < len;
-	const unsigned sq = sbase + cw * HROWS, sdo = sq + DPTL;
 	/* written here, read by blockattn_bwd_dkv (the next launch) */
 	float2 *stats = reinterpret_cast<float2 *>(blocks + stats_at);
-	float acc[ND][4], m[2] = {KBA_NEG_INF, KBA_NEG_INF}, l[2] = {0.f, 0.f}, di[2] = {0.f, 0.f};
+	wsb_walk w;
+	int t0, len, h, pr0;
+	unsigned g = 0;
 
-	kt_wg_zero(acc);
-	kt_mbar_wait(bars + DB_KV * 8, 0);
-	kt_fence_proxy_async();
-	/* steps 0 .. nch - 1: sweep 1 (the statistics); nch .. 2 nch - 1:
-	 * sweep 2 (dQ) */
+	wsb_walk_init(w, blocks, nitems, H);
 #pragma unroll 1
-	for (int j = 0; j < 2 * nch; j++) {
-		const int s = j % STAGES, c = j < nch ? j : j - nch;
-		const unsigned sk = sbase + 2 * DPTL + s * DRSLOT;
+	for (unsigned it = 0; wsb_next(w, blocks, H, t0, len, h, pr0); it++) {
+		const unsigned ps = it & 1;
+		const int nch = (len + KCH - 1) / KCH;
+		/* this consumer's query tile; one wholly past the length only
+		 * waits and releases (warpgroup-uniform) */
+		const bool act = pr0 + 64 * cw < len;
+		unsigned char *const tq = smem + ps * DPSET + cw * HROWS;
+		const unsigned sq = sbase + ps * DPSET + cw * HROWS, sdo = sq + DPTL;
+		float acc[ND][4], m[2] = {KBA_NEG_INF, KBA_NEG_INF}, l[2] = {0.f, 0.f},
+				  di[2] = {0.f, 0.f};
 
-		kt_mbar_wait(bars + (DB_F + s) * 8, (j / STAGES) & 1);
+		kt_wg_zero(acc);
+		kt_mbar_wait(bars + (DB_PF + ps) * 8, (it >> 1) & 1);
 		kt_fence_proxy_async();
-		if (act) {
-			const int lim = len - c * KCH - 2 * (lane & 3);
-			float x[kba::NBC][4], y[kba::NBC][4];
+		/* steps 0 .. nch - 1: sweep 1 (the statistics); nch .. 2 nch - 1:
+		 * sweep 2 (dQ) */
+#pragma unroll 1
+		for (int j = 0; j < 2 * nch; j++, g++) {
+			const int s = g % STAGES, c = j < nch ? j : j - nch;
+			const unsigned sk = sbase + DRING0 + s * DRSLOT;
 
-			dq_sdp(x, y, sq, sdo, sk);
-			if (j >= nch)
-				dq_acc(acc, x, y, m, di, sk, lim);
-			else
-				dq_run(x, y, m, l, di, lim);
+			kt_mbar_wait(bars + (DB_F + s) * 8, (g / STAGES) & 1);
+			kt_fence_proxy_async();
+			if (act) {
+				const int lim = len - c * KCH - 2 * (lane & 3);
+				float x[kba::NBC][4], y[kba::NBC][4];
+
+				dq_sdp(x, y, sq, sdo, sk);
+				if (j >= nch)
+					dq_acc(acc, x, y, m, di, sk, lim);
+				else
+					dq_run(x, y, m, l, di, lim);
+			}
+			/* every thread has waited its last wgmma on the slot */
+			kt_mbar_arrive(bars + (DB_E + s) * 8);
+			if (act && j == nch - 1)
+				kba::put_stats(m, l, di, pr0 + 64 * cw + r0, lane, len, stats, t0, H, h);
 		}
-		/* every thread has waited its last wgmma on the slot */
-		kt_mbar_arrive(bars + (DB_E + s) * 8);
-		if (act && j == nch - 1)
-			kba::put_stats(m, l, di, pr0 + 64 * cw + r0, lane, len, stats, t0, H, h);
+		if (act) {
+			/* every warp's wgmmas on this consumer's q rows are done
+			 * before they are overwritten; the staged rows are whole
+			 * before they leave */
+			kt_bar_sync(1 + cw, 128);
+			wsb_stage(tq, acc, r0, lane);
+			kt_bar_sync(1 + cw, 128);
+			wsb_store<(ROPE != 0)>(dq, tq, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+		}
+		/* the set is the producer's again once every consumer thread's
+		 * stores have read their staged rows */
+		kt_mbar_arrive(bars + (DB_PE + ps) * 8);
 	}
-	if (!act)
-		return;
-	/* every warp's wgmmas on this consumer's q rows are done before they
-	 * are overwritten; the staged rows are whole before they leave */
-	kt_bar_sync(1 + cw, 128);
-	wsb_stage(smem + cw * HROWS, acc, r0, lane);
-	kt_bar_sync(1 + cw, 128);
-	wsb_store<(ROPE != 0)>(dq, smem + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
 }
 
-extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, 1)
+extern "C" __global__ void __launch_bounds__((CONS + 1) * 128, kws::DMINB)
 blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
 		  const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ dout,
 		  const int2 *__restrict__ blocks, const __nv_bfloat16 *__restrict__ table,
@@ -1711,47 +1817,62 @@ blockattn_bwd_dkv(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 	if (wgi == 0) {
 		KWSB_PRODUCER_REGS
 		wsb_produce<false>(smem, sbase, bars, k, v, q, dout,
-				   reinterpret_cast<const float2 *>(blocks + stats_at), table, t0, len,
-				   pr0, nch, H, h, tid);
+				   reinterpret_cast<const float2 *>(blocks + stats_at), table, blocks,
+				   nitems, H, tid);
 		return;
 	}
 	KWSB_CONSUMER_REGS
 
 	const int cw = wgi - 1, lane = tid & 31, r0 = ((tid >> 5) & 3) * 16;
-	/* this consumer's key tile; one wholly past the length only waits and
-	 * releases (warpgroup-uniform) */
-	const bool act = pr0 + 64 * cw < len;
-	const unsigned sk = sbase + cw * HROWS, sv = sk + DPTL;
-	float adk[ND][4], adv[ND][4];
+	wsb_walk w;
+	int t0, len, h, pr0;
+	unsigned g = 0;
 
-	kt_wg_zero(adk);
-	kt_wg_zero(adv);
-	kt_mbar_wait(bars + DB_KV * 8, 0);
-	kt_fence_proxy_async();
+	wsb_walk_init(w, blocks, nitems, H);
 #pragma unroll 1
-	for (int c = 0; c < nch; c++) {
-		const int s = c % STAGES;
+	for (unsigned it = 0; wsb_next(w, blocks, H, t0, len, h, pr0); it++) {
+		const unsigned ps = it & 1;
+		const int nch = (len + KCH - 1) / KCH;
+		/* this consumer's key tile; one wholly past the length only
+		 * waits and releases (warpgroup-uniform) */
+		const bool act = pr0 + 64 * cw < len;
+		unsigned char *const tk = smem + ps * DPSET + cw * HROWS;
+		const unsigned sk = sbase + ps * DPSET + cw * HROWS, sv = sk + DPTL;
+		float adk[ND][4], adv[ND][4];
 
-		kt_mbar_wait(bars + (DB_F + s) * 8, (c / STAGES) & 1);
+		kt_wg_zero(adk);
+		kt_wg_zero(adv);
+		kt_mbar_wait(bars + (DB_PF + ps) * 8, (it >> 1) & 1);
 		kt_fence_proxy_async();
-		if (act)
-			dkv_chunk(adk, adv, sk, sv, sbase + 2 * DPTL + s * DRSLOT,
-				  reinterpret_cast<const float2 *>(smem + DSTAT0 + s * KCH * 8), c * KCH,
-				  len, lane);
-		/* every thread has waited its last wgmma on the slot */
-		kt_mbar_arrive(bars + (DB_E + s) * 8);
+#pragma unroll 1
+		for (int c = 0; c < nch; c++, g++) {
+			const int s = g % STAGES;
+
+			kt_mbar_wait(bars + (DB_F + s) * 8, (g / STAGES) & 1);
+			kt_fence_proxy_async();
+			if (act)
+				dkv_chunk(adk, adv, sk, sv, sbase + DRING0 + s * DRSLOT,
+					  reinterpret_cast<const float2 *>(smem + DSTAT0 + s * KCH * 8),
+					  c * KCH, len, lane);
+			/* every thread has waited its last wgmma on the slot */
+			kt_mbar_arrive(bars + (DB_E + s) * 8);
+		}
+		if (act) {
+			/* every warp's wgmmas on this consumer's k, v rows are
+			 * done before they are overwritten; the staged rows are
+			 * whole before they leave */
+			kt_bar_sync(1 + cw, 128);
+			wsb_stage(tk, adk, r0, lane);
+			wsb_stage(tk + DPTL, adv, r0, lane);
+			kt_bar_sync(1 + cw, 128);
+			wsb_store<(ROPE != 0)>(dk, tk, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
+			wsb_store<ROPE_V>(dv, tk + DPTL, table, t0, pr0 + 64 * cw, len, H, h,
+					  tid & 127);
+		}
+		/* the set is the producer's again once every consumer thread's
+		 * stores have read their staged rows */
+		kt_mbar_arrive(bars + (DB_PE + ps) * 8);
 	}
-	if (!act)
-		return;
-	/* every warp's wgmmas on this consumer's k, v rows are done before
-	 * they are overwritten; the staged rows are whole before they leave */
-	kt_bar_sync(1 + cw, 128);
-	wsb_stage(smem + cw * HROWS, adk, r0, lane);
-	wsb_stage(smem + DPTL + cw * HROWS, adv, r0, lane);
-	kt_bar_sync(1 + cw, 128);
-	wsb_store<(ROPE != 0)>(dk, smem + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h, tid & 127);
-	wsb_store<ROPE_V>(dv, smem + DPTL + cw * HROWS, table, t0, pr0 + 64 * cw, len, H, h,
-			  tid & 127);
 }
 #undef KWSB_BEGIN
 #undef KWSB_PRODUCER_REGS

@@ -732,14 +732,16 @@ static void ba_chunked_cta(struct emu *m, const struct kt_launch *l, int dkv, in
 	free(g);
 }
 
-/* blockattn_bwd_dq / _dkv: CTA c runs pass c % QP of item c / QP. */
+/* blockattn_bwd_dq / _dkv: unit u is pass u % QP of item u / QP; CTA c
+ * runs units c, c + grid, ... (chunked: a CTA per unit; ws: persistent,
+ * any grid up to one per unit). */
 static void emu_ba_chunked(struct emu *m, const struct kt_launch *l, const struct kt_program *p,
 			   int dkv, int bound)
 {
 	long blk = emu_define(p, "BLK"), d = emu_define(p, "HD"), rope = emu_define(p, "ROPE");
 	long qp = emu_define(p, "QP"), pr;
 	int blocks = emu_ab(l, 4);
-	long long nitems, H, sat, cta;
+	long long nitems, H, sat, cta, grid = l->grid[0];
 
 	CU_ASSERT_FATAL(l->nargs == 12 && qp > 0 && blk % qp == 0);
 	pr = blk / qp;
@@ -747,7 +749,9 @@ static void emu_ba_chunked(struct emu *m, const struct kt_launch *l, const struc
 	H = emu_ai(l, 10);
 	sat = emu_ai(l, 11);
 	CU_ASSERT_FATAL(H > 0 && nitems % H == 0);
-	CU_ASSERT_EQUAL(l->grid[0], (unsigned)(nitems * qp));
+	CU_ASSERT_FATAL(grid >= 1 && grid <= nitems * qp);
+	if (strcmp(p->tpl, "blockattn_ws") != 0)
+		CU_ASSERT_EQUAL(grid, nitems * qp);
 	CU_ASSERT(l->grid[1] == 1 && l->grid[2] == 1);
 	/* the statistics start past the list (and a bound's count) */
 	CU_ASSERT_EQUAL(sat, nitems / H + bound);
@@ -757,19 +761,18 @@ static void emu_ba_chunked(struct emu *m, const struct kt_launch *l, const struc
 		CU_ASSERT(count >= 0 && count <= nitems / H);
 		nitems = count * H < nitems ? count * H : nitems;
 	}
-	for (cta = 0; cta < (long long)l->grid[0]; cta++) {
-		long long w = cta / qp, ps = cta % qp, t0, n;
+	for (cta = 0; cta < grid; cta++)
+		for (long long u = cta; u < nitems * qp; u += grid) {
+			long long w = u / qp, ps = u % qp, t0, n;
 
-		if (w >= nitems)
-			continue;
-		t0 = (long long)emu_ld(m, blocks, 2 * (w / H));
-		n = (long long)emu_ld(m, blocks, 2 * (w / H) + 1);
-		CU_ASSERT_FATAL(n >= 1 && n <= blk);
-		if (ps * pr >= n)
-			continue;
-		ba_chunked_cta(m, l, dkv, blocks, sat, t0, n, w % H, H, d, (int)rope, ps * pr,
-			       n < (ps + 1) * pr ? n : (ps + 1) * pr);
-	}
+			t0 = (long long)emu_ld(m, blocks, 2 * (w / H));
+			n = (long long)emu_ld(m, blocks, 2 * (w / H) + 1);
+			CU_ASSERT_FATAL(n >= 1 && n <= blk);
+			if (ps * pr >= n)
+				continue;
+			ba_chunked_cta(m, l, dkv, blocks, sat, t0, n, w % H, H, d, (int)rope,
+				       ps * pr, n < (ps + 1) * pr ? n : (ps + 1) * pr);
+		}
 }
 
 static int ba_item(struct emu *m, const struct kt_launch *l, int blocks, int bwd, long long w,

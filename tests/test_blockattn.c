@@ -1938,7 +1938,9 @@ static void test_block256_bwd(void)
 	}
 	/* ws (sm_90a): the chunked plan on wgmma -- the ws program with KCH
 	 * 64, QP 4 / CONS, both kernels (CONS + 1) 128 threads and the same
-	 * shared memory, a CTA per (block, head, pass) of 64 CONS rows, the
+	 * shared memory, units of (block, head, pass) of 64 CONS rows in
+	 * persistent CTAs (compile-only: a CTA per unit; with the SM count
+	 * at most one an SM, two at CONS 1 where two fit its 228 KiB), the
 	 * same statistics */
 	for (d = 64; d <= 128; d += 64)
 		for (long cons = 1; cons <= 2; cons++)
@@ -1979,9 +1981,10 @@ static void test_block256_bwd(void)
 					const struct kt_launch *l = &p.launch[i];
 
 					CU_ASSERT_EQUAL(l->block[0], (unsigned)(128 * (cons + 1)));
-					/* the pass's two tiles, RING slots of two chunks
-					 * and their statistics, the barriers */
-					CU_ASSERT_EQUAL(l->smem, (unsigned)(2 * 64 * cons * d * 2 +
+					/* two sets of the pass's two tiles, RING slots
+					 * of two chunks and their statistics, the
+					 * barriers */
+					CU_ASSERT_EQUAL(l->smem, (unsigned)(2 * 2 * 64 * cons * d * 2 +
 									    ring * (2 * 64 * d * 2 + 64 * 8) +
 									    1024));
 
@@ -1991,6 +1994,38 @@ static void test_block256_bwd(void)
 					CU_ASSERT_EQUAL(l->args[9].i, nblocks * 4);
 					CU_ASSERT_EQUAL(l->args[10].i, 4);
 					CU_ASSERT_EQUAL(l->args[11].i, nblocks);	/* stats_at */
+				}
+				/* on 132 SMs: one CTA each, two at CONS 1 where two
+				 * CTAs' shared memory (and 1 KiB each) fits 228 KiB:
+				 * head_dim 64 */
+				{
+					struct kt_target t132 = t;
+					struct kt_plan pp;
+					long ctas = cons == 1 && d == 64 ? 2 : 1;
+
+					t132.sms = 132;
+					CU_ASSERT_EQUAL(ctas, 2 * (p.launch[0].smem + 1024) <= 228 * 1024 &&
+								      cons == 1 ? 2 : 1);
+					kt_err_clear(&e);
+					CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &c2, &t132, &pp, &e), 0);
+					CU_ASSERT(nblocks * 4 * qp > 132 * ctas);
+					for (i = 0; i < 2; i++) {
+						CU_ASSERT_EQUAL(pp.launch[i].grid[0], (unsigned)(132 * ctas));
+						CU_ASSERT_EQUAL(pp.launch[i].args[9].i, nblocks * 4);
+						CU_ASSERT_EQUAL(pp.launch[i].smem, p.launch[i].smem);
+					}
+					/* fewer units than CTAs: one CTA a unit */
+					t132.sms = (int)(nblocks * 4 * qp);
+					kt_err_clear(&e);
+					CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &c2, &t132, &pp, &e), 0);
+					CU_ASSERT_EQUAL(pp.launch[1].grid[0], (unsigned)(nblocks * 4 * qp));
+					/* chunked keeps a CTA a unit on any SM count */
+					t132.sms = 132;
+					kt_err_clear(&e);
+					CU_ASSERT_EQUAL_FATAL(kt_config_parse(f, "variant=chunked,RING=2,KCH=32,QP=4",
+									      &c, &e), 0);
+					CU_ASSERT_EQUAL_FATAL(f->plan(f, &s, &c, &t132, &pp, &e), 0);
+					CU_ASSERT_EQUAL(pp.launch[0].grid[0], (unsigned)(nblocks * 4 * 4));
 				}
 				nb = f->buffers(f, &s, &c2, bufs);
 				CU_ASSERT_EQUAL(bufs[nb - 1].role, KT_BUF_SCRATCH);
@@ -2044,6 +2079,15 @@ static void test_block256_bwd(void)
 		CU_ASSERT_EQUAL(p.launch[1].args[11].i, bound + 1);
 		CU_ASSERT_EQUAL(p.launch[1].grid[0], (unsigned)(bound * 4 * 2));
 		CU_ASSERT_EQUAL(bufs[nb - 1].elems, (size_t)(2 * (bound + 1) + 2 * tokens * 4));
+		/* on 132 SMs the persistent grid; the bound still the kernels'
+		 * nitems (they read the count behind it) */
+		t.sms = 132;
+		kt_err_clear(&e);
+		CU_ASSERT_EQUAL_FATAL(ba_plan_bound(1, &s, tokens, &c2, &t, &p, bufs, &nb, &e), 0);
+		CU_ASSERT(bound * 4 * 2 > 132);
+		CU_ASSERT_EQUAL(p.launch[0].grid[0], 132);
+		CU_ASSERT_EQUAL(p.launch[1].grid[0], 132);
+		CU_ASSERT_EQUAL(p.launch[1].args[9].i, bound * 4);
 	}
 	/* block 64: chunked refused; its own grid key unchanged */
 	snprintf(text, sizeof(text), "seqs=1152,lmax=256,heads=4,head_dim=64,block=64,rope=0");
@@ -3318,19 +3362,22 @@ struct cands {
 	const struct dprob *dp;
 	struct cand *v;
 	int n, cap;
+	int few;	/* also plan persistent grids for FEW_SMS SMs */
 };
 
-static int cands_add(const struct kt_config *c, void *arg)
+/* The small shapes have about as many work units as the GPU has SMs; a
+ * persistent plan (the ws backward at block 256) on a target of FEW_SMS
+ * SMs makes every CTA walk many units (both pass sets, the ring across
+ * units): the same program, another grid. */
+#define FEW_SMS 3	/* the candidates' key suffix says " on 3 SMs" */
+
+/* c planned for t as the next candidate (key suffixed with sfx) */
+static int cands_push(struct cands *cs, const struct kt_config *c, const struct kt_target *t,
+		      const char *sfx)
 {
-	struct cands *cs = arg;
 	struct kt_err e;
-	char why[160];
 	struct cand *k;
 
-	if (G.variant && strcmp(cs->dp->f->variants[c->variant], G.variant) != 0)
-		return 0;
-	if (cs->dp->f->check(cs->dp->f, &cs->dp->s, c, &G.tgt, why, sizeof(why)))
-		return 0;
 	if (cs->n == cs->cap) {
 		struct cand *nv = realloc(cs->v, (size_t)(cs->cap * 2 + 16) * sizeof(*nv));
 
@@ -3343,25 +3390,49 @@ static int cands_add(const struct kt_config *c, void *arg)
 	memset(k, 0, sizeof(*k));
 	k->c = *c;
 	kt_err_clear(&e);
-	if (cs->dp->f->plan(cs->dp->f, &cs->dp->s, c, &G.tgt, &k->p, &e) != 0)
+	if (cs->dp->f->plan(cs->dp->f, &cs->dp->s, c, t, &k->p, &e) != 0)
 		return 0;
-	kt_config_key(cs->dp->f, c, k->key, sizeof(k->key));
+	kt_config_key(cs->dp->f, c, k->key, sizeof(k->key) - 16);
+	strcat(k->key, sfx);
 	cs->n++;
 	return 0;
 }
 
-/* Every valid config of dp (of KTUNE_BLOCKATTN_VARIANT's variant when set):
- * compiled together, then each verified (and timed). Returns the number
+static int cands_add(const struct kt_config *c, void *arg)
+{
+	struct cands *cs = arg;
+	struct kt_target few = G.tgt;
+	char why[160];
+	int n = cs->n;
+
+	if (G.variant && strcmp(cs->dp->f->variants[c->variant], G.variant) != 0)
+		return 0;
+	if (cs->dp->f->check(cs->dp->f, &cs->dp->s, c, &G.tgt, why, sizeof(why)))
+		return 0;
+	if (cands_push(cs, c, &G.tgt, "") != 0)
+		return -1;
+	few.sms = FEW_SMS;
+	/* the persistent ws backward at block 256 on FEW_SMS SMs too */
+	if (cs->few && cs->n > n && G.tgt.sms > FEW_SMS && cs->dp->f == fams[1] &&
+	    cs->dp->s.v[BA_D_BLOCK] == 256 && strcmp(cs->v[n].p.programs[0].tpl, "blockattn_ws") == 0)
+		return cands_push(cs, c, &few, " on 3 SMs");
+	return 0;
+}
+
+/* Every valid config of dp (of KTUNE_BLOCKATTN_VARIANT's variant when set;
+ * with few, the persistent ones on FEW_SMS SMs too): compiled together,
+ * then each verified (and timed). Returns the number
  * of failures, -1 when none could be listed (with the variant filter
  * none is not a failure: ws has no config at block 128), and the
  * candidates (caller frees) in *cs. */
-static int gpu_sweep(struct dprob *dp, int timed, struct cands *cs)
+static int gpu_sweep(struct dprob *dp, int timed, int few, struct cands *cs)
 {
 	struct jit_job *jobs;
 	int *job_of, i, j, njobs = 0, bad = 0;
 
 	memset(cs, 0, sizeof(*cs));
 	cs->dp = dp;
+	cs->few = few;
 	if (kt_space_foreach(dp->f, 0, cands_add, cs) != 0)
 		return -1;
 	if (cs->n == 0)
@@ -3451,7 +3522,7 @@ static void test_gpu_small(void)
 							fprintf(stderr, "\n  %s %s: GPU ref vs CPU ref %.3g\n",
 								fams[f]->name, dp.key, rel);
 					}
-					bad = gpu_sweep(&dp, 0, &cs);
+					bad = gpu_sweep(&dp, 0, 1, &cs);
 					CU_ASSERT_EQUAL(bad, 0);
 					for (i = 0; i < cs.n; i++) {
 						worst = cs.v[i].rel > worst ? cs.v[i].rel : worst;
@@ -3608,7 +3679,7 @@ static void test_gpu_bench_shape(void)
 			if (variant_left_out(fams[f], wl))
 				continue;
 			CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[f], text, 5, 0), 0);
-			bad = gpu_sweep(&dp, G.bench != NULL, &cs);
+			bad = gpu_sweep(&dp, G.bench != NULL, 0, &cs);
 			CU_ASSERT_EQUAL(bad, 0);
 			CU_ASSERT(cs.n > 0);	/* block 64: every variant has configs */
 			for (i = 0; i < cs.n; i++) {

@@ -522,9 +522,19 @@ static void emu_attention(ktune_table *t, int bwd, int nseq, int maxlen, int hea
 	c = plan_call(t, bwd ? "blockattn_bwd" : "blockattn_fwd", shape);
 	if (want_variant)
 		CU_ASSERT_PTR_NOT_NULL(strstr(c->choice.config, want_variant));
-	/* the block list of the bound (T and B only) and its count */
-	CU_ASSERT_EQUAL(c->ws_bytes, (size_t)((2 * (ba_bound_blocks(off[nseq], nseq, blk) + 1) * 4 +
-					       255) / 256 * 256));
+	/* ws's backward at block 256: fewer persistent CTAs than the bound's
+	 * items (nitems), each walking several units */
+	if (bwd && blk == 256 && want_variant && strstr(want_variant, "ws")) {
+		CU_ASSERT_EQUAL_FATAL(c->plan.nlaunch, 2);
+		CU_ASSERT(c->plan.launch[0].grid[0] < (unsigned)c->plan.launch[0].args[9].i);
+	}
+	/* the block list of the bound (T and B only) and its count; the
+	 * backward at block 256 its rows' statistics too (two fp32 a row
+	 * and head) */
+	CU_ASSERT_EQUAL(c->ws_bytes,
+			(size_t)(((2 * (ba_bound_blocks(off[nseq], nseq, blk) + 1) +
+				   (bwd && blk == 256 ? 2L * off[nseq] * heads : 0)) * 4 +
+				  255) / 256 * 256));
 	p.seqs = nseq;
 	p.heads = heads;
 	p.d = d;
@@ -609,6 +619,9 @@ static void test_plan_attention(void)
 	/* defaults: d 64, rope 2 (v rotated too), block 128 */
 	emu_attention(t, 1, 1000, 200, 2, 64, 128, 2, NULL);
 	emu_attention(t, 0, 1000, 100, 1, 64, 64, 2, NULL);
+	/* the block-256 backward's ws default: a bound plan in persistent
+	 * CTAs (the H200's 132), a few units each */
+	emu_attention(t, 1, 90, 600, 2, 64, 256, 1, "variant=ws");
 	ktune_close(t);
 }
 
