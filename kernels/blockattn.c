@@ -1116,7 +1116,7 @@ static int plan_of(const struct kt_family *f, const struct kt_shape *s, const st
 	if (g.two) {
 		/* chunked, and ws at block 256 (the same plan on wgmma):
 		 * units of (block, head, pass), passes fastest; chunked a CTA
-		 * per unit, ws persistent CTAs (at most CTAS a SM, each
+		 * per unit, ws persistent CTAs (at most ctas_sm an SM, each
 		 * walking units blockIdx.x, + gridDim.x, ...; with no SM
 		 * count, compile-only, one per unit). The dQ kernel writes
 		 * the statistics the dK, dV kernel reads: stats_at, in int2
