@@ -120,10 +120,11 @@ want sweeps && "$K" trials --db "$db" >"$OUT/trials.txt" 2>&1
 
 if want attn; then
 	# The swept ktune rows of this lane (winner config keys included); the
-	# bench inputs and the swept plain backward winner's dq on them dumped by
-	# tests/test_blockattn (that one config, verified against the GPU
-	# reference first); then FA2 on the same lengths and inputs, the float64
-	# dq error of both, and unfused_rope from the swept plain backward.
+	# bench inputs and the swept plain backward winner's dq, dk, dv on them
+	# dumped by tests/test_blockattn (that one config, verified against the
+	# GPU reference first), at block 64 and, where swept, at block 128; then
+	# FA2 on the same lengths and inputs, the float64 dq, dk, dv errors of
+	# both, and unfused_rope from the swept plain backward.
 	step "attention: winner's dq, FA2 peers"
 	python3 - "$OUT" >"$OUT/ktune_attn_rows.json" <<'PY'
 import glob, json, sys
@@ -139,14 +140,26 @@ for p in glob.glob(sys.argv[1] + "/sweep_*.json"):
                          "config": s["config"]})
 json.dump(rows, sys.stdout)
 PY
-	cfg=$(python3 -c 'import json,sys; print(next((r["config"] for r in json.load(open(sys.argv[1]))
-		if r["workload"] == "blockattn_bwd:ads_d128_L256"), ""))' "$OUT/ktune_attn_rows.json")
+	# winner WORKLOAD: the config key of its swept, verified winner, or ""
+	winner() {
+		python3 -c 'import json,sys; print(next((r["config"] for r in json.load(open(sys.argv[1]))
+			if r["workload"] == sys.argv[2]), ""))' "$OUT/ktune_attn_rows.json" "$1"
+	}
+	# dump BLOCK DIR KEY LOG: that config's inputs and gradients at the
+	# bench shape at BLOCK into DIR (KTUNE_BLOCKATTN_DUMP_BLOCK)
+	dump() {
+		rm -rf "$2" && mkdir -p "$2"
+		KTUNE_BLOCKATTN_DUMP="$2" KTUNE_BLOCKATTN_DUMP_CONFIG="$3" KTUNE_BLOCKATTN_DUMP_BLOCK="$1" \
+			"$B/tests/test_blockattn" >"$4" 2>&1
+		local rc=$?
+		grep -E "asserts|FAIL|dumped" "$4" >&2
+		return $rc
+	}
+	cfg=$(winner blockattn_bwd:ads_d128_L256)
 	rm -rf /tmp/ktune-attn && mkdir -p /tmp/ktune-attn
 	if [ -n "$cfg" ]; then
-		KTUNE_BLOCKATTN_DUMP=/tmp/ktune-attn KTUNE_BLOCKATTN_DUMP_CONFIG="$cfg" \
-			"$B/tests/test_blockattn" >"$OUT/test_blockattn_dump.log" 2>&1 ||
+		dump 64 /tmp/ktune-attn "$cfg" "$OUT/test_blockattn_dump.log" ||
 			{ echo "test_blockattn dump FAILED" >&2; status=1; }
-		grep -E "asserts|FAIL|dumped" "$OUT/test_blockattn_dump.log" >&2
 	else
 		echo "no verified blockattn_bwd:ads_d128_L256 winner: no dq dump" >&2
 		status=1
@@ -155,7 +168,20 @@ PY
 		--ktune "$OUT/ktune_attn_rows.json" >"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn FAILED" >&2; status=1; }
 	python3 bench/peers_attn.py "$OUT/peers_attn_L1024_$(date +%s).json" --lmax 1024 \
 		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn L1024 FAILED" >&2; status=1; }
-	python3 bench/peers_attn.py "$OUT/peers_attn_b128_$(date +%s).json" --block 128 \
+	# Block 128 alike, where this run swept and verified it: FA2 on the
+	# dumped inputs and the float64 errors of both sides' dq, dk, dv. Its
+	# absence (a call that did not sweep it) leaves FA2 on its own inputs.
+	cfg=$(winner blockattn_bwd:ads_d128_L256_b128)
+	b128=()
+	if [ -z "$cfg" ]; then
+		echo "no verified blockattn_bwd:ads_d128_L256_b128 winner: no block-128 dump, FA2 alone on its own inputs" >&2
+	elif dump 128 /tmp/ktune-attn-b128 "$cfg" "$OUT/test_blockattn_dump_b128.log"; then
+		b128=(--inputs /tmp/ktune-attn-b128)
+	else
+		echo "test_blockattn dump at block 128 FAILED: FA2 alone on its own inputs" >&2
+		status=1
+	fi
+	python3 bench/peers_attn.py "$OUT/peers_attn_b128_$(date +%s).json" --block 128 "${b128[@]}" \
 		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn block 128 FAILED" >&2; status=1; }
 	tail -n 12 "$OUT/peers_attn.log" >&2
 fi

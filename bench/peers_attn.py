@@ -30,6 +30,11 @@ gets its dq_rel_err against the same float64 reference (a ktune_dq_check
 row; its "config" is DIR/dq_config.txt, the config key of that dq, when
 present: KTUNE_BLOCKATTN_DUMP_CONFIG=KEY dumps the gradients of one given
 config), and DIR/dk_ktune.bf16, dv_ktune.bf16 their dk_rel_err, dv_rel_err.
+DIR/shape.txt, when present, is the shape key of the dump and must be this
+run's (seqs, lmax, heads, head_dim, block; rope 0): the offsets do not tell
+the block, so a block-64 dump given to --block 128 would be compared with the
+wrong reference. KTUNE_BLOCKATTN_DUMP_BLOCK=128 dumps at block 128
+(ads_d128_L256_b128, the workload this script names at --block 128).
 """
 import argparse
 import json
@@ -151,6 +156,20 @@ def load_bf16(path, shape, device):
     return torch.from_numpy(a).view(torch.bfloat16).reshape(shape).to(device)
 
 
+def dump_shape_mismatch(text, want):
+    """The first difference between a dump's shape key (DIR/shape.txt, e.g.
+    "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0") and want
+    (name -> int), as a sentence; None when they agree."""
+    got = {}
+    for kv in text.strip().split(","):
+        n, _, v = kv.partition("=")
+        got[n.strip()] = v.strip()
+    for n, v in want.items():
+        if got.get(n) != str(v):
+            return f"{n}={got.get(n, '(none)')} in the dump, {n}={v} here"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -173,6 +192,13 @@ def main():
     print(f"peers_attn: B={B} H={H} d={d} BLK={blk} lmax={a.lmax}: T={T}", file=sys.stderr)
 
     if a.inputs:
+        shape_path = os.path.join(a.inputs, "shape.txt")
+        if os.path.exists(shape_path):
+            with open(shape_path) as f:
+                why = dump_shape_mismatch(f.read(), {"seqs": B, "lmax": a.lmax, "heads": H,
+                                                     "head_dim": d, "block": blk, "rope": 0})
+            if why:
+                sys.exit(f"peers_attn: {shape_path} is not this run's shape ({why})")
         off_file = np.fromfile(os.path.join(a.inputs, "offsets.i32"), dtype=np.int32)
         if off_file.tolist() != offsets:
             sys.exit("peers_attn: the dumped offsets differ from the generator's")

@@ -39,12 +39,14 @@
  * Dump mode, for the bench's final run: with KTUNE_BLOCKATTN_DUMP=DIR and
  * KTUNE_BLOCKATTN_DUMP_CONFIG=KEY (a blockattn_bwd config key as
  * kt_config_key / `ktune sweep --json` prints it) the program registers
- * one test only: KEY at seqs=1152,lmax=256,heads=4,head_dim=128,block=64,
+ * one test only: KEY at seqs=1152,lmax=256,heads=4,head_dim=128,block=B,
  * rope=0, verified against the GPU reference (the family's tolerance), then
- * DIR/{q,k,v,do}.bf16, offsets.i32, {dq,dk,dv}_ktune.bf16 (its gradients) and
- * dq_config.txt (KEY, canonical) written, and "dumped dq of KEY: rel_err X"
- * printed. A key that does not parse, check or plan fails with the reason,
- * with or without a GPU.
+ * DIR/{q,k,v,do}.bf16, offsets.i32, {dq,dk,dv}_ktune.bf16 (its gradients),
+ * dq_config.txt (KEY, canonical) and shape.txt (that shape's key) written,
+ * and "dumped dq of KEY: rel_err X" printed. B is KTUNE_BLOCKATTN_DUMP_BLOCK:
+ * 64 (unset or empty; ads_d128_L256) or 128 (ads_d128_L256_b128). A block
+ * other than those, or a key that does not parse, check or plan at that
+ * block, fails with the reason, with or without a GPU.
  */
 #include <math.h>
 #include <stdint.h>
@@ -1386,20 +1388,40 @@ static void test_ws_refusals(void)
 
 /* ---- the dump mode (KTUNE_BLOCKATTN_DUMP + KTUNE_BLOCKATTN_DUMP_CONFIG) ---- */
 
-/* The one problem of the dump mode: blockattn_bwd at the bench shape. */
-#define DUMP_SHAPE "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0"
+/* The one problem of the dump mode: blockattn_bwd at the bench shape, at
+ * block 64 (ads_d128_L256) or 128 (ads_d128_L256_b128). */
+#define DUMP_SHAPE_FMT "seqs=1152,lmax=256,heads=4,head_dim=128,block=%s,rope=0"
+
+/* The dump shape's text for block (KTUNE_BLOCKATTN_DUMP_BLOCK's value;
+ * NULL or empty: 64) in shape: 0, or -1 with the reason in why. Only the
+ * blocks of the bench's workloads are taken, spelt as decimals. */
+static int dump_shape(const char *block, char *shape, size_t slen, char *why, size_t len)
+{
+	if (!block || !*block)
+		block = "64";
+	if (strcmp(block, "64") != 0 && strcmp(block, "128") != 0) {
+		snprintf(why, len,
+			 "KTUNE_BLOCKATTN_DUMP_BLOCK=\"%s\": the dump runs at block 64 "
+			 "(ads_d128_L256) or 128 (ads_d128_L256_b128) only",
+			 block);
+		return -1;
+	}
+	snprintf(shape, slen, DUMP_SHAPE_FMT, block);
+	return 0;
+}
 
 /* Parses key (kt_config_key's form) as a blockattn_bwd config, checks it at
- * the dump shape on t and plans it: 0, or -1 with the reason in why. */
-static int dump_config(const char *key, const struct kt_target *t, struct kt_config *c,
-		       struct kt_plan *p, char *why, size_t len)
+ * the dump shape (dump_shape's text) on t and plans it: 0, or -1 with the
+ * reason in why. */
+static int dump_config(const char *shape, const char *key, const struct kt_target *t,
+		       struct kt_config *c, struct kt_plan *p, char *why, size_t len)
 {
 	struct kt_shape s;
 	struct kt_err e;
 	char r[160];
 
 	kt_err_clear(&e);
-	if (kt_shape_parse(fams[1], DUMP_SHAPE, &s, &e) != 0) {
+	if (kt_shape_parse(fams[1], shape, &s, &e) != 0) {
 		snprintf(why, len, "dump shape: %s", e.msg);
 		return -1;
 	}
@@ -1413,7 +1435,7 @@ static int dump_config(const char *key, const struct kt_target *t, struct kt_con
 		return -1;
 	}
 	if (fams[1]->check(fams[1], &s, c, t, r, sizeof(r))) {
-		snprintf(why, len, "config \"%s\" cannot run %s: %s", key, DUMP_SHAPE, r);
+		snprintf(why, len, "config \"%s\" cannot run %s: %s", key, shape, r);
 		return -1;
 	}
 	kt_err_clear(&e);
@@ -1424,9 +1446,61 @@ static int dump_config(const char *key, const struct kt_target *t, struct kt_con
 	return 0;
 }
 
+/* Runs this program again in dump mode with key and block (NULL: unset)
+ * and asserts that it fails, printing reason, having run the dump test
+ * alone. */
+static void dump_mode_fails(const char *key, const char *block, const char *reason)
+{
+	char self[1024], *out = NULL, *suite, *blk;
+	char *argv[] = {self, NULL};
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int rc;
+
+	const char *was = getenv("KTUNE_BLOCKATTN_DUMP");
+	char *keep = was ? strdup(was) : NULL;
+
+	CU_ASSERT_FATAL(n > 0);
+	self[n] = 0;
+	CU_ASSERT_FATAL(!was || keep);
+	CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP", kt_test_tmpdir(), 1), 0);
+	CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP_CONFIG", key, 1), 0);
+	blk = kt_test_env_save("KTUNE_BLOCKATTN_DUMP_BLOCK");
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_BLOCKATTN_DUMP_BLOCK", block), 0);
+	/* the child runs dump mode's own suite, whatever filter this
+	 * run was started with */
+	suite = kt_test_env_save("KTUNE_TEST_SUITE");
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SUITE", NULL), 0);
+	rc = kt_test_exec(argv, NULL, &out, 120);
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SUITE", suite), 0);
+	free(suite);
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_BLOCKATTN_DUMP_BLOCK", blk), 0);
+	free(blk);
+	/* this program's own dump (KTUNE_BLOCKATTN_DUMP alone) goes on */
+	unsetenv("KTUNE_BLOCKATTN_DUMP_CONFIG");
+	if (keep) {
+		CU_ASSERT_EQUAL(setenv("KTUNE_BLOCKATTN_DUMP", keep, 1), 0);
+	} else {
+		unsetenv("KTUNE_BLOCKATTN_DUMP");
+	}
+	CU_ASSERT(keep ? getenv("KTUNE_BLOCKATTN_DUMP") &&
+			 strcmp(getenv("KTUNE_BLOCKATTN_DUMP"), keep) == 0
+		       : getenv("KTUNE_BLOCKATTN_DUMP") == NULL);
+	free(keep);
+	CU_ASSERT_NOT_EQUAL(rc, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, reason));
+	/* one test only: no CPU suite ran */
+	CU_ASSERT_PTR_NULL(strstr(out, "finite differences"));
+	if (rc == 0 || !strstr(out, reason))
+		fprintf(stderr, "\n  dump mode with key %s, block %s (rc %d), not \"%s\":\n%s\n", key,
+			block ? block : "unset", rc, reason, out);
+	free(out);
+}
+
 /* The dump mode's parsing: what it refuses, with a reason, and what it
- * plans (on the CPU); and the mode itself, with a bad key, fails clearly
- * (this program run again with the variables set). */
+ * plans (on the CPU), at blocks 64 and 128; and the mode itself, with a bad
+ * key or a bad block, fails clearly (this program run again with the
+ * variables set). */
 static void test_dump_config(void)
 {
 	static const char *const bad[] = {
@@ -1438,70 +1512,81 @@ static void test_dump_config(void)
 		"variant=grid,ROWS_W=48,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=0",
 		"variant=grid,ROWS_W=16,DSPLIT=1,STAGES=1,ITEMS=1,RPF=0,MINB=1,EPI=0,X=1",
 	};
-	struct kt_target t90;
+	/* the blocks of no bench workload, and 64 or 128 spelt otherwise */
+	static const char *const bad_blk[] = {"32", "256", "0", "-64", "064", "64 ", "128x", "abc"};
+	/* the block-128 default (ba_default: ws, one ring slot at head_dim
+	 * 128) and the block-64 bench winner, whose three slots block 128
+	 * has not */
+	static const char ws128[] = "variant=ws,CONS=2,RING=1,RPROD=0";
+	static const char ws64[] = "variant=ws,CONS=2,RING=3,RPROD=0";
+	struct kt_target t90, t90a;
 	struct kt_config c;
+	struct kt_shape s;
 	struct kt_plan p;
-	char why[1024], key[160];
+	struct kt_err e;
+	char why[1024], key[160], shape[128];
 	size_t i;
 
 	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90", &t90), 0);
+	CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t90a), 0);
+	/* block 64 when the variable is unset or empty */
+	CU_ASSERT_EQUAL_FATAL(dump_shape(NULL, shape, sizeof(shape), why, sizeof(why)), 0);
+	CU_ASSERT_STRING_EQUAL(shape, "seqs=1152,lmax=256,heads=4,head_dim=128,block=64,rope=0");
+	CU_ASSERT_EQUAL(dump_shape("", key, sizeof(key), why, sizeof(why)), 0);
+	CU_ASSERT_STRING_EQUAL(key, shape);
+	CU_ASSERT_EQUAL(dump_shape("64", key, sizeof(key), why, sizeof(why)), 0);
+	CU_ASSERT_STRING_EQUAL(key, shape);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		why[0] = 0;
-		CU_ASSERT_EQUAL(dump_config(bad[i], &t90, &c, &p, why, sizeof(why)), -1);
+		CU_ASSERT_EQUAL(dump_config(shape, bad[i], &t90, &c, &p, why, sizeof(why)), -1);
 		CU_ASSERT(strlen(why) > 10);
 	}
 	why[0] = 0;
-	CU_ASSERT_EQUAL(dump_config(bad[3], &t90, &c, &p, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(dump_config(shape, bad[3], &t90, &c, &p, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "bad config key"));
-	CU_ASSERT_EQUAL(dump_config(bad[4], &t90, &c, &p, why, sizeof(why)), -1);
+	CU_ASSERT_EQUAL(dump_config(shape, bad[4], &t90, &c, &p, why, sizeof(why)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(why, "rope"));
 	/* the key as kt_config_key prints it plans, and prints back the same */
-	CU_ASSERT_EQUAL_FATAL(dump_config(base_cfg[1], &t90, &c, &p, why, sizeof(why)), 0);
+	CU_ASSERT_EQUAL_FATAL(dump_config(shape, base_cfg[1], &t90, &c, &p, why, sizeof(why)), 0);
 	CU_ASSERT_EQUAL(p.nlaunch, 1);
 	kt_config_key(fams[1], &c, key, sizeof(key));
 	CU_ASSERT_STRING_EQUAL(key, base_cfg[1]);
-	/* the mode itself: a bad key is a failure with the reason printed */
-	{
-		char self[1024], *out = NULL, *suite;
-		char *argv[] = {self, NULL};
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		int rc;
-
-		const char *was = getenv("KTUNE_BLOCKATTN_DUMP");
-		char *keep = was ? strdup(was) : NULL;
-
-		CU_ASSERT_FATAL(n > 0);
-		self[n] = 0;
-		CU_ASSERT_FATAL(!was || keep);
-		CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP", kt_test_tmpdir(), 1), 0);
-		CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP_CONFIG", bad[3], 1), 0);
-		/* the child runs dump mode's own suite, whatever filter this
-		 * run was started with */
-		suite = kt_test_env_save("KTUNE_TEST_SUITE");
-		CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SUITE", NULL), 0);
-		rc = kt_test_exec(argv, NULL, &out, 120);
-		CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SUITE", suite), 0);
-		free(suite);
-		/* this program's own dump (KTUNE_BLOCKATTN_DUMP alone) goes on */
-		unsetenv("KTUNE_BLOCKATTN_DUMP_CONFIG");
-		if (keep) {
-			CU_ASSERT_EQUAL(setenv("KTUNE_BLOCKATTN_DUMP", keep, 1), 0);
-		} else {
-			unsetenv("KTUNE_BLOCKATTN_DUMP");
-		}
-		CU_ASSERT(keep ? getenv("KTUNE_BLOCKATTN_DUMP") &&
-				 strcmp(getenv("KTUNE_BLOCKATTN_DUMP"), keep) == 0
-			       : getenv("KTUNE_BLOCKATTN_DUMP") == NULL);
-		free(keep);
-		CU_ASSERT_NOT_EQUAL(rc, 0);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-		CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad config key"));
-		/* one test only: no CPU suite ran */
-		CU_ASSERT_PTR_NULL(strstr(out, "finite differences"));
-		if (rc == 0 || !strstr(out, "bad config key"))
-			fprintf(stderr, "\n  dump mode with a bad key (rc %d):\n%s\n", rc, out);
-		free(out);
+	CU_ASSERT_EQUAL(dump_config(shape, ws64, &t90a, &c, &p, why, sizeof(why)), 0);
+	/* a block the bench does not dump is refused, naming the variable,
+	 * the value and the blocks it takes */
+	for (i = 0; i < sizeof(bad_blk) / sizeof(bad_blk[0]); i++) {
+		why[0] = 0;
+		CU_ASSERT_EQUAL(dump_shape(bad_blk[i], key, sizeof(key), why, sizeof(why)), -1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "KTUNE_BLOCKATTN_DUMP_BLOCK"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, bad_blk[i]));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "64"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(why, "128"));
 	}
+	/* block 128: ba_default's key plans on sm_90a, and prints back the
+	 * same; on sm_90 (no ws there) and with three ring slots it is
+	 * refused at that shape */
+	CU_ASSERT_EQUAL_FATAL(dump_shape("128", shape, sizeof(shape), why, sizeof(why)), 0);
+	CU_ASSERT_STRING_EQUAL(shape, "seqs=1152,lmax=256,heads=4,head_dim=128,block=128,rope=0");
+	kt_err_clear(&e);
+	CU_ASSERT_EQUAL_FATAL(kt_shape_parse(fams[1], shape, &s, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(fams[1]->default_config(fams[1], &s, &t90a, &c), 0);
+	kt_config_key(fams[1], &c, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, ws128);
+	memset(&c, 0, sizeof(c));
+	CU_ASSERT_EQUAL_FATAL(dump_config(shape, ws128, &t90a, &c, &p, why, sizeof(why)), 0);
+	CU_ASSERT(p.nlaunch >= 1);
+	kt_config_key(fams[1], &c, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, ws128);
+	why[0] = 0;
+	CU_ASSERT_EQUAL(dump_config(shape, ws128, &t90, &c, &p, why, sizeof(why)), -1);
+	CU_ASSERT(strlen(why) > 10);
+	why[0] = 0;
+	CU_ASSERT_EQUAL(dump_config(shape, ws64, &t90a, &c, &p, why, sizeof(why)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "block=128"));
+	/* the mode itself: a bad key, or a good key at a bad block, is a
+	 * failure with the reason printed */
+	dump_mode_fails(bad[3], NULL, "bad config key");
+	dump_mode_fails(ws128, "256", "KTUNE_BLOCKATTN_DUMP_BLOCK=\"256\"");
 }
 
 static void test_buffers_and_fill(void)
@@ -3608,7 +3693,9 @@ static void bench_row(const struct dprob *dp, const char *workload, const struct
 }
 
 /* Writes the problem's inputs (q k v do offsets) and candidate k's dq, dk,
- * dv to dir for bench/peers_attn.py, and k's config key to dir/dq_config.txt.
+ * dv to dir for bench/peers_attn.py, k's config key to dir/dq_config.txt and
+ * the problem's shape key to dir/shape.txt (the offsets do not tell the
+ * block: peers_attn.py checks it against its --block).
  * rerun: run k first (its outputs were overwritten since it was verified). */
 static int dump_write(struct dprob *dp, const struct cand *k, const char *dir, int rerun)
 {
@@ -3642,6 +3729,10 @@ static int dump_write(struct dprob *dp, const struct cand *k, const char *dir, i
 	}
 	if (write_file(dir, "dq_config.txt", k->key, strlen(k->key)) != 0) {
 		fprintf(stderr, "\n  cannot write %s/dq_config.txt\n", dir);
+		goto out;
+	}
+	if (write_file(dir, "shape.txt", dp->key, strlen(dp->key)) != 0) {
+		fprintf(stderr, "\n  cannot write %s/shape.txt\n", dir);
 		goto out;
 	}
 	rc = 0;
@@ -3708,8 +3799,9 @@ static void test_gpu_bench_shape(void)
 }
 
 /* The dump mode's one test: the config of KTUNE_BLOCKATTN_DUMP_CONFIG at
- * the bench shape, verified against the GPU reference with the sweep's
- * tolerance, its inputs and dq written to KTUNE_BLOCKATTN_DUMP. */
+ * the bench shape at block KTUNE_BLOCKATTN_DUMP_BLOCK, verified against the
+ * GPU reference with the sweep's tolerance, its inputs and dq written to
+ * KTUNE_BLOCKATTN_DUMP. */
 static int dump_gpu;	/* gpu_init()'s answer */
 
 static void test_gpu_dump(void)
@@ -3719,7 +3811,7 @@ static void test_gpu_dump(void)
 	struct kt_target t;
 	struct dprob dp;
 	struct cand k;
-	char why[1024];
+	char why[1024], shape[128];
 
 	memset(&k, 0, sizeof(k));
 	/* without a GPU the key is still checked, for sm_90a (where every
@@ -3728,7 +3820,13 @@ static void test_gpu_dump(void)
 		t = G.tgt;
 	else
 		CU_ASSERT_EQUAL_FATAL(kt_target_named("sm_90a", &t), 0);
-	if (dump_config(key, &t, &k.c, &k.p, why, sizeof(why)) != 0) {
+	if (dump_shape(getenv("KTUNE_BLOCKATTN_DUMP_BLOCK"), shape, sizeof(shape), why,
+		       sizeof(why)) != 0) {
+		fprintf(stderr, "\n  dump mode: %s\n", why);
+		CU_FAIL("KTUNE_BLOCKATTN_DUMP_BLOCK is no dump block (reason above)");
+		return;
+	}
+	if (dump_config(shape, key, &t, &k.c, &k.p, why, sizeof(why)) != 0) {
 		fprintf(stderr, "\n  KTUNE_BLOCKATTN_DUMP_CONFIG: %s\n", why);
 		CU_FAIL("KTUNE_BLOCKATTN_DUMP_CONFIG does not plan (reason above)");
 		return;
@@ -3743,7 +3841,7 @@ static void test_gpu_dump(void)
 		return;
 	}
 	kt_config_key(fams[1], &k.c, k.key, sizeof(k.key));
-	CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[1], DUMP_SHAPE, 5, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(dprob_open(&dp, fams[1], shape, 5, 0), 0);
 	k.job.prog = &k.p.programs[0];
 	k.job.arch = G.arch;
 	jit_compile_all(&k.job, 1, 0);
@@ -3815,13 +3913,18 @@ static void add_gpu_suite(void)
 static int dump_mode(void)
 {
 	const char *dir = getenv("KTUNE_BLOCKATTN_DUMP"), *key = getenv("KTUNE_BLOCKATTN_DUMP_CONFIG");
+	const char *blk = getenv("KTUNE_BLOCKATTN_DUMP_BLOCK");
+	char name[96];
 	CU_pSuite s;
 
 	if (!dir || !*dir || !key)
 		return 0;
 	s = CU_add_suite("blockattn_dump", NULL, NULL);
 	dump_gpu = gpu_init();
-	CU_add_test(s, "dump dq of KTUNE_BLOCKATTN_DUMP_CONFIG, ads_d128_L256", test_gpu_dump);
+	/* the workload's name (a bad block is refused by the test) */
+	snprintf(name, sizeof(name), "dump dq of KTUNE_BLOCKATTN_DUMP_CONFIG, ads_d128_L256%s",
+		 blk && strcmp(blk, "128") == 0 ? "_b128" : "");
+	CU_add_test(s, name, test_gpu_dump);
 	return 1;
 }
 

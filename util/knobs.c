@@ -107,6 +107,9 @@ static const struct kt_knob_info knobs[] = {
 		"a folder: the program dumps the bench inputs and gradients there" },
 	{ "KTUNE_BLOCKATTN_DUMP_CONFIG", TEXT, "", BENCH, "test_blockattn, bench/peers_attn.py",
 		"with KTUNE_BLOCKATTN_DUMP: dump the gradients of this config key" },
+	{ "KTUNE_BLOCKATTN_DUMP_BLOCK", INT, "64", BENCH, "test_blockattn, bench/device.sh",
+		"with KTUNE_BLOCKATTN_DUMP_CONFIG: the block of the dumped problem, 64 "
+		"(ads_d128_L256) or 128 (ads_d128_L256_b128)" },
 	{ "KTUNE_RUNTIME_BENCH", PATH, "", BENCH, "test_runtime, bench/runtime.sh",
 		"test_runtime's GPU suite times the shapes of KTUNE_RUNTIME_BENCH_SHAPES into this "
 		"JSON file" },
