@@ -155,25 +155,44 @@ PY
 		grep -E "asserts|FAIL|dumped" "$4" >&2
 		return $rc
 	}
-	cfg=$(winner blockattn_bwd:ads_d128_L256)
-	rm -rf /tmp/ktune-attn && mkdir -p /tmp/ktune-attn
-	if [ -n "$cfg" ]; then
-		dump 64 /tmp/ktune-attn "$cfg" "$OUT/test_blockattn_dump.log" ||
-			{ echo "test_blockattn dump FAILED" >&2; status=1; }
-	else
-		echo "no verified blockattn_bwd:ads_d128_L256 winner: no dq dump" >&2
-		status=1
+	# swept SUFFIX: whether this lane swept a blockattn workload of that
+	# shape; only those shapes' peers are timed, so a lane that re-runs
+	# some workloads (KTUNE_COLLECT_KEEP keeping the rest) pairs no fresh
+	# FA2 time with a kept ktune row
+	swept() {
+		local w
+		for w in "${workloads[@]%%@*}"; do
+			case $w in blockattn*:"$1") return 0 ;; esac
+		done
+		return 1
+	}
+	: >"$OUT/peers_attn.log"
+	if swept ads_d128_L256; then
+		cfg=$(winner blockattn_bwd:ads_d128_L256)
+		rm -rf /tmp/ktune-attn && mkdir -p /tmp/ktune-attn
+		if [ -n "$cfg" ]; then
+			dump 64 /tmp/ktune-attn "$cfg" "$OUT/test_blockattn_dump.log" ||
+				{ echo "test_blockattn dump FAILED" >&2; status=1; }
+		else
+			echo "no verified blockattn_bwd:ads_d128_L256 winner: no dq dump" >&2
+			status=1
+		fi
+		python3 bench/peers_attn.py "$OUT/peers_attn_$(date +%s).json" --inputs /tmp/ktune-attn \
+			--ktune "$OUT/ktune_attn_rows.json" >>"$OUT/peers_attn.log" 2>&1 ||
+			{ echo "peers_attn FAILED" >&2; status=1; }
 	fi
-	python3 bench/peers_attn.py "$OUT/peers_attn_$(date +%s).json" --inputs /tmp/ktune-attn \
-		--ktune "$OUT/ktune_attn_rows.json" >"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn FAILED" >&2; status=1; }
-	python3 bench/peers_attn.py "$OUT/peers_attn_L1024_$(date +%s).json" --lmax 1024 \
-		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn L1024 FAILED" >&2; status=1; }
+	if swept ads_d128_L1024; then
+		python3 bench/peers_attn.py "$OUT/peers_attn_L1024_$(date +%s).json" --lmax 1024 \
+			>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn L1024 FAILED" >&2; status=1; }
+	fi
 	# Block 128 alike, where this run swept and verified it: FA2 on the
 	# dumped inputs and the float64 errors of both sides' dq, dk, dv. Its
 	# absence (a call that did not sweep it) leaves FA2 on its own inputs.
 	cfg=$(winner blockattn_bwd:ads_d128_L256_b128)
 	b128=()
-	if [ -z "$cfg" ]; then
+	if ! swept ads_d128_L256_b128; then
+		:
+	elif [ -z "$cfg" ]; then
 		echo "no verified blockattn_bwd:ads_d128_L256_b128 winner: no block-128 dump, FA2 alone on its own inputs" >&2
 	elif dump 128 /tmp/ktune-attn-b128 "$cfg" "$OUT/test_blockattn_dump_b128.log"; then
 		b128=(--inputs /tmp/ktune-attn-b128)
@@ -181,8 +200,11 @@ PY
 		echo "test_blockattn dump at block 128 FAILED: FA2 alone on its own inputs" >&2
 		status=1
 	fi
-	python3 bench/peers_attn.py "$OUT/peers_attn_b128_$(date +%s).json" --block 128 "${b128[@]}" \
-		>>"$OUT/peers_attn.log" 2>&1 || { echo "peers_attn block 128 FAILED" >&2; status=1; }
+	if swept ads_d128_L256_b128; then
+		python3 bench/peers_attn.py "$OUT/peers_attn_b128_$(date +%s).json" --block 128 \
+			"${b128[@]}" >>"$OUT/peers_attn.log" 2>&1 ||
+			{ echo "peers_attn block 128 FAILED" >&2; status=1; }
+	fi
 	tail -n 12 "$OUT/peers_attn.log" >&2
 fi
 
