@@ -34,6 +34,8 @@
 # verification passed, the sanitizers found nothing and every timed run
 # verified; 1 otherwise; 2 when a binary is missing.
 set -uo pipefail
+# shellcheck source=bench/ws_verify.sh
+. "$(dirname "$0")/ws_verify.sh"
 if [ $# -ne 3 ]; then
 	sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
@@ -65,9 +67,7 @@ status=0
 
 # 1. every ws config at block 128 against both references (small shapes)
 say "verify: test_blockattn, ws at block 128 (NEW)"
-KTUNE_REQUIRE_GPU=1 KTUNE_BLOCKATTN_GPU_ONLY=1 KTUNE_BLOCKATTN_SMALL_ONLY=1 \
-	KTUNE_BLOCKATTN_VARIANT=ws KTUNE_BLOCKATTN_BLOCK=128 KTUNE_BIN=$NEW \
-	timeout "${VERIFY_LIMIT:-120}" "$T" >"$OUT/verify.log" 2>&1
+ws_verify 128 "$NEW" "$T" "${VERIFY_LIMIT:-120}" "$OUT/verify.log"
 vrc=$?
 if [ $vrc -eq 0 ]; then verify=passed; else verify="FAILED (exit $vrc, verify.log)"; status=1; fi
 
@@ -143,16 +143,13 @@ done
 
 python3 - "$OUT" "$verify" "$race" "$sync" "${ENTRIES[@]}" >"$OUT/table.txt" <<'PY' || status=1
 import json, re, statistics, sys
+sys.path.insert(0, "bench")
+import ws_verify
 out, verify, race, sync, entries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 print(open(f"{out}/env.txt").read().strip())
 print(f"verify (test_blockattn, ws, block 128, NEW): {verify}")
-try:
-    log = open(f"{out}/verify.log").read()
-except OSError:
-    log = ""
-for fam, key, n, g, c in re.findall(
-        r"(blockattn_\w+) (\S+): (\d+) configs of ws, worst rel (\S+) \(GPU ref\) (\S+)", log):
-    print(f"  {fam} {key}: {n} configs, worst rel {g} (GPU ref) {c} (CPU ref)")
+for r in ws_verify.read(f"{out}/verify.log"):
+    print(ws_verify.line(*r))
 print(f"racecheck (NEW, seqs 40): {race}")
 print(f"synccheck (NEW, seqs 40): {sync}")
 print("\n    old us     new us  new/old  runs  shape | config  (median over rounds; each run verified)")

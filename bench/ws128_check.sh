@@ -33,6 +33,8 @@
 # found no hazard; 1 otherwise; 2 when ktune cannot run (no GPU: the
 # sweep's own error is printed).
 set -uo pipefail
+# shellcheck source=bench/ws_verify.sh
+. "$(dirname "$0")/ws_verify.sh"
 B=${1:-build}
 OUT=${2:-bench/out/ws128}
 DIRS=${DIRS:-fwd bwd}
@@ -72,9 +74,7 @@ verify="not run"
 if [ "${VERIFY:-0}" = 1 ]; then
 	if [ -x "$T" ]; then
 		say "verify: test_blockattn, ws at block 128"
-		KTUNE_REQUIRE_GPU=1 KTUNE_BLOCKATTN_GPU_ONLY=1 KTUNE_BLOCKATTN_SMALL_ONLY=1 \
-			KTUNE_BLOCKATTN_VARIANT=ws KTUNE_BLOCKATTN_BLOCK=128 KTUNE_BIN=$K \
-			timeout "${VERIFY_LIMIT:-300}" "$T" >"$OUT/verify.log" 2>&1
+		ws_verify 128 "$K" "$T" "${VERIFY_LIMIT:-300}" "$OUT/verify.log"
 		vrc=$?
 		if [ $vrc -eq 0 ]; then
 			verify=passed
@@ -149,16 +149,13 @@ done
 
 python3 - "$OUT" "$DIRS" "$HDS" "$ROPES" "$verify" "$race" <<'PY' || status=1
 import json, os, re, sys
+sys.path.insert(0, "bench")
+import ws_verify
 out, dirs, hds, ropes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
 verify, race = sys.argv[5], sys.argv[6]
 print(f"verification (test_blockattn, ws, block 128): {verify}")
-try:
-    log = open(f"{out}/verify.log").read() if verify != "not run" else ""
-except OSError:
-    log = ""
-for fam, key, n, g, c in re.findall(
-        r"(blockattn_\w+) (\S+): (\d+) configs of ws, worst rel (\S+) \(GPU ref\) (\S+)", log):
-    print(f"  {fam} {key}: {n} configs, worst rel {g} (GPU ref) {c} (CPU ref)")
+for r in ws_verify.read(f"{out}/verify.log") if verify != "not run" else []:
+    print(ws_verify.line(*r))
 print(f"racecheck: {race}")
 
 def load(path, empty):

@@ -30,6 +30,8 @@
 # racecheck. Exit 0 when the verification passed and every timed trial
 # verified; 1 otherwise; 2 when ktune or the test cannot run.
 set -uo pipefail
+# shellcheck source=bench/ws_verify.sh
+. "$(dirname "$0")/ws_verify.sh"
 B=${1:-build-dev}
 OUT=${2:-bench/out/ws256}
 HDS=${HDS:-128 64}
@@ -55,9 +57,7 @@ say() { echo "== $(($(date +%s) - t0)) s: $*" >&2; }
 # 1. every ws config at block 256 (both directions) against both
 #    references (small shapes)
 say "verify: test_blockattn, ws at block 256"
-KTUNE_REQUIRE_GPU=1 KTUNE_BLOCKATTN_GPU_ONLY=1 KTUNE_BLOCKATTN_SMALL_ONLY=1 \
-	KTUNE_BLOCKATTN_VARIANT=ws KTUNE_BLOCKATTN_BLOCK=256 KTUNE_BIN=$K \
-	timeout "${VERIFY_LIMIT:-240}" "$T" >"$OUT/verify.log" 2>&1
+ws_verify 256 "$K" "$T" "${VERIFY_LIMIT:-240}" "$OUT/verify.log"
 vrc=$?
 [ $vrc -eq 0 ] || { status=1; echo "ws256_check: verification exited $vrc (see $OUT/verify.log)" >&2; }
 
@@ -165,6 +165,8 @@ done
 say "table"
 python3 - "$OUT" "$HDS" "$vrc" "$race" "$DIRS" <<'PY' || status=1
 import json, re, sys
+sys.path.insert(0, "bench")
+import ws_verify
 out, hds, vrc, race = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4]
 dirs = sys.argv[5].split()
 
@@ -175,15 +177,11 @@ def load(path, empty):
         return empty
 
 bad = 0
-try:
-    log = open(f"{out}/verify.log").read()
-except OSError:
-    log = ""
-lines = re.findall(r"(blockattn_\w+) (\S+): (\d+) configs of ws, worst rel (\S+) \(GPU ref\) (\S+)", log)
+lines = ws_verify.read(f"{out}/verify.log")
 print(f"\nverification (test_blockattn, ws, block 256): {'passed' if vrc == 0 else f'FAILED (exit {vrc})'}")
 for fam, key, n, g, c in lines:
     if n != "0":
-        print(f"  {fam} {key}: {n} configs, worst rel {g} (GPU ref) {c} (CPU ref)")
+        print(ws_verify.line(fam, key, n, g, c))
 if "bwd" in dirs and not any(fam == "blockattn_bwd" and n != "0" for fam, _, n, _, _ in lines):
     bad += 1
     print("  no backward ws config was verified")

@@ -34,6 +34,8 @@
 # hazard and every timed trial verified; 1 otherwise; 2 when a binary is
 # missing or ktune has no GPU.
 set -uo pipefail
+# shellcheck source=bench/ws_verify.sh
+. "$(dirname "$0")/ws_verify.sh"
 if [ $# -ne 3 ]; then
 	sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
@@ -66,9 +68,7 @@ status=0
 
 # 1. every ws config at block 256 (the backward's also on 3 SMs)
 say "verify: NEW test_blockattn, ws at block 256"
-KTUNE_REQUIRE_GPU=1 KTUNE_BLOCKATTN_GPU_ONLY=1 KTUNE_BLOCKATTN_SMALL_ONLY=1 \
-	KTUNE_BLOCKATTN_VARIANT=ws KTUNE_BLOCKATTN_BLOCK=256 KTUNE_BIN=$KN \
-	timeout "${VERIFY_LIMIT:-170}" "$TN" >"$OUT/verify.log" 2>&1
+ws_verify 256 "$KN" "$TN" "${VERIFY_LIMIT:-170}" "$OUT/verify.log"
 vrc=$?
 [ $vrc -eq 0 ] || { status=1; echo "ws256_persist_check: verification exited $vrc (see verify.log)" >&2; }
 
@@ -178,17 +178,15 @@ done
 say "table"
 timeout 30 python3 - "$OUT" "$vrc" "$race" >"$OUT/table.txt" <<'PY'
 import glob, json, os, re, statistics, sys
+sys.path.insert(0, "bench")
+import ws_verify
 out, vrc, race = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 bad = 0
-try:
-    log = open(f"{out}/verify.log").read()
-except OSError:
-    log = ""
 print(f"verification (NEW test_blockattn, ws, block 256): "
       f"{'passed' if vrc == 0 else f'FAILED (exit {vrc})'}")
-for fam, key, n, g, c in re.findall(
-        r"(blockattn_bwd) (\S+): (\d+) configs of ws, worst rel (\S+) \(GPU ref\) (\S+)", log):
-    print(f"  {key}: {n} runs (3 SMs too), worst rel {g} (GPU ref) {c} (CPU ref)")
+for fam, key, n, g, c in ws_verify.read(f"{out}/verify.log"):
+    if fam == "blockattn_bwd":
+        print(ws_verify.line(fam, key, n, g, c, "runs (3 SMs too)"))
 print(f"racecheck (NEW): {race}")
 times = {}
 for path in sorted(glob.glob(f"{out}/time/trials_*.json")):
