@@ -188,19 +188,17 @@ PY
 	# Block 128 alike, where this run swept and verified it: FA2 on the
 	# dumped inputs and the float64 errors of both sides' dq, dk, dv. Its
 	# absence (a call that did not sweep it) leaves FA2 on its own inputs.
-	cfg=$(winner blockattn_bwd:ads_d128_L256_b128)
-	b128=()
-	if ! swept ads_d128_L256_b128; then
-		:
-	elif [ -z "$cfg" ]; then
-		echo "no verified blockattn_bwd:ads_d128_L256_b128 winner: no block-128 dump, FA2 alone on its own inputs" >&2
-	elif dump 128 /tmp/ktune-attn-b128 "$cfg" "$OUT/test_blockattn_dump_b128.log"; then
-		b128=(--inputs /tmp/ktune-attn-b128)
-	else
-		echo "test_blockattn dump at block 128 FAILED: FA2 alone on its own inputs" >&2
-		status=1
-	fi
 	if swept ads_d128_L256_b128; then
+		cfg=$(winner blockattn_bwd:ads_d128_L256_b128)
+		b128=()
+		if [ -z "$cfg" ]; then
+			echo "no verified blockattn_bwd:ads_d128_L256_b128 winner: no block-128 dump, FA2 alone on its own inputs" >&2
+		elif dump 128 /tmp/ktune-attn-b128 "$cfg" "$OUT/test_blockattn_dump_b128.log"; then
+			b128=(--inputs /tmp/ktune-attn-b128)
+		else
+			echo "test_blockattn dump at block 128 FAILED: FA2 alone on its own inputs" >&2
+			status=1
+		fi
 		python3 bench/peers_attn.py "$OUT/peers_attn_b128_$(date +%s).json" --block 128 \
 			"${b128[@]}" >>"$OUT/peers_attn.log" 2>&1 ||
 			{ echo "peers_attn block 128 FAILED" >&2; status=1; }

@@ -30,14 +30,15 @@
 #
 # BUDGET (default 420) seconds in all: timing starts no run that could end
 # past it. VERIFY_LIMIT (120), RACE_LIMIT (40), SYNC_LIMIT (25) seconds per
-# sanitizer run (SYNC=0 leaves synccheck out); ROUNDS (default 3) timing rounds at most. Exit 0 when the
-# verification passed, the sanitizers found nothing and every timed run
-# verified; 1 otherwise; 2 when a binary is missing.
+# sanitizer run (SYNC=0 leaves synccheck out); ROUNDS (default 3) timing
+# rounds at most. Exit 0 when the verification passed, the sanitizers found
+# nothing and every timed run verified; 1 otherwise; 2 when a binary is
+# missing.
 set -uo pipefail
 # shellcheck source=bench/ws_verify.sh
 . "$(dirname "$0")/ws_verify.sh"
 if [ $# -ne 3 ]; then
-	sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 fi
 OLD=$PWD/$1/ktune NEW=$PWD/$2/ktune T=$PWD/$2/tests/test_blockattn
@@ -71,7 +72,7 @@ ws_verify 128 "$NEW" "$T" "${VERIFY_LIMIT:-120}" "$OUT/verify.log"
 vrc=$?
 if [ $vrc -eq 0 ]; then verify=passed; else verify="FAILED (exit $vrc, verify.log)"; status=1; fi
 
-# 2. racecheck and synccheck over the ping-pong programs, multi-item CTAs
+# 2. racecheck and synccheck over RACE_CFGS, multi-item CTAs
 RACE_CFGS=("blockattn_fwd|seqs=40,lmax=256,heads=4,head_dim=128,block=128,rope=0|variant=ws,CONS=2,RING=2,RPROD=0"
 	   "blockattn_fwd|seqs=40,lmax=256,heads=4,head_dim=64,block=128,rope=0|variant=ws,CONS=1,RING=3,RPROD=0"
 	   "blockattn_bwd|seqs=40,lmax=256,heads=4,head_dim=128,block=128,rope=0|variant=ws,CONS=2,RING=1,RPROD=0"
@@ -142,7 +143,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 
 python3 - "$OUT" "$verify" "$race" "$sync" "${ENTRIES[@]}" >"$OUT/table.txt" <<'PY' || status=1
-import json, re, statistics, sys
+import json, statistics, sys
 sys.path.insert(0, "bench")
 import ws_verify
 out, verify, race, sync, entries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]

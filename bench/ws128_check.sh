@@ -148,7 +148,7 @@ for dir in $DIRS; do
 done
 
 python3 - "$OUT" "$DIRS" "$HDS" "$ROPES" "$verify" "$race" <<'PY' || status=1
-import json, os, re, sys
+import json, os, sys
 sys.path.insert(0, "bench")
 import ws_verify
 out, dirs, hds, ropes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()

@@ -164,7 +164,7 @@ done
 
 say "table"
 python3 - "$OUT" "$HDS" "$vrc" "$race" "$DIRS" <<'PY' || status=1
-import json, re, sys
+import json, sys
 sys.path.insert(0, "bench")
 import ws_verify
 out, hds, vrc, race = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4]
