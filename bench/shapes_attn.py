@@ -10,8 +10,14 @@ OUT_DIR/shapes_attn.json:
    "rows": [{"direction", "block", "head_dim", "ktune_us", "config",
              "verified", "rel_err", "evaluated", "space", "fa2_us",
              "fa2_dq_rel_err"..., "speedup", "ktune_error"}]}
-and prints one line per cell. Exit 1 unless every cell has a verified ktune
-winner and an FA2 time.
+and prints one line per cell. Exit 1 unless every cell of this run has a
+verified ktune winner and an FA2 time.
+
+With KTUNE_SHAPES_KEEP=OLD.json (a run of only some cells, KTUNE_ATTN_BLOCKS
+or KTUNE_ATTN_HDS), the rows of every cell this run did not measure are
+carried over from OLD.json unchanged, each marked with "run": the run that
+measured it (its commit, date and notes); "runs" at the top lists the runs
+and their cells. A ktune row and its FA2 time always come from one run.
 """
 import datetime
 import json
@@ -25,6 +31,40 @@ def load(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def cell(r):
+    return (r["direction"], r["block"], r["head_dim"])
+
+
+def carry(doc, path):
+    """Adds OLD's rows of the cells doc did not measure, marked with OLD's
+    run (or the run a row already carries), and lists the runs. Returns an
+    error string for an unreadable or foreign OLD, else None; doc is left
+    unchanged on error."""
+    old = load(path)
+    if not isinstance(old, dict) or not isinstance(old.get("rows"), list) or "run" not in old:
+        return "not a shapes_attn.json (no rows or run)"
+    if old.get("shape") != doc["shape"] or old.get("device") != doc["device"]:
+        return (f"measured on {old.get('device')} at {old.get('shape')}, "
+                f"this run on {doc['device']} at {doc['shape']}")
+    mine = {cell(r) for r in doc["rows"]}
+    carried = [dict(r, run=r.get("run", old["run"])) for r in old["rows"] if cell(r) not in mine]
+    settings = {"budget": doc["budget"], "time_limit_s": doc["time_limit_s"]}
+    for r in doc["rows"]:
+        r["run"] = dict(doc["run"], **settings)
+    for r in carried:
+        r["run"].setdefault("budget", old.get("budget"))
+        r["run"].setdefault("time_limit_s", old.get("time_limit_s"))
+    doc["rows"] += carried
+    doc["rows"].sort(key=lambda r: (r["block"], r["head_dim"], r["direction"] != "fwd"))
+    runs = {}
+    for r in doc["rows"]:
+        key = (r["run"]["commit"], r["run"]["date"])
+        runs.setdefault(key, dict(r["run"], cells=[]))["cells"].append(
+            f"{r['direction']} b{r['block']} d{r['head_dim']}")
+    doc["runs"] = sorted(runs.values(), key=lambda x: x["date"], reverse=True)
+    return None
 
 
 def main():
@@ -63,6 +103,13 @@ def main():
     doc = {"device": device, "run": {"commit": commit, "date": date},
            "shape": {"seqs": 1152, "lmax": 1024, "heads": 4, "rope": 0},
            "strategy": "random", "budget": int(budget), "time_limit_s": int(limit), "rows": rows}
+    measured = len(rows)
+    keep = os.environ.get("KTUNE_SHAPES_KEEP")
+    if keep:
+        err = carry(doc, keep)
+        if err:
+            print(f"shapes_attn.py: KTUNE_SHAPES_KEEP={keep}: {err}", file=sys.stderr)
+            return 2
     with open(os.path.join(out, "shapes_attn.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"{device}, commit {commit}: seqs 1152, lmax 1024, heads 4; ktune random budget {budget}")
@@ -72,8 +119,11 @@ def main():
         fa = f"{r['fa2_us']:10.1f}" if r.get("fa2_us") else f"{'-':>10s}"
         sp = f"{r['speedup']:9.2f}" if r.get("speedup") else f"{'-':>9s}"
         what = r.get("config") or r.get("ktune_error", "")
+        if r.get("run", doc["run"])["commit"] != commit or r.get("run", doc["run"])["date"] != date:
+            what += f"  (carried: run {r['run']['commit']} {r['run']['date']})"
         print(f"{r['direction']:4s} {r['block']:5d} {r['head_dim']:4d} {kt} {fa} {sp}  {what}")
-    print(f"{len(rows) - bad} of {len(rows)} cells with a verified ktune winner and an FA2 time")
+    print(f"{measured - bad} of {measured} cells of this run with a verified ktune winner and an FA2 time"
+          + (f"; {len(rows) - measured} carried over" if len(rows) > measured else ""))
     return 1 if bad else 0
 
 

@@ -16,7 +16,8 @@
 # KTUNE_ATTN_BUDGET (default 16) configs per cell; KTUNE_ATTN_LIMIT (default
 # 40) the sweep's --time-limit in seconds; KTUNE_ATTN_BLOCKS (default
 # "32 64 128 256") and KTUNE_ATTN_HDS (default "64 128") the cells;
-# KTUNE_ATTN_STEPS (default "ktune fa2") which sides run. The sweeps share
+# KTUNE_ATTN_STEPS (default "ktune fa2") which sides run; KTUNE_SHAPES_KEEP=
+# OLD.json carries the cells not run over from OLD.json (bench/shapes_attn.py). The sweeps share
 # OUT_DIR/attn.db, so a call cut short resumes. Writes OUT_DIR/shapes_attn.json
 # (bench/results/shapes_attn.json from an H200) and prints a table; exits 1
 # unless every cell has a verified ktune winner and an FA2 time.

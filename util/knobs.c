@@ -179,6 +179,8 @@ static const struct kt_knob_info knobs[] = {
 		"the block sizes of the cells" },
 	{ "KTUNE_ATTN_HDS", LIST, "64 128", BENCH, "bench/shapes_attn.sh",
 		"the head_dims of the cells" },
+	{ "KTUNE_SHAPES_KEEP", PATH, "", BENCH, "bench/shapes_attn.py",
+		"an earlier shapes_attn.json whose cells not run now are carried over" },
 	{ "KTUNE_ATTN_STEPS", LIST, "ktune fa2", BENCH, "bench/shapes_attn.sh",
 		"which sides run: ktune's sweeps, FlashAttention-2 (bench/peers_attn.py)" },
 	{ "KTUNE_TORCH_STEPS", LIST, "tests rows", BENCH, "bench/torch.sh", "the steps to run" },
