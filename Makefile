@@ -149,9 +149,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libktune_
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(BUILD)/libktune_core.a $(CUNIT_LIB) $(LDLIBS)
 
 # The README's test command. Every suite runs, then the result is summed up;
-# the ktune binary is built first because CLI and worker tests run it.
+# the ktune binary is built first because CLI and worker tests run it;
+# tests/bench/run.sh checks the bench scripts that write bench/results/.
 test: check-sources $(BUILD)/ktune $(BUILD)/kdigest $(TEST_BINS)
-	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(TEST_BINS)
+	@KTUNE_BIN=$(abspath $(BUILD)/ktune) tools/run-tests.sh $(TEST_BINS) tests/bench/run.sh
 
 # Every suite but the NVRTC compile-everything one (the sanitizer pass).
 test-fast: check-sources $(BUILD)/ktune $(BUILD)/kdigest $(TEST_BINS)

@@ -34,6 +34,13 @@ def ratios(rows):
             rope["vs_unfused_rope"] = round(rope["us"] / unf["us"], 4)
 
 
+def cellv(row, key):
+    """A table cell: row[key], or "-" where the row or the value is missing
+    (no floor on a card whose peaks were never measured)."""
+    v = (row or {}).get(key)
+    return "-" if v is None else str(v)
+
+
 def main():
     out_path, commit, peers_path, sweeps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     rows, device, summaries = [], None, []
@@ -125,10 +132,11 @@ def main():
         for pname in names:
             c = impls.get(pname)
             ratio = f"{k['us'] / c['us']:.3f}" if k and c and c.get("us") else "-"
-            done = ("yes" if k["sweep"]["complete"] else "part") if k else "-"
-            print(f"{w:34s} {k['us'] if k else '-':>9} {k['retime_us'] if k else '-':>8} "
-                  f"{k['floor_us'] if k else '-':>7} {done:>4s} {pname if c else '-':>13s} "
-                  f"{c['us'] if c else '-':>8} {ratio:>10s}")
+            sweep = (k or {}).get("sweep")
+            done = ("yes" if sweep["complete"] else "part") if sweep else "-"
+            print(f"{w:34s} {cellv(k, 'us'):>9} {cellv(k, 'retime_us'):>8} "
+                  f"{cellv(k, 'floor_us'):>7} {done:>4s} {pname if c else '-':>13s} "
+                  f"{cellv(c, 'us'):>8} {ratio:>10s}")
         if k and "vs_plain_bwd" in k:
             print(f"{w:34s} rope / plain bwd {k['vs_plain_bwd']:.3f}")
         for n in ("dq", "dk", "dv"):
