@@ -16,7 +16,7 @@ return_mode="median"):
                 the block-diagonal problem); backward through torch.autograd.grad.
                 Its backward row carries dq_rel_err = |dq - dq64| / |dq64| (and
                 dk_rel_err, dv_rel_err alike) against a float64 reference on the
-                same inputs.
+                same inputs, and "inputs": "ktune_dump" (--inputs) or "generated".
   unfused_rope  ktune's plain backward (from --ktune, measured in the same run)
                 plus the conjugate rotation of dq and dk as ONE fused Triton
                 kernel (both tensors, the bf16 cos/sin table of
@@ -230,7 +230,10 @@ def main():
         rows.append({"workload": f"blockattn_bwd:{wl}", "impl": "fa2_varlen",
                      "us": bench(lambda: torch.autograd.grad(o, (qg, kg, vg), do,
                                                              retain_graph=True)),
-                     **{f"d{n}_rel_err": rel_err(grads[i], g64[i]) for i, n in enumerate("qkv")}})
+                     **{f"d{n}_rel_err": rel_err(grads[i], g64[i]) for i, n in enumerate("qkv")},
+                     # whose q, k, v, do the errors were measured on: ktune's
+                     # dump (comparable with ktune's own errors) or this script's
+                     "inputs": "ktune_dump" if a.inputs else "generated"})
     if a.inputs and os.path.exists(os.path.join(a.inputs, "dq_ktune.bf16")):
         dqk = load_bf16(os.path.join(a.inputs, "dq_ktune.bf16"), (T, H, d), dev)
         row = {"workload": f"blockattn_bwd:{wl}", "impl": "ktune_dq_check",
