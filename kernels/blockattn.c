@@ -61,6 +61,10 @@ enum { V_BWD_WS = 2, V_BWD_CHUNK = 3 };
  * dS (64 x 128 bf16 each); head_dim 128, one scratch of the item's P and
  * dS (128 x 128 bf16 each) that the consumers share */
 enum { WS_SCRATCH = 2 * 64 * 128 * 2, WS_SCRATCH_D128 = 2 * 128 * 128 * 2 };
+/* the ws backward at BLK 128, head_dim 128 without rope: q's second
+ * buffer (128 x 128 bf16) after the scratch, so that the next item's q
+ * lands while this one runs (templates/blockattn_ws.cu's QB1) */
+enum { WS_Q2_D128 = 128 * 128 * 2 };
 /* sm_90's shared memory an SM, which decides how many of the ws backward's
  * CTAs at block 256 share one (templates/blockattn_ws.cu's DMINB) */
 enum { SM90_SMEM_SM = 228 * 1024 };
@@ -610,7 +614,8 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 		 * ring of q, k, v (do) tiles plus 1 KiB for the mbarriers; the
 		 * backward at BLK 128 adds a scratch per consumer for half 0's
 		 * P and dS (64 x 128 bf16 each), at head_dim 128 one shared
-		 * scratch for all of P and dS. The forward at BLK 256: two
+		 * scratch for all of P and dS, and without rope q's second
+		 * buffer after it. The forward at BLK 256: two
 		 * slots of a round's q rows (64 CONS) and RING slots of a k and
 		 * a v chunk (ws_kc keys) */
 		g->threads = (g->cons + 1) * 128;
@@ -639,7 +644,10 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 			g->smem = (unsigned)(g->stages * (bwd ? 4 : 3) * g->blk * g->d * 2 + 1024 +
 					     (bwd && g->blk == 128 ? g->d == 128 ? WS_SCRATCH_D128
 										 : g->cons * WS_SCRATCH
-								   : 0));
+								   : 0) +
+					     (bwd && g->blk == 128 && g->d == 128 && !g->rope
+						      ? WS_Q2_D128
+						      : 0));
 		return;
 	}
 	if (bwd && c->variant == V_BWD_CHUNK) {
@@ -830,8 +838,10 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				(bwd ? 4 : 3) * g->blk * g->d * 2 / 1024, bwd ? ", do" : "", g->blk,
 				g->d,
 				!bwd || g->blk != 128 ? ""
-				: g->d == 128	      ? " + 64 KiB of P, dS scratch"
-						      : " + CONS x 32 KiB of P, dS scratch"),
+				: g->d != 128	      ? " + CONS x 32 KiB of P, dS scratch"
+				: g->rope	      ? " + 64 KiB of P, dS scratch"
+						      : " + 64 KiB of P, dS scratch + 32 KiB of q's "
+							"second buffer"),
 		       1;
 	/* BLK 128, head_dim 128, two consumers: under the register cap of
 	 * 384 threads the producer cannot hold its rotation's table chunks

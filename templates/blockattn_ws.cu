@@ -8,7 +8,8 @@
  *   blockattn_bwd_ws(q, k, v, do, blocks, table, dq, dk, dv, nitems, H, ...)
  *       block (CONS + 1) * 128, dynamic smem STAGES * (3 | 4) * BLK * HD * 2 + 1024,
  *       the backward at BLK 128 CONS * 32 KiB more at HD 64, 64 KiB at
- *       HD 128 (STAGES 1: one slot the consumers share); the
+ *       HD 128 (STAGES 1: one slot the consumers share), and without
+ *       rope 32 KiB more there (q's second buffer: 225 KiB); the
  *       forward at BLK 256 (2 * 64 CONS + STAGES * 2 KC) * HD * 2 + 1024
  *       (two slots of a round's q rows, STAGES of a k and a v chunk; KC
  *       keys a chunk, 128 at HD 64, 64 at HD 128).
@@ -85,12 +86,17 @@
 #endif
 /* the included epilogue reads a row's table pairs ahead (RPF 1) */
 #define RPF (ROPE ? 1 : 0)
-/* The backward at BLK 128, HD 128 without rope: the slot's tiles are
- * refilled as they die, each on barriers of its own -- k and v (full KV,
- * empty KV) once every consumer has done dQ, q (the slot's full, empty)
- * after dK, do (full DO, empty DO) after dV; dK runs before dV because the
- * next item reads q first. With rope the producer rotates q and k
- * together, one item at a time. */
+/* The backward at BLK 128, HD 128 without rope: q has two buffers (the
+ * slot's q tile and one after the scratch, QB1), item i's in buffer i & 1,
+ * each with a full and an empty barrier (buffer 0 the slot's, buffer 1
+ * B_FQ1, B_EQ1): item i's q is copied as soon as item i - 2 is past its dK,
+ * so it lands while item i - 1 still runs rather than after item i - 1's
+ * last dK, and item i's S need not wait for it. The slot's other tiles are
+ * refilled as they die, each on barriers of their own: k (full KV) and v
+ * (under full DO, which the first dP waits for) once every consumer has
+ * done dQ (empty KV), do (full DO, empty DO) after dV. dK runs before
+ * dV, releasing q's buffer first. With rope the producer rotates q and k
+ * together, one item at a time, in one slot. */
 #define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
 /* The backward at BLK 256 uses the chunked variant's helpers (the block
@@ -138,12 +144,15 @@ enum : int {
 	HALVES = BLK / 64,
 	SHARE = BLK == 128 && (!BWD || HD == 128) ? CONS : 1,
 	HROWS = 64 * 128,
-	/* EARLY_REFILL: k and v's barriers, then do's, after the slot's
-	 * (which then guard q alone) */
+	/* EARLY_REFILL: k's full and k, v's empty, then do's full (v lands
+	 * under it too) and empty, then q's second buffer's full and empty,
+	 * after the slot's (which then guard q's first buffer alone) */
 	B_FKV = 2 * STAGES,
 	B_EKV = 2 * STAGES + 1,
 	B_FDO = 2 * STAGES + 2,
 	B_EDO = 2 * STAGES + 3,
+	B_FQ1 = 2 * STAGES + 4,
+	B_EQ1 = 2 * STAGES + 5,
 };
 constexpr int IT = BLK * CH / PT;	/* chunks of a tile per producer thread */
 
@@ -163,24 +172,6 @@ KT_DEV void load_pan(unsigned s, const __nv_bfloat16 *x, int t0, int len, int H,
 			      x + ((long long)(t0 + min(r, len - 1)) * H + h) * HD + c * 8, r < len);
 	}
 }
-
-#if EARLY_REFILL
-/* Two tiles' copies (x1 into s1, x2 into s2) of the same rows, one row
- * offset per chunk for both: two load_pan calls in the early refill's two
- * groups spilled 4 bytes (NVRTC's ptxas, 168 registers at CONS 2). */
-KT_DEV void load_two(unsigned s1, const __nv_bfloat16 *x1, unsigned s2, const __nv_bfloat16 *x2,
-		     int t0, int len, int H, int h, int pt)
-{
-#pragma unroll
-	for (int i = 0; i < IT; i++) {
-		int idx = pt + i * PT, r = idx / CH, c = idx % CH;
-		long long off = ((long long)(t0 + min(r, len - 1)) * H + h) * HD + c * 8;
-
-		kt_cp_async16(s1 + pan_off(r, c), x1 + off, r < len);
-		kt_cp_async16(s2 + pan_off(r, c), x2 + off, r < len);
-	}
-}
-#endif
 
 /* bf16 pairs of a warp's 16 rows of an S-layout accumulator into a BLK x
  * BLK panel tile (row = query, column = key), as the MN-major A operand of
@@ -295,7 +286,15 @@ KT_DEV float exp_half(float (&s)[N][4], int hf, float sl2, float mb)
 enum : int {
 	HTILE = 2 * HROWS,
 	SEQ = CONS == 2,
+	/* EARLY_REFILL: q's second buffer, after the slot, the mbarriers
+	 * and the scratch (225 KiB in all) */
+	QB1 = STAGES * SLOT + 1024 + 4 * HTILE,
 };
+#if EARLY_REFILL
+static_assert(8 * (B_EQ1 + 1) <= 1024 && QB1 % 1024 == 0 && QB1 + TILE <= 227 * 1024,
+	      "q's second buffer: its barriers within the 1 KiB, the buffer 1024-aligned "
+	      "within sm_90a's 227 KiB");
+#endif
 
 /* Where a warp's pairs go in a P-half at shared address t (1024-aligned):
  * pair (n8 tile nt, row r0 + lane / 4 + 8 hf, columns nt * 8 + 2 (lane % 4)).
@@ -539,28 +538,33 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 #if EARLY_REFILL
 	{
 		const int2 b = blocks[w / H];
-		const int h = w % H;
+		const int h = w % H, qb = i & 1;
 		unsigned st = sbase;
 
 		/* opaque per item: hoisted out of the producer's loop, the 64
 		 * copies' addresses spilled (ptxas, 168 registers at CONS 2) */
 		asm volatile("" : "+r"(st), "+r"(pt));
-		/* k, v once every consumer is past item i - 1's dQ */
+		/* q into buffer i & 1 once every consumer is past item i - 2's
+		 * dK (phase (i >> 1) - 1 of that buffer's empty): in practice
+		 * at once, item i - 1's do having waited for item i - 2's dV */
+		if (i >= 2)
+			kt_mbar_wait(bars + (qb ? B_EQ1 : STAGES) * 8, ((i >> 1) - 1) & 1);
+		load_pan(st + qb * QB1, q, b.x, b.y, H, h, pt);
+		kt_cp_async_commit();
+		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+				     bars + (qb ? B_FQ1 : 0) * 8)
+			     : "memory");
+		/* k, v once every consumer is past item i - 1's dQ; k alone
+		 * on full KV (S reads q and k), v on do's full (dP reads do
+		 * and v) */
 		if (i >= 1)
 			kt_mbar_wait(bars + B_EKV * 8, (i - 1) & 1);
-		load_two(st + TILE, k, st + 2 * TILE, v, b.x, b.y, H, h, pt);
+		load_pan(st + TILE, k, b.x, b.y, H, h, pt);
 		kt_cp_async_commit();
 		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
 				     bars + B_FKV * 8)
 			     : "memory");
-		/* q once every consumer is past item i - 1's dK (run before
-		 * dV: item i reads q first, in S) */
-		if (i >= 1)
-			kt_mbar_wait(bars + STAGES * 8, (i - 1) & 1);
-		load_pan(st, q, b.x, b.y, H, h, pt);
-		kt_cp_async_commit();
-		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bars)
-			     : "memory");
+		load_pan(st + 2 * TILE, v, b.x, b.y, H, h, pt);
 		/* do once every consumer is past item i - 1's dV */
 		if (i >= 1)
 			kt_mbar_wait(bars + B_EDO * 8, (i - 1) & 1);
@@ -873,7 +877,8 @@ KT_DEV void producer(unsigned char *smem, unsigned sbase, unsigned bars, const _
 struct citem {
 	int w, slot, h, len;
 	int2 b;
-	unsigned sq;		/* q's tile; k, v, do follow, TILE bytes apart */
+	unsigned sq;		/* q's tile; k, v, do follow, TILE bytes apart
+				 * (EARLY_REFILL: the slot's q tile, q's buffer 0) */
 	unsigned char *gq;	/* the same, generic */
 };
 
@@ -884,7 +889,12 @@ KT_DEV bool take(int i, unsigned char *smem, unsigned sbase, unsigned bars, cons
 	it.slot = i % STAGES;
 	if (it.w < 0)
 		return false;
+#if EARLY_REFILL
+	/* q's buffer i & 1: a phase of its full every second item */
+	kt_mbar_wait(bars + ((i & 1) ? B_FQ1 : 0) * 8, (i >> 1) & 1);
+#else
 	kt_mbar_wait(bars + it.slot * 8, (i / STAGES) & 1);
+#endif
 	kt_fence_proxy_async();
 	it.b = blocks[it.w / H];
 	it.h = it.w % H;
@@ -1683,6 +1693,8 @@ KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, const rtab *tabl
 			kt_mbar_init(bars + B_EKV * 8, 128 * SHARE);                       \
 			kt_mbar_init(bars + B_FDO * 8, PT);                                \
 			kt_mbar_init(bars + B_EDO * 8, 128 * SHARE);                       \
+			kt_mbar_init(bars + B_FQ1 * 8, PT);                                \
+			kt_mbar_init(bars + B_EQ1 * 8, 128 * SHARE);                       \
 		}                                                                          \
 		kt_mbar_init_fence();                                                      \
 	}                                                                                  \
@@ -1911,13 +1923,16 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	 * half's P and dS are written (and fenced to the async proxy), before
 	 * dV and dK read them. The slot is empty after 128 CONS arrivals,
 	 * each thread's after its last wgmma that reads the slot. With
-	 * EARLY_REFILL the slot's barriers guard q alone, and k, v and do have
-	 * full and empty barriers of their own: k, v's empty arrived on after
-	 * B (every dQ waited: nothing reads k or v after it); dK runs before
-	 * dV, so q (which the next item's S reads first) is released after
-	 * the thread's last dK, do after its last dV; do's full is waited
-	 * right before the first dP.
-	 * Scratch, after the barriers: P half 0, 1, dS half 0, 1 (HTILE each). */
+	 * EARLY_REFILL item i's q is in buffer i & 1 (the slot's q tile or
+	 * QB1), whose full take() waits (parity (i >> 1) & 1) and whose empty
+	 * each thread arrives on after its last dK (S and every dK, the
+	 * reads of q, complete); k, v and do have full and empty barriers of
+	 * their own: k's full waited before S, do's (which covers v too)
+	 * right before the first dP, k, v's empty arrived on after B (every
+	 * dQ waited: nothing reads k or v after it), do's after the thread's
+	 * last dV. dK runs before dV: q's buffer is released first.
+	 * Scratch, after the barriers: P half 0, 1, dS half 0, 1 (HTILE each);
+	 * EARLY_REFILL: q's buffer 1 after it. */
 	const unsigned scr = bars + 1024;
 	unsigned char *const gscr = smem + STAGES * SLOT + 1024;
 	const int ctid = tid - 128;	/* 0 .. 128 CONS - 1 */
@@ -1930,10 +1945,12 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 
 		const int2 b = it.b;
 		const int h = it.h, len = it.len, slot = it.slot;
-		const unsigned sq = it.sq, sk = sq + TILE, sv = sq + 2 * TILE, sdo = sq + 3 * TILE;
+		const unsigned st = it.sq, sk = st + TILE, sv = st + 2 * TILE, sdo = st + 3 * TILE;
+		/* EARLY_REFILL: q's buffer i & 1 */
+		const unsigned sq = EARLY_REFILL && (i & 1) ? sbase + QB1 : st;
 		float acc[MI][ND][4];
 
-		if (EARLY_REFILL) {	/* take() waited for q; k, v (and do) land on their own */
+		if (EARLY_REFILL) {	/* take() waited for q; k (v, do) land on their own */
 			kt_mbar_wait(bars + B_FKV * 8, i & 1);
 			kt_fence_proxy_async();
 		}
@@ -1982,11 +1999,13 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const int nmt = (len - 64 * cw + 64 * CONS - 1) / (64 * CONS);
 
 #if EARLY_REFILL
-		/* dK = dS^T q, then dV = P^T do, per key tile: q, which the next
-		 * item reads first, is free after this thread's last dK, do after
-		 * its last dV (both at once, with no key tile) */
+		/* dK = dS^T q, then dV = P^T do, per key tile: q's buffer is
+		 * free after this thread's last dK, do after its last dV (both
+		 * at once, with no key tile) */
+		const unsigned qempty = bars + ((i & 1) ? B_EQ1 : STAGES + slot) * 8;
+
 		if (nmt == 0) {
-			kt_mbar_arrive(bars + (STAGES + slot) * 8);
+			kt_mbar_arrive(qempty);
 			kt_mbar_arrive(bars + B_EDO * 8);
 		}
 #pragma unroll 1
@@ -2000,7 +2019,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
 			if (j == nmt - 1)
-				kt_mbar_arrive(bars + (STAGES + slot) * 8);
+				kt_mbar_arrive(qempty);
 			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
 						b.x, len, H, h, lane);
 		}

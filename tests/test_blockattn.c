@@ -1026,10 +1026,13 @@ static void test_ws_plans(void)
 						/* with rope every RPROD but 0 comes round (3: backward) */
 						int rprod = rope ? 1 + (int)(cons + ring) % (f ? 3 : 2) : 0;
 						/* the backward at block 128: a 32 KiB scratch per
-						 * consumer at d 64, one of 64 KiB at d 128 */
+						 * consumer at d 64, one of 64 KiB at d 128, and
+						 * there without rope q's second buffer (32 KiB) */
 						unsigned smem = (unsigned)(ring * (f ? 4 : 3) * blk * d * 2 + 1024 +
 									   (f && blk == 128 ? d == 128 ? 65536
-									    : cons * 32768 : 0));
+									    : cons * 32768 : 0) +
+									   (f && blk == 128 && d == 128 && !rope
+									    ? 32768 : 0));
 						struct kt_config c;
 						struct kt_plan p;
 						const struct kt_launch *l = &p.launch[0];
@@ -1120,7 +1123,8 @@ static void test_ws_plans(void)
  * 2, RPROD 1), which it leaves as it found: RING 1 only (one 128 KiB slot
  * and the 64 KiB P, dS scratch fill 227 KiB), no RPROD 1 (one slot is
  * never free ahead: the same kernel as 0), with rope CONS 1 and RPROD 0 or
- * 3 only (the others spill); without rope either CONS. */
+ * 3 only (the others spill); without rope either CONS, and 32 KiB more
+ * shared memory (q's second buffer). */
 static void ws_bwd128_d128(const struct kt_family *fa, const struct kt_shape *s128,
 			   struct kt_config *c, const struct kt_target *t90a)
 {
@@ -1168,8 +1172,18 @@ static void ws_bwd128_d128(const struct kt_family *fa, const struct kt_shape *s1
 	CU_ASSERT_EQUAL(fa->check(fa, &s0, c, t90a, why, sizeof(why)), 0);
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(fa->plan(fa, &s0, c, t90a, &p, &e), 0);
-	CU_ASSERT_EQUAL(p.launch[0].smem, need);
+	/* without rope q's second buffer (32 KiB): 225 KiB, within sm_90a's
+	 * 227, not one byte less */
+	CU_ASSERT_EQUAL(p.launch[0].smem, need + 32768u);
+	CU_ASSERT_EQUAL(p.launch[0].smem, 225u * 1024);
+	CU_ASSERT(p.launch[0].smem <= (unsigned)t90a->smem_optin);
 	CU_ASSERT_EQUAL(p.launch[0].block[0], 384u);
+	tight = *t90a;
+	tight.smem_optin = (int)need + 32768;
+	CU_ASSERT_EQUAL(fa->check(fa, &s0, c, &tight, why, sizeof(why)), 0);
+	tight.smem_optin = (int)need + 32767;
+	CU_ASSERT_EQUAL(fa->check(fa, &s0, c, &tight, why, sizeof(why)), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "q's second buffer"));
 	/* the default there: ws, two consumers on the one slot without rope
 	 * (timed ahead of grid); with rope 1 (s128), where CONS 2 spills, one
 	 * consumer (timed ahead of grid too); with rope 2, untimed, grid */
