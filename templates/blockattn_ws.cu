@@ -94,8 +94,9 @@
  * last dK, and item i's S need not wait for it. The slot's other tiles are
  * refilled as they die, each on barriers of their own: k (full KV) and v
  * (under full DO, which the first dP waits for) once every consumer has
- * done dQ (empty KV), do (full DO, empty DO) after dV. dK runs before
- * dV, releasing q's buffer first. With rope the producer rotates q and k
+ * done dQ (empty KV), do (full DO, empty DO) after dV. dV runs before
+ * dK, releasing do first: the next item's q is already in the other
+ * buffer, its do is the copy still waiting. With rope the producer rotates q and k
  * together, one item at a time, in one slot. */
 #define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
 
@@ -1930,7 +1931,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 	 * their own: k's full waited before S, do's (which covers v too)
 	 * right before the first dP, k, v's empty arrived on after B (every
 	 * dQ waited: nothing reads k or v after it), do's after the thread's
-	 * last dV. dK runs before dV: q's buffer is released first.
+	 * last dV. dV runs before dK: do is released first.
 	 * Scratch, after the barriers: P half 0, 1, dS half 0, 1 (HTILE each);
 	 * EARLY_REFILL: q's buffer 1 after it. */
 	const unsigned scr = bars + 1024;
@@ -1999,29 +2000,15 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const int nmt = (len - 64 * cw + 64 * CONS - 1) / (64 * CONS);
 
 #if EARLY_REFILL
-		/* dK = dS^T q, then dV = P^T do, per key tile: q's buffer is
-		 * free after this thread's last dK, do after its last dV (both
-		 * at once, with no key tile) */
+		/* dV = P^T do, then dK = dS^T q, per key tile: do is free after
+		 * this thread's last dV, q's buffer after its last dK (both at
+		 * once, with no key tile); dV first, because the next item's q
+		 * is already in the other buffer and its do waits for this one */
 		const unsigned qempty = bars + ((i & 1) ? B_EQ1 : STAGES + slot) * 8;
 
 		if (nmt == 0) {
 			kt_mbar_arrive(qempty);
 			kt_mbar_arrive(bars + B_EDO * 8);
-		}
-#pragma unroll 1
-		for (int j = 0; j < nmt; j++) {
-			const int mt = cw + CONS * j;
-
-			zero_acc<true>(acc[0]);
-			kt_wg_fence();
-			mma_tt2(acc[0], scr + 2 * HTILE, scr + 3 * HTILE, sq, mt);
-			kt_wg_commit();
-			kt_wg_wait<0>();
-			kt_wg_pin(acc[0]);
-			if (j == nmt - 1)
-				kt_mbar_arrive(qempty);
-			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
-						b.x, len, H, h, lane);
 		}
 #pragma unroll 1
 		for (int j = 0; j < nmt; j++) {
@@ -2037,6 +2024,21 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 				kt_mbar_arrive(bars + B_EDO * 8);
 			put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
 						  b.x, len, H, h, lane);
+		}
+#pragma unroll 1
+		for (int j = 0; j < nmt; j++) {
+			const int mt = cw + CONS * j;
+
+			zero_acc<true>(acc[0]);
+			kt_wg_fence();
+			mma_tt2(acc[0], scr + 2 * HTILE, scr + 3 * HTILE, sq, mt);
+			kt_wg_commit();
+			kt_wg_wait<0>();
+			kt_wg_pin(acc[0]);
+			if (j == nmt - 1)
+				kt_mbar_arrive(qempty);
+			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+						b.x, len, H, h, lane);
 		}
 #else
 		/* dV = P^T do, per key tile */
