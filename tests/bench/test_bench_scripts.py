@@ -39,7 +39,9 @@ def summary(workload, us, verified=True, floor=None):
             "statuses": {"ok": 10}, "worker_restarts": 0, "wall_s": 12.0}
 
 
-class Collect(unittest.TestCase):
+class InTmp(unittest.TestCase):
+    """A test with a temporary folder of its own (self.d; self.p(name))."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.d = self.tmp.name
@@ -50,6 +52,8 @@ class Collect(unittest.TestCase):
     def p(self, name):
         return os.path.join(self.d, name)
 
+
+class Collect(InTmp):
     def sweeps(self):
         paths = []
         for i, (wl, us, ok) in enumerate([("blockattn_bwd:ads_d128_L256_b128", 700.0, True),
@@ -122,18 +126,8 @@ class Collect(unittest.TestCase):
         self.assertEqual([x["commit"] for x in doc["runs"]], ["new0001", "old0001", "older01"])
 
 
-class ShapesAttn(unittest.TestCase):
+class ShapesAttn(InTmp):
     DEV = "NVIDIA H200"
-
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.d = self.tmp.name
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def p(self, name):
-        return os.path.join(self.d, name)
 
     def cell(self, blk, hd, fwd_us, bwd_us, fa2=(1000.0, 3000.0)):
         for direction, us in (("fwd", fwd_us), ("bwd", bwd_us)):
