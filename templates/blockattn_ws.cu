@@ -35,18 +35,7 @@
  * 96 KiB and only two fit, so a consumer per item would hold both and leave
  * the producer nothing to fill; shared, one slot is read while the other
  * loads, and a thread still holds one half (S plus O) at a time. Halves whose
- * rows all lie past the block's length are skipped. Without rope (SPLIT_V)
- * a slot's q, k and its v are filled and released apart: the slot's full
- * and empty barriers guard q, k, and v has a full V and an empty V of its
- * own per slot (PT and 128 CONS arrivals, as the slot's). The producer
- * copies q, k once the slot's empty completes, then v once empty V does;
- * a consumer thread waits full before S and arrives on empty after its
- * last half's S has completed (wgmma wait: q, k read), waits full V before
- * its first P v and arrives on empty V after its last. So the next item's
- * q, k load while the consumers still run the softmax and P v -- with two
- * slots at HD 128, a slot held from copy to P v leaves the ring too
- * shallow to cover the load. A skipped half waits full V before its empty V
- * arrival, which keeps every arrival in its own item's phase.
+ * rows all lie past the block's length are skipped.
  *
  * Warpgroup 0 produces: its 128 threads copy each item's q, k, v (do) by
  * cp.async into a ring of STAGES slots and, with ROPE, each rotates the
@@ -110,15 +99,6 @@
  * buffer, its do is the copy still waiting. With rope the producer rotates q and k
  * together, one item at a time, in one slot. */
 #define EARLY_REFILL (BWD && BLK == 128 && HD == 128 && !ROPE)
-/* The forward at BLK 128 without rope: q and k (read by S alone) and v
- * (read by P v alone) each on barriers of their own -- the slot's full and
- * empty guard q, k; full V, empty V (per slot) guard v. A slot's q, k are
- * released right after S, so the producer copies the next item's q, k
- * while the consumers still run the softmax and P v: at HD 128 only two
- * 96 KiB slots fit, and a slot held from its copy to the end of P v leaves
- * the ring too shallow to cover the load. With rope the producer rotates
- * q, k (and v) together, one slot at a time. */
-#define SPLIT_V (!BWD && BLK == 128 && !ROPE)
 
 /* The backward at BLK 256 uses the chunked variant's helpers (the block
  * list's passes, the A-operand packing) */
@@ -174,12 +154,7 @@ enum : int {
 	B_EDO = 2 * STAGES + 3,
 	B_FQ1 = 2 * STAGES + 4,
 	B_EQ1 = 2 * STAGES + 5,
-	/* SPLIT_V: v's full and empty barriers, slot s at B_FV + s, B_EV + s,
-	 * after the slot's (which then guard q, k alone) */
-	B_FV = 2 * STAGES,
-	B_EV = 3 * STAGES,
 };
-static_assert(4 * STAGES * 8 <= 1024, "the barriers fit the 1 KiB after the ring");
 constexpr int IT = BLK * CH / PT;	/* chunks of a tile per producer thread */
 
 /* Byte offset of 16-byte chunk c of row r in a panel-major swizzled tile. */
@@ -549,8 +524,7 @@ KT_DEV uint4 rot_by(uint4 x, uint4 u)
 
 /* Producer: issues item i's copies into its slot (after the item STAGES
  * back has left it); one cp.async group per call, empty past the end (so
- * wait_group counts stay aligned; SPLIT_V, no rope and no wait_group: q, k
- * then v, each after its own empty barrier). False past the end. */
+ * wait_group counts stay aligned). False past the end. */
 KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		  const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *dout,
 		  const int2 *blocks, int nitems, int H, int cta_step, int item_step, int nper,
@@ -619,20 +593,6 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		load_pan(st, q, b.x, b.y, H, h, pt);
 		load_pan(st + TILE, k, b.x, b.y, H, h, pt);
 	}
-#if SPLIT_V
-	/* q, k: full[slot] gets this thread's arrival once they land; v once
-	 * the item STAGES back is past P v (empty V), on full V */
-	kt_cp_async_commit();
-	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bars + slot * 8)
-		     : "memory");
-	if (i >= STAGES)
-		kt_mbar_wait(bars + (B_EV + slot) * 8, ((i / STAGES) - 1) & 1);
-	load_pan(st + 2 * TILE, v, b.x, b.y, H, h, pt);
-	kt_cp_async_commit();
-	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
-			     bars + (B_FV + slot) * 8)
-		     : "memory");
-#else
 	load_pan(st + 2 * TILE, v, b.x, b.y, H, h, pt);
 	if (BWD)
 		load_pan(st + 3 * TILE, dout, b.x, b.y, H, h, pt);
@@ -641,7 +601,6 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 		asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
 				     bars + slot * 8)
 			     : "memory");
-#endif
 	return true;
 }
 
@@ -1730,10 +1689,6 @@ KT_DEV void wsb_store(__nv_bfloat16 *x, const unsigned char *t, const rtab *tabl
 			kt_mbar_init(bars + s * 8, PT);                                    \
 			kt_mbar_init(bars + (STAGES + s) * 8, 128 * SHARE);                \
 		}                                                                          \
-		for (int s = 0; SPLIT_V && s < STAGES; s++) {                              \
-			kt_mbar_init(bars + (B_FV + s) * 8, PT);                           \
-			kt_mbar_init(bars + (B_EV + s) * 8, 128 * SHARE);                  \
-		}                                                                          \
 		if (EARLY_REFILL) {                                                        \
 			kt_mbar_init(bars + B_FKV * 8, PT);                                \
 			kt_mbar_init(bars + B_EKV * 8, 128 * SHARE);                       \
@@ -2436,14 +2391,6 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 
 			if (HALVES > 1 && 64 * hv >= len) {	/* SHARE 2, a short block */
 				kt_mbar_arrive(bars + (STAGES + slot) * 8);
-#if SPLIT_V
-				/* reads no v, but waits for it: every thread waits
-				 * each full V phase before its empty V arrival (else
-				 * the arrival could count toward the phase of the
-				 * item STAGES back, still in another consumer's P v) */
-				kt_mbar_wait(bars + (B_FV + slot) * 8, (i / STAGES) & 1);
-				kt_mbar_arrive(bars + (B_EV + slot) * 8);
-#endif
 				break;
 			}
 			kt_wg_zero(s[0]);
@@ -2452,26 +2399,15 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_commit();
 			kt_wg_wait<0>();
 			kt_wg_pin(s[0]);
-#if SPLIT_V
-			/* this thread's last S has read q, k: they are free */
-			if (last)
-				kt_mbar_arrive(bars + (STAGES + slot) * 8);
-#endif
 			softmax_rows(s, inv, len, lane);
 
-#if SPLIT_V
-			if (hv < SHARE) {	/* this consumer's first half: v lands on full V */
-				kt_mbar_wait(bars + (B_FV + slot) * 8, (i / STAGES) & 1);
-				kt_fence_proxy_async();
-			}
-#endif
 			kt_wg_zero(acc[0]);
 			mma_rx(acc[0], s[0], sv);
 			kt_wg_commit();
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
-			if (last)	/* the slot is free (SPLIT_V: its v) */
-				kt_mbar_arrive(bars + ((SPLIT_V ? B_EV : STAGES) + slot) * 8);
+			if (last)	/* the slot is free */
+				kt_mbar_arrive(bars + (STAGES + slot) * 8);
 #pragma unroll
 			for (int nt = 0; nt < ND; nt++)
 #pragma unroll
