@@ -1465,41 +1465,29 @@ static int dump_config(const char *shape, const char *key, const struct kt_targe
  * alone. */
 static void dump_mode_fails(const char *key, const char *block, const char *reason)
 {
-	char self[1024], *out = NULL, *suite, *blk;
+	static const char *const vars[] = {"KTUNE_BLOCKATTN_DUMP", "KTUNE_BLOCKATTN_DUMP_CONFIG",
+					   "KTUNE_BLOCKATTN_DUMP_BLOCK", "KTUNE_TEST_SUITE"};
+	/* the child runs dump mode's own suite, whatever filter this run was
+	 * started with; every variable is put back as it was afterwards */
+	const char *const set[] = {kt_test_tmpdir(), key, block, NULL};
+	char self[1024], *out = NULL, *saved[4];
 	char *argv[] = {self, NULL};
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	int rc;
-
-	const char *was = getenv("KTUNE_BLOCKATTN_DUMP");
-	char *keep = was ? strdup(was) : NULL;
+	int rc, v;
 
 	CU_ASSERT_FATAL(n > 0);
 	self[n] = 0;
-	CU_ASSERT_FATAL(!was || keep);
-	CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP", kt_test_tmpdir(), 1), 0);
-	CU_ASSERT_EQUAL_FATAL(setenv("KTUNE_BLOCKATTN_DUMP_CONFIG", key, 1), 0);
-	blk = kt_test_env_save("KTUNE_BLOCKATTN_DUMP_BLOCK");
-	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_BLOCKATTN_DUMP_BLOCK", block), 0);
-	/* the child runs dump mode's own suite, whatever filter this
-	 * run was started with */
-	suite = kt_test_env_save("KTUNE_TEST_SUITE");
-	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SUITE", NULL), 0);
-	rc = kt_test_exec(argv, NULL, &out, 120);
-	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SUITE", suite), 0);
-	free(suite);
-	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_BLOCKATTN_DUMP_BLOCK", blk), 0);
-	free(blk);
-	/* this program's own dump (KTUNE_BLOCKATTN_DUMP alone) goes on */
-	unsetenv("KTUNE_BLOCKATTN_DUMP_CONFIG");
-	if (keep) {
-		CU_ASSERT_EQUAL(setenv("KTUNE_BLOCKATTN_DUMP", keep, 1), 0);
-	} else {
-		unsetenv("KTUNE_BLOCKATTN_DUMP");
+	for (v = 0; v < 4; v++) {
+		saved[v] = kt_test_env_save(vars[v]);
+		CU_ASSERT_EQUAL(kt_test_env_put(vars[v], set[v]), 0);
 	}
-	CU_ASSERT(keep ? getenv("KTUNE_BLOCKATTN_DUMP") &&
-			 strcmp(getenv("KTUNE_BLOCKATTN_DUMP"), keep) == 0
-		       : getenv("KTUNE_BLOCKATTN_DUMP") == NULL);
-	free(keep);
+	rc = kt_test_exec(argv, NULL, &out, 120);
+	for (v = 0; v < 4; v++) {
+		CU_ASSERT_EQUAL(kt_test_env_put(vars[v], saved[v]), 0);
+		CU_ASSERT(saved[v] ? getenv(vars[v]) && strcmp(getenv(vars[v]), saved[v]) == 0
+				   : getenv(vars[v]) == NULL);
+		free(saved[v]);
+	}
 	CU_ASSERT_NOT_EQUAL(rc, 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, reason));
