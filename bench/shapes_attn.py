@@ -104,6 +104,7 @@ def main():
            "shape": {"seqs": 1152, "lmax": 1024, "heads": 4, "rope": 0},
            "strategy": "random", "budget": int(budget), "time_limit_s": int(limit), "rows": rows}
     measured = len(rows)
+    now = {cell(r) for r in rows}
     keep = os.environ.get("KTUNE_SHAPES_KEEP")
     if keep:
         err = carry(doc, keep)
@@ -119,7 +120,7 @@ def main():
         fa = f"{r['fa2_us']:10.1f}" if r.get("fa2_us") else f"{'-':>10s}"
         sp = f"{r['speedup']:9.2f}" if r.get("speedup") else f"{'-':>9s}"
         what = r.get("config") or r.get("ktune_error", "")
-        if r.get("run", doc["run"])["commit"] != commit or r.get("run", doc["run"])["date"] != date:
+        if cell(r) not in now:
             what += f"  (carried: run {r['run']['commit']} {r['run']['date']})"
         print(f"{r['direction']:4s} {r['block']:5d} {r['head_dim']:4d} {kt} {fa} {sp}  {what}")
     print(f"{measured - bad} of {measured} cells of this run with a verified ktune winner and an FA2 time"

@@ -598,6 +598,13 @@ struct cfg {
 	unsigned smem;
 };
 
+/* The ws backward at BLK 128, head_dim 128 without rope: the template's
+ * EARLY_REFILL program, which has q's second buffer (WS_Q2_D128) */
+static int ws_q2(int bwd, const struct cfg *g)
+{
+	return bwd && g->blk == 128 && g->d == 128 && !g->rope;
+}
+
 static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c, struct cfg *g)
 {
 	memset(g, 0, sizeof(*g));
@@ -645,9 +652,7 @@ static void cfg_of(int bwd, const struct kt_shape *s, const struct kt_config *c,
 					     (bwd && g->blk == 128 ? g->d == 128 ? WS_SCRATCH_D128
 										 : g->cons * WS_SCRATCH
 								   : 0) +
-					     (bwd && g->blk == 128 && g->d == 128 && !g->rope
-						      ? WS_Q2_D128
-						      : 0));
+					     (ws_q2(bwd, g) ? WS_Q2_D128 : 0));
 		return;
 	}
 	if (bwd && c->variant == V_BWD_CHUNK) {
@@ -839,9 +844,9 @@ static int check_ws(int bwd, const struct kt_config *c, const struct kt_target *
 				g->d,
 				!bwd || g->blk != 128 ? ""
 				: g->d != 128	      ? " + CONS x 32 KiB of P, dS scratch"
-				: g->rope	      ? " + 64 KiB of P, dS scratch"
-						      : " + 64 KiB of P, dS scratch + 32 KiB of q's "
-							"second buffer"),
+				: ws_q2(bwd, g)	      ? " + 64 KiB of P, dS scratch + 32 KiB of q's "
+							"second buffer"
+						      : " + 64 KiB of P, dS scratch"),
 		       1;
 	/* BLK 128, head_dim 128, two consumers: under the register cap of
 	 * 384 threads the producer cannot hold its rotation's table chunks

@@ -1467,22 +1467,23 @@ static void dump_mode_fails(const char *key, const char *block, const char *reas
 {
 	static const char *const vars[] = {"KTUNE_BLOCKATTN_DUMP", "KTUNE_BLOCKATTN_DUMP_CONFIG",
 					   "KTUNE_BLOCKATTN_DUMP_BLOCK", "KTUNE_TEST_SUITE"};
+	enum { NV = sizeof(vars) / sizeof(vars[0]) };
 	/* the child runs dump mode's own suite, whatever filter this run was
 	 * started with; every variable is put back as it was afterwards */
-	const char *const set[] = {kt_test_tmpdir(), key, block, NULL};
-	char self[1024], *out = NULL, *saved[4];
+	const char *const set[NV] = {kt_test_tmpdir(), key, block, NULL};
+	char self[1024], *out = NULL, *saved[NV];
 	char *argv[] = {self, NULL};
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	int rc, v;
 
 	CU_ASSERT_FATAL(n > 0);
 	self[n] = 0;
-	for (v = 0; v < 4; v++) {
+	for (v = 0; v < NV; v++) {
 		saved[v] = kt_test_env_save(vars[v]);
 		CU_ASSERT_EQUAL(kt_test_env_put(vars[v], set[v]), 0);
 	}
 	rc = kt_test_exec(argv, NULL, &out, 120);
-	for (v = 0; v < 4; v++) {
+	for (v = 0; v < NV; v++) {
 		CU_ASSERT_EQUAL(kt_test_env_put(vars[v], saved[v]), 0);
 		CU_ASSERT(saved[v] ? getenv(vars[v]) && strcmp(getenv(vars[v]), saved[v]) == 0
 				   : getenv(vars[v]) == NULL);
