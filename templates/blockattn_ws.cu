@@ -522,6 +522,72 @@ KT_DEV uint4 rot_by(uint4 x, uint4 u)
 	return rot_chunk_reg(x, a, b);
 }
 
+/* put_acc (blockattn_bwd.cu) in 16-byte stores, where nothing is rotated
+ * (rope 0, or ROT false) at block 128 (at block 64 the backward at
+ * head_dim 128 spilled 8 bytes with it): the quad of threads holding a row has its n8
+ * tiles 4g..4g+3 two columns a thread; two shuffle rounds (a 4 x 4
+ * transpose across the quad) hand thread t all eight columns of tile
+ * 4g + t. A warp then stores a row's 64 bytes as whole sectors with a
+ * quarter of the store instructions: the 4-byte stores filled the LSU
+ * queue that the producer's copies share. Every thread shuffles; rows
+ * past the length store nothing. */
+template <bool ROT>
+KT_DEV void put_out(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const rtab *table,
+		    unsigned (&ct)[MI][2][ND], int r0, int d0, int t0, int len, int H, int h,
+		    int lane)
+{
+	static_assert(ND % 4 == 0, "put_out: a quad's four n8 tiles");
+	if ((ROPE && ROT) || BLK != 128) {
+		put_acc<ROT, 0, false>(x, nullptr, acc, table, nullptr, ct, r0, d0, t0, len, H, h,
+				       lane);
+		return;
+	}
+	const int t = lane & 3;
+	const bool b1 = t & 1, b2 = t & 2;
+
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			const int row = r0 + mi * 16 + (lane >> 2) + 8 * hf;
+
+#pragma unroll
+			for (int g = 0; g < ND / 4; g++) {
+				unsigned u[4];
+
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+					u[j] = kt_pack_bf16x2(acc[mi][4 * g + j][2 * hf],
+							      acc[mi][4 * g + j][2 * hf + 1]);
+				/* lanes t, t ^ 1: each 2 x 2 block transposed */
+#pragma unroll
+				for (int m = 0; m < 2; m++) {
+					unsigned v = __shfl_xor_sync(0xffffffffu,
+								     b1 ? u[2 * m] : u[2 * m + 1], 1);
+
+					if (b1)
+						u[2 * m] = v;
+					else
+						u[2 * m + 1] = v;
+				}
+				/* lanes t, t ^ 2: the off-diagonal blocks swapped */
+#pragma unroll
+				for (int m = 0; m < 2; m++) {
+					unsigned v = __shfl_xor_sync(0xffffffffu, b2 ? u[m] : u[2 + m], 2);
+
+					if (b2)
+						u[m] = v;
+					else
+						u[2 + m] = v;
+				}
+				if (row < len)
+					*reinterpret_cast<uint4 *>(
+						x + ((long long)(t0 + row) * H + h) * HD + d0 +
+						(4 * g + t) * 8) = make_uint4(u[0], u[1], u[2], u[3]);
+			}
+		}
+}
+
 /* Producer: issues item i's copies into its slot (after the item STAGES
  * back has left it); one cp.async group per call, empty past the end (so
  * wait_group counts stay aligned). False past the end. */
@@ -1987,7 +2053,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			put_half(scr + (2 + hv) * HTILE, a, r0, lane);
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
-			put_acc<CROT, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0 + 64 * hv, 0,
+			put_out<CROT>(dq, acc, table, ct, r0 + 64 * hv, 0,
 						b.x, len, H, h, lane);
 		}
 		/* every half's P and dS before dV, dK */
@@ -2022,7 +2088,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (j == nmt - 1)
 				kt_mbar_arrive(bars + B_EDO * 8);
-			put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0,
 						  b.x, len, H, h, lane);
 		}
 #pragma unroll 1
@@ -2037,7 +2103,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (j == nmt - 1)
 				kt_mbar_arrive(qempty);
-			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0,
 						b.x, len, H, h, lane);
 		}
 #else
@@ -2053,7 +2119,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
 			/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
-			put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0,
 						  b.x, len, H, h, lane);
 		}
 		/* dK = dS^T q, per key tile; this thread is done with the slot
@@ -2072,7 +2138,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (RPROD != 3 && j == nmt - 1)
 				kt_mbar_arrive(bars + (STAGES + slot) * 8);
-			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0,
 						b.x, len, H, h, lane);
 		}
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
@@ -2128,7 +2194,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 				put_half(scr + HTILE, a, r0, lane);
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
-			put_acc<CROT, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0 + 64 * hv, 0,
+			put_out<CROT>(dq, acc, table, ct, r0 + 64 * hv, 0,
 						b.x, len, H, h, lane);
 			if (hv) {	/* every warp's dQ is done: k is dead, dS there */
 				kt_bar_sync(1 + cw, 128);
@@ -2149,7 +2215,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
 			/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
-			put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0,
 						  b.x, len, H, h, lane);
 		}
 		/* dK = dS^T q, per key tile; the slot is free after the last */
@@ -2163,7 +2229,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (RPROD != 3 && mt == two)
 				kt_mbar_arrive(bars + (STAGES + slot) * 8);
-			put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0 + 64 * mt, 0,
+			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0,
 						b.x, len, H, h, lane);
 		}
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
@@ -2230,7 +2296,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		put_pan(gq + TILE, dp[0], r0, lane);
 		kt_fence_proxy_async();
 		kt_bar_sync(1 + cw, 128);
-		put_acc<CROT, 0, false>(dq, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+		put_out<CROT>(dq, acc, table, ct, r0, 0, b.x, len, H, h,
 					lane);
 
 		/* dV = P^T do */
@@ -2241,7 +2307,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_wait<0>();
 		kt_wg_pin(acc[0]);
 		/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
-		put_acc<ROPE_V, 0, false>(dv, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H,
+		put_out<ROPE_V>(dv, acc, table, ct, r0, 0, b.x, len, H,
 					  h, lane);
 
 		/* dK = dS^T q */
@@ -2253,7 +2319,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_pin(acc[0]);
 		if (RPROD != 3)	/* the slot is free */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
-		put_acc<CROT, 0, false>(dk, nullptr, acc, table, nullptr, ct, r0, 0, b.x, len, H, h,
+		put_out<CROT>(dk, acc, table, ct, r0, 0, b.x, len, H, h,
 					lane);
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
@@ -2347,7 +2413,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					acc[0][nt][2 * hf + 1] *= x;
 				}
 			}
-			put_acc<false, 0, false>(o, nullptr, acc, table, nullptr, ct, 64 * rt + r0, 0,
+			put_out<false>(o, acc, table, ct, 64 * rt + r0, 0,
 						 b.x, len, H, h, lane);
 		}
 	}
@@ -2413,7 +2479,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 #pragma unroll
 				for (int e = 0; e < 4; e++)
 					acc[0][nt][e] *= inv[0][e >> 1];
-			put_acc<false, 0, false>(o, nullptr, acc, table, nullptr, ct, r0 + 64 * hv, 0,
+			put_out<false>(o, acc, table, ct, r0 + 64 * hv, 0,
 						 b.x, len, H, h, lane);
 			if (last)
 				break;
