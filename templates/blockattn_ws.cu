@@ -522,22 +522,23 @@ KT_DEV uint4 rot_by(uint4 x, uint4 u)
 	return rot_chunk_reg(x, a, b);
 }
 
-/* put_acc (blockattn_bwd.cu) in 16-byte stores, where nothing is rotated
- * (rope 0, or ROT false) at block 128 (at block 64 the backward at
- * head_dim 128 spilled 8 bytes with it): the quad of threads holding a row has its n8
- * tiles 4g..4g+3 two columns a thread; two shuffle rounds (a 4 x 4
- * transpose across the quad) hand thread t all eight columns of tile
- * 4g + t. A warp then stores a row's 64 bytes as whole sectors with a
+/* put_acc (blockattn_bwd.cu) in 16-byte stores at block 128, where nothing
+ * is rotated (rope 0, or ROT false) and VEC: the quad of threads holding a
+ * row has its n8 tiles 4g..4g+3 two columns a thread; two shuffle rounds
+ * (a 4 x 4 transpose across the quad) hand thread t all eight columns of
+ * tile 4g + t. A warp then stores a row's 64 bytes as whole sectors with a
  * quarter of the store instructions: the 4-byte stores filled the LSU
- * queue that the producer's copies share. Every thread shuffles; rows
- * past the length store nothing. */
-template <bool ROT>
+ * queue that the producer's copies share. Every thread shuffles; rows past
+ * the length store nothing. VEC false where the registers do not allow it:
+ * the block-128 backward's dv at head_dim 64 (with it, CONS 2 spilled 4
+ * bytes; at block 64 the backward at head_dim 128 spilled 8). */
+template <bool ROT, bool VEC = true>
 KT_DEV void put_out(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const rtab *table,
 		    unsigned (&ct)[MI][2][ND], int r0, int d0, int t0, int len, int H, int h,
 		    int lane)
 {
 	static_assert(ND % 4 == 0, "put_out: a quad's four n8 tiles");
-	if ((ROPE && ROT) || BLK != 128) {
+	if ((ROPE && ROT) || BLK != 128 || !VEC) {
 		put_acc<ROT, 0, false>(x, nullptr, acc, table, nullptr, ct, r0, d0, t0, len, H, h,
 				       lane);
 		return;
@@ -2053,8 +2054,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			put_half(scr + (2 + hv) * HTILE, a, r0, lane);
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
-			put_out<CROT>(dq, acc, table, ct, r0 + 64 * hv, 0,
-						b.x, len, H, h, lane);
+			put_out<CROT>(dq, acc, table, ct, r0 + 64 * hv, 0, b.x, len, H, h, lane);
 		}
 		/* every half's P and dS before dV, dK */
 		kt_fence_proxy_async();
@@ -2088,8 +2088,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (j == nmt - 1)
 				kt_mbar_arrive(bars + B_EDO * 8);
-			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0,
-						  b.x, len, H, h, lane);
+			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0, b.x, len, H, h, lane);
 		}
 #pragma unroll 1
 		for (int j = 0; j < nmt; j++) {
@@ -2103,8 +2102,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (j == nmt - 1)
 				kt_mbar_arrive(qempty);
-			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0,
-						b.x, len, H, h, lane);
+			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0, b.x, len, H, h, lane);
 		}
 #else
 		/* dV = P^T do, per key tile */
@@ -2119,8 +2117,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
 			/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
-			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0,
-						  b.x, len, H, h, lane);
+			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0, b.x, len, H, h, lane);
 		}
 		/* dK = dS^T q, per key tile; this thread is done with the slot
 		 * after the last (or at once, with no key tile) */
@@ -2138,8 +2135,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (RPROD != 3 && j == nmt - 1)
 				kt_mbar_arrive(bars + (STAGES + slot) * 8);
-			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0,
-						b.x, len, H, h, lane);
+			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0, b.x, len, H, h, lane);
 		}
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
@@ -2194,8 +2190,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 				put_half(scr + HTILE, a, r0, lane);
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
-			put_out<CROT>(dq, acc, table, ct, r0 + 64 * hv, 0,
-						b.x, len, H, h, lane);
+			put_out<CROT>(dq, acc, table, ct, r0 + 64 * hv, 0, b.x, len, H, h, lane);
 			if (hv) {	/* every warp's dQ is done: k is dead, dS there */
 				kt_bar_sync(1 + cw, 128);
 				put_half(sk, a, r0, lane);
@@ -2215,8 +2210,8 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_wait<0>();
 			kt_wg_pin(acc[0]);
 			/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
-			put_out<ROPE_V>(dv, acc, table, ct, r0 + 64 * mt, 0,
-						  b.x, len, H, h, lane);
+			put_out<ROPE_V, false>(dv, acc, table, ct, r0 + 64 * mt, 0, b.x, len, H, h,
+					       lane);
 		}
 		/* dK = dS^T q, per key tile; the slot is free after the last */
 #pragma unroll 1
@@ -2229,8 +2224,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_wg_pin(acc[0]);
 			if (RPROD != 3 && mt == two)
 				kt_mbar_arrive(bars + (STAGES + slot) * 8);
-			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0,
-						b.x, len, H, h, lane);
+			put_out<CROT>(dk, acc, table, ct, r0 + 64 * mt, 0, b.x, len, H, h, lane);
 		}
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
@@ -2296,8 +2290,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		put_pan(gq + TILE, dp[0], r0, lane);
 		kt_fence_proxy_async();
 		kt_bar_sync(1 + cw, 128);
-		put_out<CROT>(dq, acc, table, ct, r0, 0, b.x, len, H, h,
-					lane);
+		put_out<CROT>(dq, acc, table, ct, r0, 0, b.x, len, H, h, lane);
 
 		/* dV = P^T do */
 		kt_wg_zero(acc[0]);
@@ -2307,8 +2300,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_wait<0>();
 		kt_wg_pin(acc[0]);
 		/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
-		put_out<ROPE_V>(dv, acc, table, ct, r0, 0, b.x, len, H,
-					  h, lane);
+		put_out<ROPE_V>(dv, acc, table, ct, r0, 0, b.x, len, H, h, lane);
 
 		/* dK = dS^T q */
 		kt_wg_zero(acc[0]);
@@ -2319,8 +2311,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_pin(acc[0]);
 		if (RPROD != 3)	/* the slot is free */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
-		put_out<CROT>(dk, acc, table, ct, r0, 0, b.x, len, H, h,
-					lane);
+		put_out<CROT>(dk, acc, table, ct, r0, 0, b.x, len, H, h, lane);
 		if (RPROD == 3)	/* free, and dq, dk written for the producer to rotate */
 			kt_mbar_arrive(bars + (STAGES + slot) * 8);
 	}
@@ -2413,8 +2404,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 					acc[0][nt][2 * hf + 1] *= x;
 				}
 			}
-			put_out<false>(o, acc, table, ct, 64 * rt + r0, 0,
-						 b.x, len, H, h, lane);
+			put_out<false>(o, acc, table, ct, 64 * rt + r0, 0, b.x, len, H, h, lane);
 		}
 	}
 }
@@ -2479,8 +2469,7 @@ blockattn_fwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 #pragma unroll
 				for (int e = 0; e < 4; e++)
 					acc[0][nt][e] *= inv[0][e >> 1];
-			put_out<false>(o, acc, table, ct, r0 + 64 * hv, 0,
-						 b.x, len, H, h, lane);
+			put_out<false>(o, acc, table, ct, r0 + 64 * hv, 0, b.x, len, H, h, lane);
 			if (last)
 				break;
 		}
