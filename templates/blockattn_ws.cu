@@ -589,24 +589,6 @@ KT_DEV void put_out(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const rtab *table
 		}
 }
 
-/* Block 128 without rope: each issue() first asks L2 for its item's tiles
- * (cp.async.bulk.prefetch, a row of HD * 2 bytes a producer thread, rows
- * within the length), so that the rows come from memory while the producer
- * waits for the slot and the copies after the wait read L2: with one or two
- * slots of 96-128 KiB the copies alone left the memory idle between items.
- * Not the backward at head_dim 64: at CONS 2 its producer spilled 4 bytes. */
-constexpr bool L2PF = BLK == 128 && !ROPE && (HD == 128 || !BWD);
-
-KT_DEV void pf_row(const __nv_bfloat16 *x, int2 b, int H, int h, int pt)
-{
-	static_assert(BLK <= PT, "pf_row: a row a producer thread");
-	if (pt < b.y)
-		asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(
-				     x + ((long long)(b.x + pt) * H + h) * HD),
-			     "n"(HD * 2)
-			     : "memory");
-}
-
 /* Producer: issues item i's copies into its slot (after the item STAGES
  * back has left it); one cp.async group per call, empty past the end (so
  * wait_group counts stay aligned). False past the end. */
@@ -620,16 +602,6 @@ KT_DEV bool issue(int i, unsigned sbase, unsigned bars, const __nv_bfloat16 *q,
 	if (w < 0) {
 		kt_cp_async_commit();
 		return false;
-	}
-	if (L2PF) {
-		const int2 b = blocks[w / H];
-		const int h = w % H;
-
-		pf_row(q, b, H, h, pt);
-		pf_row(k, b, H, h, pt);
-		pf_row(v, b, H, h, pt);
-		if (BWD)
-			pf_row(dout, b, H, h, pt);
 	}
 #if EARLY_REFILL
 	{
