@@ -2,8 +2,7 @@
 # ws128_ab.sh -- the ws kernels at block 128 (templates/blockattn_ws.cu),
 # forward and backward, of an old binary against a new one on an sm_90 GPU,
 # in one device call of at most ~7 minutes:
-#   1. verify: NEW's tests/test_blockattn GPU suite at block 128 (VERIFY_BLOCK
-#      names another), ws only
+#   1. verify: NEW's tests/test_blockattn GPU suite at block 128, ws only
 #      (small ragged shapes, lengths 40-100: blocks whose second half is
 #      empty and blocks with both; every ws config of both directions,
 #      head_dim 64 and 128, rope 0-2, against the CPU and GPU references);
@@ -67,10 +66,9 @@ status=0
 	echo "new: $("$NEW" --version 2>&1)"
 } >"$OUT/env.txt"
 
-# 1. every ws config at the block against both references (small shapes)
-VB=${VERIFY_BLOCK:-128}
-say "verify: test_blockattn, ws at block $VB (NEW)"
-ws_verify "$VB" "$NEW" "$T" "${VERIFY_LIMIT:-120}" "$OUT/verify.log"
+# 1. every ws config at block 128 against both references (small shapes)
+say "verify: test_blockattn, ws at block 128 (NEW)"
+ws_verify 128 "$NEW" "$T" "${VERIFY_LIMIT:-120}" "$OUT/verify.log"
 vrc=$?
 if [ $vrc -eq 0 ]; then verify=passed; else verify="FAILED (exit $vrc, verify.log)"; status=1; fi
 
@@ -144,14 +142,13 @@ for ((r = 0; r < ROUNDS; r++)); do
 	done
 done
 
-python3 - "$OUT" "$verify" "$race" "$sync" "$VB" "${ENTRIES[@]}" >"$OUT/table.txt" <<'PY' || status=1
+python3 - "$OUT" "$verify" "$race" "$sync" "${ENTRIES[@]}" >"$OUT/table.txt" <<'PY' || status=1
 import json, statistics, sys
 sys.path.insert(0, "bench")
 import ws_verify
-out, verify, race, sync, vb = sys.argv[1:6]
-entries = sys.argv[6:]
+out, verify, race, sync, entries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 print(open(f"{out}/env.txt").read().strip())
-print(f"verify (test_blockattn, ws, block {vb}, NEW): {verify}")
+print(f"verify (test_blockattn, ws, block 128, NEW): {verify}")
 for r in ws_verify.read(f"{out}/verify.log"):
     print(ws_verify.line(*r))
 print(f"racecheck (NEW, seqs 40): {race}")

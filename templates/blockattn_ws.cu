@@ -538,7 +538,7 @@ KT_DEV void put_out(__nv_bfloat16 *x, float (&acc)[MI][ND][4], const rtab *table
 		    int lane)
 {
 	static_assert(ND % 4 == 0, "put_out: a quad's four n8 tiles");
-	if ((ROPE && ROT) || BLK < 64 || !VEC) {
+	if ((ROPE && ROT) || BLK != 128 || !VEC) {
 		put_acc<ROT, 0, false>(x, nullptr, acc, table, nullptr, ct, r0, d0, t0, len, H, h,
 				       lane);
 		return;
@@ -2290,7 +2290,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		put_pan(gq + TILE, dp[0], r0, lane);
 		kt_fence_proxy_async();
 		kt_bar_sync(1 + cw, 128);
-		put_out<CROT, false>(dq, acc, table, ct, r0, 0, b.x, len, H, h, lane);
+		put_out<CROT>(dq, acc, table, ct, r0, 0, b.x, len, H, h, lane);
 
 		/* dV = P^T do */
 		kt_wg_zero(acc[0]);
@@ -2300,7 +2300,7 @@ blockattn_bwd_ws(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_wg_wait<0>();
 		kt_wg_pin(acc[0]);
 		/* ROPE 2: dv conjugate-rotated here, also under RPROD 3 */
-		put_out<ROPE_V, false>(dv, acc, table, ct, r0, 0, b.x, len, H, h, lane);
+		put_out<ROPE_V>(dv, acc, table, ct, r0, 0, b.x, len, H, h, lane);
 
 		/* dK = dS^T q */
 		kt_wg_zero(acc[0]);
