@@ -12,13 +12,16 @@
 # launches (default 3; 1 for fused_monarch_ws). The first two runs (the
 # verification and a warm-up) are skipped, the next two profiled. Each kernel
 # is replayed alone (no overlap with its neighbours, so PDL's gain is not in
-# these durations) without cache flushes or clock locking. Writes
+# these durations) without cache flushes or clock locking. The profiled
+# sweep has no drift sentinel (--sentinel-every 0): with --no-baseline the
+# sentinel is the family's default config, timed before CONFIG under the
+# same kernel names, so the skipped and profiled launches would be its. Writes
 # OUT_DIR/profile_<n>.csv (ncu --csv --page details) and prints one line per
 # kernel: name, grid, registers, duration, busy% (SM active / elapsed cycles),
 # SM and memory throughput, DRAM throughput, L2 hit rate.
 set -uo pipefail
 if [ $# -lt 4 ]; then
-	sed -n '2,18p' "$0" >&2
+	sed -n '2,21p' "$0" >&2
 	exit 2
 fi
 B=$1 OUT=$2 W=$3 C=$4
@@ -40,6 +43,7 @@ rm -f "$db"
 	--section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats \
 	--csv --page details --log-file "$csv" \
 	"$B/ktune" sweep --workload "$W" --config "$C" --no-baseline --no-retime --timeout 300 \
+	--sentinel-every 0 \
 	--db "$db" >"$OUT/profile_$n.ncu.txt" 2>&1 || { echo "ncu FAILED" >&2; tail -n 5 "$OUT/profile_$n.ncu.txt" >&2; exit 1; }
 python3 - "$csv" <<'PY'
 import csv, sys
