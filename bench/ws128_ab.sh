@@ -93,8 +93,8 @@ san() {
 		[ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
 		timeout "$limit" "$SAN" --tool "$tool" --target-processes all "${extra[@]}" \
 			"$NEW" sweep --family "$fam" --shape "$shape" --config "$cfg" \
-			--db "$OUT/$tool.db" --no-baseline --no-retime --tournament 0 --timeout 60 \
-			--json >>"$OUT/$tool.log" 2>&1
+			--db "$OUT/$tool.db" --no-baseline --no-retime --sentinel-every 0 --tournament 0 \
+			--timeout 60 --json >>"$OUT/$tool.log" 2>&1
 		rc=$?
 		if grep -Eq "ERROR SUMMARY: [1-9]|SUMMARY: [1-9][0-9]* hazard" "$OUT/$tool.log"; then
 			res="errors (see $tool.log)"
@@ -136,8 +136,8 @@ for ((r = 0; r < ROUNDS; r++)); do
 			f=$OUT/runs/r${r}e${k}$which
 			lim=$((left < 45 ? left : 45))
 			timeout "$lim" "$bin" sweep --family "$fam" --shape "$shape" --config "$cfg" \
-				--no-baseline --no-retime --tournament 0 --db "$f.db" --json \
-				</dev/null >"$f.json" 2>"$f.log" || tail -n 2 "$f.log" >&2
+				--no-baseline --no-retime --sentinel-every 0 --tournament 0 --db "$f.db" \
+				--json </dev/null >"$f.json" 2>"$f.log" || tail -n 2 "$f.log" >&2
 		done
 	done
 done

@@ -107,6 +107,7 @@ if [ "${RACE:-0}" = 1 ]; then
 			timeout "${RACE_LIMIT:-100}" "$SAN" --tool racecheck --target-processes all \
 				--racecheck-report hazard "$K" sweep --family "$RACE_FAM" --shape "$shape" \
 				--config "$cfg" --db "$OUT/race.db" --no-baseline --no-retime \
+				--sentinel-every 0 \
 				--tournament 0 --timeout 90 --json >>"$OUT/racecheck.log" 2>&1
 			rc=$?
 			if [ $rc -eq 124 ]; then

@@ -91,6 +91,7 @@ if [ "${RACE:-1}" != 0 ] && [ -x "$SAN" ]; then
 			--racecheck-report hazard \
 			"$K" sweep --family "${RACE_FAMS[$i]}" --shape "${RACE_SHAPES[$i]}" \
 			--config "${RACE_CFGS[$i]}" --db "$OUT/race.db" --no-baseline --no-retime \
+			--sentinel-every 0 \
 			--tournament 0 --timeout 120 --json >>"$OUT/racecheck.log" 2>&1
 		rc=$?
 		if [ $rc -eq 124 ]; then
