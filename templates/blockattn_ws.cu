@@ -1551,9 +1551,9 @@ KT_DEV void wsb_produce(unsigned char *smem, unsigned sbase, unsigned bars,
 
 /* dQ: S = q k^T and dP = do v^T of a consumer's query tile (sq, sdo: its
  * first row in the pass's q and do panels) against the chunk in slot sk
- * (k, then v), one group; dq_sdp_issue leaves it in flight. */
-KT_DEV void dq_sdp_issue(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsigned sq,
-			 unsigned sdo, unsigned sk)
+ * (k, then v), one group. */
+KT_DEV void dq_sdp(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsigned sq, unsigned sdo,
+		   unsigned sk)
 {
 	const unsigned sv = sk + DCTL;
 
@@ -1563,12 +1563,6 @@ KT_DEV void dq_sdp_issue(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsig
 	ss_hd<KCH>(x, sq, DPPAN, sk, DCPAN);
 	ss_hd<KCH>(y, sdo, DPPAN, sv, DCPAN);
 	kt_wg_commit();
-}
-
-KT_DEV void dq_sdp(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsigned sq, unsigned sdo,
-		   unsigned sk)
-{
-	dq_sdp_issue(x, y, sq, sdo, sk);
 	kt_wg_wait<0>();
 	kt_wg_pin(x);
 	kt_wg_pin(y);
@@ -1642,99 +1636,6 @@ KT_DEV void dq_acc(float (&acc)[ND][4], float (&x)[kba::NBC][4], const float (&y
 	kt_wg_commit();
 	kt_wg_wait<0>();
 	kt_wg_pin(acc);
-}
-
-/* The dQ consumer pipelined one chunk deep (dq_pipe) where its registers
- * allow two sets of S, dP: head_dim 64, CONS 2 (setmaxnreg 232), rope 0.
- * Elsewhere ptxas spilled 32-288 bytes. */
-constexpr bool DQPIPE = HD == 64 && CONS == 2 && !ROPE;
-
-/* dq_pipe's state over one unit: the consumer's outputs and statistics,
- * two register sets of S, dP, its query tile (sq, sdo) and ring step g. */
-struct dqp {
-	float (&acc)[ND][4];
-	float (&m)[2];
-	float (&l)[2];
-	float (&di)[2];
-	float x[2][kba::NBC][4], y[2][kba::NBC][4];
-	unsigned sq, sdo, sbase, bars, g;
-	int nch, len, lane;
-};
-
-/* Chunk c of sweep SW (1: the statistics, dq_run; 2: dQ, dq_acc), its S, dP
- * complete in register set B, its slot at ring step u.g. The next step's
- * group (chunk c + 1, or after sweep 1's last chunk sweep 2's first) is
- * issued first, into set 1 - B, and runs under this chunk's arithmetic;
- * after sweep 2's last chunk a repeat of this chunk's group takes its
- * place and is dropped, so that no wgmma is issued inside a branch.
- * Nothing is in flight on entry or on exit: with a group in flight across
- * a divergent branch ptxas serialized every wgmma of the kernel (C7518). */
-template <int SW, int B>
-KT_DEV void dq_step(dqp &u, int c)
-{
-	const unsigned s = u.g % STAGES, g1 = u.g + 1;
-	const unsigned sk = u.sbase + DRING0 + s * DRSLOT;
-	const int lim = u.len - c * KCH - 2 * (u.lane & 3);
-	unsigned sn = sk;
-
-	if (SW == 1 || c + 1 < u.nch) {
-		kt_mbar_wait(u.bars + (DB_F + g1 % STAGES) * 8, (g1 / STAGES) & 1);
-		kt_fence_proxy_async();
-		sn = u.sbase + DRING0 + (g1 % STAGES) * DRSLOT;
-	}
-	dq_sdp_issue(u.x[1 - B], u.y[1 - B], u.sq, u.sdo, sn);
-	if (SW == 1)
-		dq_run(u.x[B], u.y[B], u.m, u.l, u.di, lim);
-	else
-		dq_acc(u.acc, u.x[B], u.y[B], u.m, u.di, sk, lim);
-	kt_wg_wait<0>();
-	kt_wg_pin(u.x[1 - B]);
-	kt_wg_pin(u.y[1 - B]);
-	/* every thread has waited its last wgmma on the slot */
-	kt_mbar_arrive(u.bars + (DB_E + s) * 8);
-	u.g++;
-}
-
-/* Sweep SW over the unit's chunks, chunk 0 complete in set B0; returns the
- * set that holds the next sweep's chunk 0. */
-template <int SW, int B0>
-KT_DEV int dq_sweep(dqp &u)
-{
-	int c = 0;
-
-#pragma unroll 1
-	for (; c + 1 < u.nch; c += 2) {
-		dq_step<SW, B0>(u, c);
-		dq_step<SW, 1 - B0>(u, c + 1);
-	}
-	if (c < u.nch) {
-		dq_step<SW, B0>(u, c);
-		return 1 - B0;
-	}
-	return B0;
-}
-
-/* blockattn_bwd_dq's two sweeps over a unit's nch chunks, pipelined
- * (dq_step), the ring at step g (advanced past them); the statistics go out
- * after sweep 1 (put_stats at row rbase of the pass). */
-KT_DEV void dq_pipe(float (&acc)[ND][4], float (&m)[2], float (&l)[2], float (&di)[2],
-		    unsigned &g, unsigned sq, unsigned sdo, unsigned sbase, unsigned bars, int nch,
-		    int len, int lane, int rbase, float2 *stats, int t0, int H, int h)
-{
-	dqp u{acc, m, l, di, {}, {}, sq, sdo, sbase, bars, g, nch, len, lane};
-
-	kt_mbar_wait(bars + (DB_F + g % STAGES) * 8, (g / STAGES) & 1);
-	kt_fence_proxy_async();
-	dq_sdp(u.x[0], u.y[0], sq, sdo, sbase + DRING0 + (g % STAGES) * DRSLOT);
-
-	const int b2 = dq_sweep<1, 0>(u);
-
-	kba::put_stats(m, l, di, rbase, lane, len, stats, t0, H, h);
-	if (b2)
-		dq_sweep<2, 1>(u);
-	else
-		dq_sweep<2, 0>(u);
-	g = u.g;
 }
 
 /* One query chunk [k0, k0 + KCH) into a consumer's key tile (sk, sv: its
@@ -1948,33 +1849,27 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		kt_fence_proxy_async();
 		/* steps 0 .. nch - 1: sweep 1 (the statistics); nch .. 2 nch - 1:
 		 * sweep 2 (dQ) */
-		if (DQPIPE && act) {
-			dq_pipe(acc, m, l, di, g, sq, sdo, sbase, bars, nch, len, lane,
-				pr0 + 64 * cw + r0, stats, t0, H, h);
-		} else {
 #pragma unroll 1
-			for (int j = 0; j < 2 * nch; j++, g++) {
-				const int s = g % STAGES, c = j < nch ? j : j - nch;
-				const unsigned sk = sbase + DRING0 + s * DRSLOT;
+		for (int j = 0; j < 2 * nch; j++, g++) {
+			const int s = g % STAGES, c = j < nch ? j : j - nch;
+			const unsigned sk = sbase + DRING0 + s * DRSLOT;
 
-				kt_mbar_wait(bars + (DB_F + s) * 8, (g / STAGES) & 1);
-				kt_fence_proxy_async();
-				if (act) {
-					const int lim = len - c * KCH - 2 * (lane & 3);
-					float x[kba::NBC][4], y[kba::NBC][4];
+			kt_mbar_wait(bars + (DB_F + s) * 8, (g / STAGES) & 1);
+			kt_fence_proxy_async();
+			if (act) {
+				const int lim = len - c * KCH - 2 * (lane & 3);
+				float x[kba::NBC][4], y[kba::NBC][4];
 
-					dq_sdp(x, y, sq, sdo, sk);
-					if (j >= nch)
-						dq_acc(acc, x, y, m, di, sk, lim);
-					else
-						dq_run(x, y, m, l, di, lim);
-				}
-				/* every thread has waited its last wgmma on the slot */
-				kt_mbar_arrive(bars + (DB_E + s) * 8);
-				if (act && j == nch - 1)
-					kba::put_stats(m, l, di, pr0 + 64 * cw + r0, lane, len, stats,
-						       t0, H, h);
+				dq_sdp(x, y, sq, sdo, sk);
+				if (j >= nch)
+					dq_acc(acc, x, y, m, di, sk, lim);
+				else
+					dq_run(x, y, m, l, di, lim);
 			}
+			/* every thread has waited its last wgmma on the slot */
+			kt_mbar_arrive(bars + (DB_E + s) * 8);
+			if (act && j == nch - 1)
+				kba::put_stats(m, l, di, pr0 + 64 * cw + r0, lane, len, stats, t0, H, h);
 		}
 		if (act) {
 			/* every warp's wgmmas on this consumer's q rows are done
