@@ -25,7 +25,7 @@
 #include "../util/err.h"
 
 #define KT_MAX_DIMS 8
-#define KT_MAX_PARAMS 16
+#define KT_MAX_PARAMS 20
 #define KT_MAX_VALUES 12
 #define KT_MAX_VARIANTS 12
 #define KT_MAX_BUFS 10

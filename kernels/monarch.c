@@ -48,7 +48,7 @@ enum { V_NAIVE, V_RELAYOUT, V_NAIVE_WGMMA, V_RELAYOUT_WGMMA, V_NAIVE_WS, V_RELAY
  * B_ARRIVED only for fused_ws's EPILOGUE 3 */
 enum { B_X, B_W1, B_W2, B_Y, B_Z32, B_Z, B_G, B_Y2, B_W1R, B_ARRIVED };
 enum { P_BM, P_BN, P_ZBN, P_BK, P_WM, P_WN, P_STAGES, P_GROUP, P_CONS, P_RING, P_EPI,
-       P_CLI, P_CLT, P_GSTORE, P_YSTORE, P_PDL };
+       P_CLI, P_CLT, P_GSTORE, P_YSTORE, P_PDL, P_PERSIST };
 
 #define PERM_X8_THREADS 128	/* monarch_perm_x8's block (monarch.cu says why) */
 
@@ -114,6 +114,12 @@ static const struct kt_param params[] = {
 	 "relayout with GSTORE 1 (sm_90+): 1 stage 2 is a programmatic dependent launch of "
 	 "stage 1 that loads its first w2 stages while stage 1 finishes, 0 a plain launch",
 	 1, 0},
+	/* optional: keys from before it mean one CTA per tile */
+	{"PERSISTENT", 4, {0, 1, 2, 3}, WS,
+	 "ws stages on gemm.cu's persistent kernel (one CTA per SM walking the tiles, the next "
+	 "tile's loads under this one's epilogue; for short K, in/blocks and rank): 0 none, "
+	 "1 stage 1, 2 stage 2, 3 both",
+	 1, 0},
 };
 
 /* The two families' priv: 1 where y is left block-major (monarch_bm). */
@@ -127,8 +133,13 @@ static int block_major(const struct kt_family *f)
 }
 
 /* y2 is stage 2's tile, z1 stage 1's. */
-static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct kt_gemm_tile *y2)
+static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
+		     struct kt_gemm_tile *z1, struct kt_gemm_tile *y2)
 {
+	/* PERSISTENT: one CTA per SM (gemm_plan clamps to the work items;
+	 * with an unknown count, compile-only, one per item) */
+	const long ctas = tgt->sms > 0 ? tgt->sms : 1L << 30;
+
 	kt_gemm_tile_set(y2, c->p[P_BM], c->p[P_BN], c->p[P_BK], c->p[P_WM], c->p[P_WN],
 			 c->p[P_STAGES], c->p[P_GROUP],
 			 c->variant == V_NAIVE_WGMMA || c->variant == V_RELAYOUT_WGMMA);
@@ -146,6 +157,10 @@ static void tiles_of(const struct kt_config *c, struct kt_gemm_tile *z1, struct 
 	y2->pdl = c->variant == V_RELAYOUT && c->p[P_PDL] == 1;
 	*z1 = *y2;
 	z1->bn = c->p[P_ZBN];
+	if (y2->ws) {
+		z1->persistent = c->p[P_PERSIST] & 1 ? ctas : 0;
+		y2->persistent = c->p[P_PERSIST] & 2 ? ctas : 0;
+	}
 }
 
 static int is_relayout(int variant)
@@ -332,7 +347,7 @@ static int monarch_check(const struct kt_family *f, const struct kt_shape *s,
 	if (KT_ELEM_THREADS > tgt->max_threads)
 		return WHY("the permutation kernels need %d threads per block, target has %d",
 			   KT_ELEM_THREADS, tgt->max_threads);
-	tiles_of(c, &z1, &y2);
+	tiles_of(c, tgt, &z1, &y2);
 	if (kt_gemm_check_space(&z1, T, r, n / b, 0, tgt, why, whylen))
 		return 1;
 	return kt_gemm_check_space(&y2, T, m / b, r, 0, tgt, why, whylen);
@@ -573,7 +588,7 @@ static int monarch_plan(const struct kt_family *f, const struct kt_shape *s,
 		return plan_fused(bm, s, c, tgt, out, err);
 	nb = n / b;
 	mb = m / b;
-	tiles_of(c, &z1, &y2);
+	tiles_of(c, tgt, &z1, &y2);
 	if (g_direct) {
 		/* (2), the middle permutation in stage 1's store: w1r's column
 		 * i*rp + q of block j is g[i][t][j*rp + q], so the staged

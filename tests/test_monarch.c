@@ -562,6 +562,83 @@ static void test_fused_epilogue1_on_host(void)
 	CU_ASSERT(blockmajor || (x8 > 0 && rows > 0));
 }
 
+/* The ws variants with PERSISTENT 1, 2, 3 (each stage its own walk) on
+ * every small shape, on a target of 3 SMs so that each CTA walks several
+ * (tile, block) items: stage 1's x through the (k, batch, rows) map, g
+ * stored through column groups (GSTORE 1), each a persistent grid of at
+ * most 3 CTAs with the batch count as its last argument; y exact and
+ * rounded. */
+static void test_persistent_on_host(void)
+{
+	static const char *const vs[] = {"naive_ws", "relayout_ws"};
+	struct kt_target t = ft_target("sm_90a");
+	size_t i, v;
+	int ran = 0, walked = 0;
+
+	t.sms = 3;
+	for (i = 0; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++)
+		for (v = 0; v < 2; v++) {
+			struct problem p;
+			struct kt_config c;
+			long gs, pe;
+
+			problem_init(&p, small_shapes[i], 61 + i);
+			if (ft_first_config(mon, &p.s, &t, kt_variant_index(mon, vs[v]), &c)) {
+				problem_release(&p);
+				continue;
+			}
+			for (gs = 0; gs <= (v ? 1 : 0); gs++)
+				for (pe = 1; pe <= 3; pe++) {
+					struct kt_plan plan;
+					struct kt_err e = {0};
+					char why[200], what[160];
+					float *y;
+					long oob;
+					int l, round;
+
+					c.p[param_index("BLOCK_M")] = 64;
+					c.p[param_index("CONSUMERS")] = 1;
+					c.p[param_index("BLOCK_N")] = 64;
+					c.p[param_index("Z_BLOCK_N")] = 64;
+					c.p[param_index("PERSISTENT")] = pe;
+					if (v)
+						c.p[param_index("GSTORE")] = gs;
+					if (mon->check(mon, &p.s, &c, &t, why, sizeof(why)))
+						continue;
+					CU_ASSERT_EQUAL_FATAL(mon->plan(mon, &p.s, &c, &t, &plan, &e), 0);
+					for (l = 0; l < plan.nlaunch; l++) {
+						const struct kt_launch *ln = &plan.launch[l];
+						const struct kt_program *pg = &plan.programs[ln->program];
+						int st = strcmp(ln->kernel, "gemm_tn_ws") != 0 ? 0 :
+							 l == 0 ? 1 : 2;
+
+						if (!st)
+							continue;
+						/* this stage's bit of PERSISTENT: the walk,
+						 * at most one CTA per SM */
+						CU_ASSERT_EQUAL(emu_define(pg, "PERSISTENT"),
+								pe & st ? 1 : -1);
+						CU_ASSERT_EQUAL(ln->nargs, pe & st ? 11 : 10);
+						if (pe & st) {
+							CU_ASSERT(ln->grid[0] <= 3u);
+							walked += ln->grid[0] < (unsigned)ln->args[10].i;
+						}
+					}
+					for (round = 0; round < 2; round++) {
+						y = plan_run(&p, &c, &plan, round, &oob);
+						snprintf(what, sizeof(what), "%s GSTORE=%ld PERSISTENT=%ld %s",
+							 vs[v], gs, pe, small_shapes[i]);
+						ft_check_output(y, oob, p.ref, p.bufs[3].elems, round, what);
+						free(y);
+					}
+					ran++;
+				}
+			problem_release(&p);
+		}
+	CU_ASSERT(ran >= 20);
+	CU_ASSERT(walked > 0);	/* CTAs that ran more than one item */
+}
+
 /* fused_ws with EPILOGUE 3 (monarch: y2 stored, the token tile's CTAs
  * waited for, the interleave in the same launch) on its shapes, BLOCK_M 64
  * and 128: one cooperative launch, the arrival counters a scratch buffer
@@ -891,8 +968,8 @@ static void test_space(void)
 	 * the relayout variants, YSTORE relayout and relayout_wgmma again,
 	 * PDL relayout again: 33,536 before the checks, which refuse PDL 1
 	 * with GSTORE 0; STAGES 6 and 8, which the checks keep to decode
-	 * tiles: 55,680) */
-	CU_ASSERT(total < 60000);
+	 * tiles: 55,680; PERSISTENT's four values on the ws variants: 61,440) */
+	CU_ASSERT(total < 64000);
 	printf("\n  monarch space %ld\n", total);
 	for (t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
 		for (i = 0; i < sizeof(ref_shapes) / sizeof(ref_shapes[0]); i++) {
@@ -1297,6 +1374,8 @@ static void add_cpu_tests(CU_pSuite s)
 	CU_add_test(s, "outputs are O(1)", test_output_scale);
 	CU_add_test(s, "each variant's plan, and the controls that must fail",
 		    test_variants_on_host);
+	CU_add_test(s, "ws stages on the persistent walk (PERSISTENT 1-3) on the host",
+		    test_persistent_on_host);
 	CU_add_test(s, "fused_ws EPILOGUE 1 (y2, then the interleaving) on the host",
 		    test_fused_epilogue1_on_host);
 	CU_add_test(s, "fused_ws EPILOGUE 3 (y2, the tile's CTAs waited for, the interleaving "
