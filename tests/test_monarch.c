@@ -1073,6 +1073,8 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "Z_BLOCK_N"), want[i].zbn);
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "STAGES"), 4);
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "GSTORE"), want[i].gstore);
+			/* both stages on the persistent walk at BLOCK_M 128 */
+			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "PERSISTENT"), want[i].bm == 128 ? 3 : 0);
 			CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t86, &c), 0);
 			CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
 		}
