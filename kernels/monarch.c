@@ -770,9 +770,9 @@ static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape
  * GSTORE 1 where rank/blocks >= 32 (shorter runs gain nothing), the tile
  * that won the whole relayout_ws space at each of the four N1024 reference
  * shapes fused_ws refuses (docs/families/monarch.md); both stages on the
- * persistent walk (PERSISTENT 3: 5-19% faster from 4096 tokens and at
- * llama7b's N1024 MLP shapes, even at the small layers' N1024); then
- * BLOCK_M 64 with one consumer, one CTA per tile (unmeasured there). On
+ * persistent walk (PERSISTENT 3: faster or level at every shape measured,
+ * the same page); then BLOCK_M 64 with one consumer, one CTA per tile
+ * (the walk unmeasured there). On
  * sm_90 for 32 tokens or fewer, and where tokens x rank <= 65536 (few
  * tokens of a small layer), the decode tile below.
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
