@@ -13,8 +13,10 @@
 # "blast monarch lowrank"); KTUNE_SHAPES_VARIANTS, e.g. "blast=tcmix,tcmix_ws
 # monarch=fused_ws", sweeps only those variants of those families (to
 # re-verify changed kernels at every shape; a shape none of them can run is
-# reported as skipped, not as a failure). Writes OUT_DIR/shapes.json and
-# prints a table.
+# reported as skipped, not as a failure). KTUNE_SHAPES_KEEP=OLD.json carries
+# the problems this run did not measure (other families) over from an earlier
+# shapes.json, each row marked with its run (bench/shapes.py). Writes
+# OUT_DIR/shapes.json and prints a table.
 set -uo pipefail
 B=${1:-build-dev}
 OUT=${2:-bench/out}
@@ -64,52 +66,5 @@ for fam in ${KTUNE_SHAPES_FAMILIES:-blast monarch lowrank}; do
 			status=1
 		fi
 done
-python3 - "$OUT" "$COMMIT" "$budget" "${KTUNE_SHAPES_VARIANTS:-}" <<'PY' || status=1
-import datetime, glob, json, sys
-out, commit, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
-variants = dict(fv.split("=", 1) for fv in sys.argv[4].split())
-rows = []
-for p in sorted(glob.glob(out + "/shapes_*.json")):
-    try:
-        d = json.load(open(p))
-    except ValueError:
-        print(f"shapes: {p}: no summary (the sweep was stopped)", file=sys.stderr)
-        continue
-    for s in d.get("sweeps", [d]):
-        if "family" not in s:
-            continue
-        if "error" in s:
-            err = s["error"]["message"] if isinstance(s["error"], dict) else str(s["error"])
-            if s["family"] in variants and "no config of" in err:
-                rows.append({"family": s["family"], "shape": s["shape"], "skipped": err,
-                             "statuses": {}, "best_us": None, "cublas_us": None})
-                continue
-            rows.append({"family": s["family"], "shape": s["shape"], "verified": False,
-                         "statuses": {}, "error": s["error"], "best_us": None, "cublas_us": None})
-            continue
-        rows.append({"family": s["family"], "shape": s["shape"], "gpu": s.get("gpu"),
-                     "space": s["counts"]["space"], "evaluated": s["counts"]["evaluated"],
-                     "statuses": s["statuses"], "verified": s["verified"],
-                     "best_us": round(s["us"], 3) if s["verified"] else None,
-                     "config": s["config"] if s["verified"] else None,
-                     "rel_err": s["rel_err"] if s["verified"] else None,
-                     "cublas_us": round(s["cublas_us"], 3) if s.get("cublas_us") else None,
-                     "floor_us": round(s["floor_us"], 3) if s.get("floor_us") else None})
-doc = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-       "commit": commit, "budget_per_problem": budget, "rows": rows}
-if variants:
-    doc["variants"] = variants
-json.dump(doc, open(out + "/shapes.json", "w"), indent=1)
-bad = [r for r in rows if "skipped" not in r and (not r["verified"] or r["statuses"].get("wrong"))]
-skipped = [r for r in rows if "skipped" in r]
-print(f"{'family':8s} {'shape':58s} {'ok':>3s} {'bad':>3s} {'best us':>9s} {'cuBLAS':>8s}")
-for r in rows:
-    st = r["statuses"]
-    nbad = sum(v for k, v in st.items() if k != "ok")
-    print(f"{r['family']:8s} {r['shape']:58s} {st.get('ok', 0):3d} {nbad:3d} "
-          f"{r['best_us'] if r['best_us'] else '-':>9} {r['cublas_us'] or '-':>8}")
-print(f"{len(rows)} problems, {len(rows) - len(bad) - len(skipped)} verified with no wrong "
-      f"candidate, {len(skipped)} skipped (no config of the variants asked for fits)")
-sys.exit(1 if bad else 0)
-PY
+python3 "$(dirname "$0")/shapes.py" "$OUT" "$COMMIT" "$budget" "${KTUNE_SHAPES_VARIANTS:-}" || status=1
 exit $status

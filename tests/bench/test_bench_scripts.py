@@ -1,5 +1,5 @@
 """The bench scripts' result assembly (bench/collect.py, bench/shapes_attn.py,
-bench/ws_verify.py) on made-up inputs: what they write into
+bench/shapes.py, bench/ws_verify.py) on made-up inputs: what they write into
 bench/results/*.json is what the notes and issues cite, so a row carried over
 from the wrong run, a dropped error field or a wrong exit code must fail here
 rather than in a device call. Standard library only (unittest)."""
@@ -206,6 +206,81 @@ class ShapesAttn(InTmp):
         r = self.run_cells("256", "64", {"KTUNE_SHAPES_KEEP": old})
         self.assertEqual(r.returncode, 2)
         self.assertIn("not a shapes_attn.json", r.stderr)
+
+
+class Shapes(InTmp):
+    DEV = "NVIDIA H200"
+    S1 = "tokens=1024,in=2048,out=2048,blocks=16,rank=256"
+    S2 = "tokens=4096,in=2048,out=2048,blocks=16,rank=256"
+
+    def sweep(self, shape, us, wrong=0, device=DEV):
+        return {"family": "monarch", "shape": shape, "device": device, "verified": us is not None,
+                "us": us or 0.0, "config": "variant=relayout_ws,PERSISTENT=3", "rel_err": 0.0025,
+                "cublas_us": 17.0004, "floor_us": 2.7, "counts": {"space": 100, "evaluated": 6},
+                "statuses": {"ok": 6 - wrong, "wrong": wrong}}
+
+    def run_shapes(self, sweeps, env=None, variants=""):
+        write(self.p("shapes_monarch.json"), {"sweeps": sweeps})
+        return run("shapes.py", [self.d, "new0001", "5", variants], env)
+
+    def old(self):
+        rows = [{"family": f, "shape": s, "verified": True, "best_us": 99.0, "cublas_us": 50.0,
+                 "statuses": {"ok": 5}, "gpu": None}
+                for f in ("blast", "monarch") for s in (self.S1, self.S2)]
+        write(self.p("old.json"), {"date": "2026-12-03T06:48:29Z", "commit": "old0001",
+                                   "device": self.DEV, "budget_per_problem": 5, "rows": rows})
+        return self.p("old.json")
+
+    def test_rows_and_exit(self):
+        r = self.run_shapes([self.sweep(self.S1, 29.4567), self.sweep(self.S2, 72.5)])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        doc = json.load(open(self.p("shapes.json")))
+        self.assertEqual([x["best_us"] for x in doc["rows"]], [29.457, 72.5])
+        self.assertEqual(doc["rows"][0]["cublas_us"], 17.0)
+        self.assertEqual(doc["commit"], "new0001")
+        self.assertNotIn("runs", doc)
+        # a wrong candidate, or no verified config, fails the run
+        r = self.run_shapes([self.sweep(self.S1, 29.4, wrong=1), self.sweep(self.S2, 72.5)])
+        self.assertEqual(r.returncode, 1)
+        r = self.run_shapes([self.sweep(self.S1, None)])
+        self.assertEqual(r.returncode, 1)
+        self.assertIsNone(json.load(open(self.p("shapes.json")))["rows"][0]["best_us"])
+
+    def test_keep_carries_other_problems(self):
+        r = self.run_shapes([self.sweep(self.S1, 29.4)], {"KTUNE_SHAPES_KEEP": self.old()})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        doc = json.load(open(self.p("shapes.json")))
+        got = {(x["family"], x["shape"]): x for x in doc["rows"]}
+        self.assertEqual(len(doc["rows"]), 4)
+        self.assertEqual(got[("monarch", self.S1)]["best_us"], 29.4)
+        self.assertEqual(got[("monarch", self.S1)]["run"]["commit"], "new0001")
+        for k in (("monarch", self.S2), ("blast", self.S1), ("blast", self.S2)):
+            self.assertEqual(got[k]["best_us"], 99.0)
+            self.assertEqual(got[k]["run"], {"commit": "old0001", "date": "2026-12-03T06:48:29Z",
+                                              "budget": 5})
+        self.assertEqual([(x["commit"], x["problems"]) for x in doc["runs"]],
+                         [("new0001", 1), ("old0001", 3)])
+        self.assertIn("3 carried over", r.stdout)
+        # carried again: a row keeps the run that measured it
+        os.rename(self.p("shapes.json"), self.p("mid.json"))
+        r = self.run_shapes([self.sweep(self.S2, 70.0)], {"KTUNE_SHAPES_KEEP": self.p("mid.json")})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        doc = json.load(open(self.p("shapes.json")))
+        got = {(x["family"], x["shape"]): x["run"]["commit"] for x in doc["rows"]}
+        self.assertEqual(got[("monarch", self.S1)], "new0001")
+        self.assertEqual(got[("blast", self.S1)], "old0001")
+
+    def test_keep_refuses_another_device(self):
+        old = self.old()
+        r = self.run_shapes([self.sweep(self.S1, 29.4, device="NVIDIA H100 80GB HBM3")],
+                            {"KTUNE_SHAPES_KEEP": old})
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("measured on NVIDIA H200", r.stderr)
+        self.assertFalse(os.path.exists(self.p("shapes.json")))
+        write(old, {"rows": "nonsense"})
+        r = self.run_shapes([self.sweep(self.S1, 29.4)], {"KTUNE_SHAPES_KEEP": old})
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a shapes.json", r.stderr)
 
 
 class WsVerify(unittest.TestCase):
