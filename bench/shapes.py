@@ -26,13 +26,7 @@ import json
 import os
 import sys
 
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+from keep import carry_rows, load
 
 
 def problem(r):
@@ -87,12 +81,8 @@ def carry(doc, path):
         return f"measured on {', '.join(sorted(old_devs))}, this run on {', '.join(sorted(devs))}"
     old_run = {"commit": old["commit"], "date": old.get("date"),
                "budget": old.get("budget_per_problem")}
-    mine = {problem(r) for r in doc["rows"]}
-    carried = [dict(r, run=r.get("run", old_run)) for r in old["rows"] if problem(r) not in mine]
     this_run = {"commit": doc["commit"], "date": doc["date"], "budget": doc["budget_per_problem"]}
-    for r in doc["rows"]:
-        r["run"] = this_run
-    doc["rows"] += carried
+    doc["rows"] = carry_rows(doc["rows"], old["rows"], problem, this_run, old_run)
     runs = {}
     for r in doc["rows"]:
         key = (r["run"]["commit"], r["run"]["date"])

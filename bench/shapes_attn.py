@@ -24,13 +24,7 @@ import json
 import os
 import sys
 
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+from keep import carry_rows, load
 
 
 def cell(r):
@@ -48,15 +42,13 @@ def carry(doc, path):
     if old.get("shape") != doc["shape"] or old.get("device") != doc["device"]:
         return (f"measured on {old.get('device')} at {old.get('shape')}, "
                 f"this run on {doc['device']} at {doc['shape']}")
-    mine = {cell(r) for r in doc["rows"]}
-    carried = [dict(r, run=r.get("run", old["run"])) for r in old["rows"] if cell(r) not in mine]
     settings = {"budget": doc["budget"], "time_limit_s": doc["time_limit_s"]}
-    for r in doc["rows"]:
-        r["run"] = dict(doc["run"], **settings)
-    for r in carried:
+    measured = len(doc["rows"])
+    doc["rows"] = carry_rows(doc["rows"], old["rows"], cell, dict(doc["run"], **settings),
+                             old["run"])
+    for r in doc["rows"][measured:]:
         r["run"].setdefault("budget", old.get("budget"))
         r["run"].setdefault("time_limit_s", old.get("time_limit_s"))
-    doc["rows"] += carried
     doc["rows"].sort(key=lambda r: (r["block"], r["head_dim"], r["direction"] != "fwd"))
     runs = {}
     for r in doc["rows"]:

@@ -162,9 +162,7 @@ static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 	if (c->variant == V_MIX_FUSED_WS)
 		ws_tile(s3, c);
 	if (c->variant == V_TCMIX_WS || c->variant == V_TCMIX_FUSED) {
-		/* one CTA per SM (gemm_plan clamps to the work items; with an
-		 * unknown count, compile-only, one per item) */
-		long ctas = tgt->sms > 0 ? tgt->sms : 1L << 30;
+		const long ctas = kt_gemm_walk_ctas(tgt);
 
 		s1->persistent = c->p[P_PERSIST] & 1 ? ctas : 0;
 		s3->persistent = c->p[P_PERSIST] & 2 ? ctas : 0;

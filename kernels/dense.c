@@ -83,7 +83,7 @@ static void tile_of(const struct kt_config *c, const struct kt_target *tgt,
 	memset(t, 0, sizeof(*t));
 	kt_gemm_tile_from(&dense_family, c, t);
 	if (c->variant == V_WGMMA_WS && c->p[P_PINGPONG] == 1)
-		t->pingpong = tgt && tgt->sms > 0 ? tgt->sms : 1L << 30;
+		t->pingpong = kt_gemm_walk_ctas(tgt);
 }
 
 static int dense_check(const struct kt_family *f, const struct kt_shape *s,

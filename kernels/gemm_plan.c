@@ -75,6 +75,11 @@ static long ws_consumers(const struct kt_gemm_tile *t)
 	return t->consumers > 0 ? t->consumers : 1;
 }
 
+long kt_gemm_walk_ctas(const struct kt_target *tgt)
+{
+	return tgt && tgt->sms > 0 ? tgt->sms : 1L << 30;
+}
+
 unsigned kt_gemm_smem(const struct kt_gemm_tile *t)
 {
 	if (t->ws) {

@@ -97,6 +97,11 @@ struct kt_gemm_tile {
 				 * cluster_m, persistent or column remaps. 0: off */
 };
 
+/* The CTAs of a persistent or ping-pong walk on tgt: one per SM; with an
+ * unknown SM count (NULL or sms 0: compile-only) 1 << 30, which the launch
+ * clamps to the work items (one CTA per item, still correct). */
+long kt_gemm_walk_ctas(const struct kt_target *tgt);
+
 /* Fills t from the config params named BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
  * WARPS_N, STAGES, GROUP_M, SPLIT_K (absent: 1); a variant named "wgmma"
  * gets the warpgroup tile (BLOCK_K and warps derived); a variant whose name

@@ -136,9 +136,7 @@ static int block_major(const struct kt_family *f)
 static void tiles_of(const struct kt_config *c, const struct kt_target *tgt,
 		     struct kt_gemm_tile *z1, struct kt_gemm_tile *y2)
 {
-	/* PERSISTENT: one CTA per SM (gemm_plan clamps to the work items;
-	 * with an unknown count, compile-only, one per item) */
-	const long ctas = tgt->sms > 0 ? tgt->sms : 1L << 30;
+	const long ctas = kt_gemm_walk_ctas(tgt);	/* PERSISTENT's walk */
 
 	kt_gemm_tile_set(y2, c->p[P_BM], c->p[P_BN], c->p[P_BK], c->p[P_WM], c->p[P_WN],
 			 c->p[P_STAGES], c->p[P_GROUP],
