@@ -12,15 +12,15 @@
  * programs (CI_SAMPLE); KTUNE_COMPILE_ALL=1 compiles every distinct program
  * of every valid config of every (head_dim, block, rope) at blocks 64 and
  * 128 (block 256's programs, the forward's key-chunked and ws and the
- * backward's chunked: all of them always, in their own suite below, for
- * sm_80 and sm_90a, no spill and no ws wgmma serialized; here only as the
- * first with a KCH or QP value). For sm_90a it
- * compiles every program of the `ws` variant (the only one that needs the
- * `a` features; every (fwd/bwd, head_dim, rope, CONS, RING, RPROD) that
- * check() admits at blocks 64 and 128), none of which may spill or, but the
- * backward's at block 64 and head_dim 64, have its wgmmas serialized. Every
- * compiled cubin must hold the kernels its plans name (the prep launch's
- * blockattn_blocks included).
+ * backward's chunked: in their own suite below, for sm_80 and sm_90a, no
+ * spill and no ws wgmma serialized; here only as the first with a KCH or QP
+ * value). For sm_90a it compiles programs of the `ws` variant (the only one
+ * that needs the `a` features): each (fwd/bwd, head_dim, block, rope)'s
+ * first and last that check() admits at blocks 64 and 128, the first with
+ * each parameter value and a sample (KTUNE_COMPILE_ALL=1: every one), none
+ * of which may spill or, but the backward's at block 64 and head_dim 64,
+ * have its wgmmas serialized. Every compiled cubin must hold the kernels its
+ * plans name (the prep launch's blockattn_blocks included).
  *
  * A GPU suite (below, inactive without a GPU) runs every config on small
  * ragged shapes against both references and at the bench shape against
@@ -2522,6 +2522,9 @@ static void test_models(void)
 
 /* ---- NVRTC ---- */
 
+/* Optional programs compiled per architecture and suite in CI (about). */
+#define CI_SAMPLE 24
+
 struct collect {
 	const struct kt_family *f;
 	const struct kt_shape *s;
@@ -2612,6 +2615,48 @@ static int is_ws(const struct kt_family *f, int v)
 	return v >= 0 && v < f->nvariants && strcmp(f->variants[v], "ws") == 0;
 }
 
+/* The first config with a variant or a parameter value not seen yet makes
+ * its program (index idx) required. */
+static void mark_cover(struct collect *c, const struct kt_config *cfg, int idx)
+{
+	int i, j;
+
+	if (cfg->variant >= 0 && cfg->variant < 8 && !c->cover_var[cfg->variant]) {
+		c->cover_var[cfg->variant] = 1;
+		c->required[idx] = 1;
+	}
+	for (i = 0; i < c->f->nparams; i++) {
+		const struct kt_param *pa = &c->f->params[i];
+
+		if (!(pa->variants & (1u << cfg->variant)))
+			continue;
+		for (j = 0; j < pa->nvalues; j++)
+			if (pa->values[j] == cfg->p[i] && !c->cover[i][j]) {
+				c->cover[i][j] = 1;
+				c->ncovered++;
+				c->required[idx] = 1;
+			}
+	}
+}
+
+/* Keeps about CI_SAMPLE of c's programs that are not required (a fixed
+ * seed: the same ones every run). */
+static void sample_optional(struct collect *c)
+{
+	uint64_t seed = 12345;
+	int i, optional = 0;
+
+	for (i = 0; i < c->n; i++)
+		optional += !c->required[i];
+	for (i = 0; i < c->n; i++) {
+		if (c->required[i])
+			continue;
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		if ((int)((seed >> 33) % (uint64_t)optional) < CI_SAMPLE)
+			c->required[i] = 1;
+	}
+}
+
 static int collect_one(const struct kt_config *cfg, void *arg)
 {
 	struct collect *c = arg;
@@ -2627,33 +2672,10 @@ static int collect_one(const struct kt_config *cfg, void *arg)
 	if (c->cover_only && !covers_new(c, cfg))
 		return 0;
 	kt_err_clear(&e);
-	if (c->f->plan(c->f, c->s, cfg, c->t, &p, &e) == 0) {
-		int idx = add_program(c, &p, 0), i, j;
-
-		/* the first config with a variant or a parameter value not seen
-		 * yet makes its program required */
-		if (cfg->variant >= 0 && cfg->variant < 8 && !c->cover_var[cfg->variant]) {
-			c->cover_var[cfg->variant] = 1;
-			c->required[idx] = 1;
-		}
-		for (i = 0; i < c->f->nparams; i++) {
-			const struct kt_param *pa = &c->f->params[i];
-
-			if (!(pa->variants & (1u << cfg->variant)))
-				continue;
-			for (j = 0; j < pa->nvalues; j++)
-				if (pa->values[j] == cfg->p[i] && !c->cover[i][j]) {
-					c->cover[i][j] = 1;
-					c->ncovered++;
-					c->required[idx] = 1;
-				}
-		}
-	}
+	if (c->f->plan(c->f, c->s, cfg, c->t, &p, &e) == 0)
+		mark_cover(c, cfg, add_program(c, &p, 0));
 	return 0;
 }
-
-/* Optional programs compiled per architecture in CI (about). */
-#define CI_SAMPLE 24
 
 static void compile_for(const char *arch)
 {
@@ -2711,7 +2733,7 @@ static void compile_for(const char *arch)
 					c.s = &s;
 					c.t = &t;
 					if (everything || bench || t.arch_a) {
-						int n0 = c.n, k;
+						int n0 = c.n;
 
 						c.cover_only = 0;
 						kt_space_foreach(fams[f], 0, collect_one, &c);
@@ -2720,9 +2742,6 @@ static void compile_for(const char *arch)
 							c.required[n0] = 1;
 							c.required[c.n - 1] = 1;
 						}
-						/* sm_90a: every ws program */
-						for (k = n0; t.arch_a && k < c.n; k++)
-							c.required[k] = 1;
 					}
 					for (int v = 0; own && v < 8; v++)
 						c.cover_var[v] |= keep_var[v];
@@ -2797,21 +2816,8 @@ static void compile_for(const char *arch)
 			}
 	}
 	/* CI: every required program plus a fixed-seed sample of the rest */
-	{
-		uint64_t seed = 12345;
-		int optional = 0;
-
-		for (i = 0; i < c.n; i++)
-			optional += !c.required[i];
-		for (i = 0; i < c.n && !everything; i++) {
-			if (c.required[i])
-				continue;
-			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-			/* keep about CI_SAMPLE of the optional ones */
-			if ((int)((seed >> 33) % (uint64_t)optional) < CI_SAMPLE)
-				c.required[i] = 1;
-		}
-	}
+	if (!everything)
+		sample_optional(&c);
 	jobs = calloc((size_t)c.n, sizeof(*jobs));
 	job_prog = calloc((size_t)c.n, sizeof(*job_prog));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
@@ -2885,7 +2891,7 @@ static void compile_for(const char *arch)
 		jit_result_release(&jobs[i].res);
 	}
 	printf("\n  %s: %d of %d blockattn programs compiled%s, %d failed\n", arch, njobs, c.n,
-	       everything || t.arch_a ? "" : " (KTUNE_COMPILE_ALL=1: all)", failed);
+	       everything ? "" : " (KTUNE_COMPILE_ALL=1: all)", failed);
 	CU_ASSERT(njobs > 10);
 	CU_ASSERT_EQUAL(failed, 0);
 	CU_ASSERT_EQUAL(missing, 0);
@@ -2893,9 +2899,9 @@ static void compile_for(const char *arch)
 	if (kept_serial)
 		printf("  %s: %d backward ws programs at head_dim 64 with serialized wgmma (kept: "
 		       "measured faster; blockattn_ws.cu, zero_acc)\n", arch, kept_serial);
-	/* sm_90a: every ws program, nothing else */
+	/* sm_90a: every ws program collected, nothing else */
 	if (t.arch_a)
-		CU_ASSERT_EQUAL(njobs, nws);
+		CU_ASSERT_EQUAL(c.n, nws);
 	free(jobs);
 	free(job_prog);
 	free(c.progs);
@@ -2924,31 +2930,40 @@ static int b256_one(const struct kt_config *cfg, void *arg)
 		return 0;
 	kt_err_clear(&e);
 	CU_ASSERT_EQUAL_FATAL(b->c.f->plan(b->c.f, b->c.s, cfg, b->c.t, &p, &e), 0);
-	idx = add_program(&b->c, &p, 1);
+	idx = add_program(&b->c, &p, 0);
 	CU_ASSERT_FATAL(idx < 1024);
+	mark_cover(&b->c, cfg, idx);
 	b->smem[idx] = p.launch[p.nlaunch - 1].smem > p.launch[0].smem ? p.launch[p.nlaunch - 1].smem
 									 : p.launch[0].smem;
 	return 0;
 }
 
-/* Every admitted block-256 program (both families) compiles for arch with the
- * kernels its plans name and no stack frame (no spill: check() refuses
- * the configs that spill); one line per program, its registers and shared
- * memory (docs/families/blockattn.md's table). */
+/* The block-256 programs (both families) that check() admits compile for
+ * arch with the kernels its plans name and no stack frame (no spill: check()
+ * refuses the configs that spill); one line per program, its registers and
+ * shared memory (docs/families/blockattn.md's table). In CI: each (family,
+ * head_dim, rope)'s first and last admitted config, the first with each
+ * variant and parameter value, and a fixed-seed sample of the rest;
+ * KTUNE_COMPILE_ALL=1: every one. */
 static void compile_b256(const char *arch)
 {
 	static struct b256_collect b;
+	const char *all = getenv("KTUNE_COMPILE_ALL");
+	int everything = all && strcmp(all, "1") == 0;
 	struct kt_target t;
 	struct jit_job *jobs;
-	int d, rope, i, failed = 0, spills = 0, minr = 1 << 30, maxr = 0, nws = 0;
+	int d, rope, i, n = 0, failed = 0, spills = 0, minr = 1 << 30, maxr = 0, nws = 0, ncws = 0;
 
 	memset(&b, 0, sizeof(b));
 	CU_ASSERT_EQUAL_FATAL(kt_target_named(arch, &t), 0);
-	for (int f = 0; f < 2; f++)
+	for (int f = 0; f < 2; f++) {
+		memset(b.c.cover_var, 0, sizeof(b.c.cover_var));
+		memset(b.c.cover, 0, sizeof(b.c.cover));
 		for (d = 64; d <= 128; d += 64)
 			for (rope = 0; rope < 3; rope++) {
 				struct kt_shape s;
 				char text[128];
+				int n0 = b.c.n;
 
 				b256_text(d, rope, text, sizeof(text));
 				CU_ASSERT_EQUAL_FATAL(parse(fams[f], text, &s), 0);
@@ -2956,16 +2971,30 @@ static void compile_b256(const char *arch)
 				b.c.s = &s;
 				b.c.t = &t;
 				kt_space_foreach(fams[f], 0, b256_one, &b);
+				if (b.c.n > n0) {
+					b.c.required[n0] = 1;
+					b.c.required[b.c.n - 1] = 1;
+				}
 			}
+	}
 	CU_ASSERT_FATAL(b.c.n > 0);
+	if (!everything)
+		sample_optional(&b.c);
+	for (i = 0; i < b.c.n; i++)
+		nws += strcmp(b.c.progs[i].tpl, "blockattn_ws") == 0;
 	jobs = calloc((size_t)b.c.n, sizeof(*jobs));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(jobs);
-	for (i = 0; i < b.c.n; i++) {
-		jobs[i].prog = &b.c.progs[i];
-		jobs[i].arch = arch;
-	}
-	jit_compile_all(jobs, b.c.n, 0);
-	for (i = 0; i < b.c.n; i++) {
+	for (i = 0; i < b.c.n; i++)
+		if (everything || b.c.required[i]) {
+			jobs[n].prog = &b.c.progs[i];
+			jobs[n].arch = arch;
+			/* jobs[n]'s shared memory and kernels at n (n <= i) */
+			b.smem[n] = b.smem[i];
+			memmove(b.c.kernels[n], b.c.kernels[i], sizeof(b.c.kernels[n]));
+			n++;
+		}
+	jit_compile_all(jobs, n, 0);
+	for (i = 0; i < n; i++) {
 		char what[400];
 		size_t w;
 		int k, regs, frame;
@@ -2986,7 +3015,7 @@ static void compile_b256(const char *arch)
 		/* ws (the forward, the backward's dK, dV kernel): no wgmma
 		 * serialized by ptxas */
 		if (strcmp(jobs[i].prog->tpl, "blockattn_ws") == 0) {
-			nws++;
+			ncws++;
 			CU_ASSERT_FALSE(kt_test_wgmma_serialized(jobs[i].res.log, what));
 		}
 		printf("\n    %s: %d registers, %u bytes shared, stack frame %d", what, regs,
@@ -2999,8 +3028,11 @@ static void compile_b256(const char *arch)
 		maxr = regs > maxr ? regs : maxr;
 		jit_result_release(&jobs[i].res);
 	}
-	printf("\n  %s: %d block-256 programs compiled (%d ws), %d failed, %d spill "
-	       "(registers %d-%d)\n", arch, b.c.n, nws, failed, spills, minr, maxr);
+	printf("\n  %s: %d of %d block-256 programs compiled%s (%d of %d ws), %d failed, "
+	       "%d spill (registers %d-%d)\n", arch, n, b.c.n,
+	       everything ? "" : " (KTUNE_COMPILE_ALL=1: all)", ncws, nws, failed, spills, minr,
+	       maxr);
+	CU_ASSERT(n > 10);
 	CU_ASSERT_EQUAL(failed, 0);
 	/* the ws programs: sm_90a only, the forward's every (head_dim, rope,
 	 * CONS, RING, RPROD) admitted, the backward's (CONS, RING) at every
@@ -3965,13 +3997,13 @@ int main(void)
 	s = CU_add_suite("blockattn_nvrtc", NULL, NULL);
 	CU_add_test(s, "compile sm_80", test_compile_sm80);
 	CU_add_test(s, "compile sm_90", test_compile_sm90);
-	CU_add_test(s, "compile sm_90a (every ws program)", test_compile_sm90a);
+	CU_add_test(s, "compile sm_90a (ws programs)", test_compile_sm90a);
 	/* KTUNE_BLOCKATTN_GPU_ONLY=1 (a timed GPU call): CI compiles these */
 	if (kt_test_env_on("KTUNE_BLOCKATTN_GPU_ONLY"))
 		CU_set_suite_active(s, CU_FALSE);
 	/* its own suite (KTUNE_TEST_SUITE=nvrtc_b256 runs it alone) */
 	s = CU_add_suite("blockattn_nvrtc_b256", NULL, NULL);
-	CU_add_test(s, "compile block 256 (every program, sm_80 and sm_90a, no spill)",
+	CU_add_test(s, "compile block 256 (sm_80 and sm_90a, no spill)",
 		    test_compile_b256);
 	if (kt_test_env_on("KTUNE_BLOCKATTN_GPU_ONLY"))
 		CU_set_suite_active(s, CU_FALSE);

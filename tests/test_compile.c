@@ -598,9 +598,11 @@ static void test_suite_wanted(void)
 static void test_suite_filter_run(void)
 {
 	char *const argv[] = {"/proc/self/exe", NULL};
-	char *old_suite, *old_match, *out = NULL;
+	char *old_suite, *old_match, *old_skip, *out = NULL;
 	int rc;
 
+	old_skip = kt_test_env_save("KTUNE_TEST_SKIP");
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SKIP", NULL), 0);
 	old_match = kt_test_env_save("KTUNE_COMPILE_MATCH");
 	old_suite = kt_test_env_save("KTUNE_TEST_SUITE");
 	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_COMPILE_MATCH", "dense reference"), 0);
@@ -619,10 +621,22 @@ static void test_suite_filter_run(void)
 	if (rc != 0 && out)
 		fprintf(stderr, "%s\n", out);
 	free(out);
+	out = NULL;
+	/* KTUNE_TEST_SKIP (any case) leaves the compile suite out: a green run
+	 * of nothing, not the missing-suite failure */
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SKIP", "no-such-suite,,(NVRTC)"), 0);
+	rc = kt_test_exec(argv, NULL, &out, 120);
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT(out && !strstr(out, "compiling"));
+	CU_ASSERT(out && !strstr(out, "no active suite"));
+	CU_ASSERT(out && strstr(out, "Inactive"));
+	free(out);
+	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SKIP", old_skip), 0);
 	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_TEST_SUITE", old_suite), 0);
 	CU_ASSERT_EQUAL(kt_test_env_put("KTUNE_COMPILE_MATCH", old_match), 0);
 	free(old_suite);
 	free(old_match);
+	free(old_skip);
 }
 
 /* The check every compile suite makes on each program's NVRTC log. The
@@ -721,7 +735,8 @@ int main(void)
 	CU_add_test(s, "KTUNE_COMPILE_SHARD K/N parses, and refuses what is not", test_shard_parse);
 	CU_add_test(s, "KTUNE_COMPILE_ARCH names one target, or is refused", test_compile_arch);
 	CU_add_test(s, "KTUNE_TEST_SUITE matches suite names, any case", test_suite_wanted);
-	CU_add_test(s, "KTUNE_TEST_SUITE runs only its suites, and fails on a name none has",
+	CU_add_test(s, "KTUNE_TEST_SUITE runs only its suites, and fails on a name none has; "
+		    "KTUNE_TEST_SKIP leaves suites out",
 		    test_suite_filter_run);
 	CU_add_test(s, "a log that says ptxas serialized wgmma is caught", test_wgmma_serialized);
 	s = CU_add_suite("compile (NVRTC)", NULL, NULL);

@@ -262,23 +262,47 @@ int kt_test_env_put(const char *name, const char *value)
 	return value ? setenv(name, value, 1) : unsetenv(name);
 }
 
+/* 1 when suite name holds one of skip's comma-separated texts (any case). */
+static int skip_wanted(const char *name, const char *skip)
+{
+	while (skip && *skip) {
+		const char *end = strchr(skip, ',');
+		size_t n = end ? (size_t)(end - skip) : strlen(skip);
+		char text[128];
+
+		if (n > 0 && n < sizeof(text)) {
+			memcpy(text, skip, n);
+			text[n] = 0;
+			if (kt_test_suite_wanted(name, text))
+				return 1;
+		}
+		skip = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
 /* KTUNE_TEST_SUITE: the suites it names stay as they are, the others are
- * made inactive. Returns the number of suites left active (-1: no filter). */
-static int filter_suites(const char *filter)
+ * made inactive; then KTUNE_TEST_SKIP: the suites it names are made
+ * inactive. Returns the number of suites KTUNE_TEST_SUITE left active,
+ * skipped ones included (-1: no KTUNE_TEST_SUITE). */
+static int filter_suites(const char *filter, const char *skip)
 {
 	CU_pTestRegistry reg = CU_get_registry();
 	CU_pSuite s;
 	int kept = 0;
 
-	if (!filter || !*filter || !reg)
+	if (!reg)
 		return -1;
 	for (s = reg->pSuite; s; s = s->pNext) {
-		if (kt_test_suite_wanted(s->pName, filter))
-			kept += s->fActive ? 1 : 0;
-		else
+		if (filter && *filter && !kt_test_suite_wanted(s->pName, filter)) {
+			CU_set_suite_active(s, CU_FALSE);
+			continue;
+		}
+		kept += s->fActive ? 1 : 0;
+		if (skip_wanted(s->pName, skip))
 			CU_set_suite_active(s, CU_FALSE);
 	}
-	return kept;
+	return filter && *filter ? kept : -1;
 }
 
 int kt_test_main(void)
@@ -286,7 +310,7 @@ int kt_test_main(void)
 	const char *filter = getenv("KTUNE_TEST_SUITE");
 	unsigned failures;
 
-	if (filter_suites(filter) == 0) {
+	if (filter_suites(filter, getenv("KTUNE_TEST_SKIP")) == 0) {
 		fprintf(stderr, "KTUNE_TEST_SUITE=\"%.60s\": no active suite of this program has it "
 			"in its name\n", filter);
 		CU_cleanup_registry();

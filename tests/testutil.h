@@ -16,7 +16,9 @@
  * KTUNE_TEST_SUITE=TEXT runs only the suites whose name holds TEXT (any
  * case; e.g. "nvrtc" for a compile shard on the GPU machine, without the
  * CPU suites); a TEXT no suite's name holds is a failure, not a green run
- * of nothing. */
+ * of nothing. KTUNE_TEST_SKIP=TEXT[,TEXT...] leaves out the suites whose name
+ * holds one of the texts (CI's sanitizer pass: the compile suites, whose
+ * work NVRTC does). */
 int kt_test_main(void);
 
 /* 1 when suite name holds filter (ASCII, any case); an empty or NULL

@@ -59,6 +59,8 @@ static const struct kt_knob_info knobs[] = {
 		"the binary the worker tests exec as `__worker`" },
 	{ "KTUNE_TEST_SUITE", TEXT, "", TESTS, "tests",
 		"runs only the suites whose name holds this text (any case; `nvrtc`: the compile suites)" },
+	{ "KTUNE_TEST_SKIP", TEXT, "", TESTS, "tests",
+		"leaves out the suites whose name holds one of these comma-separated texts (any case)" },
 	{ "KTUNE_REQUIRE_GPU", FLAG, "0", TESTS, "tests, python tests",
 		"1: a GPU suite without a usable GPU fails instead of skipping" },
 	{ "KTUNE_KEEP_TMP", FLAG, "", TESTS, "tests",
