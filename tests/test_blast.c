@@ -1296,8 +1296,7 @@ static void add_mixers(struct job_list *j, const char *tname)
 
 static void test_compile(void)
 {
-	const char *all = getenv("KTUNE_COMPILE_ALL");
-	int everything = all && strcmp(all, "1") == 0;
+	int everything = kt_test_env_on("KTUNE_COMPILE_ALL");
 	const char *targets[] = {"sm_80", "sm_86", "sm_90", "sm_90a"};
 	struct job_list j;
 	size_t t, i;

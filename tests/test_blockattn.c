@@ -2538,7 +2538,6 @@ struct collect {
 	/* per family: a required program already has variant v / value j of
 	 * parameter i (every value compiled in CI, not only a sample) */
 	int cover_var[8], cover[KT_MAX_PARAMS][KT_MAX_VALUES];
-	int ncovered;
 	int cover_only;		/* 1: add a program only when it covers something new */
 };
 
@@ -2633,9 +2632,18 @@ static void mark_cover(struct collect *c, const struct kt_config *cfg, int idx)
 		for (j = 0; j < pa->nvalues; j++)
 			if (pa->values[j] == cfg->p[i] && !c->cover[i][j]) {
 				c->cover[i][j] = 1;
-				c->ncovered++;
 				c->required[idx] = 1;
 			}
+	}
+}
+
+/* The first and last program added since c had n0 (one shape's space: its
+ * extremes) are required. */
+static void mark_ends(struct collect *c, int n0)
+{
+	if (c->n > n0) {
+		c->required[n0] = 1;
+		c->required[c->n - 1] = 1;
 	}
 }
 
@@ -2679,8 +2687,7 @@ static int collect_one(const struct kt_config *cfg, void *arg)
 
 static void compile_for(const char *arch)
 {
-	const char *all = getenv("KTUNE_COMPILE_ALL");
-	int everything = all && strcmp(all, "1") == 0;
+	int everything = kt_test_env_on("KTUNE_COMPILE_ALL");
 	struct collect c = {0};
 	struct kt_target t;
 	struct jit_job *jobs;
@@ -2737,11 +2744,7 @@ static void compile_for(const char *arch)
 
 						c.cover_only = 0;
 						kt_space_foreach(fams[f], 0, collect_one, &c);
-						/* the space's extremes: first and last valid */
-						if (c.n > n0) {
-							c.required[n0] = 1;
-							c.required[c.n - 1] = 1;
-						}
+						mark_ends(&c, n0);
 					}
 					for (int v = 0; own && v < 8; v++)
 						c.cover_var[v] |= keep_var[v];
@@ -2948,8 +2951,7 @@ static int b256_one(const struct kt_config *cfg, void *arg)
 static void compile_b256(const char *arch)
 {
 	static struct b256_collect b;
-	const char *all = getenv("KTUNE_COMPILE_ALL");
-	int everything = all && strcmp(all, "1") == 0;
+	int everything = kt_test_env_on("KTUNE_COMPILE_ALL");
 	struct kt_target t;
 	struct jit_job *jobs;
 	int d, rope, i, n = 0, failed = 0, spills = 0, minr = 1 << 30, maxr = 0, nws = 0, ncws = 0;
@@ -2971,10 +2973,7 @@ static void compile_b256(const char *arch)
 				b.c.s = &s;
 				b.c.t = &t;
 				kt_space_foreach(fams[f], 0, b256_one, &b);
-				if (b.c.n > n0) {
-					b.c.required[n0] = 1;
-					b.c.required[b.c.n - 1] = 1;
-				}
+				mark_ends(&b.c, n0);
 			}
 	}
 	CU_ASSERT_FATAL(b.c.n > 0);

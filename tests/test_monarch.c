@@ -1307,8 +1307,7 @@ static int add_fused(const struct kt_config *c, void *arg)
 
 static void test_compile(void)
 {
-	const char *all = getenv("KTUNE_COMPILE_ALL");
-	int everything = all && strcmp(all, "1") == 0;
+	int everything = kt_test_env_on("KTUNE_COMPILE_ALL");
 	/* sm_86 last: the fixed-seed samples of the others stay as they were */
 	const char *targets[] = {"sm_80", "sm_90", "sm_90a", "sm_86"};
 	struct job_list j;
