@@ -9,7 +9,11 @@ per family), writes OUT_DIR/shapes.json:
    "rows": [{"family", "shape", "device", "space", "evaluated", "statuses",
              "verified", "best_us", "config", "rel_err", "cublas_us",
              "floor_us"} or {"family", "shape", "skipped"} or an error row]}
-and prints one line per problem. Exit 1 if a problem of this run did not
+and prints one line per problem. "cells" and "cells_ahead" hold issue 31's
+measure: per layer (in, out) and N >= 1024, the best verified BLAST or
+Monarch time beside the fastest cuBLAS time of that problem's rows (low-rank
+does not count), and how many cells it is at or under cuBLAS; a cell with
+no verified structured row counts as behind. Exit 1 if a problem of this run did not
 verify or had a wrong candidate (a problem that no config of the VARIANTS
 asked for can run is skipped, not failed).
 
@@ -65,6 +69,33 @@ def sweep_rows(out, variants):
     return rows
 
 
+def cells(rows):
+    """Issue 31's cells: (in, out, tokens) for tokens >= 1024, each with the
+    best verified blast or monarch row and the fastest cuBLAS time any of
+    the cell's rows measured. Returns (cells, how many are ahead)."""
+    by = {}
+    for r in rows:
+        if r["family"] not in ("blast", "monarch"):
+            continue
+        try:
+            k = dict(kv.split("=", 1) for kv in r["shape"].split(","))
+            key = (int(k["in"]), int(k["out"]), int(k["tokens"]))
+        except (KeyError, ValueError):
+            continue
+        if key[2] < 1024:
+            continue
+        c = by.setdefault(key, {"in": key[0], "out": key[1], "tokens": key[2], "family": None,
+                                "best_us": None, "cublas_us": None})
+        if r.get("cublas_us") and (c["cublas_us"] is None or r["cublas_us"] < c["cublas_us"]):
+            c["cublas_us"] = r["cublas_us"]
+        if r.get("verified") and r.get("best_us") and (c["best_us"] is None or r["best_us"] < c["best_us"]):
+            c["family"], c["best_us"] = r["family"], r["best_us"]
+    out = [by[k] for k in sorted(by)]
+    for c in out:
+        c["ahead"] = bool(c["best_us"] and c["cublas_us"] and c["best_us"] <= c["cublas_us"])
+    return out, sum(c["ahead"] for c in out)
+
+
 def carry(doc, path):
     """Adds OLD's rows of the problems doc did not measure, marked with OLD's
     run (or the run a row already carries), and lists the runs. Returns an
@@ -112,6 +143,8 @@ def main():
         if err:
             print(f"shapes.py: KTUNE_SHAPES_KEEP={keep}: {err}", file=sys.stderr)
             return 2
+    doc["cells"], ahead = cells(doc["rows"])
+    doc["cells_ahead"] = f"{ahead} of {len(doc['cells'])}"
     with open(os.path.join(out, "shapes.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"{'family':8s} {'shape':58s} {'ok':>3s} {'bad':>3s} {'best us':>9s} {'cuBLAS':>8s}")
@@ -126,6 +159,13 @@ def main():
     print(f"{measured} problems, {measured - len(bad) - len(skipped)} verified with no wrong "
           f"candidate, {len(skipped)} skipped (no config of the variants asked for fits)"
           + (f"; {len(doc['rows']) - measured} carried over" if len(doc["rows"]) > measured else ""))
+    if doc["cells"]:
+        print(f"blast or monarch at or under cuBLAS in {doc['cells_ahead']} (in, out, N >= 1024) "
+              f"cells:")
+        for c in doc["cells"]:
+            best = f"{c['best_us']:.1f} {c['family']}" if c["best_us"] else "none verified"
+            print(f"  in {c['in']:5d} out {c['out']:5d} N {c['tokens']:5d}: {best:>18s} "
+                  f"cuBLAS {c['cublas_us'] or '-'}{'  ahead' if c['ahead'] else ''}")
     return 1 if bad else 0
 
 

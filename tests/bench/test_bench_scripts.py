@@ -270,6 +270,34 @@ class Shapes(InTmp):
         self.assertEqual(got[("monarch", self.S1)], "new0001")
         self.assertEqual(got[("blast", self.S1)], "old0001")
 
+    def test_cells_count_blast_or_monarch_against_cublas(self):
+        S16 = "tokens=16,in=2048,out=2048,blocks=16,rank=256"
+        blast = dict(self.sweep(self.S1, 15.5), family="blast", cublas_us=16.0)
+        lowrank = dict(self.sweep(self.S2, 10.0), family="lowrank",
+                       shape="tokens=4096,in=2048,out=2048,rank=256")
+        write(self.p("shapes_blast.json"), {"sweeps": [blast]})
+        write(self.p("shapes_lowrank.json"), {"sweeps": [lowrank]})
+        # S1: blast 15.5 beside the cell's fastest cuBLAS (16.0, not monarch's
+        # 17.0) is ahead; S2: monarch 72.5 > 17.0 behind, lowrank's 10.0 does
+        # not count; N16 is not a cell
+        r = self.run_shapes([self.sweep(self.S1, 29.4), self.sweep(self.S2, 72.5),
+                             self.sweep(S16, 5.0)])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        doc = json.load(open(self.p("shapes.json")))
+        self.assertEqual(doc["cells_ahead"], "1 of 2")
+        c1, c2 = doc["cells"]
+        self.assertEqual((c1["tokens"], c1["family"], c1["best_us"], c1["cublas_us"], c1["ahead"]),
+                         (1024, "blast", 15.5, 16.0, True))
+        self.assertEqual((c2["tokens"], c2["family"], c2["best_us"], c2["ahead"]),
+                         (4096, "monarch", 72.5, False))
+        self.assertIn("at or under cuBLAS in 1 of 2", r.stdout)
+        # a cell whose structured rows did not verify is behind
+        os.remove(self.p("shapes_blast.json"))
+        r = self.run_shapes([self.sweep(self.S1, None)])
+        doc = json.load(open(self.p("shapes.json")))
+        self.assertEqual(doc["cells_ahead"], "0 of 1")
+        self.assertIsNone(doc["cells"][0]["best_us"])
+
     def test_keep_refuses_another_device(self):
         old = self.old()
         r = self.run_shapes([self.sweep(self.S1, 29.4, device="NVIDIA H100 80GB HBM3")],
