@@ -207,10 +207,12 @@ static long fused_w2buf(const struct kt_config *c)
 
 static unsigned long fused_smem(const struct kt_config *c, long rp, long mb)
 {
-	/* alignment, the ring of (x, w1r) k-chunks, the w2 slices, barriers */
+	/* alignment, the ring of (x, w1r) k-chunks, the w2 buffers (a slice,
+	 * or for rank/blocks < 64 the one panel several slices share),
+	 * barriers */
 	return 1024 +
 	       (unsigned long)(c->p[P_RING] * (c->p[P_BM] + rp) * 128 +
-			       fused_w2buf(c) * rp * mb * 2) +
+			       fused_w2buf(c) * (rp > 64 ? rp : 64) * mb * 2) +
 	       256;
 }
 
@@ -245,9 +247,17 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 	if (c->p[P_BM] != 64 && c->p[P_BM] != 128)
 		return WHY("fused_ws: BLOCK_M=%ld must be 64 or 128 (one or two consumer "
 			   "warpgroups of 64 rows)", c->p[P_BM]);
-	if (rp != 64 && rp != 128)
-		return WHY("fused_ws: rank/blocks=%ld must be 64 or 128 (the first product's N, "
-			   "whole 64-wide k panels of the second)", rp);
+	if (rp != 16 && rp != 32 && rp != 64 && rp != 128)
+		return WHY("fused_ws: rank/blocks=%ld must be 16, 32, 64 or 128 (the first "
+			   "product's N; whole 64-wide k panels of w2, or whole parts of one)", rp);
+	/* rank/blocks 16, 32: a w2 buffer holds one 64-wide panel, the slices
+	 * of 64 / rp consecutive input blocks, in two buffers */
+	if (rp < 64 && b % (64 / rp))
+		return WHY("fused_ws: rank/blocks=%ld shares w2 panels between %ld input blocks: "
+			   "blocks=%ld must be a multiple", rp, 64 / rp, b);
+	if (rp < 64 && fused_w2buf(c) != 2)
+		return WHY("fused_ws: rank/blocks=%ld needs two w2 buffers: RING=%ld leaves room "
+			   "for one (RING <= 6)", rp, c->p[P_RING]);
 	if (mb != 64 && mb != 128 && mb != 256)
 		return WHY("fused_ws: out/blocks=%ld must be 64, 128 or 256 (one wgmma N: the "
 			   "output block stays in registers)", mb);
@@ -760,9 +770,9 @@ static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape
  * shapes fused_ws refuses (docs/families/monarch.md); both stages on the
  * persistent walk (PERSISTENT 3: faster or level at every shape measured,
  * the same page); then BLOCK_M 64 with one consumer, one CTA per tile
- * (the walk unmeasured there). On sm_90 for 32 tokens or fewer, and where
- * tokens x rank <= 65536 (few tokens of a small layer), the decode tile
- * below.
+ * (the walk unmeasured there). On
+ * sm_90 for 32 tokens or fewer, and where tokens x rank <= 65536 (few
+ * tokens of a small layer), the decode tile below.
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
@@ -786,8 +796,10 @@ static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
 	/* EPILOGUE 3 (the interleave in the fused kernel) where its grid is
-	 * known to be resident at once, else EPILOGUE 1 (+ monarch_perm_x8) */
-	for (k = 0; tgt->sm == 90 && tgt->arch_a && k < sizeof(fused_bm) / sizeof(fused_bm[0]);
+	 * known to be resident at once, else EPILOGUE 1 (+ monarch_perm_x8);
+	 * rank/blocks 16 and 32 not (yet measured against relayout_ws) */
+	for (k = 0; tgt->sm == 90 && tgt->arch_a && s->v[D_RANK] / s->v[D_BLOCKS] >= 64 &&
+		    k < sizeof(fused_bm) / sizeof(fused_bm[0]);
 	     k++)
 		for (e3 = !bm && tgt->sms > 0; e3 >= 0; e3--) {
 			memset(out, 0, sizeof(*out));

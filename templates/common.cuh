@@ -529,6 +529,20 @@ template <int N>
 struct kt_wg;
 
 template <>
+struct kt_wg<16> {
+	template <int TA, int TB>
+	KT_DEV static void ss(float (&d)[2][4], unsigned long long da, unsigned long long db)
+	{
+		KT_ASM_90A("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, %10, %11;\n"
+			     "}\n"
+			     : KT_WG_D2(0)
+			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+	}
+};
+
+template <>
 struct kt_wg<32> {
 	template <int TA, int TB>
 	KT_DEV static void ss(float (&d)[4][4], unsigned long long da, unsigned long long db)

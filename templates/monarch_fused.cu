@@ -9,7 +9,7 @@
  *   fused_monarch_ws(tx, tw1, tw2, y2, N, m, b, nb, y, arrived)  EPILOGUE 3
  *       grid ceil(N / BLOCK_M) * b (token tiles padded to whole CLUSTER_T
  *       pairs), block (CONSUMERS + 1) * 128, dynamic smem 1024 + RING *
- *       (BLOCK_M + RP) * 128 + W2BUF * RP * MB * 2 + 256.
+ *       (BLOCK_M + RP) * 128 + W2BUF * max(RP, 64) * MB * 2 + 256.
  *   tx: x (N, n) as (nb, b, N), strides (1, nb, n), box (64, 1, BLOCK_M /
  *   CLUSTER_I); tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP / CLUSTER_T,
  *   1); tw2: w2 (b, mb, r) as (r, mb, b), box (64, MB / CLUSTER_T, 1); all
@@ -22,7 +22,9 @@
  * z column is computed once, by the one CTA that needs it: nothing leaves
  * the SM but y. Warpgroup 0 is the TMA producer (the KCH = ceil(nb / 64)
  * k-chunks of each j through a RING-slot ring, the w2 slice into one of
- * W2BUF buffers); each consumer warpgroup owns 64 rows (step() says why
+ * W2BUF buffers; for RP 16 and 32 a buffer holds the one 64-wide panel of
+ * the JP = 64 / RP slices j = u*JP .. u*JP+JP-1, loaded once for all of
+ * them); each consumer warpgroup owns 64 rows (step() says why
  * nothing is in flight while G is converted). The ring must hold one j's
  * chunks (KCH <= RING; the host refuses more, the kernel traps). Clusters
  * (CLUSTER_I x CLUSTER_T, rank ri + CLUSTER_I * rt: block pair * CLUSTER_I
@@ -67,16 +69,18 @@ constexpr int CONS = CONSUMERS;
 constexpr int XCH = BLOCK_M * 128;	/* one x k-chunk: BLOCK_M rows of 64 k */
 constexpr int WCH = RP * 128;		/* one w1r k-chunk: RP rows of 64 k */
 constexpr int SLOT = XCH + WCH;
-constexpr int WP = RP / 64;		/* 64-column panels of a w2 slice */
+constexpr int JP = RP < 64 ? 64 / RP : 1;	/* w2 slices (j) a buffer holds */
+constexpr int WP = RP < 64 ? 1 : RP / 64;	/* 64-column panels of a w2 buffer */
 constexpr int PANEL = MB * 128;		/* one panel: MB rows of 64 k */
-constexpr int W2B = WP * PANEL;		/* one w2 slice */
+constexpr int W2B = WP * PANEL;		/* one w2 buffer: unit u = j / JP */
 constexpr int NA = MB / 8;		/* n8 tiles of the output accumulator */
 constexpr int NG = RP / 8;		/* n8 tiles of G */
 constexpr int KS = RP / 16;		/* k16 steps of the second product */
 
 static_assert(BLOCK_M == 64 * CONS, "one m64 tile per consumer warpgroup");
 static_assert(CONS == 1 || CONS == 2, "1 or 2 consumer warpgroups");
-static_assert(RP == 64 || RP == 128, "RP 64 or 128 (a wgmma N and whole 64-wide panels)");
+static_assert(RP == 16 || RP == 32 || RP == 64 || RP == 128,
+	      "RP 16, 32, 64 or 128 (a wgmma N; whole 64-wide panels or whole parts of one)");
 static_assert(MB == 64 || MB == 128 || MB == 256, "MB 64, 128 or 256 (a wgmma N)");
 static_assert(NA * 4 + NG * 4 + KS * 4 <= 176, "accumulators fit the consumer's registers");
 static_assert(RING >= 2 && 2 * RING + 4 <= 32, "RING 2..14 (the barriers' 256 bytes)");
@@ -89,6 +93,7 @@ static_assert(EPILOGUE != 3 || (!BLOCKMAJOR && CLUSTER_I == 1 && CLUSTER_T == 1)
 static_assert(CLUSTER_I == 1 || CLUSTER_I == 2, "CLUSTER_I 1 or 2 (output blocks i, i+1)");
 static_assert(CLUSTER_T == 1 || CLUSTER_T == 2, "CLUSTER_T 1 or 2 (two token tiles)");
 static_assert(W2BUF == 1 || W2BUF == 2, "W2BUF 1 or 2 w2 slice buffers");
+static_assert(JP == 1 || W2BUF == 2, "RP 16, 32: two w2 buffers (each a unit of JP slices)");
 constexpr int CL = CLUSTER_I * CLUSTER_T;	/* CTAs per cluster */
 /* the CTAs whose copies land in a CTA's ring (x from its CLUSTER_I
  * x-peers, w1r from its CLUSTER_T w-peers, itself counted once) */
@@ -154,14 +159,17 @@ KT_DEV void s1_release(const ctx &c, int j)
 KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, int b)
 {
 	const bool more = j + 1 < b;
-	const int wbi = j % W2BUF;
+	/* w2 unit u (JP slices), this slice's first k16 step within it */
+	const int u = j / JP, k0 = (j % JP) * KS;
+	const int wbi = u % W2BUF;
 	unsigned a[KS][4];
 
 	kt_wg_wait<0>();
 	kt_wg_pin(g);
 	s1_release(c, j);
-	if (W2BUF == 2 && j > 0 && c.lane == 0)	/* S2(j-1)'s w2 buffer is free */
-		release(c.wempty + ((j - 1) & 1) * 8, c.rank, false, true);
+	/* S2(j-1), the last of unit u-1, has retired: its w2 buffer is free */
+	if (W2BUF == 2 && j > 0 && j % JP == 0 && c.lane == 0)
+		release(c.wempty + ((u - 1) & 1) * 8, c.rank, false, true);
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
 		a_frag(a[kk], g, kk);
@@ -169,11 +177,14 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 		kt_wg_zero(g);
 	const unsigned wb = c.w2s + wbi * W2B;
 
-	kt_mbar_wait(c.wfull + wbi * 8, (j / W2BUF) & 1);
+	kt_mbar_wait(c.wfull + wbi * 8, (u / W2BUF) & 1);
 	kt_wg_fence();
 #pragma unroll
-	for (int kk = 0; kk < KS; kk++)
-		kt_wg<MB>::rs<0>(acc, a[kk], kt_wg_desc_k(wb + (kk >> 2) * PANEL) + 2 * (kk & 3));
+	for (int kk = 0; kk < KS; kk++) {
+		const int ks = k0 + kk;
+
+		kt_wg<MB>::rs<0>(acc, a[kk], kt_wg_desc_k(wb + (ks >> 2) * PANEL) + 2 * (ks & 3));
+	}
 	if (W2BUF == 1) {
 		/* S2(j) a group of its own: the one w2 buffer goes back as soon
 		 * as it retired, while S1(j+1) still runs (acc and g are not
@@ -192,26 +203,27 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 	kt_wg_commit();
 }
 
-/* The producer's copy of w2 slice j (columns j*RP .. of block i, its rows
- * r0 .. of the slice multicast to wmask in a CLUSTER_T pair) into buffer
- * j % W2BUF, once the consumers released that buffer's previous slice. */
-KT_DEV void w2_load(const ctx &c, const kt_tmap_t *tw2, int j, int i, int r0,
+/* The producer's copy of w2 unit u (columns u*WP*64 .. of block i: slice
+ * u, or slices u*JP .. for RP < 64; its rows r0 .. multicast to wmask in a
+ * CLUSTER_T pair) into buffer u % W2BUF, once the consumers released that
+ * buffer's previous unit. */
+KT_DEV void w2_load(const ctx &c, const kt_tmap_t *tw2, int u, int i, int r0,
 		    unsigned short wmask)
 {
-	const int wb = j % W2BUF;
+	const int wb = u % W2BUF;
 	const unsigned fb = c.wfull + wb * 8;
 
-	if (j >= W2BUF)
-		kt_mbar_wait(c.wempty + wb * 8, ((j / W2BUF) - 1) & 1);
+	if (u >= W2BUF)
+		kt_mbar_wait(c.wempty + wb * 8, ((u / W2BUF) - 1) & 1);
 	kt_mbar_arrive_tx(fb, W2B);
 #pragma unroll
 	for (int p = 0; p < WP; p++) {
 		const unsigned dst = c.w2s + wb * W2B + p * PANEL;
 
 		if (CLUSTER_T > 1)
-			kt_tma_load_3d_mc(dst + r0 * 128, tw2, fb, j * RP + p * 64, r0, i, wmask);
+			kt_tma_load_3d_mc(dst + r0 * 128, tw2, fb, u * (JP == 1 ? RP : 64) + p * 64, r0, i, wmask);
 		else
-			kt_tma_load_3d(dst, tw2, fb, j * RP + p * 64, 0, i);
+			kt_tma_load_3d(dst, tw2, fb, u * (JP == 1 ? RP : 64) + p * 64, 0, i);
 	}
 }
 
@@ -471,6 +483,8 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	if (c.kch > RING || m != b * MB || b % CLUSTER_I ||
 	    ((EPILOGUE == 2 || EPILOGUE == 3) && b % 8))
 		__trap();
+	if (JP > 1 && b % JP)	/* whole w2 units */
+		__trap();
 	if (tid == 0) {
 		for (int s = 0; s < RING; s++) {
 			kt_mbar_init(c.full + s * 8, 1);
@@ -526,8 +540,8 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 					else
 						kt_tma_load_3d(st + XCH, &tw1, fb, kc * 64, i * RP, j);
 				}
-				if (W2BUF == 2)
-					w2_load(c, &tw2, j, i, rt * w2h, wmask);
+				if (W2BUF == 2 && j % JP == 0)
+					w2_load(c, &tw2, j / JP, i, rt * w2h, wmask);
 			}
 		}
 		/* W2BUF 1: the w2 slices from a thread of their own (warp 1), so

@@ -184,7 +184,8 @@ static void emu_fused_interleave(struct emu *m, int y2, int yi, long long N, lon
  * CTA (token tile t0, output block i = blockIdx.x % b) and input block j,
  * G = the boxes of x at (kc*64, j, t0) times those of w1r at (kc*64,
  * i*RP, j) over the KCH k-chunks, rounded to bf16 (m->round), then acc +=
- * G times the w2 boxes at (j*RP + p*64, 0, i); y's column s*b + i, or
+ * G times the w2 boxes at (j*RP + p*64, 0, i) (RP 16, 32: the k16 steps of
+ * slice j in the panel of unit j / (64 / RP)); y's column s*b + i, or
  * i*MB + s with BLOCKMAJOR. EPILOGUE 3 (args y2, N, m, b, nb, y, arrived,
  * a cooperative launch): y2 block-major, then, once every CTA has stored
  * (the arrival wait), each CTA's share of its tile interleaved into y. */
@@ -196,7 +197,7 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	long ring = emu_define(p, "RING"), RP = emu_define(p, "RP"), MB = emu_define(p, "MB");
 	long blk = emu_define(p, "BLOCKMAJOR"), epi = emu_define(p, "EPILOGUE");
 	long ci = emu_define(p, "CLUSTER_I"), ct = emu_define(p, "CLUSTER_T"), cl = ci * ct;
-	long long N, mm, b, nb, kch, cta, j, kc, r, q, k, sx, pp;
+	long long N, mm, b, nb, kch, cta, j, kc, r, q, k, sx, pp, jp;
 	int y, yi = -1, arrived = -1;
 	double *G, *acc;
 
@@ -212,9 +213,12 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	kch = (nb + 63) / 64;
 	/* the kernel's static_asserts and its run-time trap */
 	CU_ASSERT_FATAL(BM == 64 * cons && (cons == 1 || cons == 2));
-	CU_ASSERT_FATAL(RP == 64 || RP == 128);
+	CU_ASSERT_FATAL(RP == 16 || RP == 32 || RP == 64 || RP == 128);
+	/* RP 16, 32: a w2 buffer is one panel shared by JP input blocks */
+	jp = RP < 64 ? 64 / RP : 1;
 	CU_ASSERT_FATAL(MB == 64 || MB == 128 || MB == 256);
-	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm == b * MB);
+	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm == b * MB && b % jp == 0);
+	CU_ASSERT(jp == 1 || ring <= 6);
 	CU_ASSERT(blk == 0 || blk == 1);
 	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1) || ((epi == 2 || epi == 3) && blk == 0));
 	/* EPILOGUE 2: 8-CTA clusters of blocks i0 .. i0+7, no multicast;
@@ -244,7 +248,8 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	/* RING 7, 8: one w2 slice buffer */
 	CU_ASSERT_EQUAL(emu_define(p, "W2BUF"), ring > 6 ? 1 : 2);
 	CU_ASSERT_EQUAL(l->smem, (unsigned)(1024 + ring * (BM + RP) * 128 +
-					    emu_define(p, "W2BUF") * RP * MB * 2 + 256));
+					    emu_define(p, "W2BUF") * (RP > 64 ? RP : 64) * MB * 2 +
+					    256));
 	/* each CTA of a cluster loads its part of the rows it shares */
 	map_ok(m, tx, 1, (int)(BM / ci));
 	map_ok(m, tw1, (int)(RP / ct), 1);
@@ -275,16 +280,24 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 			if (m->round)	/* the A fragments are bf16 */
 				for (r = 0; r < BM * RP; r++)
 					G[r] = kt_bf16_to_f32(kt_f32_to_bf16((float)G[r]));
-			for (pp = 0; pp < RP / 64; pp++)
+			/* the kernel's k16 steps: step kk of slice j is step ks =
+			 * (j % jp) * RP/16 + kk of w2 unit j / jp, whose panels
+			 * start at column (j / jp) * (jp == 1 ? RP : 64) */
+			for (pp = 0; pp < RP / 16; pp++) {
+				long long ks = (j % jp) * (RP / 16) + pp;
+				long long c0 = (j / jp) * (jp == 1 ? RP : 64) + (ks >> 2) * 64 +
+					       (ks & 3) * 16;
+
 				for (r = 0; r < BM; r++)
 					for (sx = 0; sx < MB; sx++) {
 						double a = 0;
 
-						for (k = 0; k < 64; k++)
-							a += G[r * RP + pp * 64 + k] *
-							     emu_tma_ld(m, tw2, j * RP + pp * 64 + k, sx, i);
+						for (k = 0; k < 16; k++)
+							a += G[r * RP + pp * 16 + k] *
+							     emu_tma_ld(m, tw2, c0 + k, sx, i);
 						acc[r * MB + sx] += a;
 					}
+			}
 		}
 		for (r = 0; r < BM && t0 + r < N; r++)
 			for (sx = 0; sx < MB; sx++)

@@ -88,6 +88,14 @@ static const char *const e3_shapes[] = {
 	"tokens=136,in=256,out=1024,blocks=16,rank=1024",
 };
 
+/* rank/blocks 16 and 32 on the GPU (w2 panels shared by 4 and 2 input
+ * blocks): several token tiles, the last partial; one in/blocks of a single
+ * k-chunk, one of two (the second half zero-filled) */
+static const char *const small_rp_shapes[] = {
+	"tokens=200,in=1024,out=2048,blocks=16,rank=256",
+	"tokens=130,in=384,out=256,blocks=4,rank=128",
+};
+
 static int init_monarch(void)
 {
 	mon = kt_family_find("monarch");
@@ -143,8 +151,9 @@ static int fused_supports(const struct kt_shape *s)
 {
 	long b = SV(*s, "blocks"), rp = SV(*s, "rank") / b, mb = SV(*s, "out") / b;
 
-	return (rp == 64 || rp == 128) && (mb == 64 || mb == 128 || mb == 256) &&
-	       mb / 2 + rp / 2 + rp / 4 <= 176;
+	/* rank/blocks 16 and 32 share a w2 panel between 64 / rp blocks */
+	return (rp == 16 || rp == 32 || rp == 64 || rp == 128) && (rp >= 64 || b % (64 / rp) == 0) &&
+	       (mb == 64 || mb == 128 || mb == 256) && mb / 2 + rp / 2 + rp / 4 <= 176;
 }
 
 /* ---- problem inputs on the host ---- */
@@ -876,9 +885,17 @@ static void test_fused_check(void)
 	fused_reject(ll, 64, 6, 0, 1, "sm_90a", NULL);
 	fused_reject(ll, 128, 4, 0, 1, "sm_90", "sm_90a");
 	fused_reject(ll, 32, 4, 0, 1, "sm_90a", "BLOCK_M=32");
-	/* rank/blocks 16 (llama1b), 96 (llama7b gate/up) */
-	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 4, 0, 1, "sm_90a",
-		     "rank/blocks=16");
+	/* rank/blocks 16 (llama1b) shares w2 panels between 4 blocks: whole
+	 * groups of 4, two w2 buffers (RING <= 6); 8 and 96 (llama7b gate/up)
+	 * are no wgmma N the kernel has */
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 4, 0, 1, "sm_90a", NULL);
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 7, 1, 1, "sm_90a",
+		     "two w2 buffers");
+	fused_reject("tokens=1024,in=1536,out=768,blocks=6,rank=96", 128, 4, 0, 1, "sm_90a",
+		     "multiple");
+	fused_reject("tokens=1024,in=1024,out=1024,blocks=8,rank=256", 128, 4, 0, 1, "sm_90a", NULL);
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=128", 128, 4, 0, 1, "sm_90a",
+		     "rank/blocks=8");
 	fused_reject("tokens=1024,in=4096,out=11008,blocks=16,rank=1536", 128, 4, 0, 1, "sm_90a",
 		     "rank/blocks=96");
 	/* out/blocks 768 (gpt2s c_fc at b4, rank/blocks 64): not one wgmma N */
@@ -1289,6 +1306,7 @@ struct fused_jobs {
 	struct kt_shape s;
 	struct kt_target t;
 	int variant;
+	int unclustered;	/* 1: only CLUSTER_I = CLUSTER_T = 1 */
 	long n;
 };
 
@@ -1299,6 +1317,9 @@ static int add_fused(const struct kt_config *c, void *arg)
 	char why[200];
 
 	if (c->variant != x->variant || mon->check(mon, &x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	if (x->unclustered &&
+	    (kt_config_get(mon, c, "CLUSTER_I") > 1 || kt_config_get(mon, c, "CLUSTER_T") > 1))
 		return 0;
 	job_add_plan(x->j, mon, &x->s, c, &x->t, "fused_ws");
 	x->n++;
@@ -1344,6 +1365,16 @@ static void test_compile(void)
 			x.variant = kt_variant_index(mon, "fused_ws");
 			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
 			CU_ASSERT(x.n >= 80);	/* 80 (monarch_bm), 90 */
+			/* rank/blocks 16 (llama1b q/o: w2 panels shared by 4
+			 * blocks, RING 4-6), without clusters */
+			memset(&x, 0, sizeof(x));
+			x.j = &j;
+			x.s = ft_shape(mon, "tokens=1024,in=2048,out=2048,blocks=16,rank=256");
+			x.t = ft_target("sm_90a");
+			x.variant = kt_variant_index(mon, "fused_ws");
+			x.unclustered = 1;
+			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
+			CU_ASSERT(x.n >= 12);	/* 12 (monarch_bm), 18 */
 		}
 		mon = keep;
 	}
@@ -1587,6 +1618,8 @@ static void test_gpu_fused(void)
 		blockmajor = (int)f;
 		for (i = 5; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++)
 			fused_on_gpu(small_shapes[i], -1, &x);
+		for (i = 0; i < sizeof(small_rp_shapes) / sizeof(small_rp_shapes[0]); i++)
+			fused_on_gpu(small_rp_shapes[i], -1, &x);
 		/* the in-kernel interleave on several token tiles (monarch) */
 		for (i = 0; !blockmajor && i < sizeof(e3_shapes) / sizeof(e3_shapes[0]); i++)
 			fused_on_gpu(e3_shapes[i], 3, &x);
