@@ -1180,7 +1180,7 @@ void jobs_compile(struct jit_job *jobs, int n)
 
 int job_list_compile(struct job_list *j)
 {
-	int k, ok = 0;
+	int k, ok = 0, spills = 0;
 
 	CU_ASSERT_PTR_NULL_FATAL(j->jobs);
 	{
@@ -1236,13 +1236,26 @@ int job_list_compile(struct job_list *j)
 		ok++;
 		{
 			char what[200];
+			int regs, frame;
 
 			snprintf(what, sizeof(what), "%s %s %s", j->arch[k], j->progs[k].tpl,
 				 j->label[k]);
 			CU_ASSERT_FALSE(kt_test_wgmma_serialized(r->log, what));
+			/* sm_90a's programs (wgmma, ws, fused) keep their
+			 * accumulators in registers: a stack frame there is a
+			 * spill the design did not plan; elsewhere it is shown */
+			kt_test_cubin_usage(r->cubin, r->cubin_len, &regs, &frame);
+			CU_ASSERT(regs > 0 && regs <= 255);
+			if (strcmp(j->arch[k], "sm_90a") == 0)
+				CU_ASSERT_EQUAL(frame, 0);
+			if (frame > 0) {
+				spills++;
+				fprintf(stderr, "  SPILLS %s: %d B stack frame, %d registers\n", what,
+					frame, regs);
+			}
 		}
 	}
-	printf("  %d/%d compiled\n", ok, j->n);
+	printf("  %d/%d compiled, %d with a stack frame\n", ok, j->n, spills);
 	return ok;
 }
 

@@ -185,7 +185,9 @@ int shard_keep(void *a, size_t size, int n, int first, int step);
 void jobs_compile(struct jit_job *jobs, int n);
 
 /* Compiles every job (jit_compile_all), asserting and printing each
- * failure; returns how many compiled. job_ok(j, k) says whether job k did.
+ * failure, each program whose wgmmas ptxas serialized and each sm_90a
+ * program with a stack frame (a spill; other targets' are printed only);
+ * returns how many compiled. job_ok(j, k) says whether job k did.
  * Under KTUNE_COMPILE_SHARD=K/N the list first keeps only its jobs K, K + N,
  * ... (j->sharded set); a bad value is a failure and compiles nothing. */
 int job_list_compile(struct job_list *j);
