@@ -200,27 +200,60 @@ static long fused_consumers(const struct kt_config *c)
  * The one buffer's reload is exposed every j, which costs more than the
  * deeper ring gives (docs/families/monarch.md); monarch_fused.cu's
  * NEEDSWORK says what is left. */
-static long fused_w2buf(const struct kt_config *c)
+/* A w2 unit: the lcm(rank/blocks, 64) columns of the 64 / gcd slices that
+ * share whole 64-wide panels (one slice for rank/blocks 64 and 128). */
+static long fused_ucol(long rp)
 {
-	return c->p[P_RING] > 6 ? 1 : 2;
+	long a = rp, b = 64;
+
+	while (b) {
+		long t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return rp / a * 64;
 }
 
-static unsigned long fused_smem(const struct kt_config *c, long rp, long mb)
+/* One buffer too where the shape has a single w2 unit (all b slices in
+ * one, e.g. gpt2s c_fc's 4 of 48 columns): it is loaded once, so a second
+ * would only take shared memory. */
+static long fused_w2buf(const struct kt_shape *s, const struct kt_config *c)
 {
-	/* alignment, the ring of (x, w1r) k-chunks, the w2 slices, barriers */
+	long b = s->v[D_BLOCKS], rp = s->v[D_RANK] / b;
+
+	return c->p[P_RING] > 6 || b * rp == fused_ucol(rp) ? 1 : 2;
+}
+
+/* The output tile of a CTA: the whole block where out/blocks is one wgmma
+ * N (64, 128, 256), else the widest of those dividing it (column tiles,
+ * each CTA recomputing its G); 0 where none does. */
+static long fused_mbt(long mb)
+{
+	if (mb == 64 || mb == 128 || mb == 256)
+		return mb;
+	return mb % 256 == 0 ? 256 : mb % 128 == 0 ? 128 : mb % 64 == 0 ? 64 : 0;
+}
+
+static unsigned long fused_smem(const struct kt_shape *s, const struct kt_config *c)
+{
+	long b = s->v[D_BLOCKS], rp = s->v[D_RANK] / b, mbt = fused_mbt(s->v[D_OUT] / b);
+
+	/* alignment, the ring of (x, w1r) k-chunks, the w2 buffers (a unit
+	 * each), barriers */
 	return 1024 +
 	       (unsigned long)(c->p[P_RING] * (c->p[P_BM] + rp) * 128 +
-			       fused_w2buf(c) * rp * mb * 2) +
+			       fused_w2buf(s, c) * fused_ucol(rp) * mbt * 2) +
 	       256;
 }
 
 /* CTAs of fused_monarch_ws: token tiles padded to whole CLUSTER_T pairs,
- * times the output blocks */
+ * times the output blocks, times the column tiles of a block */
 static long fused_grid(const struct kt_shape *s, const struct kt_config *c)
 {
-	long bmt = c->p[P_BM], ct = c->p[P_CLT];
+	long bmt = c->p[P_BM], ct = c->p[P_CLT], b = s->v[D_BLOCKS], mb = s->v[D_OUT] / b;
 
-	return (s->v[D_TOKENS] + bmt * ct - 1) / (bmt * ct) * ct * s->v[D_BLOCKS];
+	return (s->v[D_TOKENS] + bmt * ct - 1) / (bmt * ct) * ct * b * (mb / fused_mbt(mb));
 }
 
 /* monarch_perm_rows's shared memory: one row, each block's run padded */
@@ -236,7 +269,7 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 {
 	long T = s->v[D_TOKENS], b = s->v[D_BLOCKS];
 	long nb = s->v[D_IN] / b, mb = s->v[D_OUT] / b, rp = s->v[D_RANK] / b;
-	long cons = fused_consumers(c), kch = (nb + 63) / 64;
+	long cons = fused_consumers(c), kch = (nb + 63) / 64, mbt;
 	unsigned long smem;
 
 	if (tgt->sm != 90 || !tgt->arch_a)
@@ -245,16 +278,31 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 	if (c->p[P_BM] != 64 && c->p[P_BM] != 128)
 		return WHY("fused_ws: BLOCK_M=%ld must be 64 or 128 (one or two consumer "
 			   "warpgroups of 64 rows)", c->p[P_BM]);
-	if (rp != 64 && rp != 128)
-		return WHY("fused_ws: rank/blocks=%ld must be 64 or 128 (the first product's N, "
-			   "whole 64-wide k panels of the second)", rp);
-	if (mb != 64 && mb != 128 && mb != 256)
-		return WHY("fused_ws: out/blocks=%ld must be 64, 128 or 256 (one wgmma N: the "
-			   "output block stays in registers)", mb);
-	/* per consumer thread: the output block, G and its bf16 fragments */
-	if (mb / 2 + rp / 2 + rp / 4 > 176)
-		return WHY("fused_ws: out/blocks=%ld with rank/blocks=%ld needs %ld accumulator "
-			   "registers per thread (> 176)", mb, rp, mb / 2 + rp / 2 + rp / 4);
+	if (rp != 16 && rp != 32 && rp != 48 && rp != 64 && rp != 128)
+		return WHY("fused_ws: rank/blocks=%ld must be 16, 32, 48, 64 or 128 (the first "
+			   "product's N; w2 in units of whole 64-wide k panels)", rp);
+	/* a w2 buffer holds a unit: the lcm(rp, 64) columns of ucol / rp
+	 * consecutive input blocks (one for rp 64, 128); more than one unit
+	 * takes two buffers */
+	if (b % (fused_ucol(rp) / rp))
+		return WHY("fused_ws: rank/blocks=%ld shares w2 panels between %ld input blocks: "
+			   "blocks=%ld must be a multiple", rp, fused_ucol(rp) / rp, b);
+	if (fused_ucol(rp) > rp && b * rp > fused_ucol(rp) && fused_w2buf(s, c) != 2)
+		return WHY("fused_ws: rank/blocks=%ld needs two w2 buffers: RING=%ld leaves room "
+			   "for one (RING <= 6)", rp, c->p[P_RING]);
+	mbt = fused_mbt(mb);
+	if (!mbt)
+		return WHY("fused_ws: out/blocks=%ld must be 64, 128, 256 or a multiple of 64 (a "
+			   "CTA's output tile is one wgmma N, in registers)", mb);
+	/* per consumer thread: the output tile, G and its bf16 fragments */
+	if (mbt / 2 + rp / 2 + rp / 4 > 176)
+		return WHY("fused_ws: an output tile of %ld with rank/blocks=%ld needs %ld "
+			   "accumulator registers per thread (> 176)", mbt, rp,
+			   mbt / 2 + rp / 2 + rp / 4);
+	if (mbt < mb && (c->p[P_CLI] != 1 || c->p[P_CLT] != 1 || c->p[P_EPI] >= 2))
+		return WHY("fused_ws: out/blocks=%ld is %ld column tiles of %ld: CLUSTER_I and "
+			   "CLUSTER_T must be 1 and EPILOGUE 0 or 1 (one CTA per output block)",
+			   mb, mb / mbt, mbt);
 	if ((c->p[P_CLI] != 1 && c->p[P_CLI] != 2) || (c->p[P_CLT] != 1 && c->p[P_CLT] != 2))
 		return WHY("fused_ws: CLUSTER_I=%ld and CLUSTER_T=%ld must be 1 or 2", c->p[P_CLI],
 			   c->p[P_CLT]);
@@ -298,7 +346,7 @@ static int fused_check(int bm, const struct kt_shape *s, const struct kt_config 
 			   "> %d B", perm_rows_smem(s), tgt->smem_optin);
 	if ((cons + 1) * 128 > tgt->max_threads)
 		return WHY("%ld threads > %d per block", (cons + 1) * 128, tgt->max_threads);
-	smem = fused_smem(c, rp, mb);
+	smem = fused_smem(s, c);
 	if (smem > (unsigned long)tgt->smem_optin)
 		return WHY("shared memory %lu B > %d B opt-in limit", smem, tgt->smem_optin);
 	if (c->p[P_BM] / 2 >= T)
@@ -511,9 +559,9 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	rc |= kt_program_define(p, "BLOCK_M", bmt);
 	rc |= kt_program_define(p, "CONSUMERS", fused_consumers(c));
 	rc |= kt_program_define(p, "RING", c->p[P_RING]);
-	rc |= kt_program_define(p, "W2BUF", fused_w2buf(c));
+	rc |= kt_program_define(p, "W2BUF", fused_w2buf(s, c));
 	rc |= kt_program_define(p, "RP", rp);
-	rc |= kt_program_define(p, "MB", mb);
+	rc |= kt_program_define(p, "MB", fused_mbt(mb));
 	/* the layout of the kernel's y argument (EPILOGUE 3: y2 block-major
 	 * in, y interleaved out: 0) */
 	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI] == 1);
@@ -534,7 +582,7 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	l->grid[1] = l->grid[2] = 1;
 	l->block[0] = (unsigned)((fused_consumers(c) + 1) * 128);
 	l->block[1] = l->block[2] = 1;
-	l->smem = (unsigned)fused_smem(c, rp, mb);
+	l->smem = (unsigned)fused_smem(s, c);
 	/* x (N, n) as (k, block j, token): block j's nb columns, zero past
 	 * them; in a cluster each CTA loads (and multicasts) its part of the
 	 * rows of the tiles it shares: x over CLUSTER_I, the weights over
@@ -543,7 +591,8 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	/* w1r (b, r, nb) as (k, row, block): rows i*rp .. of block j */
 	kt_launch_arg_tmap3(l, B_W1R, nb, r, b, nb, r * nb, 64, (int)(rp / c->p[P_CLT]), 1);
 	/* w2 (b, mb, r) as (k, row, block): columns j*rp .. of block i */
-	kt_launch_arg_tmap3(l, B_W2, r, mb, b, r, mb * r, 64, (int)(mb / c->p[P_CLT]), 1);
+	kt_launch_arg_tmap3(l, B_W2, r, mb, b, r, mb * r, 64, (int)(fused_mbt(mb) / c->p[P_CLT]),
+			    1);
 	kt_launch_arg_buf(l, !bm && (c->p[P_EPI] == 1 || c->p[P_EPI] == 3) ? B_Y2 : B_Y);
 	kt_launch_arg_i32(l, T);
 	kt_launch_arg_i32(l, m);
@@ -760,9 +809,9 @@ static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape
  * shapes fused_ws refuses (docs/families/monarch.md); both stages on the
  * persistent walk (PERSISTENT 3: faster or level at every shape measured,
  * the same page); then BLOCK_M 64 with one consumer, one CTA per tile
- * (the walk unmeasured there). On sm_90 for 32 tokens or fewer, and where
- * tokens x rank <= 65536 (few tokens of a small layer), the decode tile
- * below.
+ * (the walk unmeasured there). On
+ * sm_90 for 32 tokens or fewer, and where tokens x rank <= 65536 (few
+ * tokens of a small layer), the decode tile below.
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
@@ -786,8 +835,10 @@ static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
 	/* EPILOGUE 3 (the interleave in the fused kernel) where its grid is
-	 * known to be resident at once, else EPILOGUE 1 (+ monarch_perm_x8) */
-	for (k = 0; tgt->sm == 90 && tgt->arch_a && k < sizeof(fused_bm) / sizeof(fused_bm[0]);
+	 * known to be resident at once, else EPILOGUE 1 (+ monarch_perm_x8);
+	 * rank/blocks 16 and 32 not (yet measured against relayout_ws) */
+	for (k = 0; tgt->sm == 90 && tgt->arch_a && s->v[D_RANK] / s->v[D_BLOCKS] >= 64 &&
+		    k < sizeof(fused_bm) / sizeof(fused_bm[0]);
 	     k++)
 		for (e3 = !bm && tgt->sms > 0; e3 >= 0; e3--) {
 			memset(out, 0, sizeof(*out));

@@ -529,6 +529,20 @@ template <int N>
 struct kt_wg;
 
 template <>
+struct kt_wg<16> {
+	template <int TA, int TB>
+	KT_DEV static void ss(float (&d)[2][4], unsigned long long da, unsigned long long db)
+	{
+		KT_ASM_90A("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, %10, %11;\n"
+			     "}\n"
+			     : KT_WG_D2(0)
+			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+	}
+};
+
+template <>
 struct kt_wg<32> {
 	template <int TA, int TB>
 	KT_DEV static void ss(float (&d)[4][4], unsigned long long da, unsigned long long db)
@@ -538,6 +552,21 @@ struct kt_wg<32> {
 			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, %18, %19;\n"
 			     "}\n"
 			     : KT_WG_D4(0)
+			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+	}
+};
+
+template <>
+struct kt_wg<48> {
+	template <int TA, int TB>
+	KT_DEV static void ss(float (&d)[6][4], unsigned long long da, unsigned long long db)
+	{
+		KT_ASM_90A("{\n"
+			     "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+			     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+			     "%16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, 1, 1, 1, %26, %27;\n"
+			     "}\n"
+			     : KT_WG_D4(0), KT_WG_D2(4)
 			     : "l"(da), "l"(db), "n"(TA), "n"(TB));
 	}
 };

@@ -7,22 +7,29 @@
  *
  *   fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb)
  *   fused_monarch_ws(tx, tw1, tw2, y2, N, m, b, nb, y, arrived)  EPILOGUE 3
- *       grid ceil(N / BLOCK_M) * b (token tiles padded to whole CLUSTER_T
- *       pairs), block (CONSUMERS + 1) * 128, dynamic smem 1024 + RING *
- *       (BLOCK_M + RP) * 128 + W2BUF * RP * MB * 2 + 256.
+ *       grid ceil(N / BLOCK_M) * b * (m / b / MB) (token tiles padded to
+ *       whole CLUSTER_T pairs), block (CONSUMERS + 1) * 128, dynamic smem
+ *       1024 + RING * (BLOCK_M + RP) * 128 + W2BUF * UCOL * MB * 2 + 256
+ *       (UCOL = lcm(RP, 64)).
  *   tx: x (N, n) as (nb, b, N), strides (1, nb, n), box (64, 1, BLOCK_M /
  *   CLUSTER_I); tw1: w1r (b, r, nb) as (nb, r, b), box (64, RP / CLUSTER_T,
  *   1); tw2: w2 (b, mb, r) as (r, mb, b), box (64, MB / CLUSTER_T, 1); all
  *   with the 128-byte swizzle.
  *
- * CTA (token tile t0, output block i), for j = 0 .. b-1:
+ * CTA (token tile t0, output block i, output columns c0 .. c0+MB-1 of the
+ * block's m/b), for j = 0 .. b-1:
  *   G_j (BLOCK_M x RP) = x[t0.., j*nb ..] . w1r[j][i*RP .. +RP]^T   S1, K = nb
- *   acc (BLOCK_M x MB) += bf16(G_j) . w2[i][:, j*RP .. +RP]^T        S2, K = RP
- * y's block i is acc: column s*b + i (monarch), i*MB + s (BLOCKMAJOR). Each
- * z column is computed once, by the one CTA that needs it: nothing leaves
- * the SM but y. Warpgroup 0 is the TMA producer (the KCH = ceil(nb / 64)
+ *   acc (BLOCK_M x MB) += bf16(G_j) . w2[i][c0.., j*RP .. +RP]^T     S2, K = RP
+ * y's block i, columns c0.., is acc: column (c0+s)*b + i (monarch),
+ * i*m/b + c0 + s (BLOCKMAJOR). Where the block's m/b fits one tile (MB =
+ * m/b, c0 = 0) each z column is computed once, by the one CTA that needs
+ * it; a wider block (gpt2s c_fc's 768) is split into m/b/MB column tiles,
+ * each CTA recomputing its G (S1 is the smaller product there). Nothing
+ * leaves the SM but y. Warpgroup 0 is the TMA producer (the KCH = ceil(nb / 64)
  * k-chunks of each j through a RING-slot ring, the w2 slice into one of
- * W2BUF buffers); each consumer warpgroup owns 64 rows (step() says why
+ * W2BUF buffers; a buffer holds w2 unit u, the UCOL = lcm(RP, 64) columns
+ * of the JP = UCOL / RP slices j = u*JP .. u*JP+JP-1 in whole 64-wide
+ * panels, loaded once for all of them); each consumer warpgroup owns 64 rows (step() says why
  * nothing is in flight while G is converted). The ring must hold one j's
  * chunks (KCH <= RING; the host refuses more, the kernel traps). Clusters
  * (CLUSTER_I x CLUSTER_T, rank ri + CLUSTER_I * rt: block pair * CLUSTER_I
@@ -67,16 +74,20 @@ constexpr int CONS = CONSUMERS;
 constexpr int XCH = BLOCK_M * 128;	/* one x k-chunk: BLOCK_M rows of 64 k */
 constexpr int WCH = RP * 128;		/* one w1r k-chunk: RP rows of 64 k */
 constexpr int SLOT = XCH + WCH;
-constexpr int WP = RP / 64;		/* 64-column panels of a w2 slice */
+__host__ __device__ constexpr int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+constexpr int UCOL = RP / gcd(RP, 64) * 64;	/* columns of a w2 unit */
+constexpr int JP = UCOL / RP;		/* w2 slices (j) a unit holds */
+constexpr int WP = UCOL / 64;		/* 64-column panels of a w2 unit */
 constexpr int PANEL = MB * 128;		/* one panel: MB rows of 64 k */
-constexpr int W2B = WP * PANEL;		/* one w2 slice */
+constexpr int W2B = WP * PANEL;		/* one w2 buffer: unit u = j / JP */
 constexpr int NA = MB / 8;		/* n8 tiles of the output accumulator */
 constexpr int NG = RP / 8;		/* n8 tiles of G */
 constexpr int KS = RP / 16;		/* k16 steps of the second product */
 
 static_assert(BLOCK_M == 64 * CONS, "one m64 tile per consumer warpgroup");
 static_assert(CONS == 1 || CONS == 2, "1 or 2 consumer warpgroups");
-static_assert(RP == 64 || RP == 128, "RP 64 or 128 (a wgmma N and whole 64-wide panels)");
+static_assert(RP == 16 || RP == 32 || RP == 48 || RP == 64 || RP == 128,
+	      "RP 16, 32, 48, 64 or 128 (a wgmma N the kernel has; k16 steps within panels)");
 static_assert(MB == 64 || MB == 128 || MB == 256, "MB 64, 128 or 256 (a wgmma N)");
 static_assert(NA * 4 + NG * 4 + KS * 4 <= 176, "accumulators fit the consumer's registers");
 static_assert(RING >= 2 && 2 * RING + 4 <= 32, "RING 2..14 (the barriers' 256 bytes)");
@@ -110,6 +121,7 @@ struct ctx {
 	unsigned ring, w2s, full, empty, wfull, wempty;	/* shared addresses */
 	unsigned xoff;		/* this consumer's 64 rows in an x chunk */
 	int kch, lane, rank;	/* rank in the cluster (0 without one) */
+	int c0;			/* the CTA's first column of its output block */
 };
 
 /* Issues S1 for input block j into g (zeroed by the caller): the KCH
@@ -154,14 +166,17 @@ KT_DEV void s1_release(const ctx &c, int j)
 KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, int b)
 {
 	const bool more = j + 1 < b;
-	const int wbi = j % W2BUF;
+	/* w2 unit u (JP slices), this slice's first k16 step within it */
+	const int u = j / JP, k0 = (j % JP) * KS;
+	const int wbi = u % W2BUF;
 	unsigned a[KS][4];
 
 	kt_wg_wait<0>();
 	kt_wg_pin(g);
 	s1_release(c, j);
-	if (W2BUF == 2 && j > 0 && c.lane == 0)	/* S2(j-1)'s w2 buffer is free */
-		release(c.wempty + ((j - 1) & 1) * 8, c.rank, false, true);
+	/* S2(j-1), the last of unit u-1, has retired: its w2 buffer is free */
+	if (W2BUF == 2 && j > 0 && j % JP == 0 && c.lane == 0)
+		release(c.wempty + ((u - 1) & 1) * 8, c.rank, false, true);
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
 		a_frag(a[kk], g, kk);
@@ -169,11 +184,14 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 		kt_wg_zero(g);
 	const unsigned wb = c.w2s + wbi * W2B;
 
-	kt_mbar_wait(c.wfull + wbi * 8, (j / W2BUF) & 1);
+	kt_mbar_wait(c.wfull + wbi * 8, (u / W2BUF) & 1);
 	kt_wg_fence();
 #pragma unroll
-	for (int kk = 0; kk < KS; kk++)
-		kt_wg<MB>::rs<0>(acc, a[kk], kt_wg_desc_k(wb + (kk >> 2) * PANEL) + 2 * (kk & 3));
+	for (int kk = 0; kk < KS; kk++) {
+		const int ks = k0 + kk;
+
+		kt_wg<MB>::rs<0>(acc, a[kk], kt_wg_desc_k(wb + (ks >> 2) * PANEL) + 2 * (ks & 3));
+	}
 	if (W2BUF == 1) {
 		/* S2(j) a group of its own: the one w2 buffer goes back as soon
 		 * as it retired, while S1(j+1) still runs (acc and g are not
@@ -183,7 +201,8 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 			s1_issue(c, g, j + 1);
 		kt_wg_commit();
 		kt_wg_wait<1>();
-		if (c.lane == 0)
+		/* after the unit's last slice */
+		if (j % JP == JP - 1 && c.lane == 0)
 			release(c.wempty, c.rank, false, true);
 		return;
 	}
@@ -192,26 +211,28 @@ KT_DEV void step(const ctx &c, float (&acc)[NA][4], float (&g)[NG][4], int j, in
 	kt_wg_commit();
 }
 
-/* The producer's copy of w2 slice j (columns j*RP .. of block i, its rows
- * r0 .. of the slice multicast to wmask in a CLUSTER_T pair) into buffer
- * j % W2BUF, once the consumers released that buffer's previous slice. */
-KT_DEV void w2_load(const ctx &c, const kt_tmap_t *tw2, int j, int i, int r0,
+/* The producer's copy of w2 unit u (columns u*UCOL .. of block i: slices
+ * u*JP ..; the CTA's rows c0 .. of the block, its part r0 .. of them
+ * multicast to wmask in a CLUSTER_T pair) into buffer u % W2BUF, once the
+ * consumers released that buffer's previous unit. */
+KT_DEV void w2_load(const ctx &c, const kt_tmap_t *tw2, int u, int i, int r0,
 		    unsigned short wmask)
 {
-	const int wb = j % W2BUF;
+	const int wb = u % W2BUF;
 	const unsigned fb = c.wfull + wb * 8;
 
-	if (j >= W2BUF)
-		kt_mbar_wait(c.wempty + wb * 8, ((j / W2BUF) - 1) & 1);
+	if (u >= W2BUF)
+		kt_mbar_wait(c.wempty + wb * 8, ((u / W2BUF) - 1) & 1);
 	kt_mbar_arrive_tx(fb, W2B);
 #pragma unroll
 	for (int p = 0; p < WP; p++) {
 		const unsigned dst = c.w2s + wb * W2B + p * PANEL;
 
 		if (CLUSTER_T > 1)
-			kt_tma_load_3d_mc(dst + r0 * 128, tw2, fb, j * RP + p * 64, r0, i, wmask);
+			kt_tma_load_3d_mc(dst + r0 * 128, tw2, fb, u * UCOL + p * 64, c.c0 + r0, i,
+					  wmask);
 		else
-			kt_tma_load_3d(dst, tw2, fb, j * RP + p * 64, 0, i);
+			kt_tma_load_3d(dst, tw2, fb, u * UCOL + p * 64, c.c0, i);
 	}
 }
 
@@ -235,7 +256,7 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 	kt_wg_pin(acc);
 
 	const int s0 = 2 * (lane & 3);
-	const int mb = MB;
+	const int mb = m / b;	/* the whole block's columns (MB, or a multiple) */
 
 	/* by the preprocessor: nvcc reports the direct stores after a staged
 	 * epilogue's return as unreachable (#128) */
@@ -268,7 +289,7 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 				     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 				     : "r"(st0 + r * PITCH + ch * 16));
 			if (gr < N)
-				*reinterpret_cast<uint4 *>(y + (long long)gr * m + i * mb + ch * 8) = v;
+				*reinterpret_cast<uint4 *>(y + (long long)gr * m + i * mb + c.c0 + ch * 8) = v;
 		}
 		return;
 	}
@@ -285,7 +306,7 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 
 #pragma unroll
 		for (int nt = 0; nt < NA; nt++) {
-			const int s = nt * 8 + s0;
+			const int s = c.c0 + nt * 8 + s0;
 
 			if (BLOCKMAJOR) {
 				*reinterpret_cast<unsigned *>(yr + i * mb + s) =
@@ -451,14 +472,18 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	const unsigned base = (kt_smem_u32(smem_raw) + 1023u) & ~1023u;
 	const int tid = threadIdx.x, wg = tid >> 7;
 	/* cluster (tile pair, block pair) = blockIdx.x / CL, block pairs
-	 * fastest; rank = blockIdx.x % CL = ri + CLUSTER_I * rt */
-	const int rank = (int)(blockIdx.x % CL), cid = (int)(blockIdx.x / CL);
+	 * fastest; rank = blockIdx.x % CL = ri + CLUSTER_I * rt. Column
+	 * tiles (nct > 1: no clusters) are fastest of all, so the CTAs that
+	 * share an x tile run together. */
+	const int nct = m / b / MB;
+	const int rank = (int)(blockIdx.x % CL), cid = (int)(blockIdx.x / CL / nct);
 	const int ri = rank % CLUSTER_I, rt = rank / CLUSTER_I, bg = b / CLUSTER_I;
 	const int i = (cid % bg) * CLUSTER_I + ri;
 	const int t0 = ((cid / bg) * CLUSTER_T + rt) * BLOCK_M;
 	ctx c;
 
 	c.rank = rank;
+	c.c0 = (int)(blockIdx.x / CL % nct) * MB;
 	c.ring = base;
 	c.w2s = base + RING * SLOT;
 	c.full = c.w2s + W2BUF * W2B;
@@ -468,8 +493,11 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	c.kch = (nb + 63) / 64;
 	c.lane = tid & 31;
 	/* the host check refuses these; a trap is a fault, not a hang */
-	if (c.kch > RING || m != b * MB || b % CLUSTER_I ||
+	if (c.kch > RING || m % (b * MB) || b % CLUSTER_I ||
 	    ((EPILOGUE == 2 || EPILOGUE == 3) && b % 8))
+		__trap();
+	/* whole w2 units; column tiles only without clusters or an interleave */
+	if (b % JP || (nct > 1 && (CL > 1 || EPILOGUE >= 2)))
 		__trap();
 	if (tid == 0) {
 		for (int s = 0; s < RING; s++) {
@@ -526,8 +554,8 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 					else
 						kt_tma_load_3d(st + XCH, &tw1, fb, kc * 64, i * RP, j);
 				}
-				if (W2BUF == 2)
-					w2_load(c, &tw2, j, i, rt * w2h, wmask);
+				if (W2BUF == 2 && j % JP == 0)
+					w2_load(c, &tw2, j / JP, i, rt * w2h, wmask);
 			}
 		}
 		/* W2BUF 1: the w2 slices from a thread of their own (warp 1), so
@@ -538,8 +566,8 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 				(1 << ri) | (1 << (ri + CLUSTER_I)) : 1 << ri);
 
 			kt_tmap_prefetch(&tw2);
-			for (int j = 0; j < b; j++)
-				w2_load(c, &tw2, j, i, rt * (MB / CLUSTER_T), wmask);
+			for (int u = 0; u < b / JP; u++)
+				w2_load(c, &tw2, u, i, rt * (MB / CLUSTER_T), wmask);
 		}
 		/* A CTA of a cluster leaves only when its peers can no longer
 		 * multicast into it or arrive on its barriers; EPILOGUE 2: every

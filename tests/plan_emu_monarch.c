@@ -181,11 +181,13 @@ static void emu_fused_interleave(struct emu *m, int y2, int yi, long long N, lon
 }
 
 /* fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb) of monarch_fused.cu: per
- * CTA (token tile t0, output block i = blockIdx.x % b) and input block j,
- * G = the boxes of x at (kc*64, j, t0) times those of w1r at (kc*64,
- * i*RP, j) over the KCH k-chunks, rounded to bf16 (m->round), then acc +=
- * G times the w2 boxes at (j*RP + p*64, 0, i); y's column s*b + i, or
- * i*MB + s with BLOCKMAJOR. EPILOGUE 3 (args y2, N, m, b, nb, y, arrived,
+ * CTA (token tile t0, output block i, column tile c0 = ct * MB of the
+ * block's m / b, column tiles fastest) and input block j, G = the boxes of
+ * x at (kc*64, j, t0) times those of w1r at (kc*64, i*RP, j) over the KCH
+ * k-chunks, rounded to bf16 (m->round), then acc += G times the w2 boxes
+ * at (column, c0, i): the k16 steps of slice j in the panels of its unit
+ * j / JP (JP = lcm(RP, 64) / RP slices a unit); y's column (c0 + s)*b + i,
+ * or i*m/b + c0 + s with BLOCKMAJOR. EPILOGUE 3 (args y2, N, m, b, nb, y, arrived,
  * a cooperative launch): y2 block-major, then, once every CTA has stored
  * (the arrival wait), each CTA's share of its tile interleaved into y. */
 static void emu_fused(struct emu *m, const struct kt_launch *l)
@@ -196,7 +198,7 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	long ring = emu_define(p, "RING"), RP = emu_define(p, "RP"), MB = emu_define(p, "MB");
 	long blk = emu_define(p, "BLOCKMAJOR"), epi = emu_define(p, "EPILOGUE");
 	long ci = emu_define(p, "CLUSTER_I"), ct = emu_define(p, "CLUSTER_T"), cl = ci * ct;
-	long long N, mm, b, nb, kch, cta, j, kc, r, q, k, sx, pp;
+	long long N, mm, b, nb, kch, cta, j, kc, r, q, k, sx, pp, jp, ucol, gd, nct, c0;
 	int y, yi = -1, arrived = -1;
 	double *G, *acc;
 
@@ -212,9 +214,22 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	kch = (nb + 63) / 64;
 	/* the kernel's static_asserts and its run-time trap */
 	CU_ASSERT_FATAL(BM == 64 * cons && (cons == 1 || cons == 2));
-	CU_ASSERT_FATAL(RP == 64 || RP == 128);
+	CU_ASSERT_FATAL(RP == 16 || RP == 32 || RP == 48 || RP == 64 || RP == 128);
+	/* a w2 unit: lcm(RP, 64) columns, the slices of jp input blocks */
+	for (gd = RP, k = 64; k;) {
+		q = gd % k;
+		gd = k;
+		k = q;
+	}
+	ucol = RP / gd * 64;
+	jp = ucol / RP;
 	CU_ASSERT_FATAL(MB == 64 || MB == 128 || MB == 256);
-	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm == b * MB);
+	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm % (b * MB) == 0 && b % jp == 0);
+	nct = mm / b / MB;
+	/* several units of several slices: two buffers */
+	CU_ASSERT(jp == 1 || b == jp || ring <= 6);
+	/* column tiles: one CTA per output block and column tile */
+	CU_ASSERT(nct == 1 || (epi < 2 && ci * ct == 1));
 	CU_ASSERT(blk == 0 || blk == 1);
 	CU_ASSERT(epi == 0 || (epi == 1 && blk == 1) || ((epi == 2 || epi == 3) && blk == 0));
 	/* EPILOGUE 2: 8-CTA clusters of blocks i0 .. i0+7, no multicast;
@@ -238,13 +253,13 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	/* clusters pair output blocks i, i+1 (CLUSTER_I) and token tiles
 	 * (CLUSTER_T; the tiles padded to whole pairs) */
 	CU_ASSERT_FATAL((ci == 1 || ci == 2) && (ct == 1 || ct == 2) && b % ci == 0);
-	CU_ASSERT_EQUAL((long long)l->grid[0], (N + BM * ct - 1) / (BM * ct) * ct * b);
+	CU_ASSERT_EQUAL((long long)l->grid[0], (N + BM * ct - 1) / (BM * ct) * ct * b * nct);
 	CU_ASSERT_EQUAL(l->grid[0] % cl, 0);
 	CU_ASSERT_EQUAL(l->block[0], (unsigned)(cons + 1) * 128);
-	/* RING 7, 8: one w2 slice buffer */
-	CU_ASSERT_EQUAL(emu_define(p, "W2BUF"), ring > 6 ? 1 : 2);
+	/* RING 7, 8, or a single unit (all b slices): one w2 buffer */
+	CU_ASSERT_EQUAL(emu_define(p, "W2BUF"), ring > 6 || b == jp ? 1 : 2);
 	CU_ASSERT_EQUAL(l->smem, (unsigned)(1024 + ring * (BM + RP) * 128 +
-					    emu_define(p, "W2BUF") * RP * MB * 2 + 256));
+					    emu_define(p, "W2BUF") * ucol * MB * 2 + 256));
 	/* each CTA of a cluster loads its part of the rows it shares */
 	map_ok(m, tx, 1, (int)(BM / ci));
 	map_ok(m, tw1, (int)(RP / ct), 1);
@@ -256,8 +271,10 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	for (cta = 0; cta < (long long)l->grid[0]; cta++) {
 		/* the kernel's mapping: rank ri + CLUSTER_I * rt, pairs of blocks
 		 * fastest */
-		long long rank = cta % cl, cid = cta / cl, ri = rank % ci, rt = rank / ci;
+		long long rank = cta % cl, cid = cta / cl / nct, ri = rank % ci, rt = rank / ci;
 		long long i = (cid % (b / ci)) * ci + ri, t0 = ((cid / (b / ci)) * ct + rt) * BM;
+
+		c0 = cta / cl % nct * MB;
 
 		memset(acc, 0, sizeof(double) * (size_t)(BM * MB));
 		for (j = 0; j < b; j++) {
@@ -275,20 +292,28 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 			if (m->round)	/* the A fragments are bf16 */
 				for (r = 0; r < BM * RP; r++)
 					G[r] = kt_bf16_to_f32(kt_f32_to_bf16((float)G[r]));
-			for (pp = 0; pp < RP / 64; pp++)
+			/* the kernel's k16 steps: step kk of slice j is step ks =
+			 * (j % jp) * RP/16 + kk of w2 unit j / jp, whose panels
+			 * start at column (j / jp) * ucol */
+			for (pp = 0; pp < RP / 16; pp++) {
+				long long ks = (j % jp) * (RP / 16) + pp;
+				long long col = (j / jp) * ucol + (ks >> 2) * 64 + (ks & 3) * 16;
+
 				for (r = 0; r < BM; r++)
 					for (sx = 0; sx < MB; sx++) {
 						double a = 0;
 
-						for (k = 0; k < 64; k++)
-							a += G[r * RP + pp * 64 + k] *
-							     emu_tma_ld(m, tw2, j * RP + pp * 64 + k, sx, i);
+						for (k = 0; k < 16; k++)
+							a += G[r * RP + pp * 16 + k] *
+							     emu_tma_ld(m, tw2, col + k, c0 + sx, i);
 						acc[r * MB + sx] += a;
 					}
+			}
 		}
 		for (r = 0; r < BM && t0 + r < N; r++)
 			for (sx = 0; sx < MB; sx++)
-				emu_st(m, y, (t0 + r) * mm + (blk || epi == 3 ? i * MB + sx : sx * b + i),
+				emu_st(m, y, (t0 + r) * mm + (blk || epi == 3 ? i * (mm / b) + c0 + sx
+									   : (c0 + sx) * b + i),
 				       acc[r * MB + sx]);
 		if (epi == 3) {
 			/* the CTA's arrival on its tile's counter (bounds) */

@@ -68,7 +68,10 @@ static const char *const ref_shapes[] = {
  * 64-wide k-tile) for the ws variants' 64..128-row tiles; the last two are
  * fused_ws's (rank/blocks 64 and 128, out/blocks 64 and 128, a partial
  * k-chunk and a partial token tile; in/blocks = 320 is five k-chunks, over
- * RING 4; blocks 8 for the 8-CTA cluster exchange) */
+ * RING 4; blocks 8 for the 8-CTA cluster exchange), then two at
+ * rank/blocks 48 (gpt2s c_fc's): all four slices in one w2 unit of three
+ * panels with out/blocks 512 in two column tiles, and two units with
+ * out/blocks 128 */
 static const char *const small_shapes[] = {
 	"tokens=33,in=256,out=512,blocks=8,rank=128",
 	"tokens=7,in=128,out=64,blocks=2,rank=48",
@@ -78,6 +81,8 @@ static const char *const small_shapes[] = {
 	"tokens=70,in=384,out=256,blocks=4,rank=256",
 	"tokens=40,in=640,out=256,blocks=2,rank=256",
 	"tokens=40,in=512,out=512,blocks=8,rank=512",
+	"tokens=70,in=256,out=2048,blocks=4,rank=192",
+	"tokens=40,in=512,out=1024,blocks=8,rank=384",
 };
 
 /* EPILOGUE 3's (blocks % 8 == 0, rank/blocks and out/blocks 64): several
@@ -86,6 +91,14 @@ static const char *const small_shapes[] = {
 static const char *const e3_shapes[] = {
 	"tokens=136,in=128,out=512,blocks=8,rank=512",
 	"tokens=136,in=256,out=1024,blocks=16,rank=1024",
+};
+
+/* rank/blocks 16 and 32 on the GPU (w2 panels shared by 4 and 2 input
+ * blocks): several token tiles, the last partial; one in/blocks of a single
+ * k-chunk, one of two (the second half zero-filled) */
+static const char *const small_rp_shapes[] = {
+	"tokens=200,in=1024,out=2048,blocks=16,rank=256",
+	"tokens=130,in=384,out=256,blocks=4,rank=128",
 };
 
 static int init_monarch(void)
@@ -137,14 +150,19 @@ static int has_w1r(int v)
 }
 
 /* The shapes fused_ws's kernel takes (monarch.c's fused_check, without the
- * ring and token-tile rules): rank/blocks 64 or 128, out/blocks 64, 128 or
- * 256, at most 176 accumulator registers. */
+ * ring and token-tile rules): rank/blocks 16, 32, 48, 64 or 128, whole w2
+ * units (lcm(rp, 64) columns: 4 blocks share one at 16 and 48, 2 at 32),
+ * out/blocks 64, 128, 256 or a multiple of 64 (column tiles of the widest
+ * of those dividing it), at most 176 accumulator registers. */
 static int fused_supports(const struct kt_shape *s)
 {
 	long b = SV(*s, "blocks"), rp = SV(*s, "rank") / b, mb = SV(*s, "out") / b;
+	long jp = rp == 16 || rp == 48 ? 4 : rp == 32 ? 2 : 1;
+	long mbt = mb <= 256 ? mb : mb % 256 == 0 ? 256 : mb % 128 == 0 ? 128 : 64;
 
-	return (rp == 64 || rp == 128) && (mb == 64 || mb == 128 || mb == 256) &&
-	       mb / 2 + rp / 2 + rp / 4 <= 176;
+	return (rp == 16 || rp == 32 || rp == 48 || rp == 64 || rp == 128) && b % jp == 0 &&
+	       (mbt == 64 || mbt == 128 || mbt == 256) && mb % mbt == 0 &&
+	       mbt / 2 + rp / 2 + rp / 4 <= 176;
 }
 
 /* ---- problem inputs on the host ---- */
@@ -876,14 +894,36 @@ static void test_fused_check(void)
 	fused_reject(ll, 64, 6, 0, 1, "sm_90a", NULL);
 	fused_reject(ll, 128, 4, 0, 1, "sm_90", "sm_90a");
 	fused_reject(ll, 32, 4, 0, 1, "sm_90a", "BLOCK_M=32");
-	/* rank/blocks 16 (llama1b), 96 (llama7b gate/up) */
-	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 4, 0, 1, "sm_90a",
-		     "rank/blocks=16");
+	/* rank/blocks 16 (llama1b) shares w2 panels between 4 blocks: whole
+	 * groups of 4, two w2 buffers (RING <= 6); 8 and 96 (llama7b gate/up)
+	 * are no wgmma N the kernel has */
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 4, 0, 1, "sm_90a", NULL);
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 7, 1, 1, "sm_90a",
+		     "two w2 buffers");
+	fused_reject("tokens=1024,in=1536,out=768,blocks=6,rank=96", 128, 4, 0, 1, "sm_90a",
+		     "multiple");
+	fused_reject("tokens=1024,in=1024,out=1024,blocks=8,rank=256", 128, 4, 0, 1, "sm_90a", NULL);
+	fused_reject("tokens=1024,in=2048,out=2048,blocks=16,rank=128", 128, 4, 0, 1, "sm_90a",
+		     "rank/blocks=8");
 	fused_reject("tokens=1024,in=4096,out=11008,blocks=16,rank=1536", 128, 4, 0, 1, "sm_90a",
 		     "rank/blocks=96");
-	/* out/blocks 768 (gpt2s c_fc at b4, rank/blocks 64): not one wgmma N */
-	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=256", 128, 4, 0, 1, "sm_90a",
-		     "out/blocks=768");
+	/* out/blocks 768 (gpt2s c_fc): three column tiles of 256, at
+	 * rank/blocks 64 and at its own 48 (one w2 unit of all four slices,
+	 * one buffer: RING 5 fits BLOCK_M 128, 6 does not); one CTA per
+	 * output block and column tile: no clusters, no interleave */
+	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=256", 128, 4, 0, 1, "sm_90a", NULL);
+	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=192", 128, 5, 1, 1, "sm_90a", NULL);
+	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=192", 128, 6, 0, 1, "sm_90a",
+		     "shared memory 234752 B");
+	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=192", 64, 8, 0, 1, "sm_90a", NULL);
+	fused_reject("tokens=1024,in=768,out=3072,blocks=4,rank=192", 64, 4, 0, 21, "sm_90a",
+		     "3 column tiles of 256");
+	fused_reject("tokens=1024,in=768,out=3040,blocks=4,rank=192", 64, 4, 0, 1, "sm_90a",
+		     "out/blocks=760");
+	/* two units of rank/blocks 48 take two buffers */
+	fused_reject("tokens=1024,in=1024,out=1024,blocks=8,rank=384", 64, 7, 0, 1, "sm_90a",
+		     "two w2 buffers");
+	fused_reject("tokens=1024,in=1024,out=1024,blocks=8,rank=384", 64, 6, 0, 1, "sm_90a", NULL);
 	/* rank/blocks 128 with out/blocks 256: too many accumulators */
 	fused_reject("tokens=1024,in=4096,out=4096,blocks=16,rank=2048", 128, 4, 0, 1, "sm_90a",
 		     "accumulator registers");
@@ -1289,6 +1329,7 @@ struct fused_jobs {
 	struct kt_shape s;
 	struct kt_target t;
 	int variant;
+	int unclustered;	/* 1: only CLUSTER_I = CLUSTER_T = 1 */
 	long n;
 };
 
@@ -1299,6 +1340,9 @@ static int add_fused(const struct kt_config *c, void *arg)
 	char why[200];
 
 	if (c->variant != x->variant || mon->check(mon, &x->s, c, &x->t, why, sizeof(why)))
+		return 0;
+	if (x->unclustered &&
+	    (kt_config_get(mon, c, "CLUSTER_I") > 1 || kt_config_get(mon, c, "CLUSTER_T") > 1))
 		return 0;
 	job_add_plan(x->j, mon, &x->s, c, &x->t, "fused_ws");
 	x->n++;
@@ -1344,6 +1388,35 @@ static void test_compile(void)
 			x.variant = kt_variant_index(mon, "fused_ws");
 			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
 			CU_ASSERT(x.n >= 80);	/* 80 (monarch_bm), 90 */
+			/* rank/blocks 16 (llama1b q/o: w2 panels shared by 4
+			 * blocks, RING 4-6), without clusters */
+			memset(&x, 0, sizeof(x));
+			x.j = &j;
+			x.s = ft_shape(mon, "tokens=1024,in=2048,out=2048,blocks=16,rank=256");
+			x.t = ft_target("sm_90a");
+			x.variant = kt_variant_index(mon, "fused_ws");
+			x.unclustered = 1;
+			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
+			CU_ASSERT(x.n >= 12);	/* 12 (monarch_bm), 18 */
+			/* rank/blocks 48: gpt2s c_fc (one w2 unit of four slices,
+			 * one buffer, three column tiles of 256) and two units
+			 * (two buffers, out/blocks 128) */
+			memset(&x, 0, sizeof(x));
+			x.j = &j;
+			x.s = ft_shape(mon, ref_shapes[2]);
+			x.t = ft_target("sm_90a");
+			x.variant = kt_variant_index(mon, "fused_ws");
+			x.unclustered = 1;
+			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
+			CU_ASSERT(x.n >= 10);	/* 10 (monarch_bm), 14 */
+			memset(&x, 0, sizeof(x));
+			x.j = &j;
+			x.s = ft_shape(mon, "tokens=1024,in=1024,out=1024,blocks=8,rank=384");
+			x.t = ft_target("sm_90a");
+			x.variant = kt_variant_index(mon, "fused_ws");
+			x.unclustered = 1;
+			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
+			CU_ASSERT(x.n >= 8);
 		}
 		mon = keep;
 	}
@@ -1587,6 +1660,8 @@ static void test_gpu_fused(void)
 		blockmajor = (int)f;
 		for (i = 5; i < sizeof(small_shapes) / sizeof(small_shapes[0]); i++)
 			fused_on_gpu(small_shapes[i], -1, &x);
+		for (i = 0; i < sizeof(small_rp_shapes) / sizeof(small_rp_shapes[0]); i++)
+			fused_on_gpu(small_rp_shapes[i], -1, &x);
 		/* the in-kernel interleave on several token tiles (monarch) */
 		for (i = 0; !blockmajor && i < sizeof(e3_shapes) / sizeof(e3_shapes[0]); i++)
 			fused_on_gpu(e3_shapes[i], 3, &x);
