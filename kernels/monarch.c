@@ -562,6 +562,7 @@ static int plan_fused(int bm, const struct kt_shape *s, const struct kt_config *
 	rc |= kt_program_define(p, "W2BUF", fused_w2buf(s, c));
 	rc |= kt_program_define(p, "RP", rp);
 	rc |= kt_program_define(p, "MB", fused_mbt(mb));
+	rc |= kt_program_define(p, "NCT", mb / fused_mbt(mb));
 	/* the layout of the kernel's y argument (EPILOGUE 3: y2 block-major
 	 * in, y interleaved out: 0) */
 	rc |= kt_program_define(p, "BLOCKMAJOR", bm || c->p[P_EPI] == 1);

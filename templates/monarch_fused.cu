@@ -7,7 +7,7 @@
  *
  *   fused_monarch_ws(tx, tw1, tw2, y, N, m, b, nb)
  *   fused_monarch_ws(tx, tw1, tw2, y2, N, m, b, nb, y, arrived)  EPILOGUE 3
- *       grid ceil(N / BLOCK_M) * b * (m / b / MB) (token tiles padded to
+ *       grid ceil(N / BLOCK_M) * b * NCT (token tiles padded to
  *       whole CLUSTER_T pairs), block (CONSUMERS + 1) * 128, dynamic smem
  *       1024 + RING * (BLOCK_M + RP) * 128 + W2BUF * UCOL * MB * 2 + 256
  *       (UCOL = lcm(RP, 64)).
@@ -17,7 +17,7 @@
  *   with the 128-byte swizzle.
  *
  * CTA (token tile t0, output block i, output columns c0 .. c0+MB-1 of the
- * block's m/b), for j = 0 .. b-1:
+ * block's m/b = NCT * MB), for j = 0 .. b-1:
  *   G_j (BLOCK_M x RP) = x[t0.., j*nb ..] . w1r[j][i*RP .. +RP]^T   S1, K = nb
  *   acc (BLOCK_M x MB) += bf16(G_j) . w2[i][c0.., j*RP .. +RP]^T     S2, K = RP
  * y's block i, columns c0.., is acc: column (c0+s)*b + i (monarch),
@@ -67,6 +67,9 @@
 #ifndef W2BUF
 #define W2BUF 2
 #endif
+#ifndef NCT
+#define NCT 1
+#endif
 
 namespace kmf {
 
@@ -80,6 +83,7 @@ constexpr int JP = UCOL / RP;		/* w2 slices (j) a unit holds */
 constexpr int WP = UCOL / 64;		/* 64-column panels of a w2 unit */
 constexpr int PANEL = MB * 128;		/* one panel: MB rows of 64 k */
 constexpr int W2B = WP * PANEL;		/* one w2 buffer: unit u = j / JP */
+constexpr int MBF = MB * NCT;		/* an output block's columns: NCT tiles */
 constexpr int NA = MB / 8;		/* n8 tiles of the output accumulator */
 constexpr int NG = RP / 8;		/* n8 tiles of G */
 constexpr int KS = RP / 16;		/* k16 steps of the second product */
@@ -100,6 +104,8 @@ static_assert(EPILOGUE != 3 || (!BLOCKMAJOR && CLUSTER_I == 1 && CLUSTER_T == 1)
 static_assert(CLUSTER_I == 1 || CLUSTER_I == 2, "CLUSTER_I 1 or 2 (output blocks i, i+1)");
 static_assert(CLUSTER_T == 1 || CLUSTER_T == 2, "CLUSTER_T 1 or 2 (two token tiles)");
 static_assert(W2BUF == 1 || W2BUF == 2, "W2BUF 1 or 2 w2 slice buffers");
+static_assert(NCT == 1 || (CLUSTER_I == 1 && CLUSTER_T == 1 && EPILOGUE < 2),
+	      "column tiles: one CTA per output block and tile, no interleave");
 constexpr int CL = CLUSTER_I * CLUSTER_T;	/* CTAs per cluster */
 /* the CTAs whose copies land in a CTA's ring (x from its CLUSTER_I
  * x-peers, w1r from its CLUSTER_T w-peers, itself counted once) */
@@ -123,6 +129,12 @@ struct ctx {
 	int kch, lane, rank;	/* rank in the cluster (0 without one) */
 	int c0;			/* the CTA's first column of its output block */
 };
+
+/* c0, a constant 0 where the block is one tile (the code as before tiles) */
+KT_DEV int col0(const ctx &c)
+{
+	return NCT > 1 ? c.c0 : 0;
+}
 
 /* Issues S1 for input block j into g (zeroed by the caller): the KCH
  * chunks of j, each once the copy engine has delivered it. */
@@ -229,10 +241,10 @@ KT_DEV void w2_load(const ctx &c, const kt_tmap_t *tw2, int u, int i, int r0,
 		const unsigned dst = c.w2s + wb * W2B + p * PANEL;
 
 		if (CLUSTER_T > 1)
-			kt_tma_load_3d_mc(dst + r0 * 128, tw2, fb, u * UCOL + p * 64, c.c0 + r0, i,
+			kt_tma_load_3d_mc(dst + r0 * 128, tw2, fb, u * UCOL + p * 64, col0(c) + r0, i,
 					  wmask);
 		else
-			kt_tma_load_3d(dst, tw2, fb, u * UCOL + p * 64, c.c0, i);
+			kt_tma_load_3d(dst, tw2, fb, u * UCOL + p * 64, col0(c), i);
 	}
 }
 
@@ -256,7 +268,7 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 	kt_wg_pin(acc);
 
 	const int s0 = 2 * (lane & 3);
-	const int mb = m / b;	/* the whole block's columns (MB, or a multiple) */
+	const int mb = MBF;	/* the whole block's columns */
 
 	/* by the preprocessor: nvcc reports the direct stores after a staged
 	 * epilogue's return as unreachable (#128) */
@@ -289,7 +301,7 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 				     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 				     : "r"(st0 + r * PITCH + ch * 16));
 			if (gr < N)
-				*reinterpret_cast<uint4 *>(y + (long long)gr * m + i * mb + c.c0 + ch * 8) = v;
+				*reinterpret_cast<uint4 *>(y + (long long)gr * m + i * mb + col0(c) + ch * 8) = v;
 		}
 		return;
 	}
@@ -306,7 +318,7 @@ KT_DEV void consumer(ctx &c, __nv_bfloat16 *__restrict__ y, int N, int m, int b,
 
 #pragma unroll
 		for (int nt = 0; nt < NA; nt++) {
-			const int s = c.c0 + nt * 8 + s0;
+			const int s = col0(c) + nt * 8 + s0;
 
 			if (BLOCKMAJOR) {
 				*reinterpret_cast<unsigned *>(yr + i * mb + s) =
@@ -475,15 +487,14 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	 * fastest; rank = blockIdx.x % CL = ri + CLUSTER_I * rt. Column
 	 * tiles (nct > 1: no clusters) are fastest of all, so the CTAs that
 	 * share an x tile run together. */
-	const int nct = m / b / MB;
-	const int rank = (int)(blockIdx.x % CL), cid = (int)(blockIdx.x / CL / nct);
+	const int rank = (int)(blockIdx.x % CL), cid = (int)(blockIdx.x / CL / NCT);
 	const int ri = rank % CLUSTER_I, rt = rank / CLUSTER_I, bg = b / CLUSTER_I;
 	const int i = (cid % bg) * CLUSTER_I + ri;
 	const int t0 = ((cid / bg) * CLUSTER_T + rt) * BLOCK_M;
 	ctx c;
 
 	c.rank = rank;
-	c.c0 = (int)(blockIdx.x / CL % nct) * MB;
+	c.c0 = (int)(blockIdx.x / CL % NCT) * MB;
 	c.ring = base;
 	c.w2s = base + RING * SLOT;
 	c.full = c.w2s + W2BUF * W2B;
@@ -493,11 +504,10 @@ fused_monarch_ws(const __grid_constant__ kt_tmap_t tx, const __grid_constant__ k
 	c.kch = (nb + 63) / 64;
 	c.lane = tid & 31;
 	/* the host check refuses these; a trap is a fault, not a hang */
-	if (c.kch > RING || m % (b * MB) || b % CLUSTER_I ||
+	if (c.kch > RING || m != b * MBF || b % CLUSTER_I ||
 	    ((EPILOGUE == 2 || EPILOGUE == 3) && b % 8))
 		__trap();
-	/* whole w2 units; column tiles only without clusters or an interleave */
-	if (b % JP || (nct > 1 && (CL > 1 || EPILOGUE >= 2)))
+	if (JP > 1 && b % JP)	/* whole w2 units */
 		__trap();
 	if (tid == 0) {
 		for (int s = 0; s < RING; s++) {

@@ -226,6 +226,8 @@ static void emu_fused(struct emu *m, const struct kt_launch *l)
 	CU_ASSERT_FATAL(MB == 64 || MB == 128 || MB == 256);
 	CU_ASSERT_FATAL(ring >= 2 && kch <= ring && mm % (b * MB) == 0 && b % jp == 0);
 	nct = mm / b / MB;
+	/* the column tiles a block is split into, a define of the program */
+	CU_ASSERT_EQUAL(emu_define(p, "NCT"), nct);
 	/* several units of several slices: two buffers */
 	CU_ASSERT(jp == 1 || b == jp || ring <= 6);
 	/* column tiles: one CTA per output block and column tile */
