@@ -1304,7 +1304,9 @@ KT_DEV void attend_kc(float (&acc)[ND][4], float (&m)[2], float (&l)[2], unsigne
  *     and Di = sum P dP (rescaled as the max grows), then the rows' (LSE in
  *     log2, Di) into the scratch (blocks + stats_at). Sweep 2: S, dP again,
  *     P = 2^(S log2e / sqrt(d) - LSE), dS = P (dP - Di) / sqrt(d),
- *     dQ += dS k (dS the register A operand, k MN-major).
+ *     dQ += dS k (dS the register A operand, k MN-major). With DQ_ONE
+ *     the chunks stream once: the statistics and dQ in one sweep
+ *     (dq_one).
  *   blockattn_bwd_dkv: k, v rows stay; q, do chunks and their statistics
  *     stream once. S^T = k q^T; P^T by each query column's LSE, packed to
  *     bf16; dV += P^T do (register A, do MN-major) and dP^T = v do^T in one
@@ -1356,6 +1358,11 @@ enum : int {
 	DMINB = CONS == 1 && 2 * (DBAR0 + 2048) <= 228 * 1024 ? 2 : 1,
 	DREG_P1 = !ROPE ? 40 : HD == 64 ? 64 : 48,
 	DREG_C1 = 256 - DREG_P1,
+	/* the dQ kernel in one sweep (dq_one) where its second accumulator
+	 * fits the registers: not with rope's larger producer at head_dim 64,
+	 * CONS 1 (setmaxnreg 192) or at head_dim 128, CONS 2 (224), where
+	 * ptxas spills 16-40 bytes */
+	DQ_ONE = !ROPE || (HD == 64 ? CONS == 2 : CONS == 1),
 };
 static_assert(CONS != 2 || PT * DREG_P + 256 * DREG_C <= 384 * 168, "setmaxnreg within the launch's");
 static_assert(DMINB == 1 || 128 * DREG_P1 + 128 * DREG_C1 <= 256 * 128, "setmaxnreg within the launch's");
@@ -1477,7 +1484,7 @@ KT_DEV bool wsb_next(wsb_walk &w, const int2 *blocks, int H, int &t0, int &len, 
  * p2 (dK, dV: k and v; dQ: q and do) once into pass set i % 2 of its i-th
  * unit, once the consumers have left the unit two back; then the block's
  * chunks of c1, c2 (q, do with their statistics, a row a thread; dQ: k, v,
- * and every chunk twice, once for each sweep) into slot g % STAGES of
+ * every chunk twice, once for each sweep, once with DQ_ONE) into slot g % STAGES of
  * ring step g (counted over all units), once the step STAGES back has
  * left it. Without rope it only issues: each group arrives on its full
  * barrier when its copies land. With rope it takes one step at a time
@@ -1520,8 +1527,8 @@ KT_DEV void wsb_produce(unsigned char *smem, unsigned sbase, unsigned bars,
 					    len, pt);
 		});
 #pragma unroll 1
-		for (int j = 0; j < (DQ ? 2 : 1) * nch; j++, g++) {
-			const int s = g % STAGES, c = DQ && j >= nch ? j - nch : j;
+		for (int j = 0; j < (DQ && !DQ_ONE ? 2 : 1) * nch; j++, g++) {
+			const int s = g % STAGES, c = DQ && !DQ_ONE && j >= nch ? j - nch : j;
 			unsigned st = sbase + DRING0 + s * DRSLOT;
 			int ptc = pt;
 
@@ -1636,6 +1643,93 @@ KT_DEV void dq_acc(float (&acc)[ND][4], float (&x)[kba::NBC][4], const float (&y
 	kt_wg_commit();
 	kt_wg_wait<0>();
 	kt_wg_pin(acc);
+}
+
+/* dQ in one sweep (DQ_ONE), one chunk. With p = 2^(S log2e / sqrt(d) - m)
+ * under the running max m, l = sum p and c = (sum p dP) / l (the running
+ * Di, complete after the last chunk), it keeps
+ *   a = sum p (dP - c) k,  b = sum p k
+ * over the chunks so far: both rescaled as m grows, a recentred by
+ * (c_old - c) b as c moves, then this chunk's two products (p (dP - c) and
+ * p the register operands, k MN-major) in one group. After the last chunk
+ * dQ = a / (l sqrt(d)) = sum P (dP - Di) k / sqrt(d), with no second pass
+ * over k and v; centring on the running Di keeps the bf16 operand as
+ * small as dS is. l, di: this thread's parts, as dq_run's; lq: the row's l. */
+KT_DEV void dq_one(float (&a)[ND][4], float (&b)[ND][4], float (&x)[kba::NBC][4],
+		   const float (&y)[kba::NBC][4], float (&m)[2], float (&l)[2], float (&di)[2],
+		   float (&c)[2], float (&lq)[2], unsigned sk, int lim)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+	unsigned pa[KCH / 16][4], da[KCH / 16][4];
+
+#pragma unroll
+	for (int hf = 0; hf < 2; hf++) {
+		float mc = m[hf], ls = 0.f, ds = 0.f, alpha, dt, cn;
+
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float v = nt * 8 + e < lim ? x[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+
+				x[nt][2 * hf + e] = v;
+				mc = fmaxf(mc, v);
+			}
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
+		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
+		alpha = exp2f(m[hf] - mc);
+		m[hf] = mc;
+#pragma unroll
+		for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float pe = exp2f(x[nt][2 * hf + e] - mc);
+
+				x[nt][2 * hf + e] = pe;
+				ls += pe;
+				ds += pe * y[nt][2 * hf + e];
+			}
+		l[hf] = l[hf] * alpha + ls;
+		di[hf] = di[hf] * alpha + ds;
+		lq[hf] = l[hf];
+		lq[hf] += __shfl_xor_sync(0xffffffffu, lq[hf], 1);
+		lq[hf] += __shfl_xor_sync(0xffffffffu, lq[hf], 2);
+		dt = di[hf];
+		dt += __shfl_xor_sync(0xffffffffu, dt, 1);
+		dt += __shfl_xor_sync(0xffffffffu, dt, 2);
+		cn = dt / lq[hf];
+#pragma unroll
+		for (int nt = 0; nt < ND; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const float bs = b[nt][2 * hf + e] * alpha;
+
+				a[nt][2 * hf + e] = fmaf(c[hf] - cn, bs, a[nt][2 * hf + e] * alpha);
+				b[nt][2 * hf + e] = bs;
+			}
+		c[hf] = cn;
+	}
+	/* p (dP - c) from the packed p, as dkv_chunk's dS from its bf16 P:
+	 * x is dead once packed, which leaves room for b at head_dim 128 */
+	kba::pack_a(pa, x);
+#pragma unroll
+	for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			x[nt][e] = kba::packed_at(pa, nt, e) * (y[nt][e] - c[e >> 1]);
+	kba::pack_a(da, x);
+	kt_wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < KCH / 16; kk++) {
+		const unsigned long long dk = kt_wg_desc_mn(sk + kk * 2048, DCPAN);
+
+		kt_wg<HD>::rs<1>(a, da[kk], dk);
+		kt_wg<HD>::rs<1>(b, pa[kk], dk);
+	}
+	kt_wg_commit();
+	kt_wg_wait<0>();
+	kt_wg_pin(a);
+	kt_wg_pin(b);
 }
 
 /* One query chunk [k0, k0 + KCH) into a consumer's key tile (sk, sv: its
@@ -1841,16 +1935,18 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 		const bool act = pr0 + 64 * cw < len;
 		unsigned char *const tq = smem + ps * DPSET + cw * HROWS;
 		const unsigned sq = sbase + ps * DPSET + cw * HROWS, sdo = sq + DPTL;
-		float acc[ND][4], m[2] = {KBA_NEG_INF, KBA_NEG_INF}, l[2] = {0.f, 0.f},
-				  di[2] = {0.f, 0.f};
+		float acc[ND][4], accb[ND][4], m[2] = {KBA_NEG_INF, KBA_NEG_INF}, l[2] = {0.f, 0.f},
+				  di[2] = {0.f, 0.f}, cen[2] = {0.f, 0.f}, lq[2] = {1.f, 1.f};
 
 		kt_wg_zero(acc);
+		if (DQ_ONE)
+			kt_wg_zero(accb);
 		kt_mbar_wait(bars + (DB_PF + ps) * 8, (it >> 1) & 1);
 		kt_fence_proxy_async();
-		/* steps 0 .. nch - 1: sweep 1 (the statistics); nch .. 2 nch - 1:
-		 * sweep 2 (dQ) */
+		/* steps 0 .. nch - 1: sweep 1 (the statistics; with DQ_ONE dQ
+		 * too, the only sweep); nch .. 2 nch - 1: sweep 2 (dQ) */
 #pragma unroll 1
-		for (int j = 0; j < 2 * nch; j++, g++) {
+		for (int j = 0; j < (DQ_ONE ? 1 : 2) * nch; j++, g++) {
 			const int s = g % STAGES, c = j < nch ? j : j - nch;
 			const unsigned sk = sbase + DRING0 + s * DRSLOT;
 
@@ -1861,7 +1957,9 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 				float x[kba::NBC][4], y[kba::NBC][4];
 
 				dq_sdp(x, y, sq, sdo, sk);
-				if (j >= nch)
+				if (DQ_ONE)
+					dq_one(acc, accb, x, y, m, l, di, cen, lq, sk, lim);
+				else if (j >= nch)
 					dq_acc(acc, x, y, m, di, sk, lim);
 				else
 					dq_run(x, y, m, l, di, lim);
@@ -1870,6 +1968,16 @@ blockattn_bwd_dq(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__res
 			kt_mbar_arrive(bars + (DB_E + s) * 8);
 			if (act && j == nch - 1)
 				kba::put_stats(m, l, di, pr0 + 64 * cw + r0, lane, len, stats, t0, H, h);
+		}
+		if (DQ_ONE && act) {
+			const float f[2] = {1.f / (sqrtf((float)HD) * lq[0]),
+					    1.f / (sqrtf((float)HD) * lq[1])};
+
+#pragma unroll
+			for (int nt = 0; nt < ND; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					acc[nt][e] *= f[e >> 1];
 		}
 		if (act) {
 			/* every warp's wgmmas on this consumer's q rows are done
