@@ -816,6 +816,43 @@ static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
+/* fused_ws below rank/blocks 64, where it beat relayout_ws's default
+ * (bench/monarch_small.sh on an H100, docs/families/monarch.md): at
+ * rank/blocks 16 (llama1b q/o) the sweep's winners, BLOCK_M 128, RING 5,
+ * EPILOGUE 3 where that grid is resident at once, else BLOCK_M 64, RING 6,
+ * EPILOGUE 1 (34-40% under relayout_ws at 1024-16384 tokens); at 48 (gpt2s
+ * c_fc) only where BLOCK_M 128's grid is one wave (20.3 against 25.2 us at
+ * 1024 tokens; behind from 4096), RING 5, EPILOGUE 1. Not at 32 (no
+ * reference layer, not measured). 1 with out set, else 0. */
+static int small_fused(const struct kt_shape *s, const struct kt_target *tgt, int bm,
+		       struct kt_config *out)
+{
+	const long rp = s->v[D_RANK] / s->v[D_BLOCKS];
+	char why[200];
+	int wave;
+
+	if (rp != 16 && rp != 48)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	out->variant = V_FUSED_WS;
+	out->p[P_CLI] = 1;
+	out->p[P_CLT] = 1;
+	out->p[P_BM] = 128;
+	out->p[P_RING] = 5;
+	out->p[P_EPI] = 1;
+	/* BLOCK_M 128's grid one wave, resident at once */
+	wave = tgt->sms > 0 && fused_grid(s, out) <= tgt->sms;
+	if (wave && rp == 16 && !bm)
+		out->p[P_EPI] = 3;
+	if (!wave && rp == 16) {
+		out->p[P_BM] = 64;
+		out->p[P_RING] = 6;
+	}
+	if (!wave && rp == 48)
+		return 0;
+	return monarch_check(&monarch_family, s, out, tgt, why, sizeof(why)) == 0;
+}
+
 static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
 			   const struct kt_target *tgt, struct kt_config *out)
 {
@@ -835,9 +872,10 @@ static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
 
 	if (shape_check(s, why, sizeof(why)))
 		return -1;
+	if (tgt->sm == 90 && tgt->arch_a && !decode && small_fused(s, tgt, bm, out))
+		return 0;
 	/* EPILOGUE 3 (the interleave in the fused kernel) where its grid is
-	 * known to be resident at once, else EPILOGUE 1 (+ monarch_perm_x8);
-	 * rank/blocks 16 and 32 not (yet measured against relayout_ws) */
+	 * known to be resident at once, else EPILOGUE 1 (+ monarch_perm_x8) */
 	for (k = 0; tgt->sm == 90 && tgt->arch_a && s->v[D_RANK] / s->v[D_BLOCKS] >= 64 &&
 		    k < sizeof(fused_bm) / sizeof(fused_bm[0]);
 	     k++)

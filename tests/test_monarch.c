@@ -1089,10 +1089,7 @@ static void test_defaults(void)
 		} want[] = {
 			{"tokens=1024,in=4096,out=11008,blocks=16,rank=1536", 128, 256, 256, 1},
 			{"tokens=1024,in=11008,out=4096,blocks=16,rank=1536", 128, 256, 256, 1},
-			{"tokens=1024,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
 			{"tokens=1024,in=768,out=3072,blocks=4,rank=192", 128, 256, 64, 1},
-			{"tokens=4096,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
-			{"tokens=257,in=2048,out=2048,blocks=16,rank=256", 128, 128, 256, 0},
 			{"tokens=64,in=4096,out=11008,blocks=16,rank=1536", 64, 256, 256, 1},
 		};
 		struct kt_target t90a = ft_target("sm_90a"), t86 = ft_target("sm_86");
@@ -1117,6 +1114,42 @@ static void test_defaults(void)
 			CU_ASSERT_EQUAL(kt_config_get(mon, &c, "PERSISTENT"), want[i].bm == 128 ? 3 : 0);
 			CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t86, &c), 0);
 			CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "naive");
+		}
+		/* fused_ws below rank/blocks 64 (small_fused): llama1b's sweep
+		 * winners, BLOCK_M 128, RING 5, EPILOGUE 3 (monarch_bm: 1)
+		 * where that grid is one wave of the target's SMs, else BLOCK_M
+		 * 64, RING 6, EPILOGUE 1; gpt2s's only within one wave, else
+		 * relayout_ws (above: the SM count unknown) */
+		{
+			static const struct {
+				const char *shape;
+				int sms;
+				long bm, ring, epi;	/* bm 0: relayout_ws */
+			} sf[] = {
+				{"tokens=1024,in=2048,out=2048,blocks=16,rank=256", 0, 64, 6, 1},
+				{"tokens=1024,in=2048,out=2048,blocks=16,rank=256", 132, 128, 5, 3},
+				{"tokens=4096,in=2048,out=2048,blocks=16,rank=256", 132, 64, 6, 1},
+				{"tokens=257,in=2048,out=2048,blocks=16,rank=256", 132, 128, 5, 3},
+				{"tokens=1024,in=768,out=3072,blocks=4,rank=192", 132, 128, 5, 1},
+				{"tokens=4096,in=768,out=3072,blocks=4,rank=192", 132, 0, 0, 0},
+			};
+
+			for (i = 0; i < sizeof(sf) / sizeof(sf[0]); i++) {
+				struct kt_shape s = ft_shape(mon, sf[i].shape);
+
+				t90a.sms = sf[i].sms;
+				CU_ASSERT_EQUAL_FATAL(mon->default_config(mon, &s, &t90a, &c), 0);
+				if (!sf[i].bm) {
+					CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "relayout_ws");
+					continue;
+				}
+				CU_ASSERT_STRING_EQUAL(mon->variants[c.variant], "fused_ws");
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "BLOCK_M"), sf[i].bm);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "RING"), sf[i].ring);
+				CU_ASSERT_EQUAL(kt_config_get(mon, &c, "EPILOGUE"),
+						blockmajor ? 1 : sf[i].epi);
+			}
+			t90a.sms = 0;
 		}
 		/* decode on sm_90: relayout (naive where rank/blocks % 8) with
 		 * the N16 winners' tile, stage 1 storing g itself (GSTORE 1)
