@@ -816,14 +816,13 @@ static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape
  * Else (other targets) naive: stage 2's tile from the GEMM defaults list
  * (it has the larger N in the reference shapes), stage 1's N tile the
  * largest that still fits. */
-/* fused_ws below rank/blocks 64, where it beat relayout_ws's default
- * (bench/monarch_small.sh on an H100, docs/families/monarch.md): at
- * rank/blocks 16 (llama1b q/o) the sweep's winners, BLOCK_M 128, RING 5,
- * EPILOGUE 3 where that grid is resident at once, else BLOCK_M 64, RING 6,
- * EPILOGUE 1 (34-40% under relayout_ws at 1024-16384 tokens); at 48 (gpt2s
- * c_fc) only where BLOCK_M 128's grid is one wave (20.3 against 25.2 us at
- * 1024 tokens; behind from 4096), RING 5, EPILOGUE 1. Not at 32 (no
- * reference layer, not measured). 1 with out set, else 0. */
+/* fused_ws below rank/blocks 64, where its sweep winners beat relayout_ws's
+ * default (docs/families/monarch.md, "The default"): at rank/blocks 16
+ * (llama1b q/o) BLOCK_M 128, RING 5, EPILOGUE 3 (monarch_bm: 1) where that
+ * grid is one wave of the SMs, else BLOCK_M 64, RING 6, EPILOGUE 1; at 48
+ * (gpt2s c_fc) BLOCK_M 128, RING 5, EPILOGUE 1 within one wave only (past
+ * it the column tiles' recomputed S1 loses). Not at 32: no reference layer
+ * measured it. 1 with out set, else 0. */
 static int small_fused(const struct kt_shape *s, const struct kt_target *tgt, int bm,
 		       struct kt_config *out)
 {
