@@ -1382,6 +1382,22 @@ static int add_fused(const struct kt_config *c, void *arg)
 	return 0;
 }
 
+/* Adds every fused_ws program of mon at shape text on sm_90a (unclustered:
+ * CLUSTER_I = CLUSTER_T = 1 only) to j; returns how many configs. */
+static int add_fused_at(struct job_list *j, const char *text, int unclustered)
+{
+	struct fused_jobs x;
+
+	memset(&x, 0, sizeof(x));
+	x.j = j;
+	x.s = ft_shape(mon, text);
+	x.t = ft_target("sm_90a");
+	x.variant = kt_variant_index(mon, "fused_ws");
+	x.unclustered = unclustered;
+	CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
+	return x.n;
+}
+
 static void test_compile(void)
 {
 	int everything = kt_test_env_on("KTUNE_COMPILE_ALL");
@@ -1410,46 +1426,18 @@ static void test_compile(void)
 		int f;
 
 		for (f = 0; f < 2; f++) {
-			struct fused_jobs x;
-
 			CU_ASSERT_PTR_NOT_NULL_FATAL(fams[f]);
 			mon = fams[f];
-			memset(&x, 0, sizeof(x));
-			x.j = &j;
-			x.s = ft_shape(mon, ref_shapes[0]);
-			x.t = ft_target("sm_90a");
-			x.variant = kt_variant_index(mon, "fused_ws");
-			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
-			CU_ASSERT(x.n >= 80);	/* 80 (monarch_bm), 90 */
+			CU_ASSERT(add_fused_at(&j, ref_shapes[0], 0) >= 80);	/* 80 (monarch_bm), 90 */
 			/* rank/blocks 16 (llama1b q/o: w2 panels shared by 4
 			 * blocks, RING 4-6), without clusters */
-			memset(&x, 0, sizeof(x));
-			x.j = &j;
-			x.s = ft_shape(mon, "tokens=1024,in=2048,out=2048,blocks=16,rank=256");
-			x.t = ft_target("sm_90a");
-			x.variant = kt_variant_index(mon, "fused_ws");
-			x.unclustered = 1;
-			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
-			CU_ASSERT(x.n >= 12);	/* 12 (monarch_bm), 18 */
+			CU_ASSERT(add_fused_at(&j, "tokens=1024,in=2048,out=2048,blocks=16,rank=256", 1) >=
+				  12);	/* 12 (monarch_bm), 18 */
 			/* rank/blocks 48: gpt2s c_fc (one w2 unit of four slices,
 			 * one buffer, three column tiles of 256) and two units
 			 * (two buffers, out/blocks 128) */
-			memset(&x, 0, sizeof(x));
-			x.j = &j;
-			x.s = ft_shape(mon, ref_shapes[2]);
-			x.t = ft_target("sm_90a");
-			x.variant = kt_variant_index(mon, "fused_ws");
-			x.unclustered = 1;
-			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
-			CU_ASSERT(x.n >= 10);	/* 10 (monarch_bm), 14 */
-			memset(&x, 0, sizeof(x));
-			x.j = &j;
-			x.s = ft_shape(mon, "tokens=1024,in=1024,out=1024,blocks=8,rank=384");
-			x.t = ft_target("sm_90a");
-			x.variant = kt_variant_index(mon, "fused_ws");
-			x.unclustered = 1;
-			CU_ASSERT_EQUAL(kt_space_foreach(mon, 0, add_fused, &x), 0);
-			CU_ASSERT(x.n >= 8);
+			CU_ASSERT(add_fused_at(&j, ref_shapes[2], 1) >= 10);	/* 10 (monarch_bm), 14 */
+			CU_ASSERT(add_fused_at(&j, "tokens=1024,in=1024,out=1024,blocks=8,rank=384", 1) >= 8);
 		}
 		mon = keep;
 	}
