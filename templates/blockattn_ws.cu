@@ -1575,43 +1575,54 @@ KT_DEV void dq_sdp(float (&x)[kba::NBC][4], float (&y)[kba::NBC][4], unsigned sq
 	kt_wg_pin(y);
 }
 
-/* dQ, sweep 1, one chunk: the running row max m (log2 domain), this
- * thread's part of the sum l and of Di = sum_j P_ij dP_ij, all rescaled
- * when the max grows (blockattn_bwd_dq's sweep 1). lim: as in dkv_chunk. */
+/* dQ's row statistics over one chunk, rows hf of this thread's two: S to
+ * the log2 domain (past the length -inf), the running row max m, and this
+ * thread's parts of the sum l and of Di = sum_j P_ij dP_ij, both rescaled
+ * when the max grows. With KEEP, x is left holding p = 2^(S - m). Returns
+ * the rescale factor. lim: as in dkv_chunk. */
+template <bool KEEP>
+KT_DEV float dq_stats(float (&x)[kba::NBC][4], const float (&y)[kba::NBC][4], float (&m)[2],
+		      float (&l)[2], float (&di)[2], int lim, int hf)
+{
+	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
+	float mc = m[hf], ls = 0.f, ds = 0.f, alpha;
+
+#pragma unroll
+	for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const float v = nt * 8 + e < lim ? x[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
+
+			x[nt][2 * hf + e] = v;
+			mc = fmaxf(mc, v);
+		}
+	mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
+	mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
+	alpha = exp2f(m[hf] - mc);
+	m[hf] = mc;
+#pragma unroll
+	for (int nt = 0; nt < kba::NBC; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const float pe = exp2f(x[nt][2 * hf + e] - mc);
+
+			if (KEEP)
+				x[nt][2 * hf + e] = pe;
+			ls += pe;
+			ds += pe * y[nt][2 * hf + e];
+		}
+	l[hf] = l[hf] * alpha + ls;
+	di[hf] = di[hf] * alpha + ds;
+	return alpha;
+}
+
+/* dQ, sweep 1, one chunk: the statistics (blockattn_bwd_dq's sweep 1). */
 KT_DEV void dq_run(float (&x)[kba::NBC][4], const float (&y)[kba::NBC][4], float (&m)[2],
 		   float (&l)[2], float (&di)[2], int lim)
 {
-	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
-
 #pragma unroll
-	for (int hf = 0; hf < 2; hf++) {
-		float mc = m[hf], ls = 0.f, ds = 0.f, alpha;
-
-#pragma unroll
-		for (int nt = 0; nt < kba::NBC; nt++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const float v = nt * 8 + e < lim ? x[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
-
-				x[nt][2 * hf + e] = v;
-				mc = fmaxf(mc, v);
-			}
-		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
-		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
-		alpha = exp2f(m[hf] - mc);
-		m[hf] = mc;
-#pragma unroll
-		for (int nt = 0; nt < kba::NBC; nt++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const float pe = exp2f(x[nt][2 * hf + e] - mc);
-
-				ls += pe;
-				ds += pe * y[nt][2 * hf + e];
-			}
-		l[hf] = l[hf] * alpha + ls;
-		di[hf] = di[hf] * alpha + ds;
-	}
+	for (int hf = 0; hf < 2; hf++)
+		dq_stats<false>(x, y, m, l, di, lim, hf);
 }
 
 /* dQ, sweep 2, one chunk: P = exp2(S log2e / sqrt(d) - LSE) (0 past the
@@ -1654,43 +1665,18 @@ KT_DEV void dq_acc(float (&acc)[ND][4], float (&x)[kba::NBC][4], const float (&y
  * p the register operands, k MN-major) in one group. After the last chunk
  * dQ = a / (l sqrt(d)) = sum P (dP - Di) k / sqrt(d), with no second pass
  * over k and v; centring on the running Di keeps the bf16 operand as
- * small as dS is. l, di: this thread's parts, as dq_run's; lq: the row's l. */
+ * small as dS is. l, di: this thread's parts, as dq_stats's; lq: the row's l. */
 KT_DEV void dq_one(float (&a)[ND][4], float (&b)[ND][4], float (&x)[kba::NBC][4],
 		   const float (&y)[kba::NBC][4], float (&m)[2], float (&l)[2], float (&di)[2],
 		   float (&c)[2], float (&lq)[2], unsigned sk, int lim)
 {
-	const float sl2 = 1.4426950408889634f / sqrtf((float)HD);
 	unsigned pa[KCH / 16][4], da[KCH / 16][4];
 
 #pragma unroll
 	for (int hf = 0; hf < 2; hf++) {
-		float mc = m[hf], ls = 0.f, ds = 0.f, alpha, dt, cn;
+		const float alpha = dq_stats<true>(x, y, m, l, di, lim, hf);
+		float dt, cn;
 
-#pragma unroll
-		for (int nt = 0; nt < kba::NBC; nt++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const float v = nt * 8 + e < lim ? x[nt][2 * hf + e] * sl2 : KBA_NEG_INF;
-
-				x[nt][2 * hf + e] = v;
-				mc = fmaxf(mc, v);
-			}
-		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 1));
-		mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, 2));
-		alpha = exp2f(m[hf] - mc);
-		m[hf] = mc;
-#pragma unroll
-		for (int nt = 0; nt < kba::NBC; nt++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const float pe = exp2f(x[nt][2 * hf + e] - mc);
-
-				x[nt][2 * hf + e] = pe;
-				ls += pe;
-				ds += pe * y[nt][2 * hf + e];
-			}
-		l[hf] = l[hf] * alpha + ls;
-		di[hf] = di[hf] * alpha + ds;
 		lq[hf] = l[hf];
 		lq[hf] += __shfl_xor_sync(0xffffffffu, lq[hf], 1);
 		lq[hf] += __shfl_xor_sync(0xffffffffu, lq[hf], 2);
