@@ -797,25 +797,6 @@ static double monarch_min_bytes(const struct kt_family *f, const struct kt_shape
 	return 2.0 * (T * n + r * (n + m) + T * m);
 }
 
-/* On sm_90a, where the shape takes it, the winner of the whole fused_ws
- * space at llama7b q/k/v/o N1024: BLOCK_M 128 (64 for few tokens), RING 6,
- * no clusters, and for monarch EPILOGUE 3 where the target's SM count is
- * known (its co-residency check), else EPILOGUE 1 (monarch_bm's rows are
- * contiguous: EPILOGUE 3 is monarch's only). EPILOGUE 1 is checked as
- * monarch's, whose rules are monarch_bm's and more. Else, on sm_90a,
- * relayout_ws: BLOCK_M 128, two consumers, STAGES 4, BLOCK_N the largest of
- * 256 .. 32 not past out/blocks, Z_BLOCK_N the largest dividing rank and
- * GSTORE 1 where rank/blocks >= 32 (shorter runs gain nothing), the tile
- * that won the whole relayout_ws space at each of the four N1024 reference
- * shapes fused_ws refuses (docs/families/monarch.md); both stages on the
- * persistent walk (PERSISTENT 3: faster or level at every shape measured,
- * the same page); then BLOCK_M 64 with one consumer, one CTA per tile
- * (the walk unmeasured there). On
- * sm_90 for 32 tokens or fewer, and where tokens x rank <= 65536 (few
- * tokens of a small layer), the decode tile below.
- * Else (other targets) naive: stage 2's tile from the GEMM defaults list
- * (it has the larger N in the reference shapes), stage 1's N tile the
- * largest that still fits. */
 /* fused_ws below rank/blocks 64, where its sweep winners beat relayout_ws's
  * default (docs/families/monarch.md, "The default"): at rank/blocks 16
  * (llama1b q/o) BLOCK_M 128, RING 5, EPILOGUE 3 (monarch_bm: 1) where that
@@ -852,6 +833,26 @@ static int small_fused(const struct kt_shape *s, const struct kt_target *tgt, in
 	return monarch_check(&monarch_family, s, out, tgt, why, sizeof(why)) == 0;
 }
 
+/* On sm_90a below rank/blocks 64, small_fused's; at 64 and above, where the
+ * shape takes it, the winner of the whole fused_ws space at llama7b q/k/v/o
+ * N1024: BLOCK_M 128 (64 for few tokens), RING 6, no clusters, and for
+ * monarch EPILOGUE 3 where the target's SM count is known (its
+ * co-residency check), else EPILOGUE 1 (monarch_bm's rows are
+ * contiguous: EPILOGUE 3 is monarch's only). EPILOGUE 1 is checked as
+ * monarch's, whose rules are monarch_bm's and more. Else, on sm_90a,
+ * relayout_ws: BLOCK_M 128, two consumers, STAGES 4, BLOCK_N the largest of
+ * 256 .. 32 not past out/blocks, Z_BLOCK_N the largest dividing rank and
+ * GSTORE 1 where rank/blocks >= 32 (shorter runs gain nothing), the tile
+ * that won the whole relayout_ws space at each of the four N1024 reference
+ * shapes fused_ws refuses (docs/families/monarch.md); both stages on the
+ * persistent walk (PERSISTENT 3: faster or level at every shape measured,
+ * the same page); then BLOCK_M 64 with one consumer, one CTA per tile
+ * (the walk unmeasured there). On sm_90 for 32 tokens or fewer, and where
+ * tokens x rank <= 65536 (few tokens of a small layer), the decode tile
+ * below.
+ * Else (other targets) naive: stage 2's tile from the GEMM defaults list
+ * (it has the larger N in the reference shapes), stage 1's N tile the
+ * largest that still fits. */
 static int monarch_default(const struct kt_family *f, const struct kt_shape *s,
 			   const struct kt_target *tgt, struct kt_config *out)
 {
